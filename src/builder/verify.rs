@@ -1,0 +1,196 @@
+//! Structural checks of an `HloModuleProto` before it reaches a plugin.
+//!
+//! XLA checks some malformed modules only with fatal assertions, which abort the
+//! whole process; every property it relies on when reading a proto is checked here
+//! first, so a bad module is an [`Error::InvalidModule`] instead.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::{Error, Result};
+use crate::proto;
+use crate::shape::ElementType;
+
+fn bad(reason: String) -> Error {
+    Error::InvalidModule { reason }
+}
+
+/// Checks a shape: known element type, non-negative dims, a layout on every array
+/// whose `minor_to_major` is a permutation of its dimensions.
+pub fn verify_shape(s: &proto::ShapeProto, what: &dyn Fn() -> String) -> Result<()> {
+    let tuple = proto::PrimitiveType::Tuple as i32;
+    let token = proto::PrimitiveType::Token as i32;
+    if s.element_type == tuple {
+        for t in &s.tuple_shapes {
+            verify_shape(t, what)?;
+        }
+        return Ok(());
+    }
+    if s.element_type == token {
+        return Ok(());
+    }
+    if ElementType::from_primitive_type(s.element_type).is_none()
+        && proto::PrimitiveType::try_from(s.element_type).is_err()
+    {
+        return Err(bad(format!("{}: unknown element type {}", what(), s.element_type)));
+    }
+    if s.element_type == proto::PrimitiveType::Invalid as i32 {
+        return Err(bad(format!("{}: element type is INVALID", what())));
+    }
+    if s.dimensions.iter().any(|d| *d < 0) {
+        return Err(bad(format!("{}: negative dimension in {:?}", what(), s.dimensions)));
+    }
+    if !s.is_dynamic_dimension.is_empty() && s.is_dynamic_dimension.len() != s.dimensions.len() {
+        return Err(bad(format!(
+            "{}: {} dynamic-dimension flags for {} dimensions",
+            what(),
+            s.is_dynamic_dimension.len(),
+            s.dimensions.len()
+        )));
+    }
+    let layout = s
+        .layout
+        .as_ref()
+        .ok_or_else(|| bad(format!("{}: array shape without a layout", what())))?;
+    let rank = s.dimensions.len() as i64;
+    let mut seen = vec![false; s.dimensions.len()];
+    if layout.minor_to_major.len() != s.dimensions.len() {
+        return Err(bad(format!(
+            "{}: layout minor_to_major {:?} does not fit rank {rank}",
+            what(),
+            layout.minor_to_major
+        )));
+    }
+    for d in &layout.minor_to_major {
+        if *d < 0 || *d >= rank || seen[*d as usize] {
+            return Err(bad(format!(
+                "{}: layout minor_to_major {:?} is not a permutation of 0..{rank}",
+                what(),
+                layout.minor_to_major
+            )));
+        }
+        seen[*d as usize] = true;
+    }
+    Ok(())
+}
+
+/// Checks the module's structure: ids unique, operands and called computations
+/// defined before use, parameters numbered without gaps and matching the program
+/// shape, the root and entry present, every shape well formed.
+pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
+    if m.computations.is_empty() {
+        return Err(bad("module has no computations".into()));
+    }
+    let mut comp_ids: HashSet<i64> = HashSet::new();
+    let mut instr_ids: HashSet<i64> = HashSet::new();
+    let mut param_counts: HashMap<i64, usize> = HashMap::new();
+    for c in &m.computations {
+        let cname = &c.name;
+        let mut local: HashMap<i64, usize> = HashMap::new();
+        let mut params: Vec<i64> = Vec::new();
+        for (pos, ins) in c.instructions.iter().enumerate() {
+            let what = || format!("instruction `{}` (id {}) of computation `{cname}`", ins.name, ins.id);
+            if ins.opcode.is_empty() {
+                return Err(bad(format!("{}: empty opcode", what())));
+            }
+            if !instr_ids.insert(ins.id) {
+                return Err(bad(format!("{}: id used twice", what())));
+            }
+            local.insert(ins.id, pos);
+            let shape = ins
+                .shape
+                .as_ref()
+                .ok_or_else(|| bad(format!("{}: no shape", what())))?;
+            verify_shape(shape, &what)?;
+            for o in &ins.operand_ids {
+                if !local.contains_key(o) || *o == ins.id {
+                    return Err(bad(format!(
+                        "{}: operand id {o} is not an earlier instruction of the computation",
+                        what()
+                    )));
+                }
+            }
+            for cc in &ins.called_computation_ids {
+                if !comp_ids.contains(cc) {
+                    return Err(bad(format!(
+                        "{}: calls computation id {cc}, which is not defined before it",
+                        what()
+                    )));
+                }
+            }
+            if ins.opcode == "parameter" {
+                params.push(ins.parameter_number);
+            }
+            if ins.opcode == "constant" {
+                let lit = ins
+                    .literal
+                    .as_ref()
+                    .ok_or_else(|| bad(format!("{}: constant without a literal", what())))?;
+                let ls = lit
+                    .shape
+                    .as_ref()
+                    .ok_or_else(|| bad(format!("{}: literal without a shape", what())))?;
+                if ls.element_type != shape.element_type || ls.dimensions != shape.dimensions {
+                    return Err(bad(format!("{}: literal shape differs from the instruction's", what())));
+                }
+            }
+        }
+        params.sort_unstable();
+        for (i, p) in params.iter().enumerate() {
+            if *p != i as i64 {
+                return Err(bad(format!(
+                    "computation `{cname}`: parameter numbers {params:?} are not 0..{}",
+                    params.len()
+                )));
+            }
+        }
+        if !local.contains_key(&c.root_id) {
+            return Err(bad(format!(
+                "computation `{cname}`: root id {} is not one of its instructions",
+                c.root_id
+            )));
+        }
+        if let Some(ps) = &c.program_shape {
+            if ps.parameters.len() != params.len() {
+                return Err(bad(format!(
+                    "computation `{cname}`: program shape lists {} parameters, the computation has {}",
+                    ps.parameters.len(),
+                    params.len()
+                )));
+            }
+        }
+        if !comp_ids.insert(c.id) {
+            return Err(bad(format!("computation `{cname}`: id {} used twice", c.id)));
+        }
+        param_counts.insert(c.id, params.len());
+    }
+    let entry = m
+        .computations
+        .iter()
+        .find(|c| c.id == m.entry_computation_id)
+        .ok_or_else(|| {
+            bad(format!(
+                "entry computation id {} is not in the module",
+                m.entry_computation_id
+            ))
+        })?;
+    let hps = m
+        .host_program_shape
+        .as_ref()
+        .ok_or_else(|| bad("module has no host_program_shape".into()))?;
+    for (i, p) in hps.parameters.iter().enumerate() {
+        verify_shape(p, &|| format!("host program shape parameter {i}"))?;
+    }
+    let result = hps
+        .result
+        .as_ref()
+        .ok_or_else(|| bad("host program shape has no result".into()))?;
+    verify_shape(result, &|| "host program shape result".to_string())?;
+    if hps.parameters.len() != param_counts[&entry.id] {
+        return Err(bad(format!(
+            "host program shape lists {} parameters, the entry computation has {}",
+            hps.parameters.len(),
+            param_counts[&entry.id]
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! The crate's error type: one enum, a variant per kind of failure, each carrying the
+//! data a user needs to act on it.
+
+use std::fmt;
+use std::panic::Location;
+use std::path::PathBuf;
+
+use crate::pjrt::fetch::FetchError;
+use crate::shape::Shape;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Status codes a PJRT plugin reports (the absl status codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PjrtErrorCode {
+    /// The operation was cancelled.
+    Cancelled,
+    /// Unknown error.
+    Unknown,
+    /// The caller passed an invalid argument.
+    InvalidArgument,
+    /// A deadline expired.
+    DeadlineExceeded,
+    /// Something was not found.
+    NotFound,
+    /// Something already exists.
+    AlreadyExists,
+    /// Permission denied.
+    PermissionDenied,
+    /// Out of memory or another resource.
+    ResourceExhausted,
+    /// The system is not in a state the operation needs.
+    FailedPrecondition,
+    /// The operation was aborted.
+    Aborted,
+    /// Out of range.
+    OutOfRange,
+    /// Not implemented by this plugin.
+    Unimplemented,
+    /// Internal error in the plugin.
+    Internal,
+    /// The service is unavailable.
+    Unavailable,
+    /// Data loss.
+    DataLoss,
+    /// Not authenticated.
+    Unauthenticated,
+    /// A code this crate does not know.
+    Other(i32),
+}
+
+impl PjrtErrorCode {
+    /// Maps the C enum value.
+    pub fn from_raw(code: i32) -> Self {
+        use PjrtErrorCode::*;
+        match code {
+            1 => Cancelled,
+            2 => Unknown,
+            3 => InvalidArgument,
+            4 => DeadlineExceeded,
+            5 => NotFound,
+            6 => AlreadyExists,
+            7 => PermissionDenied,
+            8 => ResourceExhausted,
+            9 => FailedPrecondition,
+            10 => Aborted,
+            11 => OutOfRange,
+            12 => Unimplemented,
+            13 => Internal,
+            14 => Unavailable,
+            15 => DataLoss,
+            16 => Unauthenticated,
+            c => Other(c),
+        }
+    }
+}
+
+/// A shape or dtype rule violated while building a graph: names the op, the operand
+/// shapes and the caller's source line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShapeError {
+    /// The operation being built (XLA's name, e.g. `"dot_general"`).
+    pub op: &'static str,
+    /// The operand shapes the op was given.
+    pub operands: Vec<Shape>,
+    /// What rule was broken.
+    pub reason: String,
+    /// Where in the user's code the op was built.
+    pub location: Option<&'static Location<'static>>,
+}
+
+impl ShapeError {
+    /// A rule violation for `op` on `operands` (no location yet).
+    pub fn new(op: &'static str, operands: &[&Shape], reason: impl Into<String>) -> Self {
+        ShapeError {
+            op,
+            operands: operands.iter().map(|s| (*s).clone()).collect(),
+            reason: reason.into(),
+            location: None,
+        }
+    }
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`", self.op)?;
+        if !self.operands.is_empty() {
+            f.write_str(" on (")?;
+            for (i, s) in self.operands.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{s}")?;
+            }
+            f.write_str(")")?;
+        }
+        if let Some(loc) = self.location {
+            write!(f, " at {}:{}:{}", loc.file(), loc.line(), loc.column())?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An op was given operands of the wrong shape or type.
+    Shape(ShapeError),
+    /// A graph was used wrongly (an op from another builder, a parameter number given
+    /// twice, a module that is not well formed, …).
+    Graph {
+        /// What is wrong.
+        reason: String,
+        /// Where in the user's code, when known.
+        location: Option<&'static Location<'static>>,
+    },
+    /// A PJRT C API function returned an error.
+    Pjrt {
+        /// The C function that failed, e.g. `"PJRT_Client_Compile"`.
+        function: &'static str,
+        /// The plugin's status code.
+        code: PjrtErrorCode,
+        /// The plugin's message.
+        message: String,
+    },
+    /// The plugin file could not be opened as a shared library.
+    PluginLoad {
+        /// Path given.
+        path: PathBuf,
+        /// The loader's message.
+        reason: String,
+    },
+    /// The shared library is not a PJRT plugin (no `GetPjrtApi`, or it returned null).
+    NotAPlugin {
+        /// Path given.
+        path: PathBuf,
+        /// What was missing.
+        reason: String,
+    },
+    /// The plugin speaks another major version of the PJRT C API.
+    IncompatibleApi {
+        /// Path of the plugin.
+        path: PathBuf,
+        /// The plugin's major version.
+        major: i32,
+        /// The plugin's minor version.
+        minor: i32,
+    },
+    /// The loaded plugin's function table has no entry for a function (the plugin is
+    /// too old for it, or leaves it out).
+    Unsupported {
+        /// The C function that was needed.
+        function: &'static str,
+        /// The plugin's PJRT C API version `(major, minor)`.
+        api_version: (i32, i32),
+    },
+    /// Finding or fetching the default plugin failed.
+    Fetch(FetchError),
+    /// Host data does not fit the buffer or program it is meant for.
+    HostData {
+        /// What does not fit.
+        reason: String,
+    },
+    /// Bytes given as a serialized `HloModuleProto` do not decode or do not form a
+    /// well-formed module.
+    InvalidModule {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The location in the user's code the error points at, for shape and graph errors.
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            Error::Shape(e) => e.location,
+            Error::Graph { location, .. } => *location,
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Shape(e) => write!(f, "shape error in {e}"),
+            Error::Graph { reason, location } => {
+                write!(f, "graph error")?;
+                if let Some(loc) = location {
+                    write!(f, " at {}:{}:{}", loc.file(), loc.line(), loc.column())?;
+                }
+                write!(f, ": {reason}")
+            }
+            Error::Pjrt {
+                function,
+                code,
+                message,
+            } => write!(f, "{function} failed ({code:?}): {message}"),
+            Error::PluginLoad { path, reason } => write!(
+                f,
+                "cannot load PJRT plugin {}: {reason} (set PJRT_PLUGIN_PATH or pass the path of a PJRT plugin .so)",
+                path.display()
+            ),
+            Error::NotAPlugin { path, reason } => write!(
+                f,
+                "{} is not a PJRT plugin: {reason}",
+                path.display()
+            ),
+            Error::IncompatibleApi { path, major, minor } => write!(
+                f,
+                "PJRT plugin {} implements PJRT C API {major}.{minor}; this crate speaks major version {}",
+                path.display(),
+                crate::pjrt::raw::PJRT_API_MAJOR
+            ),
+            Error::Unsupported {
+                function,
+                api_version: (major, minor),
+            } => write!(
+                f,
+                "plugin too old for {function}: the loaded plugin (PJRT C API {major}.{minor}) does not provide it"
+            ),
+            Error::Fetch(e) => write!(f, "{e}"),
+            Error::HostData { reason } => write!(f, "host data mismatch: {reason}"),
+            Error::InvalidModule { reason } => write!(f, "invalid HLO module: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Shape(e) => Some(e),
+            Error::Fetch(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ShapeError> for Error {
+    fn from(e: ShapeError) -> Self {
+        Error::Shape(e)
+    }
+}
+
+impl From<FetchError> for Error {
+    fn from(e: FetchError) -> Self {
+        Error::Fetch(e)
+    }
+}

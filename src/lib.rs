@@ -1,0 +1,55 @@
+//! # xlaclient
+//!
+//! A pure-Rust XLA client. Write computations as Rust expressions on a typed op
+//! graph ([`Builder`], [`Op`]); the crate checks every shape and element type as each
+//! op is built and emits XLA's `HloModuleProto` itself. A thin backend ([`pjrt`])
+//! loads a vendor PJRT C API plugin at run time and compiles and runs the module on
+//! CPU, GPU or TPU.
+//!
+//! ```no_run
+//! use xlaclient::{Builder, Client, Shape};
+//!
+//! // Build: y = tanh(x @ w + 1)
+//! let b = Builder::new("layer");
+//! let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+//! let w = b.parameter(1, Shape::of::<f32>(&[3, 2]), "w");
+//! let y = (x.matmul(&w) + 1.0).tanh();
+//! let module = b.build(&y)?;
+//! println!("{}", module.to_hlo_text());
+//!
+//! // Run on the default plugin (the CPU plugin, fetched on first use).
+//! let client = Client::cpu()?;
+//! let exe = client.compile(&module)?;
+//! let xs = client.buffer_from_host(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+//! let ws = client.buffer_from_host(&[0.1f32; 6], &[3, 2])?;
+//! let out = exe.execute(&[&xs, &ws])?;
+//! println!("{:?}", out[0].to_vec::<f32>()?);
+//! # Ok::<(), xlaclient::Error>(())
+//! ```
+//!
+//! Layout: [`builder`] (graph, module, HLO text, verifier), [`ops`] (one file per op
+//! family: shape rule, builder method, tests), [`pjrt`] (the only `unsafe` code),
+//! [`proto`] (our own declarations of XLA's protos).
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod builder;
+pub mod error;
+pub mod ops;
+pub mod pjrt;
+pub mod shape;
+
+/// XLA's protocol buffers, generated from our own `.proto` declarations in
+/// `proto/xla/` (field numbers identical to upstream XLA).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/xla.rs"));
+}
+
+pub use builder::{Builder, Computation, Op};
+pub use error::{Error, PjrtErrorCode, Result, ShapeError};
+pub use ops::elementwise::Comparison;
+pub use ops::linalg::DotDims;
+pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};
+pub use shape::{ElementType, NativeType, Shape};

@@ -1,0 +1,585 @@
+//! Element-wise ops: unary and binary arithmetic, comparison and select, with numpy
+//! broadcasting and Rust operators on top.
+
+use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::panic::Location;
+
+use super::array_of;
+use crate::builder::{Builder, Op};
+use crate::error::ShapeError;
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+/// Which element types an op accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeClass {
+    /// Anything but `pred`.
+    Numeric,
+    /// Real or complex floating point.
+    Float,
+    /// Real floating point only.
+    RealFloat,
+}
+
+impl TypeClass {
+    fn accepts(self, t: ElementType) -> bool {
+        match self {
+            TypeClass::Numeric => t != ElementType::Pred,
+            TypeClass::Float => t.is_float() || t.is_complex(),
+            TypeClass::RealFloat => t.is_float(),
+        }
+    }
+    fn describe(self) -> &'static str {
+        match self {
+            TypeClass::Numeric => "a numeric element type",
+            TypeClass::Float => "a floating-point element type",
+            TypeClass::RealFloat => "a real floating-point element type",
+        }
+    }
+}
+
+macro_rules! unary_ops {
+    ($( $(#[$doc:meta])* $method:ident => $hlo:literal, $class:ident; )*) => {
+        /// The element-wise unary ops: one entry per HLO opcode.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[allow(missing_docs)]
+        pub enum UnaryOp { $( #[allow(non_camel_case_types)] $method, )* }
+
+        impl UnaryOp {
+            /// Every unary op.
+            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$method),*];
+            /// The HLO opcode as XLA spells it.
+            pub fn hlo_name(self) -> &'static str {
+                match self { $(UnaryOp::$method => $hlo,)* }
+            }
+            /// The element types it accepts.
+            pub fn type_class(self) -> TypeClass {
+                match self { $(UnaryOp::$method => TypeClass::$class,)* }
+            }
+        }
+
+        impl Op {
+            $(
+                $(#[$doc])*
+                #[doc = concat!("\n\nEmits XLA's `", $hlo, "`.")]
+                #[track_caller]
+                pub fn $method(&self) -> Op {
+                    self.unary(UnaryOp::$method, Location::caller())
+                }
+            )*
+        }
+    };
+}
+
+unary_ops! {
+    /// `-x`.
+    neg => "negate", Numeric;
+    /// `e^x`.
+    exp => "exponential", Float;
+    /// Natural logarithm.
+    log => "log", Float;
+    /// Hyperbolic tangent.
+    tanh => "tanh", Float;
+    /// Absolute value.
+    abs => "abs", Numeric;
+    /// Square root.
+    sqrt => "sqrt", Float;
+    /// `1 / sqrt(x)`.
+    rsqrt => "rsqrt", Float;
+    /// Sine.
+    sin => "sine", Float;
+    /// Cosine.
+    cos => "cosine", Float;
+    /// The logistic sigmoid `1 / (1 + e^-x)`.
+    logistic => "logistic", Float;
+    /// Round down.
+    floor => "floor", RealFloat;
+    /// Round up.
+    ceil => "ceil", RealFloat;
+    /// -1, 0 or 1 by the sign of x.
+    sign => "sign", Numeric;
+    /// `e^x - 1`, accurate near 0.
+    expm1 => "exponential-minus-one", Float;
+    /// `ln(1 + x)`, accurate near 0.
+    log1p => "log-plus-one", Float;
+}
+
+macro_rules! binary_ops {
+    ($( $(#[$doc:meta])* $method:ident => $hlo:literal, $class:ident; )*) => {
+        /// The element-wise binary arithmetic ops: one entry per HLO opcode.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[allow(missing_docs)]
+        pub enum BinaryOp { $( #[allow(non_camel_case_types)] $method, )* }
+
+        impl BinaryOp {
+            /// Every binary op.
+            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$method),*];
+            /// The HLO opcode as XLA spells it.
+            pub fn hlo_name(self) -> &'static str {
+                match self { $(BinaryOp::$method => $hlo,)* }
+            }
+            /// The element types it accepts.
+            pub fn type_class(self) -> TypeClass {
+                match self { $(BinaryOp::$method => TypeClass::$class,)* }
+            }
+        }
+
+        impl Op {
+            $(
+                $(#[$doc])*
+                #[doc = concat!("\n\nEmits XLA's `", $hlo, "`; shapes broadcast the numpy way.")]
+                #[track_caller]
+                pub fn $method(&self, rhs: &Op) -> Op {
+                    self.binary(BinaryOp::$method, rhs, Location::caller())
+                }
+            )*
+        }
+    };
+}
+
+binary_ops! {
+    /// Sum.
+    add => "add", Numeric;
+    /// Difference.
+    sub => "subtract", Numeric;
+    /// Product.
+    mul => "multiply", Numeric;
+    /// Quotient (integer division truncates toward zero).
+    div => "divide", Numeric;
+    /// Element-wise maximum.
+    max => "maximum", Numeric;
+    /// Element-wise minimum.
+    min => "minimum", Numeric;
+    /// `x^y`.
+    pow => "power", Numeric;
+    /// Remainder with the sign of the dividend (C's `fmod`).
+    rem => "remainder", Numeric;
+    /// `atan2(y = self, x = rhs)`.
+    atan2 => "atan2", RealFloat;
+}
+
+/// Comparison directions of XLA's `compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Comparison {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Comparison {
+    /// The direction as XLA spells it (`"EQ"`, `"LT"`, …).
+    pub fn hlo_name(self) -> &'static str {
+        match self {
+            Comparison::Eq => "EQ",
+            Comparison::Ne => "NE",
+            Comparison::Lt => "LT",
+            Comparison::Le => "LE",
+            Comparison::Gt => "GT",
+            Comparison::Ge => "GE",
+        }
+    }
+}
+
+/// The comparison type XLA needs for an element type (`"FLOAT"`, `"SIGNED"`,
+/// `"UNSIGNED"`); a wrong one silently gives wrong answers.
+pub fn comparison_type(t: ElementType) -> &'static str {
+    if t.is_float() || t.is_complex() {
+        "FLOAT"
+    } else if t.is_signed_int() {
+        "SIGNED"
+    } else {
+        "UNSIGNED"
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Shape rules.
+
+/// Unary element-wise rule: an array of an accepted type; same shape out.
+pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
+    let (ty, _) = array_of(op.hlo_name(), x)?;
+    if !op.type_class().accepts(ty) {
+        return Err(ShapeError::new(
+            op.hlo_name(),
+            &[x],
+            format!("needs {}, got {ty}", op.type_class().describe()),
+        ));
+    }
+    Ok(x.clone())
+}
+
+/// Binary element-wise rule (after broadcasting): identical shapes and types.
+pub fn infer_binary(op: BinaryOp, lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
+    let name = op.hlo_name();
+    let (lt, ld) = array_of(name, lhs)?;
+    let (rt, rd) = array_of(name, rhs)?;
+    if lt != rt {
+        return Err(ShapeError::new(
+            name,
+            &[lhs, rhs],
+            format!("element types differ ({lt} vs {rt}); convert one operand first"),
+        ));
+    }
+    if !op.type_class().accepts(lt) {
+        return Err(ShapeError::new(
+            name,
+            &[lhs, rhs],
+            format!("needs {}, got {lt}", op.type_class().describe()),
+        ));
+    }
+    if ld != rd {
+        return Err(ShapeError::new(name, &[lhs, rhs], "dimensions differ"));
+    }
+    Ok(lhs.clone())
+}
+
+/// Numpy broadcasting of two dimension lists: aligned at the right, each pair equal
+/// or one of them 1.
+pub fn broadcast_dims(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let x = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let y = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = if x == y || y == 1 {
+            x
+        } else if x == 1 {
+            y
+        } else {
+            return Err(format!(
+                "cannot broadcast dimensions {a:?} and {b:?}: {x} vs {y} at result axis {i}"
+            ));
+        };
+    }
+    Ok(out)
+}
+
+/// Compare rule: identical shapes and types; `pred` out.
+pub fn infer_compare(lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
+    let (lt, ld) = array_of("compare", lhs)?;
+    let (rt, rd) = array_of("compare", rhs)?;
+    if lt != rt || ld != rd {
+        return Err(ShapeError::new("compare", &[lhs, rhs], "operands must have the same shape and type"));
+    }
+    Ok(Shape::array(ElementType::Pred, ld))
+}
+
+/// Select rule: a `pred` predicate and two branches of one shape, all the same dims.
+pub fn infer_select(pred: &Shape, on_true: &Shape, on_false: &Shape) -> Result<Shape, ShapeError> {
+    let (pt, pd) = array_of("select", pred)?;
+    let (tt, td) = array_of("select", on_true)?;
+    let (ft, fd) = array_of("select", on_false)?;
+    if pt != ElementType::Pred {
+        return Err(ShapeError::new("select", &[pred, on_true, on_false], format!("predicate must be pred, got {pt}")));
+    }
+    if tt != ft || td != fd {
+        return Err(ShapeError::new("select", &[pred, on_true, on_false], "branches differ in shape or type"));
+    }
+    if pd != td {
+        return Err(ShapeError::new("select", &[pred, on_true, on_false], "predicate dimensions differ from the branches'"));
+    }
+    Ok(on_true.clone())
+}
+
+// ---------------------------------------------------------------------------------
+// Builder methods.
+
+impl Builder {
+    /// A scalar constant of element type `ty` holding `v` (converted with `as`).
+    /// Used for Rust numbers in expressions, which take the type of the other operand.
+    #[track_caller]
+    pub fn constant_of_type(&self, ty: ElementType, v: f64) -> Op {
+        self.scalar_of(ty, v, Location::caller())
+    }
+
+    pub(crate) fn scalar_of(&self, ty: ElementType, v: f64, loc: &'static Location<'static>) -> Op {
+        macro_rules! c {
+            ($t:ty) => {{
+                let b = self.clone();
+                // Route through the generic constant path with the caller's location.
+                let mut lit = proto::LiteralProto {
+                    shape: Some(Shape::scalar(ty).to_proto()),
+                    ..Default::default()
+                };
+                <$t as crate::shape::NativeType>::push_to_literal(&[<$t as crate::shape::NativeType>::from_f64(v)], &mut lit);
+                let instr = proto::HloInstructionProto { literal: Some(lit), ..Default::default() };
+                b.push("constant", Shape::scalar(ty), &[], instr, None, loc)
+            }};
+        }
+        match ty {
+            ElementType::Pred => c!(bool),
+            ElementType::S8 => c!(i8),
+            ElementType::S16 => c!(i16),
+            ElementType::S32 => c!(i32),
+            ElementType::S64 => c!(i64),
+            ElementType::U8 => c!(u8),
+            ElementType::U16 => c!(u16),
+            ElementType::U32 => c!(u32),
+            ElementType::U64 => c!(u64),
+            ElementType::F32 => c!(f32),
+            ElementType::F64 => c!(f64),
+            ElementType::F16 | ElementType::Bf16 | ElementType::C64 | ElementType::C128 => {
+                // Build in f32/f64 and convert: exact for the values people write.
+                let wide = if ty == ElementType::C128 { ElementType::F64 } else { ElementType::F32 };
+                let s = self.scalar_of(wide, v, loc);
+                s.convert_at(ty, loc)
+            }
+        }
+    }
+
+    /// `select(pred, on_true, on_false)`: element-wise choice. Shapes broadcast.
+    #[track_caller]
+    pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
+        let loc = Location::caller();
+        let (Some(ps), Some(ts), Some(fs)) = (pred.shape(), on_true.shape(), on_false.shape()) else {
+            return self.poisoned();
+        };
+        let dims = broadcast_dims(ps.dims(), ts.dims()).and_then(|d| broadcast_dims(&d, fs.dims()));
+        let dims = match dims {
+            Ok(d) => d,
+            Err(reason) => return self.fail(ShapeError::new("select", &[&ps, &ts, &fs], reason), loc),
+        };
+        let p = pred.broadcast_to_at(&dims, loc);
+        let t = on_true.broadcast_to_at(&dims, loc);
+        let f = on_false.broadcast_to_at(&dims, loc);
+        self.emit("select", &[&p, &t, &f], loc, |s| {
+            Ok((infer_select(&s[0], &s[1], &s[2])?, proto::HloInstructionProto::default()))
+        })
+    }
+}
+
+impl Op {
+    pub(crate) fn unary(&self, op: UnaryOp, loc: &'static Location<'static>) -> Op {
+        self.builder().emit(op.hlo_name(), &[self], loc, |s| {
+            Ok((infer_unary(op, &s[0])?, proto::HloInstructionProto::default()))
+        })
+    }
+
+    /// Broadcasts both operands to their numpy-broadcast dims; checks the element
+    /// types first so that the error names the shapes the user wrote.
+    fn broadcast_pair(&self, rhs: &Op, name: &'static str, loc: &'static Location<'static>) -> Option<(Op, Op)> {
+        let b = self.builder();
+        let (Some(ls), Some(rs)) = (self.shape(), rhs.shape()) else {
+            // A poisoned operand: its error is already recorded. An operand of another
+            // builder is reported by `emit`.
+            let _ = b.emit(name, &[self, rhs], loc, |_| unreachable_rule(name));
+            return None;
+        };
+        if ls.element_type() != rs.element_type() {
+            let reason = match (ls.element_type(), rs.element_type()) {
+                (Some(a), Some(c)) => format!("element types differ ({a} vs {c}); convert one operand first"),
+                _ => "expects array operands".to_string(),
+            };
+            b.fail(ShapeError::new(name, &[&ls, &rs], reason), loc);
+            return None;
+        }
+        let dims = match broadcast_dims(ls.dims(), rs.dims()) {
+            Ok(d) => d,
+            Err(reason) => {
+                b.fail(ShapeError::new(name, &[&ls, &rs], reason), loc);
+                return None;
+            }
+        };
+        Some((self.broadcast_to_at(&dims, loc), rhs.broadcast_to_at(&dims, loc)))
+    }
+
+    pub(crate) fn binary(&self, op: BinaryOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
+        let Some((l, r)) = self.broadcast_pair(rhs, op.hlo_name(), loc) else {
+            return self.builder().poisoned();
+        };
+        self.builder().emit(op.hlo_name(), &[&l, &r], loc, |s| {
+            Ok((infer_binary(op, &s[0], &s[1])?, proto::HloInstructionProto::default()))
+        })
+    }
+
+    /// Element-wise comparison, giving `pred`. Shapes broadcast; the comparison type
+    /// (float, signed, unsigned) follows the element type.
+    #[track_caller]
+    pub fn compare(&self, rhs: &Op, direction: Comparison) -> Op {
+        let loc = Location::caller();
+        let Some((l, r)) = self.broadcast_pair(rhs, "compare", loc) else {
+            return self.builder().poisoned();
+        };
+        self.builder().emit("compare", &[&l, &r], loc, |s| {
+            let out = infer_compare(&s[0], &s[1])?;
+            let ty = s[0].element_type().unwrap_or(ElementType::F32);
+            Ok((
+                out,
+                proto::HloInstructionProto {
+                    comparison_direction: direction.hlo_name().to_string(),
+                    comparison_type: comparison_type(ty).to_string(),
+                    ..Default::default()
+                },
+            ))
+        })
+    }
+
+    /// `max(x, 0)`.
+    #[track_caller]
+    pub fn relu(&self) -> Op {
+        let loc = Location::caller();
+        let Some(ty) = self.element_type() else {
+            return self.builder().poisoned();
+        };
+        let zero = self.builder().scalar_of(ty, 0.0, loc);
+        self.binary(BinaryOp::max, &zero, loc)
+    }
+
+    /// `self op v`, with `v` a constant of this op's element type.
+    pub(crate) fn binary_scalar(&self, op: BinaryOp, v: f64, scalar_on_left: bool, loc: &'static Location<'static>) -> Op {
+        let Some(ty) = self.element_type() else {
+            return self.builder().emit(op.hlo_name(), &[self], loc, |s| {
+                Err(ShapeError::new(op.hlo_name(), &[&s[0]], "expects an array operand"))
+            });
+        };
+        let c = self.builder().scalar_of(ty, v, loc);
+        if scalar_on_left { c.binary(op, self, loc) } else { self.binary(op, &c, loc) }
+    }
+}
+
+fn unreachable_rule(
+    name: &'static str,
+) -> Result<(Shape, proto::HloInstructionProto), ShapeError> {
+    Err(ShapeError::new(name, &[], "internal: rule ran on a poisoned operand"))
+}
+
+// ---------------------------------------------------------------------------------
+// Operators.
+
+macro_rules! op_traits {
+    ($($trait:ident $method:ident $kind:ident;)*) => {$(
+        impl $trait<&Op> for &Op {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: &Op) -> Op { self.binary(BinaryOp::$kind, rhs, Location::caller()) }
+        }
+        impl $trait<Op> for Op {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: Op) -> Op { self.binary(BinaryOp::$kind, &rhs, Location::caller()) }
+        }
+        impl $trait<&Op> for Op {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: &Op) -> Op { self.binary(BinaryOp::$kind, rhs, Location::caller()) }
+        }
+        impl $trait<Op> for &Op {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: Op) -> Op { self.binary(BinaryOp::$kind, &rhs, Location::caller()) }
+        }
+        op_traits!(@scalars $trait $method $kind; f32 f64 i32 i64);
+    )*};
+    (@scalars $trait:ident $method:ident $kind:ident; $($t:ty)*) => {$(
+        impl $trait<$t> for &Op {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, rhs as f64, false, Location::caller()) }
+        }
+        impl $trait<$t> for Op {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, rhs as f64, false, Location::caller()) }
+        }
+        impl $trait<&Op> for $t {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: &Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, self as f64, true, Location::caller()) }
+        }
+        impl $trait<Op> for $t {
+            type Output = Op;
+            #[track_caller]
+            fn $method(self, rhs: Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, self as f64, true, Location::caller()) }
+        }
+    )*};
+}
+
+op_traits! {
+    Add add add;
+    Sub sub sub;
+    Mul mul mul;
+    Div div div;
+}
+
+impl Neg for &Op {
+    type Output = Op;
+    #[track_caller]
+    fn neg(self) -> Op {
+        self.unary(UnaryOp::neg, Location::caller())
+    }
+}
+
+impl Neg for Op {
+    type Output = Op;
+    #[track_caller]
+    fn neg(self) -> Op {
+        self.unary(UnaryOp::neg, Location::caller())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(d: &[i64]) -> Shape {
+        Shape::of::<f32>(d)
+    }
+
+    #[test]
+    fn numpy_broadcasting() {
+        assert_eq!(broadcast_dims(&[2, 3], &[3]).unwrap(), vec![2, 3]);
+        assert_eq!(broadcast_dims(&[4, 1, 5], &[3, 1]).unwrap(), vec![4, 3, 5]);
+        assert_eq!(broadcast_dims(&[], &[2]).unwrap(), vec![2]);
+        let e = broadcast_dims(&[2, 3], &[4]).unwrap_err();
+        assert!(e.contains("3 vs 4"), "{e}");
+    }
+
+    #[test]
+    fn binary_rule_checks_types_and_dims() {
+        assert_eq!(infer_binary(BinaryOp::add, &f32s(&[2]), &f32s(&[2])).unwrap(), f32s(&[2]));
+        let e = infer_binary(BinaryOp::add, &f32s(&[2]), &Shape::of::<i32>(&[2])).unwrap_err();
+        assert!(e.reason.contains("f32 vs s32"), "{e}");
+        let e = infer_binary(BinaryOp::mul, &f32s(&[2]), &f32s(&[3])).unwrap_err();
+        assert_eq!(e.op, "multiply");
+        let p = Shape::of::<bool>(&[2]);
+        assert!(infer_binary(BinaryOp::add, &p, &p).is_err());
+    }
+
+    #[test]
+    fn unary_rule_checks_type_class() {
+        assert!(infer_unary(UnaryOp::exp, &Shape::of::<i32>(&[2])).is_err());
+        assert!(infer_unary(UnaryOp::neg, &Shape::of::<i32>(&[2])).is_ok());
+        assert!(infer_unary(UnaryOp::floor, &f32s(&[])).is_ok());
+    }
+
+    #[test]
+    fn opcode_names_are_xla_spellings_and_distinct() {
+        let mut names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.hlo_name()).collect();
+        names.extend(BinaryOp::ALL.iter().map(|o| o.hlo_name()));
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "two ops share an opcode");
+        assert_eq!(UnaryOp::exp.hlo_name(), "exponential");
+        assert_eq!(BinaryOp::sub.hlo_name(), "subtract");
+    }
+
+    #[test]
+    fn select_and_compare_rules() {
+        let p = Shape::of::<bool>(&[3]);
+        assert_eq!(infer_select(&p, &f32s(&[3]), &f32s(&[3])).unwrap(), f32s(&[3]));
+        assert!(infer_select(&f32s(&[3]), &f32s(&[3]), &f32s(&[3])).is_err());
+        assert_eq!(infer_compare(&f32s(&[3]), &f32s(&[3])).unwrap(), p);
+        assert_eq!(comparison_type(ElementType::U8), "UNSIGNED");
+        assert_eq!(comparison_type(ElementType::S64), "SIGNED");
+    }
+}

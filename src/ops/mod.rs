@@ -1,0 +1,59 @@
+//! The op library, one file per family. Each family holds, side by side, the pure
+//! shape rules (`infer_*`, unit-tested below them), the builder methods on
+//! [`Op`](crate::Op)/[`Builder`](crate::Builder) that run those rules and emit the
+//! instruction, and (as autodiff lands) the gradient rules.
+//!
+//! | family | file | ops |
+//! |---|---|---|
+//! | element-wise | [`elementwise`] | `add subtract multiply divide maximum minimum power remainder atan2`, `negate exponential log tanh abs sqrt rsqrt sine cosine logistic floor ceil sign exponential-minus-one log-plus-one`, `compare`, `select`, operators `+ - * /` with numpy broadcasting |
+//! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
+//! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
+//! | reductions | [`reduction`] | `reduce` with a body built from a closure; `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
+//!
+//! Constants, parameters and tuples are made by [`Builder`](crate::Builder).
+
+pub mod elementwise;
+pub mod linalg;
+pub mod reduction;
+pub mod shape_ops;
+
+use crate::error::ShapeError;
+use crate::shape::Shape;
+
+/// Resolves a possibly negative axis (`-1` = last) against `rank`.
+pub fn resolve_axis(op: &'static str, operand: &Shape, axis: i64) -> Result<usize, ShapeError> {
+    let rank = operand.rank() as i64;
+    let a = if axis < 0 { axis + rank } else { axis };
+    if a < 0 || a >= rank {
+        return Err(ShapeError::new(
+            op,
+            &[operand],
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// Resolves a list of axes, rejecting duplicates.
+pub fn resolve_axes(op: &'static str, operand: &Shape, axes: &[i64]) -> Result<Vec<usize>, ShapeError> {
+    let mut out = Vec::with_capacity(axes.len());
+    for a in axes {
+        let r = resolve_axis(op, operand, *a)?;
+        if out.contains(&r) {
+            return Err(ShapeError::new(op, &[operand], format!("axis {a} is given twice in {axes:?}")));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// The array parts of a shape, or an error naming the op if it is not an array.
+pub(crate) fn array_of<'a>(
+    op: &'static str,
+    s: &'a Shape,
+) -> Result<(crate::shape::ElementType, &'a [i64]), ShapeError> {
+    match s {
+        Shape::Array { ty, dims } => Ok((*ty, dims)),
+        _ => Err(ShapeError::new(op, &[s], "expects an array operand")),
+    }
+}

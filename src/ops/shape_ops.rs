@@ -1,0 +1,306 @@
+//! Shape and layout ops: broadcast, reshape, transpose, convert, tuple access.
+
+use std::panic::Location;
+
+use super::{array_of, resolve_axes};
+use crate::builder::Op;
+use crate::error::ShapeError;
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+// ---------------------------------------------------------------------------------
+// Shape rules.
+
+/// XLA's `broadcast` (BroadcastInDim) rule: operand dimension `i` becomes output
+/// dimension `dims[i]`, with the same size; `dims` strictly increasing.
+pub fn infer_broadcast_in_dim(operand: &Shape, out_dims: &[i64], dims: &[i64]) -> Result<Shape, ShapeError> {
+    let (ty, od) = array_of("broadcast", operand)?;
+    let err = |r: String| ShapeError::new("broadcast", &[operand], r);
+    if dims.len() != od.len() {
+        return Err(err(format!(
+            "broadcast_dimensions {dims:?} must name one output axis per operand axis ({})",
+            od.len()
+        )));
+    }
+    if out_dims.iter().any(|d| *d < 0) {
+        return Err(err(format!("negative output dimension in {out_dims:?}")));
+    }
+    for (i, d) in dims.iter().enumerate() {
+        if *d < 0 || *d as usize >= out_dims.len() {
+            return Err(err(format!("broadcast dimension {d} is out of range for output rank {}", out_dims.len())));
+        }
+        if i > 0 && dims[i - 1] >= *d {
+            return Err(err(format!("broadcast_dimensions {dims:?} must be strictly increasing")));
+        }
+        if od[i] != out_dims[*d as usize] {
+            return Err(err(format!(
+                "operand axis {i} has size {} but output axis {d} has size {}",
+                od[i], out_dims[*d as usize]
+            )));
+        }
+    }
+    Ok(Shape::array(ty, out_dims))
+}
+
+/// Reshape rule: the element count is kept; one dimension may be `-1` (inferred).
+pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeError> {
+    let (ty, od) = array_of("reshape", operand)?;
+    let count: i64 = od.iter().product();
+    let err = |r: String| ShapeError::new("reshape", &[operand], r);
+    let mut dims = new_dims.to_vec();
+    let inferred: Vec<usize> = dims.iter().enumerate().filter(|(_, d)| **d == -1).map(|(i, _)| i).collect();
+    if inferred.len() > 1 {
+        return Err(err(format!("only one dimension may be -1 in {new_dims:?}")));
+    }
+    if dims.iter().any(|d| *d < -1) {
+        return Err(err(format!("negative dimension in {new_dims:?}")));
+    }
+    let known = dims
+        .iter()
+        .filter(|d| **d != -1)
+        .try_fold(1i64, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| err(format!("{new_dims:?} overflows")))?;
+    if let Some(i) = inferred.first() {
+        if known == 0 || count % known != 0 {
+            return Err(err(format!("cannot infer the -1 in {new_dims:?} for {count} elements")));
+        }
+        dims[*i] = count / known;
+    } else if known != count {
+        return Err(err(format!("{new_dims:?} holds {known} elements, the operand {count}")));
+    }
+    Ok(Shape::array(ty, &dims))
+}
+
+/// Transpose rule: `perm` is a permutation; output axis `i` is operand axis `perm[i]`.
+pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeError> {
+    let (ty, od) = array_of("transpose", operand)?;
+    if perm.len() != od.len() {
+        return Err(ShapeError::new(
+            "transpose",
+            &[operand],
+            format!("permutation {perm:?} has {} entries for rank {}", perm.len(), od.len()),
+        ));
+    }
+    let axes = resolve_axes("transpose", operand, perm)?;
+    let dims: Vec<i64> = axes.iter().map(|a| od[*a]).collect();
+    Ok(Shape::array(ty, &dims))
+}
+
+/// Convert rule: any array, same dimensions, new element type.
+pub fn infer_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
+    let (_, od) = array_of("convert", operand)?;
+    Ok(Shape::array(to, od))
+}
+
+/// Get-tuple-element rule: index in range of a tuple.
+pub fn infer_get_tuple_element(operand: &Shape, index: usize) -> Result<Shape, ShapeError> {
+    match operand {
+        Shape::Tuple(elems) => elems.get(index).cloned().ok_or_else(|| {
+            ShapeError::new(
+                "get-tuple-element",
+                &[operand],
+                format!("index {index} out of range for a tuple of {}", elems.len()),
+            )
+        }),
+        _ => Err(ShapeError::new("get-tuple-element", &[operand], "expects a tuple operand")),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Builder methods.
+
+impl Op {
+    /// XLA's BroadcastInDim: operand axis `i` becomes output axis
+    /// `broadcast_dimensions[i]` of an array of `out_dims`. An operand axis of size 1
+    /// may stretch to any size (as in XLA's builder).
+    #[track_caller]
+    pub fn broadcast_in_dim(&self, out_dims: &[i64], broadcast_dimensions: &[i64]) -> Op {
+        self.broadcast_in_dim_at(out_dims, broadcast_dimensions, Location::caller())
+    }
+
+    pub(crate) fn broadcast_in_dim_at(
+        &self,
+        out_dims: &[i64],
+        bdims: &[i64],
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let Some(s) = self.shape() else { return self.builder().poisoned() };
+        // Size-1 axes that stretch are reshaped away first: HLO's broadcast needs
+        // equal sizes.
+        let od = s.dims();
+        if od.len() == bdims.len() {
+            let stretch: Vec<usize> = (0..od.len())
+                .filter(|i| {
+                    let d = bdims[*i];
+                    od[*i] == 1 && d >= 0 && (d as usize) < out_dims.len() && out_dims[d as usize] != 1
+                })
+                .collect();
+            if !stretch.is_empty() {
+                let keep: Vec<usize> = (0..od.len()).filter(|i| !stretch.contains(i)).collect();
+                let kd: Vec<i64> = keep.iter().map(|i| od[*i]).collect();
+                let kb: Vec<i64> = keep.iter().map(|i| bdims[*i]).collect();
+                return self.reshape_at(&kd, loc).broadcast_in_dim_at(out_dims, &kb, loc);
+            }
+        }
+        let (out, b) = (out_dims.to_vec(), bdims.to_vec());
+        self.builder().emit("broadcast", &[self], loc, move |s| {
+            let shape = infer_broadcast_in_dim(&s[0], &out, &b)?;
+            Ok((shape, proto::HloInstructionProto { dimensions: b, ..Default::default() }))
+        })
+    }
+
+    /// XLA's Broadcast: adds new major axes of sizes `prefix` in front.
+    #[track_caller]
+    pub fn broadcast(&self, prefix: &[i64]) -> Op {
+        let loc = Location::caller();
+        let r = self.rank();
+        let mut out = prefix.to_vec();
+        out.extend(self.dims());
+        let bd: Vec<i64> = (prefix.len()..prefix.len() + r).map(|i| i as i64).collect();
+        self.broadcast_in_dim_at(&out, &bd, loc)
+    }
+
+    /// Numpy's `broadcast_to`: aligns axes at the right; size-1 axes stretch.
+    #[track_caller]
+    pub fn broadcast_to(&self, dims: &[i64]) -> Op {
+        self.broadcast_to_at(dims, Location::caller())
+    }
+
+    pub(crate) fn broadcast_to_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
+        let Some(s) = self.shape() else { return self.builder().poisoned() };
+        if s.dims() == dims {
+            return self.clone();
+        }
+        if s.rank() > dims.len() {
+            return self.builder().fail(
+                ShapeError::new("broadcast", &[&s], format!("cannot broadcast to lower rank {dims:?}")),
+                loc,
+            );
+        }
+        let off = dims.len() - s.rank();
+        let bd: Vec<i64> = (off..dims.len()).map(|i| i as i64).collect();
+        self.broadcast_in_dim_at(dims, &bd, loc)
+    }
+
+    /// Reshape to `dims` (row-major order kept); one entry may be `-1`.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[i64]) -> Op {
+        self.reshape_at(dims, Location::caller())
+    }
+
+    pub(crate) fn reshape_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
+        let d = dims.to_vec();
+        self.builder().emit("reshape", &[self], loc, move |s| {
+            Ok((infer_reshape(&s[0], &d)?, proto::HloInstructionProto::default()))
+        })
+    }
+
+    /// Permutes axes: output axis `i` is input axis `perm[i]` (negative axes count
+    /// from the end).
+    #[track_caller]
+    pub fn transpose(&self, perm: &[i64]) -> Op {
+        self.transpose_at(perm, Location::caller())
+    }
+
+    pub(crate) fn transpose_at(&self, perm: &[i64], loc: &'static Location<'static>) -> Op {
+        let p = perm.to_vec();
+        self.builder().emit("transpose", &[self], loc, move |s| {
+            let shape = infer_transpose(&s[0], &p)?;
+            let axes = resolve_axes("transpose", &s[0], &p)?;
+            Ok((
+                shape,
+                proto::HloInstructionProto {
+                    dimensions: axes.iter().map(|a| *a as i64).collect(),
+                    ..Default::default()
+                },
+            ))
+        })
+    }
+
+    /// Swaps the last two axes (matrix transpose, batched).
+    #[track_caller]
+    pub fn t(&self) -> Op {
+        let loc = Location::caller();
+        let r = self.rank() as i64;
+        if r < 2 {
+            return self.transpose_at(&(0..r).collect::<Vec<_>>(), loc);
+        }
+        let mut p: Vec<i64> = (0..r).collect();
+        p.swap(r as usize - 1, r as usize - 2);
+        self.transpose_at(&p, loc)
+    }
+
+    /// Converts each element to `ty` (XLA's `convert`).
+    #[track_caller]
+    pub fn convert(&self, ty: ElementType) -> Op {
+        self.convert_at(ty, Location::caller())
+    }
+
+    pub(crate) fn convert_at(&self, ty: ElementType, loc: &'static Location<'static>) -> Op {
+        if self.element_type() == Some(ty) {
+            return self.clone();
+        }
+        self.builder().emit("convert", &[self], loc, move |s| {
+            Ok((infer_convert(&s[0], ty)?, proto::HloInstructionProto::default()))
+        })
+    }
+
+    /// Element `index` of a tuple.
+    #[track_caller]
+    pub fn get_tuple_element(&self, index: usize) -> Op {
+        let loc = Location::caller();
+        self.builder().emit("get-tuple-element", &[self], loc, move |s| {
+            Ok((
+                infer_get_tuple_element(&s[0], index)?,
+                proto::HloInstructionProto {
+                    tuple_index: index as i64,
+                    ..Default::default()
+                },
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(d: &[i64]) -> Shape {
+        Shape::of::<f32>(d)
+    }
+
+    #[test]
+    fn broadcast_in_dim_rule() {
+        assert_eq!(infer_broadcast_in_dim(&f(&[3]), &[2, 3], &[1]).unwrap(), f(&[2, 3]));
+        assert!(infer_broadcast_in_dim(&f(&[3]), &[2, 3], &[0]).is_err());
+        assert!(infer_broadcast_in_dim(&f(&[2, 3]), &[2, 3], &[1, 0]).is_err());
+        assert!(infer_broadcast_in_dim(&f(&[3]), &[3], &[1]).is_err());
+    }
+
+    #[test]
+    fn reshape_rule() {
+        assert_eq!(infer_reshape(&f(&[2, 6]), &[3, -1]).unwrap(), f(&[3, 4]));
+        assert_eq!(infer_reshape(&f(&[2, 6]), &[12]).unwrap(), f(&[12]));
+        assert!(infer_reshape(&f(&[2, 6]), &[5, -1]).is_err());
+        assert!(infer_reshape(&f(&[2, 6]), &[-1, -1]).is_err());
+        let e = infer_reshape(&f(&[2, 6]), &[7]).unwrap_err();
+        assert!(e.reason.contains("7 elements") || e.reason.contains("holds 7"), "{e}");
+    }
+
+    #[test]
+    fn transpose_rule() {
+        assert_eq!(infer_transpose(&f(&[2, 3, 4]), &[2, 0, 1]).unwrap(), f(&[4, 2, 3]));
+        assert_eq!(infer_transpose(&f(&[2, 3]), &[-1, 0]).unwrap(), f(&[3, 2]));
+        assert!(infer_transpose(&f(&[2, 3]), &[0, 0]).is_err());
+        assert!(infer_transpose(&f(&[2, 3]), &[0]).is_err());
+    }
+
+    #[test]
+    fn tuple_rules() {
+        let t = Shape::Tuple(vec![f(&[1]), Shape::of::<i32>(&[])]);
+        assert_eq!(infer_get_tuple_element(&t, 1).unwrap(), Shape::of::<i32>(&[]));
+        assert!(infer_get_tuple_element(&t, 2).is_err());
+        assert!(infer_get_tuple_element(&f(&[]), 0).is_err());
+        assert_eq!(infer_convert(&f(&[2]), ElementType::S32).unwrap(), Shape::of::<i32>(&[2]));
+    }
+}

@@ -1,0 +1,212 @@
+//! `PJRT_Buffer`: an array on a device.
+
+use std::ffi::c_int;
+use std::fmt;
+use std::sync::Arc;
+
+use super::client::ClientInner;
+use super::device::Device;
+use super::event::Event;
+use super::raw::{self, PJRT_Buffer, slot};
+use crate::error::{Error, Result};
+use crate::shape::{ElementType, NativeType, Shape};
+
+/// The C API's buffer type number for an element type.
+pub(crate) fn buffer_type_of(t: ElementType) -> c_int {
+    match t {
+        ElementType::Pred => raw::PJRT_Buffer_Type_PRED,
+        ElementType::S8 => raw::PJRT_Buffer_Type_S8,
+        ElementType::S16 => raw::PJRT_Buffer_Type_S16,
+        ElementType::S32 => raw::PJRT_Buffer_Type_S32,
+        ElementType::S64 => raw::PJRT_Buffer_Type_S64,
+        ElementType::U8 => raw::PJRT_Buffer_Type_U8,
+        ElementType::U16 => raw::PJRT_Buffer_Type_U16,
+        ElementType::U32 => raw::PJRT_Buffer_Type_U32,
+        ElementType::U64 => raw::PJRT_Buffer_Type_U64,
+        ElementType::F16 => raw::PJRT_Buffer_Type_F16,
+        ElementType::Bf16 => raw::PJRT_Buffer_Type_BF16,
+        ElementType::F32 => raw::PJRT_Buffer_Type_F32,
+        ElementType::F64 => raw::PJRT_Buffer_Type_F64,
+        ElementType::C64 => raw::PJRT_Buffer_Type_C64,
+        ElementType::C128 => raw::PJRT_Buffer_Type_C128,
+    }
+}
+
+/// The element type of a C API buffer type number, if the crate supports it.
+pub(crate) fn element_type_of(t: c_int) -> Option<ElementType> {
+    ElementType::ALL
+        .into_iter()
+        .find(|e| buffer_type_of(*e) == t)
+}
+
+/// An array on a device, owned: destroyed exactly once when dropped.
+///
+/// Buffers come from [`Client::buffer_from_host`](super::Client::buffer_from_host)
+/// or are the outputs of [`LoadedExecutable::execute`](super::LoadedExecutable::execute);
+/// an output can be passed straight back as an input, without a trip to the host.
+///
+/// # Thread safety
+/// `Buffer` is `Send` and `Sync`: PJRT buffers are thread-safe.
+pub struct Buffer {
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) raw: *mut PJRT_Buffer,
+}
+
+// SAFETY: PJRT buffers are thread-safe handles (the C API contract); the `Arc`
+// keeps the client alive.
+unsafe impl Send for Buffer {}
+// SAFETY: see `Send`; every method takes `&self` and the plugin synchronises.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    pub(crate) fn from_raw(client: &Arc<ClientInner>, raw: *mut PJRT_Buffer) -> Buffer {
+        Buffer {
+            client: client.clone(),
+            raw,
+        }
+    }
+
+    /// The element type.
+    pub fn element_type(&self) -> Result<ElementType> {
+        let mut a = raw::PJRT_Buffer_ElementType_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: plain out-parameter on a live buffer.
+        unsafe { self.client.api.call(slot::PJRT_Buffer_ElementType, &mut a)? };
+        element_type_of(a.type_).ok_or_else(|| Error::HostData {
+            reason: format!("buffer has element type {} (PJRT_Buffer_Type), which this crate does not support", a.type_),
+        })
+    }
+
+    /// The dimension sizes.
+    pub fn dims(&self) -> Result<Vec<i64>> {
+        let mut a = raw::PJRT_Buffer_Dimensions_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: the dims array is owned by the buffer; copied at once.
+        unsafe {
+            self.client.api.call(slot::PJRT_Buffer_Dimensions, &mut a)?;
+            if a.dims.is_null() || a.num_dims == 0 {
+                Ok(Vec::new())
+            } else {
+                Ok(std::slice::from_raw_parts(a.dims, a.num_dims).to_vec())
+            }
+        }
+    }
+
+    /// The shape (element type and dimensions).
+    pub fn shape(&self) -> Result<Shape> {
+        Ok(Shape::array(self.element_type()?, &self.dims()?))
+    }
+
+    /// Bytes the buffer takes on its device.
+    pub fn on_device_size_in_bytes(&self) -> Result<usize> {
+        let mut a = raw::PJRT_Buffer_OnDeviceSizeInBytes_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: plain out-parameter.
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Buffer_OnDeviceSizeInBytes, &mut a)?
+        };
+        Ok(a.on_device_size_in_bytes)
+    }
+
+    /// The device holding the buffer.
+    pub fn device(&self) -> Result<Device> {
+        let mut a = raw::PJRT_Buffer_Device_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: the device is owned by the client.
+        unsafe { self.client.api.call(slot::PJRT_Buffer_Device, &mut a)? };
+        Ok(Device::new(&self.client, a.device))
+    }
+
+    /// Copies the buffer to another device.
+    pub fn copy_to_device(&self, device: &Device) -> Result<Buffer> {
+        let mut a = raw::PJRT_Buffer_CopyToDevice_Args::new();
+        a.buffer = self.raw;
+        a.dst_device = device.raw;
+        // SAFETY: both handles are live.
+        unsafe { self.client.api.call(slot::PJRT_Buffer_CopyToDevice, &mut a)? };
+        Ok(Buffer::from_raw(&self.client, a.dst_buffer))
+    }
+
+    /// Waits until the buffer's contents are computed (or their computation failed).
+    pub fn ready(&self) -> Result<()> {
+        let mut a = raw::PJRT_Buffer_ReadyEvent_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: the returned event is owned by us.
+        unsafe { self.client.api.call(slot::PJRT_Buffer_ReadyEvent, &mut a)? };
+        super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
+    }
+
+    /// Copies the buffer to the host into `out`, whose length must equal the
+    /// buffer's element count and whose type must match its element type.
+    pub fn copy_to_host<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
+        let ty = self.element_type()?;
+        if ty != T::TYPE {
+            return Err(Error::HostData {
+                reason: format!("buffer holds {ty}, host slice is {}", T::TYPE),
+            });
+        }
+        let n: i64 = self.dims()?.iter().product();
+        if n != out.len() as i64 {
+            return Err(Error::HostData {
+                reason: format!("buffer holds {n} elements, host slice has {}", out.len()),
+            });
+        }
+        // SAFETY: `out` is a writable slice of exactly the buffer's byte size (checked
+        // above: same element type, same count), alive until the copy event fires,
+        // which `copy_raw` waits for.
+        unsafe { self.copy_raw(out.as_mut_ptr().cast(), std::mem::size_of_val(out)) }
+    }
+
+    /// Copies the buffer to a new `Vec` on the host.
+    pub fn to_vec<T: NativeType>(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); self.element_count_checked::<T>()?];
+        self.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    fn element_count_checked<T: NativeType>(&self) -> Result<usize> {
+        let dims = self.dims()?;
+        Ok(dims.iter().product::<i64>().max(0) as usize)
+    }
+
+    /// Copies a rank-0 buffer to the host.
+    pub fn to_scalar<T: NativeType>(&self) -> Result<T> {
+        let mut v = [T::default()];
+        self.copy_to_host(&mut v)?;
+        Ok(v[0])
+    }
+
+    /// # Safety
+    /// `dst` must be writable for `size` bytes until this returns.
+    unsafe fn copy_raw(&self, dst: *mut std::ffi::c_void, size: usize) -> Result<()> {
+        let mut a = raw::PJRT_Buffer_ToHostBuffer_Args::new();
+        a.src = self.raw;
+        a.dst = dst;
+        a.dst_size = size;
+        // SAFETY: per the contract; we wait for the copy before returning, so `dst`
+        // is not written after we return.
+        unsafe { self.client.api.call(slot::PJRT_Buffer_ToHostBuffer, &mut a)? };
+        super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let mut a = raw::PJRT_Buffer_Destroy_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: we own the buffer and destroy it once. The runtime keeps the
+        // memory alive for work still using it (PJRT tracks usage).
+        let _ = unsafe { self.client.api.call(slot::PJRT_Buffer_Destroy, &mut a) };
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.shape() {
+            Ok(s) => write!(f, "Buffer({s})"),
+            Err(_) => f.write_str("Buffer(?)"),
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! `PJRT_Client`: devices, compilation and host-to-device transfers.
+
+use std::ffi::c_char;
+use std::fmt;
+use std::sync::Arc;
+
+use prost::Message;
+
+use super::api::{Api, NamedValue, Plugin, copy_str};
+use super::buffer::Buffer;
+use super::device::Device;
+use super::event::Event;
+use super::executable::LoadedExecutable;
+use super::options::{ClientOptions, CompileOptions};
+use super::raw::{self, PJRT_Client, PJRT_Device, slot};
+use crate::error::{Error, Result};
+use crate::proto;
+use crate::shape::NativeType;
+
+pub(crate) struct ClientInner {
+    pub(crate) api: Arc<Api>,
+    pub(crate) raw: *mut PJRT_Client,
+    pub(crate) addressable: Vec<*mut PJRT_Device>,
+    pub(crate) all: Vec<*mut PJRT_Device>,
+    pub(crate) plugin: Plugin,
+}
+
+// SAFETY: PJRT clients are thread-safe (the C API contract: a client may be used
+// from many threads at once, as JAX does). The device pointers are owned by the
+// client and immutable.
+unsafe impl Send for ClientInner {}
+// SAFETY: see `Send`.
+unsafe impl Sync for ClientInner {}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        let mut a = raw::PJRT_Client_Destroy_Args::new();
+        a.client = self.raw;
+        // SAFETY: every buffer, executable and device handle holds an `Arc` of this
+        // inner client, so nothing made from it is alive; destroyed exactly once.
+        let _ = unsafe { self.api.call(slot::PJRT_Client_Destroy, &mut a) };
+    }
+}
+
+/// A PJRT client: owns the devices of one plugin, compiles programs and moves data.
+///
+/// Cheap to clone (an `Arc`). Buffers, executables and devices keep their client
+/// alive.
+///
+/// ```no_run
+/// use xlaclient::{Builder, Client, Shape};
+/// let client = Client::cpu()?;
+/// let b = Builder::new("double");
+/// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+/// let module = b.build(&(&x + &x))?;
+/// let exe = client.compile(&module)?;
+/// let input = client.buffer_from_host(&[1.0f32, 2.0, 3.0], &[3])?;
+/// let out = exe.execute(&[&input])?;
+/// assert_eq!(out[0].to_vec::<f32>()?, vec![2.0, 4.0, 6.0]);
+/// # Ok::<(), xlaclient::Error>(())
+/// ```
+///
+/// # Thread safety
+/// `Client` is `Send` and `Sync`: PJRT clients may be used from many threads at once.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+impl Client {
+    /// Creates a client of `plugin` with the given create options.
+    pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        let api = plugin.api.clone();
+        // The named values borrow the option names and strings: keep them alive
+        // until the call returns.
+        let names: Vec<&str> = options.values.iter().map(|(n, _)| n.as_str()).collect();
+        let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(names.len());
+        for ((name, value), n) in options.values.iter().zip(&names) {
+            debug_assert_eq!(name, n);
+            let mut nv = raw::PJRT_NamedValue::new();
+            nv.name = name.as_ptr().cast::<c_char>();
+            nv.name_size = name.len();
+            match value {
+                NamedValue::String(s) => {
+                    nv.type_ = raw::PJRT_NamedValue_kString;
+                    nv.value.string_value = s.as_ptr().cast::<c_char>();
+                    nv.value_size = s.len();
+                }
+                NamedValue::Int64(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kInt64;
+                    nv.value.int64_value = *v;
+                    nv.value_size = 1;
+                }
+                NamedValue::Int64List(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kInt64List;
+                    nv.value.int64_array_value = v.as_ptr();
+                    nv.value_size = v.len();
+                }
+                NamedValue::Float(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kFloat;
+                    nv.value.float_value = *v;
+                    nv.value_size = 1;
+                }
+                NamedValue::Bool(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kBool;
+                    nv.value.bool_value = *v;
+                    nv.value_size = 1;
+                }
+            }
+            nvs.push(nv);
+        }
+        let mut a = raw::PJRT_Client_Create_Args::new();
+        a.create_options = nvs.as_ptr();
+        a.num_options = nvs.len();
+        // SAFETY: `nvs` and the strings it points into (owned by `options`) outlive
+        // the call; no key-value callbacks are given.
+        unsafe { api.call(slot::PJRT_Client_Create, &mut a)? };
+        let raw_client = a.client;
+        let mut inner = ClientInner {
+            api: api.clone(),
+            raw: raw_client,
+            addressable: Vec::new(),
+            all: Vec::new(),
+            plugin: plugin.clone(),
+        };
+        let mut d = raw::PJRT_Client_AddressableDevices_Args::new();
+        d.client = raw_client;
+        // SAFETY: the device array is owned by the client and lives as long as it.
+        unsafe { api.call(slot::PJRT_Client_AddressableDevices, &mut d)? };
+        inner.addressable = unsafe { ptr_slice(d.addressable_devices, d.num_addressable_devices) };
+        let mut d = raw::PJRT_Client_Devices_Args::new();
+        d.client = raw_client;
+        // SAFETY: as above.
+        unsafe { api.call(slot::PJRT_Client_Devices, &mut d)? };
+        inner.all = unsafe { ptr_slice(d.devices, d.num_devices) };
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// A client of the default plugin (see [`Plugin::default_plugin`]): the CPU plugin
+    /// unless `PJRT_PLUGIN_PATH` names another.
+    pub fn cpu() -> Result<Client> {
+        Plugin::default_plugin()?.client()
+    }
+
+    /// The plugin this client was made from.
+    pub fn plugin(&self) -> &Plugin {
+        &self.inner.plugin
+    }
+
+    /// The platform name (`"cpu"`, `"cuda"`, `"tpu"`, …).
+    pub fn platform_name(&self) -> Result<String> {
+        let mut a = raw::PJRT_Client_PlatformName_Args::new();
+        a.client = self.inner.raw;
+        // SAFETY: the name is owned by the client and copied out at once.
+        unsafe {
+            self.inner.api.call(slot::PJRT_Client_PlatformName, &mut a)?;
+            Ok(copy_str(a.platform_name, a.platform_name_size))
+        }
+    }
+
+    /// The platform version string.
+    pub fn platform_version(&self) -> Result<String> {
+        let mut a = raw::PJRT_Client_PlatformVersion_Args::new();
+        a.client = self.inner.raw;
+        // SAFETY: as in `platform_name`.
+        unsafe {
+            self.inner
+                .api
+                .call(slot::PJRT_Client_PlatformVersion, &mut a)?;
+            Ok(copy_str(a.platform_version, a.platform_version_size))
+        }
+    }
+
+    /// The index of this process (0 unless running multi-process).
+    pub fn process_index(&self) -> Result<i32> {
+        let mut a = raw::PJRT_Client_ProcessIndex_Args::new();
+        a.client = self.inner.raw;
+        // SAFETY: plain out-parameter.
+        unsafe { self.inner.api.call(slot::PJRT_Client_ProcessIndex, &mut a)? };
+        Ok(a.process_index)
+    }
+
+    /// The devices this process can use.
+    pub fn addressable_devices(&self) -> Vec<Device> {
+        self.inner
+            .addressable
+            .iter()
+            .map(|d| Device::new(&self.inner, *d))
+            .collect()
+    }
+
+    /// Every device the runtime knows, addressable or not.
+    pub fn devices(&self) -> Vec<Device> {
+        self.inner
+            .all
+            .iter()
+            .map(|d| Device::new(&self.inner, *d))
+            .collect()
+    }
+
+    /// The first addressable device (where single-device work runs by default).
+    pub fn default_device(&self) -> Result<Device> {
+        self.inner
+            .addressable
+            .first()
+            .map(|d| Device::new(&self.inner, *d))
+            .ok_or_else(|| Error::HostData {
+                reason: "the client has no addressable device".into(),
+            })
+    }
+
+    /// Compiles an HLO module (e.g. a [`Computation`](crate::Computation) built with
+    /// [`Builder`](crate::Builder)) with default options.
+    pub fn compile(&self, module: impl AsRef<proto::HloModuleProto>) -> Result<LoadedExecutable> {
+        self.compile_with(module, &CompileOptions::default())
+    }
+
+    /// Compiles an HLO module with the given options. The module is checked in Rust
+    /// first (XLA may abort the process on a malformed module instead of returning
+    /// an error).
+    pub fn compile_with(
+        &self,
+        module: impl AsRef<proto::HloModuleProto>,
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
+        let module = module.as_ref();
+        crate::builder::verify::verify_module(module)?;
+        self.compile_program(b"hlo", &module.encode_to_vec(), options)
+    }
+
+    /// Compiles a serialized `HloModuleProto` (e.g. from JAX's
+    /// `as_serialized_hlo_module_proto()`). The bytes are decoded and checked first:
+    /// garbage is [`Error::InvalidModule`], never a crash.
+    pub fn compile_hlo_bytes(&self, bytes: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
+        let module = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
+            reason: format!("bytes do not decode as an HloModuleProto: {e}"),
+        })?;
+        crate::builder::verify::verify_module(&module)?;
+        self.compile_program(b"hlo", bytes, options)
+    }
+
+    /// Compiles a StableHLO/MLIR module (text or bytecode), as exported by JAX's
+    /// `lowered.as_text()`.
+    pub fn compile_mlir(&self, code: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
+        self.compile_program(b"mlir", code, options)
+    }
+
+    fn compile_program(&self, format: &[u8], code: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
+        let opts = options.to_bytes();
+        let mut prog = raw::PJRT_Program::new();
+        // The C API declares `code` mutable (it is an out-parameter for other calls);
+        // compilation only reads it.
+        prog.code = code.as_ptr() as *mut c_char;
+        prog.code_size = code.len();
+        prog.format = format.as_ptr().cast::<c_char>();
+        prog.format_size = format.len();
+        let mut a = raw::PJRT_Client_Compile_Args::new();
+        a.client = self.inner.raw;
+        a.program = &prog;
+        a.compile_options = opts.as_ptr().cast::<c_char>();
+        a.compile_options_size = opts.len();
+        // SAFETY: `prog`, `code` and `opts` outlive the call.
+        unsafe { self.inner.api.call(slot::PJRT_Client_Compile, &mut a)? };
+        LoadedExecutable::from_raw(&self.inner, a.executable)
+    }
+
+    /// Loads an executable serialized with
+    /// [`LoadedExecutable::serialize`](super::LoadedExecutable::serialize) by the
+    /// same plugin version.
+    pub fn deserialize_executable(&self, bytes: &[u8]) -> Result<LoadedExecutable> {
+        let mut a = raw::PJRT_Executable_DeserializeAndLoad_Args::new();
+        a.client = self.inner.raw;
+        a.serialized_executable = bytes.as_ptr().cast::<c_char>();
+        a.serialized_executable_size = bytes.len();
+        // SAFETY: `bytes` outlives the call.
+        unsafe {
+            self.inner
+                .api
+                .call(slot::PJRT_Executable_DeserializeAndLoad, &mut a)?
+        };
+        LoadedExecutable::from_raw(&self.inner, a.loaded_executable)
+    }
+
+    /// Copies host data to a new buffer on the default device. `dims` must multiply
+    /// to `data.len()`.
+    pub fn buffer_from_host<T: NativeType>(&self, data: &[T], dims: &[i64]) -> Result<Buffer> {
+        let dev = *self.inner.addressable.first().ok_or_else(|| Error::HostData {
+            reason: "the client has no addressable device".into(),
+        })?;
+        self.upload(data, dims, dev)
+    }
+
+    /// Copies a scalar to a new rank-0 buffer on the default device.
+    pub fn scalar<T: NativeType>(&self, value: T) -> Result<Buffer> {
+        self.buffer_from_host(&[value], &[])
+    }
+
+    pub(crate) fn upload<T: NativeType>(&self, data: &[T], dims: &[i64], device: *mut PJRT_Device) -> Result<Buffer> {
+        let count = dims.iter().try_fold(1i64, |acc, d| {
+            if *d < 0 { None } else { acc.checked_mul(*d) }
+        });
+        if count != Some(data.len() as i64) {
+            return Err(Error::HostData {
+                reason: format!(
+                    "{} elements of {} given for dimensions {:?}",
+                    data.len(),
+                    T::TYPE,
+                    dims
+                ),
+            });
+        }
+        let mut a = raw::PJRT_Client_BufferFromHostBuffer_Args::new();
+        a.client = self.inner.raw;
+        a.data = data.as_ptr().cast();
+        a.type_ = super::buffer::buffer_type_of(T::TYPE);
+        a.dims = dims.as_ptr();
+        a.num_dims = dims.len();
+        a.host_buffer_semantics = raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+        a.device = device;
+        // SAFETY: `data` and `dims` outlive the call; with "immutable only during
+        // call" semantics the plugin copies the data before returning.
+        unsafe {
+            self.inner
+                .api
+                .call(slot::PJRT_Client_BufferFromHostBuffer, &mut a)?
+        };
+        let buffer = Buffer::from_raw(&self.inner, a.buffer);
+        // The host data must stay untouched until this event fires. It has fired for
+        // every plugin we know when the semantics is "only during call"; when it has
+        // not, wait, so that `data` may be reused as soon as we return.
+        if let Some(ev) = Event::from_raw(&self.inner.api, a.done_with_host_buffer) {
+            if !ev.is_ready()? {
+                ev.wait()?;
+            }
+        }
+        Ok(buffer)
+    }
+}
+
+/// Copies a C array of device pointers.
+///
+/// # Safety
+/// `p` must be null or point to `n` pointers.
+unsafe fn ptr_slice(p: *const *mut PJRT_Device, n: usize) -> Vec<*mut PJRT_Device> {
+    if p.is_null() || n == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(p, n).to_vec() }
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("plugin", &self.inner.plugin)
+            .field("addressable_devices", &self.inner.addressable.len())
+            .finish()
+    }
+}

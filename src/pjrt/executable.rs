@@ -1,0 +1,274 @@
+//! `PJRT_LoadedExecutable`: a compiled program, loaded on its devices.
+
+use std::fmt;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::api::copy_str;
+use super::buffer::Buffer;
+use super::client::ClientInner;
+use super::device::Device;
+use super::event::Event;
+use super::raw::{self, PJRT_Buffer, PJRT_Device, PJRT_Executable, PJRT_LoadedExecutable, slot};
+use crate::error::{Error, Result};
+
+/// A compiled program, ready to run.
+///
+/// # Thread safety
+/// `LoadedExecutable` is `Send` and `Sync`: PJRT executables may be executed from
+/// several threads at once.
+pub struct LoadedExecutable {
+    client: Arc<ClientInner>,
+    raw: *mut PJRT_LoadedExecutable,
+    devices: Vec<*mut PJRT_Device>,
+    num_outputs: usize,
+    name: String,
+}
+
+// SAFETY: PJRT loaded executables are thread-safe (the C API contract); the `Arc`
+// keeps the client alive; `devices` are immutable handles owned by the client.
+unsafe impl Send for LoadedExecutable {}
+// SAFETY: see `Send`.
+unsafe impl Sync for LoadedExecutable {}
+
+/// Owns a `PJRT_Executable` obtained from a loaded executable, for queries.
+struct ExecutableRef<'a> {
+    client: &'a ClientInner,
+    raw: *mut PJRT_Executable,
+}
+
+impl Drop for ExecutableRef<'_> {
+    fn drop(&mut self) {
+        let mut a = raw::PJRT_Executable_Destroy_Args::new();
+        a.executable = self.raw;
+        // SAFETY: GetExecutable hands out an executable the caller must destroy.
+        let _ = unsafe { self.client.api.call(slot::PJRT_Executable_Destroy, &mut a) };
+    }
+}
+
+impl LoadedExecutable {
+    pub(crate) fn from_raw(client: &Arc<ClientInner>, raw: *mut PJRT_LoadedExecutable) -> Result<Self> {
+        let mut exe = LoadedExecutable {
+            client: client.clone(),
+            raw,
+            devices: Vec::new(),
+            num_outputs: 0,
+            name: String::new(),
+        };
+        // From here on `exe` owns `raw`: an error below destroys it in Drop.
+        let mut d = raw::PJRT_LoadedExecutable_AddressableDevices_Args::new();
+        d.executable = raw;
+        // SAFETY: the device array is owned by the executable; copied at once.
+        unsafe {
+            client
+                .api
+                .call(slot::PJRT_LoadedExecutable_AddressableDevices, &mut d)?;
+            if !d.addressable_devices.is_null() {
+                exe.devices =
+                    std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices).to_vec();
+            }
+        }
+        let e = exe.executable()?;
+        let mut n = raw::PJRT_Executable_NumOutputs_Args::new();
+        n.executable = e.raw;
+        // SAFETY: plain out-parameter.
+        unsafe { client.api.call(slot::PJRT_Executable_NumOutputs, &mut n)? };
+        let mut nm = raw::PJRT_Executable_Name_Args::new();
+        nm.executable = e.raw;
+        // SAFETY: the name is owned by the executable; copied at once.
+        let name = unsafe {
+            client.api.call(slot::PJRT_Executable_Name, &mut nm)?;
+            copy_str(nm.executable_name, nm.executable_name_size)
+        };
+        drop(e);
+        exe.num_outputs = n.num_outputs;
+        exe.name = name;
+        Ok(exe)
+    }
+
+    fn executable(&self) -> Result<ExecutableRef<'_>> {
+        let mut g = raw::PJRT_LoadedExecutable_GetExecutable_Args::new();
+        g.loaded_executable = self.raw;
+        // SAFETY: the returned executable is ours to destroy (ExecutableRef does).
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_LoadedExecutable_GetExecutable, &mut g)?
+        };
+        Ok(ExecutableRef {
+            client: &self.client,
+            raw: g.executable,
+        })
+    }
+
+    /// The program's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of outputs per device (the elements of a tuple result).
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+
+    /// The devices the program was loaded on.
+    pub fn addressable_devices(&self) -> Vec<Device> {
+        self.devices
+            .iter()
+            .map(|d| Device::new(&self.client, *d))
+            .collect()
+    }
+
+    /// Serializes the compiled program (reload it with
+    /// [`Client::deserialize_executable`](super::Client::deserialize_executable)).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let e = self.executable()?;
+        let mut a = raw::PJRT_Executable_Serialize_Args::new();
+        a.executable = e.raw;
+        // SAFETY: the bytes are backed by `serialized_executable`, which we free with
+        // the deleter the plugin gives, after copying.
+        unsafe {
+            self.client.api.call(slot::PJRT_Executable_Serialize, &mut a)?;
+            let bytes = if a.serialized_bytes.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size).to_vec()
+            };
+            if let Some(del) = a.serialized_executable_deleter {
+                del(a.serialized_executable);
+            }
+            Ok(bytes)
+        }
+    }
+
+    /// Runs the program on its first device with `args` as parameters (in parameter
+    /// order) and returns its outputs (a tuple result comes back as one buffer per
+    /// element). Does not wait for the computation: reading an output does.
+    pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
+        let mut out = self.execute_devices(&[args], false)?;
+        Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
+    }
+
+    /// Like [`execute`](Self::execute), and waits until the computation is done
+    /// (returning its error, if any).
+    pub fn execute_sync(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
+        let mut out = self.execute_devices(&[args], true)?;
+        let (bufs, ev) = out.pop().unwrap_or_default();
+        super::event::wait_opt(ev)?;
+        Ok(bufs)
+    }
+
+    /// Runs the program on every device it was loaded on (replicas/partitions):
+    /// `args[d]` are the parameters for device `d`. Returns the outputs per device.
+    pub fn execute_replicated(&self, args: &[Vec<&Buffer>]) -> Result<Vec<Vec<Buffer>>> {
+        let lists: Vec<&[&Buffer]> = args.iter().map(|v| v.as_slice()).collect();
+        let out = self.execute_devices(&lists, true)?;
+        let mut res = Vec::with_capacity(out.len());
+        for (bufs, ev) in out {
+            super::event::wait_opt(ev)?;
+            res.push(bufs);
+        }
+        Ok(res)
+    }
+
+    fn execute_devices(
+        &self,
+        args: &[&[&Buffer]],
+        want_events: bool,
+    ) -> Result<Vec<(Vec<Buffer>, Option<Event>)>> {
+        let num_devices = args.len();
+        if num_devices == 0 || num_devices > self.devices.len().max(1) {
+            return Err(Error::HostData {
+                reason: format!(
+                    "execute was given argument lists for {num_devices} device(s); the program is loaded on {}",
+                    self.devices.len()
+                ),
+            });
+        }
+        let num_args = args[0].len();
+        if args.iter().any(|a| a.len() != num_args) {
+            return Err(Error::HostData {
+                reason: "every device needs the same number of arguments".into(),
+            });
+        }
+        for list in args {
+            for b in *list {
+                if !Arc::ptr_eq(&b.client, &self.client) {
+                    return Err(Error::HostData {
+                        reason: "an argument buffer belongs to another client".into(),
+                    });
+                }
+            }
+        }
+        let raw_args: SmallVec<[SmallVec<[*mut PJRT_Buffer; 8]>; 1]> = args
+            .iter()
+            .map(|l| l.iter().map(|b| b.raw).collect())
+            .collect();
+        let arg_ptrs: SmallVec<[*const *mut PJRT_Buffer; 1]> =
+            raw_args.iter().map(|l| l.as_ptr()).collect();
+        let mut outs: SmallVec<[SmallVec<[*mut PJRT_Buffer; 4]>; 1]> = (0..num_devices)
+            .map(|_| SmallVec::from_elem(std::ptr::null_mut(), self.num_outputs))
+            .collect();
+        let out_ptrs: SmallVec<[*mut *mut PJRT_Buffer; 1]> =
+            outs.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut events: SmallVec<[*mut raw::PJRT_Event; 1]> =
+            SmallVec::from_elem(std::ptr::null_mut(), num_devices);
+        let mut opts = raw::PJRT_ExecuteOptions::new();
+        let mut a = raw::PJRT_LoadedExecutable_Execute_Args::new();
+        a.executable = self.raw;
+        a.options = &mut opts;
+        a.argument_lists = arg_ptrs.as_ptr();
+        a.num_devices = num_devices;
+        a.num_args = num_args;
+        a.output_lists = out_ptrs.as_ptr();
+        if want_events {
+            a.device_complete_events = events.as_mut_ptr();
+        }
+        // SAFETY: argument and output arrays are sized as the C API requires
+        // (num_devices lists of num_args inputs / num_outputs outputs) and outlive
+        // the call; the buffers are live (borrowed) for the call's duration.
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_LoadedExecutable_Execute, &mut a)?
+        };
+        let mut res = Vec::with_capacity(num_devices);
+        for (d, list) in outs.iter().enumerate() {
+            let bufs = list
+                .iter()
+                .map(|p| Buffer::from_raw(&self.client, *p))
+                .collect();
+            let ev = if want_events {
+                Event::from_raw(&self.client.api, events[d])
+            } else {
+                None
+            };
+            res.push((bufs, ev));
+        }
+        Ok(res)
+    }
+}
+
+impl Drop for LoadedExecutable {
+    fn drop(&mut self) {
+        let mut a = raw::PJRT_LoadedExecutable_Destroy_Args::new();
+        a.executable = self.raw;
+        // SAFETY: we own the executable and destroy it once.
+        let _ = unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_LoadedExecutable_Destroy, &mut a)
+        };
+    }
+}
+
+impl fmt::Debug for LoadedExecutable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedExecutable")
+            .field("name", &self.name)
+            .field("num_outputs", &self.num_outputs)
+            .field("devices", &self.devices.len())
+            .finish()
+    }
+}

@@ -1,0 +1,431 @@
+//! Element types and shapes, shared by the graph builder and the PJRT runtime.
+
+use std::fmt;
+
+use smallvec::SmallVec;
+
+use crate::proto;
+
+/// The element type of an array, named as XLA names it (`f32`, `s32`, `pred`, …).
+///
+/// The discriminants are not meaningful; use [`ElementType::primitive_type`] for XLA's
+/// `PrimitiveType` number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElementType {
+    /// Boolean (`pred`), one byte per element.
+    Pred,
+    /// Signed 8-bit integer.
+    S8,
+    /// Signed 16-bit integer.
+    S16,
+    /// Signed 32-bit integer.
+    S32,
+    /// Signed 64-bit integer.
+    S64,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer.
+    U64,
+    /// IEEE half precision float.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// IEEE single precision float.
+    F32,
+    /// IEEE double precision float.
+    F64,
+    /// Complex of two `f32`.
+    C64,
+    /// Complex of two `f64`.
+    C128,
+}
+
+impl ElementType {
+    /// Every element type the crate knows.
+    pub const ALL: [ElementType; 15] = [
+        Self::Pred,
+        Self::S8,
+        Self::S16,
+        Self::S32,
+        Self::S64,
+        Self::U8,
+        Self::U16,
+        Self::U32,
+        Self::U64,
+        Self::F16,
+        Self::Bf16,
+        Self::F32,
+        Self::F64,
+        Self::C64,
+        Self::C128,
+    ];
+
+    /// XLA's `PrimitiveType` number for this type (as in `xla_data.proto`).
+    pub fn primitive_type(self) -> proto::PrimitiveType {
+        use proto::PrimitiveType as P;
+        match self {
+            Self::Pred => P::Pred,
+            Self::S8 => P::S8,
+            Self::S16 => P::S16,
+            Self::S32 => P::S32,
+            Self::S64 => P::S64,
+            Self::U8 => P::U8,
+            Self::U16 => P::U16,
+            Self::U32 => P::U32,
+            Self::U64 => P::U64,
+            Self::F16 => P::F16,
+            Self::Bf16 => P::Bf16,
+            Self::F32 => P::F32,
+            Self::F64 => P::F64,
+            Self::C64 => P::C64,
+            Self::C128 => P::C128,
+        }
+    }
+
+    /// The element type of an XLA `PrimitiveType` number, if it is an array type the
+    /// crate supports.
+    pub fn from_primitive_type(p: i32) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.primitive_type() as i32 == p)
+    }
+
+    /// Size of one element in bytes.
+    pub fn byte_size(self) -> usize {
+        match self {
+            Self::Pred | Self::S8 | Self::U8 => 1,
+            Self::S16 | Self::U16 | Self::F16 | Self::Bf16 => 2,
+            Self::S32 | Self::U32 | Self::F32 => 4,
+            Self::S64 | Self::U64 | Self::F64 | Self::C64 => 8,
+            Self::C128 => 16,
+        }
+    }
+
+    /// True for real floating-point types.
+    pub fn is_float(self) -> bool {
+        matches!(self, Self::F16 | Self::Bf16 | Self::F32 | Self::F64)
+    }
+
+    /// True for complex types.
+    pub fn is_complex(self) -> bool {
+        matches!(self, Self::C64 | Self::C128)
+    }
+
+    /// True for signed integer types.
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, Self::S8 | Self::S16 | Self::S32 | Self::S64)
+    }
+
+    /// True for unsigned integer types.
+    pub fn is_unsigned_int(self) -> bool {
+        matches!(self, Self::U8 | Self::U16 | Self::U32 | Self::U64)
+    }
+
+    /// True for signed and unsigned integer types.
+    pub fn is_integer(self) -> bool {
+        self.is_signed_int() || self.is_unsigned_int()
+    }
+
+    /// The name XLA's HLO text uses (`f32`, `pred`, …).
+    pub fn hlo_name(self) -> &'static str {
+        match self {
+            Self::Pred => "pred",
+            Self::S8 => "s8",
+            Self::S16 => "s16",
+            Self::S32 => "s32",
+            Self::S64 => "s64",
+            Self::U8 => "u8",
+            Self::U16 => "u16",
+            Self::U32 => "u32",
+            Self::U64 => "u64",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+            Self::F32 => "f32",
+            Self::F64 => "f64",
+            Self::C64 => "c64",
+            Self::C128 => "c128",
+        }
+    }
+}
+
+impl fmt::Display for ElementType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.hlo_name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type whose values XLA stores natively: the types that can be uploaded,
+/// downloaded and written as constants.
+///
+/// Implemented for `bool`, `i8`, `i16`, `i32`, `i64`, `u8`, `u16`, `u32`, `u64`, `f32`
+/// and `f64`. Sealed: the byte layout must match XLA's exactly.
+pub trait NativeType: sealed::Sealed + Copy + Default + Send + Sync + fmt::Debug + 'static {
+    /// The XLA element type of `Self`.
+    const TYPE: ElementType;
+    /// Widen to `f64` (used for literal conversions and printing).
+    fn to_f64(self) -> f64;
+    /// Convert from `f64` with Rust's `as` semantics.
+    fn from_f64(v: f64) -> Self;
+    /// Append the value to a literal proto of the matching type.
+    #[doc(hidden)]
+    fn push_to_literal(values: &[Self], lit: &mut proto::LiteralProto);
+}
+
+macro_rules! native {
+    ($t:ty, $et:ident, |$s:ident| $to:expr, |$v:ident| $from:expr, |$vals:ident, $lit:ident| $push:expr) => {
+        impl sealed::Sealed for $t {}
+        impl NativeType for $t {
+            const TYPE: ElementType = ElementType::$et;
+            fn to_f64(self) -> f64 {
+                let $s = self;
+                $to
+            }
+            fn from_f64($v: f64) -> Self {
+                $from
+            }
+            fn push_to_literal($vals: &[Self], $lit: &mut proto::LiteralProto) {
+                $push
+            }
+        }
+    };
+}
+
+native!(bool, Pred, |s| if s { 1.0 } else { 0.0 }, |v| v != 0.0, |v, l| l
+    .preds
+    .extend_from_slice(v));
+native!(i8, S8, |s| s as f64, |v| v as i8, |v, l| l
+    .s8s
+    .extend(v.iter().map(|x| *x as u8)));
+native!(i16, S16, |s| s as f64, |v| v as i16, |v, l| l
+    .s16s
+    .extend(v.iter().flat_map(|x| x.to_le_bytes())));
+native!(i32, S32, |s| s as f64, |v| v as i32, |v, l| l
+    .s32s
+    .extend_from_slice(v));
+native!(i64, S64, |s| s as f64, |v| v as i64, |v, l| l
+    .s64s
+    .extend_from_slice(v));
+native!(u8, U8, |s| s as f64, |v| v as u8, |v, l| l
+    .u8s
+    .extend_from_slice(v));
+native!(u16, U16, |s| s as f64, |v| v as u16, |v, l| l
+    .u16s
+    .extend(v.iter().flat_map(|x| x.to_le_bytes())));
+native!(u32, U32, |s| s as f64, |v| v as u32, |v, l| l
+    .u32s
+    .extend_from_slice(v));
+native!(u64, U64, |s| s as f64, |v| v as u64, |v, l| l
+    .u64s
+    .extend_from_slice(v));
+native!(f32, F32, |s| s as f64, |v| v as f32, |v, l| l
+    .f32s
+    .extend_from_slice(v));
+native!(f64, F64, |s| s, |v| v, |v, l| l.f64s.extend_from_slice(v));
+
+/// Dimension sizes of an array. Most arrays have rank ≤ 4, which stays inline.
+pub type Dims = SmallVec<[i64; 4]>;
+
+/// The shape of a value in an XLA program: an array (element type and dimension
+/// sizes), a tuple of shapes, or a token.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// A dense array in the default (row-major) layout.
+    Array {
+        /// Element type.
+        ty: ElementType,
+        /// Dimension sizes, major to minor; empty for a scalar.
+        dims: Dims,
+    },
+    /// A tuple of shapes.
+    Tuple(Vec<Shape>),
+    /// A token (orders side effects).
+    Token,
+}
+
+impl Shape {
+    /// An array shape.
+    pub fn array(ty: ElementType, dims: &[i64]) -> Shape {
+        Shape::Array {
+            ty,
+            dims: dims.into(),
+        }
+    }
+
+    /// A scalar (rank-0 array) shape.
+    pub fn scalar(ty: ElementType) -> Shape {
+        Shape::Array {
+            ty,
+            dims: Dims::new(),
+        }
+    }
+
+    /// The array shape of `T` with the given dimensions.
+    pub fn of<T: NativeType>(dims: &[i64]) -> Shape {
+        Shape::array(T::TYPE, dims)
+    }
+
+    /// Element type of an array shape.
+    pub fn element_type(&self) -> Option<ElementType> {
+        match self {
+            Shape::Array { ty, .. } => Some(*ty),
+            _ => None,
+        }
+    }
+
+    /// Dimension sizes of an array shape (empty for tuples and tokens).
+    pub fn dims(&self) -> &[i64] {
+        match self {
+            Shape::Array { dims, .. } => dims,
+            _ => &[],
+        }
+    }
+
+    /// Rank of an array shape (0 for tuples and tokens).
+    pub fn rank(&self) -> usize {
+        self.dims().len()
+    }
+
+    /// True for array shapes.
+    pub fn is_array(&self) -> bool {
+        matches!(self, Shape::Array { .. })
+    }
+
+    /// True for tuple shapes.
+    pub fn is_tuple(&self) -> bool {
+        matches!(self, Shape::Tuple(_))
+    }
+
+    /// Number of elements of an array shape (1 for a scalar, 0 for non-arrays).
+    pub fn element_count(&self) -> i64 {
+        match self {
+            Shape::Array { dims, .. } => dims.iter().product(),
+            _ => 0,
+        }
+    }
+
+    /// The shape as XLA's `ShapeProto`, with the default major-to-minor layout on
+    /// every array (XLA requires a layout on every shape of a module).
+    pub fn to_proto(&self) -> proto::ShapeProto {
+        match self {
+            Shape::Array { ty, dims } => proto::ShapeProto {
+                element_type: ty.primitive_type() as i32,
+                dimensions: dims.to_vec(),
+                is_dynamic_dimension: vec![false; dims.len()],
+                layout: Some(proto::LayoutProto {
+                    minor_to_major: (0..dims.len() as i64).rev().collect(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Shape::Tuple(elems) => proto::ShapeProto {
+                element_type: proto::PrimitiveType::Tuple as i32,
+                tuple_shapes: elems.iter().map(Shape::to_proto).collect(),
+                ..Default::default()
+            },
+            Shape::Token => proto::ShapeProto {
+                element_type: proto::PrimitiveType::Token as i32,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Reads a `ShapeProto` (layouts are ignored). `None` for element types the crate
+    /// does not support or negative dimensions.
+    pub fn from_proto(p: &proto::ShapeProto) -> Option<Shape> {
+        if p.element_type == proto::PrimitiveType::Tuple as i32 {
+            let elems = p
+                .tuple_shapes
+                .iter()
+                .map(Shape::from_proto)
+                .collect::<Option<Vec<_>>>()?;
+            return Some(Shape::Tuple(elems));
+        }
+        if p.element_type == proto::PrimitiveType::Token as i32 {
+            return Some(Shape::Token);
+        }
+        let ty = ElementType::from_primitive_type(p.element_type)?;
+        if p.dimensions.iter().any(|d| *d < 0) {
+            return None;
+        }
+        Some(Shape::array(ty, &p.dimensions))
+    }
+}
+
+impl fmt::Display for Shape {
+    /// Formats as XLA does: `f32[2,3]`, `(f32[], s32[4])`, `token[]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shape::Array { ty, dims } => {
+                write!(f, "{ty}[")?;
+                for (i, d) in dims.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                f.write_str("]")
+            }
+            Shape::Tuple(elems) => {
+                f.write_str("(")?;
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                f.write_str(")")
+            }
+            Shape::Token => f.write_str("token[]"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_matches_xla_spelling() {
+        assert_eq!(Shape::of::<f32>(&[2, 3]).to_string(), "f32[2,3]");
+        assert_eq!(Shape::scalar(ElementType::Pred).to_string(), "pred[]");
+        let t = Shape::Tuple(vec![Shape::of::<i32>(&[4]), Shape::Token]);
+        assert_eq!(t.to_string(), "(s32[4], token[])");
+    }
+
+    #[test]
+    fn proto_round_trip_and_layout() {
+        let s = Shape::Tuple(vec![Shape::of::<f64>(&[2, 3, 4]), Shape::of::<u8>(&[])]);
+        let p = s.to_proto();
+        assert_eq!(
+            p.tuple_shapes[0].layout.as_ref().unwrap().minor_to_major,
+            vec![2, 1, 0]
+        );
+        assert_eq!(Shape::from_proto(&p), Some(s));
+    }
+
+    #[test]
+    fn primitive_types_round_trip() {
+        for t in ElementType::ALL {
+            assert_eq!(
+                ElementType::from_primitive_type(t.primitive_type() as i32),
+                Some(t)
+            );
+        }
+    }
+
+    #[test]
+    fn native_f64_conversions() {
+        assert_eq!(true.to_f64(), 1.0);
+        assert!(bool::from_f64(2.0));
+        assert_eq!(i32::from_f64(-3.7), -3);
+        assert_eq!(u8::TYPE.byte_size(), 1);
+    }
+}
