@@ -1,0 +1,68 @@
+//! Shared test harness: one client of the plugin under test per test binary.
+//!
+//! The plugin is `PJRT_PLUGIN_PATH` when set, else the pinned CPU plugin (fetched on
+//! first use). Run the whole suite against another plugin with
+//! `PJRT_PLUGIN_PATH=/path/to/plugin.so cargo test`.
+
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use xlaclient::{Buffer, Client, ClientOptions, Computation, NativeType, Plugin};
+
+/// The client every test shares (PJRT clients are thread-safe).
+pub fn client() -> &'static Client {
+    static C: OnceLock<Client> = OnceLock::new();
+    C.get_or_init(|| {
+        let plugin = Plugin::default_plugin().expect("load the PJRT plugin under test");
+        Client::new(&plugin, &ClientOptions::new().cpu_device_count(2)).expect("create a client")
+    })
+}
+
+/// Uploads `data` with `dims` to the default device.
+pub fn upload<T: NativeType>(data: &[T], dims: &[i64]) -> Buffer {
+    client().buffer_from_host(data, dims).expect("upload")
+}
+
+/// Compiles `module`, runs it on `args`, returns the outputs.
+pub fn run(module: &Computation, args: &[&Buffer]) -> Vec<Buffer> {
+    let exe = client().compile(module).expect("compile");
+    exe.execute(args).expect("execute")
+}
+
+/// Compiles and runs `module`, downloading its single output as `T`.
+pub fn run1<T: NativeType>(module: &Computation, args: &[&Buffer]) -> Vec<T> {
+    let out = run(module, args);
+    assert_eq!(out.len(), 1, "expected one output");
+    out[0].to_vec::<T>().expect("download")
+}
+
+/// A small deterministic generator (SplitMix64) for test data.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi).
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+}
+
+/// Asserts two float slices agree within `tol` (absolute + relative).
+pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "length differs");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan()) || g == w;
+        assert!(ok, "element {i}: got {g}, want {w} (tol {tol})");
+    }
+}
