@@ -1,0 +1,192 @@
+//! The PJRT runtime on the real plugin: plugin facts, client and devices, buffers of
+//! every native type, execution (chained, synchronous, serialized), thread safety.
+
+mod common;
+
+use common::*;
+use xlaclient::{Buffer, Builder, Client, Computation, ElementType, LoadedExecutable, NativeType, Plugin, Shape};
+
+#[test]
+fn plugin_reports_its_api_and_attributes() {
+    let p = client().plugin();
+    let (major, minor) = p.api_version();
+    assert_eq!(major, 0);
+    assert!(minor >= 60, "unexpectedly old plugin: 0.{minor}");
+    let attrs = p.attributes().unwrap();
+    assert!(
+        attrs.iter().any(|(k, _)| k == "stablehlo_current_version"),
+        "attributes: {attrs:?}"
+    );
+    // Loading the same file again gives the same plugin (initialised once).
+    let again = Plugin::load(p.path()).unwrap();
+    assert_eq!(again.path(), p.path());
+    assert_eq!(again.api_version(), p.api_version());
+}
+
+#[test]
+fn client_and_devices() {
+    let c = client();
+    assert_eq!(c.platform_name().unwrap(), "cpu");
+    assert!(!c.platform_version().unwrap().is_empty());
+    assert_eq!(c.process_index().unwrap(), 0);
+    let devs = c.addressable_devices();
+    assert_eq!(devs.len(), 2, "the harness asks for cpu_device_count=2");
+    let ids: Vec<i32> = devs.iter().map(|d| d.id().unwrap()).collect();
+    assert_ne!(ids[0], ids[1]);
+    for d in &devs {
+        assert!(d.is_addressable().unwrap());
+        assert!(!d.kind().unwrap().is_empty());
+        assert!(!d.debug_string().unwrap().is_empty());
+    }
+    assert_eq!(c.devices().len(), 2);
+    assert_eq!(c.default_device().unwrap(), devs[0]);
+}
+
+fn round_trip<T: NativeType + PartialEq>(data: &[T], dims: &[i64]) {
+    let b = upload(data, dims);
+    assert_eq!(b.element_type().unwrap(), T::TYPE);
+    assert_eq!(b.dims().unwrap(), dims);
+    assert_eq!(b.shape().unwrap(), Shape::of::<T>(dims));
+    assert_eq!(b.to_vec::<T>().unwrap(), data);
+    assert!(b.on_device_size_in_bytes().unwrap() >= std::mem::size_of_val(data));
+}
+
+#[test]
+fn buffers_of_every_native_type_round_trip() {
+    round_trip(&[true, false, true, true], &[2, 2]);
+    round_trip(&[-128i8, 0, 127], &[3]);
+    round_trip(&[-32768i16, 1, 32767], &[3]);
+    round_trip(&[i32::MIN, -1, 0, i32::MAX], &[4]);
+    round_trip(&[i64::MIN, 0, i64::MAX], &[3, 1]);
+    round_trip(&[0u8, 200, 255], &[3]);
+    round_trip(&[0u16, 65535], &[2]);
+    round_trip(&[0u32, u32::MAX, 7], &[3]);
+    round_trip(&[0u64, u64::MAX], &[2]);
+    round_trip(&[1.5f32, -0.0, f32::MAX, f32::MIN_POSITIVE], &[2, 2]);
+    round_trip(&[std::f64::consts::PI, -1e300], &[2]);
+    round_trip::<f32>(&[], &[0, 3]);
+    let s = client().scalar(2.5f64).unwrap();
+    assert_eq!(s.dims().unwrap(), Vec::<i64>::new());
+    assert_eq!(s.to_scalar::<f64>().unwrap(), 2.5);
+}
+
+#[test]
+fn buffers_move_between_devices() {
+    let devs = client().addressable_devices();
+    let b = devs[1].buffer_from_host(&[1i32, 2, 3], &[3]).unwrap();
+    assert_eq!(b.device().unwrap(), devs[1]);
+    let c = b.copy_to_device(&devs[0]).unwrap();
+    assert_eq!(c.device().unwrap(), devs[0]);
+    assert_eq!(c.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+}
+
+fn affine() -> Computation {
+    let b = Builder::new("affine");
+    let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    b.build(&(&x * 2.0 + 1.0)).unwrap()
+}
+
+#[test]
+fn outputs_feed_back_as_inputs_without_the_host() {
+    let exe = client().compile(affine()).unwrap();
+    assert_eq!(exe.num_outputs(), 1);
+    let mut x: Buffer = upload(&[0.0f32, 1.0, -1.0], &[3]);
+    let mut want = [0.0f32, 1.0, -1.0];
+    for _ in 0..5 {
+        x = exe.execute(&[&x]).unwrap().pop().unwrap();
+        for w in &mut want {
+            *w = *w * 2.0 + 1.0;
+        }
+    }
+    assert_eq!(x.to_vec::<f32>().unwrap(), want);
+    x.ready().unwrap();
+}
+
+#[test]
+fn execute_sync_and_tuple_outputs() {
+    let b = Builder::new("two");
+    let x = b.parameter(0, Shape::of::<i32>(&[2]), "x");
+    let m = b.build_tuple(&[&(&x + 1), &x.convert(ElementType::F64)]).unwrap();
+    let exe = client().compile(&m).unwrap();
+    assert_eq!(exe.num_outputs(), 2);
+    let out = exe.execute_sync(&[&upload(&[5i32, -7], &[2])]).unwrap();
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), vec![6, -6]);
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![5.0, -7.0]);
+}
+
+#[test]
+fn serialized_hlo_bytes_compile_to_the_same_program() {
+    let m = affine();
+    let exe = client()
+        .compile_hlo_bytes(&m.to_bytes(), &Default::default())
+        .unwrap();
+    let out = exe.execute(&[&upload(&[1.0f32, 2.0, 3.0], &[3])]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+}
+
+#[test]
+fn executables_serialize_and_reload() {
+    let exe = client().compile(affine()).unwrap();
+    match exe.serialize() {
+        Ok(bytes) => {
+            assert!(!bytes.is_empty());
+            let again = client().deserialize_executable(&bytes).unwrap();
+            let out = again.execute(&[&upload(&[1.0f32, 0.0, -2.0], &[3])]).unwrap();
+            assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 1.0, -3.0]);
+        }
+        // A plugin may not implement serialization; then it must say so cleanly.
+        Err(xlaclient::Error::Pjrt { code, .. }) => {
+            assert_eq!(code, xlaclient::PjrtErrorCode::Unimplemented)
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Plugin>();
+    assert_send_sync::<Client>();
+    assert_send_sync::<Buffer>();
+    assert_send_sync::<LoadedExecutable>();
+    assert_send_sync::<xlaclient::Device>();
+    fn assert_send<T: Send>() {}
+    assert_send::<xlaclient::pjrt::Event>();
+}
+
+#[test]
+fn one_client_and_executable_used_from_many_threads() {
+    let exe = std::sync::Arc::new(client().compile(affine()).unwrap());
+    let shared_input = std::sync::Arc::new(upload(&[1.0f32, 2.0, 3.0], &[3]));
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let exe = exe.clone();
+            let shared = shared_input.clone();
+            std::thread::spawn(move || {
+                let c: &Client = client();
+                for i in 0..25 {
+                    let v = (t * 100 + i) as f32;
+                    let own = c.buffer_from_host(&[v, -v, 0.5], &[3]).unwrap();
+                    let out = exe.execute(&[&own]).unwrap();
+                    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0 * v + 1.0, -2.0 * v + 1.0, 2.0]);
+                    let out = exe.execute(&[&shared]).unwrap();
+                    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn buffers_outlive_their_client_handle() {
+    // A buffer keeps its client (and the plugin) alive through its own Arc.
+    let plugin = client().plugin().clone();
+    let buf = {
+        let c = Client::new(&plugin, &Default::default()).unwrap();
+        c.buffer_from_host(&[4u8, 5], &[2]).unwrap()
+    };
+    assert_eq!(buf.to_vec::<u8>().unwrap(), vec![4, 5]);
+}
