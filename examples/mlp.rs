@@ -43,7 +43,14 @@ impl Rng {
 }
 
 /// The same forward pass in plain Rust.
-fn reference(w1: &[f32], b1: &[f32], w2: &[f32], b2: &[f32], obs: &[f32], batch: usize) -> Vec<f32> {
+fn reference(
+    w1: &[f32],
+    b1: &[f32],
+    w2: &[f32],
+    b2: &[f32],
+    obs: &[f32],
+    batch: usize,
+) -> Vec<f32> {
     let mut out = vec![0.0f32; batch * ACT];
     let mut h = vec![0.0f32; HID];
     for r in 0..batch {

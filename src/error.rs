@@ -225,11 +225,9 @@ impl fmt::Display for Error {
                 "cannot load PJRT plugin {}: {reason} (set PJRT_PLUGIN_PATH or pass the path of a PJRT plugin .so)",
                 path.display()
             ),
-            Error::NotAPlugin { path, reason } => write!(
-                f,
-                "{} is not a PJRT plugin: {reason}",
-                path.display()
-            ),
+            Error::NotAPlugin { path, reason } => {
+                write!(f, "{} is not a PJRT plugin: {reason}", path.display())
+            }
             Error::IncompatibleApi { path, major, minor } => write!(
                 f,
                 "PJRT plugin {} implements PJRT C API {major}.{minor}; this crate speaks major version {}",

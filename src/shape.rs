@@ -198,9 +198,13 @@ macro_rules! native {
     };
 }
 
-native!(bool, Pred, |s| if s { 1.0 } else { 0.0 }, |v| v != 0.0, |v, l| l
-    .preds
-    .extend_from_slice(v));
+native!(
+    bool,
+    Pred,
+    |s| if s { 1.0 } else { 0.0 },
+    |v| v != 0.0,
+    |v, l| l.preds.extend_from_slice(v)
+);
 native!(i8, S8, |s| s as f64, |v| v as i8, |v, l| l
     .s8s
     .extend(v.iter().map(|x| *x as u8)));

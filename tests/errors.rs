@@ -13,7 +13,11 @@ use xlaclient::{Builder, CompileOptions, Error, Plugin, Shape};
 fn missing_plugin_file() {
     let e = Plugin::load("/nonexistent/dir/libpjrt_nothing.so").unwrap_err();
     assert!(matches!(e, Error::PluginLoad { .. }), "{e:?}");
-    assert!(e.to_string().contains("/nonexistent/dir/libpjrt_nothing.so"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("/nonexistent/dir/libpjrt_nothing.so"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -57,7 +61,10 @@ fn garbage_bytes_as_a_module() {
         &[][..],
     ] {
         let e = c.compile_hlo_bytes(garbage, &opts).unwrap_err();
-        assert!(matches!(e, Error::InvalidModule { .. }), "{garbage:?}: {e:?}");
+        assert!(
+            matches!(e, Error::InvalidModule { .. }),
+            "{garbage:?}: {e:?}"
+        );
     }
 }
 
@@ -68,26 +75,61 @@ fn well_formed_protos_with_broken_structure_are_rejected_before_xla() {
     let good = b.build(&(&x + &x)).unwrap().proto().clone();
     let c = client();
     let cases: Vec<(&str, Box<dyn Fn(&mut xlaclient::proto::HloModuleProto)>)> = vec![
-        ("no layout", Box::new(|m| m.computations[0].instructions[0].shape.as_mut().unwrap().layout = None)),
-        ("bad layout", Box::new(|m| {
-            m.computations[0].instructions[0].shape.as_mut().unwrap().layout.as_mut().unwrap().minor_to_major = vec![3]
-        })),
-        ("dangling operand", Box::new(|m| m.computations[0].instructions[1].operand_ids[0] = 999)),
+        (
+            "no layout",
+            Box::new(|m| {
+                m.computations[0].instructions[0]
+                    .shape
+                    .as_mut()
+                    .unwrap()
+                    .layout = None
+            }),
+        ),
+        (
+            "bad layout",
+            Box::new(|m| {
+                m.computations[0].instructions[0]
+                    .shape
+                    .as_mut()
+                    .unwrap()
+                    .layout
+                    .as_mut()
+                    .unwrap()
+                    .minor_to_major = vec![3]
+            }),
+        ),
+        (
+            "dangling operand",
+            Box::new(|m| m.computations[0].instructions[1].operand_ids[0] = 999),
+        ),
         ("no entry", Box::new(|m| m.entry_computation_id = 12345)),
-        ("no host program shape", Box::new(|m| m.host_program_shape = None)),
+        (
+            "no host program shape",
+            Box::new(|m| m.host_program_shape = None),
+        ),
         ("bad root", Box::new(|m| m.computations[0].root_id = 777)),
-        ("parameter gap", Box::new(|m| m.computations[0].instructions[0].parameter_number = 3)),
-        ("duplicate id", Box::new(|m| {
-            let id = m.computations[0].instructions[0].id;
-            m.computations[0].instructions[1].id = id
-        })),
+        (
+            "parameter gap",
+            Box::new(|m| m.computations[0].instructions[0].parameter_number = 3),
+        ),
+        (
+            "duplicate id",
+            Box::new(|m| {
+                let id = m.computations[0].instructions[0].id;
+                m.computations[0].instructions[1].id = id
+            }),
+        ),
     ];
     for (what, mutate) in cases {
         let mut m = good.clone();
         mutate(&mut m);
-        let e = c.compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new()).unwrap_err();
+        let e = c
+            .compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())
+            .unwrap_err();
         assert!(matches!(e, Error::InvalidModule { .. }), "{what}: {e:?}");
-        let e = c.compile(&xlaclient::Computation::from_proto(m)).unwrap_err();
+        let e = c
+            .compile(&xlaclient::Computation::from_proto(m))
+            .unwrap_err();
         assert!(matches!(e, Error::InvalidModule { .. }), "{what}: {e:?}");
     }
 }
@@ -95,13 +137,18 @@ fn well_formed_protos_with_broken_structure_are_rejected_before_xla() {
 #[test]
 fn host_data_that_does_not_fit() {
     let c = client();
-    let e = c.buffer_from_host(&[1.0f32, 2.0, 3.0], &[2, 2]).unwrap_err();
+    let e = c
+        .buffer_from_host(&[1.0f32, 2.0, 3.0], &[2, 2])
+        .unwrap_err();
     assert!(matches!(e, Error::HostData { .. }), "{e:?}");
     let e = c.buffer_from_host(&[1.0f32], &[-1]).unwrap_err();
     assert!(matches!(e, Error::HostData { .. }), "{e:?}");
     let b = upload(&[1i32, 2], &[2]);
     let e = b.to_vec::<f32>().unwrap_err();
-    assert!(e.to_string().contains("s32") && e.to_string().contains("f32"), "{e}");
+    assert!(
+        e.to_string().contains("s32") && e.to_string().contains("f32"),
+        "{e}"
+    );
     let mut small = [0i32; 1];
     assert!(b.copy_to_host(&mut small).is_err());
 }
@@ -118,7 +165,9 @@ fn wrong_arguments_to_execute_are_errors() {
     assert!(matches!(e, Error::Pjrt { .. }), "{e:?}");
     // Wrong size.
     let small = upload(&[1.0f32; 2], &[2]);
-    let r = exe.execute(&[&a, &small]).and_then(|o| o[0].to_vec::<f32>());
+    let r = exe
+        .execute(&[&a, &small])
+        .and_then(|o| o[0].to_vec::<f32>());
     assert!(r.is_err(), "a [2] argument for a [4] parameter must fail");
     // Right arguments still work afterwards.
     let out = exe.execute(&[&a, &a]).unwrap();
@@ -135,7 +184,10 @@ fn build_errors_name_the_op_the_shapes_and_the_line() {
     let _more = z.exp(); // a failed op poisons what follows, quietly
     let e = b.build(&z).unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("add") && msg.contains("f32[2,3]") && msg.contains("f32[4]"), "{msg}");
+    assert!(
+        msg.contains("add") && msg.contains("f32[2,3]") && msg.contains("f32[4]"),
+        "{msg}"
+    );
     let loc = e.location().expect("location");
     assert!(loc.file().ends_with("errors.rs"), "{}", loc.file());
     assert_eq!(loc.line(), line);
@@ -153,8 +205,18 @@ fn graph_misuse_is_an_error() {
     let b = Builder::new("dup");
     let _ = b.parameter(0, Shape::of::<f32>(&[]), "p");
     let p = b.parameter(0, Shape::of::<f32>(&[]), "q");
-    assert!(b.build(&p).unwrap_err().to_string().contains("declared twice"));
+    assert!(
+        b.build(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("declared twice")
+    );
     let b = Builder::new("gap");
     let p = b.parameter(1, Shape::of::<f32>(&[]), "p");
-    assert!(b.build(&p).unwrap_err().to_string().contains("without gaps"));
+    assert!(
+        b.build(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("without gaps")
+    );
 }

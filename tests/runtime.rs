@@ -4,7 +4,9 @@
 mod common;
 
 use common::*;
-use xlaclient::{Buffer, Builder, Client, Computation, ElementType, LoadedExecutable, NativeType, Plugin, Shape};
+use xlaclient::{
+    Buffer, Builder, Client, Computation, ElementType, LoadedExecutable, NativeType, Plugin, Shape,
+};
 
 #[test]
 fn plugin_reports_its_api_and_attributes() {
@@ -106,7 +108,9 @@ fn outputs_feed_back_as_inputs_without_the_host() {
 fn execute_sync_and_tuple_outputs() {
     let b = Builder::new("two");
     let x = b.parameter(0, Shape::of::<i32>(&[2]), "x");
-    let m = b.build_tuple(&[&(&x + 1), &x.convert(ElementType::F64)]).unwrap();
+    let m = b
+        .build_tuple(&[&(&x + 1), &x.convert(ElementType::F64)])
+        .unwrap();
     let exe = client().compile(&m).unwrap();
     assert_eq!(exe.num_outputs(), 2);
     let out = exe.execute_sync(&[&upload(&[5i32, -7], &[2])]).unwrap();
@@ -131,7 +135,9 @@ fn executables_serialize_and_reload() {
         Ok(bytes) => {
             assert!(!bytes.is_empty());
             let again = client().deserialize_executable(&bytes).unwrap();
-            let out = again.execute(&[&upload(&[1.0f32, 0.0, -2.0], &[3])]).unwrap();
+            let out = again
+                .execute(&[&upload(&[1.0f32, 0.0, -2.0], &[3])])
+                .unwrap();
             assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 1.0, -3.0]);
         }
         // A plugin may not implement serialization; then it must say so cleanly.
@@ -168,7 +174,10 @@ fn one_client_and_executable_used_from_many_threads() {
                     let v = (t * 100 + i) as f32;
                     let own = c.buffer_from_host(&[v, -v, 0.5], &[3]).unwrap();
                     let out = exe.execute(&[&own]).unwrap();
-                    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0 * v + 1.0, -2.0 * v + 1.0, 2.0]);
+                    assert_eq!(
+                        out[0].to_vec::<f32>().unwrap(),
+                        vec![2.0 * v + 1.0, -2.0 * v + 1.0, 2.0]
+                    );
                     let out = exe.execute(&[&shared]).unwrap();
                     assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
                 }

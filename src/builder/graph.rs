@@ -59,7 +59,13 @@ pub(crate) fn check_shape(s: &Shape) -> std::result::Result<(), String> {
 fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if s.is_empty() { "x".into() } else { s }
 }

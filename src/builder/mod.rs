@@ -190,7 +190,9 @@ impl Builder {
     pub fn constant_array<T: NativeType>(&self, values: &[T], dims: &[i64]) -> Op {
         let loc = Location::caller();
         let shape = Shape::of::<T>(dims);
-        let count = dims.iter().try_fold(1i64, |a, d| if *d < 0 { None } else { a.checked_mul(*d) });
+        let count = dims
+            .iter()
+            .try_fold(1i64, |a, d| if *d < 0 { None } else { a.checked_mul(*d) });
         if count != Some(values.len() as i64) {
             self.g.borrow_mut().record(Error::Shape(ShapeError {
                 op: "constant",
@@ -306,7 +308,10 @@ impl Builder {
         opcode: &'static str,
         operands: &[&Op],
         loc: &'static Location<'static>,
-        rule: impl FnOnce(&[Shape]) -> std::result::Result<(Shape, proto::HloInstructionProto), ShapeError>,
+        rule: impl FnOnce(
+            &[Shape],
+        )
+            -> std::result::Result<(Shape, proto::HloInstructionProto), ShapeError>,
     ) -> Op {
         let mut shapes = Vec::with_capacity(operands.len());
         let mut ids = smallvec::SmallVec::<[u32; 4]>::new();
@@ -367,7 +372,14 @@ impl Builder {
                     parameter_number: i as i64,
                     ..Default::default()
                 };
-                let op = sub.push("parameter", s.clone(), &[], instr, Some(&format!("p{i}")), loc);
+                let op = sub.push(
+                    "parameter",
+                    s.clone(),
+                    &[],
+                    instr,
+                    Some(&format!("p{i}")),
+                    loc,
+                );
                 sub.g.borrow_mut().computations[comp]
                     .params
                     .push((i, op.idx));

@@ -31,7 +31,9 @@ fn list(v: &[i64]) -> String {
 }
 
 fn literal_text(i: &proto::HloInstructionProto) -> String {
-    let Some(l) = &i.literal else { return String::new() };
+    let Some(l) = &i.literal else {
+        return String::new();
+    };
     let ty = l
         .shape
         .as_ref()
@@ -72,7 +74,11 @@ pub fn module_to_text(m: &proto::HloModuleProto) -> String {
         );
     }
     out.push_str("\n\n");
-    let comp_names: HashMap<i64, &str> = m.computations.iter().map(|c| (c.id, c.name.as_str())).collect();
+    let comp_names: HashMap<i64, &str> = m
+        .computations
+        .iter()
+        .map(|c| (c.id, c.name.as_str()))
+        .collect();
     for c in &m.computations {
         let by_id: HashMap<i64, &proto::HloInstructionProto> =
             c.instructions.iter().map(|i| (i.id, i)).collect();
@@ -108,7 +114,9 @@ pub fn module_to_text(m: &proto::HloModuleProto) -> String {
                 _ => {}
             }
             let mut attrs = String::new();
-            if !i.dimensions.is_empty() || matches!(i.opcode.as_str(), "broadcast" | "transpose" | "reduce") {
+            if !i.dimensions.is_empty()
+                || matches!(i.opcode.as_str(), "broadcast" | "transpose" | "reduce")
+            {
                 let _ = write!(attrs, ", dimensions={}", list(&i.dimensions));
             }
             if i.opcode == "get-tuple-element" {
@@ -134,8 +142,16 @@ pub fn module_to_text(m: &proto::HloModuleProto) -> String {
                 let _ = write!(attrs, ", direction={}", i.comparison_direction);
             }
             for cc in &i.called_computation_ids {
-                let key = if i.opcode == "reduce" { "to_apply" } else { "calls" };
-                let _ = write!(attrs, ", {key}=%{}", comp_names.get(cc).copied().unwrap_or("?"));
+                let key = if i.opcode == "reduce" {
+                    "to_apply"
+                } else {
+                    "calls"
+                };
+                let _ = write!(
+                    attrs,
+                    ", {key}=%{}",
+                    comp_names.get(cc).copied().unwrap_or("?")
+                );
             }
             if let Some(md) = &i.metadata {
                 if !md.source_file.is_empty() {

@@ -31,13 +31,21 @@ pub fn verify_shape(s: &proto::ShapeProto, what: &dyn Fn() -> String) -> Result<
     if ElementType::from_primitive_type(s.element_type).is_none()
         && proto::PrimitiveType::try_from(s.element_type).is_err()
     {
-        return Err(bad(format!("{}: unknown element type {}", what(), s.element_type)));
+        return Err(bad(format!(
+            "{}: unknown element type {}",
+            what(),
+            s.element_type
+        )));
     }
     if s.element_type == proto::PrimitiveType::Invalid as i32 {
         return Err(bad(format!("{}: element type is INVALID", what())));
     }
     if s.dimensions.iter().any(|d| *d < 0) {
-        return Err(bad(format!("{}: negative dimension in {:?}", what(), s.dimensions)));
+        return Err(bad(format!(
+            "{}: negative dimension in {:?}",
+            what(),
+            s.dimensions
+        )));
     }
     if !s.is_dynamic_dimension.is_empty() && s.is_dynamic_dimension.len() != s.dimensions.len() {
         return Err(bad(format!(
@@ -88,7 +96,12 @@ pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
         let mut local: HashMap<i64, usize> = HashMap::new();
         let mut params: Vec<i64> = Vec::new();
         for (pos, ins) in c.instructions.iter().enumerate() {
-            let what = || format!("instruction `{}` (id {}) of computation `{cname}`", ins.name, ins.id);
+            let what = || {
+                format!(
+                    "instruction `{}` (id {}) of computation `{cname}`",
+                    ins.name, ins.id
+                )
+            };
             if ins.opcode.is_empty() {
                 return Err(bad(format!("{}: empty opcode", what())));
             }
@@ -130,7 +143,10 @@ pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
                     .as_ref()
                     .ok_or_else(|| bad(format!("{}: literal without a shape", what())))?;
                 if ls.element_type != shape.element_type || ls.dimensions != shape.dimensions {
-                    return Err(bad(format!("{}: literal shape differs from the instruction's", what())));
+                    return Err(bad(format!(
+                        "{}: literal shape differs from the instruction's",
+                        what()
+                    )));
                 }
             }
         }
@@ -159,7 +175,10 @@ pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
             }
         }
         if !comp_ids.insert(c.id) {
-            return Err(bad(format!("computation `{cname}`: id {} used twice", c.id)));
+            return Err(bad(format!(
+                "computation `{cname}`: id {} used twice",
+                c.id
+            )));
         }
         param_counts.insert(c.id, params.len());
     }

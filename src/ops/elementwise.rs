@@ -248,8 +248,16 @@ pub fn broadcast_dims(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let x = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let y = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let x = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let y = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = if x == y || y == 1 {
             x
         } else if x == 1 {
@@ -268,7 +276,11 @@ pub fn infer_compare(lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
     let (lt, ld) = array_of("compare", lhs)?;
     let (rt, rd) = array_of("compare", rhs)?;
     if lt != rt || ld != rd {
-        return Err(ShapeError::new("compare", &[lhs, rhs], "operands must have the same shape and type"));
+        return Err(ShapeError::new(
+            "compare",
+            &[lhs, rhs],
+            "operands must have the same shape and type",
+        ));
     }
     Ok(Shape::array(ElementType::Pred, ld))
 }
@@ -279,13 +291,25 @@ pub fn infer_select(pred: &Shape, on_true: &Shape, on_false: &Shape) -> Result<S
     let (tt, td) = array_of("select", on_true)?;
     let (ft, fd) = array_of("select", on_false)?;
     if pt != ElementType::Pred {
-        return Err(ShapeError::new("select", &[pred, on_true, on_false], format!("predicate must be pred, got {pt}")));
+        return Err(ShapeError::new(
+            "select",
+            &[pred, on_true, on_false],
+            format!("predicate must be pred, got {pt}"),
+        ));
     }
     if tt != ft || td != fd {
-        return Err(ShapeError::new("select", &[pred, on_true, on_false], "branches differ in shape or type"));
+        return Err(ShapeError::new(
+            "select",
+            &[pred, on_true, on_false],
+            "branches differ in shape or type",
+        ));
     }
     if pd != td {
-        return Err(ShapeError::new("select", &[pred, on_true, on_false], "predicate dimensions differ from the branches'"));
+        return Err(ShapeError::new(
+            "select",
+            &[pred, on_true, on_false],
+            "predicate dimensions differ from the branches'",
+        ));
     }
     Ok(on_true.clone())
 }
@@ -310,8 +334,14 @@ impl Builder {
                     shape: Some(Shape::scalar(ty).to_proto()),
                     ..Default::default()
                 };
-                <$t as crate::shape::NativeType>::push_to_literal(&[<$t as crate::shape::NativeType>::from_f64(v)], &mut lit);
-                let instr = proto::HloInstructionProto { literal: Some(lit), ..Default::default() };
+                <$t as crate::shape::NativeType>::push_to_literal(
+                    &[<$t as crate::shape::NativeType>::from_f64(v)],
+                    &mut lit,
+                );
+                let instr = proto::HloInstructionProto {
+                    literal: Some(lit),
+                    ..Default::default()
+                };
                 b.push("constant", Shape::scalar(ty), &[], instr, None, loc)
             }};
         }
@@ -329,7 +359,11 @@ impl Builder {
             ElementType::F64 => c!(f64),
             ElementType::F16 | ElementType::Bf16 | ElementType::C64 | ElementType::C128 => {
                 // Build in f32/f64 and convert: exact for the values people write.
-                let wide = if ty == ElementType::C128 { ElementType::F64 } else { ElementType::F32 };
+                let wide = if ty == ElementType::C128 {
+                    ElementType::F64
+                } else {
+                    ElementType::F32
+                };
                 let s = self.scalar_of(wide, v, loc);
                 s.convert_at(ty, loc)
             }
@@ -340,19 +374,25 @@ impl Builder {
     #[track_caller]
     pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
         let loc = Location::caller();
-        let (Some(ps), Some(ts), Some(fs)) = (pred.shape(), on_true.shape(), on_false.shape()) else {
+        let (Some(ps), Some(ts), Some(fs)) = (pred.shape(), on_true.shape(), on_false.shape())
+        else {
             return self.poisoned();
         };
         let dims = broadcast_dims(ps.dims(), ts.dims()).and_then(|d| broadcast_dims(&d, fs.dims()));
         let dims = match dims {
             Ok(d) => d,
-            Err(reason) => return self.fail(ShapeError::new("select", &[&ps, &ts, &fs], reason), loc),
+            Err(reason) => {
+                return self.fail(ShapeError::new("select", &[&ps, &ts, &fs], reason), loc);
+            }
         };
         let p = pred.broadcast_to_at(&dims, loc);
         let t = on_true.broadcast_to_at(&dims, loc);
         let f = on_false.broadcast_to_at(&dims, loc);
         self.emit("select", &[&p, &t, &f], loc, |s| {
-            Ok((infer_select(&s[0], &s[1], &s[2])?, proto::HloInstructionProto::default()))
+            Ok((
+                infer_select(&s[0], &s[1], &s[2])?,
+                proto::HloInstructionProto::default(),
+            ))
         })
     }
 }
@@ -360,13 +400,21 @@ impl Builder {
 impl Op {
     pub(crate) fn unary(&self, op: UnaryOp, loc: &'static Location<'static>) -> Op {
         self.builder().emit(op.hlo_name(), &[self], loc, |s| {
-            Ok((infer_unary(op, &s[0])?, proto::HloInstructionProto::default()))
+            Ok((
+                infer_unary(op, &s[0])?,
+                proto::HloInstructionProto::default(),
+            ))
         })
     }
 
     /// Broadcasts both operands to their numpy-broadcast dims; checks the element
     /// types first so that the error names the shapes the user wrote.
-    fn broadcast_pair(&self, rhs: &Op, name: &'static str, loc: &'static Location<'static>) -> Option<(Op, Op)> {
+    fn broadcast_pair(
+        &self,
+        rhs: &Op,
+        name: &'static str,
+        loc: &'static Location<'static>,
+    ) -> Option<(Op, Op)> {
         let b = self.builder();
         let (Some(ls), Some(rs)) = (self.shape(), rhs.shape()) else {
             // A poisoned operand: its error is already recorded. An operand of another
@@ -376,7 +424,9 @@ impl Op {
         };
         if ls.element_type() != rs.element_type() {
             let reason = match (ls.element_type(), rs.element_type()) {
-                (Some(a), Some(c)) => format!("element types differ ({a} vs {c}); convert one operand first"),
+                (Some(a), Some(c)) => {
+                    format!("element types differ ({a} vs {c}); convert one operand first")
+                }
                 _ => "expects array operands".to_string(),
             };
             b.fail(ShapeError::new(name, &[&ls, &rs], reason), loc);
@@ -389,7 +439,10 @@ impl Op {
                 return None;
             }
         };
-        Some((self.broadcast_to_at(&dims, loc), rhs.broadcast_to_at(&dims, loc)))
+        Some((
+            self.broadcast_to_at(&dims, loc),
+            rhs.broadcast_to_at(&dims, loc),
+        ))
     }
 
     pub(crate) fn binary(&self, op: BinaryOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
@@ -397,7 +450,10 @@ impl Op {
             return self.builder().poisoned();
         };
         self.builder().emit(op.hlo_name(), &[&l, &r], loc, |s| {
-            Ok((infer_binary(op, &s[0], &s[1])?, proto::HloInstructionProto::default()))
+            Ok((
+                infer_binary(op, &s[0], &s[1])?,
+                proto::HloInstructionProto::default(),
+            ))
         })
     }
 
@@ -435,21 +491,37 @@ impl Op {
     }
 
     /// `self op v`, with `v` a constant of this op's element type.
-    pub(crate) fn binary_scalar(&self, op: BinaryOp, v: f64, scalar_on_left: bool, loc: &'static Location<'static>) -> Op {
+    pub(crate) fn binary_scalar(
+        &self,
+        op: BinaryOp,
+        v: f64,
+        scalar_on_left: bool,
+        loc: &'static Location<'static>,
+    ) -> Op {
         let Some(ty) = self.element_type() else {
             return self.builder().emit(op.hlo_name(), &[self], loc, |s| {
-                Err(ShapeError::new(op.hlo_name(), &[&s[0]], "expects an array operand"))
+                Err(ShapeError::new(
+                    op.hlo_name(),
+                    &[&s[0]],
+                    "expects an array operand",
+                ))
             });
         };
         let c = self.builder().scalar_of(ty, v, loc);
-        if scalar_on_left { c.binary(op, self, loc) } else { self.binary(op, &c, loc) }
+        if scalar_on_left {
+            c.binary(op, self, loc)
+        } else {
+            self.binary(op, &c, loc)
+        }
     }
 }
 
-fn unreachable_rule(
-    name: &'static str,
-) -> Result<(Shape, proto::HloInstructionProto), ShapeError> {
-    Err(ShapeError::new(name, &[], "internal: rule ran on a poisoned operand"))
+fn unreachable_rule(name: &'static str) -> Result<(Shape, proto::HloInstructionProto), ShapeError> {
+    Err(ShapeError::new(
+        name,
+        &[],
+        "internal: rule ran on a poisoned operand",
+    ))
 }
 
 // ---------------------------------------------------------------------------------
@@ -545,7 +617,10 @@ mod tests {
 
     #[test]
     fn binary_rule_checks_types_and_dims() {
-        assert_eq!(infer_binary(BinaryOp::add, &f32s(&[2]), &f32s(&[2])).unwrap(), f32s(&[2]));
+        assert_eq!(
+            infer_binary(BinaryOp::add, &f32s(&[2]), &f32s(&[2])).unwrap(),
+            f32s(&[2])
+        );
         let e = infer_binary(BinaryOp::add, &f32s(&[2]), &Shape::of::<i32>(&[2])).unwrap_err();
         assert!(e.reason.contains("f32 vs s32"), "{e}");
         let e = infer_binary(BinaryOp::mul, &f32s(&[2]), &f32s(&[3])).unwrap_err();
@@ -576,7 +651,10 @@ mod tests {
     #[test]
     fn select_and_compare_rules() {
         let p = Shape::of::<bool>(&[3]);
-        assert_eq!(infer_select(&p, &f32s(&[3]), &f32s(&[3])).unwrap(), f32s(&[3]));
+        assert_eq!(
+            infer_select(&p, &f32s(&[3]), &f32s(&[3])).unwrap(),
+            f32s(&[3])
+        );
         assert!(infer_select(&f32s(&[3]), &f32s(&[3]), &f32s(&[3])).is_err());
         assert_eq!(infer_compare(&f32s(&[3]), &f32s(&[3])).unwrap(), p);
         assert_eq!(comparison_type(ElementType::U8), "UNSIGNED");

@@ -70,7 +70,9 @@ pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape,
         let mut seen = vec![false; rank];
         for a in axes.iter().flat_map(|x| x.iter()) {
             if *a < 0 || *a as usize >= rank {
-                return Err(err(format!("{side} axis {a} is out of range for rank {rank}")));
+                return Err(err(format!(
+                    "{side} axis {a} is out of range for rank {rank}"
+                )));
             }
             if seen[*a as usize] {
                 return Err(err(format!("{side} axis {a} is used twice")));
@@ -92,7 +94,9 @@ pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape,
     for (l, r) in d.lhs_batch.iter().zip(&d.rhs_batch) {
         let (a, b) = (ld[*l as usize], rd[*r as usize]);
         if a != b {
-            return Err(err(format!("batch axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}")));
+            return Err(err(format!(
+                "batch axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"
+            )));
         }
     }
     let mut out: Vec<i64> = d.lhs_batch.iter().map(|a| ld[*a as usize]).collect();
@@ -116,7 +120,12 @@ impl Op {
         self.dot_general_at(rhs, dims, Location::caller())
     }
 
-    pub(crate) fn dot_general_at(&self, rhs: &Op, dims: &DotDims, loc: &'static Location<'static>) -> Op {
+    pub(crate) fn dot_general_at(
+        &self,
+        rhs: &Op,
+        dims: &DotDims,
+        loc: &'static Location<'static>,
+    ) -> Op {
         let d = dims.clone();
         self.builder().emit("dot", &[self, rhs], loc, move |s| {
             let shape = infer_dot_general(&s[0], &s[1], &d)?;
@@ -142,7 +151,11 @@ impl Op {
         let (lr, rr) = (ls.rank() as i64, rs.rank() as i64);
         if lr == 0 || rr == 0 {
             return self.builder().fail(
-                ShapeError::new("dot_general", &[&ls, &rs], "matmul needs operands of rank 1 or more"),
+                ShapeError::new(
+                    "dot_general",
+                    &[&ls, &rs],
+                    "matmul needs operands of rank 1 or more",
+                ),
                 loc,
             );
         }
@@ -207,21 +220,38 @@ mod tests {
             lhs_batch: vec![0],
             rhs_batch: vec![0],
         };
-        assert_eq!(infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d).unwrap(), f(&[5, 4, 2]));
+        assert_eq!(
+            infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d).unwrap(),
+            f(&[5, 4, 2])
+        );
     }
 
     #[test]
     fn each_invariant_has_its_message() {
         let e = infer_dot_general(&f(&[4, 3]), &f(&[4, 3]), &DotDims::contract(1, 0)).unwrap_err();
         assert!(e.reason.contains("contracting axes differ in size"), "{e}");
-        let e = infer_dot_general(&f(&[4, 3]), &Shape::of::<f64>(&[3, 2]), &DotDims::contract(1, 0)).unwrap_err();
+        let e = infer_dot_general(
+            &f(&[4, 3]),
+            &Shape::of::<f64>(&[3, 2]),
+            &DotDims::contract(1, 0),
+        )
+        .unwrap_err();
         assert!(e.reason.contains("element types differ"), "{e}");
         let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(2, 0)).unwrap_err();
         assert!(e.reason.contains("out of range"), "{e}");
-        let d = DotDims { lhs_contracting: vec![1], rhs_contracting: vec![0], lhs_batch: vec![1], rhs_batch: vec![1] };
+        let d = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![0],
+            lhs_batch: vec![1],
+            rhs_batch: vec![1],
+        };
         let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d).unwrap_err();
         assert!(e.reason.contains("used twice"), "{e}");
-        let d = DotDims { lhs_contracting: vec![1], rhs_contracting: vec![], ..Default::default() };
+        let d = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![],
+            ..Default::default()
+        };
         assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d).is_err());
     }
 }

@@ -35,12 +35,20 @@ pub fn resolve_axis(op: &'static str, operand: &Shape, axis: i64) -> Result<usiz
 }
 
 /// Resolves a list of axes, rejecting duplicates.
-pub fn resolve_axes(op: &'static str, operand: &Shape, axes: &[i64]) -> Result<Vec<usize>, ShapeError> {
+pub fn resolve_axes(
+    op: &'static str,
+    operand: &Shape,
+    axes: &[i64],
+) -> Result<Vec<usize>, ShapeError> {
     let mut out = Vec::with_capacity(axes.len());
     for a in axes {
         let r = resolve_axis(op, operand, *a)?;
         if out.contains(&r) {
-            return Err(ShapeError::new(op, &[operand], format!("axis {a} is given twice in {axes:?}")));
+            return Err(ShapeError::new(
+                op,
+                &[operand],
+                format!("axis {a} is given twice in {axes:?}"),
+            ));
         }
         out.push(r);
     }

@@ -22,7 +22,10 @@ pub fn infer_reduce(operand: &Shape, init: &Shape, axes: &[i64]) -> Result<Shape
         ));
     }
     let axes = resolve_axes("reduce", operand, axes)?;
-    let dims: Vec<i64> = (0..od.len()).filter(|i| !axes.contains(i)).map(|i| od[i]).collect();
+    let dims: Vec<i64> = (0..od.len())
+        .filter(|i| !axes.contains(i))
+        .map(|i| od[i])
+        .collect();
     Ok(Shape::array(ty, &dims))
 }
 
@@ -57,7 +60,9 @@ impl Op {
             Ok(o) => o,
             Err(e) => return b.fail(e, loc),
         };
-        let Some(ty) = s.element_type() else { return b.poisoned() };
+        let Some(ty) = s.element_type() else {
+            return b.poisoned();
+        };
         let scalar = Shape::scalar(ty);
         let Some(comp) = b.sub_computation(
             &format!("reduce_{ty}"),
@@ -110,36 +115,58 @@ impl Op {
     #[track_caller]
     pub fn reduce_sum(&self, axes: &[i64]) -> Op {
         let loc = Location::caller();
-        let Some(ty) = self.element_type() else { return self.builder().poisoned() };
+        let Some(ty) = self.element_type() else {
+            return self.builder().poisoned();
+        };
         let zero = self.builder().scalar_of(ty, 0.0, loc);
-        self.reduce_at(&zero, axes, loc, |a, e| a.binary(super::elementwise::BinaryOp::add, e, loc))
+        self.reduce_at(&zero, axes, loc, |a, e| {
+            a.binary(super::elementwise::BinaryOp::add, e, loc)
+        })
     }
 
     /// Maximum over `axes`.
     #[track_caller]
     pub fn reduce_max(&self, axes: &[i64]) -> Op {
         let loc = Location::caller();
-        let Some(ty) = self.element_type() else { return self.builder().poisoned() };
-        let lowest = if ty.is_float() { f64::NEG_INFINITY } else { lowest_int(ty) };
+        let Some(ty) = self.element_type() else {
+            return self.builder().poisoned();
+        };
+        let lowest = if ty.is_float() {
+            f64::NEG_INFINITY
+        } else {
+            lowest_int(ty)
+        };
         let init = self.builder().scalar_of(ty, lowest, loc);
-        self.reduce_at(&init, axes, loc, |a, e| a.binary(super::elementwise::BinaryOp::max, e, loc))
+        self.reduce_at(&init, axes, loc, |a, e| {
+            a.binary(super::elementwise::BinaryOp::max, e, loc)
+        })
     }
 
     /// Minimum over `axes`.
     #[track_caller]
     pub fn reduce_min(&self, axes: &[i64]) -> Op {
         let loc = Location::caller();
-        let Some(ty) = self.element_type() else { return self.builder().poisoned() };
-        let highest = if ty.is_float() { f64::INFINITY } else { highest_int(ty) };
+        let Some(ty) = self.element_type() else {
+            return self.builder().poisoned();
+        };
+        let highest = if ty.is_float() {
+            f64::INFINITY
+        } else {
+            highest_int(ty)
+        };
         let init = self.builder().scalar_of(ty, highest, loc);
-        self.reduce_at(&init, axes, loc, |a, e| a.binary(super::elementwise::BinaryOp::min, e, loc))
+        self.reduce_at(&init, axes, loc, |a, e| {
+            a.binary(super::elementwise::BinaryOp::min, e, loc)
+        })
     }
 
     /// Mean over `axes` (floating-point operands).
     #[track_caller]
     pub fn mean(&self, axes: &[i64]) -> Op {
         let loc = Location::caller();
-        let Some(s) = self.shape() else { return self.builder().poisoned() };
+        let Some(s) = self.shape() else {
+            return self.builder().poisoned();
+        };
         let count: i64 = match resolve_axes("reduce", &s, axes) {
             Ok(a) => a.iter().map(|i| s.dims()[*i]).product(),
             Err(e) => return self.builder().fail(e, loc),
@@ -184,8 +211,14 @@ mod tests {
     fn reduce_rule() {
         let x = Shape::of::<f32>(&[2, 3, 4]);
         let z = Shape::of::<f32>(&[]);
-        assert_eq!(infer_reduce(&x, &z, &[1]).unwrap(), Shape::of::<f32>(&[2, 4]));
-        assert_eq!(infer_reduce(&x, &z, &[-1, 0]).unwrap(), Shape::of::<f32>(&[3]));
+        assert_eq!(
+            infer_reduce(&x, &z, &[1]).unwrap(),
+            Shape::of::<f32>(&[2, 4])
+        );
+        assert_eq!(
+            infer_reduce(&x, &z, &[-1, 0]).unwrap(),
+            Shape::of::<f32>(&[3])
+        );
         assert!(infer_reduce(&x, &z, &[3]).is_err());
         assert!(infer_reduce(&x, &z, &[1, 1]).is_err());
         assert!(infer_reduce(&x, &Shape::of::<i32>(&[]), &[0]).is_err());

@@ -13,7 +13,11 @@ use crate::shape::{ElementType, Shape};
 
 /// XLA's `broadcast` (BroadcastInDim) rule: operand dimension `i` becomes output
 /// dimension `dims[i]`, with the same size; `dims` strictly increasing.
-pub fn infer_broadcast_in_dim(operand: &Shape, out_dims: &[i64], dims: &[i64]) -> Result<Shape, ShapeError> {
+pub fn infer_broadcast_in_dim(
+    operand: &Shape,
+    out_dims: &[i64],
+    dims: &[i64],
+) -> Result<Shape, ShapeError> {
     let (ty, od) = array_of("broadcast", operand)?;
     let err = |r: String| ShapeError::new("broadcast", &[operand], r);
     if dims.len() != od.len() {
@@ -27,10 +31,15 @@ pub fn infer_broadcast_in_dim(operand: &Shape, out_dims: &[i64], dims: &[i64]) -
     }
     for (i, d) in dims.iter().enumerate() {
         if *d < 0 || *d as usize >= out_dims.len() {
-            return Err(err(format!("broadcast dimension {d} is out of range for output rank {}", out_dims.len())));
+            return Err(err(format!(
+                "broadcast dimension {d} is out of range for output rank {}",
+                out_dims.len()
+            )));
         }
         if i > 0 && dims[i - 1] >= *d {
-            return Err(err(format!("broadcast_dimensions {dims:?} must be strictly increasing")));
+            return Err(err(format!(
+                "broadcast_dimensions {dims:?} must be strictly increasing"
+            )));
         }
         if od[i] != out_dims[*d as usize] {
             return Err(err(format!(
@@ -48,7 +57,12 @@ pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeEr
     let count: i64 = od.iter().product();
     let err = |r: String| ShapeError::new("reshape", &[operand], r);
     let mut dims = new_dims.to_vec();
-    let inferred: Vec<usize> = dims.iter().enumerate().filter(|(_, d)| **d == -1).map(|(i, _)| i).collect();
+    let inferred: Vec<usize> = dims
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| **d == -1)
+        .map(|(i, _)| i)
+        .collect();
     if inferred.len() > 1 {
         return Err(err(format!("only one dimension may be -1 in {new_dims:?}")));
     }
@@ -62,11 +76,15 @@ pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeEr
         .ok_or_else(|| err(format!("{new_dims:?} overflows")))?;
     if let Some(i) = inferred.first() {
         if known == 0 || count % known != 0 {
-            return Err(err(format!("cannot infer the -1 in {new_dims:?} for {count} elements")));
+            return Err(err(format!(
+                "cannot infer the -1 in {new_dims:?} for {count} elements"
+            )));
         }
         dims[*i] = count / known;
     } else if known != count {
-        return Err(err(format!("{new_dims:?} holds {known} elements, the operand {count}")));
+        return Err(err(format!(
+            "{new_dims:?} holds {known} elements, the operand {count}"
+        )));
     }
     Ok(Shape::array(ty, &dims))
 }
@@ -78,7 +96,11 @@ pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeErro
         return Err(ShapeError::new(
             "transpose",
             &[operand],
-            format!("permutation {perm:?} has {} entries for rank {}", perm.len(), od.len()),
+            format!(
+                "permutation {perm:?} has {} entries for rank {}",
+                perm.len(),
+                od.len()
+            ),
         ));
     }
     let axes = resolve_axes("transpose", operand, perm)?;
@@ -102,7 +124,11 @@ pub fn infer_get_tuple_element(operand: &Shape, index: usize) -> Result<Shape, S
                 format!("index {index} out of range for a tuple of {}", elems.len()),
             )
         }),
-        _ => Err(ShapeError::new("get-tuple-element", &[operand], "expects a tuple operand")),
+        _ => Err(ShapeError::new(
+            "get-tuple-element",
+            &[operand],
+            "expects a tuple operand",
+        )),
     }
 }
 
@@ -124,7 +150,9 @@ impl Op {
         bdims: &[i64],
         loc: &'static Location<'static>,
     ) -> Op {
-        let Some(s) = self.shape() else { return self.builder().poisoned() };
+        let Some(s) = self.shape() else {
+            return self.builder().poisoned();
+        };
         // Size-1 axes that stretch are reshaped away first: HLO's broadcast needs
         // equal sizes.
         let od = s.dims();
@@ -132,20 +160,31 @@ impl Op {
             let stretch: Vec<usize> = (0..od.len())
                 .filter(|i| {
                     let d = bdims[*i];
-                    od[*i] == 1 && d >= 0 && (d as usize) < out_dims.len() && out_dims[d as usize] != 1
+                    od[*i] == 1
+                        && d >= 0
+                        && (d as usize) < out_dims.len()
+                        && out_dims[d as usize] != 1
                 })
                 .collect();
             if !stretch.is_empty() {
                 let keep: Vec<usize> = (0..od.len()).filter(|i| !stretch.contains(i)).collect();
                 let kd: Vec<i64> = keep.iter().map(|i| od[*i]).collect();
                 let kb: Vec<i64> = keep.iter().map(|i| bdims[*i]).collect();
-                return self.reshape_at(&kd, loc).broadcast_in_dim_at(out_dims, &kb, loc);
+                return self
+                    .reshape_at(&kd, loc)
+                    .broadcast_in_dim_at(out_dims, &kb, loc);
             }
         }
         let (out, b) = (out_dims.to_vec(), bdims.to_vec());
         self.builder().emit("broadcast", &[self], loc, move |s| {
             let shape = infer_broadcast_in_dim(&s[0], &out, &b)?;
-            Ok((shape, proto::HloInstructionProto { dimensions: b, ..Default::default() }))
+            Ok((
+                shape,
+                proto::HloInstructionProto {
+                    dimensions: b,
+                    ..Default::default()
+                },
+            ))
         })
     }
 
@@ -167,13 +206,19 @@ impl Op {
     }
 
     pub(crate) fn broadcast_to_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
-        let Some(s) = self.shape() else { return self.builder().poisoned() };
+        let Some(s) = self.shape() else {
+            return self.builder().poisoned();
+        };
         if s.dims() == dims {
             return self.clone();
         }
         if s.rank() > dims.len() {
             return self.builder().fail(
-                ShapeError::new("broadcast", &[&s], format!("cannot broadcast to lower rank {dims:?}")),
+                ShapeError::new(
+                    "broadcast",
+                    &[&s],
+                    format!("cannot broadcast to lower rank {dims:?}"),
+                ),
                 loc,
             );
         }
@@ -191,7 +236,10 @@ impl Op {
     pub(crate) fn reshape_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
         let d = dims.to_vec();
         self.builder().emit("reshape", &[self], loc, move |s| {
-            Ok((infer_reshape(&s[0], &d)?, proto::HloInstructionProto::default()))
+            Ok((
+                infer_reshape(&s[0], &d)?,
+                proto::HloInstructionProto::default(),
+            ))
         })
     }
 
@@ -241,7 +289,10 @@ impl Op {
             return self.clone();
         }
         self.builder().emit("convert", &[self], loc, move |s| {
-            Ok((infer_convert(&s[0], ty)?, proto::HloInstructionProto::default()))
+            Ok((
+                infer_convert(&s[0], ty)?,
+                proto::HloInstructionProto::default(),
+            ))
         })
     }
 
@@ -249,15 +300,16 @@ impl Op {
     #[track_caller]
     pub fn get_tuple_element(&self, index: usize) -> Op {
         let loc = Location::caller();
-        self.builder().emit("get-tuple-element", &[self], loc, move |s| {
-            Ok((
-                infer_get_tuple_element(&s[0], index)?,
-                proto::HloInstructionProto {
-                    tuple_index: index as i64,
-                    ..Default::default()
-                },
-            ))
-        })
+        self.builder()
+            .emit("get-tuple-element", &[self], loc, move |s| {
+                Ok((
+                    infer_get_tuple_element(&s[0], index)?,
+                    proto::HloInstructionProto {
+                        tuple_index: index as i64,
+                        ..Default::default()
+                    },
+                ))
+            })
     }
 }
 
@@ -271,7 +323,10 @@ mod tests {
 
     #[test]
     fn broadcast_in_dim_rule() {
-        assert_eq!(infer_broadcast_in_dim(&f(&[3]), &[2, 3], &[1]).unwrap(), f(&[2, 3]));
+        assert_eq!(
+            infer_broadcast_in_dim(&f(&[3]), &[2, 3], &[1]).unwrap(),
+            f(&[2, 3])
+        );
         assert!(infer_broadcast_in_dim(&f(&[3]), &[2, 3], &[0]).is_err());
         assert!(infer_broadcast_in_dim(&f(&[2, 3]), &[2, 3], &[1, 0]).is_err());
         assert!(infer_broadcast_in_dim(&f(&[3]), &[3], &[1]).is_err());
@@ -284,12 +339,18 @@ mod tests {
         assert!(infer_reshape(&f(&[2, 6]), &[5, -1]).is_err());
         assert!(infer_reshape(&f(&[2, 6]), &[-1, -1]).is_err());
         let e = infer_reshape(&f(&[2, 6]), &[7]).unwrap_err();
-        assert!(e.reason.contains("7 elements") || e.reason.contains("holds 7"), "{e}");
+        assert!(
+            e.reason.contains("7 elements") || e.reason.contains("holds 7"),
+            "{e}"
+        );
     }
 
     #[test]
     fn transpose_rule() {
-        assert_eq!(infer_transpose(&f(&[2, 3, 4]), &[2, 0, 1]).unwrap(), f(&[4, 2, 3]));
+        assert_eq!(
+            infer_transpose(&f(&[2, 3, 4]), &[2, 0, 1]).unwrap(),
+            f(&[4, 2, 3])
+        );
         assert_eq!(infer_transpose(&f(&[2, 3]), &[-1, 0]).unwrap(), f(&[3, 2]));
         assert!(infer_transpose(&f(&[2, 3]), &[0, 0]).is_err());
         assert!(infer_transpose(&f(&[2, 3]), &[0]).is_err());
@@ -298,9 +359,15 @@ mod tests {
     #[test]
     fn tuple_rules() {
         let t = Shape::Tuple(vec![f(&[1]), Shape::of::<i32>(&[])]);
-        assert_eq!(infer_get_tuple_element(&t, 1).unwrap(), Shape::of::<i32>(&[]));
+        assert_eq!(
+            infer_get_tuple_element(&t, 1).unwrap(),
+            Shape::of::<i32>(&[])
+        );
         assert!(infer_get_tuple_element(&t, 2).is_err());
         assert!(infer_get_tuple_element(&f(&[]), 0).is_err());
-        assert_eq!(infer_convert(&f(&[2]), ElementType::S32).unwrap(), Shape::of::<i32>(&[2]));
+        assert_eq!(
+            infer_convert(&f(&[2]), ElementType::S32).unwrap(),
+            Shape::of::<i32>(&[2])
+        );
     }
 }

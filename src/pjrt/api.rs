@@ -70,6 +70,13 @@ impl Api {
         }
     }
 
+    /// The function in slot `s` as a callable pointer (for the raw floor benchmark).
+    pub(crate) fn slot_fn(&self, s: Slot) -> Result<ErrFn> {
+        let p = self.slot_ptr(s)?;
+        // SAFETY: every slot but the two error accessors holds this signature.
+        Ok(unsafe { std::mem::transmute::<*const c_void, ErrFn>(p) })
+    }
+
     /// True when the plugin provides the function in `s`.
     #[allow(dead_code)]
     pub(crate) fn has(&self, s: Slot) -> bool {
@@ -259,12 +266,11 @@ impl Plugin {
         })?;
         type GetApi = unsafe extern "C" fn() -> *const PJRT_Api;
         // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin.
-        let get: libloading::Symbol<GetApi> = unsafe { lib.get(b"GetPjrtApi\0") }.map_err(|e| {
-            Error::NotAPlugin {
+        let get: libloading::Symbol<GetApi> =
+            unsafe { lib.get(b"GetPjrtApi\0") }.map_err(|e| Error::NotAPlugin {
                 path: path.to_path_buf(),
                 reason: format!("no GetPjrtApi symbol ({e})"),
-            }
-        })?;
+            })?;
         // SAFETY: calling the plugin's entry point, which takes nothing.
         let table = unsafe { get() };
         if table.is_null() {

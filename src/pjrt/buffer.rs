@@ -2,14 +2,14 @@
 
 use std::ffi::c_int;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::client::ClientInner;
 use super::device::Device;
 use super::event::Event;
 use super::raw::{self, PJRT_Buffer, slot};
 use crate::error::{Error, Result};
-use crate::shape::{ElementType, NativeType, Shape};
+use crate::shape::{Dims, ElementType, NativeType, Shape};
 
 /// The C API's buffer type number for an element type.
 pub(crate) fn buffer_type_of(t: ElementType) -> c_int {
@@ -50,6 +50,9 @@ pub(crate) fn element_type_of(t: c_int) -> Option<ElementType> {
 pub struct Buffer {
     pub(crate) client: Arc<ClientInner>,
     pub(crate) raw: *mut PJRT_Buffer,
+    /// Element type and dims, when known without asking the plugin (uploads and
+    /// outputs of executables whose output shapes were read at compile time).
+    meta: OnceLock<(ElementType, Dims)>,
 }
 
 // SAFETY: PJRT buffers are thread-safe handles (the C API contract); the `Arc`
@@ -63,22 +66,59 @@ impl Buffer {
         Buffer {
             client: client.clone(),
             raw,
+            meta: OnceLock::new(),
         }
+    }
+
+    /// A buffer whose element type and dims are already known.
+    pub(crate) fn with_meta(
+        client: &Arc<ClientInner>,
+        raw: *mut PJRT_Buffer,
+        ty: ElementType,
+        dims: &[i64],
+    ) -> Buffer {
+        let b = Buffer::from_raw(client, raw);
+        let _ = b.meta.set((ty, dims.into()));
+        b
+    }
+
+    /// Element type and dims, asked of the plugin once.
+    fn meta(&self) -> Result<&(ElementType, Dims)> {
+        if let Some(m) = self.meta.get() {
+            return Ok(m);
+        }
+        let m = (self.query_element_type()?, self.query_dims()?.into());
+        Ok(self.meta.get_or_init(|| m))
     }
 
     /// The element type.
     pub fn element_type(&self) -> Result<ElementType> {
-        let mut a = raw::PJRT_Buffer_ElementType_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: plain out-parameter on a live buffer.
-        unsafe { self.client.api.call(slot::PJRT_Buffer_ElementType, &mut a)? };
-        element_type_of(a.type_).ok_or_else(|| Error::HostData {
-            reason: format!("buffer has element type {} (PJRT_Buffer_Type), which this crate does not support", a.type_),
-        })
+        Ok(self.meta()?.0)
     }
 
     /// The dimension sizes.
     pub fn dims(&self) -> Result<Vec<i64>> {
+        Ok(self.meta()?.1.to_vec())
+    }
+
+    fn query_element_type(&self) -> Result<ElementType> {
+        let mut a = raw::PJRT_Buffer_ElementType_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: plain out-parameter on a live buffer.
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Buffer_ElementType, &mut a)?
+        };
+        element_type_of(a.type_).ok_or_else(|| Error::HostData {
+            reason: format!(
+                "buffer has element type {} (PJRT_Buffer_Type), which this crate does not support",
+                a.type_
+            ),
+        })
+    }
+
+    fn query_dims(&self) -> Result<Vec<i64>> {
         let mut a = raw::PJRT_Buffer_Dimensions_Args::new();
         a.buffer = self.raw;
         // SAFETY: the dims array is owned by the buffer; copied at once.
@@ -125,7 +165,11 @@ impl Buffer {
         a.buffer = self.raw;
         a.dst_device = device.raw;
         // SAFETY: both handles are live.
-        unsafe { self.client.api.call(slot::PJRT_Buffer_CopyToDevice, &mut a)? };
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Buffer_CopyToDevice, &mut a)?
+        };
         Ok(Buffer::from_raw(&self.client, a.dst_buffer))
     }
 
@@ -141,13 +185,14 @@ impl Buffer {
     /// Copies the buffer to the host into `out`, whose length must equal the
     /// buffer's element count and whose type must match its element type.
     pub fn copy_to_host<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
-        let ty = self.element_type()?;
+        let (ty, dims) = self.meta()?;
+        let ty = *ty;
         if ty != T::TYPE {
             return Err(Error::HostData {
                 reason: format!("buffer holds {ty}, host slice is {}", T::TYPE),
             });
         }
-        let n: i64 = self.dims()?.iter().product();
+        let n: i64 = dims.iter().product();
         if n != out.len() as i64 {
             return Err(Error::HostData {
                 reason: format!("buffer holds {n} elements, host slice has {}", out.len()),
@@ -167,8 +212,7 @@ impl Buffer {
     }
 
     fn element_count_checked<T: NativeType>(&self) -> Result<usize> {
-        let dims = self.dims()?;
-        Ok(dims.iter().product::<i64>().max(0) as usize)
+        Ok(self.meta()?.1.iter().product::<i64>().max(0) as usize)
     }
 
     /// Copies a rank-0 buffer to the host.
@@ -187,7 +231,11 @@ impl Buffer {
         a.dst_size = size;
         // SAFETY: per the contract; we wait for the copy before returning, so `dst`
         // is not written after we return.
-        unsafe { self.client.api.call(slot::PJRT_Buffer_ToHostBuffer, &mut a)? };
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Buffer_ToHostBuffer, &mut a)?
+        };
         super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
     }
 }

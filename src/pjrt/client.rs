@@ -155,7 +155,9 @@ impl Client {
         a.client = self.inner.raw;
         // SAFETY: the name is owned by the client and copied out at once.
         unsafe {
-            self.inner.api.call(slot::PJRT_Client_PlatformName, &mut a)?;
+            self.inner
+                .api
+                .call(slot::PJRT_Client_PlatformName, &mut a)?;
             Ok(copy_str(a.platform_name, a.platform_name_size))
         }
     }
@@ -178,7 +180,11 @@ impl Client {
         let mut a = raw::PJRT_Client_ProcessIndex_Args::new();
         a.client = self.inner.raw;
         // SAFETY: plain out-parameter.
-        unsafe { self.inner.api.call(slot::PJRT_Client_ProcessIndex, &mut a)? };
+        unsafe {
+            self.inner
+                .api
+                .call(slot::PJRT_Client_ProcessIndex, &mut a)?
+        };
         Ok(a.process_index)
     }
 
@@ -233,7 +239,11 @@ impl Client {
     /// Compiles a serialized `HloModuleProto` (e.g. from JAX's
     /// `as_serialized_hlo_module_proto()`). The bytes are decoded and checked first:
     /// garbage is [`Error::InvalidModule`], never a crash.
-    pub fn compile_hlo_bytes(&self, bytes: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
+    pub fn compile_hlo_bytes(
+        &self,
+        bytes: &[u8],
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
         let module = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
             reason: format!("bytes do not decode as an HloModuleProto: {e}"),
         })?;
@@ -247,7 +257,12 @@ impl Client {
         self.compile_program(b"mlir", code, options)
     }
 
-    fn compile_program(&self, format: &[u8], code: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
+    fn compile_program(
+        &self,
+        format: &[u8],
+        code: &[u8],
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
         let opts = options.to_bytes();
         let mut prog = raw::PJRT_Program::new();
         // The C API declares `code` mutable (it is an out-parameter for other calls);
@@ -286,9 +301,13 @@ impl Client {
     /// Copies host data to a new buffer on the default device. `dims` must multiply
     /// to `data.len()`.
     pub fn buffer_from_host<T: NativeType>(&self, data: &[T], dims: &[i64]) -> Result<Buffer> {
-        let dev = *self.inner.addressable.first().ok_or_else(|| Error::HostData {
-            reason: "the client has no addressable device".into(),
-        })?;
+        let dev = *self
+            .inner
+            .addressable
+            .first()
+            .ok_or_else(|| Error::HostData {
+                reason: "the client has no addressable device".into(),
+            })?;
         self.upload(data, dims, dev)
     }
 
@@ -297,10 +316,18 @@ impl Client {
         self.buffer_from_host(&[value], &[])
     }
 
-    pub(crate) fn upload<T: NativeType>(&self, data: &[T], dims: &[i64], device: *mut PJRT_Device) -> Result<Buffer> {
-        let count = dims.iter().try_fold(1i64, |acc, d| {
-            if *d < 0 { None } else { acc.checked_mul(*d) }
-        });
+    pub(crate) fn upload<T: NativeType>(
+        &self,
+        data: &[T],
+        dims: &[i64],
+        device: *mut PJRT_Device,
+    ) -> Result<Buffer> {
+        let count = dims.iter().try_fold(
+            1i64,
+            |acc, d| {
+                if *d < 0 { None } else { acc.checked_mul(*d) }
+            },
+        );
         if count != Some(data.len() as i64) {
             return Err(Error::HostData {
                 reason: format!(
@@ -326,7 +353,7 @@ impl Client {
                 .api
                 .call(slot::PJRT_Client_BufferFromHostBuffer, &mut a)?
         };
-        let buffer = Buffer::from_raw(&self.inner, a.buffer);
+        let buffer = Buffer::with_meta(&self.inner, a.buffer, T::TYPE, dims);
         // The host data must stay untouched until this event fires. It has fired for
         // every plugin we know when the semantics is "only during call"; when it has
         // not, wait, so that `data` may be reused as soon as we return.

@@ -39,7 +39,11 @@ impl Device {
         let mut a = raw::PJRT_Device_GetDescription_Args::new();
         a.device = self.raw;
         // SAFETY: the description is owned by the device.
-        unsafe { self.client.api.call(slot::PJRT_Device_GetDescription, &mut a)? };
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Device_GetDescription, &mut a)?
+        };
         Ok(a.device_description)
     }
 
@@ -48,7 +52,11 @@ impl Device {
         let mut a = raw::PJRT_DeviceDescription_Id_Args::new();
         a.device_description = self.description()?;
         // SAFETY: plain out-parameter.
-        unsafe { self.client.api.call(slot::PJRT_DeviceDescription_Id, &mut a)? };
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_DeviceDescription_Id, &mut a)?
+        };
         Ok(a.id)
     }
 
@@ -83,7 +91,11 @@ impl Device {
         let mut a = raw::PJRT_Device_IsAddressable_Args::new();
         a.device = self.raw;
         // SAFETY: plain out-parameter.
-        unsafe { self.client.api.call(slot::PJRT_Device_IsAddressable, &mut a)? };
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Device_IsAddressable, &mut a)?
+        };
         Ok(a.is_addressable)
     }
 

@@ -12,6 +12,7 @@ use super::device::Device;
 use super::event::Event;
 use super::raw::{self, PJRT_Buffer, PJRT_Device, PJRT_Executable, PJRT_LoadedExecutable, slot};
 use crate::error::{Error, Result};
+use crate::shape::{Dims, ElementType};
 
 /// A compiled program, ready to run.
 ///
@@ -24,6 +25,8 @@ pub struct LoadedExecutable {
     devices: Vec<*mut PJRT_Device>,
     num_outputs: usize,
     name: String,
+    /// Element type and dims of each output, when the plugin reports them.
+    output_shapes: Option<Vec<(ElementType, Dims)>>,
 }
 
 // SAFETY: PJRT loaded executables are thread-safe (the C API contract); the `Arc`
@@ -48,13 +51,17 @@ impl Drop for ExecutableRef<'_> {
 }
 
 impl LoadedExecutable {
-    pub(crate) fn from_raw(client: &Arc<ClientInner>, raw: *mut PJRT_LoadedExecutable) -> Result<Self> {
+    pub(crate) fn from_raw(
+        client: &Arc<ClientInner>,
+        raw: *mut PJRT_LoadedExecutable,
+    ) -> Result<Self> {
         let mut exe = LoadedExecutable {
             client: client.clone(),
             raw,
             devices: Vec::new(),
             num_outputs: 0,
             name: String::new(),
+            output_shapes: None,
         };
         // From here on `exe` owns `raw`: an error below destroys it in Drop.
         let mut d = raw::PJRT_LoadedExecutable_AddressableDevices_Args::new();
@@ -66,7 +73,8 @@ impl LoadedExecutable {
                 .call(slot::PJRT_LoadedExecutable_AddressableDevices, &mut d)?;
             if !d.addressable_devices.is_null() {
                 exe.devices =
-                    std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices).to_vec();
+                    std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices)
+                        .to_vec();
             }
         }
         let e = exe.executable()?;
@@ -81,9 +89,11 @@ impl LoadedExecutable {
             client.api.call(slot::PJRT_Executable_Name, &mut nm)?;
             copy_str(nm.executable_name, nm.executable_name_size)
         };
+        let shapes = output_shapes(client, e.raw, n.num_outputs);
         drop(e);
         exe.num_outputs = n.num_outputs;
         exe.name = name;
+        exe.output_shapes = shapes;
         Ok(exe)
     }
 
@@ -100,6 +110,10 @@ impl LoadedExecutable {
             client: &self.client,
             raw: g.executable,
         })
+    }
+
+    pub(crate) fn raw_handle(&self) -> *mut PJRT_LoadedExecutable {
+        self.raw
     }
 
     /// The program's name.
@@ -129,11 +143,14 @@ impl LoadedExecutable {
         // SAFETY: the bytes are backed by `serialized_executable`, which we free with
         // the deleter the plugin gives, after copying.
         unsafe {
-            self.client.api.call(slot::PJRT_Executable_Serialize, &mut a)?;
+            self.client
+                .api
+                .call(slot::PJRT_Executable_Serialize, &mut a)?;
             let bytes = if a.serialized_bytes.is_null() {
                 Vec::new()
             } else {
-                std::slice::from_raw_parts(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size).to_vec()
+                std::slice::from_raw_parts(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size)
+                    .to_vec()
             };
             if let Some(del) = a.serialized_executable_deleter {
                 del(a.serialized_executable);
@@ -235,10 +252,17 @@ impl LoadedExecutable {
         };
         let mut res = Vec::with_capacity(num_devices);
         for (d, list) in outs.iter().enumerate() {
-            let bufs = list
-                .iter()
-                .map(|p| Buffer::from_raw(&self.client, *p))
-                .collect();
+            let bufs = match &self.output_shapes {
+                Some(shapes) => list
+                    .iter()
+                    .zip(shapes)
+                    .map(|(p, (ty, dims))| Buffer::with_meta(&self.client, *p, *ty, dims))
+                    .collect(),
+                None => list
+                    .iter()
+                    .map(|p| Buffer::from_raw(&self.client, *p))
+                    .collect(),
+            };
             let ev = if want_events {
                 Event::from_raw(&self.client.api, events[d])
             } else {
@@ -247,6 +271,55 @@ impl LoadedExecutable {
             res.push((bufs, ev));
         }
         Ok(res)
+    }
+}
+
+/// Output element types and dims from the executable, if the plugin reports them
+/// (and every type is one the crate supports); `None` otherwise.
+fn output_shapes(
+    client: &ClientInner,
+    exe: *mut PJRT_Executable,
+    n: usize,
+) -> Option<Vec<(ElementType, Dims)>> {
+    let mut t = raw::PJRT_Executable_OutputElementTypes_Args::new();
+    t.executable = exe;
+    let mut d = raw::PJRT_Executable_OutputDimensions_Args::new();
+    d.executable = exe;
+    // SAFETY: the arrays returned are owned by the executable, which is alive here;
+    // they are copied before it is destroyed.
+    unsafe {
+        client
+            .api
+            .call(slot::PJRT_Executable_OutputElementTypes, &mut t)
+            .ok()?;
+        client
+            .api
+            .call(slot::PJRT_Executable_OutputDimensions, &mut d)
+            .ok()?;
+        if t.num_output_types != n
+            || d.num_outputs != n
+            || (n > 0 && (t.output_types.is_null() || d.dim_sizes.is_null()))
+        {
+            return None;
+        }
+        let types = std::slice::from_raw_parts(t.output_types, n);
+        let sizes = std::slice::from_raw_parts(d.dim_sizes, n);
+        let total: usize = sizes.iter().sum();
+        let dims: &[i64] = if total == 0 {
+            &[]
+        } else if d.dims.is_null() {
+            return None;
+        } else {
+            std::slice::from_raw_parts(d.dims, total)
+        };
+        let mut out = Vec::with_capacity(n);
+        let mut off = 0;
+        for (ty, sz) in types.iter().zip(sizes) {
+            let et = super::buffer::element_type_of(*ty)?;
+            out.push((et, Dims::from_slice(&dims[off..off + sz])));
+            off += sz;
+        }
+        Some(out)
     }
 }
 

@@ -13,7 +13,7 @@ mod device;
 mod event;
 mod executable;
 pub mod fetch;
-// pub mod floor;
+pub mod floor;
 mod options;
 pub mod raw;
 

@@ -110,11 +110,12 @@ impl CompileOptions {
         let replicas = devices.len() as i32;
         let partitions = devices.first().map_or(0, |r| r.len()) as i32;
         let computation_devices = (0..partitions as usize)
-            .map(
-                |p| proto::device_assignment_proto::ComputationDevice {
-                    replica_device_ids: devices.iter().map(|r| r.get(p).copied().unwrap_or(-1)).collect(),
-                },
-            )
+            .map(|p| proto::device_assignment_proto::ComputationDevice {
+                replica_device_ids: devices
+                    .iter()
+                    .map(|r| r.get(p).copied().unwrap_or(-1))
+                    .collect(),
+            })
             .collect();
         self.build_options().device_assignment = Some(proto::DeviceAssignmentProto {
             replica_count: replicas,

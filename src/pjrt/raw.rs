@@ -13,7 +13,12 @@
 //! This module is public for benchmarks and advanced users that want to drive the C
 //! API directly; everything in it is `unsafe` to use.
 
-#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, missing_docs)]
+#![allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    missing_docs
+)]
 
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};

@@ -1,0 +1,497 @@
+//! Shape ops on the real plugin (broadcast_in_dim, broadcast, broadcast_to, reshape,
+//! transpose, t, convert, tuples) against index-arithmetic references, and shape
+//! errors reported by `build` with the op, the shapes and the caller's line.
+
+mod common;
+use common::*;
+
+use xlaclient::{Buffer, Builder, DotDims, ElementType, Error, NativeType, Op, Shape};
+
+fn count(dims: &[i64]) -> usize {
+    dims.iter().product::<i64>() as usize
+}
+
+/// Row-major multi-index of `flat` in `dims`.
+fn unravel(mut flat: i64, dims: &[i64]) -> Vec<i64> {
+    let mut idx = vec![0; dims.len()];
+    for k in (0..dims.len()).rev() {
+        idx[k] = flat % dims[k];
+        flat /= dims[k];
+    }
+    idx
+}
+
+fn ravel(idx: &[i64], dims: &[i64]) -> usize {
+    idx.iter().zip(dims).fold(0, |a, (i, d)| a * d + i) as usize
+}
+
+/// XLA BroadcastInDim semantics (with size-1 operand axes stretching).
+fn broadcast_in_dim_ref(x: &[f32], in_dims: &[i64], out_dims: &[i64], bdims: &[i64]) -> Vec<f32> {
+    (0..count(out_dims) as i64)
+        .map(|flat| {
+            let oi = unravel(flat, out_dims);
+            let ii: Vec<i64> = in_dims
+                .iter()
+                .zip(bdims)
+                .map(|(d, b)| if *d == 1 { 0 } else { oi[*b as usize] })
+                .collect();
+            x[ravel(&ii, in_dims)]
+        })
+        .collect()
+}
+
+/// Output axis `i` is input axis `perm[i]`.
+fn transpose_ref(x: &[f32], dims: &[i64], perm: &[usize]) -> (Vec<f32>, Vec<i64>) {
+    let out_dims: Vec<i64> = perm.iter().map(|p| dims[*p]).collect();
+    let data = (0..count(&out_dims) as i64)
+        .map(|flat| {
+            let oi = unravel(flat, &out_dims);
+            let mut ii = vec![0; dims.len()];
+            for (o, p) in perm.iter().enumerate() {
+                ii[*p] = oi[o];
+            }
+            x[ravel(&ii, dims)]
+        })
+        .collect();
+    (data, out_dims)
+}
+
+fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
+    assert_eq!(buf.element_type().unwrap(), T::TYPE, "{what}: element type");
+    assert_eq!(buf.dims().unwrap(), dims, "{what}: dims");
+    buf.to_vec::<T>().unwrap()
+}
+
+fn iota(n: usize) -> Vec<f32> {
+    (0..n).map(|i| i as f32 + 1.0).collect()
+}
+
+#[test]
+fn broadcast_in_dim_broadcast_and_broadcast_to() {
+    // (input dims, output dims, broadcast dimensions); values are distinct so a wrong
+    // mapping of axes shows.
+    let cases: [(&[i64], &[i64], &[i64]); 7] = [
+        (&[3], &[2, 3], &[1]),
+        (&[2], &[2, 3], &[0]),
+        (&[2, 1], &[2, 4], &[0, 1]),       // size-1 axis stretches
+        (&[1, 3], &[4, 2, 3], &[0, 2]),    // stretches and inserts
+        (&[2, 3], &[2, 4, 3], &[0, 2]),    // inserts a middle axis
+        (&[], &[2, 2], &[]),               // scalar
+        (&[3, 2], &[3, 5, 2, 1], &[0, 2]), // inserted axes of size 5 and 1
+    ];
+    let b = Builder::new("bcast");
+    let mut outs = Vec::new();
+    let mut refs = Vec::new();
+    let mut args = Vec::new();
+    let mut p = 0;
+    for (id, od, bd) in cases.iter() {
+        let x = b.parameter(p, Shape::of::<f32>(id), "x");
+        p += 1;
+        let y = x.broadcast_in_dim(od, bd);
+        assert_eq!(y.dims(), od.to_vec(), "{id:?} -> {od:?} via {bd:?}");
+        let data = iota(count(id));
+        refs.push((broadcast_in_dim_ref(&data, id, od, bd), od.to_vec()));
+        args.push(upload(&data, id));
+        outs.push(y);
+    }
+    // broadcast(prefix): new major axes.
+    let x = b.parameter(p, Shape::of::<f32>(&[2, 3]), "x");
+    let data = iota(6);
+    let y = x.broadcast(&[4]);
+    assert_eq!(y.dims(), vec![4, 2, 3]);
+    refs.push((
+        broadcast_in_dim_ref(&data, &[2, 3], &[4, 2, 3], &[1, 2]),
+        vec![4, 2, 3],
+    ));
+    outs.push(y);
+    let y = x.broadcast(&[2, 1]);
+    assert_eq!(y.dims(), vec![2, 1, 2, 3]);
+    refs.push((
+        broadcast_in_dim_ref(&data, &[2, 3], &[2, 1, 2, 3], &[2, 3]),
+        vec![2, 1, 2, 3],
+    ));
+    outs.push(y);
+    args.push(upload(&data, &[2, 3]));
+    // broadcast_to: numpy alignment at the right, size-1 axes stretch.
+    let z = b.parameter(p + 1, Shape::of::<f32>(&[3, 1]), "z");
+    let zdata = iota(3);
+    let y = z.broadcast_to(&[2, 3, 4]);
+    assert_eq!(y.dims(), vec![2, 3, 4]);
+    refs.push((
+        broadcast_in_dim_ref(&zdata, &[3, 1], &[2, 3, 4], &[1, 2]),
+        vec![2, 3, 4],
+    ));
+    outs.push(y);
+    args.push(upload(&zdata, &[3, 1]));
+
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let res = run(&module, &args.iter().collect::<Vec<_>>());
+    assert_eq!(res.len(), refs.len());
+    for (i, ((want, dims), buf)) in refs.iter().zip(&res).enumerate() {
+        assert_eq!(&fetch::<f32>(buf, dims, "broadcast"), want, "output {i}");
+    }
+    // Spot check of the reference itself: [2,1] -> [2,4] repeats each row value.
+    assert_eq!(
+        broadcast_in_dim_ref(&[1.0, 2.0], &[2, 1], &[2, 4], &[0, 1]),
+        [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
+    );
+}
+
+#[test]
+fn reshape_keeps_row_major_order() {
+    let data = iota(24);
+    let b = Builder::new("reshape");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3, 4]), "x");
+    let targets: [(&[i64], &[i64]); 6] = [
+        (&[6, 4], &[6, 4]),
+        (&[4, -1], &[4, 6]),
+        (&[-1], &[24]),
+        (&[2, -1, 3], &[2, 4, 3]),
+        (&[1, 24, 1], &[1, 24, 1]),
+        (&[4, 3, 2], &[4, 3, 2]),
+    ];
+    let mut outs: Vec<Op> = targets
+        .iter()
+        .map(|(t, want)| {
+            let y = x.reshape(t);
+            assert_eq!(y.dims(), want.to_vec(), "reshape to {t:?}");
+            y
+        })
+        .collect();
+    // To and from a scalar.
+    let s = b.parameter(1, Shape::of::<f32>(&[1, 1]), "s");
+    let sc = s.reshape(&[]);
+    assert_eq!(sc.dims(), Vec::<i64>::new());
+    outs.push(sc.reshape(&[1, 1, 1]));
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let res = run(
+        &module,
+        &[&upload(&data, &[2, 3, 4]), &upload(&[7.5f32], &[1, 1])],
+    );
+    for ((_, want), buf) in targets.iter().zip(&res) {
+        assert_eq!(fetch::<f32>(buf, want, "reshape"), data);
+    }
+    assert_eq!(fetch::<f32>(&res[6], &[1, 1, 1], "scalar reshape"), [7.5]);
+}
+
+#[test]
+fn transpose_rank3_and_t() {
+    let dims = [2i64, 3, 4];
+    let data = iota(24);
+    let b = Builder::new("transpose");
+    let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
+    let m = b.parameter(1, Shape::of::<f32>(&[2, 5]), "m");
+    // (perm as given, perm resolved)
+    let perms: [(&[i64], [usize; 3]); 5] = [
+        (&[2, 0, 1], [2, 0, 1]),
+        (&[1, 2, 0], [1, 2, 0]),
+        (&[2, 1, 0], [2, 1, 0]),
+        (&[-1, 0, -2], [2, 0, 1]),
+        (&[0, 1, 2], [0, 1, 2]),
+    ];
+    let mut outs = Vec::new();
+    let mut refs = Vec::new();
+    for (p, resolved) in &perms {
+        let y = x.transpose(p);
+        let (want, want_dims) = transpose_ref(&data, &dims, resolved);
+        assert_eq!(y.dims(), want_dims, "transpose {p:?}");
+        outs.push(y);
+        refs.push((want, want_dims));
+    }
+    // t(): swaps the last two axes, batched and plain.
+    let y = x.t();
+    refs.push(transpose_ref(&data, &dims, &[0, 2, 1]));
+    assert_eq!(y.dims(), vec![2, 4, 3]);
+    outs.push(y);
+    let mdata = iota(10);
+    let y = m.t();
+    refs.push(transpose_ref(&mdata, &[2, 5], &[1, 0]));
+    assert_eq!(y.dims(), vec![5, 2]);
+    outs.push(y);
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let res = run(&module, &[&upload(&data, &dims), &upload(&mdata, &[2, 5])]);
+    for (i, ((want, wd), buf)) in refs.iter().zip(&res).enumerate() {
+        assert_eq!(&fetch::<f32>(buf, wd, "transpose"), want, "output {i}");
+    }
+    // The reference itself: element [i,j,k] of x is at [k,i,j] of x.transpose([2,0,1]).
+    let (t, td) = transpose_ref(&data, &dims, &[2, 0, 1]);
+    assert_eq!(t[ravel(&[3, 1, 2], &td)], data[ravel(&[1, 2, 3], &dims)]);
+}
+
+#[test]
+fn convert_between_element_types() {
+    let f: Vec<f32> = vec![-2.7, -0.5, 0.5, 2.7, 100.9, -100.9, 0.0, 1e-3];
+    let i: Vec<i32> = vec![-16_777_217, -3, 0, 1, 42, 16_777_217, i32::MAX, i32::MIN];
+    let p: Vec<bool> = vec![true, false, false, true, true, false, true, false];
+    let b = Builder::new("convert");
+    let pf = b.parameter(0, Shape::of::<f32>(&[8]), "f");
+    let pi = b.parameter(1, Shape::of::<i32>(&[8]), "i");
+    let pp = b.parameter(2, Shape::of::<bool>(&[8]), "p");
+    let outs = [
+        pf.convert(ElementType::S32),
+        pi.convert(ElementType::F32),
+        pf.convert(ElementType::F64),
+        pp.convert(ElementType::F32),
+        pi.convert(ElementType::S64),
+        pf.convert(ElementType::F32), // same type: a no-op
+    ];
+    let types = [
+        ElementType::S32,
+        ElementType::F32,
+        ElementType::F64,
+        ElementType::F32,
+        ElementType::S64,
+        ElementType::F32,
+    ];
+    for (o, t) in outs.iter().zip(types) {
+        assert_eq!(o.shape(), Some(Shape::array(t, &[8])));
+    }
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let res = run(
+        &module,
+        &[&upload(&f, &[8]), &upload(&i, &[8]), &upload(&p, &[8])],
+    );
+    // f32 -> s32 truncates toward zero (Rust's `as` does the same in range).
+    assert_eq!(
+        fetch::<i32>(&res[0], &[8], "f32->s32"),
+        f.iter().map(|x| *x as i32).collect::<Vec<_>>()
+    );
+    assert_eq!(fetch::<i32>(&res[0], &[8], "f32->s32")[..4], [-2, 0, 0, 2]);
+    // s32 -> f32 rounds to nearest (2^24 + 1 is not representable).
+    assert_eq!(
+        fetch::<f32>(&res[1], &[8], "s32->f32"),
+        i.iter().map(|x| *x as f32).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        fetch::<f64>(&res[2], &[8], "f32->f64"),
+        f.iter().map(|x| *x as f64).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        fetch::<f32>(&res[3], &[8], "pred->f32"),
+        p.iter()
+            .map(|x| if *x { 1.0 } else { 0.0 })
+            .collect::<Vec<f32>>()
+    );
+    assert_eq!(
+        fetch::<i64>(&res[4], &[8], "s32->s64"),
+        i.iter().map(|x| *x as i64).collect::<Vec<_>>()
+    );
+    assert_eq!(fetch::<f32>(&res[5], &[8], "f32->f32"), f);
+}
+
+#[test]
+fn build_tuple_with_three_types() {
+    let x: Vec<f32> = vec![1.5, -2.0, 3.25, 0.0, 8.0, -1.0];
+    let b = Builder::new("tuple3");
+    let px = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let doubled = &px * 2.0;
+    let ints = px.reshape(&[6]).convert(ElementType::S32);
+    let any_neg = px
+        .reduce_min(&[0, 1])
+        .compare(&b.constant(0.0f32), xlaclient::Comparison::Lt);
+    let module = b.build_tuple(&[&doubled, &ints, &any_neg]).unwrap();
+    assert_eq!(
+        module.result_shape(),
+        Shape::Tuple(vec![
+            Shape::of::<f32>(&[2, 3]),
+            Shape::of::<i32>(&[6]),
+            Shape::of::<bool>(&[])
+        ])
+    );
+    let res = run(&module, &[&upload(&x, &[2, 3])]);
+    assert_eq!(res.len(), 3);
+    assert_eq!(
+        fetch::<f32>(&res[0], &[2, 3], "f32 out"),
+        x.iter().map(|v| v * 2.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        fetch::<i32>(&res[1], &[6], "s32 out"),
+        x.iter().map(|v| *v as i32).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        fetch::<bool>(&res[2], &[], "pred out"),
+        [x.iter().any(|v| *v < 0.0)]
+    );
+    assert_eq!(
+        res[2].to_scalar::<bool>().unwrap(),
+        x.iter().any(|v| *v < 0.0)
+    );
+}
+
+#[test]
+fn get_tuple_element_of_a_tuple_built_in_the_graph() {
+    let x: Vec<f32> = vec![1.0, 2.0, 3.0];
+    let y: Vec<i32> = vec![4, -5];
+    let b = Builder::new("gte");
+    let px = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    let py = b.parameter(1, Shape::of::<i32>(&[2]), "y");
+    let t = b.tuple(&[&px, &py, &(&px + 1.0)]);
+    assert_eq!(
+        t.shape(),
+        Some(Shape::Tuple(vec![
+            Shape::of::<f32>(&[3]),
+            Shape::of::<i32>(&[2]),
+            Shape::of::<f32>(&[3])
+        ]))
+    );
+    let a = t.get_tuple_element(2) * 10.0f32;
+    let c = t.get_tuple_element(1) - 1i32;
+    assert_eq!(a.shape(), Some(Shape::of::<f32>(&[3])));
+    assert_eq!(c.shape(), Some(Shape::of::<i32>(&[2])));
+    let module = b.build_tuple(&[&a, &c]).unwrap();
+    let res = run(&module, &[&upload(&x, &[3]), &upload(&y, &[2])]);
+    assert_eq!(
+        fetch::<f32>(&res[0], &[3], "gte 2"),
+        x.iter().map(|v| (v + 1.0) * 10.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        fetch::<i32>(&res[1], &[2], "gte 1"),
+        y.iter().map(|v| v - 1).collect::<Vec<_>>()
+    );
+
+    // Out of range and on a non-tuple: errors naming the op.
+    let b = Builder::new("gte_bad");
+    let px = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    let t = b.tuple(&[&px]);
+    let line = line!();
+    let bad = t.get_tuple_element(1);
+    let err = b.build(&bad).unwrap_err();
+    check_error(&err, "get-tuple-element", &["(f32[3])"], line + 1);
+}
+
+// ---------------------------------------------------------------------------------
+// Shape errors.
+
+/// Checks a shape error: its message names `op`, each of `shapes`, this file and
+/// `line`; `location()` points at this file and line.
+fn check_error(err: &Error, op: &str, shapes: &[&str], line: u32) {
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Shape(_)), "not a shape error: {msg}");
+    assert!(
+        msg.contains(&format!("`{op}`")),
+        "message does not name `{op}`: {msg}"
+    );
+    for s in shapes {
+        assert!(msg.contains(s), "message does not name {s}: {msg}");
+    }
+    assert!(
+        msg.contains(&format!("ops_shape.rs:{line}:")),
+        "message does not name ops_shape.rs:{line}: {msg}"
+    );
+    let loc = err.location().expect("a location");
+    assert!(
+        loc.file().ends_with("ops_shape.rs"),
+        "location file {}",
+        loc.file()
+    );
+    assert_eq!(loc.line(), line, "location line in {msg}");
+}
+
+#[test]
+fn binary_shape_mismatch_names_op_shapes_and_line() {
+    let b = Builder::new("bad_add");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let y = b.parameter(1, Shape::of::<f32>(&[4]), "y");
+    let (z, line) = (&x + &y, line!());
+    assert!(z.is_poisoned());
+    assert_eq!(z.shape(), None);
+    // Ops on a failed op are quiet; the first error wins.
+    let w = (z.exp() * 2.0f32).reshape(&[5]);
+    assert!(w.is_poisoned());
+    let err = b.build(&w).unwrap_err();
+    check_error(&err, "add", &["f32[2,3]", "f32[4]"], line);
+    assert_eq!(b.first_error(), None, "build takes the error");
+
+    // Subtraction with mismatched element types.
+    let b = Builder::new("bad_types");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    let y = b.parameter(1, Shape::of::<i32>(&[2]), "y");
+    let (z, line) = (x.sub(&y), line!());
+    let err = b.build(&z).unwrap_err();
+    check_error(&err, "subtract", &["f32[2]", "s32[2]"], line);
+}
+
+#[test]
+fn dot_general_mismatch_names_op_shapes_and_line() {
+    let b = Builder::new("bad_dot");
+    let x = b.parameter(0, Shape::of::<f32>(&[4, 3]), "x");
+    let y = b.parameter(1, Shape::of::<f32>(&[4, 5]), "y");
+    let (z, line) = (x.matmul(&y), line!());
+    let err = b.build(&(z + 1.0)).unwrap_err();
+    check_error(&err, "dot_general", &["f32[4,3]", "f32[4,5]"], line);
+
+    let b = Builder::new("bad_dot_general");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3, 4]), "x");
+    let y = b.parameter(1, Shape::of::<f32>(&[5, 4, 6]), "y");
+    let dims = DotDims {
+        lhs_contracting: vec![2],
+        rhs_contracting: vec![1],
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+    };
+    let (z, line) = (x.dot_general(&y, &dims), line!());
+    let err = b.build(&z).unwrap_err();
+    check_error(&err, "dot_general", &["f32[2,3,4]", "f32[5,4,6]"], line);
+    assert!(err.to_string().contains("batch"), "{err}");
+}
+
+#[test]
+fn reshape_transpose_broadcast_errors_name_op_shape_and_line() {
+    let b = Builder::new("bad_reshape");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let (z, line) = (x.reshape(&[4]), line!());
+    check_error(&b.build(&z).unwrap_err(), "reshape", &["f32[2,3]"], line);
+
+    let b = Builder::new("bad_reshape_infer");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let (z, line) = (x.reshape(&[4, -1]), line!());
+    check_error(&b.build(&z).unwrap_err(), "reshape", &["f32[2,3]"], line);
+
+    let b = Builder::new("bad_transpose");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3, 4]), "x");
+    let (z, line) = (x.transpose(&[0, 0, 1]), line!());
+    check_error(
+        &b.build(&z).unwrap_err(),
+        "transpose",
+        &["f32[2,3,4]"],
+        line,
+    );
+
+    let b = Builder::new("bad_broadcast");
+    let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    let (z, line) = (x.broadcast_in_dim(&[2, 4], &[1]), line!());
+    check_error(&b.build(&z).unwrap_err(), "broadcast", &["f32[3]"], line);
+
+    let b = Builder::new("bad_broadcast_to");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let (z, line) = (x.broadcast_to(&[3]), line!());
+    check_error(&b.build(&z).unwrap_err(), "broadcast", &["f32[2,3]"], line);
+
+    let b = Builder::new("bad_reduce");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let (z, line) = (x.reduce_sum(&[2]), line!());
+    check_error(&b.build(&z).unwrap_err(), "reduce", &["f32[2,3]"], line);
+
+    let b = Builder::new("bad_select");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let p = b.parameter(1, Shape::of::<bool>(&[2]), "p");
+    let (z, line) = (b.select(&p, &x, &x), line!());
+    check_error(
+        &b.build(&z).unwrap_err(),
+        "select",
+        &["pred[2]", "f32[2,3]"],
+        line,
+    );
+}
+
+#[test]
+fn the_first_of_several_errors_is_reported() {
+    let b = Builder::new("two_errors");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let y = b.parameter(1, Shape::of::<f32>(&[3, 2]), "y");
+    let (_bad1, line) = (&x * &y, line!());
+    let _bad2 = x.reshape(&[7]);
+    let ok = x.exp();
+    let err = b.build(&ok).unwrap_err();
+    check_error(&err, "multiply", &["f32[2,3]", "f32[3,2]"], line);
+}
