@@ -74,7 +74,8 @@ fn well_formed_protos_with_broken_structure_are_rejected_before_xla() {
     let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
     let good = b.build(&(&x + &x)).unwrap().proto().clone();
     let c = client();
-    let cases: Vec<(&str, Box<dyn Fn(&mut xlaclient::proto::HloModuleProto)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut xlaclient::proto::HloModuleProto)>;
+    let cases: Vec<(&str, Mutation)> = vec![
         (
             "no layout",
             Box::new(|m| {
@@ -128,7 +129,7 @@ fn well_formed_protos_with_broken_structure_are_rejected_before_xla() {
             .unwrap_err();
         assert!(matches!(e, Error::InvalidModule { .. }), "{what}: {e:?}");
         let e = c
-            .compile(&xlaclient::Computation::from_proto(m))
+            .compile(xlaclient::Computation::from_proto(m))
             .unwrap_err();
         assert!(matches!(e, Error::InvalidModule { .. }), "{what}: {e:?}");
     }

@@ -206,12 +206,12 @@ impl Buffer {
 
     /// Copies the buffer to a new `Vec` on the host.
     pub fn to_vec<T: NativeType>(&self) -> Result<Vec<T>> {
-        let mut v = vec![T::default(); self.element_count_checked::<T>()?];
+        let mut v = vec![T::default(); self.element_count()?];
         self.copy_to_host(&mut v)?;
         Ok(v)
     }
 
-    fn element_count_checked<T: NativeType>(&self) -> Result<usize> {
+    fn element_count(&self) -> Result<usize> {
         Ok(self.meta()?.1.iter().product::<i64>().max(0) as usize)
     }
 
