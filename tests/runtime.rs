@@ -199,3 +199,37 @@ fn buffers_outlive_their_client_handle() {
     };
     assert_eq!(buf.to_vec::<u8>().unwrap(), vec![4, 5]);
 }
+
+#[test]
+fn a_function_the_plugin_lacks_is_a_clean_error() {
+    // PJRT_Executable_GetCompileOptions is slot 124 of the function table; the 0.81
+    // plugin's table ends at slot 117, the 0.115 plugin has it.
+    let opts = xlaclient::CompileOptions::new().num_replicas(1);
+    let exe = client().compile_with(affine(), &opts).unwrap();
+    let (_, minor) = client().plugin().api_version();
+    match exe.compile_options() {
+        Ok(o) => {
+            assert!(minor > 81, "API 0.{minor} should not have this function");
+            let b = o.proto().executable_build_options.as_ref().unwrap();
+            assert_eq!((b.num_replicas, b.num_partitions), (1, 1));
+        }
+        Err(e) => {
+            assert!(
+                matches!(
+                    e,
+                    xlaclient::Error::Unsupported {
+                        function: "PJRT_Executable_GetCompileOptions",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(
+                e.to_string()
+                    .contains("plugin too old for PJRT_Executable_GetCompileOptions"),
+                "{e}"
+            );
+            assert!(minor <= 81, "API 0.{minor} should have this function");
+        }
+    }
+}

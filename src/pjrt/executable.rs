@@ -159,6 +159,34 @@ impl LoadedExecutable {
         }
     }
 
+    /// The compile options the program was compiled with, as the plugin reports them.
+    ///
+    /// Needs `PJRT_Executable_GetCompileOptions` (PJRT C API 0.8x and later):
+    /// older plugins give [`Error::Unsupported`].
+    pub fn compile_options(&self) -> Result<super::CompileOptions> {
+        let e = self.executable()?;
+        let mut a = raw::PJRT_Executable_GetCompileOptions_Args::new();
+        a.executable = e.raw;
+        // SAFETY: the bytes are backed by `serialized_compile_options`, freed with the
+        // deleter the plugin gives, after copying.
+        let bytes = unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Executable_GetCompileOptions, &mut a)?;
+            let bytes = if a.serialized_bytes.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size)
+                    .to_vec()
+            };
+            if let Some(del) = a.serialized_compile_options_deleter {
+                del(a.serialized_compile_options);
+            }
+            bytes
+        };
+        super::CompileOptions::from_bytes(&bytes)
+    }
+
     /// Runs the program on its first device with `args` as parameters (in parameter
     /// order) and returns its outputs (a tuple result comes back as one buffer per
     /// element). Does not wait for the computation: reading an output does.

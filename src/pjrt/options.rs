@@ -135,6 +135,15 @@ impl CompileOptions {
         &mut self.proto
     }
 
+    /// Decodes serialized `CompileOptionsProto` bytes.
+    pub fn from_bytes(bytes: &[u8]) -> crate::Result<Self> {
+        let proto =
+            proto::CompileOptionsProto::decode(bytes).map_err(|e| crate::Error::InvalidModule {
+                reason: format!("compile options do not decode: {e}"),
+            })?;
+        Ok(CompileOptions { proto })
+    }
+
     /// Serialized bytes, as `PJRT_Client_Compile` takes them.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.proto.encode_to_vec()

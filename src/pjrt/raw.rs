@@ -164,19 +164,21 @@ impl Slot {
 
 macro_rules! slots {
     ($($name:ident),* $(,)?) => {
+        /// Positions in the function table (a C-like enum numbers them 0, 1, 2, …).
+        #[allow(dead_code, clippy::enum_variant_names)]
+        #[repr(usize)]
+        enum SlotIndex { $($name,)* }
+
         /// The function table's slots, in the C header's order (append-only across
         /// minor versions).
         pub mod slot {
-            use super::Slot;
-            slots!(@each 0usize; $($name,)*);
+            use super::{Slot, SlotIndex};
+            $(
+                #[allow(non_upper_case_globals)]
+                pub const $name: Slot = Slot { index: SlotIndex::$name as usize, name: stringify!($name) };
+            )*
         }
     };
-    (@each $i:expr; $name:ident, $($rest:ident,)*) => {
-        #[allow(non_upper_case_globals)]
-        pub const $name: Slot = Slot { index: $i, name: stringify!($name) };
-        slots!(@each $i + 1usize; $($rest,)*);
-    };
-    (@each $i:expr;) => {};
 }
 
 slots!(
@@ -281,6 +283,35 @@ slots!(
     PJRT_ExecuteContext_Create,
     PJRT_ExecuteContext_Destroy,
     PJRT_Buffer_CopyRawToHost,
+    PJRT_AsyncHostToDeviceTransferManager_Destroy,
+    PJRT_AsyncHostToDeviceTransferManager_TransferData,
+    PJRT_Client_CreateBuffersForAsyncHostToDevice,
+    PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer,
+    PJRT_AsyncHostToDeviceTransferManager_Device,
+    PJRT_AsyncHostToDeviceTransferManager_BufferCount,
+    PJRT_AsyncHostToDeviceTransferManager_BufferSize,
+    PJRT_AsyncHostToDeviceTransferManager_SetBufferError,
+    PJRT_AsyncHostToDeviceTransferManager_AddMetadata,
+    PJRT_Client_DmaMap,
+    PJRT_Client_DmaUnmap,
+    PJRT_Client_CreateUninitializedBuffer,
+    PJRT_Client_UpdateGlobalProcessInfo,
+    PJRT_TopologyDescription_Deserialize,
+    PJRT_Client_CreateAliasBuffer,
+    PJRT_Client_FulfillAliasBuffer,
+    PJRT_LoadedExecutable_GetDeviceAssignment,
+    // The API 0.81 table ends here.
+    PJRT_Client_CreateErrorBuffer,
+    PJRT_AsyncHostToDeviceTransferManager_TransferLiteral,
+    PJRT_Buffer_CopyRawToHostFuture,
+    PJRT_Device_PoisonExecution,
+    PJRT_Device_CreateAsyncTrackingEvent,
+    PJRT_AsyncTrackingEvent_Destroy,
+    PJRT_Executable_GetCompileOptions,
+    PJRT_Buffer_DonateWithControlDependency,
+    PJRT_Event_Create,
+    PJRT_Event_Set,
+    PJRT_Device_GetAttributes,
 );
 
 // ----------------------------------------------------------------------------------
@@ -505,6 +536,14 @@ pjrt_args!(PJRT_Executable_Serialize_Args {
     serialized_executable: *mut PJRT_SerializedExecutable,
     serialized_executable_deleter: Option<unsafe extern "C" fn(*mut PJRT_SerializedExecutable)>,
 });
+opaque!(PJRT_SerializedCompileOptions);
+pjrt_args!(PJRT_Executable_GetCompileOptions_Args {
+    executable: *const PJRT_Executable,
+    serialized_bytes: *const c_char,
+    serialized_bytes_size: usize,
+    serialized_compile_options: *mut PJRT_SerializedCompileOptions,
+    serialized_compile_options_deleter: Option<unsafe extern "C" fn(*mut PJRT_SerializedCompileOptions)>,
+});
 pjrt_args!(PJRT_Executable_OutputElementTypes_Args {
     executable: *mut PJRT_Executable,
     output_types: *const c_int,
@@ -613,7 +652,8 @@ pjrt_args!(PJRT_Buffer_CopyToDevice_Args {
 mod tests {
     use super::*;
 
-    /// The STRUCT_SIZE figures of the C header (x86-64), checked against ours.
+    /// The STRUCT_SIZE figures of the C header (x86-64; computed by compiling the
+    /// API 0.81 header with `offsetof`), checked against ours.
     #[test]
     fn struct_sizes_match_the_header() {
         assert_eq!(PJRT_Api_Version::STRUCT_SIZE, 24);
@@ -628,7 +668,13 @@ mod tests {
         assert_eq!(PJRT_Client_Create_Args::STRUCT_SIZE, 88);
         assert_eq!(PJRT_Program::STRUCT_SIZE, 48);
         assert_eq!(PJRT_Client_Compile_Args::STRUCT_SIZE, 56);
-        assert_eq!(PJRT_Client_BufferFromHostBuffer_Args::STRUCT_SIZE, 112);
+        assert_eq!(PJRT_Client_BufferFromHostBuffer_Args::STRUCT_SIZE, 120);
+        assert_eq!(PJRT_Device_IsAddressable_Args::STRUCT_SIZE, 25);
+        assert_eq!(PJRT_Executable_Serialize_Args::STRUCT_SIZE, 56);
+        assert_eq!(PJRT_Executable_OutputDimensions_Args::STRUCT_SIZE, 48);
+        assert_eq!(PJRT_Executable_DeserializeAndLoad_Args::STRUCT_SIZE, 64);
+        assert_eq!(PJRT_Buffer_ElementType_Args::STRUCT_SIZE, 28);
+        assert_eq!(PJRT_Buffer_Dimensions_Args::STRUCT_SIZE, 40);
         assert_eq!(PJRT_ExecuteOptions::STRUCT_SIZE, 112);
         assert_eq!(PJRT_LoadedExecutable_Execute_Args::STRUCT_SIZE, 80);
         assert_eq!(PJRT_Buffer_ToHostBuffer_Args::STRUCT_SIZE, 56);
@@ -642,5 +688,10 @@ mod tests {
         assert_eq!(slot::PJRT_LoadedExecutable_Execute.index, 55);
         assert_eq!(slot::PJRT_Buffer_ToHostBuffer.index, 70);
         assert_eq!(slot::PJRT_Executable_OutputDimensions.index, 91);
+        // The last slot of API 0.81: its table's struct_size is this slot's end.
+        assert_eq!(slot::PJRT_LoadedExecutable_GetDeviceAssignment.index, 117);
+        // ... and the 0.81 PJRT_Api's STRUCT_SIZE is 984.
+        assert_eq!(slot::PJRT_LoadedExecutable_GetDeviceAssignment.end(), 984);
+        assert_eq!(slot::PJRT_Executable_GetCompileOptions.index, 124);
     }
 }
