@@ -33,9 +33,17 @@ fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
 /// dot_general by definition: output axes are batch, lhs free, rhs free; each output
 /// element sums over every combination of contracted indices. Generic over the
 /// element type through f64 (exact for the small integers used with s32).
-fn dot_general_ref(l: &[f64], ld: &[i64], r: &[f64], rd: &[i64], d: &DotDims) -> (Vec<f64>, Vec<i64>) {
+fn dot_general_ref(
+    l: &[f64],
+    ld: &[i64],
+    r: &[f64],
+    rd: &[i64],
+    d: &DotDims,
+) -> (Vec<f64>, Vec<i64>) {
     let free = |rank: usize, used: &[&Vec<i64>]| -> Vec<usize> {
-        (0..rank).filter(|i| !used.iter().any(|u| u.contains(&(*i as i64)))).collect()
+        (0..rank)
+            .filter(|i| !used.iter().any(|u| u.contains(&(*i as i64))))
+            .collect()
     };
     let lfree = free(ld.len(), &[&d.lhs_contracting, &d.lhs_batch]);
     let rfree = free(rd.len(), &[&d.rhs_contracting, &d.rhs_batch]);
@@ -88,13 +96,48 @@ fn dot_general_with_batch_and_contracting_axes() {
     // (lhs dims, rhs dims, dimension numbers)
     let cases: Vec<(Vec<i64>, Vec<i64>, DotDims)> = vec![
         // [b,m,k] x [b,k,n]
-        (vec![2, 3, 4], vec![2, 4, 5], DotDims { lhs_contracting: vec![2], rhs_contracting: vec![1], lhs_batch: vec![0], rhs_batch: vec![0] }),
+        (
+            vec![2, 3, 4],
+            vec![2, 4, 5],
+            DotDims {
+                lhs_contracting: vec![2],
+                rhs_contracting: vec![1],
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+            },
+        ),
         // [k,b,m] x [b,n,k]: batch and contracting axes in unusual places
-        (vec![4, 2, 3], vec![2, 5, 4], DotDims { lhs_contracting: vec![0], rhs_contracting: vec![2], lhs_batch: vec![1], rhs_batch: vec![0] }),
+        (
+            vec![4, 2, 3],
+            vec![2, 5, 4],
+            DotDims {
+                lhs_contracting: vec![0],
+                rhs_contracting: vec![2],
+                lhs_batch: vec![1],
+                rhs_batch: vec![0],
+            },
+        ),
         // two contracting axes, paired in swapped order
-        (vec![3, 4, 5], vec![5, 4, 2], DotDims { lhs_contracting: vec![1, 2], rhs_contracting: vec![1, 0], ..Default::default() }),
+        (
+            vec![3, 4, 5],
+            vec![5, 4, 2],
+            DotDims {
+                lhs_contracting: vec![1, 2],
+                rhs_contracting: vec![1, 0],
+                ..Default::default()
+            },
+        ),
         // two batch axes
-        (vec![2, 3, 4, 2], vec![3, 2, 4], DotDims { lhs_contracting: vec![2], rhs_contracting: vec![2], lhs_batch: vec![0, 1], rhs_batch: vec![1, 0] }),
+        (
+            vec![2, 3, 4, 2],
+            vec![3, 2, 4],
+            DotDims {
+                lhs_contracting: vec![2],
+                rhs_contracting: vec![2],
+                lhs_batch: vec![0, 1],
+                rhs_batch: vec![1, 0],
+            },
+        ),
         // outer product (no contraction)
         (vec![3], vec![4], DotDims::default()),
         // plain matrix product as a contraction of axis 1 with axis 0
@@ -131,7 +174,12 @@ fn dot_general_s32_is_exact() {
     let rd = [2i64, 4, 2];
     let l: Vec<i32> = (0..24).map(|i| (i * 7 % 11) - 5).collect();
     let r: Vec<i32> = (0..16).map(|i| (i * 5 % 9) - 4).collect();
-    let d = DotDims { lhs_contracting: vec![2], rhs_contracting: vec![1], lhs_batch: vec![0], rhs_batch: vec![0] };
+    let d = DotDims {
+        lhs_contracting: vec![2],
+        rhs_contracting: vec![1],
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+    };
     let b = Builder::new("dot_s32");
     let pl = b.parameter(0, Shape::of::<i32>(&ld), "l");
     let pr = b.parameter(1, Shape::of::<i32>(&rd), "r");
@@ -140,14 +188,25 @@ fn dot_general_s32_is_exact() {
     let f = |v: &[i32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
     let (want, wd) = dot_general_ref(&f(&l), &ld, &f(&r), &rd, &d);
     assert_eq!(wd, vec![2, 3, 2]);
-    assert_eq!(fetch::<i32>(&res[0], &wd, "s32 dot"), want.iter().map(|v| *v as i32).collect::<Vec<_>>());
+    assert_eq!(
+        fetch::<i32>(&res[0], &wd, "s32 dot"),
+        want.iter().map(|v| *v as i32).collect::<Vec<_>>()
+    );
 }
 
 /// numpy.matmul by its definition: vectors are promoted (a leading/trailing 1 that is
 /// removed again) and batch axes broadcast.
 fn matmul_ref(a: &[f32], ad: &[i64], b: &[f32], bd: &[i64]) -> (Vec<f32>, Vec<i64>) {
-    let a2: Vec<i64> = if ad.len() == 1 { vec![1, ad[0]] } else { ad.to_vec() };
-    let b2: Vec<i64> = if bd.len() == 1 { vec![bd[0], 1] } else { bd.to_vec() };
+    let a2: Vec<i64> = if ad.len() == 1 {
+        vec![1, ad[0]]
+    } else {
+        ad.to_vec()
+    };
+    let b2: Vec<i64> = if bd.len() == 1 {
+        vec![bd[0], 1]
+    } else {
+        bd.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let n = b2[b2.len() - 1];
     assert_eq!(k, b2[b2.len() - 2]);
@@ -155,24 +214,38 @@ fn matmul_ref(a: &[f32], ad: &[i64], b: &[f32], bd: &[i64]) -> (Vec<f32>, Vec<i6
     let nbatch = ab.len().max(bb.len());
     let batch: Vec<i64> = (0..nbatch)
         .map(|i| {
-            let x = if i + ab.len() >= nbatch { ab[i + ab.len() - nbatch] } else { 1 };
-            let y = if i + bb.len() >= nbatch { bb[i + bb.len() - nbatch] } else { 1 };
+            let x = if i + ab.len() >= nbatch {
+                ab[i + ab.len() - nbatch]
+            } else {
+                1
+            };
+            let y = if i + bb.len() >= nbatch {
+                bb[i + bb.len() - nbatch]
+            } else {
+                1
+            };
             x.max(y)
         })
         .collect();
     let bidx = |bi: &[i64], own: &[i64]| -> usize {
         let off = nbatch - own.len();
-        own.iter().enumerate().fold(0i64, |acc, (j, d)| acc * d + if *d == 1 { 0 } else { bi[off + j] }) as usize
+        own.iter().enumerate().fold(0i64, |acc, (j, d)| {
+            acc * d + if *d == 1 { 0 } else { bi[off + j] }
+        }) as usize
     };
     let mut out = Vec::new();
     for bflat in 0..count(&batch) as i64 {
         let bi = unravel(bflat, &batch);
-        let (ao, bo) = (bidx(&bi, ab) * (m * k) as usize, bidx(&bi, bb) * (k * n) as usize);
+        let (ao, bo) = (
+            bidx(&bi, ab) * (m * k) as usize,
+            bidx(&bi, bb) * (k * n) as usize,
+        );
         for i in 0..m {
             for j in 0..n {
                 let mut acc = 0.0f64;
                 for p in 0..k {
-                    acc += a[ao + (i * k + p) as usize] as f64 * b[bo + (p * n + j) as usize] as f64;
+                    acc +=
+                        a[ao + (i * k + p) as usize] as f64 * b[bo + (p * n + j) as usize] as f64;
                 }
                 out.push(acc as f32);
             }
@@ -192,15 +265,18 @@ fn matmul_ref(a: &[f32], ad: &[i64], b: &[f32], bd: &[i64]) -> (Vec<f32>, Vec<i6
 fn matmul_in_every_form() {
     let mut rng = Rng(2);
     // (lhs, rhs, numpy's output dims)
-    let cases: [(&[i64], &[i64], &[i64]); 8] = [
-        (&[4], &[4], &[]),                    // vec · vec
-        (&[3, 4], &[4], &[3]),                // mat · vec
-        (&[4], &[4, 5], &[5]),                // vec · mat
-        (&[3, 4], &[4, 5], &[3, 5]),          // mat · mat
-        (&[2, 3, 4], &[2, 4, 5], &[2, 3, 5]), // batched
-        (&[2, 3, 4], &[4, 5], &[2, 3, 5]),    // batched x shared matrix
-        (&[3, 4], &[2, 4, 5], &[2, 3, 5]),    // shared matrix x batched
-        (&[4], &[2, 4, 5], &[2, 5]),          // vec x batched
+    let cases: [(&[i64], &[i64], &[i64]); 11] = [
+        (&[4], &[4], &[]),                             // vec · vec
+        (&[3, 4], &[4], &[3]),                         // mat · vec
+        (&[4], &[4, 5], &[5]),                         // vec · mat
+        (&[3, 4], &[4, 5], &[3, 5]),                   // mat · mat
+        (&[2, 3, 4], &[2, 4, 5], &[2, 3, 5]),          // batched
+        (&[2, 3, 4], &[4, 5], &[2, 3, 5]),             // batched x shared matrix
+        (&[3, 4], &[2, 4, 5], &[2, 3, 5]),             // shared matrix x batched
+        (&[4], &[2, 4, 5], &[2, 5]),                   // vec x batched
+        (&[2, 3, 4], &[4], &[2, 3]),                   // batched x vec
+        (&[2, 2, 3, 4], &[2, 2, 4, 5], &[2, 2, 3, 5]), // two batch axes
+        (&[3, 4], &[2, 3, 4, 5], &[2, 3, 3, 5]),       // shared matrix x two batch axes
     ];
     let b = Builder::new("matmul");
     let mut outs = Vec::new();
@@ -226,14 +302,23 @@ fn matmul_in_every_form() {
         assert_close(&got, want, 1e-5);
     }
     // The reference itself on a hand-checkable case: [[1,2],[3,4]] @ [5,6] = [17, 39].
-    assert_eq!(matmul_ref(&[1.0, 2.0, 3.0, 4.0], &[2, 2], &[5.0, 6.0], &[2]).0, [17.0, 39.0]);
+    assert_eq!(
+        matmul_ref(&[1.0, 2.0, 3.0, 4.0], &[2, 2], &[5.0, 6.0], &[2]).0,
+        [17.0, 39.0]
+    );
 }
 
 // ---------------------------------------------------------------------------------
 // Reductions.
 
 /// Reduces `axes` (already non-negative) of `x` with `f` from `init`, row-major order.
-fn reduce_ref<T: Copy>(x: &[T], dims: &[i64], axes: &[usize], init: T, f: impl Fn(T, T) -> T) -> (Vec<T>, Vec<i64>) {
+fn reduce_ref<T: Copy>(
+    x: &[T],
+    dims: &[i64],
+    axes: &[usize],
+    init: T,
+    f: impl Fn(T, T) -> T,
+) -> (Vec<T>, Vec<i64>) {
     let keep: Vec<usize> = (0..dims.len()).filter(|a| !axes.contains(a)).collect();
     let od: Vec<i64> = keep.iter().map(|a| dims[*a]).collect();
     let mut out = vec![init; count(&od)];
@@ -247,7 +332,15 @@ fn reduce_ref<T: Copy>(x: &[T], dims: &[i64], axes: &[usize], init: T, f: impl F
 }
 
 fn resolve(axes: &[i64], rank: usize) -> Vec<usize> {
-    axes.iter().map(|a| if *a < 0 { (*a + rank as i64) as usize } else { *a as usize }).collect()
+    axes.iter()
+        .map(|a| {
+            if *a < 0 {
+                (*a + rank as i64) as usize
+            } else {
+                *a as usize
+            }
+        })
+        .collect()
 }
 
 #[test]
@@ -255,7 +348,17 @@ fn reduce_sum_max_min_mean_over_axis_sets() {
     let dims = [2i64, 3, 4];
     let mut rng = Rng(3);
     let x = rng.vec(24, -5.0, 5.0);
-    let axis_sets: [&[i64]; 9] = [&[0], &[1], &[2], &[-1], &[-2], &[0, 2], &[-1, -3], &[2, 0, 1], &[]];
+    let axis_sets: [&[i64]; 9] = [
+        &[0],
+        &[1],
+        &[2],
+        &[-1],
+        &[-2],
+        &[0, 2],
+        &[-1, -3],
+        &[2, 0, 1],
+        &[],
+    ];
     let b = Builder::new("reductions");
     let px = b.parameter(0, Shape::of::<f32>(&dims), "x");
     let mut outs: Vec<Op> = Vec::new();
@@ -279,10 +382,28 @@ fn reduce_sum_max_min_mean_over_axis_sets() {
             assert_eq!(o.dims(), od, "inferred dims of reduction {k} over {axes:?}");
         }
         let what = |k: &str| format!("{k} over {axes:?}");
-        assert_close(&fetch::<f32>(&res[4 * s], &od, &what("sum")), &to32(&sum), 1e-5);
-        assert_eq!(fetch::<f32>(&res[4 * s + 1], &od, &what("max")), max, "{}", what("max"));
-        assert_eq!(fetch::<f32>(&res[4 * s + 2], &od, &what("min")), min, "{}", what("min"));
-        assert_close(&fetch::<f32>(&res[4 * s + 3], &od, &what("mean")), &to32(&mean), 1e-5);
+        assert_close(
+            &fetch::<f32>(&res[4 * s], &od, &what("sum")),
+            &to32(&sum),
+            1e-5,
+        );
+        assert_eq!(
+            fetch::<f32>(&res[4 * s + 1], &od, &what("max")),
+            max,
+            "{}",
+            what("max")
+        );
+        assert_eq!(
+            fetch::<f32>(&res[4 * s + 2], &od, &what("min")),
+            min,
+            "{}",
+            what("min")
+        );
+        assert_close(
+            &fetch::<f32>(&res[4 * s + 3], &od, &what("mean")),
+            &to32(&mean),
+            1e-5,
+        );
     }
 }
 
@@ -298,33 +419,76 @@ fn custom_reduce_bodies() {
     let prod_all = px.reduce(&one, &[0, 1], |a, e| a.mul(e));
     // A body that uses a constant of its own builder: max(a, e) via select.
     let ninf = b.constant(f32::NEG_INFINITY);
-    let max_cols = px.reduce(&ninf, &[-2], |a, e| a.builder().select(&a.compare(e, xlaclient::Comparison::Gt), a, e));
+    let max_cols = px.reduce(&ninf, &[-2], |a, e| {
+        a.builder()
+            .select(&a.compare(e, xlaclient::Comparison::Gt), a, e)
+    });
     // The initial value takes part: sum from 100.
     let sum_from_100 = px.reduce(&b.constant(100.0f32), &[0], |a, e| a + e);
     assert_eq!(prod_rows.dims(), vec![3]);
     assert_eq!(prod_all.dims(), Vec::<i64>::new());
     assert_eq!(max_cols.dims(), vec![4]);
-    let module = b.build_tuple(&[&prod_rows, &prod_all, &max_cols, &sum_from_100]).unwrap();
+    let module = b
+        .build_tuple(&[&prod_rows, &prod_all, &max_cols, &sum_from_100])
+        .unwrap();
     let res = run(&module, &[&upload(&x, &dims)]);
     let x64 = to64(&x);
     let (want, od) = reduce_ref(&x64, &dims, &[1], 1.0, |a, e| a * e);
-    assert_close(&fetch::<f32>(&res[0], &od, "product over rows"), &to32(&want), 1e-5);
+    assert_close(
+        &fetch::<f32>(&res[0], &od, "product over rows"),
+        &to32(&want),
+        1e-5,
+    );
     let (want, od) = reduce_ref(&x64, &dims, &[0, 1], 1.0, |a, e| a * e);
-    assert_close(&fetch::<f32>(&res[1], &od, "product of all"), &to32(&want), 1e-5);
+    assert_close(
+        &fetch::<f32>(&res[1], &od, "product of all"),
+        &to32(&want),
+        1e-5,
+    );
     let (want, od) = reduce_ref(&x, &dims, &[0], f32::NEG_INFINITY, f32::max);
     assert_eq!(fetch::<f32>(&res[2], &od, "max via select"), want);
     let (want, od) = reduce_ref(&x64, &dims, &[0], 100.0, |a, e| a + e);
-    assert_close(&fetch::<f32>(&res[3], &od, "sum from 100"), &to32(&want), 1e-6);
+    assert_close(
+        &fetch::<f32>(&res[3], &od, "sum from 100"),
+        &to32(&want),
+        1e-6,
+    );
 }
 
 #[test]
 fn integer_reductions() {
     let dims = [3i64, 4];
     // Every value negative: a max that started from 0 would give 0.
-    let neg: Vec<i32> = vec![-5, -17, -3, -100, -2, -9, -1_000_000, -8, -7, -6, -40, i32::MIN];
+    let neg: Vec<i32> = vec![
+        -5,
+        -17,
+        -3,
+        -100,
+        -2,
+        -9,
+        -1_000_000,
+        -8,
+        -7,
+        -6,
+        -40,
+        i32::MIN,
+    ];
     // Every value positive: a min that started from 0 would give 0.
     let pos: Vec<i32> = vec![5, 17, 3, 100, 2, 9, 1_000_000, 8, 7, 6, 40, i32::MAX];
-    let big: Vec<u32> = vec![1, 4_000_000_000, 3, 2_147_483_648, 0, 7, 9, 8, 4_000_000_001, 5, 6, 2];
+    let big: Vec<u32> = vec![
+        1,
+        4_000_000_000,
+        3,
+        2_147_483_648,
+        0,
+        7,
+        9,
+        8,
+        4_000_000_001,
+        5,
+        6,
+        2,
+    ];
     let b = Builder::new("int_reduce");
     let pn = b.parameter(0, Shape::of::<i32>(&dims), "neg");
     let pp = b.parameter(1, Shape::of::<i32>(&dims), "pos");
@@ -339,7 +503,14 @@ fn integer_reductions() {
         pn.reduce_min(&[1]),
     ];
     let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
-    let res = run(&module, &[&upload(&neg, &dims), &upload(&pos, &dims), &upload(&big, &dims)]);
+    let res = run(
+        &module,
+        &[
+            &upload(&neg, &dims),
+            &upload(&pos, &dims),
+            &upload(&big, &dims),
+        ],
+    );
     let (w, od) = reduce_ref(&neg, &dims, &[1], i32::MIN, i32::max);
     assert_eq!(fetch::<i32>(&res[0], &od, "s32 max rows"), w);
     let (w, od) = reduce_ref(&neg, &dims, &[0, 1], i32::MIN, i32::max);
@@ -362,10 +533,14 @@ fn reduce_body_must_return_a_scalar_of_the_type() {
     let b = Builder::new("bad_body");
     let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
     let zero = b.constant(0.0f32);
-    let (y, line) = (x.reduce(&zero, &[0], |a, _| a.convert(xlaclient::ElementType::S32)), line!());
+    let body = |a: &Op, _: &Op| a.convert(xlaclient::ElementType::S32);
+    let (y, line) = (x.reduce(&zero, &[0], body), line!());
     let err = b.build(&y).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("`reduce`") && msg.contains("s32[]") && msg.contains("f32[]"), "{msg}");
+    assert!(
+        msg.contains("`reduce`") && msg.contains("s32[]") && msg.contains("f32[]"),
+        "{msg}"
+    );
     assert_eq!(err.location().map(|l| l.line()), Some(line), "{msg}");
 
     // A non-scalar or mistyped initial value.
@@ -374,6 +549,9 @@ fn reduce_body_must_return_a_scalar_of_the_type() {
     let (y, line) = (x.reduce(&b.constant(0i32), &[0], |a, e| a + e), line!());
     let err = b.build(&y).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("`reduce`") && msg.contains("s32[]") && msg.contains("f32[2,3]"), "{msg}");
+    assert!(
+        msg.contains("`reduce`") && msg.contains("s32[]") && msg.contains("f32[2,3]"),
+        "{msg}"
+    );
     assert_eq!(err.location().map(|l| l.line()), Some(line), "{msg}");
 }

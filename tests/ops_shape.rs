@@ -218,6 +218,120 @@ fn transpose_rank3_and_t() {
     assert_eq!(t[ravel(&[3, 1, 2], &td)], data[ravel(&[1, 2, 3], &dims)]);
 }
 
+/// f32 -> bf16 -> f32 with round-to-nearest-even on the upper 16 bits (finite values).
+fn round_bf16(x: f32) -> f32 {
+    let b = x.to_bits();
+    f32::from_bits((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000)
+}
+
+#[test]
+fn half_precision_types_and_their_scalars() {
+    let mut rng = Rng(8);
+    let xs = rng.vec(16, -300.0, 300.0);
+    // For f16 (10 mantissa bits): 1 + 2^-11 is halfway between 1 and 1 + 2^-10 and
+    // rounds to even (1); 1 + 3 * 2^-12 rounds up to 1 + 2^-10; 0.375 and -2.5 are exact.
+    let hs: Vec<f32> = vec![
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-12),
+        0.375,
+        -2.5,
+    ];
+    let hwant: Vec<f32> = vec![1.0, 1.0 + 2f32.powi(-10), 0.375, -2.5];
+    let b = Builder::new("half");
+    let px = b.parameter(0, Shape::of::<f32>(&[16]), "x");
+    let ph = b.parameter(1, Shape::of::<f32>(&[4]), "h");
+    let xb = px.convert(ElementType::Bf16);
+    assert_eq!(xb.element_type(), Some(ElementType::Bf16));
+    // A Rust number next to a bf16/f16 array takes that type.
+    let xb2 = &xb * 2.0f32;
+    assert_eq!(xb2.element_type(), Some(ElementType::Bf16));
+    let hh = ph.convert(ElementType::F16);
+    let hh2 = 0.5f32 - &hh;
+    assert_eq!(hh2.element_type(), Some(ElementType::F16));
+    let outs = [
+        xb.convert(ElementType::F32),
+        xb2.convert(ElementType::F32),
+        hh.convert(ElementType::F32),
+        hh2.convert(ElementType::F32),
+    ];
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let res = run(&module, &[&upload(&xs, &[16]), &upload(&hs, &[4])]);
+    let rb: Vec<f32> = xs.iter().map(|x| round_bf16(*x)).collect();
+    assert_eq!(fetch::<f32>(&res[0], &[16], "f32->bf16->f32"), rb);
+    // Doubling is exact in bf16.
+    assert_eq!(
+        fetch::<f32>(&res[1], &[16], "bf16 * 2"),
+        rb.iter().map(|x| x * 2.0).collect::<Vec<_>>()
+    );
+    assert_eq!(fetch::<f32>(&res[2], &[4], "f32->f16->f32"), hwant);
+    // 0.5 - h is exact in f16 for the rounded h (-0.5 - 2^-10 has spacing 2^-11 there).
+    let want: Vec<f32> = vec![-0.5, 0.5 - (1.0 + 2f32.powi(-10)), 0.125, 3.0];
+    assert_eq!(fetch::<f32>(&res[3], &[4], "0.5 - f16"), want);
+}
+
+#[test]
+fn constants_of_every_native_type() {
+    let b = Builder::new("constants");
+    let outs = [
+        b.constant_array(&[true, false, false, true], &[2, 2]),
+        b.constant_array(&[-128i8, -1, 0, 127], &[2, 2]),
+        b.constant_array(&[-32768i16, -2, 300, 32767], &[2, 2]),
+        b.constant_array(&[i32::MIN, -3, 70_000, i32::MAX], &[2, 2]),
+        b.constant_array(&[i64::MIN, -4, 1 << 40, i64::MAX], &[2, 2]),
+        b.constant_array(&[0u8, 1, 128, 255], &[2, 2]),
+        b.constant_array(&[0u16, 1, 40_000, 65_535], &[2, 2]),
+        b.constant_array(&[0u32, 1, 3_000_000_000, u32::MAX], &[2, 2]),
+        b.constant_array(&[0u64, 1, 1 << 63, u64::MAX], &[2, 2]),
+        b.constant_array(&[-0.5f32, 1e-30, 3.5, f32::MAX], &[2, 2]),
+        b.constant_array(&[-0.1f64, 1e-300, 3.5, f64::MAX], &[2, 2]),
+        b.constant(42i32),
+        b.constant_vec(&[1.5f32, -2.5]),
+    ];
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let r = run(&module, &[]);
+    assert_eq!(
+        fetch::<bool>(&r[0], &[2, 2], "pred"),
+        [true, false, false, true]
+    );
+    assert_eq!(fetch::<i8>(&r[1], &[2, 2], "s8"), [-128, -1, 0, 127]);
+    assert_eq!(
+        fetch::<i16>(&r[2], &[2, 2], "s16"),
+        [-32768, -2, 300, 32767]
+    );
+    assert_eq!(
+        fetch::<i32>(&r[3], &[2, 2], "s32"),
+        [i32::MIN, -3, 70_000, i32::MAX]
+    );
+    assert_eq!(
+        fetch::<i64>(&r[4], &[2, 2], "s64"),
+        [i64::MIN, -4, 1 << 40, i64::MAX]
+    );
+    assert_eq!(fetch::<u8>(&r[5], &[2, 2], "u8"), [0, 1, 128, 255]);
+    assert_eq!(fetch::<u16>(&r[6], &[2, 2], "u16"), [0, 1, 40_000, 65_535]);
+    assert_eq!(
+        fetch::<u32>(&r[7], &[2, 2], "u32"),
+        [0, 1, 3_000_000_000, u32::MAX]
+    );
+    assert_eq!(
+        fetch::<u64>(&r[8], &[2, 2], "u64"),
+        [0, 1, 1 << 63, u64::MAX]
+    );
+    assert_eq!(
+        fetch::<f32>(&r[9], &[2, 2], "f32"),
+        [-0.5, 1e-30, 3.5, f32::MAX]
+    );
+    assert_eq!(
+        fetch::<f64>(&r[10], &[2, 2], "f64"),
+        [-0.1, 1e-300, 3.5, f64::MAX]
+    );
+    assert_eq!(fetch::<i32>(&r[11], &[], "scalar"), [42]);
+    assert_eq!(fetch::<f32>(&r[12], &[2], "vec"), [1.5, -2.5]);
+    // A constant whose values do not fit its dims is an error at that line.
+    let b = Builder::new("bad_constant");
+    let (c, line) = (b.constant_array(&[1.0f32, 2.0, 3.0], &[2, 2]), line!());
+    check_error(&b.build(&c).unwrap_err(), "constant", &["f32[2,2]"], line);
+}
+
 #[test]
 fn convert_between_element_types() {
     let f: Vec<f32> = vec![-2.7, -0.5, 0.5, 2.7, 100.9, -100.9, 0.0, 1e-3];
@@ -482,6 +596,24 @@ fn reshape_transpose_broadcast_errors_name_op_shape_and_line() {
         &["pred[2]", "f32[2,3]"],
         line,
     );
+}
+
+#[test]
+#[ignore = "bug: src/ops/shape_ops.rs broadcast_in_dim_at reshapes stretched size-1 axes away \
+            before running the shape rule, so the error names the reshaped operand (f32[3]) and \
+            its axis numbers instead of the user's f32[1,3]"]
+fn broadcast_stretch_error_names_the_users_operand() {
+    // A size-1 axis that would stretch, with another axis that does not fit: the
+    // message should name the operand as the user wrote it.
+    let b = Builder::new("bad_broadcast_stretch");
+    let x = b.parameter(0, Shape::of::<f32>(&[1, 3]), "x");
+    let (z, line) = (x.broadcast_in_dim(&[4, 5], &[0, 1]), line!());
+    check_error(&b.build(&z).unwrap_err(), "broadcast", &["f32[1,3]"], line);
+
+    let b = Builder::new("bad_broadcast_to_stretch");
+    let x = b.parameter(0, Shape::of::<f32>(&[1, 3]), "x");
+    let (z, line) = (x.broadcast_to(&[4, 5]), line!());
+    check_error(&b.build(&z).unwrap_err(), "broadcast", &["f32[1,3]"], line);
 }
 
 #[test]
