@@ -49,7 +49,7 @@ pub mod proto {
 
 pub use builder::{Builder, Computation, Op};
 pub use error::{Error, PjrtErrorCode, Result, ShapeError};
-pub use ops::elementwise::Comparison;
+pub use ops::elementwise::{Comparison, Scalar};
 pub use ops::linalg::DotDims;
 pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};
 pub use shape::{ElementType, NativeType, Shape};

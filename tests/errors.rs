@@ -221,3 +221,27 @@ fn graph_misuse_is_an_error() {
             .contains("without gaps")
     );
 }
+
+#[test]
+fn rust_numbers_the_element_type_cannot_hold_are_errors() {
+    for (ty, bad) in [
+        (Shape::of::<i32>(&[2]), xlaclient::Scalar::Float(2.5)),
+        (Shape::of::<u32>(&[2]), xlaclient::Scalar::Int(-1)),
+        (Shape::of::<u8>(&[2]), xlaclient::Scalar::Int(300)),
+        (Shape::of::<bool>(&[2]), xlaclient::Scalar::Int(2)),
+    ] {
+        let b = Builder::new("m");
+        let x = b.parameter(0, ty.clone(), "x");
+        let c = b.constant_of_type(ty.element_type().unwrap(), bad);
+        let e = b.build(&(&x + &c)).unwrap_err().to_string();
+        assert!(
+            e.contains("does not fit") && e.contains(&bad.to_string()),
+            "{ty}: {e}"
+        );
+    }
+    // Through the operators too: `x * 2.5` on an integer array is refused.
+    let b = Builder::new("m");
+    let x = b.parameter(0, Shape::of::<i32>(&[2]), "x");
+    let e = b.build(&(&x * 2.5)).unwrap_err().to_string();
+    assert!(e.contains("2.5") && e.contains("s32"), "{e}");
+}

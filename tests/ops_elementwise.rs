@@ -663,8 +663,6 @@ fn scalar_takes_the_integer_arrays_element_type() {
 }
 
 #[test]
-#[ignore = "bug: Rust integer scalars go through f64 (src/ops/elementwise.rs op_traits! `rhs as f64`, \
-            Builder::scalar_of), so i64 literals above 2^53 lose their low bits"]
 fn s64_scalar_operand_keeps_full_precision() {
     let big: i64 = (1 << 53) + 1;
     let b = Builder::new("s64_scalar");
@@ -932,9 +930,6 @@ fn pred_buffers_round_trip() {
 }
 
 #[test]
-#[ignore = "bug: src/ops/elementwise.rs unary_ops! gives abs (line 84) and sign (line 100) the \
-            Numeric type class, so abs/sign of u32 build fine and only fail in the plugin's HLO \
-            verifier at compile time"]
 fn abs_and_sign_of_unsigned_are_rejected_when_built() {
     // XLA accepts abs and sign only on signed, float and complex types; the builder
     // should say so at the offending line instead of the plugin at compile time.

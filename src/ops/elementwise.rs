@@ -19,6 +19,10 @@ pub enum TypeClass {
     Float,
     /// Real floating point only.
     RealFloat,
+    /// Signed integers and real or complex floats (not unsigned, not `pred`).
+    Signed,
+    /// Signed integers and real floats.
+    SignedReal,
 }
 
 impl TypeClass {
@@ -27,6 +31,8 @@ impl TypeClass {
             TypeClass::Numeric => t != ElementType::Pred,
             TypeClass::Float => t.is_float() || t.is_complex(),
             TypeClass::RealFloat => t.is_float(),
+            TypeClass::Signed => t.is_signed_int() || t.is_float() || t.is_complex(),
+            TypeClass::SignedReal => t.is_signed_int() || t.is_float(),
         }
     }
     fn describe(self) -> &'static str {
@@ -34,6 +40,8 @@ impl TypeClass {
             TypeClass::Numeric => "a numeric element type",
             TypeClass::Float => "a floating-point element type",
             TypeClass::RealFloat => "a real floating-point element type",
+            TypeClass::Signed => "a signed element type",
+            TypeClass::SignedReal => "a signed real element type",
         }
     }
 }
@@ -81,7 +89,7 @@ unary_ops! {
     /// Hyperbolic tangent.
     tanh => "tanh", Float;
     /// Absolute value.
-    abs => "abs", Numeric;
+    abs => "abs", SignedReal;
     /// Square root.
     sqrt => "sqrt", Float;
     /// `1 / sqrt(x)`.
@@ -97,7 +105,7 @@ unary_ops! {
     /// Round up.
     ceil => "ceil", RealFloat;
     /// -1, 0 or 1 by the sign of x.
-    sign => "sign", Numeric;
+    sign => "sign", Signed;
     /// `e^x - 1`, accurate near 0.
     expm1 => "exponential-minus-one", Float;
     /// `ln(1 + x)`, accurate near 0.
@@ -317,56 +325,142 @@ pub fn infer_select(pred: &Shape, on_true: &Shape, on_false: &Shape) -> Result<S
 // ---------------------------------------------------------------------------------
 // Builder methods.
 
-impl Builder {
-    /// A scalar constant of element type `ty` holding `v` (converted with `as`).
-    /// Used for Rust numbers in expressions, which take the type of the other operand.
-    #[track_caller]
-    pub fn constant_of_type(&self, ty: ElementType, v: f64) -> Op {
-        self.scalar_of(ty, v, Location::caller())
-    }
+/// A Rust number written in an expression (`&x * 2.0`, `1 - &y`): it takes the
+/// element type of the other operand, like a weakly-typed constant in JAX. Integers
+/// stay exact; a value the element type cannot hold (2.5 or -1 for an integer type,
+/// 300 for `u8`) is a shape error, not a silent truncation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer (for values above `i64::MAX`).
+    UInt(u64),
+    /// A float.
+    Float(f64),
+}
 
-    pub(crate) fn scalar_of(&self, ty: ElementType, v: f64, loc: &'static Location<'static>) -> Op {
-        macro_rules! c {
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Int(v) => write!(f, "{v}"),
+            Scalar::UInt(v) => write!(f, "{v}"),
+            Scalar::Float(v) => write!(f, "{v:?}"),
+        }
+    }
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(x: $t) -> Self {
+                Scalar::$v(x as _)
+            }
+        }
+    )*};
+}
+scalar_from!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => Int, u16 => Int, u32 => Int, u64 => UInt, f32 => Float, f64 => Float);
+
+impl Scalar {
+    /// The value as a literal of element type `ty`, or why it does not fit.
+    fn literal(self, ty: ElementType) -> Result<proto::LiteralProto, String> {
+        use crate::shape::NativeType;
+        let mut lit = proto::LiteralProto {
+            shape: Some(Shape::scalar(ty).to_proto()),
+            ..Default::default()
+        };
+        let no = || format!("the number {self} does not fit element type {ty}");
+        macro_rules! int {
             ($t:ty) => {{
-                let b = self.clone();
-                // Route through the generic constant path with the caller's location.
-                let mut lit = proto::LiteralProto {
-                    shape: Some(Shape::scalar(ty).to_proto()),
-                    ..Default::default()
+                let v: $t = match self {
+                    Scalar::Int(i) => <$t>::try_from(i).map_err(|_| no())?,
+                    Scalar::UInt(u) => <$t>::try_from(u).map_err(|_| no())?,
+                    Scalar::Float(f) => {
+                        if f.fract() != 0.0
+                            || !f.is_finite()
+                            || f < <$t>::MIN as f64
+                            || f > <$t>::MAX as f64
+                        {
+                            return Err(no());
+                        }
+                        f as $t
+                    }
                 };
-                <$t as crate::shape::NativeType>::push_to_literal(
-                    &[<$t as crate::shape::NativeType>::from_f64(v)],
-                    &mut lit,
-                );
-                let instr = proto::HloInstructionProto {
-                    literal: Some(lit),
-                    ..Default::default()
+                <$t as NativeType>::push_to_literal(&[v], &mut lit);
+            }};
+        }
+        macro_rules! float {
+            ($t:ty) => {{
+                let v: $t = match self {
+                    Scalar::Int(i) => i as $t,
+                    Scalar::UInt(u) => u as $t,
+                    Scalar::Float(f) => f as $t,
                 };
-                b.push("constant", Shape::scalar(ty), &[], instr, None, loc)
+                <$t as NativeType>::push_to_literal(&[v], &mut lit);
             }};
         }
         match ty {
-            ElementType::Pred => c!(bool),
-            ElementType::S8 => c!(i8),
-            ElementType::S16 => c!(i16),
-            ElementType::S32 => c!(i32),
-            ElementType::S64 => c!(i64),
-            ElementType::U8 => c!(u8),
-            ElementType::U16 => c!(u16),
-            ElementType::U32 => c!(u32),
-            ElementType::U64 => c!(u64),
-            ElementType::F32 => c!(f32),
-            ElementType::F64 => c!(f64),
+            ElementType::Pred => {
+                let b = match self {
+                    Scalar::Int(0) | Scalar::UInt(0) => false,
+                    Scalar::Int(1) | Scalar::UInt(1) => true,
+                    Scalar::Float(f) if f == 0.0 => false,
+                    Scalar::Float(f) if f == 1.0 => true,
+                    _ => return Err(no()),
+                };
+                lit.preds.push(b);
+            }
+            ElementType::S8 => int!(i8),
+            ElementType::S16 => int!(i16),
+            ElementType::S32 => int!(i32),
+            ElementType::S64 => int!(i64),
+            ElementType::U8 => int!(u8),
+            ElementType::U16 => int!(u16),
+            ElementType::U32 => int!(u32),
+            ElementType::U64 => int!(u64),
+            ElementType::F32 => float!(f32),
+            ElementType::F64 => float!(f64),
             ElementType::F16 | ElementType::Bf16 | ElementType::C64 | ElementType::C128 => {
-                // Build in f32/f64 and convert: exact for the values people write.
-                let wide = if ty == ElementType::C128 {
+                return Err(format!("no literal of {ty} (built by conversion)"));
+            }
+        }
+        Ok(lit)
+    }
+}
+
+impl Builder {
+    /// A scalar constant of element type `ty` holding `v` (exact for integers; an
+    /// error if `ty` cannot hold `v`). What Rust numbers in expressions become.
+    #[track_caller]
+    pub fn constant_of_type(&self, ty: ElementType, v: impl Into<Scalar>) -> Op {
+        self.scalar_of(ty, v.into(), Location::caller())
+    }
+
+    pub(crate) fn scalar_of(
+        &self,
+        ty: ElementType,
+        v: Scalar,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        match ty {
+            ElementType::F16 | ElementType::Bf16 | ElementType::C64 | ElementType::C128 => {
+                // Built in f32/f64 and converted: exact for the values people write.
+                let wide = if matches!(ty, ElementType::C128) {
                     ElementType::F64
                 } else {
                     ElementType::F32
                 };
-                let s = self.scalar_of(wide, v, loc);
-                s.convert_at(ty, loc)
+                self.scalar_of(wide, v, loc).convert_at(ty, loc)
             }
+            _ => match v.literal(ty) {
+                Ok(lit) => {
+                    let instr = proto::HloInstructionProto {
+                        literal: Some(lit),
+                        ..Default::default()
+                    };
+                    self.push("constant", Shape::scalar(ty), &[], instr, None, loc)
+                }
+                Err(reason) => self.fail(ShapeError::new("constant", &[], reason), loc),
+            },
         }
     }
 
@@ -486,7 +580,7 @@ impl Op {
         let Some(ty) = self.element_type() else {
             return self.builder().poisoned();
         };
-        let zero = self.builder().scalar_of(ty, 0.0, loc);
+        let zero = self.builder().scalar_of(ty, Scalar::Int(0), loc);
         self.binary(BinaryOp::max, &zero, loc)
     }
 
@@ -494,7 +588,7 @@ impl Op {
     pub(crate) fn binary_scalar(
         &self,
         op: BinaryOp,
-        v: f64,
+        v: Scalar,
         scalar_on_left: bool,
         loc: &'static Location<'static>,
     ) -> Op {
@@ -549,28 +643,28 @@ macro_rules! op_traits {
             #[track_caller]
             fn $method(self, rhs: Op) -> Op { self.binary(BinaryOp::$kind, &rhs, Location::caller()) }
         }
-        op_traits!(@scalars $trait $method $kind; f32 f64 i32 i64);
+        op_traits!(@scalars $trait $method $kind; f64 i64);
     )*};
     (@scalars $trait:ident $method:ident $kind:ident; $($t:ty)*) => {$(
         impl $trait<$t> for &Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, rhs as f64, false, Location::caller()) }
+            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, Scalar::from(rhs), false, Location::caller()) }
         }
         impl $trait<$t> for Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, rhs as f64, false, Location::caller()) }
+            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, Scalar::from(rhs), false, Location::caller()) }
         }
         impl $trait<&Op> for $t {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: &Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, self as f64, true, Location::caller()) }
+            fn $method(self, rhs: &Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, Scalar::from(self), true, Location::caller()) }
         }
         impl $trait<Op> for $t {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, self as f64, true, Location::caller()) }
+            fn $method(self, rhs: Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, Scalar::from(self), true, Location::caller()) }
         }
     )*};
 }

@@ -3,6 +3,7 @@
 
 use std::panic::Location;
 
+use super::elementwise::Scalar;
 use super::{array_of, resolve_axes};
 use crate::builder::Op;
 use crate::error::ShapeError;
@@ -118,7 +119,7 @@ impl Op {
         let Some(ty) = self.element_type() else {
             return self.builder().poisoned();
         };
-        let zero = self.builder().scalar_of(ty, 0.0, loc);
+        let zero = self.builder().scalar_of(ty, Scalar::Int(0), loc);
         self.reduce_at(&zero, axes, loc, |a, e| {
             a.binary(super::elementwise::BinaryOp::add, e, loc)
         })
@@ -132,7 +133,7 @@ impl Op {
             return self.builder().poisoned();
         };
         let lowest = if ty.is_float() {
-            f64::NEG_INFINITY
+            Scalar::Float(f64::NEG_INFINITY)
         } else {
             lowest_int(ty)
         };
@@ -150,7 +151,7 @@ impl Op {
             return self.builder().poisoned();
         };
         let highest = if ty.is_float() {
-            f64::INFINITY
+            Scalar::Float(f64::INFINITY)
         } else {
             highest_int(ty)
         };
@@ -172,34 +173,39 @@ impl Op {
             Err(e) => return self.builder().fail(e, loc),
         };
         let sum = self.reduce_sum(axes);
-        sum.binary_scalar(super::elementwise::BinaryOp::div, count as f64, false, loc)
+        sum.binary_scalar(
+            super::elementwise::BinaryOp::div,
+            Scalar::Int(count),
+            false,
+            loc,
+        )
     }
 }
 
-fn lowest_int(ty: crate::shape::ElementType) -> f64 {
+fn lowest_int(ty: crate::shape::ElementType) -> Scalar {
     use crate::shape::ElementType::*;
-    match ty {
-        S8 => i8::MIN as f64,
-        S16 => i16::MIN as f64,
-        S32 => i32::MIN as f64,
-        S64 => i64::MIN as f64,
-        _ => 0.0,
-    }
+    Scalar::Int(match ty {
+        S8 => i8::MIN as i64,
+        S16 => i16::MIN as i64,
+        S32 => i32::MIN as i64,
+        S64 => i64::MIN,
+        _ => 0,
+    })
 }
 
-fn highest_int(ty: crate::shape::ElementType) -> f64 {
+fn highest_int(ty: crate::shape::ElementType) -> Scalar {
     use crate::shape::ElementType::*;
     match ty {
-        S8 => i8::MAX as f64,
-        S16 => i16::MAX as f64,
-        S32 => i32::MAX as f64,
-        S64 => i64::MAX as f64,
-        U8 => u8::MAX as f64,
-        U16 => u16::MAX as f64,
-        U32 => u32::MAX as f64,
-        U64 => u64::MAX as f64,
-        Pred => 1.0,
-        _ => f64::INFINITY,
+        S8 => Scalar::Int(i8::MAX as i64),
+        S16 => Scalar::Int(i16::MAX as i64),
+        S32 => Scalar::Int(i32::MAX as i64),
+        S64 => Scalar::Int(i64::MAX),
+        U8 => Scalar::Int(u8::MAX as i64),
+        U16 => Scalar::Int(u16::MAX as i64),
+        U32 => Scalar::Int(u32::MAX as i64),
+        U64 => Scalar::UInt(u64::MAX),
+        Pred => Scalar::Int(1),
+        _ => Scalar::Float(f64::INFINITY),
     }
 }
 

@@ -51,6 +51,28 @@ pub fn infer_broadcast_in_dim(
     Ok(Shape::array(ty, out_dims))
 }
 
+/// The builder-level form of [`infer_broadcast_in_dim`]: an operand axis of size 1
+/// may also stretch to any output size (the builder reshapes it away first).
+pub fn infer_broadcast_in_dim_stretching(
+    operand: &Shape,
+    out_dims: &[i64],
+    dims: &[i64],
+) -> Result<Shape, ShapeError> {
+    let (ty, od) = array_of("broadcast", operand)?;
+    // Check against a copy of the operand whose size-1 axes already have the
+    // output's sizes; errors name the user's operand.
+    let mut stretched: Vec<i64> = od.to_vec();
+    for (i, d) in dims.iter().enumerate() {
+        if i < od.len() && od[i] == 1 && *d >= 0 && (*d as usize) < out_dims.len() {
+            stretched[i] = out_dims[*d as usize];
+        }
+    }
+    infer_broadcast_in_dim(&Shape::array(ty, &stretched), out_dims, dims).map_err(|mut e| {
+        e.operands = vec![operand.clone()];
+        e
+    })
+}
+
 /// Reshape rule: the element count is kept; one dimension may be `-1` (inferred).
 pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeError> {
     let (ty, od) = array_of("reshape", operand)?;
@@ -153,6 +175,9 @@ impl Op {
         let Some(s) = self.shape() else {
             return self.builder().poisoned();
         };
+        if let Err(e) = infer_broadcast_in_dim_stretching(&s, out_dims, bdims) {
+            return self.builder().fail(e, loc);
+        }
         // Size-1 axes that stretch are reshaped away first: HLO's broadcast needs
         // equal sizes.
         let od = s.dims();
