@@ -562,6 +562,8 @@ pjrt_args!(PJRT_Executable_DeserializeAndLoad_Args {
     loaded_executable: *mut PJRT_LoadedExecutable,
     overridden_serialized_compile_options: *const c_char,
     overridden_serialized_compile_options_size: usize,
+    // API 0.106–0.113 (read by the 0.115 plugin: must exist and be null).
+    load_options: *mut c_void,
 });
 pjrt_args!(PJRT_LoadedExecutable_Destroy_Args {
     executable: *mut PJRT_LoadedExecutable,
@@ -588,6 +590,13 @@ pjrt_args!(PJRT_ExecuteOptions {
     num_tasks: usize,
     task_ids: *mut c_int,
     incarnation_ids: *mut i64,
+    // API 0.97:
+    multi_slice_config: *mut c_void,
+    // API 0.106–0.113 (the 0.115 plugin reads these even when `struct_size` says
+    // 112, so they must exist and be zero):
+    use_major_to_minor_data_layout_for_callbacks: bool,
+    hlo_output_callbacks: *mut c_void,
+    num_hlo_output_callbacks: usize,
 });
 pjrt_args!(PJRT_LoadedExecutable_Execute_Args {
     executable: *mut PJRT_LoadedExecutable,
@@ -672,10 +681,12 @@ mod tests {
         assert_eq!(PJRT_Device_IsAddressable_Args::STRUCT_SIZE, 25);
         assert_eq!(PJRT_Executable_Serialize_Args::STRUCT_SIZE, 56);
         assert_eq!(PJRT_Executable_OutputDimensions_Args::STRUCT_SIZE, 48);
-        assert_eq!(PJRT_Executable_DeserializeAndLoad_Args::STRUCT_SIZE, 64);
         assert_eq!(PJRT_Buffer_ElementType_Args::STRUCT_SIZE, 28);
         assert_eq!(PJRT_Buffer_Dimensions_Args::STRUCT_SIZE, 40);
-        assert_eq!(PJRT_ExecuteOptions::STRUCT_SIZE, 112);
+        // Grown after API 0.81 (0.81 figures: 112 and 64); the newest layout (0.113
+        // header) is what we pass, and older plugins accept the larger size.
+        assert_eq!(PJRT_ExecuteOptions::STRUCT_SIZE, 144);
+        assert_eq!(PJRT_Executable_DeserializeAndLoad_Args::STRUCT_SIZE, 72);
         assert_eq!(PJRT_LoadedExecutable_Execute_Args::STRUCT_SIZE, 80);
         assert_eq!(PJRT_Buffer_ToHostBuffer_Args::STRUCT_SIZE, 56);
     }
