@@ -10,7 +10,7 @@ use crate::error::Result;
 /// How long [`Event::wait`] polls `PJRT_Event_IsReady` before it blocks in
 /// `PJRT_Event_Await`. Blocking costs a thread sleep and wake-up (about 40 µs on a
 /// small VM); short work finishes well within this window.
-pub const SPIN_BEFORE_BLOCKING: Duration = Duration::from_micros(200);
+pub const SPIN_BEFORE_BLOCKING: Duration = Duration::from_millis(1);
 
 /// A pending completion, owned: destroyed exactly once when dropped.
 ///
