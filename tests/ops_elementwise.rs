@@ -31,13 +31,6 @@ fn assert_close64(got: &[f64], want: &[f64], rel: f64, what: &str) {
     }
 }
 
-/// Downloads a buffer after checking its element type and dims.
-fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
-    assert_eq!(buf.element_type().unwrap(), T::TYPE, "{what}: element type");
-    assert_eq!(buf.dims().unwrap(), dims, "{what}: dims");
-    buf.to_vec::<T>().unwrap()
-}
-
 // Reference functions (kept in tables with their names).
 type F64Un = fn(f64) -> f64;
 type F64Bin = fn(f64, f64) -> f64;

@@ -5,30 +5,7 @@
 mod common;
 use common::*;
 
-use xlaclient::{Buffer, Builder, DotDims, NativeType, Op, Shape};
-
-fn count(dims: &[i64]) -> usize {
-    dims.iter().product::<i64>() as usize
-}
-
-fn unravel(mut flat: i64, dims: &[i64]) -> Vec<i64> {
-    let mut idx = vec![0; dims.len()];
-    for k in (0..dims.len()).rev() {
-        idx[k] = flat % dims[k];
-        flat /= dims[k];
-    }
-    idx
-}
-
-fn ravel(idx: &[i64], dims: &[i64]) -> usize {
-    idx.iter().zip(dims).fold(0, |a, (i, d)| a * d + i) as usize
-}
-
-fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
-    assert_eq!(buf.element_type().unwrap(), T::TYPE, "{what}: element type");
-    assert_eq!(buf.dims().unwrap(), dims, "{what}: dims");
-    buf.to_vec::<T>().unwrap()
-}
+use xlaclient::{Builder, DotDims, Op, Shape};
 
 /// dot_general by definition: output axes are batch, lhs free, rhs free; each output
 /// element sums over every combination of contracted indices. Generic over the

@@ -19,23 +19,6 @@ fn config() -> Config {
     }
 }
 
-fn count(dims: &[i64]) -> usize {
-    dims.iter().product::<i64>() as usize
-}
-
-fn unravel(mut flat: i64, dims: &[i64]) -> Vec<i64> {
-    let mut idx = vec![0; dims.len()];
-    for k in (0..dims.len()).rev() {
-        idx[k] = flat % dims[k];
-        flat /= dims[k];
-    }
-    idx
-}
-
-fn ravel(idx: &[i64], dims: &[i64]) -> usize {
-    idx.iter().zip(dims).fold(0, |a, (i, d)| a * d + i) as usize
-}
-
 /// The builder's inferred shape must be the shape of XLA's output buffer.
 fn check_shape(op: &Op, buf: &Buffer) -> Result<(), TestCaseError> {
     let inferred = op.shape().expect("op built");

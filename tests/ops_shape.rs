@@ -5,25 +5,7 @@
 mod common;
 use common::*;
 
-use xlaclient::{Buffer, Builder, DotDims, ElementType, Error, NativeType, Op, Shape};
-
-fn count(dims: &[i64]) -> usize {
-    dims.iter().product::<i64>() as usize
-}
-
-/// Row-major multi-index of `flat` in `dims`.
-fn unravel(mut flat: i64, dims: &[i64]) -> Vec<i64> {
-    let mut idx = vec![0; dims.len()];
-    for k in (0..dims.len()).rev() {
-        idx[k] = flat % dims[k];
-        flat /= dims[k];
-    }
-    idx
-}
-
-fn ravel(idx: &[i64], dims: &[i64]) -> usize {
-    idx.iter().zip(dims).fold(0, |a, (i, d)| a * d + i) as usize
-}
+use xlaclient::{Builder, DotDims, ElementType, Error, Op, Shape};
 
 /// XLA BroadcastInDim semantics (with size-1 operand axes stretching).
 fn broadcast_in_dim_ref(x: &[f32], in_dims: &[i64], out_dims: &[i64], bdims: &[i64]) -> Vec<f32> {
@@ -54,12 +36,6 @@ fn transpose_ref(x: &[f32], dims: &[i64], perm: &[usize]) -> (Vec<f32>, Vec<i64>
         })
         .collect();
     (data, out_dims)
-}
-
-fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
-    assert_eq!(buf.element_type().unwrap(), T::TYPE, "{what}: element type");
-    assert_eq!(buf.dims().unwrap(), dims, "{what}: dims");
-    buf.to_vec::<T>().unwrap()
 }
 
 fn iota(n: usize) -> Vec<f32> {

@@ -403,8 +403,8 @@ impl Scalar {
                 let b = match self {
                     Scalar::Int(0) | Scalar::UInt(0) => false,
                     Scalar::Int(1) | Scalar::UInt(1) => true,
-                    Scalar::Float(f) if f == 0.0 => false,
-                    Scalar::Float(f) if f == 1.0 => true,
+                    Scalar::Float(0.0) => false,
+                    Scalar::Float(1.0) => true,
                     _ => return Err(no()),
                 };
                 lit.preds.push(b);

@@ -66,3 +66,30 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32) {
         assert!(ok, "element {i}: got {g}, want {w} (tol {tol})");
     }
 }
+
+// Index arithmetic and checked downloads shared by the op tests.
+
+pub fn count(dims: &[i64]) -> usize {
+    dims.iter().product::<i64>() as usize
+}
+
+/// Row-major multi-index of `flat` in `dims`.
+pub fn unravel(mut flat: i64, dims: &[i64]) -> Vec<i64> {
+    let mut idx = vec![0; dims.len()];
+    for k in (0..dims.len()).rev() {
+        idx[k] = flat % dims[k];
+        flat /= dims[k];
+    }
+    idx
+}
+
+pub fn ravel(idx: &[i64], dims: &[i64]) -> usize {
+    idx.iter().zip(dims).fold(0, |a, (i, d)| a * d + i) as usize
+}
+
+/// Downloads a buffer after checking its element type and dims.
+pub fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
+    assert_eq!(buf.element_type().unwrap(), T::TYPE, "{what}: element type");
+    assert_eq!(buf.dims().unwrap(), dims, "{what}: dims");
+    buf.to_vec::<T>().unwrap()
+}
