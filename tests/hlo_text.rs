@@ -1,0 +1,80 @@
+//! HLO text and other program formats: golden HLO text for a small module (rewrite
+//! with `BLESS=1 cargo test --test hlo_text`), and StableHLO (MLIR) text compiled and
+//! run through the same client.
+
+mod common;
+
+use common::*;
+use xlaclient::{Builder, CompileOptions, Shape};
+
+fn golden(name: &str, text: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1)", path.display()));
+    assert_eq!(
+        text,
+        want,
+        "HLO text differs from {} (BLESS=1 rewrites it)",
+        path.display()
+    );
+}
+
+#[test]
+fn mlp_layer_prints_as_golden_hlo_text() {
+    let b = Builder::new("layer");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let w = b.parameter(1, Shape::of::<f32>(&[3, 4]), "w");
+    let y = (x.matmul(&w) + 1.0).relu().reduce_sum(&[1]);
+    let m = b.build(&y).unwrap();
+    let text = m.to_hlo_text();
+    golden("layer.hlo.txt", &text);
+    // The text names every instruction the proto holds.
+    for c in &m.proto().computations {
+        for i in &c.instructions {
+            assert!(
+                text.contains(&format!("%{} = ", i.name)),
+                "{} missing",
+                i.name
+            );
+        }
+    }
+}
+
+const STABLEHLO: &str = r#"
+module @double_plus_one {
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<4xf32>
+    %c = stablehlo.constant dense<1.0> : tensor<4xf32>
+    %1 = stablehlo.add %0, %c : tensor<4xf32>
+    return %1 : tensor<4xf32>
+  }
+}
+"#;
+
+#[test]
+fn stablehlo_text_compiles_and_runs() {
+    let exe = client()
+        .compile_mlir(STABLEHLO.as_bytes(), &CompileOptions::new())
+        .unwrap();
+    let out = exe
+        .execute(&[&upload(&[1.0f32, 2.0, -3.0, 0.5], &[4])])
+        .unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, -5.0, 2.0]);
+}
+
+#[test]
+fn broken_stablehlo_text_is_an_error() {
+    let e = client()
+        .compile_mlir(
+            b"module { func.func @main( this is not mlir",
+            &CompileOptions::new(),
+        )
+        .unwrap_err();
+    assert!(matches!(e, xlaclient::Error::Pjrt { .. }), "{e:?}");
+}
