@@ -3,12 +3,12 @@
 
 use std::panic::Location;
 
-use super::elementwise::Scalar;
+use super::elementwise::{BinaryOp, Scalar};
 use super::{array_of, resolve_axes};
 use crate::builder::Op;
 use crate::error::ShapeError;
 use crate::proto;
-use crate::shape::Shape;
+use crate::shape::{ElementType, Shape};
 
 /// `reduce` rule: an array, a scalar initial value of its element type, axes in
 /// range and distinct; the reduced axes are removed.
@@ -115,50 +115,48 @@ impl Op {
     /// Sum over `axes` (negative axes count from the end).
     #[track_caller]
     pub fn reduce_sum(&self, axes: &[i64]) -> Op {
-        let loc = Location::caller();
-        let Some(ty) = self.element_type() else {
-            return self.builder().poisoned();
-        };
-        let zero = self.builder().scalar_of(ty, Scalar::Int(0), loc);
-        self.reduce_at(&zero, axes, loc, |a, e| {
-            a.binary(super::elementwise::BinaryOp::add, e, loc)
-        })
+        self.reduce_binary(axes, BinaryOp::add, |_| Scalar::Int(0), Location::caller())
     }
 
     /// Maximum over `axes`.
     #[track_caller]
     pub fn reduce_max(&self, axes: &[i64]) -> Op {
-        let loc = Location::caller();
-        let Some(ty) = self.element_type() else {
-            return self.builder().poisoned();
+        let lowest = |ty: ElementType| {
+            if ty.is_float() {
+                Scalar::Float(f64::NEG_INFINITY)
+            } else {
+                lowest_int(ty)
+            }
         };
-        let lowest = if ty.is_float() {
-            Scalar::Float(f64::NEG_INFINITY)
-        } else {
-            lowest_int(ty)
-        };
-        let init = self.builder().scalar_of(ty, lowest, loc);
-        self.reduce_at(&init, axes, loc, |a, e| {
-            a.binary(super::elementwise::BinaryOp::max, e, loc)
-        })
+        self.reduce_binary(axes, BinaryOp::max, lowest, Location::caller())
     }
 
     /// Minimum over `axes`.
     #[track_caller]
     pub fn reduce_min(&self, axes: &[i64]) -> Op {
-        let loc = Location::caller();
+        let highest = |ty: ElementType| {
+            if ty.is_float() {
+                Scalar::Float(f64::INFINITY)
+            } else {
+                highest_int(ty)
+            }
+        };
+        self.reduce_binary(axes, BinaryOp::min, highest, Location::caller())
+    }
+
+    /// A reduction whose body is one binary op, starting from its identity.
+    fn reduce_binary(
+        &self,
+        axes: &[i64],
+        op: BinaryOp,
+        identity: impl FnOnce(ElementType) -> Scalar,
+        loc: &'static Location<'static>,
+    ) -> Op {
         let Some(ty) = self.element_type() else {
             return self.builder().poisoned();
         };
-        let highest = if ty.is_float() {
-            Scalar::Float(f64::INFINITY)
-        } else {
-            highest_int(ty)
-        };
-        let init = self.builder().scalar_of(ty, highest, loc);
-        self.reduce_at(&init, axes, loc, |a, e| {
-            a.binary(super::elementwise::BinaryOp::min, e, loc)
-        })
+        let init = self.builder().scalar_of(ty, identity(ty), loc);
+        self.reduce_at(&init, axes, loc, |a, e| a.binary(op, e, loc))
     }
 
     /// Mean over `axes` (floating-point operands).
@@ -173,17 +171,12 @@ impl Op {
             Err(e) => return self.builder().fail(e, loc),
         };
         let sum = self.reduce_sum(axes);
-        sum.binary_scalar(
-            super::elementwise::BinaryOp::div,
-            Scalar::Int(count),
-            false,
-            loc,
-        )
+        sum.binary_scalar(BinaryOp::div, Scalar::Int(count), false, loc)
     }
 }
 
-fn lowest_int(ty: crate::shape::ElementType) -> Scalar {
-    use crate::shape::ElementType::*;
+fn lowest_int(ty: ElementType) -> Scalar {
+    use ElementType::*;
     Scalar::Int(match ty {
         S8 => i8::MIN as i64,
         S16 => i16::MIN as i64,
@@ -193,8 +186,8 @@ fn lowest_int(ty: crate::shape::ElementType) -> Scalar {
     })
 }
 
-fn highest_int(ty: crate::shape::ElementType) -> Scalar {
-    use crate::shape::ElementType::*;
+fn highest_int(ty: ElementType) -> Scalar {
+    use ElementType::*;
     match ty {
         S8 => Scalar::Int(i8::MAX as i64),
         S16 => Scalar::Int(i16::MAX as i64),

@@ -140,22 +140,18 @@ impl LoadedExecutable {
         let e = self.executable()?;
         let mut a = raw::PJRT_Executable_Serialize_Args::new();
         a.executable = e.raw;
-        // SAFETY: the bytes are backed by `serialized_executable`, which we free with
-        // the deleter the plugin gives, after copying.
+        // SAFETY: the bytes are backed by `serialized_executable`, which the plugin's
+        // deleter frees after `take_plugin_bytes` copies them.
         unsafe {
             self.client
                 .api
                 .call(slot::PJRT_Executable_Serialize, &mut a)?;
-            let bytes = if a.serialized_bytes.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size)
-                    .to_vec()
-            };
-            if let Some(del) = a.serialized_executable_deleter {
-                del(a.serialized_executable);
-            }
-            Ok(bytes)
+            Ok(take_plugin_bytes(
+                a.serialized_bytes,
+                a.serialized_bytes_size,
+                a.serialized_executable,
+                a.serialized_executable_deleter,
+            ))
         }
     }
 
@@ -167,22 +163,18 @@ impl LoadedExecutable {
         let e = self.executable()?;
         let mut a = raw::PJRT_Executable_GetCompileOptions_Args::new();
         a.executable = e.raw;
-        // SAFETY: the bytes are backed by `serialized_compile_options`, freed with the
-        // deleter the plugin gives, after copying.
+        // SAFETY: the bytes are backed by `serialized_compile_options`, which the
+        // plugin's deleter frees after `take_plugin_bytes` copies them.
         let bytes = unsafe {
             self.client
                 .api
                 .call(slot::PJRT_Executable_GetCompileOptions, &mut a)?;
-            let bytes = if a.serialized_bytes.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(a.serialized_bytes.cast::<u8>(), a.serialized_bytes_size)
-                    .to_vec()
-            };
-            if let Some(del) = a.serialized_compile_options_deleter {
-                del(a.serialized_compile_options);
-            }
-            bytes
+            take_plugin_bytes(
+                a.serialized_bytes,
+                a.serialized_bytes_size,
+                a.serialized_compile_options,
+                a.serialized_compile_options_deleter,
+            )
         };
         super::CompileOptions::from_bytes(&bytes)
     }
@@ -299,6 +291,31 @@ impl LoadedExecutable {
             res.push((bufs, ev));
         }
         Ok(res)
+    }
+}
+
+/// Copies bytes the plugin owns, then frees their owner with the plugin's deleter.
+///
+/// # Safety
+/// `bytes` must be null or point to `len` readable bytes that `owner` keeps alive;
+/// `deleter` must be the function the plugin gave to free `owner`.
+unsafe fn take_plugin_bytes<T>(
+    bytes: *const std::ffi::c_char,
+    len: usize,
+    owner: *mut T,
+    deleter: Option<unsafe extern "C" fn(*mut T)>,
+) -> Vec<u8> {
+    // SAFETY: per the contract above.
+    unsafe {
+        let out = if bytes.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(bytes.cast::<u8>(), len).to_vec()
+        };
+        if let Some(del) = deleter {
+            del(owner);
+        }
+        out
     }
 }
 
