@@ -25,15 +25,37 @@ fn golden(name: &str, text: &str) {
     );
 }
 
+/// The text without `, metadata={...}` (source lines move when this file is edited;
+/// they are checked separately below).
+fn without_metadata(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find(", metadata={") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
 #[test]
 fn mlp_layer_prints_as_golden_hlo_text() {
     let b = Builder::new("layer");
     let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
     let w = b.parameter(1, Shape::of::<f32>(&[3, 4]), "w");
+    let line = line!() + 1;
     let y = (x.matmul(&w) + 1.0).relu().reduce_sum(&[1]);
     let m = b.build(&y).unwrap();
     let text = m.to_hlo_text();
-    golden("layer.hlo.txt", &text);
+    golden("layer.hlo.txt", &without_metadata(&text));
+    // Every instruction of that line points at it.
+    let at_line = format!("metadata={{source_file=\"tests/hlo_text.rs\" source_line={line}}}");
+    let ops: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("%dot.") || l.contains("%reduce."))
+        .collect();
+    assert!(ops.len() >= 2, "{text}");
+    assert!(ops.iter().all(|l| l.contains(&at_line)), "{text}");
     // The text names every instruction the proto holds.
     for c in &m.proto().computations {
         for i in &c.instructions {
