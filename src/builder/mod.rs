@@ -141,7 +141,16 @@ impl Builder {
     /// Parameters must be numbered 0, 1, 2, … without gaps.
     #[track_caller]
     pub fn parameter(&self, number: usize, shape: Shape, name: &str) -> Op {
-        let loc = Location::caller();
+        self.parameter_at(number, shape, name, Location::caller())
+    }
+
+    fn parameter_at(
+        &self,
+        number: usize,
+        shape: Shape,
+        name: &str,
+        loc: &'static Location<'static>,
+    ) -> Op {
         let dup = self.g.borrow().computations[self.comp]
             .params
             .iter()
@@ -367,24 +376,7 @@ impl Builder {
         let args: Vec<Op> = params
             .iter()
             .enumerate()
-            .map(|(i, s)| {
-                let instr = proto::HloInstructionProto {
-                    parameter_number: i as i64,
-                    ..Default::default()
-                };
-                let op = sub.push(
-                    "parameter",
-                    s.clone(),
-                    &[],
-                    instr,
-                    Some(&format!("p{i}")),
-                    loc,
-                );
-                sub.g.borrow_mut().computations[comp]
-                    .params
-                    .push((i, op.idx));
-                op
-            })
+            .map(|(i, shape)| sub.parameter_at(i, shape.clone(), &format!("p{i}"), loc))
             .collect();
         let root = body(&sub, &args);
         if root.idx == POISON {

@@ -511,9 +511,8 @@ impl Op {
     ) -> Option<(Op, Op)> {
         let b = self.builder();
         let (Some(ls), Some(rs)) = (self.shape(), rhs.shape()) else {
-            // A poisoned operand: its error is already recorded. An operand of another
-            // builder is reported by `emit`.
-            let _ = b.emit(name, &[self, rhs], loc, |_| unreachable_rule(name));
+            // A poisoned operand: its error is already recorded. (An operand of
+            // another builder has a shape; `emit` reports it below.)
             return None;
         };
         if ls.element_type() != rs.element_type() {
@@ -608,14 +607,6 @@ impl Op {
             self.binary(op, &c, loc)
         }
     }
-}
-
-fn unreachable_rule(name: &'static str) -> Result<(Shape, proto::HloInstructionProto), ShapeError> {
-    Err(ShapeError::new(
-        name,
-        &[],
-        "internal: rule ran on a poisoned operand",
-    ))
 }
 
 // ---------------------------------------------------------------------------------

@@ -121,26 +121,12 @@ impl Op {
     /// Maximum over `axes`.
     #[track_caller]
     pub fn reduce_max(&self, axes: &[i64]) -> Op {
-        let lowest = |ty: ElementType| {
-            if ty.is_float() {
-                Scalar::Float(f64::NEG_INFINITY)
-            } else {
-                lowest_int(ty)
-            }
-        };
         self.reduce_binary(axes, BinaryOp::max, lowest, Location::caller())
     }
 
     /// Minimum over `axes`.
     #[track_caller]
     pub fn reduce_min(&self, axes: &[i64]) -> Op {
-        let highest = |ty: ElementType| {
-            if ty.is_float() {
-                Scalar::Float(f64::INFINITY)
-            } else {
-                highest_int(ty)
-            }
-        };
         self.reduce_binary(axes, BinaryOp::min, highest, Location::caller())
     }
 
@@ -175,18 +161,21 @@ impl Op {
     }
 }
 
-fn lowest_int(ty: ElementType) -> Scalar {
+/// The smallest value of `ty` (the identity of `max`).
+fn lowest(ty: ElementType) -> Scalar {
     use ElementType::*;
-    Scalar::Int(match ty {
-        S8 => i8::MIN as i64,
-        S16 => i16::MIN as i64,
-        S32 => i32::MIN as i64,
-        S64 => i64::MIN,
-        _ => 0,
-    })
+    match ty {
+        S8 => Scalar::Int(i8::MIN as i64),
+        S16 => Scalar::Int(i16::MIN as i64),
+        S32 => Scalar::Int(i32::MIN as i64),
+        S64 => Scalar::Int(i64::MIN),
+        _ if ty.is_float() => Scalar::Float(f64::NEG_INFINITY),
+        _ => Scalar::Int(0),
+    }
 }
 
-fn highest_int(ty: ElementType) -> Scalar {
+/// The largest value of `ty` (the identity of `min`).
+fn highest(ty: ElementType) -> Scalar {
     use ElementType::*;
     match ty {
         S8 => Scalar::Int(i8::MAX as i64),

@@ -2,7 +2,7 @@
 //! call funnel through which every C function is reached.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
@@ -70,17 +70,14 @@ impl Api {
         }
     }
 
-    /// The function in slot `s` as a callable pointer (for the raw floor benchmark).
+    /// The function in slot `s` as a callable pointer (used by `call` and by the
+    /// raw floor benchmark).
+    #[inline]
     pub(crate) fn slot_fn(&self, s: Slot) -> Result<ErrFn> {
         let p = self.slot_ptr(s)?;
-        // SAFETY: every slot but the two error accessors holds this signature.
+        // SAFETY: every table slot except the two error accessors holds a
+        // `PJRT_Error* (*)(Args*)`.
         Ok(unsafe { std::mem::transmute::<*const c_void, ErrFn>(p) })
-    }
-
-    /// True when the plugin provides the function in `s`.
-    #[allow(dead_code)]
-    pub(crate) fn has(&self, s: Slot) -> bool {
-        self.slot_ptr(s).is_ok()
     }
 
     /// Calls the C function in slot `s` with `args`; a returned `PJRT_Error` becomes
@@ -91,10 +88,8 @@ impl Api {
     /// set, and every pointer in it valid for what the function does with it.
     #[inline]
     pub(crate) unsafe fn call<A>(&self, s: Slot, args: &mut A) -> Result<()> {
-        let p = self.slot_ptr(s)?;
-        // SAFETY: every table slot except the two error accessors holds a
-        // `PJRT_Error* (*)(Args*)`; the caller guarantees `A` is its args type.
-        let f: ErrFn = unsafe { std::mem::transmute::<*const c_void, ErrFn>(p) };
+        let f = self.slot_fn(s)?;
+        // SAFETY: the caller guarantees `A` is the args type of the function in `s`.
         let err = unsafe { f((args as *mut A).cast::<c_void>()) };
         if err.is_null() {
             Ok(())
@@ -146,9 +141,8 @@ impl Api {
     /// A call made while handling an error: a failure there is not converted again
     /// (no recursion), only destroyed.
     unsafe fn call_nested<A>(&self, s: Slot, args: &mut A) -> std::result::Result<(), ()> {
-        let p = self.slot_ptr(s).map_err(|_| ())?;
+        let f = self.slot_fn(s).map_err(|_| ())?;
         // SAFETY: as in `call`.
-        let f: ErrFn = unsafe { std::mem::transmute::<*const c_void, ErrFn>(p) };
         let err = unsafe { f((args as *mut A).cast::<c_void>()) };
         if err.is_null() {
             return Ok(());
@@ -384,10 +378,4 @@ impl fmt::Debug for Plugin {
             .field("api_version", &self.api.version)
             .finish()
     }
-}
-
-/// Used by `copy_str` callers that hold a C string without a length.
-#[allow(dead_code)]
-pub(crate) fn cstr_lossy(s: &CStr) -> String {
-    s.to_string_lossy().into_owned()
 }

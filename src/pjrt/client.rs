@@ -71,12 +71,10 @@ impl Client {
     /// Creates a client of `plugin` with the given create options.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
         let api = plugin.api.clone();
-        // The named values borrow the option names and strings: keep them alive
-        // until the call returns.
-        let names: Vec<&str> = options.values.iter().map(|(n, _)| n.as_str()).collect();
-        let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(names.len());
-        for ((name, value), n) in options.values.iter().zip(&names) {
-            debug_assert_eq!(name, n);
+        // The named values borrow the option names and strings from `options`,
+        // which outlives the call.
+        let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(options.values.len());
+        for (name, value) in &options.values {
             let mut nv = raw::PJRT_NamedValue::new();
             nv.name = name.as_ptr().cast::<c_char>();
             nv.name_size = name.len();
