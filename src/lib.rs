@@ -36,6 +36,7 @@
 
 pub mod builder;
 pub mod error;
+pub mod ir;
 pub mod ops;
 pub mod pjrt;
 pub mod shape;

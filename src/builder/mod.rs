@@ -6,7 +6,6 @@
 
 pub(crate) mod graph;
 pub mod text;
-pub mod verify;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -250,7 +249,7 @@ impl Builder {
         self.check_same(root, loc)?;
         let g = self.g.borrow();
         let proto = g.to_module(self.comp, root.idx, loc)?;
-        verify::verify_module(&proto)?;
+        crate::ir::check_proto::verify_module(&proto)?;
         Ok(Computation { proto })
     }
 

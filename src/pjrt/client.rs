@@ -230,7 +230,7 @@ impl Client {
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
         let module = module.as_ref();
-        crate::builder::verify::verify_module(module)?;
+        crate::ir::check_proto::verify_module(module)?;
         self.compile_program(b"hlo", &module.encode_to_vec(), options)
     }
 
@@ -245,7 +245,7 @@ impl Client {
         let module = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
             reason: format!("bytes do not decode as an HloModuleProto: {e}"),
         })?;
-        crate::builder::verify::verify_module(&module)?;
+        crate::ir::check_proto::verify_module(&module)?;
         self.compile_program(b"hlo", bytes, options)
     }
 
