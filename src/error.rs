@@ -76,26 +76,69 @@ impl PjrtErrorCode {
     }
 }
 
+/// Which kind of rule a [`ShapeError`] broke, so that code (and tests) can tell
+/// errors apart without matching their text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShapeErrorKind {
+    /// An element type is not accepted, or two operands' element types differ.
+    ElementType,
+    /// An operand has the wrong rank (or is a tuple where an array is needed).
+    Rank,
+    /// An axis is out of range or given twice.
+    Axis,
+    /// Dimension sizes do not agree (including element counts and broadcasting).
+    Dimension,
+    /// An attribute is malformed (dimension numbers, permutations, literal values).
+    Attribute,
+    /// A body (a reduce combiner, a loop body) has the wrong signature.
+    Body,
+    /// The number of operands is wrong.
+    Arity,
+}
+
+impl ShapeErrorKind {
+    /// A short name for the kind, as `Display` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShapeErrorKind::ElementType => "element type",
+            ShapeErrorKind::Rank => "rank",
+            ShapeErrorKind::Axis => "axis",
+            ShapeErrorKind::Dimension => "dimension",
+            ShapeErrorKind::Attribute => "attribute",
+            ShapeErrorKind::Body => "body",
+            ShapeErrorKind::Arity => "arity",
+        }
+    }
+}
+
 /// A shape or dtype rule violated while building a graph: names the op, the operand
-/// shapes and the caller's source line.
+/// shapes, the kind of rule and the caller's source line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShapeError {
     /// The operation being built (XLA's name, e.g. `"dot_general"`).
     pub op: &'static str,
     /// The operand shapes the op was given.
     pub operands: Vec<Shape>,
-    /// What rule was broken.
+    /// Which kind of rule was broken.
+    pub kind: ShapeErrorKind,
+    /// What rule was broken, in words.
     pub reason: String,
     /// Where in the user's code the op was built.
     pub location: Option<&'static Location<'static>>,
 }
 
 impl ShapeError {
-    /// A rule violation for `op` on `operands` (no location yet).
-    pub fn new(op: &'static str, operands: &[&Shape], reason: impl Into<String>) -> Self {
+    /// A rule violation of `kind` for `op` on `operands` (no location yet).
+    pub fn new(
+        op: &'static str,
+        operands: &[&Shape],
+        kind: ShapeErrorKind,
+        reason: impl Into<String>,
+    ) -> Self {
         ShapeError {
             op,
             operands: operands.iter().map(|s| (*s).clone()).collect(),
+            kind,
             reason: reason.into(),
             location: None,
         }
@@ -118,14 +161,14 @@ impl fmt::Display for ShapeError {
         if let Some(loc) = self.location {
             write!(f, " at {}:{}:{}", loc.file(), loc.line(), loc.column())?;
         }
-        write!(f, ": {}", self.reason)
+        write!(f, ": {} ({} rule)", self.reason, self.kind.name())
     }
 }
 
 impl std::error::Error for ShapeError {}
 
 /// Everything that can go wrong in this crate.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// An op was given operands of the wrong shape or type.
@@ -179,7 +222,7 @@ pub enum Error {
         api_version: (i32, i32),
     },
     /// Finding or fetching the default plugin failed.
-    Fetch(FetchError),
+    Fetch(std::sync::Arc<FetchError>),
     /// Host data does not fit the buffer or program it is meant for.
     HostData {
         /// What does not fit.
@@ -252,7 +295,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Shape(e) => Some(e),
-            Error::Fetch(e) => Some(e),
+            Error::Fetch(e) => Some(&**e),
             _ => None,
         }
     }
@@ -266,6 +309,6 @@ impl From<ShapeError> for Error {
 
 impl From<FetchError> for Error {
     fn from(e: FetchError) -> Self {
-        Error::Fetch(e)
+        Error::Fetch(std::sync::Arc::new(e))
     }
 }

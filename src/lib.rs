@@ -27,9 +27,11 @@
 //! # Ok::<(), xlaclient::Error>(())
 //! ```
 //!
-//! Layout: [`builder`] (graph, module, HLO text, verifier), [`ops`] (one file per op
-//! family: shape rule, builder method, tests), [`pjrt`] (the only `unsafe` code),
-//! [`proto`] (our own declarations of XLA's protos).
+//! Layout: [`ir`] (the typed IR: op kinds and the opcode table, lowering to protos,
+//! HLO text, verifier, fingerprint), [`builder`] (the graph under construction,
+//! closure conversion), [`ops`] (one file per op family: attribute types, shape rule,
+//! builder methods, lowering, tests), [`pjrt`] (the only `unsafe` code), [`proto`]
+//! (our own declarations of XLA's protos).
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -49,8 +51,8 @@ pub mod proto {
 }
 
 pub use builder::{Builder, Computation, Op};
-pub use error::{Error, PjrtErrorCode, Result, ShapeError};
-pub use ops::elementwise::{Comparison, Scalar};
+pub use error::{Error, PjrtErrorCode, Result, ShapeError, ShapeErrorKind};
+pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::DotDims;
 pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};
 pub use shape::{ElementType, NativeType, Shape};

@@ -174,13 +174,14 @@ pub trait NativeType: sealed::Sealed + Copy + Default + Send + Sync + fmt::Debug
     fn to_f64(self) -> f64;
     /// Convert from `f64` with Rust's `as` semantics.
     fn from_f64(v: f64) -> Self;
-    /// Append the value to a literal proto of the matching type.
+    /// Appends the values' little-endian bytes (XLA's literal layout; `bool` as one
+    /// byte 0 or 1).
     #[doc(hidden)]
-    fn push_to_literal(values: &[Self], lit: &mut proto::LiteralProto);
+    fn extend_le_bytes(values: &[Self], out: &mut Vec<u8>);
 }
 
 macro_rules! native {
-    ($t:ty, $et:ident, |$s:ident| $to:expr, |$v:ident| $from:expr, |$vals:ident, $lit:ident| $push:expr) => {
+    ($($t:ty => $et:ident, |$s:ident| $to:expr, |$v:ident| $from:expr;)*) => {$(
         impl sealed::Sealed for $t {}
         impl NativeType for $t {
             const TYPE: ElementType = ElementType::$et;
@@ -191,48 +192,39 @@ macro_rules! native {
             fn from_f64($v: f64) -> Self {
                 $from
             }
-            fn push_to_literal($vals: &[Self], $lit: &mut proto::LiteralProto) {
-                $push
+            fn extend_le_bytes(values: &[Self], out: &mut Vec<u8>) {
+                out.extend(values.iter().flat_map(|x| x.to_le_bytes()));
             }
         }
-    };
+    )*};
 }
 
-native!(
-    bool,
-    Pred,
-    |s| if s { 1.0 } else { 0.0 },
-    |v| v != 0.0,
-    |v, l| l.preds.extend_from_slice(v)
-);
-native!(i8, S8, |s| s as f64, |v| v as i8, |v, l| l
-    .s8s
-    .extend(v.iter().map(|x| *x as u8)));
-native!(i16, S16, |s| s as f64, |v| v as i16, |v, l| l
-    .s16s
-    .extend(v.iter().flat_map(|x| x.to_le_bytes())));
-native!(i32, S32, |s| s as f64, |v| v as i32, |v, l| l
-    .s32s
-    .extend_from_slice(v));
-native!(i64, S64, |s| s as f64, |v| v as i64, |v, l| l
-    .s64s
-    .extend_from_slice(v));
-native!(u8, U8, |s| s as f64, |v| v as u8, |v, l| l
-    .u8s
-    .extend_from_slice(v));
-native!(u16, U16, |s| s as f64, |v| v as u16, |v, l| l
-    .u16s
-    .extend(v.iter().flat_map(|x| x.to_le_bytes())));
-native!(u32, U32, |s| s as f64, |v| v as u32, |v, l| l
-    .u32s
-    .extend_from_slice(v));
-native!(u64, U64, |s| s as f64, |v| v as u64, |v, l| l
-    .u64s
-    .extend_from_slice(v));
-native!(f32, F32, |s| s as f64, |v| v as f32, |v, l| l
-    .f32s
-    .extend_from_slice(v));
-native!(f64, F64, |s| s, |v| v, |v, l| l.f64s.extend_from_slice(v));
+impl sealed::Sealed for bool {}
+impl NativeType for bool {
+    const TYPE: ElementType = ElementType::Pred;
+    fn to_f64(self) -> f64 {
+        if self { 1.0 } else { 0.0 }
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    fn extend_le_bytes(values: &[Self], out: &mut Vec<u8>) {
+        out.extend(values.iter().map(|b| *b as u8));
+    }
+}
+
+native! {
+    i8 => S8, |s| s as f64, |v| v as i8;
+    i16 => S16, |s| s as f64, |v| v as i16;
+    i32 => S32, |s| s as f64, |v| v as i32;
+    i64 => S64, |s| s as f64, |v| v as i64;
+    u8 => U8, |s| s as f64, |v| v as u8;
+    u16 => U16, |s| s as f64, |v| v as u16;
+    u32 => U32, |s| s as f64, |v| v as u32;
+    u64 => U64, |s| s as f64, |v| v as u64;
+    f32 => F32, |s| s as f64, |v| v as f32;
+    f64 => F64, |s| s, |v| v;
+}
 
 /// Dimension sizes of an array. Most arrays have rank ≤ 4, which stays inline.
 pub type Dims = SmallVec<[i64; 4]>;
@@ -307,11 +299,12 @@ impl Shape {
         matches!(self, Shape::Tuple(_))
     }
 
-    /// Number of elements of an array shape (1 for a scalar, 0 for non-arrays).
-    pub fn element_count(&self) -> i64 {
+    /// Number of elements of an array shape (1 for a scalar, 0 for non-arrays), or
+    /// `None` if it overflows `i64`.
+    pub fn element_count(&self) -> Option<i64> {
         match self {
-            Shape::Array { dims, .. } => dims.iter().product(),
-            _ => 0,
+            Shape::Array { dims, .. } => dims.iter().try_fold(1i64, |a, d| a.checked_mul(*d)),
+            _ => Some(0),
         }
     }
 

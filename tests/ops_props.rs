@@ -78,7 +78,7 @@ proptest! {
         let px = b.parameter(0, Shape::of::<f32>(&xd), "x");
         let py = b.parameter(1, Shape::of::<f32>(&yd), "y");
         let (sum, prod) = (&px + &py, &px * &py);
-        prop_assert_eq!(sum.dims(), out.clone());
+        prop_assert_eq!(sum.dims().unwrap(), out.clone());
         let module = b.build_tuple(&[&sum, &prod]).unwrap();
         let res = run(&module, &[&upload(&x, &xd), &upload(&y, &yd)]);
         check_shape(&sum, &res[0])?;
@@ -130,7 +130,7 @@ proptest! {
         let b = Builder::new("prop_shape");
         let px = b.parameter(0, Shape::of::<f32>(&dims), "x");
         let reshaped = px.reshape(&target);
-        prop_assert_eq!(reshaped.dims(), shown.clone());
+        prop_assert_eq!(reshaped.dims().unwrap(), shown.clone());
         let back = reshaped.reshape(&dims);
         let transposed = px.transpose(&as_i64(&perm));
         let restored = transposed.transpose(&as_i64(&inv));
@@ -185,7 +185,7 @@ proptest! {
         check_shape(&s, &res[0])?;
         let keep: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).collect();
         let od: Vec<i64> = keep.iter().map(|a| dims[*a]).collect();
-        prop_assert_eq!(s.dims(), od.clone());
+        prop_assert_eq!(s.dims().unwrap(), od.clone());
         let mut want = vec![0.0f64; count(&od)];
         for (flat, v) in x.iter().enumerate() {
             let idx = unravel(flat as i64, &dims);
@@ -214,7 +214,7 @@ proptest! {
             rhs_batch: vec![0],
         };
         let y = pl.dot_general(&pr, &d);
-        prop_assert_eq!(y.dims(), vec![bs, m, n]);
+        prop_assert_eq!(y.dims().unwrap(), vec![bs, m, n]);
         let module = b.build(&y).unwrap();
         let res = run(&module, &[&upload(&l, &[bs, m, k]), &upload(&r, &[bs, k, n])]);
         check_shape(&y, &res[0])?;

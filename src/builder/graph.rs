@@ -1,291 +1,277 @@
-//! The arena behind [`Builder`](super::Builder): computations and their instructions
-//! in creation order (which is a topological order), and the translation to an
-//! `HloModuleProto`.
+//! The arena behind [`Builder`](super::Builder): computations of IR instructions
+//! under construction, the interned shapes, the recorded errors, closure
+//! conversion, and the step from a graph to a finished [`Module`].
 
 use std::panic::Location;
 
-use smallvec::SmallVec;
-
-use crate::error::{Error, Result};
-use crate::proto;
+use crate::error::{Error, Result, ShapeError};
+use crate::ir::op::{self, OpKind};
+use crate::ir::{
+    Comp, CompId, Instr, Module, Operands, ShapeTable, Signatures, Value, value_shape,
+};
 use crate::shape::Shape;
-
-/// The index of an op whose construction failed.
-pub(crate) const POISON: u32 = u32::MAX;
-
-pub(crate) struct Instr {
-    pub(crate) id: i64,
-    pub(crate) opcode: &'static str,
-    pub(crate) shape: Shape,
-    pub(crate) operands: SmallVec<[u32; 4]>,
-    pub(crate) proto: proto::HloInstructionProto,
-    pub(crate) name: String,
-    pub(crate) loc: &'static Location<'static>,
-}
-
-pub(crate) struct Computation {
-    pub(crate) id: i64,
-    pub(crate) name: String,
-    pub(crate) instrs: Vec<Instr>,
-    /// (parameter number, instruction index)
-    pub(crate) params: Vec<(usize, u32)>,
-    /// Root of a finished sub-computation.
-    pub(crate) root: Option<u32>,
-}
 
 pub(crate) struct Graph {
     pub(crate) name: String,
-    pub(crate) computations: Vec<Computation>,
-    next_id: i64,
-    pub(crate) first_error: Option<Error>,
+    pub(crate) comps: Vec<Comp>,
+    pub(crate) shapes: ShapeTable,
+    /// Every error recorded, in order; the first is what `build` reports.
+    pub(crate) errors: Vec<Error>,
 }
 
-/// Checks that a shape can be part of a program (no negative dimensions).
-pub(crate) fn check_shape(s: &Shape) -> std::result::Result<(), String> {
-    match s {
-        Shape::Array { dims, .. } => {
-            if dims.iter().any(|d| *d < 0) {
-                Err(format!("negative dimension in {s}"))
-            } else {
-                Ok(())
-            }
-        }
-        Shape::Tuple(e) => e.iter().try_for_each(check_shape),
-        Shape::Token => Ok(()),
+impl Signatures for Graph {
+    fn signature(&self, c: CompId) -> Option<(Vec<Shape>, Shape)> {
+        let comp = self.comps.get(c.0 as usize)?;
+        let root = comp.root?;
+        let params = comp
+            .params
+            .iter()
+            .map(|p| p.map(|i| self.shapes.get(comp.instrs[i as usize].shape).clone()))
+            .collect::<Option<Vec<_>>>()?;
+        Some((params, value_shape(comp, &self.shapes, root)?.clone()))
     }
-}
-
-/// A name XLA accepts: letters, digits, `_`, `-`, `.`.
-fn sanitize(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() { "x".into() } else { s }
 }
 
 impl Graph {
     pub(crate) fn new(name: &str) -> Graph {
         Graph {
-            name: sanitize(name),
-            computations: Vec::new(),
-            next_id: 1,
-            first_error: None,
+            name: name.to_string(),
+            comps: vec![Comp::new(name.to_string(), None)],
+            shapes: ShapeTable::default(),
+            errors: Vec::new(),
         }
     }
 
-    fn fresh_id(&mut self) -> i64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
+    pub(crate) fn add_comp(&mut self, name: &str, parent: Option<CompId>) -> CompId {
+        self.comps.push(Comp::new(name.to_string(), parent));
+        CompId(self.comps.len() as u32 - 1)
     }
 
-    pub(crate) fn add_computation(&mut self, name: &str) -> usize {
-        let id = self.fresh_id();
-        self.computations.push(Computation {
-            id,
-            name: format!("{}.{id}", sanitize(name)),
-            instrs: Vec::new(),
-            params: Vec::new(),
-            root: None,
-        });
-        self.computations.len() - 1
+    pub(crate) fn comp(&self, c: CompId) -> &Comp {
+        &self.comps[c.0 as usize]
     }
 
-    /// Keeps the first error; later ones are usually consequences.
-    pub(crate) fn record(&mut self, e: Error) {
-        if self.first_error.is_none() {
-            self.first_error = Some(e);
+    pub(crate) fn comp_mut(&mut self, c: CompId) -> &mut Comp {
+        &mut self.comps[c.0 as usize]
+    }
+
+    pub(crate) fn value_shape(&self, c: CompId, v: Value) -> &Shape {
+        value_shape(self.comp(c), &self.shapes, v).expect("op handles point at existing values")
+    }
+
+    fn depth(&self, mut c: CompId) -> usize {
+        let mut d = 0;
+        while let Some(p) = self.comp(c).parent {
+            c = p;
+            d += 1;
+        }
+        d
+    }
+
+    fn is_ancestor_or_self(&self, a: CompId, mut c: CompId) -> bool {
+        loop {
+            if a == c {
+                return true;
+            }
+            match self.comp(c).parent {
+                Some(p) => c = p,
+                None => return false,
+            }
         }
     }
 
-    pub(crate) fn shape(&self, comp: usize, idx: u32) -> &Shape {
-        &self.computations[comp].instrs[idx as usize].shape
+    /// The innermost of `base` and `comps`, which must all lie on one chain of
+    /// enclosing computations, none of them a finished body.
+    pub(crate) fn innermost(
+        &self,
+        base: CompId,
+        comps: &[CompId],
+    ) -> std::result::Result<CompId, String> {
+        let mut inner = base;
+        for c in comps {
+            if self.depth(*c) > self.depth(inner) {
+                inner = *c;
+            }
+        }
+        for c in comps.iter().chain([&base]) {
+            if !self.is_ancestor_or_self(*c, inner) {
+                return Err(
+                    "an operand belongs to a computation that does not enclose this one (a value of another body)"
+                        .into(),
+                );
+            }
+            let comp = self.comp(*c);
+            if comp.parent.is_some() && comp.root.is_some() {
+                return Err(format!(
+                    "an operand belongs to the finished body `{}`; a body's values cannot be used outside it",
+                    comp.name
+                ));
+            }
+        }
+        Ok(inner)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn push(
-        &mut self,
-        comp: usize,
-        opcode: &'static str,
-        shape: Shape,
-        operands: &[u32],
-        instr: proto::HloInstructionProto,
-        name: Option<&str>,
-        loc: &'static Location<'static>,
-    ) -> u32 {
-        let id = self.fresh_id();
-        let name = format!("{}.{id}", sanitize(name.unwrap_or(opcode)));
-        let c = &mut self.computations[comp];
-        c.instrs.push(Instr {
-            id,
-            opcode,
+    /// Value `v` of computation `from` as a value of `to`, which `from` encloses:
+    /// each body between them gets (or reuses) a parameter carrying it.
+    pub(crate) fn import(&mut self, from: CompId, v: Value, to: CompId) -> Value {
+        if from == to {
+            return v;
+        }
+        let parent = self.comp(to).parent.expect("`from` encloses `to`");
+        let pv = self.import(from, v, parent);
+        if let Some(p) = self.comp(to).captures.get(&pv) {
+            return Value::of(*p);
+        }
+        let shape = self.value_shape(parent, pv).clone();
+        let number = self.comp(to).params.len();
+        let shape = self.shapes.intern(shape);
+        let loc = self.comp(parent).instrs[pv.instr as usize].loc;
+        let comp = self.comp_mut(to);
+        comp.instrs.push(Instr {
+            kind: OpKind::Parameter {
+                number: number as u32,
+                name: "capture".into(),
+            },
+            operands: Operands::new(),
             shape,
-            operands: operands.into(),
-            proto: instr,
-            name,
             loc,
         });
-        (c.instrs.len() - 1) as u32
+        let idx = comp.instrs.len() as u32 - 1;
+        comp.params.push(Some(idx));
+        comp.captures.insert(pv, idx);
+        Value::of(idx)
     }
 
-    /// The computations reachable from `entry` through called computations, callees
-    /// before callers (the order XLA reads them in), without recursion.
-    fn reachable_computations(&self, entry: usize) -> Vec<usize> {
-        let mut order = Vec::new();
-        let mut state = vec![0u8; self.computations.len()]; // 0 new, 1 open, 2 done
-        let mut stack = vec![(entry, false)];
-        while let Some((c, expanded)) = stack.pop() {
-            if expanded {
-                if state[c] != 2 {
-                    state[c] = 2;
-                    order.push(c);
-                }
+    /// Runs the op's shape rule and appends the instruction to `comp`.
+    pub(crate) fn push(
+        &mut self,
+        comp: CompId,
+        kind: OpKind,
+        operands: Operands,
+        target: Option<&Shape>,
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<Value, ShapeError> {
+        let shape = {
+            let c = self.comp(comp);
+            let shapes: Vec<&Shape> = operands
+                .iter()
+                .map(|v| value_shape(c, &self.shapes, *v).expect("imported operands exist"))
+                .collect();
+            op::infer(&kind, &shapes, target, self)?
+        };
+        let shape = self.shapes.intern(shape);
+        let c = self.comp_mut(comp);
+        c.instrs.push(Instr {
+            kind,
+            operands,
+            shape,
+            loc,
+        });
+        Ok(Value::of(c.instrs.len() as u32 - 1))
+    }
+
+    /// The finished module with computation `entry` as entry and `root` as its
+    /// result: the computations it reaches (callees first), dead instructions
+    /// removed (parameters are kept), instructions renumbered.
+    pub(crate) fn finish(&self, entry: CompId, root: Value) -> Result<Module> {
+        // A body is created after the computation that calls it, so callees have
+        // higher indices than their callers: reachable computations in decreasing
+        // index order put callees first.
+        let mut reach = vec![false; self.comps.len()];
+        reach[entry.0 as usize] = true;
+        for ci in entry.0 as usize..self.comps.len() {
+            if !reach[ci] {
                 continue;
             }
-            if state[c] != 0 {
-                continue;
-            }
-            state[c] = 1;
-            stack.push((c, true));
-            for i in &self.computations[c].instrs {
-                for callee in &i.proto.called_computation_ids {
-                    if let Some(k) = self.computations.iter().position(|x| x.id == *callee) {
-                        if state[k] == 0 {
-                            stack.push((k, false));
-                        }
+            let c = &self.comps[ci];
+            let live = live_instrs(
+                c,
+                if ci == entry.0 as usize {
+                    Some(root)
+                } else {
+                    c.root
+                },
+            );
+            for (i, ins) in c.instrs.iter().enumerate() {
+                if live[i] {
+                    if let Some(callee) = ins.kind.called() {
+                        reach[callee.0 as usize] = true;
                     }
                 }
             }
         }
-        order
-    }
-
-    fn computation_proto(
-        &self,
-        c: usize,
-        root: u32,
-        loc: &'static Location<'static>,
-    ) -> Result<proto::HloComputationProto> {
-        let comp = &self.computations[c];
-        // Parameters numbered 0..n without gaps.
-        let mut params = comp.params.clone();
-        params.sort();
-        for (expect, (n, _)) in params.iter().enumerate() {
-            if *n != expect {
-                return Err(Error::Graph {
-                    reason: format!(
-                        "computation `{}` has parameters {:?}: they must be numbered 0..{} without gaps",
-                        comp.name,
-                        params.iter().map(|p| p.0).collect::<Vec<_>>(),
-                        params.len()
-                    ),
-                    location: Some(loc),
-                });
-            }
+        let order: Vec<usize> = (0..self.comps.len()).rev().filter(|c| reach[*c]).collect();
+        let mut new_id = vec![u32::MAX; self.comps.len()];
+        for (n, c) in order.iter().enumerate() {
+            new_id[*c] = n as u32;
         }
-        // Keep what the root depends on, and every parameter (walk backwards: the
-        // instructions are in topological order).
-        let mut live = vec![false; comp.instrs.len()];
-        live[root as usize] = true;
-        for (_, p) in &params {
-            live[*p as usize] = true;
-        }
-        for i in (0..comp.instrs.len()).rev() {
-            if live[i] {
-                for o in &comp.instrs[i].operands {
-                    live[*o as usize] = true;
-                }
-            }
-        }
-        let mut instructions = Vec::new();
-        for (i, ins) in comp.instrs.iter().enumerate() {
-            if !live[i] {
-                continue;
-            }
-            let mut p = ins.proto.clone();
-            p.id = ins.id;
-            p.name = ins.name.clone();
-            p.opcode = ins.opcode.to_string();
-            p.shape = Some(ins.shape.to_proto());
-            p.operand_ids = ins
-                .operands
-                .iter()
-                .map(|o| comp.instrs[*o as usize].id)
-                .collect();
-            p.metadata = Some(proto::OpMetadata {
-                op_type: ins.opcode.to_string(),
-                op_name: format!("{}/{}", self.name, ins.name),
-                source_file: ins.loc.file().to_string(),
-                source_line: ins.loc.line() as i32,
-                ..Default::default()
-            });
-            instructions.push(p);
-        }
-        let program_shape = proto::ProgramShapeProto {
-            parameters: params
-                .iter()
-                .map(|(_, i)| comp.instrs[*i as usize].shape.to_proto())
-                .collect(),
-            result: Some(comp.instrs[root as usize].shape.to_proto()),
-            parameter_names: params
-                .iter()
-                .map(|(_, i)| comp.instrs[*i as usize].name.clone())
-                .collect(),
-        };
-        Ok(proto::HloComputationProto {
-            name: comp.name.clone(),
-            instructions,
-            program_shape: Some(program_shape),
-            id: comp.id,
-            root_id: comp.instrs[root as usize].id,
-            ..Default::default()
-        })
-    }
-
-    /// The module with computation `entry` as entry, `root` as its result.
-    pub(crate) fn to_module(
-        &self,
-        entry: usize,
-        root: u32,
-        loc: &'static Location<'static>,
-    ) -> Result<proto::HloModuleProto> {
-        let mut computations = Vec::new();
-        for c in self.reachable_computations(entry) {
-            let r = if c == entry {
+        let mut comps = Vec::with_capacity(order.len());
+        for &ci in &order {
+            let c = &self.comps[ci];
+            let r = if ci == entry.0 as usize {
                 root
             } else {
-                self.computations[c].root.ok_or_else(|| Error::Graph {
-                    reason: format!(
-                        "sub-computation `{}` was never finished",
-                        self.computations[c].name
-                    ),
-                    location: Some(loc),
+                c.root.ok_or_else(|| Error::Graph {
+                    reason: format!("body `{}` was never finished", c.name),
+                    location: None,
                 })?
             };
-            computations.push(self.computation_proto(c, r, loc)?);
+            let live = live_instrs(c, Some(r));
+            let mut remap = vec![u32::MAX; c.instrs.len()];
+            let mut instrs = Vec::with_capacity(live.iter().filter(|l| **l).count());
+            for (i, ins) in c.instrs.iter().enumerate() {
+                if !live[i] {
+                    continue;
+                }
+                let mut ins = ins.clone();
+                for v in ins.operands.iter_mut() {
+                    v.instr = remap[v.instr as usize];
+                }
+                ins.kind.remap_called(|k| CompId(new_id[k.0 as usize]));
+                remap[i] = instrs.len() as u32;
+                instrs.push(ins);
+            }
+            comps.push(Comp {
+                name: c.name.clone(),
+                instrs,
+                params: c
+                    .params
+                    .iter()
+                    .map(|p| p.map(|i| remap[i as usize]))
+                    .collect(),
+                parent: None,
+                captures: Default::default(),
+                root: Some(Value {
+                    instr: remap[r.instr as usize],
+                    result: r.result,
+                }),
+            });
         }
-        let entry_proto = computations
-            .iter()
-            .find(|c| c.id == self.computations[entry].id)
-            .ok_or_else(|| Error::Graph {
-                reason: "entry computation missing".into(),
-                location: Some(loc),
-            })?;
-        Ok(proto::HloModuleProto {
+        Ok(Module {
             name: self.name.clone(),
-            entry_computation_name: entry_proto.name.clone(),
-            entry_computation_id: entry_proto.id,
-            host_program_shape: entry_proto.program_shape.clone(),
-            computations,
-            id: 1,
-            ..Default::default()
+            entry: CompId(new_id[entry.0 as usize]),
+            comps,
+            shapes: self.shapes.clone(),
         })
     }
+}
+
+/// Which instructions of `c` the root depends on, plus every parameter (walking
+/// backwards: instructions are in topological order).
+fn live_instrs(c: &Comp, root: Option<Value>) -> Vec<bool> {
+    let mut live = vec![false; c.instrs.len()];
+    if let Some(r) = root {
+        live[r.instr as usize] = true;
+    }
+    for p in c.param_instrs() {
+        live[p as usize] = true;
+    }
+    for i in (0..c.instrs.len()).rev() {
+        if live[i] {
+            for o in &c.instrs[i].operands {
+                live[o.instr as usize] = true;
+            }
+        }
+    }
+    live
 }

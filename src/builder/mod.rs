@@ -1,22 +1,27 @@
-//! The graph under construction: [`Builder`] owns the instructions of one computation,
-//! [`Op`] is a cheap handle to one of them. Every op checks shapes and types when it
-//! is built (see [`crate::ops`]); the first error is recorded with the caller's source
-//! location and returned by [`Builder::build`], so that expressions can use plain
-//! operators (`&a + &b`) without `?` at every step.
+//! The graph under construction: [`Builder`] adds instructions to one computation of
+//! a typed IR graph ([`crate::ir`]), [`Op`] is a cheap handle to one value. Every op
+//! checks shapes and types when it is built (see [`crate::ops`]); the first error is
+//! recorded with the caller's source location and returned by [`Builder::build`], so
+//! that expressions can use plain operators (`&a + &b`) without `?` at every step.
+//!
+//! Bodies (reduce combiners today; loop bodies and branches later) are built from Rust
+//! closures and may use any value of an enclosing computation: the builder passes it
+//! in as an extra parameter of the body (closure conversion).
 
-pub(crate) mod graph;
-pub mod text;
+mod graph;
 
 use std::cell::RefCell;
 use std::fmt;
 use std::panic::Location;
 use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
 
-use graph::{Graph, POISON};
+use graph::Graph;
 
 use crate::error::{Error, Result, ShapeError};
+use crate::ir::{self, CompId, OpKind, Value};
 use crate::proto;
-use crate::shape::{NativeType, Shape};
+use crate::shape::{ElementType, Shape};
 
 /// Builds one XLA computation (and the sub-computations it calls).
 ///
@@ -44,10 +49,11 @@ use crate::shape::{NativeType, Shape};
 #[derive(Clone)]
 pub struct Builder {
     pub(crate) g: Rc<RefCell<Graph>>,
-    pub(crate) comp: usize,
+    pub(crate) comp: CompId,
 }
 
-/// A value in a computation under construction: a handle to one instruction.
+/// A value in a computation under construction: one result of one instruction, or
+/// the result of a failed operation (whose error its shape queries return).
 ///
 /// Cheap to clone. Operators (`+ - * /`, unary `-`) work on `Op` and `&Op`, and with
 /// Rust numbers on either side (a number takes the element type of the other operand,
@@ -56,61 +62,112 @@ pub struct Builder {
 #[derive(Clone)]
 pub struct Op {
     pub(crate) g: Rc<RefCell<Graph>>,
-    pub(crate) comp: usize,
-    pub(crate) idx: u32,
+    pub(crate) comp: CompId,
+    pub(crate) v: Value,
 }
 
-/// A finished module: an XLA `HloModuleProto` ready to compile.
-#[derive(Clone, Debug, PartialEq)]
+/// The computation index of failed ops; their `v.instr` indexes the graph's errors.
+const POISON: CompId = CompId(u32::MAX);
+
+/// A finished module, ready to compile: the typed IR of a built graph (lowered to an
+/// `HloModuleProto` on first use), or a module proto given from outside.
+#[derive(Clone)]
 pub struct Computation {
-    proto: proto::HloModuleProto,
+    ir: Option<Arc<ir::Module>>,
+    proto: Arc<OnceLock<proto::HloModuleProto>>,
 }
 
 impl Computation {
     /// Wraps a module proto (e.g. decoded from bytes). It is checked when compiled.
     pub fn from_proto(proto: proto::HloModuleProto) -> Self {
-        Computation { proto }
+        Computation {
+            ir: None,
+            proto: Arc::new(OnceLock::from(proto)),
+        }
     }
 
-    /// The module as a proto.
+    /// The typed IR of a module built here (`None` for one given as a proto).
+    pub fn ir(&self) -> Option<&ir::Module> {
+        self.ir.as_deref()
+    }
+
+    /// The module as a proto (lowered from the IR on first use).
     pub fn proto(&self) -> &proto::HloModuleProto {
-        &self.proto
+        self.proto.get_or_init(|| match &self.ir {
+            Some(m) => ir::lower::to_proto(m),
+            None => proto::HloModuleProto::default(),
+        })
     }
 
     /// The serialized `HloModuleProto`.
     pub fn to_bytes(&self) -> Vec<u8> {
         use prost::Message;
-        self.proto.encode_to_vec()
+        self.proto().encode_to_vec()
     }
 
     /// The module as HLO text, for people to read.
     pub fn to_hlo_text(&self) -> String {
-        text::module_to_text(&self.proto)
+        match &self.ir {
+            Some(m) => ir::text::module_to_text(m),
+            None => ir::text_proto::module_to_text(self.proto()),
+        }
+    }
+
+    /// A fingerprint for caching: structural (names and source locations ignored)
+    /// for a module built here, the SHA-256 of the proto's bytes otherwise.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        match &self.ir {
+            Some(m) => m.fingerprint(),
+            None => {
+                use sha2::{Digest, Sha256};
+                Sha256::digest(self.to_bytes()).into()
+            }
+        }
     }
 
     /// Shapes of the entry computation's parameters.
     pub fn parameter_shapes(&self) -> Vec<Shape> {
-        self.proto
-            .host_program_shape
-            .as_ref()
-            .map(|p| p.parameters.iter().filter_map(Shape::from_proto).collect())
-            .unwrap_or_default()
+        match &self.ir {
+            Some(m) => m.parameter_shapes(),
+            None => self
+                .proto()
+                .host_program_shape
+                .as_ref()
+                .map(|p| p.parameters.iter().filter_map(Shape::from_proto).collect())
+                .unwrap_or_default(),
+        }
     }
 
     /// Shape of the entry computation's result.
     pub fn result_shape(&self) -> Shape {
-        self.proto
-            .host_program_shape
-            .as_ref()
-            .and_then(|p| p.result.as_ref())
-            .and_then(Shape::from_proto)
-            .unwrap_or(Shape::Tuple(Vec::new()))
+        match &self.ir {
+            Some(m) => m.result_shape(),
+            None => self
+                .proto()
+                .host_program_shape
+                .as_ref()
+                .and_then(|p| p.result.as_ref())
+                .and_then(Shape::from_proto)
+                .unwrap_or(Shape::Tuple(Vec::new())),
+        }
     }
 }
 
 impl AsRef<proto::HloModuleProto> for Computation {
     fn as_ref(&self) -> &proto::HloModuleProto {
-        &self.proto
+        self.proto()
+    }
+}
+
+impl PartialEq for Computation {
+    fn eq(&self, other: &Self) -> bool {
+        self.proto() == other.proto()
+    }
+}
+
+impl fmt::Debug for Computation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hlo_text())
     }
 }
 
@@ -123,17 +180,21 @@ impl fmt::Display for Computation {
 impl Builder {
     /// A builder for a new module whose entry computation is called `name`.
     pub fn new(name: &str) -> Builder {
-        let mut g = Graph::new(name);
-        let comp = g.add_computation(name);
+        let g = Graph::new(name);
         Builder {
             g: Rc::new(RefCell::new(g)),
-            comp,
+            comp: CompId(0),
         }
     }
 
     /// The first error recorded so far, if any (also returned by [`build`](Self::build)).
     pub fn first_error(&self) -> Option<String> {
-        self.g.borrow().first_error.as_ref().map(|e| e.to_string())
+        self.g.borrow().errors.first().map(|e| e.to_string())
+    }
+
+    /// Number of instructions in the graph so far (all computations, dead ones too).
+    pub fn instruction_count(&self) -> usize {
+        self.g.borrow().comps.iter().map(|c| c.instrs.len()).sum()
     }
 
     /// Declares parameter `number` of the computation, with a name for HLO text.
@@ -143,114 +204,61 @@ impl Builder {
         self.parameter_at(number, shape, name, Location::caller())
     }
 
-    fn parameter_at(
+    pub(crate) fn parameter_at(
         &self,
         number: usize,
         shape: Shape,
         name: &str,
         loc: &'static Location<'static>,
     ) -> Op {
-        let dup = self.g.borrow().computations[self.comp]
-            .params
-            .iter()
-            .any(|(n, _)| *n == number);
-        if dup {
-            self.g.borrow_mut().record(Error::Graph {
-                reason: format!("parameter {number} is declared twice"),
-                location: Some(loc),
-            });
-            return self.poisoned();
-        }
-        if let Err(reason) = graph::check_shape(&shape) {
-            self.g.borrow_mut().record(Error::Shape(ShapeError {
-                op: "parameter",
-                operands: vec![],
-                reason,
-                location: Some(loc),
-            }));
-            return self.poisoned();
-        }
-        let instr = proto::HloInstructionProto {
-            parameter_number: number as i64,
-            ..Default::default()
+        let declared = {
+            let g = self.g.borrow();
+            g.comps[self.comp.0 as usize]
+                .params
+                .get(number)
+                .copied()
+                .flatten()
         };
-        let op = self.push("parameter", shape, &[], instr, Some(name), loc);
-        self.g.borrow_mut().computations[self.comp]
-            .params
-            .push((number, op.idx));
+        if declared.is_some() {
+            return self.fail_graph(format!("parameter {number} is declared twice"), loc);
+        }
+        let kind = OpKind::Parameter {
+            number: number as u32,
+            name: name.into(),
+        };
+        let op = self.emit(kind, &[], Some(shape), loc);
+        if !op.is_poisoned() {
+            let mut g = self.g.borrow_mut();
+            let params = &mut g.comps[self.comp.0 as usize].params;
+            if params.len() <= number {
+                params.resize(number + 1, None);
+            }
+            params[number] = Some(op.v.instr);
+        }
         op
     }
 
-    /// A scalar constant.
-    #[track_caller]
-    pub fn constant<T: NativeType>(&self, value: T) -> Op {
-        self.constant_array(&[value], &[])
-    }
-
-    /// A rank-1 constant from a slice.
-    #[track_caller]
-    pub fn constant_vec<T: NativeType>(&self, values: &[T]) -> Op {
-        self.constant_array(values, &[values.len() as i64])
-    }
-
-    /// An array constant: `values` in row-major order, `dims` multiplying to its length.
-    #[track_caller]
-    pub fn constant_array<T: NativeType>(&self, values: &[T], dims: &[i64]) -> Op {
-        let loc = Location::caller();
-        let shape = Shape::of::<T>(dims);
-        let count = dims
-            .iter()
-            .try_fold(1i64, |a, d| if *d < 0 { None } else { a.checked_mul(*d) });
-        if count != Some(values.len() as i64) {
-            self.g.borrow_mut().record(Error::Shape(ShapeError {
-                op: "constant",
-                operands: vec![],
-                reason: format!(
-                    "{} values given for shape {shape} ({} elements)",
-                    values.len(),
-                    count.map_or("overflowing".to_string(), |c| c.to_string())
-                ),
-                location: Some(loc),
-            }));
-            return self.poisoned();
-        }
-        let mut literal = proto::LiteralProto {
-            shape: Some(shape.to_proto()),
-            ..Default::default()
-        };
-        T::push_to_literal(values, &mut literal);
-        let instr = proto::HloInstructionProto {
-            literal: Some(literal),
-            ..Default::default()
-        };
-        self.push("constant", shape, &[], instr, None, loc)
-    }
-
-    /// A tuple of values (e.g. several outputs of a computation).
-    #[track_caller]
-    pub fn tuple(&self, elems: &[&Op]) -> Op {
-        let loc = Location::caller();
-        self.emit("tuple", elems, loc, |shapes| {
-            Ok((
-                Shape::Tuple(shapes.to_vec()),
-                proto::HloInstructionProto::default(),
-            ))
-        })
-    }
-
     /// Finishes the module with `root` as the result of the entry computation.
-    /// Returns the first error recorded while building, if any.
+    /// Returns the first error recorded while building, if any (every call does,
+    /// once an op has failed).
     #[track_caller]
     pub fn build(&self, root: &Op) -> Result<Computation> {
         let loc = Location::caller();
-        if let Some(e) = self.g.borrow_mut().first_error.take() {
-            return Err(e);
+        if let Some(e) = self.g.borrow().errors.first() {
+            return Err(e.clone());
         }
-        self.check_same(root, loc)?;
-        let g = self.g.borrow();
-        let proto = g.to_module(self.comp, root.idx, loc)?;
-        crate::ir::check_proto::verify_module(&proto)?;
-        Ok(Computation { proto })
+        if !Rc::ptr_eq(&self.g, &root.g) || root.comp != self.comp {
+            return Err(Error::Graph {
+                reason: "the root belongs to another builder or computation".into(),
+                location: Some(loc),
+            });
+        }
+        let module = self.g.borrow().finish(self.comp, root.v)?;
+        ir::verify::verify(&module)?;
+        Ok(Computation {
+            ir: Some(Arc::new(module)),
+            proto: Arc::new(OnceLock::new()),
+        })
     }
 
     /// Finishes the module with a tuple of `outputs` as its result.
@@ -263,111 +271,128 @@ impl Builder {
     // ---------------------------------------------------------------------------
     // Internals shared by the op families in `crate::ops`.
 
-    pub(crate) fn poisoned(&self) -> Op {
+    /// An op handle for value `v` of computation `comp`.
+    pub(crate) fn op(&self, comp: CompId, v: Value) -> Op {
         Op {
             g: self.g.clone(),
-            comp: self.comp,
-            idx: POISON,
+            comp,
+            v,
         }
     }
 
-    fn check_same(&self, op: &Op, loc: &'static Location<'static>) -> Result<()> {
-        if !Rc::ptr_eq(&self.g, &op.g) || op.comp != self.comp {
-            return Err(Error::Graph {
-                reason: "the op belongs to another builder or computation".into(),
-                location: Some(loc),
-            });
-        }
-        if op.idx == POISON {
-            return Err(Error::Graph {
-                reason: "the op is the result of a failed operation".into(),
-                location: Some(loc),
-            });
-        }
-        Ok(())
+    /// Records `e` (with `loc`) and returns a failed op that carries it.
+    pub(crate) fn fail(&self, mut e: ShapeError, loc: &'static Location<'static>) -> Op {
+        e.location = Some(loc);
+        self.fail_with(Error::Shape(e))
     }
 
-    /// Appends an instruction whose shape is already known to be valid.
-    pub(crate) fn push(
+    pub(crate) fn fail_graph(&self, reason: String, loc: &'static Location<'static>) -> Op {
+        self.fail_with(Error::Graph {
+            reason,
+            location: Some(loc),
+        })
+    }
+
+    /// `op` if it failed, else a new failure: `name` needs an array, `op` is not one.
+    pub(crate) fn fail_not_array(
         &self,
-        opcode: &'static str,
-        shape: Shape,
-        operands: &[u32],
-        instr: proto::HloInstructionProto,
-        name: Option<&str>,
+        op: &Op,
+        name: &'static str,
         loc: &'static Location<'static>,
     ) -> Op {
-        let idx = self
-            .g
-            .borrow_mut()
-            .push(self.comp, opcode, shape, operands, instr, name, loc);
-        Op {
-            g: self.g.clone(),
-            comp: self.comp,
-            idx,
+        match op.shape() {
+            Err(_) => op.clone(),
+            Ok(s) => self.fail(
+                ShapeError::new(
+                    name,
+                    &[&s],
+                    crate::error::ShapeErrorKind::Rank,
+                    "expects an array operand",
+                ),
+                loc,
+            ),
         }
     }
 
-    /// Infer-then-push: checks that `operands` belong here, runs the shape rule `rule`
-    /// on their shapes, and appends the instruction. A failure is recorded (first
-    /// error wins) and a poisoned op is returned; poisoned operands propagate quietly.
+    fn fail_with(&self, e: Error) -> Op {
+        let idx = {
+            let mut g = self.g.borrow_mut();
+            g.errors.push(e);
+            g.errors.len() - 1
+        };
+        self.op(POISON, Value::of(idx as u32))
+    }
+
+    /// The computation an op on `operands` goes into: the innermost of this
+    /// builder's and the operands' computations (values of enclosing computations
+    /// are captured). Returns a failed op if an operand is failed or foreign.
+    pub(crate) fn target(
+        &self,
+        operands: &[&Op],
+        what: &str,
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<CompId, Op> {
+        for o in operands {
+            if o.is_poisoned() {
+                return Err((*o).clone());
+            }
+            if !Rc::ptr_eq(&self.g, &o.g) {
+                return Err(self.fail_graph(
+                    format!("`{what}`: an operand belongs to another builder"),
+                    loc,
+                ));
+            }
+        }
+        let comps: Vec<CompId> = operands.iter().map(|o| o.comp).collect();
+        let r = self.g.borrow().innermost(self.comp, &comps);
+        r.map_err(|reason| self.fail_graph(format!("`{what}`: {reason}"), loc))
+    }
+
+    /// Infer-then-push: resolves the operands into the target computation (capturing
+    /// outer values), runs the op's shape rule ([`ir::op::infer`], the same rule the
+    /// verifier runs) and appends the instruction. A failure is recorded (first error
+    /// wins in `build`) and returned as a failed op; failed operands propagate.
     pub(crate) fn emit(
         &self,
-        opcode: &'static str,
+        kind: OpKind,
         operands: &[&Op],
+        target: Option<Shape>,
         loc: &'static Location<'static>,
-        rule: impl FnOnce(
-            &[Shape],
-        )
-            -> std::result::Result<(Shape, proto::HloInstructionProto), ShapeError>,
     ) -> Op {
-        let mut shapes = Vec::with_capacity(operands.len());
-        let mut ids = smallvec::SmallVec::<[u32; 4]>::new();
-        for o in operands {
-            if !Rc::ptr_eq(&self.g, &o.g) || o.comp != self.comp {
-                self.g.borrow_mut().record(Error::Graph {
-                    reason: format!(
-                        "`{opcode}`: an operand belongs to another builder or computation"
-                    ),
-                    location: Some(loc),
-                });
-                return self.poisoned();
-            }
-            if o.idx == POISON {
-                return self.poisoned();
-            }
-            shapes.push(self.g.borrow().shape(self.comp, o.idx).clone());
-            ids.push(o.idx);
-        }
-        match rule(&shapes) {
-            Ok((shape, instr)) => self.push(opcode, shape, &ids, instr, None, loc),
-            Err(mut e) => {
-                e.location = Some(loc);
-                self.g.borrow_mut().record(Error::Shape(e));
-                self.poisoned()
-            }
+        let name = kind.opcode().name();
+        let comp = match self.target(operands, name, loc) {
+            Ok(c) => c,
+            Err(failed) => return failed,
+        };
+        let result = {
+            let mut g = self.g.borrow_mut();
+            let vals: ir::Operands = operands
+                .iter()
+                .map(|o| g.import(o.comp, o.v, comp))
+                .collect();
+            g.push(comp, kind, vals, target.as_ref(), loc)
+        };
+        match result {
+            Ok(v) => self.op(comp, v),
+            Err(e) => self.fail(e, loc),
         }
     }
 
-    /// Records an error found outside a shape rule and returns a poisoned op.
-    pub(crate) fn fail(&self, e: ShapeError, loc: &'static Location<'static>) -> Op {
-        let mut e = e;
-        e.location = Some(loc);
-        self.g.borrow_mut().record(Error::Shape(e));
-        self.poisoned()
-    }
-
-    /// Builds a sub-computation (a reduce body, a loop body, …) from a closure that
-    /// receives the sub-builder and its parameters. Returns its index, or `None`
-    /// after recording an error.
-    pub(crate) fn sub_computation(
+    /// Builds a body (a reduce combiner, a loop body, …) inside computation
+    /// `parent` from a closure that receives the body's builder and its declared
+    /// parameters and returns its results. Values of enclosing computations the
+    /// closure uses become extra parameters after the declared ones. Returns the
+    /// body and its results, which the caller turns into the root; `Err` is a failed
+    /// op carrying the recorded error.
+    pub(crate) fn body(
         &self,
+        parent: CompId,
         name: &str,
         params: &[Shape],
         loc: &'static Location<'static>,
-        body: impl FnOnce(&Builder, &[Op]) -> Op,
-    ) -> Option<usize> {
-        let comp = self.g.borrow_mut().add_computation(name);
+        f: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+    ) -> std::result::Result<(CompId, Vec<Value>), Op> {
+        let comp = self.g.borrow_mut().add_comp(name, Some(parent));
         let sub = Builder {
             g: self.g.clone(),
             comp,
@@ -375,21 +400,33 @@ impl Builder {
         let args: Vec<Op> = params
             .iter()
             .enumerate()
-            .map(|(i, shape)| sub.parameter_at(i, shape.clone(), &format!("p{i}"), loc))
+            .map(|(i, s)| sub.parameter_at(i, s.clone(), &format!("p{i}"), loc))
             .collect();
-        let root = body(&sub, &args);
-        if root.idx == POISON {
-            return None;
+        let outs = f(&sub, &args);
+        let mut roots = Vec::with_capacity(outs.len());
+        for o in &outs {
+            if o.is_poisoned() {
+                return Err(o.clone());
+            }
+            if !Rc::ptr_eq(&self.g, &o.g) {
+                return Err(self.fail_graph(
+                    format!("the body of `{name}` returned an op of another builder"),
+                    loc,
+                ));
+            }
+            let r = self.g.borrow().innermost(comp, &[o.comp]);
+            match r {
+                Ok(c) if c == comp => {}
+                _ => {
+                    return Err(self.fail_graph(
+                        format!("the body of `{name}` returned a value of a computation it is not inside"),
+                        loc,
+                    ));
+                }
+            }
+            roots.push(self.g.borrow_mut().import(o.comp, o.v, comp));
         }
-        if !Rc::ptr_eq(&root.g, &self.g) || root.comp != comp {
-            self.g.borrow_mut().record(Error::Graph {
-                reason: format!("the body of `{name}` returned an op of another computation"),
-                location: Some(loc),
-            });
-            return None;
-        }
-        self.g.borrow_mut().computations[comp].root = Some(root.idx);
-        Some(comp)
+        Ok((comp, roots))
     }
 }
 
@@ -398,46 +435,62 @@ impl Op {
     pub fn builder(&self) -> Builder {
         Builder {
             g: self.g.clone(),
-            comp: self.comp,
+            comp: if self.is_poisoned() {
+                CompId(0)
+            } else {
+                self.comp
+            },
         }
     }
 
-    /// The op's shape, or `None` if the op is the result of a failed operation
-    /// (whose error [`Builder::build`] reports).
-    pub fn shape(&self) -> Option<Shape> {
-        if self.idx == POISON {
-            None
-        } else {
-            Some(self.g.borrow().shape(self.comp, self.idx).clone())
+    /// The op's shape, or the error that made it fail.
+    pub fn shape(&self) -> Result<Shape> {
+        let g = self.g.borrow();
+        if self.is_poisoned() {
+            return Err(g.errors[self.v.instr as usize].clone());
+        }
+        Ok(g.value_shape(self.comp, self.v).clone())
+    }
+
+    /// Dimension sizes (an error for a failed op or a tuple).
+    pub fn dims(&self) -> Result<Vec<i64>> {
+        match self.shape()? {
+            Shape::Array { dims, .. } => Ok(dims.to_vec()),
+            s => Err(self.not_array(&s)),
         }
     }
 
-    /// Dimension sizes (empty for a failed op or a tuple).
-    pub fn dims(&self) -> Vec<i64> {
-        self.shape().map(|s| s.dims().to_vec()).unwrap_or_default()
+    /// Rank (an error for a failed op or a tuple).
+    pub fn rank(&self) -> Result<usize> {
+        self.dims().map(|d| d.len())
     }
 
-    /// Rank (0 for a failed op or a tuple).
-    pub fn rank(&self) -> usize {
-        self.dims().len()
+    /// Element type (an error for a failed op or a tuple).
+    pub fn element_type(&self) -> Result<ElementType> {
+        match self.shape()? {
+            Shape::Array { ty, .. } => Ok(ty),
+            s => Err(self.not_array(&s)),
+        }
     }
 
-    /// Element type, or `None` for tuples and failed ops.
-    pub fn element_type(&self) -> Option<crate::shape::ElementType> {
-        self.shape().and_then(|s| s.element_type())
+    fn not_array(&self, s: &Shape) -> Error {
+        Error::Graph {
+            reason: format!("the value is a {s}, not an array"),
+            location: None,
+        }
     }
 
     /// True if building this op failed (the error is reported by `build`).
     pub fn is_poisoned(&self) -> bool {
-        self.idx == POISON
+        self.comp == POISON
     }
 }
 
 impl fmt::Debug for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.shape() {
-            Some(s) => write!(f, "Op(#{} {s})", self.idx),
-            None => f.write_str("Op(failed)"),
+            Ok(s) => write!(f, "Op(#{}.{} {s})", self.v.instr, self.v.result),
+            Err(_) => f.write_str("Op(failed)"),
         }
     }
 }

@@ -6,7 +6,8 @@ use std::panic::Location;
 
 use super::array_of;
 use crate::builder::{Builder, Op};
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{OpKind, Opcode};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
 
@@ -15,6 +16,8 @@ use crate::shape::{ElementType, Shape};
 pub enum TypeClass {
     /// Anything but `pred`.
     Numeric,
+    /// Integers and real floats (not complex, not `pred`).
+    Real,
     /// Real or complex floating point.
     Float,
     /// Real floating point only.
@@ -29,6 +32,7 @@ impl TypeClass {
     fn accepts(self, t: ElementType) -> bool {
         match self {
             TypeClass::Numeric => t != ElementType::Pred,
+            TypeClass::Real => t != ElementType::Pred && !t.is_complex(),
             TypeClass::Float => t.is_float() || t.is_complex(),
             TypeClass::RealFloat => t.is_float(),
             TypeClass::Signed => t.is_signed_int() || t.is_float() || t.is_complex(),
@@ -38,6 +42,7 @@ impl TypeClass {
     fn describe(self) -> &'static str {
         match self {
             TypeClass::Numeric => "a numeric element type",
+            TypeClass::Real => "a real (not complex, not pred) element type",
             TypeClass::Float => "a floating-point element type",
             TypeClass::RealFloat => "a real floating-point element type",
             TypeClass::Signed => "a signed element type",
@@ -47,32 +52,36 @@ impl TypeClass {
 }
 
 macro_rules! unary_ops {
-    ($( $(#[$doc:meta])* $method:ident => $hlo:literal, $class:ident; )*) => {
-        /// The element-wise unary ops: one entry per HLO opcode.
+    ($( $(#[$doc:meta])* $method:ident => $variant:ident, $class:ident; )*) => {
+        /// The element-wise unary ops: one entry per HLO opcode (see [`Opcode`] for
+        /// each one's name as XLA spells it).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[allow(missing_docs)]
-        pub enum UnaryOp { $( #[allow(non_camel_case_types)] $method, )* }
+        pub enum UnaryOp { $( $(#[$doc])* $variant, )* }
 
         impl UnaryOp {
             /// Every unary op.
-            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$method),*];
+            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$variant),*];
+            /// The op's entry in the opcode table.
+            pub fn opcode(self) -> Opcode {
+                match self { $(UnaryOp::$variant => Opcode::$variant,)* }
+            }
             /// The HLO opcode as XLA spells it.
             pub fn hlo_name(self) -> &'static str {
-                match self { $(UnaryOp::$method => $hlo,)* }
+                self.opcode().name()
             }
             /// The element types it accepts.
             pub fn type_class(self) -> TypeClass {
-                match self { $(UnaryOp::$method => TypeClass::$class,)* }
+                match self { $(UnaryOp::$variant => TypeClass::$class,)* }
             }
         }
 
         impl Op {
             $(
                 $(#[$doc])*
-                #[doc = concat!("\n\nEmits XLA's `", $hlo, "`.")]
+                #[doc = concat!("\n\nEmits XLA's `", stringify!($variant), "` op.")]
                 #[track_caller]
                 pub fn $method(&self) -> Op {
-                    self.unary(UnaryOp::$method, Location::caller())
+                    self.unary(UnaryOp::$variant, Location::caller())
                 }
             )*
         }
@@ -81,64 +90,68 @@ macro_rules! unary_ops {
 
 unary_ops! {
     /// `-x`.
-    neg => "negate", Numeric;
+    neg => Negate, Numeric;
     /// `e^x`.
-    exp => "exponential", Float;
+    exp => Exponential, Float;
     /// Natural logarithm.
-    log => "log", Float;
+    log => Log, Float;
     /// Hyperbolic tangent.
-    tanh => "tanh", Float;
+    tanh => Tanh, Float;
     /// Absolute value.
-    abs => "abs", SignedReal;
+    abs => Abs, SignedReal;
     /// Square root.
-    sqrt => "sqrt", Float;
+    sqrt => Sqrt, Float;
     /// `1 / sqrt(x)`.
-    rsqrt => "rsqrt", Float;
+    rsqrt => Rsqrt, Float;
     /// Sine.
-    sin => "sine", Float;
+    sin => Sine, Float;
     /// Cosine.
-    cos => "cosine", Float;
+    cos => Cosine, Float;
     /// The logistic sigmoid `1 / (1 + e^-x)`.
-    logistic => "logistic", Float;
+    logistic => Logistic, Float;
     /// Round down.
-    floor => "floor", RealFloat;
+    floor => Floor, RealFloat;
     /// Round up.
-    ceil => "ceil", RealFloat;
+    ceil => Ceil, RealFloat;
     /// -1, 0 or 1 by the sign of x.
-    sign => "sign", Signed;
+    sign => Sign, Signed;
     /// `e^x - 1`, accurate near 0.
-    expm1 => "exponential-minus-one", Float;
+    expm1 => ExponentialMinusOne, Float;
     /// `ln(1 + x)`, accurate near 0.
-    log1p => "log-plus-one", Float;
+    log1p => LogPlusOne, Float;
 }
 
 macro_rules! binary_ops {
-    ($( $(#[$doc:meta])* $method:ident => $hlo:literal, $class:ident; )*) => {
-        /// The element-wise binary arithmetic ops: one entry per HLO opcode.
+    ($( $(#[$doc:meta])* $method:ident => $variant:ident, $class:ident; )*) => {
+        /// The element-wise binary arithmetic ops: one entry per HLO opcode (see
+        /// [`Opcode`] for each one's name as XLA spells it).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[allow(missing_docs)]
-        pub enum BinaryOp { $( #[allow(non_camel_case_types)] $method, )* }
+        pub enum BinaryOp { $( $(#[$doc])* $variant, )* }
 
         impl BinaryOp {
             /// Every binary op.
-            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$method),*];
+            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$variant),*];
+            /// The op's entry in the opcode table.
+            pub fn opcode(self) -> Opcode {
+                match self { $(BinaryOp::$variant => Opcode::$variant,)* }
+            }
             /// The HLO opcode as XLA spells it.
             pub fn hlo_name(self) -> &'static str {
-                match self { $(BinaryOp::$method => $hlo,)* }
+                self.opcode().name()
             }
             /// The element types it accepts.
             pub fn type_class(self) -> TypeClass {
-                match self { $(BinaryOp::$method => TypeClass::$class,)* }
+                match self { $(BinaryOp::$variant => TypeClass::$class,)* }
             }
         }
 
         impl Op {
             $(
                 $(#[$doc])*
-                #[doc = concat!("\n\nEmits XLA's `", $hlo, "`; shapes broadcast the numpy way.")]
+                #[doc = concat!("\n\nEmits XLA's `", stringify!($variant), "` op; shapes broadcast the numpy way.")]
                 #[track_caller]
                 pub fn $method(&self, rhs: &Op) -> Op {
-                    self.binary(BinaryOp::$method, rhs, Location::caller())
+                    self.binary(BinaryOp::$variant, rhs, Location::caller())
                 }
             )*
         }
@@ -147,23 +160,23 @@ macro_rules! binary_ops {
 
 binary_ops! {
     /// Sum.
-    add => "add", Numeric;
+    add => Add, Numeric;
     /// Difference.
-    sub => "subtract", Numeric;
+    sub => Subtract, Numeric;
     /// Product.
-    mul => "multiply", Numeric;
+    mul => Multiply, Numeric;
     /// Quotient (integer division truncates toward zero).
-    div => "divide", Numeric;
+    div => Divide, Numeric;
     /// Element-wise maximum.
-    max => "maximum", Numeric;
+    max => Maximum, Real;
     /// Element-wise minimum.
-    min => "minimum", Numeric;
+    min => Minimum, Real;
     /// `x^y`.
-    pow => "power", Numeric;
+    pow => Power, Numeric;
     /// Remainder with the sign of the dividend (C's `fmod`).
-    rem => "remainder", Numeric;
+    rem => Remainder, Real;
     /// `atan2(y = self, x = rhs)`.
-    atan2 => "atan2", RealFloat;
+    atan2 => Atan2, RealFloat;
 }
 
 /// Comparison directions of XLA's `compare`.
@@ -209,6 +222,13 @@ pub fn comparison_type(t: ElementType) -> &'static str {
     }
 }
 
+/// Lowers a comparison: its direction, and the comparison type of the operands'
+/// element type.
+pub(crate) fn lower_compare(c: Comparison, lhs: &Shape, p: &mut proto::HloInstructionProto) {
+    p.comparison_direction = c.hlo_name().to_string();
+    p.comparison_type = comparison_type(lhs.element_type().unwrap_or(ElementType::F32)).to_string();
+}
+
 // ---------------------------------------------------------------------------------
 // Shape rules.
 
@@ -219,6 +239,7 @@ pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
         return Err(ShapeError::new(
             op.hlo_name(),
             &[x],
+            ShapeErrorKind::ElementType,
             format!("needs {}, got {ty}", op.type_class().describe()),
         ));
     }
@@ -234,6 +255,7 @@ pub fn infer_binary(op: BinaryOp, lhs: &Shape, rhs: &Shape) -> Result<Shape, Sha
         return Err(ShapeError::new(
             name,
             &[lhs, rhs],
+            ShapeErrorKind::ElementType,
             format!("element types differ ({lt} vs {rt}); convert one operand first"),
         ));
     }
@@ -241,11 +263,17 @@ pub fn infer_binary(op: BinaryOp, lhs: &Shape, rhs: &Shape) -> Result<Shape, Sha
         return Err(ShapeError::new(
             name,
             &[lhs, rhs],
+            ShapeErrorKind::ElementType,
             format!("needs {}, got {lt}", op.type_class().describe()),
         ));
     }
     if ld != rd {
-        return Err(ShapeError::new(name, &[lhs, rhs], "dimensions differ"));
+        return Err(ShapeError::new(
+            name,
+            &[lhs, rhs],
+            ShapeErrorKind::Dimension,
+            "dimensions differ",
+        ));
     }
     Ok(lhs.clone())
 }
@@ -283,11 +311,20 @@ pub fn broadcast_dims(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
 pub fn infer_compare(lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
     let (lt, ld) = array_of("compare", lhs)?;
     let (rt, rd) = array_of("compare", rhs)?;
-    if lt != rt || ld != rd {
+    if lt != rt {
         return Err(ShapeError::new(
             "compare",
             &[lhs, rhs],
-            "operands must have the same shape and type",
+            ShapeErrorKind::ElementType,
+            format!("operands must have the same element type ({lt} vs {rt})"),
+        ));
+    }
+    if ld != rd {
+        return Err(ShapeError::new(
+            "compare",
+            &[lhs, rhs],
+            ShapeErrorKind::Dimension,
+            "operands must have the same dimensions",
         ));
     }
     Ok(Shape::array(ElementType::Pred, ld))
@@ -302,21 +339,24 @@ pub fn infer_select(pred: &Shape, on_true: &Shape, on_false: &Shape) -> Result<S
         return Err(ShapeError::new(
             "select",
             &[pred, on_true, on_false],
+            ShapeErrorKind::ElementType,
             format!("predicate must be pred, got {pt}"),
         ));
     }
-    if tt != ft || td != fd {
+    if tt != ft {
         return Err(ShapeError::new(
             "select",
             &[pred, on_true, on_false],
-            "branches differ in shape or type",
+            ShapeErrorKind::ElementType,
+            format!("branches differ in element type ({tt} vs {ft})"),
         ));
     }
-    if pd != td {
+    if td != fd || pd != td {
         return Err(ShapeError::new(
             "select",
             &[pred, on_true, on_false],
-            "predicate dimensions differ from the branches'",
+            ShapeErrorKind::Dimension,
+            "the predicate and both branches must have the same dimensions",
         ));
     }
     Ok(on_true.clone())
@@ -361,13 +401,11 @@ macro_rules! scalar_from {
 scalar_from!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => Int, u16 => Int, u32 => Int, u64 => UInt, f32 => Float, f64 => Float);
 
 impl Scalar {
-    /// The value as a literal of element type `ty`, or why it does not fit.
-    fn literal(self, ty: ElementType) -> Result<proto::LiteralProto, String> {
+    /// The value as the little-endian bytes of one element of type `ty`, or why it
+    /// does not fit.
+    fn to_bytes(self, ty: ElementType) -> Result<Vec<u8>, String> {
         use crate::shape::NativeType;
-        let mut lit = proto::LiteralProto {
-            shape: Some(Shape::scalar(ty).to_proto()),
-            ..Default::default()
-        };
+        let mut lit = Vec::with_capacity(8);
         let no = || format!("the number {self} does not fit element type {ty}");
         macro_rules! int {
             ($t:ty) => {{
@@ -385,7 +423,7 @@ impl Scalar {
                         f as $t
                     }
                 };
-                <$t as NativeType>::push_to_literal(&[v], &mut lit);
+                <$t as NativeType>::extend_le_bytes(&[v], &mut lit);
             }};
         }
         macro_rules! float {
@@ -395,7 +433,7 @@ impl Scalar {
                     Scalar::UInt(u) => u as $t,
                     Scalar::Float(f) => f as $t,
                 };
-                <$t as NativeType>::push_to_literal(&[v], &mut lit);
+                <$t as NativeType>::extend_le_bytes(&[v], &mut lit);
             }};
         }
         match ty {
@@ -407,7 +445,7 @@ impl Scalar {
                     Scalar::Float(1.0) => true,
                     _ => return Err(no()),
                 };
-                lit.preds.push(b);
+                lit.push(b as u8);
             }
             ElementType::S8 => int!(i8),
             ElementType::S16 => int!(i16),
@@ -451,15 +489,12 @@ impl Builder {
                 };
                 self.scalar_of(wide, v, loc).convert_at(ty, loc)
             }
-            _ => match v.literal(ty) {
-                Ok(lit) => {
-                    let instr = proto::HloInstructionProto {
-                        literal: Some(lit),
-                        ..Default::default()
-                    };
-                    self.push("constant", Shape::scalar(ty), &[], instr, None, loc)
-                }
-                Err(reason) => self.fail(ShapeError::new("constant", &[], reason), loc),
+            _ => match v.to_bytes(ty) {
+                Ok(bytes) => self.constant_bytes(Shape::scalar(ty), bytes, loc),
+                Err(reason) => self.fail(
+                    ShapeError::new("constant", &[], ShapeErrorKind::Attribute, reason),
+                    loc,
+                ),
             },
         }
     }
@@ -468,37 +503,37 @@ impl Builder {
     #[track_caller]
     pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
         let loc = Location::caller();
-        let (Some(ps), Some(ts), Some(fs)) = (pred.shape(), on_true.shape(), on_false.shape())
-        else {
-            return self.poisoned();
+        if let Err(failed) = self.target(&[pred, on_true, on_false], "select", loc) {
+            return failed;
+        }
+        let (Ok(ps), Ok(ts), Ok(fs)) = (pred.shape(), on_true.shape(), on_false.shape()) else {
+            unreachable!("operands were checked above");
         };
         let dims = broadcast_dims(ps.dims(), ts.dims()).and_then(|d| broadcast_dims(&d, fs.dims()));
         let dims = match dims {
             Ok(d) => d,
             Err(reason) => {
-                return self.fail(ShapeError::new("select", &[&ps, &ts, &fs], reason), loc);
+                return self.fail(
+                    ShapeError::new(
+                        "select",
+                        &[&ps, &ts, &fs],
+                        ShapeErrorKind::Dimension,
+                        reason,
+                    ),
+                    loc,
+                );
             }
         };
         let p = pred.broadcast_to_at(&dims, loc);
         let t = on_true.broadcast_to_at(&dims, loc);
         let f = on_false.broadcast_to_at(&dims, loc);
-        self.emit("select", &[&p, &t, &f], loc, |s| {
-            Ok((
-                infer_select(&s[0], &s[1], &s[2])?,
-                proto::HloInstructionProto::default(),
-            ))
-        })
+        self.emit(OpKind::Select, &[&p, &t, &f], None, loc)
     }
 }
 
 impl Op {
     pub(crate) fn unary(&self, op: UnaryOp, loc: &'static Location<'static>) -> Op {
-        self.builder().emit(op.hlo_name(), &[self], loc, |s| {
-            Ok((
-                infer_unary(op, &s[0])?,
-                proto::HloInstructionProto::default(),
-            ))
-        })
+        self.builder().emit(OpKind::Unary(op), &[self], None, loc)
     }
 
     /// Broadcasts both operands to their numpy-broadcast dims; checks the element
@@ -508,46 +543,44 @@ impl Op {
         rhs: &Op,
         name: &'static str,
         loc: &'static Location<'static>,
-    ) -> Option<(Op, Op)> {
+    ) -> Result<(Op, Op), Op> {
         let b = self.builder();
-        let (Some(ls), Some(rs)) = (self.shape(), rhs.shape()) else {
-            // A poisoned operand: its error is already recorded. (An operand of
-            // another builder has a shape; `emit` reports it below.)
-            return None;
+        b.target(&[self, rhs], name, loc)?;
+        let (Ok(ls), Ok(rs)) = (self.shape(), rhs.shape()) else {
+            unreachable!("operands were checked above");
         };
-        if ls.element_type() != rs.element_type() {
-            let reason = match (ls.element_type(), rs.element_type()) {
-                (Some(a), Some(c)) => {
-                    format!("element types differ ({a} vs {c}); convert one operand first")
-                }
-                _ => "expects array operands".to_string(),
+        if ls.element_type() != rs.element_type() || !ls.is_array() {
+            let (kind, reason) = match (ls.element_type(), rs.element_type()) {
+                (Some(a), Some(c)) => (
+                    ShapeErrorKind::ElementType,
+                    format!("element types differ ({a} vs {c}); convert one operand first"),
+                ),
+                _ => (ShapeErrorKind::Rank, "expects array operands".to_string()),
             };
-            b.fail(ShapeError::new(name, &[&ls, &rs], reason), loc);
-            return None;
+            return Err(b.fail(ShapeError::new(name, &[&ls, &rs], kind, reason), loc));
         }
         let dims = match broadcast_dims(ls.dims(), rs.dims()) {
             Ok(d) => d,
             Err(reason) => {
-                b.fail(ShapeError::new(name, &[&ls, &rs], reason), loc);
-                return None;
+                return Err(b.fail(
+                    ShapeError::new(name, &[&ls, &rs], ShapeErrorKind::Dimension, reason),
+                    loc,
+                ));
             }
         };
-        Some((
+        Ok((
             self.broadcast_to_at(&dims, loc),
             rhs.broadcast_to_at(&dims, loc),
         ))
     }
 
     pub(crate) fn binary(&self, op: BinaryOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
-        let Some((l, r)) = self.broadcast_pair(rhs, op.hlo_name(), loc) else {
-            return self.builder().poisoned();
-        };
-        self.builder().emit(op.hlo_name(), &[&l, &r], loc, |s| {
-            Ok((
-                infer_binary(op, &s[0], &s[1])?,
-                proto::HloInstructionProto::default(),
-            ))
-        })
+        match self.broadcast_pair(rhs, op.hlo_name(), loc) {
+            Ok((l, r)) => self
+                .builder()
+                .emit(OpKind::Binary(op), &[&l, &r], None, loc),
+            Err(failed) => failed,
+        }
     }
 
     /// Element-wise comparison, giving `pred`. Shapes broadcast; the comparison type
@@ -555,32 +588,24 @@ impl Op {
     #[track_caller]
     pub fn compare(&self, rhs: &Op, direction: Comparison) -> Op {
         let loc = Location::caller();
-        let Some((l, r)) = self.broadcast_pair(rhs, "compare", loc) else {
-            return self.builder().poisoned();
-        };
-        self.builder().emit("compare", &[&l, &r], loc, |s| {
-            let out = infer_compare(&s[0], &s[1])?;
-            let ty = s[0].element_type().unwrap_or(ElementType::F32);
-            Ok((
-                out,
-                proto::HloInstructionProto {
-                    comparison_direction: direction.hlo_name().to_string(),
-                    comparison_type: comparison_type(ty).to_string(),
-                    ..Default::default()
-                },
-            ))
-        })
+        match self.broadcast_pair(rhs, "compare", loc) {
+            Ok((l, r)) => self
+                .builder()
+                .emit(OpKind::Compare(direction), &[&l, &r], None, loc),
+            Err(failed) => failed,
+        }
     }
 
     /// `max(x, 0)`.
     #[track_caller]
     pub fn relu(&self) -> Op {
         let loc = Location::caller();
-        let Some(ty) = self.element_type() else {
-            return self.builder().poisoned();
+        let ty = match self.element_type() {
+            Ok(ty) => ty,
+            Err(_) => return self.builder().fail_not_array(self, "maximum", loc),
         };
         let zero = self.builder().scalar_of(ty, Scalar::Int(0), loc);
-        self.binary(BinaryOp::max, &zero, loc)
+        self.binary(BinaryOp::Maximum, &zero, loc)
     }
 
     /// `self op v`, with `v` a constant of this op's element type.
@@ -591,14 +616,9 @@ impl Op {
         scalar_on_left: bool,
         loc: &'static Location<'static>,
     ) -> Op {
-        let Some(ty) = self.element_type() else {
-            return self.builder().emit(op.hlo_name(), &[self], loc, |s| {
-                Err(ShapeError::new(
-                    op.hlo_name(),
-                    &[&s[0]],
-                    "expects an array operand",
-                ))
-            });
+        let ty = match self.element_type() {
+            Ok(ty) => ty,
+            Err(_) => return self.builder().fail_not_array(self, op.hlo_name(), loc),
         };
         let c = self.builder().scalar_of(ty, v, loc);
         if scalar_on_left {
@@ -661,17 +681,17 @@ macro_rules! op_traits {
 }
 
 op_traits! {
-    Add add add;
-    Sub sub sub;
-    Mul mul mul;
-    Div div div;
+    Add add Add;
+    Sub sub Subtract;
+    Mul mul Multiply;
+    Div div Divide;
 }
 
 impl Neg for &Op {
     type Output = Op;
     #[track_caller]
     fn neg(self) -> Op {
-        self.unary(UnaryOp::neg, Location::caller())
+        self.unary(UnaryOp::Negate, Location::caller())
     }
 }
 
@@ -679,7 +699,7 @@ impl Neg for Op {
     type Output = Op;
     #[track_caller]
     fn neg(self) -> Op {
-        self.unary(UnaryOp::neg, Location::caller())
+        self.unary(UnaryOp::Negate, Location::caller())
     }
 }
 
@@ -703,22 +723,22 @@ mod tests {
     #[test]
     fn binary_rule_checks_types_and_dims() {
         assert_eq!(
-            infer_binary(BinaryOp::add, &f32s(&[2]), &f32s(&[2])).unwrap(),
+            infer_binary(BinaryOp::Add, &f32s(&[2]), &f32s(&[2])).unwrap(),
             f32s(&[2])
         );
-        let e = infer_binary(BinaryOp::add, &f32s(&[2]), &Shape::of::<i32>(&[2])).unwrap_err();
+        let e = infer_binary(BinaryOp::Add, &f32s(&[2]), &Shape::of::<i32>(&[2])).unwrap_err();
         assert!(e.reason.contains("f32 vs s32"), "{e}");
-        let e = infer_binary(BinaryOp::mul, &f32s(&[2]), &f32s(&[3])).unwrap_err();
+        let e = infer_binary(BinaryOp::Multiply, &f32s(&[2]), &f32s(&[3])).unwrap_err();
         assert_eq!(e.op, "multiply");
         let p = Shape::of::<bool>(&[2]);
-        assert!(infer_binary(BinaryOp::add, &p, &p).is_err());
+        assert!(infer_binary(BinaryOp::Add, &p, &p).is_err());
     }
 
     #[test]
     fn unary_rule_checks_type_class() {
-        assert!(infer_unary(UnaryOp::exp, &Shape::of::<i32>(&[2])).is_err());
-        assert!(infer_unary(UnaryOp::neg, &Shape::of::<i32>(&[2])).is_ok());
-        assert!(infer_unary(UnaryOp::floor, &f32s(&[])).is_ok());
+        assert!(infer_unary(UnaryOp::Exponential, &Shape::of::<i32>(&[2])).is_err());
+        assert!(infer_unary(UnaryOp::Negate, &Shape::of::<i32>(&[2])).is_ok());
+        assert!(infer_unary(UnaryOp::Floor, &f32s(&[])).is_ok());
     }
 
     #[test]
@@ -729,8 +749,8 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "two ops share an opcode");
-        assert_eq!(UnaryOp::exp.hlo_name(), "exponential");
-        assert_eq!(BinaryOp::sub.hlo_name(), "subtract");
+        assert_eq!(UnaryOp::Exponential.hlo_name(), "exponential");
+        assert_eq!(BinaryOp::Subtract.hlo_name(), "subtract");
     }
 
     #[test]

@@ -4,13 +4,14 @@ use std::panic::Location;
 
 use super::array_of;
 use crate::builder::Op;
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
 use crate::proto;
 use crate::shape::Shape;
 
 /// Dimension numbers of a `dot_general`: which axes are contracted (summed over) and
 /// which are batch axes (kept, matched one-to-one).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DotDims {
     /// Contracted axes of the left operand.
     pub lhs_contracting: Vec<i64>,
@@ -32,7 +33,7 @@ impl DotDims {
         }
     }
 
-    fn to_proto(&self) -> proto::DotDimensionNumbers {
+    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
         proto::DotDimensionNumbers {
             lhs_contracting_dimensions: self.lhs_contracting.clone(),
             rhs_contracting_dimensions: self.rhs_contracting.clone(),
@@ -48,34 +49,53 @@ pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape,
     const OP: &str = "dot_general";
     let (lt, ld) = array_of(OP, lhs)?;
     let (rt, rd) = array_of(OP, rhs)?;
-    let err = |r: String| ShapeError::new(OP, &[lhs, rhs], r);
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
     if lt != rt {
-        return Err(err(format!("element types differ ({lt} vs {rt})")));
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("element types differ ({lt} vs {rt})"),
+        ));
+    }
+    if lt == crate::shape::ElementType::Pred {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            "needs a numeric element type, got pred".into(),
+        ));
     }
     if d.lhs_contracting.len() != d.rhs_contracting.len() {
-        return Err(err(format!(
-            "{} lhs contracting axes vs {} rhs contracting axes",
-            d.lhs_contracting.len(),
-            d.rhs_contracting.len()
-        )));
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "{} lhs contracting axes vs {} rhs contracting axes",
+                d.lhs_contracting.len(),
+                d.rhs_contracting.len()
+            ),
+        ));
     }
     if d.lhs_batch.len() != d.rhs_batch.len() {
-        return Err(err(format!(
-            "{} lhs batch axes vs {} rhs batch axes",
-            d.lhs_batch.len(),
-            d.rhs_batch.len()
-        )));
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "{} lhs batch axes vs {} rhs batch axes",
+                d.lhs_batch.len(),
+                d.rhs_batch.len()
+            ),
+        ));
     }
     let check = |side: &str, axes: &[&[i64]], rank: usize| -> Result<(), ShapeError> {
         let mut seen = vec![false; rank];
         for a in axes.iter().flat_map(|x| x.iter()) {
             if *a < 0 || *a as usize >= rank {
-                return Err(err(format!(
-                    "{side} axis {a} is out of range for rank {rank}"
-                )));
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{side} axis {a} is out of range for rank {rank}"),
+                ));
             }
             if seen[*a as usize] {
-                return Err(err(format!("{side} axis {a} is used twice")));
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{side} axis {a} is used twice"),
+                ));
             }
             seen[*a as usize] = true;
         }
@@ -86,17 +106,21 @@ pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape,
     for (l, r) in d.lhs_contracting.iter().zip(&d.rhs_contracting) {
         let (a, b) = (ld[*l as usize], rd[*r as usize]);
         if a != b {
-            return Err(err(format!(
-                "contracting axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"
-            )));
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "contracting axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"
+                ),
+            ));
         }
     }
     for (l, r) in d.lhs_batch.iter().zip(&d.rhs_batch) {
         let (a, b) = (ld[*l as usize], rd[*r as usize]);
         if a != b {
-            return Err(err(format!(
-                "batch axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"
-            )));
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!("batch axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"),
+            ));
         }
     }
     let mut out: Vec<i64> = d.lhs_batch.iter().map(|a| ld[*a as usize]).collect();
@@ -126,17 +150,8 @@ impl Op {
         dims: &DotDims,
         loc: &'static Location<'static>,
     ) -> Op {
-        let d = dims.clone();
-        self.builder().emit("dot", &[self, rhs], loc, move |s| {
-            let shape = infer_dot_general(&s[0], &s[1], &d)?;
-            Ok((
-                shape,
-                proto::HloInstructionProto {
-                    dot_dimension_numbers: Some(d.to_proto()),
-                    ..Default::default()
-                },
-            ))
-        })
+        self.builder()
+            .emit(OpKind::Dot(Box::new(dims.clone())), &[self, rhs], None, loc)
     }
 
     /// Numpy's `matmul`: vector·vector, matrix·vector, vector·matrix, matrix·matrix,
@@ -145,8 +160,11 @@ impl Op {
     #[track_caller]
     pub fn matmul(&self, rhs: &Op) -> Op {
         let loc = Location::caller();
-        let (Some(ls), Some(rs)) = (self.shape(), rhs.shape()) else {
-            return self.builder().poisoned();
+        if let Err(failed) = self.builder().target(&[self, rhs], "dot_general", loc) {
+            return failed;
+        }
+        let (Ok(ls), Ok(rs)) = (self.shape(), rhs.shape()) else {
+            unreachable!("operands were checked above");
         };
         let (lr, rr) = (ls.rank() as i64, rs.rank() as i64);
         if lr == 0 || rr == 0 {
@@ -154,6 +172,7 @@ impl Op {
                 ShapeError::new(
                     "dot_general",
                     &[&ls, &rs],
+                    ShapeErrorKind::Rank,
                     "matmul needs operands of rank 1 or more",
                 ),
                 loc,
@@ -182,6 +201,7 @@ impl Op {
                 ShapeError::new(
                     "dot_general",
                     &[&ls, &rs],
+                    ShapeErrorKind::Rank,
                     "batched matmul needs operands of equal rank (or a rank-2 operand)",
                 ),
                 loc,

@@ -8,16 +8,18 @@
 //! | element-wise | [`elementwise`] | `add subtract multiply divide maximum minimum power remainder atan2`, `negate exponential log tanh abs sqrt rsqrt sine cosine logistic floor ceil sign exponential-minus-one log-plus-one`, `compare`, `select`, operators `+ - * /` with numpy broadcasting |
 //! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
 //! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
-//! | reductions | [`reduction`] | `reduce` with a body built from a closure; `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
+//! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
+//! | structural | [`structural`] | `parameter`, `constant`, `tuple` |
 //!
-//! Constants, parameters and tuples are made by [`Builder`](crate::Builder).
+//! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
 
 pub mod elementwise;
 pub mod linalg;
 pub mod reduction;
 pub mod shape_ops;
+pub mod structural;
 
-use crate::error::ShapeError;
+use crate::error::{ShapeError, ShapeErrorKind};
 use crate::shape::Shape;
 
 /// Resolves a possibly negative axis (`-1` = last) against `rank`.
@@ -28,6 +30,7 @@ pub fn resolve_axis(op: &'static str, operand: &Shape, axis: i64) -> Result<usiz
         return Err(ShapeError::new(
             op,
             &[operand],
+            ShapeErrorKind::Axis,
             format!("axis {axis} is out of range for rank {rank}"),
         ));
     }
@@ -47,6 +50,7 @@ pub fn resolve_axes(
             return Err(ShapeError::new(
                 op,
                 &[operand],
+                ShapeErrorKind::Axis,
                 format!("axis {a} is given twice in {axes:?}"),
             ));
         }
@@ -62,6 +66,11 @@ pub(crate) fn array_of<'a>(
 ) -> Result<(crate::shape::ElementType, &'a [i64]), ShapeError> {
     match s {
         Shape::Array { ty, dims } => Ok((*ty, dims)),
-        _ => Err(ShapeError::new(op, &[s], "expects an array operand")),
+        _ => Err(ShapeError::new(
+            op,
+            &[s],
+            ShapeErrorKind::Rank,
+            "expects an array operand",
+        )),
     }
 }

@@ -5,41 +5,106 @@ use std::panic::Location;
 
 use super::elementwise::{BinaryOp, Scalar};
 use super::{array_of, resolve_axes};
-use crate::builder::Op;
-use crate::error::ShapeError;
-use crate::proto;
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{OpKind, Operands, Value};
 use crate::shape::{ElementType, Shape};
 
-/// `reduce` rule: an array, a scalar initial value of its element type, axes in
-/// range and distinct; the reduced axes are removed.
-pub fn infer_reduce(operand: &Shape, init: &Shape, axes: &[i64]) -> Result<Shape, ShapeError> {
-    let (ty, od) = array_of("reduce", operand)?;
-    let (it, id) = array_of("reduce", init)?;
-    if !id.is_empty() || it != ty {
-        return Err(ShapeError::new(
-            "reduce",
-            &[operand, init],
-            format!("the initial value must be a {ty} scalar, got {init}"),
+/// Variadic `reduce` rule. Operands: `n` input arrays of equal dimensions, then `n`
+/// scalar initial values of their element types; `axes` in range and distinct. The
+/// body (when given: its parameter shapes and result) takes `2n` scalars
+/// (accumulators, then elements) and returns the `n` new accumulators: a scalar when
+/// `n == 1`, else a tuple of scalars. The result drops the reduced axes: one array,
+/// or a tuple of `n` arrays.
+pub fn infer_reduce(
+    operands: &[&Shape],
+    axes: &[i64],
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new("reduce", operands, k, r);
+    if operands.is_empty() || operands.len() % 2 != 0 {
+        return Err(err(
+            ShapeErrorKind::Arity,
+            format!(
+                "takes n inputs and n initial values, got {} operands",
+                operands.len()
+            ),
         ));
     }
-    let axes = resolve_axes("reduce", operand, axes)?;
-    let dims: Vec<i64> = (0..od.len())
+    let n = operands.len() / 2;
+    let (inputs, inits) = operands.split_at(n);
+    let (_, dims) = array_of("reduce", inputs[0])?;
+    let mut types = Vec::with_capacity(n);
+    for (x, init) in inputs.iter().zip(inits) {
+        let (ty, d) = array_of("reduce", x)?;
+        if d != dims {
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "all inputs must have the same dimensions; {x} differs from {}",
+                    inputs[0]
+                ),
+            ));
+        }
+        let (it, id) = array_of("reduce", init)?;
+        if !id.is_empty() || it != ty {
+            return Err(err(
+                ShapeErrorKind::ElementType,
+                format!("the initial value must be a {ty} scalar, got {init}"),
+            ));
+        }
+        types.push(ty);
+    }
+    let axes = resolve_axes("reduce", inputs[0], axes)?;
+    let kept: Vec<i64> = (0..dims.len())
         .filter(|i| !axes.contains(i))
-        .map(|i| od[i])
+        .map(|i| dims[i])
         .collect();
-    Ok(Shape::array(ty, &dims))
+    if let Some((params, result)) = body {
+        let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
+        let want_params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+        let want_result = if n == 1 {
+            scalars[0].clone()
+        } else {
+            Shape::Tuple(scalars)
+        };
+        if *params != want_params || *result != want_result {
+            let shown: Vec<String> = params.iter().map(Shape::to_string).collect();
+            return Err(err(
+                ShapeErrorKind::Body,
+                format!(
+                    "the body must map ({}) to {want_result}; it maps ({}) to {result}",
+                    want_params
+                        .iter()
+                        .map(Shape::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    shown.join(", ")
+                ),
+            ));
+        }
+    }
+    let outs: Vec<Shape> = types.iter().map(|t| Shape::array(*t, &kept)).collect();
+    Ok(if n == 1 {
+        outs.into_iter().next().expect("n == 1")
+    } else {
+        Shape::Tuple(outs)
+    })
 }
 
 impl Op {
     /// XLA's Reduce over `axes`, starting from `init` (a scalar), combining with
     /// `body(accumulator, element)`, which must return a scalar of the same type.
+    /// The body may use scalar values from outside it (they are passed in).
     ///
     /// ```
     /// use xlaclient::{Builder, Shape};
     /// let b = Builder::new("r");
     /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
-    /// let m = x.reduce(&b.constant(f32::NEG_INFINITY), &[1], |a, e| a.max(e));
-    /// assert_eq!(m.dims(), vec![2]);
+    /// let scale = b.parameter(1, Shape::of::<f32>(&[]), "scale");
+    /// let m = x.reduce(&b.constant(0f32), &[1], |a, e| a + e * &scale);
+    /// assert_eq!(m.dims()?, vec![2]);
+    /// # Ok::<(), xlaclient::Error>(())
     /// ```
     #[track_caller]
     pub fn reduce(&self, init: &Op, axes: &[i64], body: impl FnOnce(&Op, &Op) -> Op) -> Op {
@@ -53,81 +118,30 @@ impl Op {
         loc: &'static Location<'static>,
         body: impl FnOnce(&Op, &Op) -> Op,
     ) -> Op {
-        let b = self.builder();
-        let (Some(s), Some(is)) = (self.shape(), init.shape()) else {
-            return b.poisoned();
-        };
-        let out = match infer_reduce(&s, &is, axes) {
-            Ok(o) => o,
-            Err(e) => return b.fail(e, loc),
-        };
-        let Some(ty) = s.element_type() else {
-            return b.poisoned();
-        };
-        let scalar = Shape::scalar(ty);
-        let Some(comp) = b.sub_computation(
-            &format!("reduce_{ty}"),
-            &[scalar.clone(), scalar.clone()],
-            loc,
-            |_, p| body(&p[0], &p[1]),
-        ) else {
-            return b.poisoned();
-        };
-        let (comp_id, root_shape) = {
-            let g = b.g.borrow();
-            let c = &g.computations[comp];
-            let root = c.root.map(|r| c.instrs[r as usize].shape.clone());
-            (c.id, root)
-        };
-        if root_shape.as_ref() != Some(&scalar) {
-            return b.fail(
-                ShapeError::new(
-                    "reduce",
-                    &[&s, &is],
-                    format!(
-                        "the body must return a {scalar} scalar, it returns {}",
-                        root_shape.map_or("nothing".into(), |r| r.to_string())
-                    ),
-                ),
-                loc,
-            );
-        }
-        let axes_resolved: Vec<i64> = match resolve_axes("reduce", &s, axes) {
-            Ok(a) => {
-                let mut a: Vec<i64> = a.into_iter().map(|x| x as i64).collect();
-                a.sort_unstable();
-                a
-            }
-            Err(e) => return b.fail(e, loc),
-        };
-        b.emit("reduce", &[self, init], loc, move |_| {
-            Ok((
-                out,
-                proto::HloInstructionProto {
-                    dimensions: axes_resolved,
-                    called_computation_ids: vec![comp_id],
-                    ..Default::default()
-                },
-            ))
-        })
+        let mut out = self
+            .builder()
+            .reduce_many_at(&[self], &[init], axes, loc, |acc, e| {
+                vec![body(&acc[0], &e[0])]
+            });
+        out.pop().expect("one result per input")
     }
 
     /// Sum over `axes` (negative axes count from the end).
     #[track_caller]
     pub fn reduce_sum(&self, axes: &[i64]) -> Op {
-        self.reduce_binary(axes, BinaryOp::add, |_| Scalar::Int(0), Location::caller())
+        self.reduce_binary(axes, BinaryOp::Add, |_| Scalar::Int(0), Location::caller())
     }
 
     /// Maximum over `axes`.
     #[track_caller]
     pub fn reduce_max(&self, axes: &[i64]) -> Op {
-        self.reduce_binary(axes, BinaryOp::max, lowest, Location::caller())
+        self.reduce_binary(axes, BinaryOp::Maximum, lowest, Location::caller())
     }
 
     /// Minimum over `axes`.
     #[track_caller]
     pub fn reduce_min(&self, axes: &[i64]) -> Op {
-        self.reduce_binary(axes, BinaryOp::min, highest, Location::caller())
+        self.reduce_binary(axes, BinaryOp::Minimum, highest, Location::caller())
     }
 
     /// A reduction whose body is one binary op, starting from its identity.
@@ -138,8 +152,9 @@ impl Op {
         identity: impl FnOnce(ElementType) -> Scalar,
         loc: &'static Location<'static>,
     ) -> Op {
-        let Some(ty) = self.element_type() else {
-            return self.builder().poisoned();
+        let ty = match self.element_type() {
+            Ok(ty) => ty,
+            Err(_) => return self.builder().fail_not_array(self, "reduce", loc),
         };
         let init = self.builder().scalar_of(ty, identity(ty), loc);
         self.reduce_at(&init, axes, loc, |a, e| a.binary(op, e, loc))
@@ -149,15 +164,243 @@ impl Op {
     #[track_caller]
     pub fn mean(&self, axes: &[i64]) -> Op {
         let loc = Location::caller();
-        let Some(s) = self.shape() else {
-            return self.builder().poisoned();
+        let s = match self.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return self.builder().fail_not_array(self, "reduce", loc),
         };
-        let count: i64 = match resolve_axes("reduce", &s, axes) {
-            Ok(a) => a.iter().map(|i| s.dims()[*i]).product(),
+        let count = match resolve_axes("reduce", &s, axes) {
+            Ok(a) => a
+                .iter()
+                .try_fold(1i64, |acc, i| acc.checked_mul(s.dims()[*i])),
             Err(e) => return self.builder().fail(e, loc),
         };
-        let sum = self.reduce_sum(axes);
-        sum.binary_scalar(BinaryOp::div, Scalar::Int(count), false, loc)
+        let Some(count) = count else {
+            return self.builder().fail(
+                ShapeError::new(
+                    "reduce",
+                    &[&s],
+                    ShapeErrorKind::Dimension,
+                    "the element count overflows",
+                ),
+                loc,
+            );
+        };
+        let sum = self.reduce_at_sum(axes, loc);
+        sum.binary_scalar(BinaryOp::Divide, Scalar::Int(count), false, loc)
+    }
+
+    fn reduce_at_sum(&self, axes: &[i64], loc: &'static Location<'static>) -> Op {
+        self.reduce_binary(axes, BinaryOp::Add, |_| Scalar::Int(0), loc)
+    }
+}
+
+impl Builder {
+    /// XLA's variadic Reduce: reduces `inputs` (arrays of equal dimensions) together
+    /// over `axes`, starting from `inits` (one scalar each), with
+    /// `body(accumulators, elements)` returning the new accumulators. Returns one
+    /// array per input. The body may use scalar values from outside it.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// // The maximum of each row and its column index (an argmax).
+    /// let b = Builder::new("argmax");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let idx = b.constant_array(&[0i32, 1, 2, 0, 1, 2], &[2, 3]);
+    /// let out = b.reduce_many(
+    ///     &[&x, &idx],
+    ///     &[&b.constant(f32::NEG_INFINITY), &b.constant(0i32)],
+    ///     &[1],
+    ///     |acc, e| {
+    ///         let take = e[0].compare(&acc[0], Comparison::Gt);
+    ///         vec![acc[0].max(&e[0]), e[0].builder().select(&take, &e[1], &acc[1])]
+    ///     },
+    /// );
+    /// assert_eq!(out[1].dims()?, vec![2]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn reduce_many(
+        &self,
+        inputs: &[&Op],
+        inits: &[&Op],
+        axes: &[i64],
+        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
+    ) -> Vec<Op> {
+        self.reduce_many_at(inputs, inits, axes, Location::caller(), body)
+    }
+
+    pub(crate) fn reduce_many_at(
+        &self,
+        inputs: &[&Op],
+        inits: &[&Op],
+        axes: &[i64],
+        loc: &'static Location<'static>,
+        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
+    ) -> Vec<Op> {
+        let n = inputs.len().max(1);
+        let failed = |op: Op| vec![op; n];
+        let all: Vec<&Op> = inputs.iter().chain(inits).copied().collect();
+        let target = match self.target(&all, "reduce", loc) {
+            Ok(t) => t,
+            Err(f) => return failed(f),
+        };
+        let shapes: Vec<Shape> = all.iter().map(|o| o.shape().expect("checked")).collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        if inputs.len() != inits.len() {
+            return failed(self.fail(
+                ShapeError::new(
+                    "reduce",
+                    &refs,
+                    ShapeErrorKind::Arity,
+                    format!("{} inputs but {} initial values", inputs.len(), inits.len()),
+                ),
+                loc,
+            ));
+        }
+        if let Err(e) = infer_reduce(&refs, axes, None) {
+            return failed(self.fail(e, loc));
+        }
+        let n = inputs.len();
+        let types: Vec<ElementType> = shapes[..n]
+            .iter()
+            .map(|s| s.element_type().expect("checked"))
+            .collect();
+        let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
+        let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+        let (comp, mut roots) = match self.body(
+            target,
+            &format!("reduce_{}", types[0]),
+            &params,
+            loc,
+            |_, p| body(&p[..n], &p[n..]),
+        ) {
+            Ok(r) => r,
+            Err(f) => return failed(f),
+        };
+        if roots.len() != n {
+            return failed(self.fail(
+                ShapeError::new(
+                    "reduce",
+                    &refs,
+                    ShapeErrorKind::Body,
+                    format!(
+                        "the body must return {n} values, it returns {}",
+                        roots.len()
+                    ),
+                ),
+                loc,
+            ));
+        }
+        // Closure conversion: a reduce body's signature is fixed by XLA, so each
+        // captured scalar travels as one more reduced input (the scalar broadcast to
+        // the inputs' dimensions, with itself as initial value); every element and
+        // accumulator of that input is the captured value, and the body passes it on.
+        let captures: Vec<Value> = self
+            .g
+            .borrow()
+            .comp(comp)
+            .captures
+            .keys()
+            .copied()
+            .collect();
+        for c in &captures {
+            let s = self.g.borrow().value_shape(target, *c).clone();
+            if !(s.is_array() && s.rank() == 0) {
+                return failed(self.fail(
+                    ShapeError::new(
+                        "reduce",
+                        &[&s],
+                        ShapeErrorKind::Body,
+                        format!(
+                            "a reduce body can use outside values that are scalars; it uses a {s}"
+                        ),
+                    ),
+                    loc,
+                ));
+            }
+        }
+        let k = captures.len();
+        {
+            let mut g = self.g.borrow_mut();
+            let g = &mut *g;
+            if k > 0 {
+                let c = g.comp_mut(comp);
+                let old: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
+                let mut acc_caps = Vec::with_capacity(k);
+                for j in 0..k {
+                    let cap = c.instrs[old[2 * n + j] as usize].clone();
+                    c.instrs.push(cap);
+                    acc_caps.push(c.instrs.len() as u32 - 1);
+                    roots.push(Value::of(old[2 * n + j]));
+                }
+                let order: Vec<u32> = old[..n]
+                    .iter()
+                    .chain(&acc_caps)
+                    .chain(&old[n..])
+                    .copied()
+                    .collect();
+                for (number, i) in order.iter().enumerate() {
+                    if let OpKind::Parameter { number: num, .. } = &mut c.instrs[*i as usize].kind {
+                        *num = number as u32;
+                    }
+                }
+                c.params = order.into_iter().map(Some).collect();
+            }
+            let root = if roots.len() == 1 {
+                roots[0]
+            } else {
+                match g.push(
+                    comp,
+                    OpKind::Tuple,
+                    roots.iter().copied().collect::<Operands>(),
+                    None,
+                    loc,
+                ) {
+                    Ok(v) => v,
+                    Err(e) => return failed(self.fail(e, loc)),
+                }
+            };
+            g.comp_mut(comp).root = Some(root);
+        }
+        let dims = shapes[0].dims().to_vec();
+        let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
+        let spread: Vec<Op> = caps.iter().map(|c| c.broadcast_to_at(&dims, loc)).collect();
+        let operands: Vec<&Op> = inputs
+            .iter()
+            .copied()
+            .chain(&spread)
+            .chain(inits.iter().copied())
+            .chain(&caps)
+            .collect();
+        let mut sorted: Vec<i64> = resolve_axes("reduce", &shapes[0], axes)
+            .expect("checked")
+            .into_iter()
+            .map(|a| a as i64)
+            .collect();
+        sorted.sort_unstable();
+        let r = self.emit(
+            OpKind::Reduce {
+                axes: sorted.into(),
+                body: comp,
+            },
+            &operands,
+            None,
+            loc,
+        );
+        if r.is_poisoned() || n + k == 1 {
+            return failed(r);
+        }
+        (0..n)
+            .map(|i| {
+                self.op(
+                    r.comp,
+                    Value {
+                        instr: r.v.instr,
+                        result: i as u32,
+                    },
+                )
+            })
+            .collect()
     }
 }
 
@@ -200,16 +443,47 @@ mod tests {
         let x = Shape::of::<f32>(&[2, 3, 4]);
         let z = Shape::of::<f32>(&[]);
         assert_eq!(
-            infer_reduce(&x, &z, &[1]).unwrap(),
+            infer_reduce(&[&x, &z], &[1], None).unwrap(),
             Shape::of::<f32>(&[2, 4])
         );
         assert_eq!(
-            infer_reduce(&x, &z, &[-1, 0]).unwrap(),
+            infer_reduce(&[&x, &z], &[-1, 0], None).unwrap(),
             Shape::of::<f32>(&[3])
         );
-        assert!(infer_reduce(&x, &z, &[3]).is_err());
-        assert!(infer_reduce(&x, &z, &[1, 1]).is_err());
-        assert!(infer_reduce(&x, &Shape::of::<i32>(&[]), &[0]).is_err());
-        assert!(infer_reduce(&x, &Shape::of::<f32>(&[1]), &[0]).is_err());
+        let axis = |r: Result<Shape, ShapeError>| r.unwrap_err().kind;
+        assert_eq!(
+            axis(infer_reduce(&[&x, &z], &[3], None)),
+            ShapeErrorKind::Axis
+        );
+        assert_eq!(
+            axis(infer_reduce(&[&x, &z], &[1, 1], None)),
+            ShapeErrorKind::Axis
+        );
+        let i = Shape::of::<i32>(&[]);
+        assert_eq!(
+            axis(infer_reduce(&[&x, &i], &[0], None)),
+            ShapeErrorKind::ElementType
+        );
+        assert!(infer_reduce(&[&x, &Shape::of::<f32>(&[1])], &[0], None).is_err());
+    }
+
+    #[test]
+    fn variadic_reduce_rule_checks_the_body() {
+        let x = Shape::of::<f32>(&[2, 3]);
+        let y = Shape::of::<i32>(&[2, 3]);
+        let (zf, zi) = (Shape::of::<f32>(&[]), Shape::of::<i32>(&[]));
+        let good = (
+            vec![zf.clone(), zi.clone(), zf.clone(), zi.clone()],
+            Shape::Tuple(vec![zf.clone(), zi.clone()]),
+        );
+        assert_eq!(
+            infer_reduce(&[&x, &y, &zf, &zi], &[1], Some(&good)).unwrap(),
+            Shape::Tuple(vec![Shape::of::<f32>(&[2]), Shape::of::<i32>(&[2])])
+        );
+        let bad = (good.0.clone(), zf.clone());
+        let e = infer_reduce(&[&x, &y, &zf, &zi], &[1], Some(&bad)).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Body);
+        let e = infer_reduce(&[&x, &Shape::of::<i32>(&[3, 2]), &zf, &zi], &[1], None).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Dimension);
     }
 }

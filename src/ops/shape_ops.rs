@@ -4,8 +4,8 @@ use std::panic::Location;
 
 use super::{array_of, resolve_axes};
 use crate::builder::Op;
-use crate::error::ShapeError;
-use crate::proto;
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
 use crate::shape::{ElementType, Shape};
 
 // ---------------------------------------------------------------------------------
@@ -19,33 +19,46 @@ pub fn infer_broadcast_in_dim(
     dims: &[i64],
 ) -> Result<Shape, ShapeError> {
     let (ty, od) = array_of("broadcast", operand)?;
-    let err = |r: String| ShapeError::new("broadcast", &[operand], r);
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new("broadcast", &[operand], k, r);
     if dims.len() != od.len() {
-        return Err(err(format!(
-            "broadcast_dimensions {dims:?} must name one output axis per operand axis ({})",
-            od.len()
-        )));
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "broadcast_dimensions {dims:?} must name one output axis per operand axis ({})",
+                od.len()
+            ),
+        ));
     }
     if out_dims.iter().any(|d| *d < 0) {
-        return Err(err(format!("negative output dimension in {out_dims:?}")));
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!("negative output dimension in {out_dims:?}"),
+        ));
     }
     for (i, d) in dims.iter().enumerate() {
         if *d < 0 || *d as usize >= out_dims.len() {
-            return Err(err(format!(
-                "broadcast dimension {d} is out of range for output rank {}",
-                out_dims.len()
-            )));
+            return Err(err(
+                ShapeErrorKind::Axis,
+                format!(
+                    "broadcast dimension {d} is out of range for output rank {}",
+                    out_dims.len()
+                ),
+            ));
         }
         if i > 0 && dims[i - 1] >= *d {
-            return Err(err(format!(
-                "broadcast_dimensions {dims:?} must be strictly increasing"
-            )));
+            return Err(err(
+                ShapeErrorKind::Attribute,
+                format!("broadcast_dimensions {dims:?} must be strictly increasing"),
+            ));
         }
         if od[i] != out_dims[*d as usize] {
-            return Err(err(format!(
-                "operand axis {i} has size {} but output axis {d} has size {}",
-                od[i], out_dims[*d as usize]
-            )));
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "operand axis {i} has size {} but output axis {d} has size {}",
+                    od[i], out_dims[*d as usize]
+                ),
+            ));
         }
     }
     Ok(Shape::array(ty, out_dims))
@@ -76,8 +89,11 @@ pub fn infer_broadcast_in_dim_stretching(
 /// Reshape rule: the element count is kept; one dimension may be `-1` (inferred).
 pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeError> {
     let (ty, od) = array_of("reshape", operand)?;
-    let count: i64 = od.iter().product();
-    let err = |r: String| ShapeError::new("reshape", &[operand], r);
+    let err = |r: String| ShapeError::new("reshape", &[operand], ShapeErrorKind::Dimension, r);
+    let count: i64 = od
+        .iter()
+        .try_fold(1i64, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| err("the operand's element count overflows".to_string()))?;
     let mut dims = new_dims.to_vec();
     let inferred: Vec<usize> = dims
         .iter()
@@ -118,6 +134,7 @@ pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeErro
         return Err(ShapeError::new(
             "transpose",
             &[operand],
+            ShapeErrorKind::Attribute,
             format!(
                 "permutation {perm:?} has {} entries for rank {}",
                 perm.len(),
@@ -143,12 +160,14 @@ pub fn infer_get_tuple_element(operand: &Shape, index: usize) -> Result<Shape, S
             ShapeError::new(
                 "get-tuple-element",
                 &[operand],
+                ShapeErrorKind::Attribute,
                 format!("index {index} out of range for a tuple of {}", elems.len()),
             )
         }),
         _ => Err(ShapeError::new(
             "get-tuple-element",
             &[operand],
+            ShapeErrorKind::Rank,
             "expects a tuple operand",
         )),
     }
@@ -172,8 +191,9 @@ impl Op {
         bdims: &[i64],
         loc: &'static Location<'static>,
     ) -> Op {
-        let Some(s) = self.shape() else {
-            return self.builder().poisoned();
+        let s = match self.shape() {
+            Ok(s) => s,
+            Err(_) => return self.clone(),
         };
         if let Err(e) = infer_broadcast_in_dim_stretching(&s, out_dims, bdims) {
             return self.builder().fail(e, loc);
@@ -200,26 +220,26 @@ impl Op {
                     .broadcast_in_dim_at(out_dims, &kb, loc);
             }
         }
-        let (out, b) = (out_dims.to_vec(), bdims.to_vec());
-        self.builder().emit("broadcast", &[self], loc, move |s| {
-            let shape = infer_broadcast_in_dim(&s[0], &out, &b)?;
-            Ok((
-                shape,
-                proto::HloInstructionProto {
-                    dimensions: b,
-                    ..Default::default()
-                },
-            ))
-        })
+        let ty = s.element_type().expect("checked by the rule above");
+        self.builder().emit(
+            OpKind::Broadcast { dims: bdims.into() },
+            &[self],
+            Some(Shape::array(ty, out_dims)),
+            loc,
+        )
     }
 
     /// XLA's Broadcast: adds new major axes of sizes `prefix` in front.
     #[track_caller]
     pub fn broadcast(&self, prefix: &[i64]) -> Op {
         let loc = Location::caller();
-        let r = self.rank();
+        let dims = match self.dims() {
+            Ok(d) => d,
+            Err(_) => return self.builder().fail_not_array(self, "broadcast", loc),
+        };
+        let r = dims.len();
         let mut out = prefix.to_vec();
-        out.extend(self.dims());
+        out.extend(dims);
         let bd: Vec<i64> = (prefix.len()..prefix.len() + r).map(|i| i as i64).collect();
         self.broadcast_in_dim_at(&out, &bd, loc)
     }
@@ -231,8 +251,9 @@ impl Op {
     }
 
     pub(crate) fn broadcast_to_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
-        let Some(s) = self.shape() else {
-            return self.builder().poisoned();
+        let s = match self.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return self.builder().fail_not_array(self, "broadcast", loc),
         };
         if s.dims() == dims {
             return self.clone();
@@ -242,6 +263,7 @@ impl Op {
                 ShapeError::new(
                     "broadcast",
                     &[&s],
+                    ShapeErrorKind::Rank,
                     format!("cannot broadcast to lower rank {dims:?}"),
                 ),
                 loc,
@@ -259,13 +281,10 @@ impl Op {
     }
 
     pub(crate) fn reshape_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
-        let d = dims.to_vec();
-        self.builder().emit("reshape", &[self], loc, move |s| {
-            Ok((
-                infer_reshape(&s[0], &d)?,
-                proto::HloInstructionProto::default(),
-            ))
-        })
+        // The rule resolves a -1; the target carries the requested dims.
+        let ty = self.element_type().unwrap_or(ElementType::F32);
+        self.builder()
+            .emit(OpKind::Reshape, &[self], Some(Shape::array(ty, dims)), loc)
     }
 
     /// Permutes axes: output axis `i` is input axis `perm[i]` (negative axes count
@@ -276,25 +295,26 @@ impl Op {
     }
 
     pub(crate) fn transpose_at(&self, perm: &[i64], loc: &'static Location<'static>) -> Op {
-        let p = perm.to_vec();
-        self.builder().emit("transpose", &[self], loc, move |s| {
-            let shape = infer_transpose(&s[0], &p)?;
-            let axes = resolve_axes("transpose", &s[0], &p)?;
-            Ok((
-                shape,
-                proto::HloInstructionProto {
-                    dimensions: axes.iter().map(|a| *a as i64).collect(),
-                    ..Default::default()
-                },
-            ))
-        })
+        // Negative axes are resolved here; the instruction holds the plain permutation.
+        let perm: Vec<i64> = match self.shape() {
+            Ok(s) => match resolve_axes("transpose", &s, perm) {
+                Ok(axes) if axes.len() == s.rank() => axes.iter().map(|a| *a as i64).collect(),
+                _ => perm.to_vec(),
+            },
+            Err(_) => return self.clone(),
+        };
+        self.builder()
+            .emit(OpKind::Transpose { perm: perm.into() }, &[self], None, loc)
     }
 
     /// Swaps the last two axes (matrix transpose, batched).
     #[track_caller]
     pub fn t(&self) -> Op {
         let loc = Location::caller();
-        let r = self.rank() as i64;
+        let r = match self.rank() {
+            Ok(r) => r as i64,
+            Err(_) => return self.builder().fail_not_array(self, "transpose", loc),
+        };
         if r < 2 {
             return self.transpose_at(&(0..r).collect::<Vec<_>>(), loc);
         }
@@ -310,31 +330,30 @@ impl Op {
     }
 
     pub(crate) fn convert_at(&self, ty: ElementType, loc: &'static Location<'static>) -> Op {
-        if self.element_type() == Some(ty) {
+        if self.element_type().ok() == Some(ty) {
             return self.clone();
         }
-        self.builder().emit("convert", &[self], loc, move |s| {
-            Ok((
-                infer_convert(&s[0], ty)?,
-                proto::HloInstructionProto::default(),
-            ))
-        })
+        self.builder()
+            .emit(OpKind::Convert, &[self], Some(Shape::scalar(ty)), loc)
     }
 
     /// Element `index` of a tuple.
     #[track_caller]
     pub fn get_tuple_element(&self, index: usize) -> Op {
         let loc = Location::caller();
+        let Ok(index) = u32::try_from(index) else {
+            return self.builder().fail(
+                ShapeError::new(
+                    "get-tuple-element",
+                    &[],
+                    ShapeErrorKind::Attribute,
+                    format!("index {index} is out of range"),
+                ),
+                loc,
+            );
+        };
         self.builder()
-            .emit("get-tuple-element", &[self], loc, move |s| {
-                Ok((
-                    infer_get_tuple_element(&s[0], index)?,
-                    proto::HloInstructionProto {
-                        tuple_index: index as i64,
-                        ..Default::default()
-                    },
-                ))
-            })
+            .emit(OpKind::GetTupleElement { index }, &[self], None, loc)
     }
 }
 

@@ -1,0 +1,450 @@
+//! The op kinds of the IR: the opcode table (each op's name exactly as XLA spells
+//! it, its arity and its doc) and [`OpKind`], an op with its typed attributes. The
+//! attribute types, shape rules and lowerings themselves live with their op family
+//! in [`crate::ops`]; the functions here only dispatch on the kind.
+
+use std::fmt::Write;
+use std::hash::{Hash, Hasher};
+
+use super::{CompId, Signatures};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
+use crate::ops::linalg::{self, DotDims};
+use crate::ops::{reduction, shape_ops, structural};
+use crate::proto;
+use crate::shape::Shape;
+
+/// How many operands an op takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly this many.
+    Fixed(usize),
+    /// Any number (tuple).
+    Variadic,
+    /// A positive even number (reduce: inputs, then as many initial values).
+    Even,
+}
+
+impl Arity {
+    /// True if `n` operands fit.
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Fixed(k) => n == k,
+            Arity::Variadic => true,
+            Arity::Even => n > 0 && n % 2 == 0,
+        }
+    }
+}
+
+macro_rules! opcodes {
+    ($( #[doc = $doc:literal] $v:ident = $name:literal, $arity:expr; )*) => {
+        /// Every HLO opcode the crate emits: one entry per op, named as XLA names it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Opcode {
+            $( #[doc = $doc] $v, )*
+        }
+
+        impl Opcode {
+            /// Every opcode, in table order.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$v),*];
+
+            /// The opcode as XLA spells it in `HloInstructionProto.opcode` and HLO text.
+            pub fn name(self) -> &'static str {
+                match self { $(Opcode::$v => $name,)* }
+            }
+
+            /// How many operands it takes.
+            pub fn arity(self) -> Arity {
+                match self { $(Opcode::$v => $arity,)* }
+            }
+
+            /// One line on what it computes.
+            pub fn doc(self) -> &'static str {
+                match self { $(Opcode::$v => $doc.trim(),)* }
+            }
+        }
+    };
+}
+
+use Arity::{Even, Fixed, Variadic};
+
+opcodes! {
+    /// A value passed into the computation.
+    Parameter = "parameter", Fixed(0);
+    /// A literal array.
+    Constant = "constant", Fixed(0);
+    /// `-x`.
+    Negate = "negate", Fixed(1);
+    /// `e^x`.
+    Exponential = "exponential", Fixed(1);
+    /// Natural logarithm.
+    Log = "log", Fixed(1);
+    /// Hyperbolic tangent.
+    Tanh = "tanh", Fixed(1);
+    /// Absolute value.
+    Abs = "abs", Fixed(1);
+    /// Square root.
+    Sqrt = "sqrt", Fixed(1);
+    /// `1 / sqrt(x)`.
+    Rsqrt = "rsqrt", Fixed(1);
+    /// Sine.
+    Sine = "sine", Fixed(1);
+    /// Cosine.
+    Cosine = "cosine", Fixed(1);
+    /// The logistic sigmoid `1 / (1 + e^-x)`.
+    Logistic = "logistic", Fixed(1);
+    /// Round down.
+    Floor = "floor", Fixed(1);
+    /// Round up.
+    Ceil = "ceil", Fixed(1);
+    /// -1, 0 or 1 by the sign of x.
+    Sign = "sign", Fixed(1);
+    /// `e^x - 1`, accurate near 0.
+    ExponentialMinusOne = "exponential-minus-one", Fixed(1);
+    /// `ln(1 + x)`, accurate near 0.
+    LogPlusOne = "log-plus-one", Fixed(1);
+    /// Sum.
+    Add = "add", Fixed(2);
+    /// Difference.
+    Subtract = "subtract", Fixed(2);
+    /// Product.
+    Multiply = "multiply", Fixed(2);
+    /// Quotient.
+    Divide = "divide", Fixed(2);
+    /// Element-wise maximum.
+    Maximum = "maximum", Fixed(2);
+    /// Element-wise minimum.
+    Minimum = "minimum", Fixed(2);
+    /// `x^y`.
+    Power = "power", Fixed(2);
+    /// Remainder with the sign of the dividend.
+    Remainder = "remainder", Fixed(2);
+    /// `atan2(y, x)`.
+    Atan2 = "atan2", Fixed(2);
+    /// Element-wise comparison giving `pred`.
+    Compare = "compare", Fixed(2);
+    /// Element-wise choice by a predicate.
+    Select = "select", Fixed(3);
+    /// BroadcastInDim: operand axes map to output axes; the rest are repeated.
+    Broadcast = "broadcast", Fixed(1);
+    /// Same elements, new dimensions (row-major order kept).
+    Reshape = "reshape", Fixed(1);
+    /// Permutes axes.
+    Transpose = "transpose", Fixed(1);
+    /// Converts each element to another type.
+    Convert = "convert", Fixed(1);
+    /// Groups values into a tuple.
+    Tuple = "tuple", Variadic;
+    /// One element of a tuple.
+    GetTupleElement = "get-tuple-element", Fixed(1);
+    /// DotGeneral: contraction with batch axes.
+    Dot = "dot", Fixed(2);
+    /// Reduces arrays over axes with a combiner computation.
+    Reduce = "reduce", Even;
+}
+
+/// An instruction's op with its typed attributes. Attributes that the result shape
+/// already says (a reshape's dimensions, a convert's element type) are not
+/// repeated here.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// Parameter `number` of the computation, with a name for HLO text.
+    Parameter {
+        /// Position in the computation's signature.
+        number: u32,
+        /// Name for HLO text.
+        name: Box<str>,
+    },
+    /// A literal: the elements' little-endian bytes in row-major order (`pred` as
+    /// one byte 0 or 1); the shape is the instruction's.
+    Constant(Box<[u8]>),
+    /// An element-wise unary op.
+    Unary(UnaryOp),
+    /// An element-wise binary op.
+    Binary(BinaryOp),
+    /// An element-wise comparison (the comparison type follows the element type).
+    Compare(Comparison),
+    /// `select(pred, on_true, on_false)`.
+    Select,
+    /// BroadcastInDim: operand axis `i` becomes output axis `dims[i]`.
+    Broadcast {
+        /// Output axis of each operand axis.
+        dims: Box<[i64]>,
+    },
+    /// Reshape to the instruction's dimensions.
+    Reshape,
+    /// Transpose: output axis `i` is operand axis `perm[i]`.
+    Transpose {
+        /// The permutation.
+        perm: Box<[i64]>,
+    },
+    /// Convert to the instruction's element type.
+    Convert,
+    /// A tuple of the operands.
+    Tuple,
+    /// Element `index` of a tuple operand.
+    GetTupleElement {
+        /// The element.
+        index: u32,
+    },
+    /// DotGeneral.
+    Dot(Box<DotDims>),
+    /// Variadic reduce: `n` inputs then `n` initial values, combined by `body`
+    /// over `axes` (sorted, non-negative). Has `n` results when `n > 1`.
+    Reduce {
+        /// The reduced axes.
+        axes: Box<[i64]>,
+        /// The combiner computation.
+        body: CompId,
+    },
+}
+
+impl OpKind {
+    /// The opcode of the op.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            OpKind::Parameter { .. } => Opcode::Parameter,
+            OpKind::Constant(_) => Opcode::Constant,
+            OpKind::Unary(u) => u.opcode(),
+            OpKind::Binary(b) => b.opcode(),
+            OpKind::Compare(_) => Opcode::Compare,
+            OpKind::Select => Opcode::Select,
+            OpKind::Broadcast { .. } => Opcode::Broadcast,
+            OpKind::Reshape => Opcode::Reshape,
+            OpKind::Transpose { .. } => Opcode::Transpose,
+            OpKind::Convert => Opcode::Convert,
+            OpKind::Tuple => Opcode::Tuple,
+            OpKind::GetTupleElement { .. } => Opcode::GetTupleElement,
+            OpKind::Dot(_) => Opcode::Dot,
+            OpKind::Reduce { .. } => Opcode::Reduce,
+        }
+    }
+
+    /// True if the instruction has several results (its shape is then the tuple of
+    /// them, and each use takes one).
+    pub fn multi_result(&self, n_operands: usize) -> bool {
+        match self {
+            OpKind::Reduce { .. } => n_operands > 2,
+            _ => false,
+        }
+    }
+
+    /// The computations the instruction calls.
+    pub fn called(&self) -> Option<CompId> {
+        match self {
+            OpKind::Reduce { body, .. } => Some(*body),
+            _ => None,
+        }
+    }
+
+    /// The same op calling `f(c)` in place of each called computation `c`.
+    pub(crate) fn remap_called(&mut self, f: impl Fn(CompId) -> CompId) {
+        if let OpKind::Reduce { body, .. } = self {
+            *body = f(*body);
+        }
+    }
+
+    /// Feeds what the op computes into `h`: everything but names (parameter names
+    /// do not change what a module computes).
+    pub(crate) fn hash_structure<H: Hasher>(&self, h: &mut H) {
+        self.opcode().hash(h);
+        match self {
+            OpKind::Parameter { number, .. } => number.hash(h),
+            OpKind::Constant(bytes) => bytes.hash(h),
+            OpKind::Unary(_) | OpKind::Binary(_) => {}
+            OpKind::Compare(c) => c.hash(h),
+            OpKind::Select | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
+            OpKind::Broadcast { dims } => dims.hash(h),
+            OpKind::Transpose { perm } => perm.hash(h),
+            OpKind::GetTupleElement { index } => index.hash(h),
+            OpKind::Dot(d) => d.hash(h),
+            OpKind::Reduce { axes, body } => {
+                axes.hash(h);
+                body.hash(h);
+            }
+        }
+    }
+}
+
+/// The shape rule of `kind` on `operands`: the one source of truth, run by the
+/// builder for each new instruction and by the verifier for each instruction of a
+/// finished module. `target` is the result shape asked for by ops whose attributes
+/// live in it (parameter, constant, reshape, broadcast, convert); the others ignore
+/// it.
+pub fn infer(
+    kind: &OpKind,
+    operands: &[&Shape],
+    target: Option<&Shape>,
+    sigs: &dyn Signatures,
+) -> Result<Shape, ShapeError> {
+    let op = kind.opcode();
+    if !op.arity().accepts(operands.len()) {
+        return Err(ShapeError::new(
+            op.name(),
+            operands,
+            ShapeErrorKind::Arity,
+            format!("takes {:?} operands, got {}", op.arity(), operands.len()),
+        ));
+    }
+    let need_target = || {
+        target.ok_or_else(|| {
+            ShapeError::new(
+                op.name(),
+                operands,
+                ShapeErrorKind::Attribute,
+                "needs its result shape",
+            )
+        })
+    };
+    match kind {
+        OpKind::Parameter { .. } => structural::infer_parameter(need_target()?),
+        OpKind::Constant(bytes) => structural::infer_constant(bytes, need_target()?),
+        OpKind::Unary(u) => elementwise::infer_unary(*u, operands[0]),
+        OpKind::Binary(b) => elementwise::infer_binary(*b, operands[0], operands[1]),
+        OpKind::Compare(_) => elementwise::infer_compare(operands[0], operands[1]),
+        OpKind::Select => elementwise::infer_select(operands[0], operands[1], operands[2]),
+        OpKind::Broadcast { dims } => {
+            shape_ops::infer_broadcast_in_dim(operands[0], need_target()?.dims(), dims)
+        }
+        OpKind::Reshape => shape_ops::infer_reshape(operands[0], need_target()?.dims()),
+        OpKind::Transpose { perm } => shape_ops::infer_transpose(operands[0], perm),
+        OpKind::Convert => {
+            let to = need_target()?.element_type().ok_or_else(|| {
+                ShapeError::new(
+                    "convert",
+                    operands,
+                    ShapeErrorKind::ElementType,
+                    "converts to an array type",
+                )
+            })?;
+            shape_ops::infer_convert(operands[0], to)
+        }
+        OpKind::Tuple => structural::infer_tuple(operands),
+        OpKind::GetTupleElement { index } => {
+            shape_ops::infer_get_tuple_element(operands[0], *index as usize)
+        }
+        OpKind::Dot(d) => linalg::infer_dot_general(operands[0], operands[1], d),
+        OpKind::Reduce { axes, body } => {
+            reduction::infer_reduce(operands, axes, sigs.signature(*body).as_ref())
+        }
+    }
+}
+
+/// Fills the attribute fields of `p` for `kind`. `operands` are the operand shapes,
+/// `comp_id` gives the proto id of a called computation.
+pub(crate) fn lower_attrs(
+    kind: &OpKind,
+    shape: &Shape,
+    operands: &[&Shape],
+    comp_id: &dyn Fn(CompId) -> i64,
+    p: &mut proto::HloInstructionProto,
+) {
+    match kind {
+        OpKind::Parameter { number, .. } => p.parameter_number = *number as i64,
+        OpKind::Constant(bytes) => p.literal = Some(structural::literal_proto(shape, bytes)),
+        OpKind::Compare(c) => elementwise::lower_compare(*c, operands[0], p),
+        OpKind::Broadcast { dims } => p.dimensions = dims.to_vec(),
+        OpKind::Transpose { perm } => p.dimensions = perm.to_vec(),
+        OpKind::GetTupleElement { index } => p.tuple_index = *index as i64,
+        OpKind::Dot(d) => p.dot_dimension_numbers = Some(d.to_proto()),
+        OpKind::Reduce { axes, body } => {
+            p.dimensions = axes.to_vec();
+            p.called_computation_ids = vec![comp_id(*body)];
+        }
+        OpKind::Unary(_)
+        | OpKind::Binary(_)
+        | OpKind::Select
+        | OpKind::Reshape
+        | OpKind::Convert
+        | OpKind::Tuple => {}
+    }
+}
+
+/// HLO text of the operand list's replacement (parameter number, literal) if the
+/// op prints one, else `None`.
+pub(crate) fn text_args(kind: &OpKind, shape: &Shape) -> Option<String> {
+    match kind {
+        OpKind::Parameter { number, .. } => Some(number.to_string()),
+        OpKind::Constant(bytes) => Some(structural::literal_text(shape, bytes)),
+        _ => None,
+    }
+}
+
+fn list(out: &mut String, key: &str, v: &[i64]) {
+    let parts: Vec<String> = v.iter().map(i64::to_string).collect();
+    let _ = write!(out, ", {key}={{{}}}", parts.join(","));
+}
+
+/// The attributes of `kind` as HLO text (`, dimensions={1}, to_apply=%add.3`).
+pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) -> String {
+    let mut out = String::new();
+    match kind {
+        OpKind::Compare(c) => {
+            let _ = write!(out, ", direction={}", c.hlo_name());
+        }
+        OpKind::Broadcast { dims } => list(&mut out, "dimensions", dims),
+        OpKind::Transpose { perm } => list(&mut out, "dimensions", perm),
+        OpKind::GetTupleElement { index } => {
+            let _ = write!(out, ", index={index}");
+        }
+        OpKind::Dot(d) => {
+            if !d.lhs_batch.is_empty() {
+                list(&mut out, "lhs_batch_dims", &d.lhs_batch);
+                list(&mut out, "rhs_batch_dims", &d.rhs_batch);
+            }
+            list(&mut out, "lhs_contracting_dims", &d.lhs_contracting);
+            list(&mut out, "rhs_contracting_dims", &d.rhs_contracting);
+        }
+        OpKind::Reduce { axes, body } => {
+            list(&mut out, "dimensions", axes);
+            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcode_names_are_distinct_and_spelled_as_xla_does() {
+        let mut names: Vec<&str> = Opcode::ALL.iter().map(|o| o.name()).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "two opcodes share a name");
+        for o in Opcode::ALL {
+            let name = o.name();
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit()),
+                "{name}"
+            );
+            assert!(!o.doc().is_empty(), "{o:?} has no doc");
+        }
+        assert_eq!(Opcode::Exponential.name(), "exponential");
+        assert_eq!(Opcode::GetTupleElement.name(), "get-tuple-element");
+        assert_eq!(Opcode::Dot.name(), "dot");
+    }
+
+    #[test]
+    fn arity_rules() {
+        assert!(Arity::Fixed(2).accepts(2) && !Arity::Fixed(2).accepts(3));
+        assert!(Arity::Even.accepts(4) && !Arity::Even.accepts(3) && !Arity::Even.accepts(0));
+        assert!(Arity::Variadic.accepts(0));
+    }
+
+    #[test]
+    fn op_kinds_stay_small() {
+        // A million-instruction graph must fit in memory: the kind is boxed where
+        // its attributes are large.
+        assert!(
+            std::mem::size_of::<OpKind>() <= 24,
+            "{}",
+            std::mem::size_of::<OpKind>()
+        );
+        assert!(std::mem::size_of::<super::super::Instr>() <= 72);
+    }
+}

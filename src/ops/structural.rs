@@ -1,0 +1,235 @@
+//! Structural ops: parameters, constants, tuples. (Parameters are declared with
+//! [`Builder::parameter`]; their rule lives here.)
+
+use std::panic::Location;
+
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
+use crate::proto;
+use crate::shape::{ElementType, NativeType, Shape};
+
+/// Parameter rule: any shape without negative dimensions (tuples included, for
+/// bodies; the verifier requires arrays for the entry's parameters).
+pub fn infer_parameter(shape: &Shape) -> Result<Shape, ShapeError> {
+    check_dims("parameter", shape)?;
+    Ok(shape.clone())
+}
+
+fn check_dims(op: &'static str, s: &Shape) -> Result<(), ShapeError> {
+    match s {
+        Shape::Array { dims, .. } => {
+            if dims.iter().any(|d| *d < 0) {
+                return Err(ShapeError::new(
+                    op,
+                    &[],
+                    ShapeErrorKind::Dimension,
+                    format!("negative dimension in {s}"),
+                ));
+            }
+            Ok(())
+        }
+        Shape::Tuple(e) => e.iter().try_for_each(|s| check_dims(op, s)),
+        Shape::Token => Ok(()),
+    }
+}
+
+/// Constant rule: an array shape whose element count times element size is the
+/// literal's byte length.
+pub fn infer_constant(bytes: &[u8], shape: &Shape) -> Result<Shape, ShapeError> {
+    check_dims("constant", shape)?;
+    let Shape::Array { ty, dims } = shape else {
+        return Err(ShapeError::new(
+            "constant",
+            &[],
+            ShapeErrorKind::Rank,
+            format!("a constant is an array, not {shape}"),
+        ));
+    };
+    let count = dims
+        .iter()
+        .try_fold(1i64, |a, d| a.checked_mul(*d))
+        .and_then(|c| (c as u64).checked_mul(ty.byte_size() as u64));
+    if count != Some(bytes.len() as u64) {
+        return Err(ShapeError::new(
+            "constant",
+            &[],
+            ShapeErrorKind::Dimension,
+            format!(
+                "{} bytes of data for shape {shape} ({} elements)",
+                bytes.len(),
+                dims.iter()
+                    .try_fold(1i64, |a, d| a.checked_mul(*d))
+                    .map_or("overflowing".to_string(), |c| c.to_string())
+            ),
+        ));
+    }
+    Ok(shape.clone())
+}
+
+/// Tuple rule: any operands; their shapes in order.
+pub fn infer_tuple(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    Ok(Shape::Tuple(
+        operands.iter().map(|s| (*s).clone()).collect(),
+    ))
+}
+
+/// The literal of a constant of `shape` holding `bytes` (little-endian elements).
+pub(crate) fn literal_proto(shape: &Shape, bytes: &[u8]) -> proto::LiteralProto {
+    let mut l = proto::LiteralProto {
+        shape: Some(shape.to_proto()),
+        ..Default::default()
+    };
+    let Some(ty) = shape.element_type() else {
+        return l;
+    };
+    macro_rules! words {
+        ($t:ty, $n:literal) => {
+            bytes
+                .chunks_exact($n)
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk size")))
+        };
+    }
+    use ElementType::*;
+    match ty {
+        Pred => l.preds = bytes.iter().map(|b| *b != 0).collect(),
+        S8 => l.s8s = bytes.to_vec(),
+        U8 => l.u8s = bytes.to_vec(),
+        // 16-bit types are stored as little-endian bytes in the proto.
+        S16 => l.s16s = bytes.to_vec(),
+        U16 => l.u16s = bytes.to_vec(),
+        F16 => l.f16s = bytes.to_vec(),
+        Bf16 => l.bf16s = bytes.to_vec(),
+        S32 => l.s32s = words!(i32, 4).collect(),
+        U32 => l.u32s = words!(u32, 4).collect(),
+        S64 => l.s64s = words!(i64, 8).collect(),
+        U64 => l.u64s = words!(u64, 8).collect(),
+        F32 => l.f32s = words!(f32, 4).collect(),
+        F64 => l.f64s = words!(f64, 8).collect(),
+        C64 => l.c64s = words!(f32, 4).collect(),
+        C128 => l.c128s = words!(f64, 8).collect(),
+    }
+    l
+}
+
+/// A constant's value as HLO text (`1.5`, `{1, 2, 3}`; long ones elided).
+pub(crate) fn literal_text(shape: &Shape, bytes: &[u8]) -> String {
+    let Some(ty) = shape.element_type() else {
+        return String::new();
+    };
+    macro_rules! fmt {
+        ($t:ty, $n:literal, $f:expr) => {
+            bytes
+                .chunks_exact($n)
+                .map(|c| $f(<$t>::from_le_bytes(c.try_into().expect("chunk size"))))
+                .collect::<Vec<String>>()
+        };
+    }
+    use ElementType::*;
+    let vals: Vec<String> = match ty {
+        Pred => bytes.iter().map(|b| (*b != 0).to_string()).collect(),
+        S8 => fmt!(i8, 1, |v: i8| v.to_string()),
+        U8 => fmt!(u8, 1, |v: u8| v.to_string()),
+        S16 => fmt!(i16, 2, |v: i16| v.to_string()),
+        U16 => fmt!(u16, 2, |v: u16| v.to_string()),
+        S32 => fmt!(i32, 4, |v: i32| v.to_string()),
+        U32 => fmt!(u32, 4, |v: u32| v.to_string()),
+        S64 => fmt!(i64, 8, |v: i64| v.to_string()),
+        U64 => fmt!(u64, 8, |v: u64| v.to_string()),
+        F32 => fmt!(f32, 4, |v: f32| format!("{v:?}")),
+        F64 => fmt!(f64, 8, |v: f64| format!("{v:?}")),
+        F16 | Bf16 | C64 | C128 => vec!["...".into()],
+    };
+    const MAX: usize = 8;
+    if vals.len() == 1 && shape.rank() == 0 {
+        vals[0].clone()
+    } else if vals.len() <= MAX {
+        format!("{{{}}}", vals.join(", "))
+    } else {
+        format!("{{{}, ...}}", vals[..MAX].join(", "))
+    }
+}
+
+impl Builder {
+    /// A scalar constant.
+    #[track_caller]
+    pub fn constant<T: NativeType>(&self, value: T) -> Op {
+        self.constant_array(&[value], &[])
+    }
+
+    /// A rank-1 constant from a slice.
+    #[track_caller]
+    pub fn constant_vec<T: NativeType>(&self, values: &[T]) -> Op {
+        self.constant_array(values, &[values.len() as i64])
+    }
+
+    /// An array constant: `values` in row-major order, `dims` multiplying to its length.
+    #[track_caller]
+    pub fn constant_array<T: NativeType>(&self, values: &[T], dims: &[i64]) -> Op {
+        let loc = Location::caller();
+        let count = dims
+            .iter()
+            .try_fold(1i64, |a, d| if *d < 0 { None } else { a.checked_mul(*d) });
+        if count != Some(values.len() as i64) {
+            return self.fail(
+                ShapeError::new(
+                    "constant",
+                    &[],
+                    ShapeErrorKind::Dimension,
+                    format!(
+                        "{} values given for shape {} ({} elements)",
+                        values.len(),
+                        Shape::of::<T>(dims),
+                        count.map_or("overflowing".to_string(), |c| c.to_string())
+                    ),
+                ),
+                loc,
+            );
+        }
+        let mut bytes = Vec::with_capacity(values.len() * T::TYPE.byte_size());
+        T::extend_le_bytes(values, &mut bytes);
+        self.constant_bytes(Shape::of::<T>(dims), bytes, loc)
+    }
+
+    /// A constant of `shape` from its elements' little-endian bytes.
+    pub(crate) fn constant_bytes(
+        &self,
+        shape: Shape,
+        bytes: Vec<u8>,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.emit(OpKind::Constant(bytes.into()), &[], Some(shape), loc)
+    }
+
+    /// A tuple of values (e.g. several outputs of a computation).
+    #[track_caller]
+    pub fn tuple(&self, elems: &[&Op]) -> Op {
+        self.emit(OpKind::Tuple, elems, None, Location::caller())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_rule_checks_the_byte_count() {
+        let s = Shape::of::<f32>(&[2]);
+        assert_eq!(infer_constant(&[0; 8], &s).unwrap(), s);
+        let e = infer_constant(&[0; 4], &s).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Dimension);
+        let huge = Shape::of::<f32>(&[i64::MAX, 4]);
+        assert!(infer_constant(&[], &huge).is_err());
+    }
+
+    #[test]
+    fn literals_round_trip_through_the_proto_fields() {
+        let s = Shape::of::<i32>(&[3]);
+        let mut b = Vec::new();
+        i32::extend_le_bytes(&[1, -2, 3], &mut b);
+        assert_eq!(literal_proto(&s, &b).s32s, vec![1, -2, 3]);
+        assert_eq!(literal_text(&s, &b), "{1, -2, 3}");
+        let f = Shape::of::<f32>(&[]);
+        assert_eq!(literal_text(&f, &1.5f32.to_le_bytes()), "1.5");
+    }
+}
