@@ -99,7 +99,10 @@ impl Leaf for bool {}
 ///     step: T,
 /// }
 ///
-/// let spec = State { params: vec![Shape::of::<f32>(&[2, 3]), Shape::of::<f32>(&[3])], step: Shape::of::<i64>(&[]) };
+/// let spec = State {
+///     params: vec![Shape::of::<f32>(&[2, 3]), Shape::of::<f32>(&[3])],
+///     step: Shape::of::<i64>(&[]),
+/// };
 /// let ranks = spec.map_ref(|s| s.dims().len() as i64);
 /// assert_eq!(ranks.into_leaves(), [2, 1, 0]);
 ///
@@ -424,7 +427,10 @@ impl<L: Leaf> Tree<L> for PhantomData<L> {
         Ok(PhantomData)
     }
 
-    fn try_map<U: Leaf, E>(self, _f: &mut dyn FnMut(L) -> Result<U, E>) -> Result<PhantomData<U>, E> {
+    fn try_map<U: Leaf, E>(
+        self,
+        _f: &mut dyn FnMut(L) -> Result<U, E>,
+    ) -> Result<PhantomData<U>, E> {
         Ok(PhantomData)
     }
 
@@ -507,7 +513,9 @@ mod tests {
 
     #[test]
     fn tuples_up_to_twelve() {
-        let t = (1i64, 2i64, 3i64, 4i64, 5i64, 6i64, 7i64, 8i64, 9i64, 10i64, 11i64, 12i64);
+        let t = (
+            1i64, 2i64, 3i64, 4i64, 5i64, 6i64, 7i64, 8i64, 9i64, 10i64, 11i64, 12i64,
+        );
         let expected: Vec<i64> = (1..=12).collect();
         assert_eq!(t.into_leaves(), expected);
     }
@@ -581,6 +589,29 @@ mod tests {
         assert_eq!(
             a.zip_map(&b, |x, y| *x as i64 + y),
             Ok(vec![vec![11], vec![22, 33]])
+        );
+    }
+
+    /// The derive works inside this crate too (through `extern crate self as xlaclient`).
+    #[derive(Tree, Debug, PartialEq)]
+    struct Inner<T> {
+        a: T,
+        rest: Vec<T>,
+    }
+
+    #[test]
+    fn derive_works_inside_the_crate() {
+        let x = Inner {
+            a: 1i32,
+            rest: vec![2, 3],
+        };
+        assert_eq!(x.leaves(), [&1, &2, &3]);
+        assert_eq!(
+            x.map_ref(|v| i64::from(*v) * 2),
+            Inner {
+                a: 2i64,
+                rest: vec![4, 6]
+            }
         );
     }
 

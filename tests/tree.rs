@@ -104,7 +104,10 @@ fn rebuild_round_trips() {
     let spec = s.map_ref(|_| Shape::of::<f32>(&[]));
     let flat = s.clone().into_leaves();
     assert_eq!(spec.rebuild(flat.clone()), Ok(s.clone()));
-    assert_eq!(s.rebuild(flat.iter().map(|x| -x)).unwrap().pair.1, [-13.0, -14.0]);
+    assert_eq!(
+        s.rebuild(flat.iter().map(|x| -x)).unwrap().pair.1,
+        [-13.0, -14.0]
+    );
 }
 
 #[test]
@@ -216,7 +219,10 @@ fn skip_fields_are_carried_and_tuple_and_unit_structs_work() {
             scale: Scaled(5, 7, vec![7]),
         }
     );
-    assert_eq!(n.rebuild([0i32, 1, 2]).unwrap().scale, Scaled(1, 7, vec![2]));
+    assert_eq!(
+        n.rebuild([0i32, 1, 2]).unwrap().scale,
+        Scaled(1, 7, vec![2])
+    );
     // A unit struct is a leafless tree at every leaf type.
     assert_eq!(<Relu as Tree<f64>>::num_leaves(&Relu), 0);
 }

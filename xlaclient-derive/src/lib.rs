@@ -460,7 +460,9 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("type With < __TreeU : :: xlaclient :: tree :: Leaf > = P < 'a , __TreeU , N >"),
+            out.contains(
+                "type With < __TreeU : :: xlaclient :: tree :: Leaf > = P < 'a , __TreeU , N >"
+            ),
             "{out}"
         );
         // The metadata field is cloned, not mapped.
