@@ -49,6 +49,29 @@
 //! assert_eq!(stepped.into_leaves(), [0.4, -0.1, 0.15, -0.1]);
 //! # Ok::<(), xlaclient::tree::TreeError>(())
 //! ```
+//!
+//! # What the derive rejects
+//!
+//! A field that is not a tree (mark metadata `#[tree(skip)]`):
+//! ```compile_fail,E0277
+//! #[derive(xlaclient::Tree)]
+//! struct P<T> { w: T, name: String }
+//! ```
+//! More than one type parameter (the one type parameter is the leaf type):
+//! ```compile_fail
+//! #[derive(xlaclient::Tree)]
+//! struct P<A, B> { a: A, b: B }
+//! ```
+//! Bounds on the leaf type (the derive rebuilds `P<U>` for every leaf type `U`):
+//! ```compile_fail
+//! #[derive(xlaclient::Tree)]
+//! struct P<T: Clone> { w: T }
+//! ```
+//! A skipped field whose type mentions the leaf type (it is carried over unchanged):
+//! ```compile_fail
+//! #[derive(xlaclient::Tree)]
+//! struct P<T> { w: T, #[tree(skip)] cache: Vec<T> }
+//! ```
 
 use std::convert::Infallible;
 use std::fmt;

@@ -334,3 +334,35 @@ fn buffers_ops_and_shapes_are_leaves() {
     leaf::<i32>();
     leaf::<u64>();
 }
+
+/// A recursive tree: children of the same type.
+#[derive(Tree, Debug, PartialEq)]
+struct Node<T> {
+    value: T,
+    children: Vec<Node<T>>,
+}
+
+#[test]
+fn recursive_trees_flatten_depth_first() {
+    let leaf = |v: i32| Node {
+        value: v,
+        children: Vec::new(),
+    };
+    let root = Node {
+        value: 1,
+        children: vec![
+            Node {
+                value: 2,
+                children: vec![leaf(3), leaf(4)],
+            },
+            leaf(5),
+        ],
+    };
+    assert_eq!(root.leaves(), [&1, &2, &3, &4, &5]);
+    let mut s = Vec::new();
+    root.structure(&mut s);
+    // Child counts in pre-order: root 2, node 2 has 2, leaves 3 and 4 have 0, 5 has 0.
+    assert_eq!(s, [2, 2, 0, 0, 0]);
+    let negated = root.map(|v| -i64::from(v));
+    assert_eq!(negated.children[0].children[1].value, -4);
+}
