@@ -36,12 +36,16 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// `#[derive(Tree)]` names the trait `::xlaclient::tree::Tree`, inside this crate too.
+extern crate self as xlaclient;
+
 pub mod builder;
 pub mod error;
 pub mod ir;
 pub mod ops;
 pub mod pjrt;
 pub mod shape;
+pub mod tree;
 
 /// XLA's protocol buffers, generated from our own `.proto` declarations in
 /// `proto/xla/` (field numbers identical to upstream XLA).
@@ -56,3 +60,4 @@ pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::DotDims;
 pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};
 pub use shape::{ElementType, NativeType, Shape};
+pub use tree::{Leaf, Tree, TreeError};
