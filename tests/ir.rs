@@ -1,0 +1,316 @@
+//! The typed IR on the real plugin: bodies that capture outer values (closure
+//! conversion), multi-result instructions, the opcode table (one compiled example per
+//! entry), the verifier re-running the shape rules, and the structural fingerprint.
+
+mod common;
+
+use common::*;
+use xlaclient::ir::{OpKind, Opcode};
+use xlaclient::{Builder, Comparison, DotDims, ElementType, Error, Shape, ShapeErrorKind};
+
+fn f32s(d: &[i64]) -> Shape {
+    Shape::of::<f32>(d)
+}
+
+#[test]
+fn a_reduce_body_uses_a_value_from_outside() {
+    // The example: x.reduce(&z, &[0], |a, e| a + &(e * &scale)).
+    let b = Builder::new("scaled_sum");
+    let x = b.parameter(0, f32s(&[4, 3]), "x");
+    let scale = b.parameter(1, f32s(&[]), "scale");
+    let z = b.constant(0f32);
+    let y = x.reduce(&z, &[0], |a, e| a + &(e * &scale));
+    let m = b.build(&y).unwrap();
+    let xs: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+    let out = run1::<f32>(&m, &[&upload(&xs, &[4, 3]), &upload(&[1.5f32], &[])]);
+    let want: Vec<f32> = (0..3)
+        .map(|c| (0..4).map(|r| xs[r * 3 + c] * 1.5).sum())
+        .collect();
+    assert_close(&out, &want, 1e-6);
+}
+
+#[test]
+fn captures_reach_through_nested_bodies() {
+    // The outer body runs a reduction whose body uses `t` from the entry: `t` is
+    // passed into the outer body, then into the inner one. The inner combiner
+    // max(p, max(q, t)) is a monoid (XLA may reassociate), giving max(1, 2, t).
+    let b = Builder::new("nested");
+    let x = b.parameter(0, f32s(&[5]), "x");
+    let t = b.parameter(1, f32s(&[]), "t");
+    let y = x.reduce(&b.constant(0f32), &[0], |a, e| {
+        let inner = e.builder();
+        let st = inner.constant_vec(&[1f32, 2.0]).reduce(
+            &inner.constant(f32::NEG_INFINITY),
+            &[0],
+            |p, q| p.max(&q.max(&t)),
+        );
+        a + e * &st
+    });
+    let m = b.build(&y).unwrap();
+    let xs = [1f32, 2.0, 3.0, 4.0, 5.0];
+    for (tv, st) in [(5f32, 5f32), (0.0, 2.0)] {
+        let out = run1::<f32>(&m, &[&upload(&xs, &[5]), &upload(&[tv], &[])]);
+        assert_close(&out, &[15.0 * st], 1e-6);
+    }
+}
+
+#[test]
+fn a_body_capturing_an_array_is_a_clear_error() {
+    let b = Builder::new("bad_capture");
+    let x = b.parameter(0, f32s(&[3]), "x");
+    let w = b.parameter(1, f32s(&[3]), "w");
+    let y = x.reduce(&b.constant(0f32), &[0], |a, e| {
+        a + e * &w.reduce_sum(&[0]) + &w
+    });
+    let e = b.build(&y).unwrap_err();
+    match &e {
+        Error::Shape(s) => assert!(
+            s.kind == ShapeErrorKind::Body || s.kind == ShapeErrorKind::Dimension,
+            "{e}"
+        ),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_value_of_a_finished_body_cannot_escape() {
+    let b = Builder::new("escape");
+    let x = b.parameter(0, f32s(&[3]), "x");
+    let mut leaked = None;
+    let _ = x.reduce(&b.constant(0f32), &[0], |a, e| {
+        leaked = Some(e.clone());
+        a + e
+    });
+    let y = &x + &leaked.unwrap();
+    let e = b.build(&y).unwrap_err().to_string();
+    assert!(e.contains("finished body"), "{e}");
+}
+
+#[test]
+fn variadic_reduce_computes_an_argmax() {
+    let b = Builder::new("argmax");
+    let x = b.parameter(0, f32s(&[3, 4]), "x");
+    let idx = b.constant_array(&[0i32, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3], &[3, 4]);
+    let out = b.reduce_many(
+        &[&x, &idx],
+        &[&b.constant(f32::NEG_INFINITY), &b.constant(-1i32)],
+        &[1],
+        |acc, e| {
+            // Keep the larger value; on ties keep the smaller index.
+            let gt = e[0].compare(&acc[0], Comparison::Gt);
+            let eq = e[0].compare(&acc[0], Comparison::Eq);
+            let lower = e[1].compare(&acc[1], Comparison::Lt);
+            let eq_lower = e[0].builder().select(&eq, &lower, &eq);
+            let take = e[0].builder().select(&gt, &gt, &eq_lower);
+            let bld = e[0].builder();
+            vec![
+                bld.select(&take, &e[0], &acc[0]),
+                bld.select(&take, &e[1], &acc[1]),
+            ]
+        },
+    );
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].shape().unwrap(), f32s(&[3]));
+    assert_eq!(out[1].shape().unwrap(), Shape::of::<i32>(&[3]));
+    let m = b.build_tuple(&[&out[0], &out[1]]).unwrap();
+    // Multi-result instructions lower to a tuple-shaped reduce plus
+    // get-tuple-elements of it.
+    let text = m.to_hlo_text();
+    assert!(text.contains("get-tuple-element("), "{text}");
+    let xs = [
+        0.5f32, 3.0, -1.0, 3.0, //
+        -2.0, -3.0, -0.5, -4.0, //
+        7.0, 1.0, 2.0, 9.0,
+    ];
+    let bufs = run(&m, &[&upload(&xs, &[3, 4])]);
+    let (maxes, args) = (
+        bufs[0].to_vec::<f32>().unwrap(),
+        bufs[1].to_vec::<i32>().unwrap(),
+    );
+    for r in 0..3 {
+        let row = &xs[r * 4..r * 4 + 4];
+        let (mut bi, mut bv) = (0usize, row[0]);
+        for (i, v) in row.iter().enumerate() {
+            if *v > bv {
+                (bi, bv) = (i, *v);
+            }
+        }
+        assert_eq!((maxes[r], args[r]), (bv, bi as i32), "row {r}");
+    }
+}
+
+/// A small module exercising `op`; the table match is exhaustive, so a new opcode
+/// cannot be added without its example.
+fn example(op: Opcode) -> (Builder, xlaclient::Op) {
+    let b = Builder::new(&format!("example_{}", op.name().replace('-', "_")));
+    let x = b.parameter(0, f32s(&[2, 3]), "x");
+    let y = b.parameter(1, f32s(&[2, 3]), "y");
+    let pos = x.abs() + 1.0;
+    let out = match op {
+        Opcode::Parameter => x.clone(),
+        Opcode::Constant => b.constant_vec(&[1f32, 2.0, 3.0]),
+        Opcode::Negate => x.neg(),
+        Opcode::Exponential => x.exp(),
+        Opcode::Log => pos.log(),
+        Opcode::Tanh => x.tanh(),
+        Opcode::Abs => x.abs(),
+        Opcode::Sqrt => pos.sqrt(),
+        Opcode::Rsqrt => pos.rsqrt(),
+        Opcode::Sine => x.sin(),
+        Opcode::Cosine => x.cos(),
+        Opcode::Logistic => x.logistic(),
+        Opcode::Floor => x.floor(),
+        Opcode::Ceil => x.ceil(),
+        Opcode::Sign => x.sign(),
+        Opcode::ExponentialMinusOne => x.expm1(),
+        Opcode::LogPlusOne => pos.log1p(),
+        Opcode::Add => x.add(&y),
+        Opcode::Subtract => x.sub(&y),
+        Opcode::Multiply => x.mul(&y),
+        Opcode::Divide => x.div(&pos),
+        Opcode::Maximum => x.max(&y),
+        Opcode::Minimum => x.min(&y),
+        Opcode::Power => pos.pow(&y),
+        Opcode::Remainder => x.rem(&pos),
+        Opcode::Atan2 => x.atan2(&y),
+        Opcode::Compare => x.compare(&y, Comparison::Lt),
+        Opcode::Select => b.select(&x.compare(&y, Comparison::Lt), &x, &y),
+        Opcode::Broadcast => x.broadcast(&[4]),
+        Opcode::Reshape => x.reshape(&[3, 2]),
+        Opcode::Transpose => x.transpose(&[1, 0]),
+        Opcode::Convert => x.convert(ElementType::S32),
+        Opcode::Tuple => b.tuple(&[&x, &y]),
+        Opcode::GetTupleElement => b.tuple(&[&x, &y]).get_tuple_element(1),
+        Opcode::Dot => x.dot_general(&y, &DotDims::contract(1, 1)),
+        Opcode::Reduce => x.reduce_sum(&[1]),
+    };
+    (b, out)
+}
+
+#[test]
+fn every_opcode_in_the_table_compiles_under_its_name() {
+    // XLA reads the opcode string of each instruction: a misspelled name fails to
+    // compile. Each entry's example must contain an instruction of that opcode.
+    for op in Opcode::ALL {
+        let (b, out) = example(*op);
+        let m = b
+            .build(&out)
+            .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
+        let names: Vec<&str> = m
+            .proto()
+            .computations
+            .iter()
+            .flat_map(|c| c.instructions.iter().map(|i| i.opcode.as_str()))
+            .collect();
+        assert!(names.contains(&op.name()), "{}: {names:?}", op.name());
+        client()
+            .compile(&m)
+            .unwrap_or_else(|e| panic!("{} does not compile: {e}", op.name()));
+    }
+}
+
+#[test]
+fn the_verifier_reruns_the_shape_rules() {
+    let b = Builder::new("v");
+    let x = b.parameter(0, f32s(&[2, 3]), "x");
+    let y = (x.exp() + 1.0).reduce_sum(&[1]);
+    let m = b.build(&y).unwrap();
+    let good = m.ir().unwrap().clone();
+    xlaclient::ir::verify::verify(&good).unwrap();
+
+    // An instruction declared with a shape its rule does not give.
+    let mut bad = good.clone();
+    let wrong = bad.shapes.intern(f32s(&[7]));
+    let entry = bad.entry.0 as usize;
+    let i = bad.comps[entry]
+        .instrs
+        .iter()
+        .position(|i| matches!(i.kind, OpKind::Unary(_)))
+        .unwrap();
+    bad.comps[entry].instrs[i].shape = wrong;
+    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    assert!(e.contains("declared f32[7]"), "{e}");
+
+    // An attribute the rule rejects: reducing an axis that does not exist.
+    let mut bad = good.clone();
+    for ins in &mut bad.comps[entry].instrs {
+        if let OpKind::Reduce { axes, .. } = &mut ins.kind {
+            *axes = vec![5].into();
+        }
+    }
+    match xlaclient::ir::verify::verify(&bad).unwrap_err() {
+        Error::Shape(s) => assert_eq!(s.kind, ShapeErrorKind::Axis, "{s}"),
+        other => panic!("{other}"),
+    }
+
+    // An operand defined after its use.
+    let mut bad = good;
+    let last = bad.comps[entry].instrs.len() as u32 - 1;
+    bad.comps[entry].instrs[i].operands[0].instr = last;
+    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    assert!(e.contains("not defined before"), "{e}");
+}
+
+fn small(scale: f32) -> xlaclient::Computation {
+    let b = Builder::new("fp");
+    let x = b.parameter(0, f32s(&[3]), "x");
+    b.build(&(x * f64::from(scale)).tanh()).unwrap()
+}
+
+#[test]
+fn the_fingerprint_is_structural() {
+    // The same program built from other source lines (and another parameter name)
+    // has the same fingerprint; another constant changes it.
+    let a = small(2.0);
+    let b2 = {
+        let b = Builder::new("fp_other_name");
+        let x = b.parameter(0, f32s(&[3]), "input");
+        b.build(&(x * 2.0).tanh()).unwrap()
+    };
+    assert_ne!(a.to_hlo_text(), b2.to_hlo_text());
+    assert_eq!(a.fingerprint(), b2.fingerprint());
+    assert_ne!(a.fingerprint(), small(3.0).fingerprint());
+    let shape = {
+        let b = Builder::new("fp");
+        let x = b.parameter(0, f32s(&[4]), "x");
+        b.build(&(x * 2.0).tanh()).unwrap()
+    };
+    assert_ne!(a.fingerprint(), shape.fingerprint());
+}
+
+#[test]
+fn shape_errors_have_typed_kinds() {
+    let cases: Vec<(ShapeErrorKind, Box<dyn Fn(&Builder) -> xlaclient::Op>)> = vec![
+        (
+            ShapeErrorKind::ElementType,
+            Box::new(|b| b.parameter(0, Shape::of::<i32>(&[2]), "x").exp()),
+        ),
+        (
+            ShapeErrorKind::Dimension,
+            Box::new(|b| b.parameter(0, f32s(&[2]), "x") + b.parameter(1, f32s(&[3]), "y")),
+        ),
+        (
+            ShapeErrorKind::Axis,
+            Box::new(|b| b.parameter(0, f32s(&[2]), "x").reduce_sum(&[1])),
+        ),
+        (
+            ShapeErrorKind::Attribute,
+            Box::new(|b| b.parameter(0, f32s(&[2, 3]), "x").transpose(&[0])),
+        ),
+        (
+            ShapeErrorKind::Rank,
+            Box::new(|b| {
+                let x = b.parameter(0, f32s(&[2]), "x");
+                b.tuple(&[&x]).exp()
+            }),
+        ),
+    ];
+    for (kind, make) in cases {
+        let b = Builder::new("k");
+        let op = make(&b);
+        match op.shape().unwrap_err() {
+            Error::Shape(s) => assert_eq!(s.kind, kind, "{s}"),
+            other => panic!("{other}"),
+        }
+    }
+}
