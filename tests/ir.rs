@@ -280,7 +280,8 @@ fn the_fingerprint_is_structural() {
 
 #[test]
 fn shape_errors_have_typed_kinds() {
-    let cases: Vec<(ShapeErrorKind, Box<dyn Fn(&Builder) -> xlaclient::Op>)> = vec![
+    type Make = Box<dyn Fn(&Builder) -> xlaclient::Op>;
+    let cases: Vec<(ShapeErrorKind, Make)> = vec![
         (
             ShapeErrorKind::ElementType,
             Box::new(|b| b.parameter(0, Shape::of::<i32>(&[2]), "x").exp()),
