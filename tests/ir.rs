@@ -315,3 +315,20 @@ fn shape_errors_have_typed_kinds() {
         }
     }
 }
+
+#[test]
+fn streamed_bytes_decode_to_the_lowered_proto() {
+    use prost::Message;
+    let b = Builder::new("stream");
+    let x = b.parameter(0, f32s(&[2, 3]), "x");
+    let y = (x.exp() * 2.0).reduce_sum(&[1]);
+    let m = b.build(&y).unwrap();
+    let streamed = m.to_bytes();
+    let decoded = xlaclient::proto::HloModuleProto::decode(streamed.as_slice()).unwrap();
+    assert_eq!(&decoded, m.proto());
+    let exe = client()
+        .compile_hlo_bytes(&streamed, &xlaclient::CompileOptions::new())
+        .unwrap();
+    let out = exe.execute(&[&upload(&[0f32; 6], &[2, 3])]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![6.0, 6.0]);
+}

@@ -99,10 +99,14 @@ impl Computation {
         })
     }
 
-    /// The serialized `HloModuleProto`.
+    /// The serialized `HloModuleProto` (streamed from the IR without building the
+    /// whole proto, for a module built here).
     pub fn to_bytes(&self) -> Vec<u8> {
         use prost::Message;
-        self.proto().encode_to_vec()
+        match (&self.ir, self.proto.get()) {
+            (Some(m), None) => ir::lower::to_bytes(m),
+            _ => self.proto().encode_to_vec(),
+        }
     }
 
     /// The module as HLO text, for people to read.

@@ -215,8 +215,20 @@ fn walk_comp<'a>(
 struct ProtoSink<'a> {
     module_name: &'a str,
     comp_ids: HashMap<CompId, i64>,
+    /// Finished computations; when streaming, without their instructions.
     comps: Vec<proto::HloComputationProto>,
     current: Vec<proto::HloInstructionProto>,
+    /// Streaming: each instruction is encoded as soon as it is made (a prost
+    /// instruction is kilobytes; a million of them must not be held at once).
+    stream: Option<Streams>,
+}
+
+#[derive(Default)]
+struct Streams {
+    /// The current computation's encoded instructions (field 2 entries).
+    current: Vec<u8>,
+    /// Each finished computation, encoded.
+    comps: Vec<Vec<u8>>,
 }
 
 impl<'a> Sink<'a> for ProtoSink<'a> {
@@ -250,7 +262,10 @@ impl<'a> Sink<'a> for ProtoSink<'a> {
             }
         }
         p.name = l.name;
-        self.current.push(p);
+        match &mut self.stream {
+            Some(st) => prost::encoding::message::encode(2, &p, &mut st.current),
+            None => self.current.push(p),
+        }
     }
 
     fn end(&mut self, h: CompHeader<'a>, root_id: i64) {
@@ -261,29 +276,38 @@ impl<'a> Sink<'a> for ProtoSink<'a> {
         };
         let id = h.id;
         self.comp_ids.insert(CompId(self.comps.len() as u32), id);
-        self.comps.push(proto::HloComputationProto {
+        let comp = proto::HloComputationProto {
             name: h.name,
             instructions: std::mem::take(&mut self.current),
             program_shape: Some(program_shape),
             id,
             root_id,
             ..Default::default()
-        });
+        };
+        if let Some(st) = &mut self.stream {
+            // Fields may come in any order and repeated ones concatenate: the
+            // computation's other fields, then its instructions.
+            use prost::Message;
+            let mut bytes = comp.encode_to_vec();
+            bytes.append(&mut st.current);
+            st.comps.push(bytes);
+        }
+        self.comps.push(comp);
     }
 }
 
-/// The module as an `HloModuleProto`.
-pub fn to_proto(m: &Module) -> proto::HloModuleProto {
+fn lower(m: &Module, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
     let name = lower_name(&m.name);
     let mut sink = ProtoSink {
         module_name: &name,
         comp_ids: HashMap::new(),
         comps: Vec::with_capacity(m.comps.len()),
         current: Vec::new(),
+        stream: stream.then(Streams::default),
     };
     walk(m, &mut sink);
     let entry = &sink.comps[m.entry.0 as usize];
-    proto::HloModuleProto {
+    let module = proto::HloModuleProto {
         name: name.clone(),
         entry_computation_name: entry.name.clone(),
         entry_computation_id: entry.id,
@@ -291,7 +315,29 @@ pub fn to_proto(m: &Module) -> proto::HloModuleProto {
         computations: sink.comps,
         id: 1,
         ..Default::default()
+    };
+    (module, sink.stream)
+}
+
+/// The module as an `HloModuleProto`.
+pub fn to_proto(m: &Module) -> proto::HloModuleProto {
+    lower(m, false).0
+}
+
+/// The module as a serialized `HloModuleProto`, encoded instruction by instruction
+/// (the same bytes' meaning as encoding [`to_proto`], without holding every
+/// instruction's proto at once).
+pub fn to_bytes(m: &Module) -> Vec<u8> {
+    use prost::Message;
+    let (mut module, streams) = lower(m, true);
+    module.computations.clear();
+    let mut out = module.encode_to_vec();
+    for c in streams.expect("streaming").comps {
+        prost::encoding::encode_key(3, prost::encoding::WireType::LengthDelimited, &mut out);
+        prost::encoding::encode_varint(c.len() as u64, &mut out);
+        out.extend_from_slice(&c);
     }
+    out
 }
 
 /// The module's name as XLA accepts it.
