@@ -228,6 +228,9 @@ pub enum Error {
         /// What does not fit.
         reason: String,
     },
+    /// A tree of values does not match the structure it is used with (a jitted
+    /// function called with another structure, leaves of the wrong count).
+    Tree(crate::tree::TreeError),
     /// Bytes given as a serialized `HloModuleProto` do not decode or do not form a
     /// well-formed module.
     InvalidModule {
@@ -286,6 +289,7 @@ impl fmt::Display for Error {
             ),
             Error::Fetch(e) => write!(f, "{e}"),
             Error::HostData { reason } => write!(f, "host data mismatch: {reason}"),
+            Error::Tree(e) => write!(f, "{e}"),
             Error::InvalidModule { reason } => write!(f, "invalid HLO module: {reason}"),
         }
     }
@@ -304,6 +308,12 @@ impl std::error::Error for Error {
 impl From<ShapeError> for Error {
     fn from(e: ShapeError) -> Self {
         Error::Shape(e)
+    }
+}
+
+impl From<crate::tree::TreeError> for Error {
+    fn from(e: crate::tree::TreeError) -> Self {
+        Error::Tree(e)
     }
 }
 

@@ -42,6 +42,7 @@ extern crate self as xlaclient;
 pub mod builder;
 pub mod error;
 pub mod ir;
+pub mod jit;
 pub mod ops;
 pub mod pjrt;
 pub mod shape;
@@ -56,6 +57,7 @@ pub mod proto {
 
 pub use builder::{Builder, Computation, Op};
 pub use error::{Error, PjrtErrorCode, Result, ShapeError, ShapeErrorKind};
+pub use jit::Jit;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::DotDims;
 pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};

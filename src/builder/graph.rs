@@ -252,6 +252,7 @@ impl Graph {
             entry: CompId(new_id[entry.0 as usize]),
             comps,
             shapes: self.shapes.clone(),
+            aliases: Vec::new(),
         })
     }
 }

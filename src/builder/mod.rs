@@ -272,6 +272,42 @@ impl Builder {
         self.build(&t)
     }
 
+    /// Finishes the module with a tuple of `outputs` as its result, where each
+    /// `(output, parameter)` pair lets the output reuse the parameter's buffer (XLA's
+    /// input/output aliasing; the parameter must be donated at execution for the
+    /// update to happen in place, else XLA copies). Shapes must match.
+    #[track_caller]
+    pub fn build_aliased(
+        &self,
+        outputs: &[&Op],
+        aliases: &[(usize, usize)],
+    ) -> Result<Computation> {
+        let loc = Location::caller();
+        let t = self.tuple(outputs);
+        if let Some(e) = self.g.borrow().errors.first() {
+            return Err(e.clone());
+        }
+        let mut module = self.g.borrow().finish(self.comp, t.v)?;
+        module.aliases = aliases
+            .iter()
+            .map(|(o, p)| ir::Alias {
+                output: vec![*o as i64],
+                parameter: *p as u32,
+            })
+            .collect();
+        ir::verify::verify(&module).map_err(|e| match e {
+            Error::InvalidModule { reason } => Error::Graph {
+                reason,
+                location: Some(loc),
+            },
+            e => e,
+        })?;
+        Ok(Computation {
+            ir: Some(Arc::new(module)),
+            proto: Arc::new(OnceLock::new()),
+        })
+    }
+
     // ---------------------------------------------------------------------------
     // Internals shared by the op families in `crate::ops`.
 

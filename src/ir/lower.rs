@@ -307,6 +307,18 @@ fn lower(m: &Module, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
     };
     walk(m, &mut sink);
     let entry = &sink.comps[m.entry.0 as usize];
+    let input_output_alias = (!m.aliases.is_empty()).then(|| proto::HloInputOutputAliasProto {
+        entries: m
+            .aliases
+            .iter()
+            .map(|a| proto::hlo_input_output_alias_proto::AliasEntryProto {
+                output_shape_index: a.output.clone(),
+                parameter_number: a.parameter as i64,
+                parameter_shape_index: Vec::new(),
+                kind: proto::Kind::MayAlias as i32,
+            })
+            .collect(),
+    });
     let module = proto::HloModuleProto {
         name: name.clone(),
         entry_computation_name: entry.name.clone(),
@@ -314,6 +326,7 @@ fn lower(m: &Module, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
         host_program_shape: entry.program_shape.clone(),
         computations: sink.comps,
         id: 1,
+        input_output_alias,
         ..Default::default()
     };
     (module, sink.stream)

@@ -145,6 +145,16 @@ impl Comp {
     }
 }
 
+/// An entry parameter whose buffer may be reused for an output (input/output
+/// aliasing: with the parameter donated at execution, XLA updates it in place).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Alias {
+    /// Which output: the index into the result tuple (empty for a non-tuple result).
+    pub output: Vec<i64>,
+    /// The entry parameter number.
+    pub parameter: u32,
+}
+
 /// A finished module: the computations reachable from the entry (callees before
 /// callers), dead instructions removed, every instruction checked by [`verify`].
 #[derive(Clone, Debug)]
@@ -157,6 +167,8 @@ pub struct Module {
     pub entry: CompId,
     /// The shapes instructions refer to.
     pub shapes: ShapeTable,
+    /// Entry parameters that may share a buffer with an output.
+    pub aliases: Vec<Alias>,
 }
 
 /// Where the shape rules of ops that call computations find their signatures.
@@ -222,6 +234,21 @@ impl Module {
             .unwrap_or(Shape::Tuple(Vec::new()))
     }
 
+    /// The shape of output `index` of the entry's result (a path into nested tuples;
+    /// empty for the whole result).
+    pub fn output_shape(&self, index: &[i64]) -> Option<Shape> {
+        let mut s = self.result_shape();
+        for i in index {
+            s = match s {
+                Shape::Tuple(mut e) if *i >= 0 && (*i as usize) < e.len() => {
+                    e.swap_remove(*i as usize)
+                }
+                _ => return None,
+            };
+        }
+        Some(s)
+    }
+
     /// Total number of instructions over all computations.
     pub fn instruction_count(&self) -> usize {
         self.comps.iter().map(|c| c.instrs.len()).sum()
@@ -244,6 +271,7 @@ impl Module {
         }
         let mut h = Feed(Sha256::new());
         self.entry.hash(&mut h);
+        self.aliases.hash(&mut h);
         for c in &self.comps {
             c.instrs.len().hash(&mut h);
             c.root.hash(&mut h);

@@ -103,9 +103,22 @@ impl TextSink {
 pub fn module_to_text(m: &Module) -> String {
     let name = lower::lower_name(&m.name);
     let params: Vec<String> = m.parameter_shapes().iter().map(shape_text).collect();
+    let aliases = if m.aliases.is_empty() {
+        String::new()
+    } else {
+        let entries: Vec<String> = m
+            .aliases
+            .iter()
+            .map(|a| {
+                let idx: Vec<String> = a.output.iter().map(i64::to_string).collect();
+                format!("{{{}}}: ({}, {{}}, may-alias)", idx.join(","), a.parameter)
+            })
+            .collect();
+        format!(", input_output_alias={{ {} }}", entries.join(", "))
+    };
     let mut sink = TextSink {
         out: format!(
-            "HloModule {name}, entry_computation_layout={{({})->{}}}\n\n",
+            "HloModule {name}{aliases}, entry_computation_layout={{({})->{}}}\n\n",
             params.join(", "),
             shape_text(&m.result_shape())
         ),

@@ -102,6 +102,34 @@ pub fn verify(m: &Module) -> Result<()> {
     }
     // XLA aborts the process on an entry parameter that is not an array.
     let entry = m.entry_comp();
+    let params = m.parameter_shapes();
+    let mut used: Vec<&[i64]> = Vec::new();
+    for a in &m.aliases {
+        let out = m.output_shape(&a.output);
+        let param = params.get(a.parameter as usize);
+        match (out, param) {
+            (Some(o), Some(p)) if &o == p && o.is_array() => {}
+            (o, p) => {
+                return Err(bad(
+                    &entry.name,
+                    format!(
+                        "output {:?} ({}) cannot alias parameter {} ({}): both must exist and be arrays of one shape",
+                        a.output,
+                        o.map_or("none".into(), |s| s.to_string()),
+                        a.parameter,
+                        p.map_or("none".into(), |s| s.to_string()),
+                    ),
+                ));
+            }
+        }
+        if used.contains(&a.output.as_slice()) {
+            return Err(bad(
+                &entry.name,
+                format!("output {:?} is aliased twice", a.output),
+            ));
+        }
+        used.push(&a.output);
+    }
     for p in entry.param_instrs() {
         let s = m.shapes.get(entry.instrs[p as usize].shape);
         if !s.is_array() {

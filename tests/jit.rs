@@ -1,0 +1,166 @@
+//! `Client::jit` on derived parameter trees: one struct is the shape spec, the traced
+//! values and the device buffers; a training step runs on the real plugin and is
+//! checked against the same step computed in plain Rust.
+
+mod common;
+
+use common::*;
+use xlaclient::{Buffer, Error, Op, Shape, Tree};
+
+/// A linear model's parameters and the optimizer's step counter.
+#[derive(Tree, Clone, Debug, PartialEq)]
+struct Params<T> {
+    w: T,
+    b: T,
+}
+
+#[derive(Tree, Clone, Debug, PartialEq)]
+struct State<T> {
+    params: Params<T>,
+    step: T,
+}
+
+#[derive(Tree, Clone, Debug, PartialEq)]
+struct Batch<T> {
+    x: T,
+    y: T,
+}
+
+const N: i64 = 8;
+const D: i64 = 3;
+const LR: f32 = 0.1;
+
+fn spec() -> (State<Shape>, Batch<Shape>) {
+    (
+        State {
+            params: Params {
+                w: Shape::of::<f32>(&[D]),
+                b: Shape::of::<f32>(&[]),
+            },
+            step: Shape::of::<i32>(&[]),
+        },
+        Batch {
+            x: Shape::of::<f32>(&[N, D]),
+            y: Shape::of::<f32>(&[N]),
+        },
+    )
+}
+
+/// One SGD step on the squared error of `x·w + b` (gradient written by hand).
+fn sgd_step(s: State<Op>, batch: Batch<Op>) -> (State<Op>, Op) {
+    let pred = batch.x.matmul(&s.params.w) + &s.params.b;
+    let err = pred - &batch.y;
+    let loss = (&err * &err).mean(&[0]);
+    let scale = 2.0 / N as f64;
+    let gw = batch.x.t().matmul(&err) * scale;
+    let gb = err.reduce_sum(&[0]) * scale;
+    let lr = f64::from(LR);
+    let next = State {
+        params: Params {
+            w: &s.params.w - &(gw * lr),
+            b: &s.params.b - &(gb * lr),
+        },
+        step: &s.step + 1,
+    };
+    (next, loss)
+}
+
+/// The same step in plain Rust.
+fn sgd_step_host(w: &[f32], b: f32, x: &[f32], y: &[f32]) -> (Vec<f32>, f32, f32) {
+    let (n, d) = (N as usize, D as usize);
+    let err: Vec<f32> = (0..n)
+        .map(|i| (0..d).map(|j| x[i * d + j] * w[j]).sum::<f32>() + b - y[i])
+        .collect();
+    let loss = err.iter().map(|e| e * e).sum::<f32>() / n as f32;
+    let scale = 2.0 / n as f32;
+    let gw: Vec<f32> = (0..d)
+        .map(|j| (0..n).map(|i| x[i * d + j] * err[i]).sum::<f32>() * scale)
+        .collect();
+    let gb = err.iter().sum::<f32>() * scale;
+    let w2 = w.iter().zip(&gw).map(|(w, g)| w - LR * g).collect();
+    (w2, b - LR * gb, loss)
+}
+
+fn data() -> (Vec<f32>, Vec<f32>) {
+    let mut rng = Rng(7);
+    let x = rng.vec((N * D) as usize, -1.0, 1.0);
+    let y = rng.vec(N as usize, -1.0, 1.0);
+    (x, y)
+}
+
+fn upload_state(w: &[f32], b: f32, step: i32) -> State<Buffer> {
+    State {
+        params: Params {
+            w: upload(w, &[D]),
+            b: upload(&[b], &[]),
+        },
+        step: upload(&[step], &[]),
+    }
+}
+
+#[test]
+fn a_training_step_on_a_derived_tree_matches_plain_rust() {
+    let (state_spec, batch_spec) = spec();
+    let step = client()
+        .jit("sgd", &(state_spec, batch_spec), |_, (s, batch)| {
+            sgd_step(s, batch)
+        })
+        .unwrap();
+    // The outputs come back in the traced tree: (State, loss).
+    assert_eq!(step.output_spec().1, Shape::of::<f32>(&[]));
+    assert_eq!(step.output_spec().0.params.w, Shape::of::<f32>(&[D]));
+
+    let (x, y) = data();
+    let batch = Batch {
+        x: upload(&x, &[N, D]),
+        y: upload(&y, &[N]),
+    };
+    let (mut w, mut b) = (vec![0.5f32, -0.25, 0.1], 0.2f32);
+    let mut state = upload_state(&w, b, 0);
+    let mut batch = batch;
+    for k in 0..5 {
+        let args = (state, batch);
+        let (next, loss) = step.call(&args).unwrap();
+        let (w2, b2, want_loss) = sgd_step_host(&w, b, &x, &y);
+        assert_close(&[loss.to_scalar::<f32>().unwrap()], &[want_loss], 1e-5);
+        assert_close(&next.params.w.to_vec::<f32>().unwrap(), &w2, 1e-5);
+        assert_close(&[next.params.b.to_scalar::<f32>().unwrap()], &[b2], 1e-5);
+        assert_eq!(next.step.to_scalar::<i32>().unwrap(), k + 1);
+        (w, b) = (w2, b2);
+        // The batch was borrowed, not given up: it is reused next step.
+        (state, batch) = (next, args.1);
+    }
+}
+
+#[test]
+fn calling_with_the_wrong_tree_or_shapes_is_an_error() {
+    let (state_spec, _) = spec();
+    let f = client()
+        .jit("inc", &state_spec, |_, s: State<Op>| s.step + 1)
+        .unwrap();
+    // A buffer of another shape in one leaf.
+    let bad = State {
+        params: Params {
+            w: upload(&[1f32, 2.0], &[2]),
+            b: upload(&[0f32], &[]),
+        },
+        step: upload(&[3i32], &[]),
+    };
+    let e = f.call(&bad).unwrap_err().to_string();
+    assert!(e.contains("argument 0") && e.contains("f32[2]"), "{e}");
+    let ok = upload_state(&[1.0, 2.0, 3.0], 0.0, 41);
+    assert_eq!(f.call(&ok).unwrap().to_scalar::<i32>().unwrap(), 42);
+}
+
+#[test]
+fn a_shape_error_in_the_traced_function_is_returned() {
+    let (state_spec, _) = spec();
+    let r = client().jit("bad", &state_spec, |_, s: State<Op>| {
+        s.params.w.matmul(&s.params.b) // rank 1 x rank 0
+    });
+    match r {
+        Err(Error::Shape(e)) => assert!(e.to_string().contains("jit.rs"), "{e}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a bad trace compiled"),
+    }
+}
