@@ -125,7 +125,10 @@ impl fmt::Display for ShapeError {
 impl std::error::Error for ShapeError {}
 
 /// Everything that can go wrong in this crate.
-#[derive(Debug)]
+///
+/// `Clone`, so that a stored error (a failed op's, a finished event's) can be handed
+/// out again.
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// An op was given operands of the wrong shape or type.
@@ -180,6 +183,50 @@ pub enum Error {
     },
     /// Finding or fetching the default plugin failed.
     Fetch(FetchError),
+    /// Asynchronous work on a device failed: an execution, or a transfer waiting on
+    /// one. Reported by the work's completion event (for `execute`, when an output
+    /// is read or awaited).
+    Execution {
+        /// The plugin's status code.
+        code: PjrtErrorCode,
+        /// The plugin's message.
+        message: String,
+    },
+    /// The client has no addressable device to put data on or run on.
+    NoDevice,
+    /// Argument lists were given for another number of devices than the program is
+    /// loaded on.
+    DeviceCount {
+        /// Number of argument lists given.
+        given: usize,
+        /// Number of devices the program is loaded on.
+        loaded: usize,
+    },
+    /// The argument lists of a multi-device execution differ in length.
+    ArgumentCount {
+        /// The device whose list differs.
+        device: usize,
+        /// Its number of arguments.
+        given: usize,
+        /// The number of arguments for device 0.
+        expected: usize,
+    },
+    /// An argument buffer belongs to another client.
+    ForeignBuffer {
+        /// Position of the argument.
+        argument: usize,
+    },
+    /// A buffer was used after it was donated to an execution (its memory now
+    /// belongs to the execution's outputs).
+    BufferDeleted,
+    /// The plugin reported an element type this crate has no [`ElementType`]
+    /// for.
+    ///
+    /// [`ElementType`]: crate::ElementType
+    UnsupportedElementType {
+        /// The C API's `PJRT_Buffer_Type` number.
+        pjrt_type: i32,
+    },
     /// Host data does not fit the buffer or program it is meant for.
     HostData {
         /// What does not fit.
@@ -232,7 +279,7 @@ impl fmt::Display for Error {
                 f,
                 "PJRT plugin {} implements PJRT C API {major}.{minor}; this crate speaks major version {}",
                 path.display(),
-                crate::pjrt::raw::PJRT_API_MAJOR
+                crate::pjrt::SUPPORTED_API_MAJOR
             ),
             Error::Unsupported {
                 function,
@@ -242,6 +289,32 @@ impl fmt::Display for Error {
                 "plugin too old for {function}: the loaded plugin (PJRT C API {major}.{minor}) does not provide it"
             ),
             Error::Fetch(e) => write!(f, "{e}"),
+            Error::Execution { code, message } => {
+                write!(f, "device execution failed ({code:?}): {message}")
+            }
+            Error::NoDevice => f.write_str("the client has no addressable device"),
+            Error::DeviceCount { given, loaded } => write!(
+                f,
+                "argument lists for {given} device(s) given; the program is loaded on {loaded}"
+            ),
+            Error::ArgumentCount {
+                device,
+                given,
+                expected,
+            } => write!(
+                f,
+                "device {device} was given {given} argument(s), device 0 was given {expected}"
+            ),
+            Error::ForeignBuffer { argument } => {
+                write!(f, "argument {argument} is a buffer of another client")
+            }
+            Error::BufferDeleted => f.write_str(
+                "the buffer was donated to an execution (or deleted) and holds no data any more",
+            ),
+            Error::UnsupportedElementType { pjrt_type } => write!(
+                f,
+                "the buffer's element type (PJRT_Buffer_Type {pjrt_type}) is not supported by this crate"
+            ),
             Error::HostData { reason } => write!(f, "host data mismatch: {reason}"),
             Error::InvalidModule { reason } => write!(f, "invalid HLO module: {reason}"),
         }

@@ -158,6 +158,7 @@ fn handles_are_send_and_sync() {
     assert_send_sync::<xlaclient::Device>();
     fn assert_send<T: Send>() {}
     assert_send::<xlaclient::pjrt::Event>();
+    assert_send::<xlaclient::pjrt::Execution<'static>>();
 }
 
 #[test]
@@ -231,5 +232,148 @@ fn a_function_the_plugin_lacks_is_a_clean_error() {
             );
             assert!(minor <= 81, "API 0.{minor} should have this function");
         }
+    }
+}
+
+/// A minimal executor: polls `fut` on this thread, parking between polls until its
+/// waker is woken. Counts the wake-ups.
+fn block_on<F: std::future::Future>(fut: F) -> (F::Output, usize) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct ThreadWaker {
+        thread: std::thread::Thread,
+        wakes: AtomicUsize,
+    }
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+    let tw = Arc::new(ThreadWaker {
+        thread: std::thread::current(),
+        wakes: AtomicUsize::new(0),
+    });
+    let waker = Waker::from(tw.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return (v, tw.wakes.load(Ordering::SeqCst));
+        }
+        std::thread::park();
+    }
+}
+
+/// A program that takes a while on the CPU: `k` chained 256×256 matmuls.
+fn slow(k: usize) -> Computation {
+    let b = Builder::new("slow");
+    let x = b.parameter(0, Shape::of::<f32>(&[256, 256]), "x");
+    let mut y = x.clone();
+    for _ in 0..k {
+        y = (y.matmul(&x) * (1.0 / 256.0)).tanh();
+    }
+    b.build(&y).unwrap()
+}
+
+#[test]
+fn execute_async_is_a_future_woken_by_the_plugin() {
+    let exe = client().compile(slow(40)).unwrap();
+    let x = upload(&vec![0.5f32; 256 * 256], &[256, 256]);
+    let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+
+    // Launch, then poll: the first poll finds the work pending (40 matmuls take
+    // milliseconds), registers the waker, and the OnReady callback wakes it.
+    let pending = exe.execute_async(&[&x]).unwrap();
+    let (out, wakes) = block_on(pending);
+    let out = out.unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
+    assert_eq!(wakes, 1, "the callback wakes the waker exactly once");
+
+    // Several in flight at once, host work in between, awaited in reverse order.
+    let inputs: Vec<Buffer> = (0..3)
+        .map(|i| upload(&vec![0.1 * i as f32; 256 * 256], &[256, 256]))
+        .collect();
+    let launched: Vec<_> = inputs
+        .iter()
+        .map(|b| exe.execute_async(&[b]).unwrap())
+        .collect();
+    let host: f64 = (0..200_000).map(|i| (i as f64).sqrt()).sum();
+    assert!(host > 0.0);
+    let mut results = Vec::new();
+    for e in launched.into_iter().rev() {
+        results.push(block_on(e).0.unwrap());
+    }
+    for (i, r) in results.iter().rev().enumerate() {
+        let v = r[0].to_vec::<f32>().unwrap();
+        let single = exe.execute_sync(&[&inputs[i]]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(v, single, "execution {i}");
+    }
+}
+
+#[test]
+fn an_async_batch_stepper_overlaps_host_and_device_work() {
+    // Two "agents" written as straight-line async code, stepped by one executor:
+    // each awaits its prediction while the other's host work runs.
+    let exe = std::sync::Arc::new(client().compile(affine()).unwrap());
+    let agent = |start: f32| {
+        let exe = exe.clone();
+        async move {
+            let mut x = start;
+            for _ in 0..5 {
+                let obs = upload(&[x, x, x], &[3]);
+                let out = exe.execute_async(&[&obs]).unwrap().await.unwrap();
+                x = out[0].to_vec::<f32>().unwrap()[0] * 0.5;
+            }
+            x
+        }
+    };
+    let both = async { (agent(1.0).await, agent(-2.0).await) };
+    let ((a, b), _) = block_on(both);
+    // x -> (2x + 1) / 2 = x + 0.5, five times.
+    assert_eq!((a, b), (3.5, 0.5));
+}
+
+#[test]
+fn every_wait_policy_gives_the_same_results() {
+    use xlaclient::pjrt::WaitPolicy;
+    let plugin = client().plugin().clone();
+    for policy in [
+        WaitPolicy::Auto,
+        WaitPolicy::Park,
+        WaitPolicy::Spin(std::time::Duration::from_micros(200)),
+        WaitPolicy::Spin(std::time::Duration::ZERO),
+    ] {
+        let c = Client::new(
+            &plugin,
+            &xlaclient::ClientOptions::new()
+                .cpu_device_count(1)
+                .wait_policy(policy),
+        )
+        .unwrap();
+        let exe = c.compile(slow(3)).unwrap();
+        let x = c
+            .buffer_from_host(&vec![0.25f32; 256 * 256], &[256, 256])
+            .unwrap();
+        let first = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+        // Several threads waiting at once (Auto then parks instead of polling).
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..5 {
+                        let out = exe.execute(&[&x]).unwrap();
+                        assert_eq!(out[0].to_vec::<f32>().unwrap(), first, "{policy:?}");
+                    }
+                });
+            }
+        });
     }
 }

@@ -138,6 +138,15 @@ impl Api {
         }
     }
 
+    /// Turns the error status of an event (asynchronous work) into
+    /// [`Error::Execution`], destroying it.
+    pub(crate) fn event_error(&self, err: *mut PJRT_Error) -> Error {
+        match self.take_error("PJRT_Event", err) {
+            Error::Pjrt { code, message, .. } => Error::Execution { code, message },
+            other => other,
+        }
+    }
+
     /// A call made while handling an error: a failure there is not converted again
     /// (no recursion), only destroyed.
     unsafe fn call_nested<A>(&self, s: Slot, args: &mut A) -> std::result::Result<(), ()> {

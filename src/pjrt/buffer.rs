@@ -2,11 +2,11 @@
 
 use std::ffi::c_int;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::client::ClientInner;
 use super::device::Device;
-use super::event::Event;
 use super::raw::{self, PJRT_Buffer, slot};
 use crate::error::{Error, Result};
 use crate::shape::{Dims, ElementType, NativeType, Shape};
@@ -53,6 +53,9 @@ pub struct Buffer {
     /// Element type and dims, when known without asking the plugin (uploads and
     /// outputs of executables whose output shapes were read at compile time).
     meta: OnceLock<(ElementType, Dims)>,
+    /// Set once the buffer was offered for donation: from then on every use asks
+    /// the plugin whether it was consumed (`PJRT_Buffer_IsDeleted`).
+    offered: AtomicBool,
 }
 
 // SAFETY: PJRT buffers are thread-safe handles (the C API contract); the `Arc`
@@ -67,6 +70,7 @@ impl Buffer {
             client: client.clone(),
             raw,
             meta: OnceLock::new(),
+            offered: AtomicBool::new(false),
         }
     }
 
@@ -80,6 +84,27 @@ impl Buffer {
         let b = Buffer::from_raw(client, raw);
         let _ = b.meta.set((ty, dims.into()));
         b
+    }
+
+    /// True once the buffer's memory is gone: it was donated to an execution that
+    /// reused it for an output. A deleted buffer can only be dropped; every other
+    /// use is [`Error::BufferDeleted`].
+    pub fn is_deleted(&self) -> Result<bool> {
+        let mut a = raw::PJRT_Buffer_IsDeleted_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: `self.raw` is a live buffer we own; IsDeleted is one of the two
+        // functions the header allows on a deleted buffer (with Destroy).
+        unsafe { self.client.api.call(slot::PJRT_Buffer_IsDeleted, &mut a)? };
+        Ok(a.is_deleted)
+    }
+
+    /// [`Error::BufferDeleted`] if the buffer was donated away. Costs a C call only
+    /// for buffers that were ever offered for donation.
+    pub(crate) fn check_not_donated(&self) -> Result<()> {
+        if self.offered.load(Ordering::Relaxed) && self.is_deleted()? {
+            return Err(Error::BufferDeleted);
+        }
+        Ok(())
     }
 
     /// Element type and dims, asked of the plugin once.
@@ -110,12 +135,7 @@ impl Buffer {
                 .api
                 .call(slot::PJRT_Buffer_ElementType, &mut a)?
         };
-        element_type_of(a.type_).ok_or_else(|| Error::HostData {
-            reason: format!(
-                "buffer has element type {} (PJRT_Buffer_Type), which this crate does not support",
-                a.type_
-            ),
-        })
+        element_type_of(a.type_).ok_or(Error::UnsupportedElementType { pjrt_type: a.type_ })
     }
 
     fn query_dims(&self) -> Result<Vec<i64>> {
@@ -139,6 +159,7 @@ impl Buffer {
 
     /// Bytes the buffer takes on its device.
     pub fn on_device_size_in_bytes(&self) -> Result<usize> {
+        self.check_not_donated()?;
         let mut a = raw::PJRT_Buffer_OnDeviceSizeInBytes_Args::new();
         a.buffer = self.raw;
         // SAFETY: plain out-parameter.
@@ -161,6 +182,7 @@ impl Buffer {
 
     /// Copies the buffer to another device.
     pub fn copy_to_device(&self, device: &Device) -> Result<Buffer> {
+        self.check_not_donated()?;
         let mut a = raw::PJRT_Buffer_CopyToDevice_Args::new();
         a.buffer = self.raw;
         a.dst_device = device.raw;
@@ -175,11 +197,12 @@ impl Buffer {
 
     /// Waits until the buffer's contents are computed (or their computation failed).
     pub fn ready(&self) -> Result<()> {
+        self.check_not_donated()?;
         let mut a = raw::PJRT_Buffer_ReadyEvent_Args::new();
         a.buffer = self.raw;
         // SAFETY: the returned event is owned by us.
         unsafe { self.client.api.call(slot::PJRT_Buffer_ReadyEvent, &mut a)? };
-        super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
+        super::event::wait_opt(self.client.event(a.event))
     }
 
     /// Copies the buffer to the host into `out`, whose length must equal the
@@ -225,6 +248,7 @@ impl Buffer {
     /// # Safety
     /// `dst` must be writable for `size` bytes until this returns.
     unsafe fn copy_raw(&self, dst: *mut std::ffi::c_void, size: usize) -> Result<()> {
+        self.check_not_donated()?;
         let mut a = raw::PJRT_Buffer_ToHostBuffer_Args::new();
         a.src = self.raw;
         a.dst = dst;
@@ -236,7 +260,7 @@ impl Buffer {
                 .api
                 .call(slot::PJRT_Buffer_ToHostBuffer, &mut a)?
         };
-        super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
+        super::event::wait_opt(self.client.event(a.event))
     }
 }
 

@@ -9,7 +9,7 @@ use prost::Message;
 use super::api::{Api, NamedValue, Plugin, copy_str};
 use super::buffer::Buffer;
 use super::device::Device;
-use super::event::Event;
+use super::event::{Event, WaitPolicy};
 use super::executable::LoadedExecutable;
 use super::options::{ClientOptions, CompileOptions};
 use super::raw::{self, PJRT_Client, PJRT_Device, slot};
@@ -23,6 +23,15 @@ pub(crate) struct ClientInner {
     pub(crate) addressable: Vec<*mut PJRT_Device>,
     pub(crate) all: Vec<*mut PJRT_Device>,
     pub(crate) plugin: Plugin,
+    /// How this client's events are waited for.
+    pub(crate) wait: WaitPolicy,
+}
+
+impl ClientInner {
+    /// Wraps an event the plugin returned for this client's work.
+    pub(crate) fn event(&self, raw: *mut raw::PJRT_Event) -> Option<Event> {
+        Event::from_raw(&self.api, raw, self.wait)
+    }
 }
 
 // SAFETY: PJRT clients are thread-safe (the C API contract: a client may be used
@@ -120,6 +129,7 @@ impl Client {
             addressable: Vec::new(),
             all: Vec::new(),
             plugin: plugin.clone(),
+            wait: options.wait,
         };
         let mut d = raw::PJRT_Client_AddressableDevices_Args::new();
         d.client = raw_client;
@@ -210,9 +220,7 @@ impl Client {
             .addressable
             .first()
             .map(|d| Device::new(&self.inner, *d))
-            .ok_or_else(|| Error::HostData {
-                reason: "the client has no addressable device".into(),
-            })
+            .ok_or(Error::NoDevice)
     }
 
     /// Compiles an HLO module (e.g. a [`Computation`](crate::Computation) built with
@@ -299,13 +307,7 @@ impl Client {
     /// Copies host data to a new buffer on the default device. `dims` must multiply
     /// to `data.len()`.
     pub fn buffer_from_host<T: NativeType>(&self, data: &[T], dims: &[i64]) -> Result<Buffer> {
-        let dev = *self
-            .inner
-            .addressable
-            .first()
-            .ok_or_else(|| Error::HostData {
-                reason: "the client has no addressable device".into(),
-            })?;
+        let dev = *self.inner.addressable.first().ok_or(Error::NoDevice)?;
         self.upload(data, dims, dev)
     }
 
@@ -355,7 +357,7 @@ impl Client {
         // The host data must stay untouched until this event fires. It has fired for
         // every plugin we know when the semantics is "only during call"; when it has
         // not, wait, so that `data` may be reused as soon as we return.
-        if let Some(ev) = Event::from_raw(&self.inner.api, a.done_with_host_buffer) {
+        if let Some(ev) = self.inner.event(a.done_with_host_buffer) {
             if !ev.is_ready()? {
                 ev.wait()?;
             }

@@ -1,7 +1,11 @@
 //! `PJRT_LoadedExecutable`: a compiled program, loaded on its devices.
 
 use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use smallvec::SmallVec;
 
@@ -181,7 +185,8 @@ impl LoadedExecutable {
 
     /// Runs the program on its first device with `args` as parameters (in parameter
     /// order) and returns its outputs (a tuple result comes back as one buffer per
-    /// element). Does not wait for the computation: reading an output does.
+    /// element). Does not wait for the computation: reading an output does, and an
+    /// execution failure surfaces there as [`Error::Execution`].
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
         let mut out = self.execute_devices(&[args], false)?;
         Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
@@ -190,57 +195,84 @@ impl LoadedExecutable {
     /// Like [`execute`](Self::execute), and waits until the computation is done
     /// (returning its error, if any).
     pub fn execute_sync(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
+        self.execute_async(args)?.wait()
+    }
+
+    /// Launches the program on its first device and returns at once; the returned
+    /// [`Execution`] is a future of the outputs, ready when the device is done (the
+    /// plugin's completion event wakes it). The host can work meanwhile:
+    ///
+    /// ```no_run
+    /// # fn demo(exe: &xlaclient::LoadedExecutable, x: &xlaclient::Buffer) -> xlaclient::Result<()> {
+    /// let pending = exe.execute_async(&[x])?;
+    /// // ... step the simulator on the host ...
+    /// let outputs = pending.wait()?; // or `pending.await?` in async code
+    /// # Ok(()) }
+    /// ```
+    pub fn execute_async(&self, args: &[&Buffer]) -> Result<Execution<'static>> {
         let mut out = self.execute_devices(&[args], true)?;
-        let (bufs, ev) = out.pop().unwrap_or_default();
-        super::event::wait_opt(ev)?;
-        Ok(bufs)
+        let (outputs, event) = out.pop().unwrap_or_default();
+        Ok(Execution {
+            outputs,
+            event,
+            donated: false,
+            _args: PhantomData,
+        })
     }
 
     /// Runs the program on every device it was loaded on (replicas/partitions):
-    /// `args[d]` are the parameters for device `d`. Returns the outputs per device.
+    /// `args[d]` are the parameters for device `d`. Waits for every device and
+    /// returns the outputs per device.
     pub fn execute_replicated(&self, args: &[Vec<&Buffer>]) -> Result<Vec<Vec<Buffer>>> {
         let lists: Vec<&[&Buffer]> = args.iter().map(|v| v.as_slice()).collect();
         let out = self.execute_devices(&lists, true)?;
         let mut res = Vec::with_capacity(out.len());
+        let mut first_err = None;
         for (bufs, ev) in out {
-            super::event::wait_opt(ev)?;
+            // Every event is awaited, even after a failure.
+            if let Err(e) = super::event::wait_opt(ev) {
+                first_err.get_or_insert(e);
+            }
             res.push(bufs);
         }
-        Ok(res)
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(res),
+        }
     }
 
-    fn execute_devices(
+    fn execute_devices<A: ArgLike>(
         &self,
-        args: &[&[&Buffer]],
+        args: &[&[A]],
         want_events: bool,
     ) -> Result<Vec<(Vec<Buffer>, Option<Event>)>> {
         let num_devices = args.len();
         if num_devices == 0 || num_devices > self.devices.len().max(1) {
-            return Err(Error::HostData {
-                reason: format!(
-                    "execute was given argument lists for {num_devices} device(s); the program is loaded on {}",
-                    self.devices.len()
-                ),
+            return Err(Error::DeviceCount {
+                given: num_devices,
+                loaded: self.devices.len(),
             });
         }
         let num_args = args[0].len();
-        if args.iter().any(|a| a.len() != num_args) {
-            return Err(Error::HostData {
-                reason: "every device needs the same number of arguments".into(),
-            });
-        }
-        for list in args {
-            for b in *list {
+        for (device, list) in args.iter().enumerate() {
+            if list.len() != num_args {
+                return Err(Error::ArgumentCount {
+                    device,
+                    given: list.len(),
+                    expected: num_args,
+                });
+            }
+            for (argument, a) in list.iter().enumerate() {
+                let b = a.buffer();
                 if !Arc::ptr_eq(&b.client, &self.client) {
-                    return Err(Error::HostData {
-                        reason: "an argument buffer belongs to another client".into(),
-                    });
+                    return Err(Error::ForeignBuffer { argument });
                 }
+                b.check_not_donated()?;
             }
         }
         let raw_args: SmallVec<[SmallVec<[*mut PJRT_Buffer; 8]>; 1]> = args
             .iter()
-            .map(|l| l.iter().map(|b| b.raw).collect())
+            .map(|l| l.iter().map(|a| a.buffer().raw).collect())
             .collect();
         let arg_ptrs: SmallVec<[*const *mut PJRT_Buffer; 1]> =
             raw_args.iter().map(|l| l.as_ptr()).collect();
@@ -262,9 +294,13 @@ impl LoadedExecutable {
         if want_events {
             a.device_complete_events = events.as_mut_ptr();
         }
-        // SAFETY: argument and output arrays are sized as the C API requires
-        // (num_devices lists of num_args inputs / num_outputs outputs) and outlive
-        // the call; the buffers are live (borrowed) for the call's duration.
+        // SAFETY: the header's contract for Execute: `argument_lists` is
+        // [num_devices][num_args] live buffers, `output_lists` is caller-allocated
+        // [num_devices][num_outputs] (num_outputs from PJRT_Executable_NumOutputs),
+        // `device_complete_events` (when given) has num_devices slots, and `options`
+        // only needs to live through the call. All arrays are on this frame and the
+        // argument buffers are borrowed for the call; the plugin keeps its own
+        // reference to inputs that the launched work still uses.
         unsafe {
             self.client
                 .api
@@ -284,13 +320,90 @@ impl LoadedExecutable {
                     .collect(),
             };
             let ev = if want_events {
-                Event::from_raw(&self.client.api, events[d])
+                self.client.event(events[d])
             } else {
                 None
             };
             res.push((bufs, ev));
         }
         Ok(res)
+    }
+}
+
+/// An argument of an execution, as the execute functions see it.
+trait ArgLike {
+    fn buffer(&self) -> &Buffer;
+}
+
+impl ArgLike for &Buffer {
+    fn buffer(&self) -> &Buffer {
+        self
+    }
+}
+
+/// An execution launched by [`LoadedExecutable::execute_async`]: a future of its
+/// outputs, ready once the device has finished (woken by the plugin's completion
+/// event through `PJRT_Event_OnReady`). [`wait`](Self::wait) blocks instead.
+///
+/// Dropping it early does not cancel the work; the outputs are dropped (the plugin
+/// frees them when the work is done).
+#[must_use = "an execution's outputs are only returned by awaiting or waiting for it"]
+pub struct Execution<'a> {
+    outputs: Vec<Buffer>,
+    event: Option<Event>,
+    /// Inputs were donated: dropping this waits for the work to finish.
+    donated: bool,
+    _args: PhantomData<&'a Buffer>,
+}
+
+impl Execution<'_> {
+    /// Blocks until the device is done (as the client's wait policy says) and
+    /// returns the outputs, or the execution's error.
+    pub fn wait(mut self) -> Result<Vec<Buffer>> {
+        super::event::wait_opt(self.event.take())?;
+        Ok(std::mem::take(&mut self.outputs))
+    }
+
+    /// True once the device is done.
+    pub fn is_ready(&self) -> Result<bool> {
+        self.event.as_ref().map_or(Ok(true), Event::is_ready)
+    }
+}
+
+impl Future for Execution<'_> {
+    type Output = Result<Vec<Buffer>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(ev) = &mut this.event {
+            match Pin::new(ev).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(status) => {
+                    this.event = None;
+                    status?;
+                }
+            }
+        }
+        Poll::Ready(Ok(std::mem::take(&mut this.outputs)))
+    }
+}
+
+impl Drop for Execution<'_> {
+    fn drop(&mut self) {
+        if self.donated {
+            // Donated inputs are released only once the work that now owns their
+            // memory is done (see the module docs on donation).
+            let _ = super::event::wait_opt(self.event.take());
+        }
+    }
+}
+
+impl fmt::Debug for Execution<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Execution")
+            .field("outputs", &self.outputs.len())
+            .field("pending", &self.event.is_some())
+            .finish()
     }
 }
 

@@ -21,6 +21,10 @@ pub use api::{NamedValue, Plugin};
 pub use buffer::Buffer;
 pub use client::Client;
 pub use device::Device;
-pub use event::{Event, SPIN_BEFORE_BLOCKING};
-pub use executable::LoadedExecutable;
+pub use event::{AUTO_SPIN, Event, WaitPolicy};
+pub use executable::{Execution, LoadedExecutable};
 pub use options::{ClientOptions, CompileOptions};
+
+/// The PJRT C API major version this crate speaks (plugins of another major version
+/// are refused with [`Error::IncompatibleApi`](crate::Error::IncompatibleApi)).
+pub const SUPPORTED_API_MAJOR: i32 = raw::PJRT_API_MAJOR;

