@@ -5,7 +5,7 @@ use std::fmt;
 use std::panic::Location;
 use std::path::PathBuf;
 
-use crate::pjrt::fetch::FetchError;
+use crate::install::InstallError;
 use crate::shape::Shape;
 
 /// Result alias used throughout the crate.
@@ -181,8 +181,8 @@ pub enum Error {
         /// The plugin's PJRT C API version `(major, minor)`.
         api_version: (i32, i32),
     },
-    /// Finding or fetching the default plugin failed.
-    Fetch(FetchError),
+    /// Finding or installing the default plugin failed.
+    Install(InstallError),
     /// Asynchronous work on a device failed: an execution, or a transfer waiting on
     /// one. Reported by the work's completion event (for `execute`, when an output
     /// is read or awaited).
@@ -216,6 +216,8 @@ pub enum Error {
         /// Position of the argument.
         argument: usize,
     },
+    /// A device of another client was named (e.g. as a copy's destination).
+    ForeignDevice,
     /// A buffer was used after it was donated to an execution (its memory now
     /// belongs to the execution's outputs).
     BufferDeleted,
@@ -288,7 +290,7 @@ impl fmt::Display for Error {
                 f,
                 "plugin too old for {function}: the loaded plugin (PJRT C API {major}.{minor}) does not provide it"
             ),
-            Error::Fetch(e) => write!(f, "{e}"),
+            Error::Install(e) => write!(f, "{e}"),
             Error::Execution { code, message } => {
                 write!(f, "device execution failed ({code:?}): {message}")
             }
@@ -308,6 +310,7 @@ impl fmt::Display for Error {
             Error::ForeignBuffer { argument } => {
                 write!(f, "argument {argument} is a buffer of another client")
             }
+            Error::ForeignDevice => f.write_str("the device belongs to another client"),
             Error::BufferDeleted => f.write_str(
                 "the buffer was donated to an execution (or deleted) and holds no data any more",
             ),
@@ -325,7 +328,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Shape(e) => Some(e),
-            Error::Fetch(e) => Some(e),
+            Error::Install(e) => Some(e),
             _ => None,
         }
     }
@@ -337,8 +340,8 @@ impl From<ShapeError> for Error {
     }
 }
 
-impl From<FetchError> for Error {
-    fn from(e: FetchError) -> Self {
-        Error::Fetch(e)
+impl From<InstallError> for Error {
+    fn from(e: InstallError) -> Self {
+        Error::Install(e)
     }
 }

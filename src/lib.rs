@@ -29,13 +29,15 @@
 //!
 //! Layout: [`builder`] (graph, module, HLO text, verifier), [`ops`] (one file per op
 //! family: shape rule, builder method, tests), [`pjrt`] (the only `unsafe` code),
-//! [`proto`] (our own declarations of XLA's protos).
+//! [`install`] (finding or installing the plugin), [`proto`] (our own declarations
+//! of XLA's protos).
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod builder;
 pub mod error;
+pub mod install;
 pub mod ir;
 pub mod ops;
 pub mod pjrt;

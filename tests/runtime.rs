@@ -26,6 +26,26 @@ fn plugin_reports_its_api_and_attributes() {
 }
 
 #[test]
+fn the_plugin_registry_knows_a_library_by_its_table_not_its_path() {
+    // A hard link is another path to the same file: the loader maps the library
+    // once, and the registry (keyed by the PJRT_Api table's address) returns the
+    // plugin already initialised, with the path it was first loaded from.
+    let p = client().plugin();
+    let link = p
+        .path()
+        .with_file_name(format!(".xlaclient-test-link-{}.so", std::process::id()));
+    if std::fs::hard_link(p.path(), &link).is_err() {
+        eprintln!("cannot hard-link next to the plugin; skipped");
+        return;
+    }
+    let again = Plugin::load(&link);
+    std::fs::remove_file(&link).unwrap();
+    let again = again.unwrap();
+    assert_eq!(again.path(), p.path());
+    assert_eq!(again.api_version(), p.api_version());
+}
+
+#[test]
 fn client_and_devices() {
     let c = client();
     assert_eq!(c.platform_name().unwrap(), "cpu");

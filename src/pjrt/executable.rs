@@ -24,8 +24,8 @@ use crate::shape::{Dims, ElementType};
 /// `LoadedExecutable` is `Send` and `Sync`: PJRT executables may be executed from
 /// several threads at once.
 pub struct LoadedExecutable {
-    client: Arc<ClientInner>,
-    raw: *mut PJRT_LoadedExecutable,
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) raw: *mut PJRT_LoadedExecutable,
     devices: Vec<*mut PJRT_Device>,
     num_outputs: usize,
     name: String,
@@ -33,8 +33,11 @@ pub struct LoadedExecutable {
     output_shapes: Option<Vec<(ElementType, Dims)>>,
 }
 
-// SAFETY: PJRT loaded executables are thread-safe (the C API contract); the `Arc`
-// keeps the client alive; `devices` are immutable handles owned by the client.
+// SAFETY: a loaded executable is owned by exactly one `LoadedExecutable` (destroyed
+// once, in Drop) and only queried or executed through the C API; PJRT executables
+// may be executed from several threads at once (JAX does). The `Arc` keeps the
+// client alive; `devices` are handles the client owns ("same lifetime as
+// `client`").
 unsafe impl Send for LoadedExecutable {}
 // SAFETY: see `Send`.
 unsafe impl Sync for LoadedExecutable {}
@@ -68,13 +71,14 @@ impl LoadedExecutable {
             output_shapes: None,
         };
         // From here on `exe` owns `raw`: an error below destroys it in Drop.
-        let mut d = raw::PJRT_LoadedExecutable_AddressableDevices_Args::new();
-        d.executable = raw;
-        // SAFETY: the device array is owned by the executable; copied at once.
+        // SAFETY: `raw` is the live executable just returned to us; the device
+        // array is owned by it (the devices by the client) and copied at once.
         unsafe {
-            client
+            let d = client
                 .api
-                .call(slot::PJRT_LoadedExecutable_AddressableDevices, &mut d)?;
+                .query(slot::PJRT_LoadedExecutable_AddressableDevices, |a| {
+                    a.executable = raw
+                })?;
             if !d.addressable_devices.is_null() {
                 exe.devices =
                     std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices)
@@ -82,15 +86,19 @@ impl LoadedExecutable {
             }
         }
         let e = exe.executable()?;
-        let mut n = raw::PJRT_Executable_NumOutputs_Args::new();
-        n.executable = e.raw;
-        // SAFETY: plain out-parameter.
-        unsafe { client.api.call(slot::PJRT_Executable_NumOutputs, &mut n)? };
-        let mut nm = raw::PJRT_Executable_Name_Args::new();
-        nm.executable = e.raw;
-        // SAFETY: the name is owned by the executable; copied at once.
+        let er = e.raw;
+        // SAFETY: `er` is live until `e` drops; a plain out-parameter.
+        let n = unsafe {
+            client
+                .api
+                .query(slot::PJRT_Executable_NumOutputs, |a| a.executable = er)?
+        };
+        // SAFETY: as above; the header: the name "has the same lifetime as
+        // `executable`", and it is copied at once.
         let name = unsafe {
-            client.api.call(slot::PJRT_Executable_Name, &mut nm)?;
+            let nm = client
+                .api
+                .query(slot::PJRT_Executable_Name, |a| a.executable = er)?;
             copy_str(nm.executable_name, nm.executable_name_size)
         };
         let shapes = output_shapes(client, e.raw, n.num_outputs);
@@ -102,13 +110,15 @@ impl LoadedExecutable {
     }
 
     fn executable(&self) -> Result<ExecutableRef<'_>> {
-        let mut g = raw::PJRT_LoadedExecutable_GetExecutable_Args::new();
-        g.loaded_executable = self.raw;
-        // SAFETY: the returned executable is ours to destroy (ExecutableRef does).
-        unsafe {
+        let le = self.raw;
+        // SAFETY: `le` is live; the returned executable is ours to destroy
+        // (`ExecutableRef` does).
+        let g = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_LoadedExecutable_GetExecutable, &mut g)?
+                .query(slot::PJRT_LoadedExecutable_GetExecutable, |a| {
+                    a.loaded_executable = le
+                })?
         };
         Ok(ExecutableRef {
             client: &self.client,
@@ -116,8 +126,10 @@ impl LoadedExecutable {
         })
     }
 
-    pub(crate) fn raw_handle(&self) -> *mut PJRT_LoadedExecutable {
-        self.raw
+    /// Element type and dims of output `i`, if the plugin reported them.
+    pub(crate) fn output_shape(&self, i: usize) -> Option<(ElementType, &[i64])> {
+        let (t, d) = self.output_shapes.as_ref()?.get(i)?;
+        Some((*t, d))
     }
 
     /// The program's name.
@@ -439,20 +451,20 @@ fn output_shapes(
     exe: *mut PJRT_Executable,
     n: usize,
 ) -> Option<Vec<(ElementType, Dims)>> {
-    let mut t = raw::PJRT_Executable_OutputElementTypes_Args::new();
-    t.executable = exe;
-    let mut d = raw::PJRT_Executable_OutputDimensions_Args::new();
-    d.executable = exe;
-    // SAFETY: the arrays returned are owned by the executable, which is alive here;
-    // they are copied before it is destroyed.
+    // SAFETY: `exe` is alive here; the arrays returned are owned by it and copied
+    // before it is destroyed; their lengths are checked against each other first.
     unsafe {
-        client
+        let t = client
             .api
-            .call(slot::PJRT_Executable_OutputElementTypes, &mut t)
+            .query(slot::PJRT_Executable_OutputElementTypes, |a| {
+                a.executable = exe
+            })
             .ok()?;
-        client
+        let d = client
             .api
-            .call(slot::PJRT_Executable_OutputDimensions, &mut d)
+            .query(slot::PJRT_Executable_OutputDimensions, |a| {
+                a.executable = exe
+            })
             .ok()?;
         if t.num_output_types != n
             || d.num_outputs != n
@@ -485,7 +497,8 @@ impl Drop for LoadedExecutable {
     fn drop(&mut self) {
         let mut a = raw::PJRT_LoadedExecutable_Destroy_Args::new();
         a.executable = self.raw;
-        // SAFETY: we own the executable and destroy it once.
+        // SAFETY: we own the executable and destroy it once. Outputs and pending
+        // executions do not need it: the plugin keeps what running work uses.
         let _ = unsafe {
             self.client
                 .api

@@ -1,21 +1,21 @@
 //! The thin PJRT backend: loads a vendor PJRT C API plugin at run time and wraps its
 //! C objects in safe RAII types. The only module of the crate with `unsafe` code.
 //!
-//! Layers: [`raw`] declares the C structs and the function table's slots; `api`
+//! Layers: `raw` declares the C structs and the function table's slots; `api`
 //! holds the loaded table and the one call funnel (every `PJRT_Error` becomes
 //! [`Error::Pjrt`](crate::Error::Pjrt)); the safe types sit on top, one per C object.
 //! Each handle owns an `Arc` of what it depends on (buffer → client → plugin).
 
 mod api;
+#[doc(hidden)]
+pub mod bench_support;
 mod buffer;
 mod client;
 mod device;
 mod event;
 mod executable;
-pub mod fetch;
-pub mod floor;
 mod options;
-pub mod raw;
+mod raw;
 
 pub use api::{NamedValue, Plugin};
 pub use buffer::Buffer;

