@@ -54,5 +54,7 @@ pub use builder::{Builder, Computation, Op};
 pub use error::{Error, PjrtErrorCode, Result, ShapeError};
 pub use ops::elementwise::{Comparison, Scalar};
 pub use ops::linalg::DotDims;
-pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};
+pub use pjrt::{
+    Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin,
+};
 pub use shape::{ElementType, NativeType, Shape};

@@ -397,3 +397,110 @@ fn every_wait_policy_gives_the_same_results() {
         });
     }
 }
+
+/// `x + 1` on f32[4] whose output aliases parameter 0 (`kind`: 1 may-alias, 2
+/// must-alias), as a module compiled with donation in mind declares it.
+fn aliased_increment(kind: i32) -> Computation {
+    let b = Builder::new("inc");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let mut proto = b.build(&(&x + 1.0)).unwrap().proto().clone();
+    use xlaclient::proto::hlo_input_output_alias_proto::AliasEntryProto;
+    proto.input_output_alias = Some(xlaclient::proto::HloInputOutputAliasProto {
+        entries: vec![AliasEntryProto {
+            output_shape_index: vec![],
+            parameter_number: 0,
+            parameter_shape_index: vec![],
+            kind,
+        }],
+    });
+    Computation::from_proto(proto)
+}
+
+#[test]
+fn donated_inputs_are_consumed_and_kept_inputs_are_not() {
+    use xlaclient::{Arg, Error};
+    let exe = client().compile(aliased_increment(1)).unwrap();
+
+    // Donated: the output reuses the input's memory; the input is gone.
+    let x = upload(&[1.0f32, 2.0, 3.0, 4.0], &[4]);
+    let out = exe.execute_with(&[Arg::Donate(&x)]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
+    assert!(
+        x.is_deleted().unwrap(),
+        "a donated, aliased input is consumed"
+    );
+    assert!(matches!(x.to_vec::<f32>(), Err(Error::BufferDeleted)));
+    assert!(matches!(x.ready(), Err(Error::BufferDeleted)));
+    let e = exe.execute(&[&x]).unwrap_err();
+    assert!(matches!(e, Error::BufferDeleted), "{e:?}");
+
+    // Kept (explicitly, or by plain `execute`): listed as non-donatable, so the
+    // same aliased program leaves the input valid.
+    let y = upload(&[0.0f32; 4], &[4]);
+    let out = exe.execute_with(&[Arg::Keep(&y)]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    let out2 = exe.execute(&[&y]).unwrap();
+    assert_eq!(out2[0].to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    assert!(!y.is_deleted().unwrap());
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0; 4]);
+
+    // A state stepped in place: each step donates the previous output.
+    let mut state = upload(&[0.0f32; 4], &[4]);
+    for _ in 0..10 {
+        let next = exe
+            .execute_with(&[Arg::Donate(&state)])
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert!(state.is_deleted().unwrap());
+        state = next;
+    }
+    assert_eq!(state.to_vec::<f32>().unwrap(), vec![10.0; 4]);
+
+    // Asynchronously: the execution borrows the donated buffer until it is done.
+    let z = upload(&[5.0f32; 4], &[4]);
+    let pending = exe.execute_async_with(&[Arg::Donate(&z)]).unwrap();
+    let out = pending.wait().unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![6.0; 4]);
+    assert!(z.is_deleted().unwrap());
+    // Dropped before it is awaited: the drop waits for the device first.
+    let w = upload(&[7.0f32; 4], &[4]);
+    drop(exe.execute_async_with(&[Arg::Donate(&w)]).unwrap());
+    assert!(w.is_deleted().unwrap());
+}
+
+#[test]
+fn donating_into_a_program_without_aliasing_keeps_the_buffer() {
+    use xlaclient::Arg;
+    // No input_output_alias: nothing can reuse the input, so it stays valid.
+    let exe = client().compile(affine()).unwrap();
+    let x = upload(&[1.0f32, 2.0, 3.0], &[3]);
+    let out = exe.execute_with(&[Arg::Donate(&x)]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+    assert!(!x.is_deleted().unwrap());
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn donation_misuse_is_an_error_not_a_crash() {
+    use xlaclient::Arg;
+    // Must-alias: the program needs the input's memory; keeping the input is
+    // either refused or served by a copy, never a crash, and the input survives.
+    let exe = client().compile(aliased_increment(2)).unwrap();
+    let x = upload(&[1.0f32; 4], &[4]);
+    match exe.execute_with(&[Arg::Keep(&x)]) {
+        Ok(out) => assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 4]),
+        Err(e) => eprintln!("must-alias with a kept input refused: {e}"),
+    }
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    // The same buffer donated twice in one call (a two-parameter program).
+    let b = Builder::new("two");
+    let p = b.parameter(0, Shape::of::<f32>(&[4]), "p");
+    let q = b.parameter(1, Shape::of::<f32>(&[4]), "q");
+    let two = client().compile(b.build(&(&p + &q)).unwrap()).unwrap();
+    let y = upload(&[1.0f32; 4], &[4]);
+    match two.execute_with(&[Arg::Donate(&y), Arg::Donate(&y)]) {
+        Ok(out) => assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 4]),
+        Err(e) => eprintln!("double donation refused: {e}"),
+    }
+}

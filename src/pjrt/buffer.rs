@@ -103,6 +103,12 @@ impl Buffer {
         Ok(a.is_deleted)
     }
 
+    /// Marks the buffer as offered for donation: from now on every use checks
+    /// whether it was consumed.
+    pub(crate) fn mark_offered(&self) {
+        self.offered.store(true, Ordering::Relaxed);
+    }
+
     /// [`Error::BufferDeleted`] if the buffer was donated away. Costs a C call only
     /// for buffers that were ever offered for donation.
     pub(crate) fn check_not_donated(&self) -> Result<()> {

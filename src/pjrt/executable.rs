@@ -232,6 +232,36 @@ impl LoadedExecutable {
         })
     }
 
+    /// Runs the program on its first device with arguments that may be donated
+    /// ([`Arg::Donate`]); waits until the computation is done when any input was
+    /// donated (their memory now belongs to the outputs), else returns at once like
+    /// [`execute`](Self::execute).
+    ///
+    /// A donated input is consumed when the program aliases it to an output (the
+    /// module's `input_output_alias`); otherwise it stays valid.
+    pub fn execute_with(&self, args: &[Arg<'_>]) -> Result<Vec<Buffer>> {
+        if args.iter().any(|a| a.donated()) {
+            self.execute_async_with(args)?.wait()
+        } else {
+            let mut out = self.execute_devices(&[args], false)?;
+            Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
+        }
+    }
+
+    /// [`execute_async`](Self::execute_async) with arguments that may be donated.
+    /// The [`Execution`] borrows the donated buffers until the device is done;
+    /// dropping it before then waits for the device.
+    pub fn execute_async_with<'a>(&self, args: &[Arg<'a>]) -> Result<Execution<'a>> {
+        let mut out = self.execute_devices(&[args], true)?;
+        let (outputs, event) = out.pop().unwrap_or_default();
+        Ok(Execution {
+            outputs,
+            event,
+            donated: args.iter().any(|a| a.donated()),
+            _args: PhantomData,
+        })
+    }
+
     /// Runs the program on every device it was loaded on (replicas/partitions):
     /// `args[d]` are the parameters for device `d`. Waits for every device and
     /// returns the outputs per device.
@@ -282,6 +312,21 @@ impl LoadedExecutable {
                 b.check_not_donated()?;
             }
         }
+        // Every input not donated is listed as non-donatable on every device (the
+        // header: a list of input indices the caller keeps alive through the
+        // call), so a module that aliases an input never consumes a kept buffer.
+        let keep: SmallVec<[i64; 8]> = (0..num_args)
+            .filter(|&i| args.iter().any(|l| !l[i].donated()))
+            .map(|i| i as i64)
+            .collect();
+        let donating = keep.len() < num_args;
+        if donating {
+            for l in args {
+                for a in l.iter().filter(|a| a.donated()) {
+                    a.buffer().mark_offered();
+                }
+            }
+        }
         let raw_args: SmallVec<[SmallVec<[*mut PJRT_Buffer; 8]>; 1]> = args
             .iter()
             .map(|l| l.iter().map(|a| a.buffer().raw).collect())
@@ -296,6 +341,10 @@ impl LoadedExecutable {
         let mut events: SmallVec<[*mut raw::PJRT_Event; 1]> =
             SmallVec::from_elem(std::ptr::null_mut(), num_devices);
         let mut opts = raw::PJRT_ExecuteOptions::new();
+        if !keep.is_empty() {
+            opts.non_donatable_input_indices = keep.as_ptr();
+            opts.num_non_donatable_input_indices = keep.len();
+        }
         let mut a = raw::PJRT_LoadedExecutable_Execute_Args::new();
         a.executable = self.raw;
         a.options = &mut opts;
@@ -345,11 +394,49 @@ impl LoadedExecutable {
 /// An argument of an execution, as the execute functions see it.
 trait ArgLike {
     fn buffer(&self) -> &Buffer;
+    fn donated(&self) -> bool;
 }
 
 impl ArgLike for &Buffer {
     fn buffer(&self) -> &Buffer {
         self
+    }
+    fn donated(&self) -> bool {
+        false
+    }
+}
+
+impl ArgLike for Arg<'_> {
+    fn buffer(&self) -> &Buffer {
+        match self {
+            Arg::Keep(b) | Arg::Donate(b) => b,
+        }
+    }
+    fn donated(&self) -> bool {
+        matches!(self, Arg::Donate(_))
+    }
+}
+
+/// An argument of [`LoadedExecutable::execute_with`]: kept (the caller's buffer
+/// stays valid) or donated (the program may write its output into the buffer's
+/// memory, as the module's `input_output_alias` allows; the buffer is then
+/// consumed: [`Buffer::is_deleted`] is true and every other use is
+/// [`Error::BufferDeleted`]).
+///
+/// Donation saves an allocation and a copy per call for state that is replaced by
+/// each step (parameters updated in place, an environment's state).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// The buffer stays the caller's (listed in the execution's
+    /// `non_donatable_input_indices`).
+    Keep(&'a Buffer),
+    /// The buffer's memory may be reused for an output it aliases.
+    Donate(&'a Buffer),
+}
+
+impl<'a> From<&'a Buffer> for Arg<'a> {
+    fn from(b: &'a Buffer) -> Self {
+        Arg::Keep(b)
     }
 }
 

@@ -22,7 +22,7 @@ pub use buffer::Buffer;
 pub use client::Client;
 pub use device::Device;
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
-pub use executable::{Execution, LoadedExecutable};
+pub use executable::{Arg, Execution, LoadedExecutable};
 pub use options::{ClientOptions, CompileOptions};
 
 /// The PJRT C API major version this crate speaks (plugins of another major version
