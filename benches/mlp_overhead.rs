@@ -19,11 +19,13 @@
 //!
 //! Two client configurations: the plugin's default (asynchronous) and
 //! `asynchronous=false`; then 4 threads calling concurrently (one executable, one
-//! set of parameters; each thread its own observations), safe vs raw.
+//! set of parameters; each thread its own observations), safe vs raw in
+//! alternating phases, with both waits.
 //!
 //! Run: `cargo bench --bench mlp_overhead` (env `CALLS` = timed calls per path and
-//! batch, default 4000, a quarter of that at batch 1024; `PJRT_PLUGIN_PATH` picks
-//! another plugin).
+//! batch, default 10000, a quarter of that at batch 1024; `PJRT_PLUGIN_PATH` picks
+//! another plugin). The `spin` rows are what this crate did before `WaitPolicy`
+//! (poll up to 1 ms, then block): compare them with `auto` for the policy's effect.
 
 use std::time::{Duration, Instant};
 
@@ -175,18 +177,24 @@ fn single_thread(
 
 /// 4 threads calling at once, alternating safe and raw phases; median per-call
 /// latency and total calls per second of each path.
-fn four_threads(plugin: &Plugin, base: &ClientOptions, calls: usize) -> xlaclient::Result<()> {
+fn four_threads(
+    plugin: &Plugin,
+    base: &ClientOptions,
+    wait_name: &str,
+    policy: WaitPolicy,
+    calls: usize,
+) -> xlaclient::Result<()> {
     const THREADS: usize = 4;
-    let client = Client::new(plugin, base)?;
-    println!(
-        "  {:>5} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>8} | calls/s safe, raw",
-        "thr", "batch", "safe_min", "safe_med", "raw_min", "raw_med", "safe/raw"
-    );
+    let client = Client::new(plugin, &base.clone().wait_policy(policy))?;
+    // Several threads wait at once, so `Auto` parks: the raw path blocks too.
+    let raw_wait = match policy {
+        WaitPolicy::Spin(d) => RawWait::Spin(d),
+        WaitPolicy::Auto | WaitPolicy::Park => RawWait::Block,
+    };
     for batch in [64i64, 1024] {
         let exe = client.compile(mlp(batch))?;
         let safe_params = params(&client)?;
-        // Several threads wait at once, so `Auto` parks: the raw path blocks too.
-        let raw = RawCall::new(&exe, params(&client)?, RawWait::Block)?;
+        let raw = RawCall::new(&exe, params(&client)?, raw_wait)?;
         let per_thread = (if batch == 1024 { calls / 4 } else { calls }) / THREADS;
         let phase = 25;
         let mut ts = Vec::new();
@@ -248,7 +256,7 @@ fn four_threads(plugin: &Plugin, base: &ClientOptions, calls: usize) -> xlaclien
         let (rmin, rmed) = stats(&mut tr);
         println!(
             "  {:>5} {:>6} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>8.3} | {:.0}, {:.0}",
-            THREADS,
+            wait_name,
             batch,
             smin,
             smed,
@@ -269,7 +277,7 @@ fn main() -> xlaclient::Result<()> {
     let calls: usize = std::env::var("CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4000);
+        .unwrap_or(10_000);
     let plugin = Plugin::default_plugin()?;
     println!(
         "plugin {} (PJRT C API {}.{}), {} cores, {calls} timed calls per path and batch \
@@ -294,8 +302,13 @@ fn main() -> xlaclient::Result<()> {
         header();
         single_thread(&plugin, base, "auto", WaitPolicy::Auto, calls)?;
         single_thread(&plugin, base, "spin", WaitPolicy::Spin(SPIN), calls)?;
-        println!("client: {name} — 4 threads at once, wait auto");
-        four_threads(&plugin, base, calls)?;
+        println!("client: {name} — 4 threads calling at once");
+        println!(
+            "  {:>5} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>8} | calls/s safe, raw",
+            "wait", "batch", "safe_min", "safe_med", "raw_min", "raw_med", "safe/raw"
+        );
+        four_threads(&plugin, base, "auto", WaitPolicy::Auto, calls)?;
+        four_threads(&plugin, base, "spin", WaitPolicy::Spin(SPIN), calls)?;
     }
     Ok(())
 }
