@@ -179,13 +179,7 @@ impl<'e> RawCall<'e> {
     /// One call: upload `input` (f32, `dims`) as the last argument, execute, copy
     /// output 0 into `out` (its length must be output 0's element count).
     pub fn call(&self, input: &[f32], dims: &[i64], out: &mut [f32]) -> Result<()> {
-        let count = dims.iter().try_fold(
-            1i64,
-            |acc, d| {
-                if *d < 0 { None } else { acc.checked_mul(*d) }
-            },
-        );
-        if count != Some(input.len() as i64) {
+        if super::client::element_count(dims) != Some(input.len() as i64) {
             return Err(Error::HostData {
                 reason: format!("{} f32 values for dimensions {dims:?}", input.len()),
             });

@@ -331,13 +331,7 @@ impl Client {
         dims: &[i64],
         device: *mut PJRT_Device,
     ) -> Result<Buffer> {
-        let count = dims.iter().try_fold(
-            1i64,
-            |acc, d| {
-                if *d < 0 { None } else { acc.checked_mul(*d) }
-            },
-        );
-        if count != Some(data.len() as i64) {
+        if element_count(dims) != Some(data.len() as i64) {
             return Err(Error::HostData {
                 reason: format!(
                     "{} elements of {} given for dimensions {:?}",
@@ -373,6 +367,15 @@ impl Client {
         super::event::wait_opt(self.inner.event(a.done_with_host_buffer))?;
         Ok(buffer)
     }
+}
+
+/// The number of elements `dims` describe; `None` for a negative size or an
+/// overflow.
+pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
+    dims.iter().try_fold(
+        1i64,
+        |acc, d| if *d < 0 { None } else { acc.checked_mul(*d) },
+    )
 }
 
 /// Copies a C array of device pointers.
