@@ -1,28 +1,42 @@
-//! Per-call overhead of the safe API against the raw PJRT C floor, side by side.
+//! Per-call overhead of the safe API against the raw PJRT C path, side by side.
 //!
 //! Workload (as in `shared/bench-anchors`): the MLP policy 50 → 256 → relu → 3 (f32),
 //! parameters resident on the device; one call = upload the observation batch,
 //! execute, download the output. For batch 1, 64 and 1024 it times
 //!   - `safe`: `Client::buffer_from_host` + `LoadedExecutable::execute` +
 //!     `Buffer::copy_to_host`;
-//!   - `raw`:  the same C calls driven directly through the function table
-//!     (`xlaclient::pjrt::floor`), no wrapper;
+//!   - `raw`: the same C calls through function pointers looked up once, no wrapper
+//!     (`xlaclient::pjrt::bench_support`, the shape of the anchors' `pjrt_floor.c`),
 //!
-//! alternating blocks of calls so both see the same machine state, and prints
-//! min / median µs per call and the ratio of medians. Two client configurations:
-//! the plugin's default (asynchronous) and `asynchronous=false`.
+//! in the same process, alternating blocks of 50 calls so both see the same machine
+//! state, and prints min / median µs per call and the ratio of medians.
+//!
+//! Both paths wait for events the same way, so the ratio is the wrapper's cost:
+//!   - `auto`: the client's default [`WaitPolicy::Auto`] for `safe`; for `raw` the
+//!     same rule (on this machine's core count) with `PJRT_Event_Await` as the
+//!     blocking wait;
+//!   - `spin`: poll `PJRT_Event_IsReady` for up to 1 ms, then block, on both paths.
+//!
+//! Two client configurations: the plugin's default (asynchronous) and
+//! `asynchronous=false`; then 4 threads calling concurrently (one executable, one
+//! set of parameters; each thread its own observations), safe vs raw in
+//! alternating phases, with both waits.
 //!
 //! Run: `cargo bench --bench mlp_overhead` (env `CALLS` = timed calls per path and
-//! batch, default 4000; `PJRT_PLUGIN_PATH` picks another plugin).
+//! batch, default 10000, a quarter of that at batch 1024; `PJRT_PLUGIN_PATH` picks
+//! another plugin). The `spin` rows are what this crate did before `WaitPolicy`
+//! (poll up to 1 ms, then block): compare them with `auto` for the policy's effect.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use xlaclient::pjrt::floor::RawMlpCall;
-use xlaclient::{Builder, Client, ClientOptions, Computation, Plugin, Shape};
+use xlaclient::pjrt::bench_support::{RawCall, RawWait};
+use xlaclient::pjrt::{AUTO_SPIN, WaitPolicy};
+use xlaclient::{Buffer, Builder, Client, ClientOptions, Computation, Plugin, Shape};
 
 const OBS: i64 = 50;
 const HID: i64 = 256;
 const ACT: i64 = 3;
+const SPIN: Duration = Duration::from_millis(1);
 
 fn mlp(batch: i64) -> Computation {
     let b = Builder::new("mlp");
@@ -46,8 +60,9 @@ fn data(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
+/// (min, median) of `v`.
 fn stats(v: &mut [f64]) -> (f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(|a, b| a.total_cmp(b));
     let med = if v.len() % 2 == 1 {
         v[v.len() / 2]
     } else {
@@ -56,43 +71,71 @@ fn stats(v: &mut [f64]) -> (f64, f64) {
     (v[0], med)
 }
 
-fn run(client: &Client, label: &str, calls: usize) -> xlaclient::Result<()> {
-    println!("\n{label}");
+/// The raw path's wait matching a safe client's policy on this machine (with no
+/// other thread waiting).
+fn raw_wait(policy: WaitPolicy) -> RawWait {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match policy {
+        WaitPolicy::Auto if cores > 2 => RawWait::Spin(AUTO_SPIN),
+        WaitPolicy::Auto | WaitPolicy::Park => RawWait::Block,
+        WaitPolicy::Spin(d) => RawWait::Spin(d),
+    }
+}
+
+fn params(client: &Client) -> xlaclient::Result<Vec<Buffer>> {
+    let host = [
+        data((OBS * HID) as usize, 1),
+        data(HID as usize, 2),
+        data((HID * ACT) as usize, 3),
+        data(ACT as usize, 4),
+    ];
+    let dims: [&[i64]; 4] = [&[OBS, HID], &[HID], &[HID, ACT], &[ACT]];
+    host.iter()
+        .zip(dims)
+        .map(|(p, d)| client.buffer_from_host(p, d))
+        .collect()
+}
+
+fn safe_call(
+    client: &Client,
+    exe: &xlaclient::LoadedExecutable,
+    params: &[Buffer],
+    obs: &[f32],
+    dims: &[i64],
+    out: &mut [f32],
+) -> xlaclient::Result<()> {
+    let o = client.buffer_from_host(obs, dims)?;
+    let r = exe.execute(&[&params[0], &params[1], &params[2], &params[3], &o])?;
+    r[0].copy_to_host(out)
+}
+
+fn header() {
     println!(
-        "  {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>12} | {:>8}",
-        "batch", "safe_min", "safe_med", "raw_min", "raw_med", "safe/raw med", "max_diff"
+        "  {:>5} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>8} | {:>7}",
+        "wait", "batch", "safe_min", "safe_med", "raw_min", "raw_med", "safe/raw", "max_diff"
     );
+}
+
+fn single_thread(
+    plugin: &Plugin,
+    base: &ClientOptions,
+    wait_name: &str,
+    policy: WaitPolicy,
+    calls: usize,
+) -> xlaclient::Result<()> {
+    let client = Client::new(plugin, &base.clone().wait_policy(policy))?;
     for batch in [1i64, 64, 1024] {
         let exe = client.compile(mlp(batch))?;
-        let params_host = [
-            data((OBS * HID) as usize, 1),
-            data(HID as usize, 2),
-            data((HID * ACT) as usize, 3),
-            data(ACT as usize, 4),
-        ];
-        let dims: [&[i64]; 4] = [&[OBS, HID], &[HID], &[HID, ACT], &[ACT]];
-        let mut params = Vec::new();
-        for (p, d) in params_host.iter().zip(dims) {
-            params.push(client.buffer_from_host(p, d)?);
-        }
-        let mut raw_params = Vec::new();
-        for (p, d) in params_host.iter().zip(dims) {
-            raw_params.push(client.buffer_from_host(p, d)?);
-        }
-        let raw = RawMlpCall::new(client, &exe, raw_params)?;
+        let safe_params = params(&client)?;
+        let raw = RawCall::new(&exe, params(&client)?, raw_wait(policy))?;
         let obs = data((batch * OBS) as usize, 7);
-        let obs_dims = [batch, OBS];
+        let dims = [batch, OBS];
         let mut out_safe = vec![0f32; (batch * ACT) as usize];
         let mut out_raw = vec![0f32; (batch * ACT) as usize];
-
-        let safe_call = |out: &mut [f32]| -> xlaclient::Result<()> {
-            let o = client.buffer_from_host(&obs, &obs_dims)?;
-            let r = exe.execute(&[&params[0], &params[1], &params[2], &params[3], &o])?;
-            r[0].copy_to_host(out)
-        };
-        for _ in 0..300 {
-            safe_call(&mut out_safe)?;
-            raw.call(&obs, &obs_dims, &mut out_raw)?;
+        let warm = if batch == 1024 { 100 } else { 300 };
+        for _ in 0..warm {
+            safe_call(&client, &exe, &safe_params, &obs, &dims, &mut out_safe)?;
+            raw.call(&obs, &dims, &mut out_raw)?;
         }
         let calls = if batch == 1024 { calls / 4 } else { calls };
         let block = 50;
@@ -101,12 +144,12 @@ fn run(client: &Client, label: &str, calls: usize) -> xlaclient::Result<()> {
         while ts.len() < calls {
             for _ in 0..block {
                 let t0 = Instant::now();
-                safe_call(&mut out_safe)?;
+                safe_call(&client, &exe, &safe_params, &obs, &dims, &mut out_safe)?;
                 ts.push(t0.elapsed().as_secs_f64() * 1e6);
             }
             for _ in 0..block {
                 let t0 = Instant::now();
-                raw.call(&obs, &obs_dims, &mut out_raw)?;
+                raw.call(&obs, &dims, &mut out_raw)?;
                 tr.push(t0.elapsed().as_secs_f64() * 1e6);
             }
         }
@@ -118,7 +161,8 @@ fn run(client: &Client, label: &str, calls: usize) -> xlaclient::Result<()> {
         let (smin, smed) = stats(&mut ts);
         let (rmin, rmed) = stats(&mut tr);
         println!(
-            "  {:>6} | {:>9.1} {:>9.1} | {:>9.1} {:>9.1} | {:>12.3} | {:>8.1e}",
+            "  {:>5} {:>6} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>8.3} | {:>7.1e}",
+            wait_name,
             batch,
             smin,
             smed,
@@ -131,6 +175,101 @@ fn run(client: &Client, label: &str, calls: usize) -> xlaclient::Result<()> {
     Ok(())
 }
 
+/// 4 threads calling at once, alternating safe and raw phases; median per-call
+/// latency and total calls per second of each path.
+fn four_threads(
+    plugin: &Plugin,
+    base: &ClientOptions,
+    wait_name: &str,
+    policy: WaitPolicy,
+    calls: usize,
+) -> xlaclient::Result<()> {
+    const THREADS: usize = 4;
+    let client = Client::new(plugin, &base.clone().wait_policy(policy))?;
+    // Several threads wait at once, so `Auto` parks: the raw path blocks too.
+    let raw_wait = match policy {
+        WaitPolicy::Spin(d) => RawWait::Spin(d),
+        WaitPolicy::Auto | WaitPolicy::Park => RawWait::Block,
+    };
+    for batch in [64i64, 1024] {
+        let exe = client.compile(mlp(batch))?;
+        let safe_params = params(&client)?;
+        let raw = RawCall::new(&exe, params(&client)?, raw_wait)?;
+        let per_thread = (if batch == 1024 { calls / 4 } else { calls }) / THREADS;
+        let phase = 25;
+        let mut ts = Vec::new();
+        let mut tr = Vec::new();
+        let (mut wall_s, mut wall_r) = (0f64, 0f64);
+        let mut done = 0;
+        let mut first = true;
+        while done < per_thread {
+            for use_raw in [false, true] {
+                let t0 = Instant::now();
+                let times: Vec<Vec<f64>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..THREADS)
+                        .map(|t| {
+                            let (client, exe, safe_params, raw) =
+                                (&client, &exe, &safe_params, &raw);
+                            s.spawn(move || {
+                                let obs = data((batch * OBS) as usize, 7 + t as u32);
+                                let dims = [batch, OBS];
+                                let mut out = vec![0f32; (batch * ACT) as usize];
+                                let mut v = Vec::with_capacity(phase);
+                                for _ in 0..phase {
+                                    let t0 = Instant::now();
+                                    if use_raw {
+                                        raw.call(&obs, &dims, &mut out).expect("raw call");
+                                    } else {
+                                        safe_call(client, exe, safe_params, &obs, &dims, &mut out)
+                                            .expect("safe call");
+                                    }
+                                    v.push(t0.elapsed().as_secs_f64() * 1e6);
+                                }
+                                v
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("thread"))
+                        .collect()
+                });
+                let wall = t0.elapsed().as_secs_f64();
+                if first {
+                    continue; // warm-up phase
+                }
+                let all = times.into_iter().flatten();
+                if use_raw {
+                    tr.extend(all);
+                    wall_r += wall;
+                } else {
+                    ts.extend(all);
+                    wall_s += wall;
+                }
+            }
+            if !first {
+                done += phase;
+            }
+            first = false;
+        }
+        let (smin, smed) = stats(&mut ts);
+        let (rmin, rmed) = stats(&mut tr);
+        println!(
+            "  {:>5} {:>6} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>8.3} | {:.0}, {:.0}",
+            wait_name,
+            batch,
+            smin,
+            smed,
+            rmin,
+            rmed,
+            smed / rmed,
+            ts.len() as f64 / wall_s,
+            tr.len() as f64 / wall_r
+        );
+    }
+    Ok(())
+}
+
 fn main() -> xlaclient::Result<()> {
     if std::env::args().any(|a| a == "--list") {
         return Ok(());
@@ -138,21 +277,38 @@ fn main() -> xlaclient::Result<()> {
     let calls: usize = std::env::var("CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4000);
+        .unwrap_or(10_000);
     let plugin = Plugin::default_plugin()?;
     println!(
-        "plugin {} (PJRT C API {}.{}), {calls} timed calls per path and batch (1/4 at batch 1024), µs per call",
+        "plugin {} (PJRT C API {}.{}), {} cores, {calls} timed calls per path and batch \
+         (1/4 at batch 1024), µs per call",
         plugin.path().display(),
         plugin.api_version().0,
-        plugin.api_version().1
+        plugin.api_version().1,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
-    let c = Client::new(&plugin, &ClientOptions::new().cpu_device_count(1))?;
-    run(&c, "client: default (asynchronous) — safe vs raw", calls)?;
-    drop(c);
-    let c = Client::new(
-        &plugin,
-        &ClientOptions::new().cpu_device_count(1).asynchronous(false),
-    )?;
-    run(&c, "client: asynchronous=false — safe vs raw", calls)?;
+    let configs = [
+        (
+            "default (asynchronous)",
+            ClientOptions::new().cpu_device_count(1),
+        ),
+        (
+            "asynchronous=false",
+            ClientOptions::new().cpu_device_count(1).asynchronous(false),
+        ),
+    ];
+    for (name, base) in &configs {
+        println!("\nclient: {name} — safe vs raw, one thread");
+        header();
+        single_thread(&plugin, base, "auto", WaitPolicy::Auto, calls)?;
+        single_thread(&plugin, base, "spin", WaitPolicy::Spin(SPIN), calls)?;
+        println!("client: {name} — 4 threads calling at once");
+        println!(
+            "  {:>5} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>8} | calls/s safe, raw",
+            "wait", "batch", "safe_min", "safe_med", "raw_min", "raw_med", "safe/raw"
+        );
+        four_threads(&plugin, base, "auto", WaitPolicy::Auto, calls)?;
+        four_threads(&plugin, base, "spin", WaitPolicy::Spin(SPIN), calls)?;
+    }
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! `-- cpu-legacy` (API 0.81). Used to run the test suite against each plugin:
 //! `PJRT_PLUGIN_PATH=$(cargo run -q --example fetch_plugin -- cpu-legacy) cargo test`.
 
-use xlaclient::pjrt::fetch::{KnownPlugin, known_plugin_path};
+use xlaclient::install::{KnownPlugin, known_plugin_path};
 
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| "cpu".into());

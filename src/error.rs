@@ -5,7 +5,7 @@ use std::fmt;
 use std::panic::Location;
 use std::path::PathBuf;
 
-use crate::pjrt::fetch::FetchError;
+use crate::install::InstallError;
 use crate::shape::Shape;
 
 /// Result alias used throughout the crate.
@@ -168,6 +168,9 @@ impl fmt::Display for ShapeError {
 impl std::error::Error for ShapeError {}
 
 /// Everything that can go wrong in this crate.
+///
+/// `Clone`, so that a stored error (a failed op's, a finished event's) can be handed
+/// out again.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -221,8 +224,54 @@ pub enum Error {
         /// The plugin's PJRT C API version `(major, minor)`.
         api_version: (i32, i32),
     },
-    /// Finding or fetching the default plugin failed.
-    Fetch(std::sync::Arc<FetchError>),
+    /// Finding or installing the default plugin failed.
+    Install(InstallError),
+    /// Asynchronous work on a device failed: an execution, or a transfer waiting on
+    /// one. Reported by the work's completion event (for `execute`, when an output
+    /// is read or awaited).
+    Execution {
+        /// The plugin's status code.
+        code: PjrtErrorCode,
+        /// The plugin's message.
+        message: String,
+    },
+    /// The client has no addressable device to put data on or run on.
+    NoDevice,
+    /// Argument lists were given for another number of devices than the program is
+    /// loaded on.
+    DeviceCount {
+        /// Number of argument lists given.
+        given: usize,
+        /// Number of devices the program is loaded on.
+        loaded: usize,
+    },
+    /// The argument lists of a multi-device execution differ in length.
+    ArgumentCount {
+        /// The device whose list differs.
+        device: usize,
+        /// Its number of arguments.
+        given: usize,
+        /// The number of arguments for device 0.
+        expected: usize,
+    },
+    /// An argument buffer belongs to another client.
+    ForeignBuffer {
+        /// Position of the argument.
+        argument: usize,
+    },
+    /// A device of another client was named (e.g. as a copy's destination).
+    ForeignDevice,
+    /// A buffer was used after it was donated to an execution (its memory now
+    /// belongs to the execution's outputs).
+    BufferDeleted,
+    /// The plugin reported an element type this crate has no [`ElementType`]
+    /// for.
+    ///
+    /// [`ElementType`]: crate::ElementType
+    UnsupportedElementType {
+        /// The C API's `PJRT_Buffer_Type` number.
+        pjrt_type: i32,
+    },
     /// Host data does not fit the buffer or program it is meant for.
     HostData {
         /// What does not fit.
@@ -278,7 +327,7 @@ impl fmt::Display for Error {
                 f,
                 "PJRT plugin {} implements PJRT C API {major}.{minor}; this crate speaks major version {}",
                 path.display(),
-                crate::pjrt::raw::PJRT_API_MAJOR
+                crate::pjrt::SUPPORTED_API_MAJOR
             ),
             Error::Unsupported {
                 function,
@@ -287,7 +336,34 @@ impl fmt::Display for Error {
                 f,
                 "plugin too old for {function}: the loaded plugin (PJRT C API {major}.{minor}) does not provide it"
             ),
-            Error::Fetch(e) => write!(f, "{e}"),
+            Error::Install(e) => write!(f, "{e}"),
+            Error::Execution { code, message } => {
+                write!(f, "device execution failed ({code:?}): {message}")
+            }
+            Error::NoDevice => f.write_str("the client has no addressable device"),
+            Error::DeviceCount { given, loaded } => write!(
+                f,
+                "argument lists for {given} device(s) given; the program is loaded on {loaded}"
+            ),
+            Error::ArgumentCount {
+                device,
+                given,
+                expected,
+            } => write!(
+                f,
+                "device {device} was given {given} argument(s), device 0 was given {expected}"
+            ),
+            Error::ForeignBuffer { argument } => {
+                write!(f, "argument {argument} is a buffer of another client")
+            }
+            Error::ForeignDevice => f.write_str("the device belongs to another client"),
+            Error::BufferDeleted => f.write_str(
+                "the buffer was donated to an execution (or deleted) and holds no data any more",
+            ),
+            Error::UnsupportedElementType { pjrt_type } => write!(
+                f,
+                "the buffer's element type (PJRT_Buffer_Type {pjrt_type}) is not supported by this crate"
+            ),
             Error::HostData { reason } => write!(f, "host data mismatch: {reason}"),
             Error::Tree(e) => write!(f, "{e}"),
             Error::InvalidModule { reason } => write!(f, "invalid HLO module: {reason}"),
@@ -299,7 +375,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Shape(e) => Some(e),
-            Error::Fetch(e) => Some(&**e),
+            Error::Install(e) => Some(e),
             _ => None,
         }
     }
@@ -317,8 +393,8 @@ impl From<crate::tree::TreeError> for Error {
     }
 }
 
-impl From<FetchError> for Error {
-    fn from(e: FetchError) -> Self {
-        Error::Fetch(std::sync::Arc::new(e))
+impl From<InstallError> for Error {
+    fn from(e: InstallError) -> Self {
+        Error::Install(e)
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::builder::{Builder, Computation, Op};
 use crate::error::{Error, Result};
-use crate::pjrt::{Buffer, Client, LoadedExecutable};
+use crate::pjrt::{Arg, Buffer, Client, LoadedExecutable};
 use crate::shape::Shape;
 use crate::tree::Tree;
 
@@ -54,9 +54,9 @@ impl Client {
         name: &str,
         spec: &I,
         f: impl FnOnce(&Builder, I::With<Op>) -> R,
-    ) -> Result<Jit<I, R::With<Shape>>>
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
     where
-        I: Tree<Shape> + Clone,
+        I: Tree<Shape>,
         R: Tree<Op>,
     {
         self.trace(name, spec, false, f)
@@ -70,9 +70,9 @@ impl Client {
         name: &str,
         spec: &I,
         f: impl FnOnce(&Builder, I::With<Op>) -> R,
-    ) -> Result<Jit<I, R::With<Shape>>>
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
     where
-        I: Tree<Shape> + Clone,
+        I: Tree<Shape>,
         R: Tree<Op>,
     {
         self.trace(name, spec, true, f)
@@ -84,9 +84,9 @@ impl Client {
         spec: &I,
         donate: bool,
         f: impl FnOnce(&Builder, I::With<Op>) -> R,
-    ) -> Result<Jit<I, R::With<Shape>>>
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
     where
-        I: Tree<Shape> + Clone,
+        I: Tree<Shape>,
         R: Tree<Op>,
     {
         let b = Builder::new(name);
@@ -118,7 +118,7 @@ impl Client {
         Ok(Jit {
             exe,
             module,
-            input: spec.clone(),
+            input: spec.map_ref(Shape::clone),
             output,
             aliased,
         })
@@ -181,11 +181,32 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
         Ok(self.output.rebuild(outs)?)
     }
 
-    /// Runs the program on `args` (kept: never donated) and returns the outputs in
-    /// the traced tree's structure.
+    /// Runs the program on `args` (kept: never donated; an aliased output then gets
+    /// a copy) and returns the outputs in the traced tree's structure.
     pub fn call(&self, args: &I::With<Buffer>) -> Result<O::With<Buffer>> {
         let bufs = self.check_args(args)?;
         let outs = self.exe.execute(&bufs)?;
         self.outputs(outs)
+    }
+
+    /// Runs the program, donating every aliased input (see
+    /// [`aliased_inputs`](Self::aliased_inputs)): its output is written into the
+    /// input's memory, and the input's handle is deleted afterwards (reading it is
+    /// [`Error::BufferDeleted`]). Other inputs are kept.
+    pub fn call_donating(&self, args: &I::With<Buffer>) -> Result<O::With<Buffer>> {
+        let bufs = self.check_args(args)?;
+        let args: Vec<Arg<'_>> = bufs
+            .iter()
+            .zip(&self.aliased)
+            .map(|(b, a)| if *a { Arg::Donate(b) } else { Arg::Keep(b) })
+            .collect();
+        let outs = self.exe.execute_with(&args)?;
+        self.outputs(outs)
+    }
+
+    /// As [`call_donating`](Self::call_donating), taking the inputs: the usual way
+    /// to run a training step whose state is updated in place.
+    pub fn call_donated(&self, args: I::With<Buffer>) -> Result<O::With<Buffer>> {
+        self.call_donating(&args)
     }
 }

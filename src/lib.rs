@@ -30,8 +30,10 @@
 //! Layout: [`ir`] (the typed IR: op kinds and the opcode table, lowering to protos,
 //! HLO text, verifier, fingerprint), [`builder`] (the graph under construction,
 //! closure conversion), [`ops`] (one file per op family: attribute types, shape rule,
-//! builder methods, lowering, tests), [`pjrt`] (the only `unsafe` code), [`proto`]
-//! (our own declarations of XLA's protos).
+//! builder methods, lowering, tests), [`tree`] and [`jit`] (trees of arrays and
+//! compiled functions on them), [`pjrt`] (the only `unsafe` code), [`install`]
+//! (finding or installing the plugin), [`proto`] (our own declarations of XLA's
+//! protos).
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -41,6 +43,7 @@ extern crate self as xlaclient;
 
 pub mod builder;
 pub mod error;
+pub mod install;
 pub mod ir;
 pub mod jit;
 pub mod ops;
@@ -60,6 +63,8 @@ pub use error::{Error, PjrtErrorCode, Result, ShapeError, ShapeErrorKind};
 pub use jit::Jit;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::DotDims;
-pub use pjrt::{Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin};
+pub use pjrt::{
+    Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin,
+};
 pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};

@@ -245,3 +245,41 @@ fn rust_numbers_the_element_type_cannot_hold_are_errors() {
     let e = b.build(&(&x * 2.5)).unwrap_err().to_string();
     assert!(e.contains("2.5") && e.contains("s32"), "{e}");
 }
+
+#[test]
+fn misused_handles_get_their_own_errors() {
+    let b = Builder::new("m");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    let exe = client().compile(b.build(&(&x + 1.0)).unwrap()).unwrap();
+    let a = upload(&[1.0f32, 2.0], &[2]);
+    // More argument lists than devices the program is loaded on.
+    let e = exe
+        .execute_replicated(&[vec![&a], vec![&a], vec![&a]])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::DeviceCount {
+                given: 3,
+                loaded: 1
+            }
+        ),
+        "{e:?}"
+    );
+    let e = exe.execute_replicated(&[]).unwrap_err();
+    assert!(matches!(e, Error::DeviceCount { given: 0, .. }), "{e:?}");
+    // A buffer of another client.
+    let other = xlaclient::Client::new(client().plugin(), &Default::default()).unwrap();
+    let foreign = other.buffer_from_host(&[1.0f32, 2.0], &[2]).unwrap();
+    let e = exe.execute(&[&foreign]).unwrap_err();
+    assert!(matches!(e, Error::ForeignBuffer { argument: 0 }), "{e:?}");
+    assert!(e.to_string().contains("another client"), "{e}");
+    // A device of another client as a copy's destination.
+    let e = a
+        .copy_to_device(&other.default_device().unwrap())
+        .unwrap_err();
+    assert!(matches!(e, Error::ForeignDevice), "{e:?}");
+    // Errors are values: they clone (a stored error can be handed out again).
+    let copy = e.clone();
+    assert_eq!(copy.to_string(), e.to_string());
+}

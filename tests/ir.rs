@@ -203,6 +203,10 @@ fn every_opcode_in_the_table_compiles_under_its_name() {
             .flat_map(|c| c.instructions.iter().map(|i| i.opcode.as_str()))
             .collect();
         assert!(names.contains(&op.name()), "{}: {names:?}", op.name());
+        // What the IR lowers also passes the structural check applied to foreign
+        // protos (compile skips it for built modules: `build` verified them).
+        xlaclient::ir::check_proto::verify_module(m.proto())
+            .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
         client()
             .compile(&m)
             .unwrap_or_else(|e| panic!("{} does not compile: {e}", op.name()));

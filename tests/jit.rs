@@ -164,3 +164,61 @@ fn a_shape_error_in_the_traced_function_is_returned() {
         Ok(_) => panic!("a bad trace compiled"),
     }
 }
+
+#[test]
+fn a_donating_step_consumes_its_state_and_keeps_the_batch() {
+    let (state_spec, batch_spec) = spec();
+    let step = client()
+        .jit_donating(
+            "sgd_donating",
+            &(state_spec, batch_spec),
+            |_, (s, batch)| sgd_step(s, batch),
+        )
+        .unwrap();
+    // Each state leaf is aliased with the output leaf of the same shape (w, b and
+    // step); the batch has no output of its shape.
+    assert_eq!(step.aliased_inputs(), &[true, true, true, false, false]);
+    let text = step.computation().to_hlo_text();
+    assert!(text.contains("input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias), {2}: (2, {}, may-alias) }"), "{text}");
+
+    let (x, y) = data();
+    let (w, b) = (vec![0.5f32, -0.25, 0.1], 0.2f32);
+    let args = (
+        upload_state(&w, b, 0),
+        Batch {
+            x: upload(&x, &[N, D]),
+            y: upload(&y, &[N]),
+        },
+    );
+    let (next, loss) = step.call_donating(&args).unwrap();
+    let (w2, b2, want_loss) = sgd_step_host(&w, b, &x, &y);
+    assert_close(&[loss.to_scalar::<f32>().unwrap()], &[want_loss], 1e-5);
+    assert_close(&next.params.w.to_vec::<f32>().unwrap(), &w2, 1e-5);
+    assert_close(&[next.params.b.to_scalar::<f32>().unwrap()], &[b2], 1e-5);
+    // The donated state is consumed: its buffers are deleted, reading one is an
+    // error (not a crash); the batch was kept.
+    let (old_state, batch) = &args;
+    for buf in old_state.leaves() {
+        assert!(buf.is_deleted().unwrap());
+    }
+    assert!(matches!(
+        old_state.params.w.to_vec::<f32>(),
+        Err(Error::BufferDeleted)
+    ));
+    assert!(!batch.x.is_deleted().unwrap());
+    // Calling with a consumed state is an error too.
+    assert!(step.call(&args).is_err());
+    // The by-value form runs the next step from the new state.
+    let (next2, _) = step
+        .call_donated((
+            next,
+            Batch {
+                x: upload(&x, &[N, D]),
+                y: upload(&y, &[N]),
+            },
+        ))
+        .unwrap();
+    let (w3, _, _) = sgd_step_host(&w2, b2, &x, &y);
+    assert_close(&next2.params.w.to_vec::<f32>().unwrap(), &w3, 1e-5);
+    assert_eq!(next2.step.to_scalar::<i32>().unwrap(), 2);
+}

@@ -26,6 +26,26 @@ fn plugin_reports_its_api_and_attributes() {
 }
 
 #[test]
+fn the_plugin_registry_knows_a_library_by_its_table_not_its_path() {
+    // A hard link is another path to the same file: the loader maps the library
+    // once, and the registry (keyed by the PJRT_Api table's address) returns the
+    // plugin already initialised, with the path it was first loaded from.
+    let p = client().plugin();
+    let link = p
+        .path()
+        .with_file_name(format!(".xlaclient-test-link-{}.so", std::process::id()));
+    if std::fs::hard_link(p.path(), &link).is_err() {
+        eprintln!("cannot hard-link next to the plugin; skipped");
+        return;
+    }
+    let again = Plugin::load(&link);
+    std::fs::remove_file(&link).unwrap();
+    let again = again.unwrap();
+    assert_eq!(again.path(), p.path());
+    assert_eq!(again.api_version(), p.api_version());
+}
+
+#[test]
 fn client_and_devices() {
     let c = client();
     assert_eq!(c.platform_name().unwrap(), "cpu");
@@ -158,6 +178,7 @@ fn handles_are_send_and_sync() {
     assert_send_sync::<xlaclient::Device>();
     fn assert_send<T: Send>() {}
     assert_send::<xlaclient::pjrt::Event>();
+    assert_send::<xlaclient::pjrt::Execution<'static>>();
 }
 
 #[test]
@@ -231,5 +252,255 @@ fn a_function_the_plugin_lacks_is_a_clean_error() {
             );
             assert!(minor <= 81, "API 0.{minor} should have this function");
         }
+    }
+}
+
+/// A minimal executor: polls `fut` on this thread, parking between polls until its
+/// waker is woken. Counts the wake-ups.
+fn block_on<F: std::future::Future>(fut: F) -> (F::Output, usize) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct ThreadWaker {
+        thread: std::thread::Thread,
+        wakes: AtomicUsize,
+    }
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+    let tw = Arc::new(ThreadWaker {
+        thread: std::thread::current(),
+        wakes: AtomicUsize::new(0),
+    });
+    let waker = Waker::from(tw.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return (v, tw.wakes.load(Ordering::SeqCst));
+        }
+        std::thread::park();
+    }
+}
+
+/// A program that takes a while on the CPU: `k` chained 256×256 matmuls.
+fn slow(k: usize) -> Computation {
+    let b = Builder::new("slow");
+    let x = b.parameter(0, Shape::of::<f32>(&[256, 256]), "x");
+    let mut y = x.clone();
+    for _ in 0..k {
+        y = (y.matmul(&x) * (1.0 / 256.0)).tanh();
+    }
+    b.build(&y).unwrap()
+}
+
+#[test]
+fn execute_async_is_a_future_woken_by_the_plugin() {
+    let exe = client().compile(slow(40)).unwrap();
+    let x = upload(&vec![0.5f32; 256 * 256], &[256, 256]);
+    let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+
+    // Launch, then poll: the first poll finds the work pending (40 matmuls take
+    // milliseconds), registers the waker, and the OnReady callback wakes it.
+    let pending = exe.execute_async(&[&x]).unwrap();
+    let (out, wakes) = block_on(pending);
+    let out = out.unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
+    assert_eq!(wakes, 1, "the callback wakes the waker exactly once");
+
+    // Several in flight at once, host work in between, awaited in reverse order.
+    let inputs: Vec<Buffer> = (0..3)
+        .map(|i| upload(&vec![0.1 * i as f32; 256 * 256], &[256, 256]))
+        .collect();
+    let launched: Vec<_> = inputs
+        .iter()
+        .map(|b| exe.execute_async(&[b]).unwrap())
+        .collect();
+    let host: f64 = (0..200_000).map(|i| (i as f64).sqrt()).sum();
+    assert!(host > 0.0);
+    let mut results = Vec::new();
+    for e in launched.into_iter().rev() {
+        results.push(block_on(e).0.unwrap());
+    }
+    for (i, r) in results.iter().rev().enumerate() {
+        let v = r[0].to_vec::<f32>().unwrap();
+        let single = exe.execute_sync(&[&inputs[i]]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(v, single, "execution {i}");
+    }
+}
+
+#[test]
+fn an_async_batch_stepper_overlaps_host_and_device_work() {
+    // Two "agents" written as straight-line async code, stepped by one executor:
+    // each awaits its prediction while the other's host work runs.
+    let exe = std::sync::Arc::new(client().compile(affine()).unwrap());
+    let agent = |start: f32| {
+        let exe = exe.clone();
+        async move {
+            let mut x = start;
+            for _ in 0..5 {
+                let obs = upload(&[x, x, x], &[3]);
+                let out = exe.execute_async(&[&obs]).unwrap().await.unwrap();
+                x = out[0].to_vec::<f32>().unwrap()[0] * 0.5;
+            }
+            x
+        }
+    };
+    let both = async { (agent(1.0).await, agent(-2.0).await) };
+    let ((a, b), _) = block_on(both);
+    // x -> (2x + 1) / 2 = x + 0.5, five times.
+    assert_eq!((a, b), (3.5, 0.5));
+}
+
+#[test]
+fn every_wait_policy_gives_the_same_results() {
+    use xlaclient::pjrt::WaitPolicy;
+    let plugin = client().plugin().clone();
+    for policy in [
+        WaitPolicy::Auto,
+        WaitPolicy::Park,
+        WaitPolicy::Spin(std::time::Duration::from_micros(200)),
+        WaitPolicy::Spin(std::time::Duration::ZERO),
+    ] {
+        let c = Client::new(
+            &plugin,
+            &xlaclient::ClientOptions::new()
+                .cpu_device_count(1)
+                .wait_policy(policy),
+        )
+        .unwrap();
+        let exe = c.compile(slow(3)).unwrap();
+        let x = c
+            .buffer_from_host(&vec![0.25f32; 256 * 256], &[256, 256])
+            .unwrap();
+        let first = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+        // Several threads waiting at once (Auto then parks instead of polling).
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..5 {
+                        let out = exe.execute(&[&x]).unwrap();
+                        assert_eq!(out[0].to_vec::<f32>().unwrap(), first, "{policy:?}");
+                    }
+                });
+            }
+        });
+    }
+}
+
+/// `x + 1` on f32[4] whose output aliases parameter 0 (`kind`: 1 may-alias, 2
+/// must-alias), as a module compiled with donation in mind declares it.
+fn aliased_increment(kind: i32) -> Computation {
+    let b = Builder::new("inc");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let mut proto = b.build(&(&x + 1.0)).unwrap().proto().clone();
+    use xlaclient::proto::hlo_input_output_alias_proto::AliasEntryProto;
+    proto.input_output_alias = Some(xlaclient::proto::HloInputOutputAliasProto {
+        entries: vec![AliasEntryProto {
+            output_shape_index: vec![],
+            parameter_number: 0,
+            parameter_shape_index: vec![],
+            kind,
+        }],
+    });
+    Computation::from_proto(proto)
+}
+
+#[test]
+fn donated_inputs_are_consumed_and_kept_inputs_are_not() {
+    use xlaclient::{Arg, Error};
+    let exe = client().compile(aliased_increment(1)).unwrap();
+
+    // Donated: the output reuses the input's memory; the input is gone.
+    let x = upload(&[1.0f32, 2.0, 3.0, 4.0], &[4]);
+    let out = exe.execute_with(&[Arg::Donate(&x)]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
+    assert!(
+        x.is_deleted().unwrap(),
+        "a donated, aliased input is consumed"
+    );
+    assert!(matches!(x.to_vec::<f32>(), Err(Error::BufferDeleted)));
+    assert!(matches!(x.ready(), Err(Error::BufferDeleted)));
+    let e = exe.execute(&[&x]).unwrap_err();
+    assert!(matches!(e, Error::BufferDeleted), "{e:?}");
+
+    // Kept (explicitly, or by plain `execute`): listed as non-donatable, so the
+    // same aliased program leaves the input valid.
+    let y = upload(&[0.0f32; 4], &[4]);
+    let out = exe.execute_with(&[Arg::Keep(&y)]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    let out2 = exe.execute(&[&y]).unwrap();
+    assert_eq!(out2[0].to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    assert!(!y.is_deleted().unwrap());
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0; 4]);
+
+    // A state stepped in place: each step donates the previous output.
+    let mut state = upload(&[0.0f32; 4], &[4]);
+    for _ in 0..10 {
+        let next = exe
+            .execute_with(&[Arg::Donate(&state)])
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert!(state.is_deleted().unwrap());
+        state = next;
+    }
+    assert_eq!(state.to_vec::<f32>().unwrap(), vec![10.0; 4]);
+
+    // Asynchronously: the execution borrows the donated buffer until it is done.
+    let z = upload(&[5.0f32; 4], &[4]);
+    let pending = exe.execute_async_with(&[Arg::Donate(&z)]).unwrap();
+    let out = pending.wait().unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![6.0; 4]);
+    assert!(z.is_deleted().unwrap());
+    // Dropped before it is awaited: the drop waits for the device first.
+    let w = upload(&[7.0f32; 4], &[4]);
+    drop(exe.execute_async_with(&[Arg::Donate(&w)]).unwrap());
+    assert!(w.is_deleted().unwrap());
+}
+
+#[test]
+fn donating_into_a_program_without_aliasing_keeps_the_buffer() {
+    use xlaclient::Arg;
+    // No input_output_alias: nothing can reuse the input, so it stays valid.
+    let exe = client().compile(affine()).unwrap();
+    let x = upload(&[1.0f32, 2.0, 3.0], &[3]);
+    let out = exe.execute_with(&[Arg::Donate(&x)]).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+    assert!(!x.is_deleted().unwrap());
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn donation_misuse_is_an_error_not_a_crash() {
+    use xlaclient::Arg;
+    // Must-alias: the program needs the input's memory; keeping the input is
+    // either refused or served by a copy, never a crash, and the input survives.
+    let exe = client().compile(aliased_increment(2)).unwrap();
+    let x = upload(&[1.0f32; 4], &[4]);
+    match exe.execute_with(&[Arg::Keep(&x)]) {
+        Ok(out) => assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 4]),
+        Err(e) => eprintln!("must-alias with a kept input refused: {e}"),
+    }
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0; 4]);
+    // The same buffer donated twice in one call (a two-parameter program).
+    let b = Builder::new("two");
+    let p = b.parameter(0, Shape::of::<f32>(&[4]), "p");
+    let q = b.parameter(1, Shape::of::<f32>(&[4]), "q");
+    let two = client().compile(b.build(&(&p + &q)).unwrap()).unwrap();
+    let y = upload(&[1.0f32; 4], &[4]);
+    match two.execute_with(&[Arg::Donate(&y), Arg::Donate(&y)]) {
+        Ok(out) => assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 4]),
+        Err(e) => eprintln!("double donation refused: {e}"),
     }
 }

@@ -157,6 +157,18 @@ impl Computation {
     }
 }
 
+impl ir::HloModuleSource for Computation {
+    /// A module built here was verified by `build` (every instruction's shape rule
+    /// re-run) and is streamed from the IR; one given as a proto is checked
+    /// structurally first.
+    fn verified_bytes(&self) -> Result<Vec<u8>> {
+        match &self.ir {
+            Some(_) => Ok(self.to_bytes()),
+            None => self.proto().verified_bytes(),
+        }
+    }
+}
+
 impl AsRef<proto::HloModuleProto> for Computation {
     fn as_ref(&self) -> &proto::HloModuleProto {
         self.proto()

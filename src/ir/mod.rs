@@ -171,6 +171,27 @@ pub struct Module {
     pub aliases: Vec<Alias>,
 }
 
+/// Something the runtime can compile as an HLO module: it hands over the serialized
+/// `HloModuleProto`, checked (XLA aborts the process on some malformed modules).
+pub trait HloModuleSource {
+    /// The module's serialized bytes, after checking it.
+    fn verified_bytes(&self) -> crate::Result<Vec<u8>>;
+}
+
+impl HloModuleSource for crate::proto::HloModuleProto {
+    fn verified_bytes(&self) -> crate::Result<Vec<u8>> {
+        use prost::Message;
+        check_proto::verify_module(self)?;
+        Ok(self.encode_to_vec())
+    }
+}
+
+impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
+    fn verified_bytes(&self) -> crate::Result<Vec<u8>> {
+        (**self).verified_bytes()
+    }
+}
+
 /// Where the shape rules of ops that call computations find their signatures.
 pub trait Signatures {
     /// The parameter shapes and the result shape of computation `c`, if it is

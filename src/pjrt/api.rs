@@ -8,7 +8,7 @@ use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::raw::{self, ErrFn, PJRT_Api, PJRT_Error, Slot, VoidFn, slot};
+use super::raw::{self, Args, CFn, PJRT_Api, PJRT_Error, Slot, slot};
 use crate::error::{Error, PjrtErrorCode, Result};
 
 /// The function table of one loaded plugin. Shared (`Arc`) by every object made
@@ -23,10 +23,11 @@ pub(crate) struct Api {
     path: PathBuf,
 }
 
-// SAFETY: the PJRT C API is thread-safe: its functions may be called from any thread
-// concurrently (the header's contract, and what JAX does). `table` points into the
-// plugin's static data, which is immutable and lives as long as the process, since
-// the library is never unloaded.
+// SAFETY: `table` points into the plugin's static data (what `GetPjrtApi` returns),
+// which is never written after load and lives as long as the process, since the
+// library is never unloaded. Calling through it from several threads is how PJRT
+// is used (JAX calls one plugin from many threads); each object's own thread
+// contract is argued where its handle type is made `Send`/`Sync`.
 unsafe impl Send for Api {}
 // SAFETY: see `Send`; `Api` itself has no interior mutability.
 unsafe impl Sync for Api {}
@@ -45,9 +46,9 @@ impl Api {
     /// The function in `s`, or a typed error when the plugin's table does not reach
     /// that slot (too old) or leaves it null.
     #[inline]
-    fn slot_ptr(&self, s: Slot) -> Result<*const c_void> {
+    fn slot_ptr<A, R>(&self, s: Slot<A, R>) -> Result<*const c_void> {
         if s.end() > self.table_size {
-            return Err(self.unsupported(s));
+            return Err(self.unsupported(s.name));
         }
         // SAFETY: the slot lies inside the table (checked against the plugin's own
         // `struct_size` just above); the table is a static array of pointers.
@@ -58,39 +59,41 @@ impl Api {
                 .read()
         };
         if p.is_null() {
-            return Err(self.unsupported(s));
+            return Err(self.unsupported(s.name));
         }
         Ok(p)
     }
 
-    fn unsupported(&self, s: Slot) -> Error {
+    fn unsupported(&self, function: &'static str) -> Error {
         Error::Unsupported {
-            function: s.name,
+            function,
             api_version: self.version,
         }
     }
 
-    /// The function in slot `s` as a callable pointer (used by `call` and by the
-    /// raw floor benchmark).
+    /// The function in slot `s`, typed by its args struct (for callers that keep
+    /// function pointers, like the benchmark's raw path).
     #[inline]
-    pub(crate) fn slot_fn(&self, s: Slot) -> Result<ErrFn> {
+    pub(crate) fn slot_fn<A: Args, R>(&self, s: Slot<A, R>) -> Result<CFn<A, R>> {
         let p = self.slot_ptr(s)?;
-        // SAFETY: every table slot except the two error accessors holds a
-        // `PJRT_Error* (*)(Args*)`.
-        Ok(unsafe { std::mem::transmute::<*const c_void, ErrFn>(p) })
+        // SAFETY: the table's entry at this position is the C function declared
+        // there by the header, which takes `A*` and returns `R` (the slot list in
+        // `raw` pairs each position with its args struct and return type).
+        Ok(unsafe { std::mem::transmute_copy::<*const c_void, CFn<A, R>>(&p) })
     }
 
     /// Calls the C function in slot `s` with `args`; a returned `PJRT_Error` becomes
     /// [`Error::Pjrt`] (and is destroyed).
     ///
     /// # Safety
-    /// `A` must be the args struct the C function in `s` takes, with `struct_size`
-    /// set, and every pointer in it valid for what the function does with it.
+    /// Every pointer in `args` must be valid for what the C function does with it
+    /// (the header's contract for that function); `A` matching the function is
+    /// checked by the slot's type.
     #[inline]
-    pub(crate) unsafe fn call<A>(&self, s: Slot, args: &mut A) -> Result<()> {
+    pub(crate) unsafe fn call<A: Args>(&self, s: Slot<A>, args: &mut A) -> Result<()> {
         let f = self.slot_fn(s)?;
-        // SAFETY: the caller guarantees `A` is the args type of the function in `s`.
-        let err = unsafe { f((args as *mut A).cast::<c_void>()) };
+        // SAFETY: `f` takes `A`, per the slot's type; the rest is the caller's.
+        let err = unsafe { f(args) };
         if err.is_null() {
             Ok(())
         } else {
@@ -98,13 +101,28 @@ impl Api {
         }
     }
 
-    /// Calls a `void`-returning error accessor.
-    unsafe fn call_void<A>(&self, s: Slot, args: &mut A) -> Result<()> {
-        let p = self.slot_ptr(s)?;
-        // SAFETY: `PJRT_Error_Destroy` and `PJRT_Error_Message` are
-        // `void (*)(Args*)`; the callers below pass their args types.
-        let f: VoidFn = unsafe { std::mem::transmute::<*const c_void, VoidFn>(p) };
-        unsafe { f((args as *mut A).cast::<c_void>()) };
+    /// Makes a zeroed `A`, lets `set` fill its inputs, calls `s` and returns the
+    /// struct with the outputs: the shape of every query (`..._Name`, `..._Id`, …).
+    ///
+    /// # Safety
+    /// As [`call`](Self::call): the inputs `set` writes must be valid for the call.
+    #[inline]
+    pub(crate) unsafe fn query<A: Args>(&self, s: Slot<A>, set: impl FnOnce(&mut A)) -> Result<A> {
+        let mut a = A::new();
+        set(&mut a);
+        // SAFETY: per this function's contract.
+        unsafe { self.call(s, &mut a)? };
+        Ok(a)
+    }
+
+    /// Calls one of the two `void`-returning error accessors.
+    ///
+    /// # Safety
+    /// `args.error` must be a live error.
+    unsafe fn call_void<A: Args>(&self, s: Slot<A, ()>, args: &mut A) -> Result<()> {
+        let f = self.slot_fn(s)?;
+        // SAFETY: per the slot's type and this function's contract.
+        unsafe { f(args) };
         Ok(())
     }
 
@@ -112,8 +130,9 @@ impl Api {
     pub(crate) fn take_error(&self, function: &'static str, err: *mut PJRT_Error) -> Error {
         let mut msg = raw::PJRT_Error_Message_Args::new();
         msg.error = err;
-        // SAFETY: `err` is a live error returned by the plugin; the message has the
-        // lifetime of the error, so it is copied before the error is destroyed.
+        // SAFETY: `err` is a live error returned by the plugin. The header: the
+        // message "has the lifetime of `error`", so it is copied before the error is
+        // destroyed.
         let message = unsafe {
             match self.call_void(slot::PJRT_Error_Message, &mut msg) {
                 Ok(()) => copy_str(msg.message, msg.message_size),
@@ -122,7 +141,7 @@ impl Api {
         };
         let mut code = raw::PJRT_Error_GetCode_Args::new();
         code.error = err;
-        // SAFETY: as above; GetCode returns an error itself only on misuse.
+        // SAFETY: as above; GetCode fails only on misuse.
         let code = match unsafe { self.call_nested(slot::PJRT_Error_GetCode, &mut code) } {
             Ok(()) => PjrtErrorCode::from_raw(code.code),
             Err(()) => PjrtErrorCode::Unknown,
@@ -138,17 +157,30 @@ impl Api {
         }
     }
 
+    /// Turns the error status of an event (asynchronous work) into
+    /// [`Error::Execution`], destroying it.
+    pub(crate) fn event_error(&self, err: *mut PJRT_Error) -> Error {
+        match self.take_error("PJRT_Event", err) {
+            Error::Pjrt { code, message, .. } => Error::Execution { code, message },
+            other => other,
+        }
+    }
+
     /// A call made while handling an error: a failure there is not converted again
     /// (no recursion), only destroyed.
-    unsafe fn call_nested<A>(&self, s: Slot, args: &mut A) -> std::result::Result<(), ()> {
+    ///
+    /// # Safety
+    /// As [`call`](Self::call).
+    unsafe fn call_nested<A: Args>(&self, s: Slot<A>, args: &mut A) -> std::result::Result<(), ()> {
         let f = self.slot_fn(s).map_err(|_| ())?;
         // SAFETY: as in `call`.
-        let err = unsafe { f((args as *mut A).cast::<c_void>()) };
+        let err = unsafe { f(args) };
         if err.is_null() {
             return Ok(());
         }
         let mut d = raw::PJRT_Error_Destroy_Args::new();
         d.error = err;
+        // SAFETY: the plugin returned this error to us; destroyed once.
         let _ = unsafe { self.call_void(slot::PJRT_Error_Destroy, &mut d) };
         Err(())
     }
@@ -217,62 +249,76 @@ pub struct Plugin {
     pub(crate) api: Arc<Api>,
 }
 
-fn registry() -> &'static Mutex<HashMap<PathBuf, Plugin>> {
-    static R: OnceLock<Mutex<HashMap<PathBuf, Plugin>>> = OnceLock::new();
+/// Every plugin loaded so far, keyed by the address of its `PJRT_Api` table: one
+/// entry per loaded library, whatever path (symlink, copy, relative name) reached
+/// it, so `PJRT_Plugin_Initialize` runs once per library.
+fn registry() -> &'static Mutex<HashMap<usize, Plugin>> {
+    static R: OnceLock<Mutex<HashMap<usize, Plugin>>> = OnceLock::new();
     R.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 impl Plugin {
     /// Loads the plugin at `path`: opens the library, calls `GetPjrtApi`, checks the
-    /// API major version and calls `PJRT_Plugin_Initialize`.
+    /// API major version and calls `PJRT_Plugin_Initialize` (once per library: a
+    /// library already loaded, through this path or another, gives the same
+    /// `Plugin`).
     ///
     /// Errors: [`Error::PluginLoad`] if the file is missing or not a loadable shared
     /// library, [`Error::NotAPlugin`] if it has no `GetPjrtApi` (or it returns null),
     /// [`Error::IncompatibleApi`] for another major version.
     pub fn load(path: impl AsRef<Path>) -> Result<Plugin> {
         let path = path.as_ref();
-        let key = std::fs::canonicalize(path).map_err(|e| Error::PluginLoad {
+        let path = std::fs::canonicalize(path).map_err(|e| Error::PluginLoad {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
+        // Held through initialisation, so that two threads loading one library
+        // initialise it once.
         let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = reg.get(&key) {
+        // SAFETY: loading a library runs its initialisers; that is what loading a
+        // plugin means, and the caller chose the file. Loading a library that is
+        // already loaded returns the same library (the loader counts references).
+        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| Error::PluginLoad {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        type GetApi = unsafe extern "C" fn() -> *const PJRT_Api;
+        // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin (the header's
+        // entry point: `const PJRT_Api* GetPjrtApi()`).
+        let get: libloading::Symbol<GetApi> =
+            unsafe { lib.get(b"GetPjrtApi\0") }.map_err(|e| Error::NotAPlugin {
+                path: path.clone(),
+                reason: format!("no GetPjrtApi symbol ({e})"),
+            })?;
+        // SAFETY: the plugin's entry point, which takes nothing and returns a pointer
+        // to its static function table.
+        let table = unsafe { get() };
+        if table.is_null() {
+            return Err(Error::NotAPlugin {
+                path,
+                reason: "GetPjrtApi returned null".into(),
+            });
+        }
+        if let Some(p) = reg.get(&(table as usize)) {
+            // Already loaded and initialised. This second handle is never closed
+            // either (plugins must not be unloaded; the extra reference is harmless).
+            std::mem::forget(lib);
             return Ok(p.clone());
         }
-        let plugin = Self::open(&key)?;
-        reg.insert(key, plugin.clone());
+        let plugin = Self::init(lib, table, &path)?;
+        reg.insert(table as usize, plugin.clone());
         Ok(plugin)
     }
 
     /// Loads the default plugin: `PJRT_PLUGIN_PATH` if set, else the pinned CPU plugin
-    /// (fetched into the cache on first use; see [`fetch`](crate::pjrt::fetch)).
+    /// (installed into the cache on first use; see [`install`](crate::install)).
     pub fn default_plugin() -> Result<Plugin> {
-        let path = super::fetch::default_plugin_path()?;
+        let path = crate::install::default_plugin_path()?;
         Self::load(path)
     }
 
-    fn open(path: &Path) -> Result<Plugin> {
-        // SAFETY: loading a library runs its initialisers; that is what loading a
-        // plugin means, and the user chose the file.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| Error::PluginLoad {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        type GetApi = unsafe extern "C" fn() -> *const PJRT_Api;
-        // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin.
-        let get: libloading::Symbol<GetApi> =
-            unsafe { lib.get(b"GetPjrtApi\0") }.map_err(|e| Error::NotAPlugin {
-                path: path.to_path_buf(),
-                reason: format!("no GetPjrtApi symbol ({e})"),
-            })?;
-        // SAFETY: calling the plugin's entry point, which takes nothing.
-        let table = unsafe { get() };
-        if table.is_null() {
-            return Err(Error::NotAPlugin {
-                path: path.to_path_buf(),
-                reason: "GetPjrtApi returned null".into(),
-            });
-        }
+    /// Checks the table of a newly loaded library and initialises the plugin.
+    fn init(lib: libloading::Library, table: *const PJRT_Api, path: &Path) -> Result<Plugin> {
         // SAFETY: `table` points to the plugin's `PJRT_Api`, whose head (struct_size,
         // extension_start, version) exists in every version of the API.
         let (table_size, major, minor) = unsafe {
@@ -304,8 +350,8 @@ impl Plugin {
             path: path.to_path_buf(),
         };
         let mut init = raw::PJRT_Plugin_Initialize_Args::new();
-        // SAFETY: the args struct of PJRT_Plugin_Initialize; called once per library
-        // (the registry in `load` guarantees it).
+        // SAFETY: no pointers in the args; called once per library (the registry in
+        // `load` guarantees it, as the header asks).
         unsafe { api.call(slot::PJRT_Plugin_Initialize, &mut init)? };
         Ok(Plugin { api: Arc::new(api) })
     }
@@ -322,10 +368,9 @@ impl Plugin {
 
     /// The plugin's attributes (e.g. `xla_version`, `stablehlo_current_version`).
     pub fn attributes(&self) -> Result<Vec<(String, NamedValue)>> {
-        let mut a = raw::PJRT_Plugin_Attributes_Args::new();
-        // SAFETY: the args struct of PJRT_Plugin_Attributes; the returned array lives
-        // as long as the process.
-        unsafe { self.api.call(slot::PJRT_Plugin_Attributes, &mut a)? };
+        // SAFETY: no inputs; the header: "Returned attributes have the lifetime of
+        // the process".
+        let a = unsafe { self.api.query(slot::PJRT_Plugin_Attributes, |_| {})? };
         let mut out = Vec::with_capacity(a.num_attributes);
         for i in 0..a.num_attributes {
             // SAFETY: `attributes` points to `num_attributes` named values.

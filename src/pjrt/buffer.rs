@@ -2,11 +2,11 @@
 
 use std::ffi::c_int;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::client::ClientInner;
 use super::device::Device;
-use super::event::Event;
 use super::raw::{self, PJRT_Buffer, slot};
 use crate::error::{Error, Result};
 use crate::shape::{Dims, ElementType, NativeType, Shape};
@@ -53,10 +53,15 @@ pub struct Buffer {
     /// Element type and dims, when known without asking the plugin (uploads and
     /// outputs of executables whose output shapes were read at compile time).
     meta: OnceLock<(ElementType, Dims)>,
+    /// Set once the buffer was offered for donation: from then on every use asks
+    /// the plugin whether it was consumed (`PJRT_Buffer_IsDeleted`).
+    offered: AtomicBool,
 }
 
-// SAFETY: PJRT buffers are thread-safe handles (the C API contract); the `Arc`
-// keeps the client alive.
+// SAFETY: a PJRT buffer is owned by exactly one `Buffer` (destroyed once, in Drop)
+// and only used through the C API, which PJRT allows from any thread (buffers are
+// shared by JAX's threads); the `Arc` keeps the client, which owns the device
+// memory, alive.
 unsafe impl Send for Buffer {}
 // SAFETY: see `Send`; every method takes `&self` and the plugin synchronises.
 unsafe impl Sync for Buffer {}
@@ -67,6 +72,7 @@ impl Buffer {
             client: client.clone(),
             raw,
             meta: OnceLock::new(),
+            offered: AtomicBool::new(false),
         }
     }
 
@@ -80,6 +86,36 @@ impl Buffer {
         let b = Buffer::from_raw(client, raw);
         let _ = b.meta.set((ty, dims.into()));
         b
+    }
+
+    /// True once the buffer's memory is gone: it was donated to an execution that
+    /// reused it for an output. A deleted buffer can only be dropped; every other
+    /// use is [`Error::BufferDeleted`].
+    pub fn is_deleted(&self) -> Result<bool> {
+        let b = self.raw;
+        // SAFETY: `b` is a buffer we own (destroyed only in Drop); IsDeleted is one
+        // of the two functions the header allows on a deleted buffer (with Destroy).
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_IsDeleted, |a| a.buffer = b)?
+        };
+        Ok(a.is_deleted)
+    }
+
+    /// Marks the buffer as offered for donation: from now on every use checks
+    /// whether it was consumed.
+    pub(crate) fn mark_offered(&self) {
+        self.offered.store(true, Ordering::Relaxed);
+    }
+
+    /// [`Error::BufferDeleted`] if the buffer was donated away. Costs a C call only
+    /// for buffers that were ever offered for donation.
+    pub(crate) fn check_not_donated(&self) -> Result<()> {
+        if self.offered.load(Ordering::Relaxed) && self.is_deleted()? {
+            return Err(Error::BufferDeleted);
+        }
+        Ok(())
     }
 
     /// Element type and dims, asked of the plugin once.
@@ -102,28 +138,25 @@ impl Buffer {
     }
 
     fn query_element_type(&self) -> Result<ElementType> {
-        let mut a = raw::PJRT_Buffer_ElementType_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: plain out-parameter on a live buffer.
-        unsafe {
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own; a plain out-parameter.
+        let a = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_Buffer_ElementType, &mut a)?
+                .query(slot::PJRT_Buffer_ElementType, |a| a.buffer = b)?
         };
-        element_type_of(a.type_).ok_or_else(|| Error::HostData {
-            reason: format!(
-                "buffer has element type {} (PJRT_Buffer_Type), which this crate does not support",
-                a.type_
-            ),
-        })
+        element_type_of(a.type_).ok_or(Error::UnsupportedElementType { pjrt_type: a.type_ })
     }
 
     fn query_dims(&self) -> Result<Vec<i64>> {
-        let mut a = raw::PJRT_Buffer_Dimensions_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: the dims array is owned by the buffer; copied at once.
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own; the header: the dims "have the
+        // lifetime of `buffer`", and they are copied at once.
         unsafe {
-            self.client.api.call(slot::PJRT_Buffer_Dimensions, &mut a)?;
+            let a = self
+                .client
+                .api
+                .query(slot::PJRT_Buffer_Dimensions, |a| a.buffer = b)?;
             if a.dims.is_null() || a.num_dims == 0 {
                 Ok(Vec::new())
             } else {
@@ -139,47 +172,60 @@ impl Buffer {
 
     /// Bytes the buffer takes on its device.
     pub fn on_device_size_in_bytes(&self) -> Result<usize> {
-        let mut a = raw::PJRT_Buffer_OnDeviceSizeInBytes_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: plain out-parameter.
-        unsafe {
+        self.check_not_donated()?;
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own, not donated (checked above).
+        let a = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_Buffer_OnDeviceSizeInBytes, &mut a)?
+                .query(slot::PJRT_Buffer_OnDeviceSizeInBytes, |a| a.buffer = b)?
         };
         Ok(a.on_device_size_in_bytes)
     }
 
     /// The device holding the buffer.
     pub fn device(&self) -> Result<Device> {
-        let mut a = raw::PJRT_Buffer_Device_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: the device is owned by the client.
-        unsafe { self.client.api.call(slot::PJRT_Buffer_Device, &mut a)? };
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own; the device it names is owned by the
+        // client, which `Device` keeps alive.
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_Device, |a| a.buffer = b)?
+        };
         Ok(Device::new(&self.client, a.device))
     }
 
     /// Copies the buffer to another device.
     pub fn copy_to_device(&self, device: &Device) -> Result<Buffer> {
-        let mut a = raw::PJRT_Buffer_CopyToDevice_Args::new();
-        a.buffer = self.raw;
-        a.dst_device = device.raw;
-        // SAFETY: both handles are live.
-        unsafe {
-            self.client
-                .api
-                .call(slot::PJRT_Buffer_CopyToDevice, &mut a)?
+        self.check_not_donated()?;
+        if !Arc::ptr_eq(&device.client, &self.client) {
+            return Err(Error::ForeignDevice);
+        }
+        let (b, d) = (self.raw, device.raw);
+        // SAFETY: a live buffer and a device of the same live client; the new
+        // buffer is returned to us to own.
+        let a = unsafe {
+            self.client.api.query(slot::PJRT_Buffer_CopyToDevice, |a| {
+                a.buffer = b;
+                a.dst_device = d;
+            })?
         };
         Ok(Buffer::from_raw(&self.client, a.dst_buffer))
     }
 
     /// Waits until the buffer's contents are computed (or their computation failed).
     pub fn ready(&self) -> Result<()> {
-        let mut a = raw::PJRT_Buffer_ReadyEvent_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: the returned event is owned by us.
-        unsafe { self.client.api.call(slot::PJRT_Buffer_ReadyEvent, &mut a)? };
-        super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
+        self.check_not_donated()?;
+        let b = self.raw;
+        // SAFETY: a live buffer we own; the returned event is ours to destroy
+        // (`Event` does).
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_ReadyEvent, |a| a.buffer = b)?
+        };
+        super::event::wait_opt(self.client.event(a.event))
     }
 
     /// Copies the buffer to the host into `out`, whose length must equal the
@@ -225,6 +271,7 @@ impl Buffer {
     /// # Safety
     /// `dst` must be writable for `size` bytes until this returns.
     unsafe fn copy_raw(&self, dst: *mut std::ffi::c_void, size: usize) -> Result<()> {
+        self.check_not_donated()?;
         let mut a = raw::PJRT_Buffer_ToHostBuffer_Args::new();
         a.src = self.raw;
         a.dst = dst;
@@ -236,7 +283,7 @@ impl Buffer {
                 .api
                 .call(slot::PJRT_Buffer_ToHostBuffer, &mut a)?
         };
-        super::event::wait_opt(Event::from_raw(&self.client.api, a.event))
+        super::event::wait_opt(self.client.event(a.event))
     }
 }
 

@@ -9,11 +9,12 @@ use prost::Message;
 use super::api::{Api, NamedValue, Plugin, copy_str};
 use super::buffer::Buffer;
 use super::device::Device;
-use super::event::Event;
+use super::event::{Event, WaitPolicy};
 use super::executable::LoadedExecutable;
 use super::options::{ClientOptions, CompileOptions};
 use super::raw::{self, PJRT_Client, PJRT_Device, slot};
 use crate::error::{Error, Result};
+use crate::ir::HloModuleSource;
 use crate::proto;
 use crate::shape::NativeType;
 
@@ -23,11 +24,22 @@ pub(crate) struct ClientInner {
     pub(crate) addressable: Vec<*mut PJRT_Device>,
     pub(crate) all: Vec<*mut PJRT_Device>,
     pub(crate) plugin: Plugin,
+    /// How this client's events are waited for.
+    pub(crate) wait: WaitPolicy,
 }
 
-// SAFETY: PJRT clients are thread-safe (the C API contract: a client may be used
-// from many threads at once, as JAX does). The device pointers are owned by the
-// client and immutable.
+impl ClientInner {
+    /// Wraps an event the plugin returned for this client's work.
+    pub(crate) fn event(&self, raw: *mut raw::PJRT_Event) -> Option<Event> {
+        Event::from_raw(&self.api, raw, self.wait)
+    }
+}
+
+// SAFETY: the client is owned by exactly one `ClientInner` (destroyed once, in
+// Drop, after every handle made from it: they all hold this `Arc`). PJRT clients
+// are used from many threads at once (JAX compiles, uploads and executes from any
+// thread on one client); the device pointers are owned by the client ("same
+// lifetime as `client`") and only read.
 unsafe impl Send for ClientInner {}
 // SAFETY: see `Send`.
 unsafe impl Sync for ClientInner {}
@@ -36,8 +48,9 @@ impl Drop for ClientInner {
     fn drop(&mut self) {
         let mut a = raw::PJRT_Client_Destroy_Args::new();
         a.client = self.raw;
-        // SAFETY: every buffer, executable and device handle holds an `Arc` of this
-        // inner client, so nothing made from it is alive; destroyed exactly once.
+        // SAFETY: every buffer, executable, device and event of this client holds an
+        // `Arc` of this inner client (events through the buffers and executions
+        // that made them), so nothing made from it is alive; destroyed once.
         let _ = unsafe { self.api.call(slot::PJRT_Client_Destroy, &mut a) };
     }
 }
@@ -110,8 +123,10 @@ impl Client {
         let mut a = raw::PJRT_Client_Create_Args::new();
         a.create_options = nvs.as_ptr();
         a.num_options = nvs.len();
-        // SAFETY: `nvs` and the strings it points into (owned by `options`) outlive
-        // the call; no key-value callbacks are given.
+        // SAFETY: `nvs` and the names and strings it points into (owned by
+        // `options`) outlive the call; the plugin copies what it keeps. No
+        // key-value callbacks are given (all null). The new client is ours to
+        // destroy (`ClientInner` does).
         unsafe { api.call(slot::PJRT_Client_Create, &mut a)? };
         let raw_client = a.client;
         let mut inner = ClientInner {
@@ -120,17 +135,19 @@ impl Client {
             addressable: Vec::new(),
             all: Vec::new(),
             plugin: plugin.clone(),
+            wait: options.wait,
         };
-        let mut d = raw::PJRT_Client_AddressableDevices_Args::new();
-        d.client = raw_client;
-        // SAFETY: the device array is owned by the client and lives as long as it.
-        unsafe { api.call(slot::PJRT_Client_AddressableDevices, &mut d)? };
-        inner.addressable = unsafe { ptr_slice(d.addressable_devices, d.num_addressable_devices) };
-        let mut d = raw::PJRT_Client_Devices_Args::new();
-        d.client = raw_client;
-        // SAFETY: as above.
-        unsafe { api.call(slot::PJRT_Client_Devices, &mut d)? };
-        inner.all = unsafe { ptr_slice(d.devices, d.num_devices) };
+        // SAFETY: the client was just created. The header: the device arrays and
+        // the devices are owned by the client and live as long as it; the arrays
+        // are copied at once.
+        unsafe {
+            let d = api.query(slot::PJRT_Client_AddressableDevices, |a| {
+                a.client = raw_client
+            })?;
+            inner.addressable = ptr_slice(d.addressable_devices, d.num_addressable_devices);
+            let d = api.query(slot::PJRT_Client_Devices, |a| a.client = raw_client)?;
+            inner.all = ptr_slice(d.devices, d.num_devices);
+        }
         Ok(Client {
             inner: Arc::new(inner),
         })
@@ -149,39 +166,39 @@ impl Client {
 
     /// The platform name (`"cpu"`, `"cuda"`, `"tpu"`, …).
     pub fn platform_name(&self) -> Result<String> {
-        let mut a = raw::PJRT_Client_PlatformName_Args::new();
-        a.client = self.inner.raw;
-        // SAFETY: the name is owned by the client and copied out at once.
+        let c = self.inner.raw;
+        // SAFETY: the client is live; the header: the name "has the same lifetime as
+        // `client`. It is owned by `client`"; copied at once.
         unsafe {
-            self.inner
+            let a = self
+                .inner
                 .api
-                .call(slot::PJRT_Client_PlatformName, &mut a)?;
+                .query(slot::PJRT_Client_PlatformName, |a| a.client = c)?;
             Ok(copy_str(a.platform_name, a.platform_name_size))
         }
     }
 
     /// The platform version string.
     pub fn platform_version(&self) -> Result<String> {
-        let mut a = raw::PJRT_Client_PlatformVersion_Args::new();
-        a.client = self.inner.raw;
+        let c = self.inner.raw;
         // SAFETY: as in `platform_name`.
         unsafe {
-            self.inner
+            let a = self
+                .inner
                 .api
-                .call(slot::PJRT_Client_PlatformVersion, &mut a)?;
+                .query(slot::PJRT_Client_PlatformVersion, |a| a.client = c)?;
             Ok(copy_str(a.platform_version, a.platform_version_size))
         }
     }
 
     /// The index of this process (0 unless running multi-process).
     pub fn process_index(&self) -> Result<i32> {
-        let mut a = raw::PJRT_Client_ProcessIndex_Args::new();
-        a.client = self.inner.raw;
-        // SAFETY: plain out-parameter.
-        unsafe {
+        let c = self.inner.raw;
+        // SAFETY: the client is live; a plain out-parameter.
+        let a = unsafe {
             self.inner
                 .api
-                .call(slot::PJRT_Client_ProcessIndex, &mut a)?
+                .query(slot::PJRT_Client_ProcessIndex, |a| a.client = c)?
         };
         Ok(a.process_index)
     }
@@ -210,14 +227,12 @@ impl Client {
             .addressable
             .first()
             .map(|d| Device::new(&self.inner, *d))
-            .ok_or_else(|| Error::HostData {
-                reason: "the client has no addressable device".into(),
-            })
+            .ok_or(Error::NoDevice)
     }
 
     /// Compiles an HLO module (e.g. a [`Computation`](crate::Computation) built with
     /// [`Builder`](crate::Builder)) with default options.
-    pub fn compile(&self, module: impl AsRef<proto::HloModuleProto>) -> Result<LoadedExecutable> {
+    pub fn compile(&self, module: impl HloModuleSource) -> Result<LoadedExecutable> {
         self.compile_with(module, &CompileOptions::default())
     }
 
@@ -226,12 +241,11 @@ impl Client {
     /// an error).
     pub fn compile_with(
         &self,
-        module: impl AsRef<proto::HloModuleProto>,
+        module: impl HloModuleSource,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        let module = module.as_ref();
-        crate::ir::check_proto::verify_module(module)?;
-        self.compile_program(b"hlo", &module.encode_to_vec(), options)
+        let bytes = module.verified_bytes()?;
+        self.compile_program(b"hlo", &bytes, options)
     }
 
     /// Compiles a serialized `HloModuleProto` (e.g. from JAX's
@@ -274,7 +288,9 @@ impl Client {
         a.program = &prog;
         a.compile_options = opts.as_ptr().cast::<c_char>();
         a.compile_options_size = opts.len();
-        // SAFETY: `prog`, `code` and `opts` outlive the call.
+        // SAFETY: `prog`, `code`, `format` and `opts` outlive the call (the header:
+        // the program and options are owned by the caller and read during the
+        // call); the new executable is ours to destroy (`LoadedExecutable` does).
         unsafe { self.inner.api.call(slot::PJRT_Client_Compile, &mut a)? };
         LoadedExecutable::from_raw(&self.inner, a.executable)
     }
@@ -287,7 +303,8 @@ impl Client {
         a.client = self.inner.raw;
         a.serialized_executable = bytes.as_ptr().cast::<c_char>();
         a.serialized_executable_size = bytes.len();
-        // SAFETY: `bytes` outlives the call.
+        // SAFETY: `bytes` outlives the call (read during it); no compile-option
+        // override or load options (null); the new executable is ours to destroy.
         unsafe {
             self.inner
                 .api
@@ -299,13 +316,7 @@ impl Client {
     /// Copies host data to a new buffer on the default device. `dims` must multiply
     /// to `data.len()`.
     pub fn buffer_from_host<T: NativeType>(&self, data: &[T], dims: &[i64]) -> Result<Buffer> {
-        let dev = *self
-            .inner
-            .addressable
-            .first()
-            .ok_or_else(|| Error::HostData {
-                reason: "the client has no addressable device".into(),
-            })?;
+        let dev = *self.inner.addressable.first().ok_or(Error::NoDevice)?;
         self.upload(data, dims, dev)
     }
 
@@ -320,13 +331,7 @@ impl Client {
         dims: &[i64],
         device: *mut PJRT_Device,
     ) -> Result<Buffer> {
-        let count = dims.iter().try_fold(
-            1i64,
-            |acc, d| {
-                if *d < 0 { None } else { acc.checked_mul(*d) }
-            },
-        );
-        if count != Some(data.len() as i64) {
+        if element_count(dims) != Some(data.len() as i64) {
             return Err(Error::HostData {
                 reason: format!(
                     "{} elements of {} given for dimensions {:?}",
@@ -344,8 +349,11 @@ impl Client {
         a.num_dims = dims.len();
         a.host_buffer_semantics = raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
         a.device = device;
-        // SAFETY: `data` and `dims` outlive the call; with "immutable only during
-        // call" semantics the plugin copies the data before returning.
+        // SAFETY: `data` holds exactly the elements `dims` describe (checked above);
+        // with kImmutableOnlyDuringCall semantics the plugin reads `data` during the
+        // call only, and `dims` is read during the call. No strides, layout or
+        // memory (null); `device` is an addressable device of this client. The new
+        // buffer and event are ours to destroy.
         unsafe {
             self.inner
                 .api
@@ -353,15 +361,21 @@ impl Client {
         };
         let buffer = Buffer::with_meta(&self.inner, a.buffer, T::TYPE, dims);
         // The host data must stay untouched until this event fires. It has fired for
-        // every plugin we know when the semantics is "only during call"; when it has
-        // not, wait, so that `data` may be reused as soon as we return.
-        if let Some(ev) = Event::from_raw(&self.inner.api, a.done_with_host_buffer) {
-            if !ev.is_ready()? {
-                ev.wait()?;
-            }
-        }
+        // every plugin we know when the semantics is "only during call" (then the
+        // wait is one IsReady call); when it has not, wait, so that `data` may be
+        // reused as soon as we return.
+        super::event::wait_opt(self.inner.event(a.done_with_host_buffer))?;
         Ok(buffer)
     }
+}
+
+/// The number of elements `dims` describe; `None` for a negative size or an
+/// overflow.
+pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
+    dims.iter().try_fold(
+        1i64,
+        |acc, d| if *d < 0 { None } else { acc.checked_mul(*d) },
+    )
 }
 
 /// Copies a C array of device pointers.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::api::copy_str;
 use super::buffer::Buffer;
 use super::client::{Client, ClientInner};
-use super::raw::{self, PJRT_Device, PJRT_DeviceDescription, slot};
+use super::raw::{PJRT_Device, PJRT_DeviceDescription, slot};
 use crate::error::Result;
 use crate::shape::NativeType;
 
@@ -21,8 +21,9 @@ pub struct Device {
     pub(crate) raw: *mut PJRT_Device,
 }
 
-// SAFETY: a device pointer is an immutable handle owned by the client, which is
-// thread-safe; the `Arc` keeps the client alive.
+// SAFETY: the header: a device "has the same lifetime as `client`. It is owned by
+// `client`"; the `Arc` keeps the client alive, and a device handle is only read
+// (queries), which PJRT allows from any thread.
 unsafe impl Send for Device {}
 // SAFETY: see `Send`.
 unsafe impl Sync for Device {}
@@ -35,79 +36,78 @@ impl Device {
         }
     }
 
+    /// The device's description. The header: it "has the lifetime of `device`",
+    /// which lives as long as the client (`self` holds it).
     fn description(&self) -> Result<*mut PJRT_DeviceDescription> {
-        let mut a = raw::PJRT_Device_GetDescription_Args::new();
-        a.device = self.raw;
-        // SAFETY: the description is owned by the device.
-        unsafe {
-            self.client
-                .api
-                .call(slot::PJRT_Device_GetDescription, &mut a)?
-        };
+        let api = &self.client.api;
+        // SAFETY: `self.raw` is a device of the live client (owned by it).
+        let a = unsafe { api.query(slot::PJRT_Device_GetDescription, |a| a.device = self.raw)? };
         Ok(a.device_description)
     }
 
     /// The device's global id.
     pub fn id(&self) -> Result<i32> {
-        let mut a = raw::PJRT_DeviceDescription_Id_Args::new();
-        a.device_description = self.description()?;
-        // SAFETY: plain out-parameter.
-        unsafe {
+        let d = self.description()?;
+        // SAFETY: `d` is the live description of this device.
+        let a = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_DeviceDescription_Id, &mut a)?
+                .query(slot::PJRT_DeviceDescription_Id, |a| {
+                    a.device_description = d
+                })?
         };
         Ok(a.id)
     }
 
     /// The kind of device (e.g. `"cpu"`, `"NVIDIA H100 80GB HBM3"`).
     pub fn kind(&self) -> Result<String> {
-        let mut a = raw::PJRT_DeviceDescription_Kind_Args::new();
-        a.device_description = self.description()?;
-        // SAFETY: the string is owned by the description; copied at once.
+        let d = self.description()?;
+        // SAFETY: `d` is live; the string is owned by the description (header) and
+        // copied at once.
         unsafe {
-            self.client
+            let a = self
+                .client
                 .api
-                .call(slot::PJRT_DeviceDescription_Kind, &mut a)?;
+                .query(slot::PJRT_DeviceDescription_Kind, |a| {
+                    a.device_description = d
+                })?;
             Ok(copy_str(a.device_kind, a.device_kind_size))
         }
     }
 
     /// A longer description for debugging.
     pub fn debug_string(&self) -> Result<String> {
-        let mut a = raw::PJRT_DeviceDescription_DebugString_Args::new();
-        a.device_description = self.description()?;
+        let d = self.description()?;
         // SAFETY: as in `kind`.
         unsafe {
-            self.client
+            let a = self
+                .client
                 .api
-                .call(slot::PJRT_DeviceDescription_DebugString, &mut a)?;
+                .query(slot::PJRT_DeviceDescription_DebugString, |a| {
+                    a.device_description = d
+                })?;
             Ok(copy_str(a.debug_string, a.debug_string_size))
         }
     }
 
     /// Whether this process can use the device.
     pub fn is_addressable(&self) -> Result<bool> {
-        let mut a = raw::PJRT_Device_IsAddressable_Args::new();
-        a.device = self.raw;
-        // SAFETY: plain out-parameter.
-        unsafe {
+        // SAFETY: `self.raw` is a live device of the client.
+        let a = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_Device_IsAddressable, &mut a)?
+                .query(slot::PJRT_Device_IsAddressable, |a| a.device = self.raw)?
         };
         Ok(a.is_addressable)
     }
 
     /// The device's hardware id local to this host.
     pub fn local_hardware_id(&self) -> Result<i32> {
-        let mut a = raw::PJRT_Device_LocalHardwareId_Args::new();
-        a.device = self.raw;
-        // SAFETY: plain out-parameter.
-        unsafe {
+        // SAFETY: `self.raw` is a live device of the client.
+        let a = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_Device_LocalHardwareId, &mut a)?
+                .query(slot::PJRT_Device_LocalHardwareId, |a| a.device = self.raw)?
         };
         Ok(a.local_hardware_id)
     }

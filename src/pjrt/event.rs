@@ -1,76 +1,380 @@
 //! `PJRT_Event`: completion of asynchronous work (a transfer, an execution).
+//!
+//! Waiting never burns a core the plugin needs: a short, bounded poll of
+//! `PJRT_Event_IsReady` (only where spare cores exist, see [`WaitPolicy`]), then the
+//! thread parks and the plugin's `PJRT_Event_OnReady` callback wakes it. The same
+//! callback wakes the [`Waker`] of an `Event` polled as a [`Future`].
 
-use std::sync::Arc;
+use std::ffi::c_void;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::api::Api;
-use super::raw::{self, PJRT_Event, slot};
-use crate::error::Result;
+use super::raw::{self, PJRT_Error, PJRT_Event, slot};
+use crate::error::{Error, Result};
 
-/// How long [`Event::wait`] polls `PJRT_Event_IsReady` before it blocks in
-/// `PJRT_Event_Await`. Blocking costs a thread sleep and wake-up (about 40 µs on a
-/// small VM); short work finishes well within this window.
-pub const SPIN_BEFORE_BLOCKING: Duration = Duration::from_millis(1);
+/// How a thread waits for the plugin's asynchronous work (a client option, see
+/// [`ClientOptions::wait_policy`](super::ClientOptions::wait_policy)).
+///
+/// Polling answers fastest when the work is about to finish, but a polling thread
+/// holds a core: on a small machine that is the core XLA's worker threads need to
+/// finish the work. Parking costs a wake-up (tens of µs on a small VM) but no core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Poll for at most [`AUTO_SPIN`] when the machine has more than two cores and no
+    /// other thread of this process is waiting on an event; otherwise park at once.
+    #[default]
+    Auto,
+    /// Poll for at most this long, then park.
+    Spin(Duration),
+    /// Never poll: park until the plugin signals completion.
+    Park,
+}
+
+/// The polling budget of [`WaitPolicy::Auto`] on a machine with spare cores: about
+/// the cost of one park and wake-up, so a wait costs at most twice the best choice.
+pub const AUTO_SPIN: Duration = Duration::from_micros(50);
+
+/// Threads of this process now inside a wait (`Auto` polls only when it is alone).
+static WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+fn cores() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+impl WaitPolicy {
+    /// The polling budget for a wait that starts now, given how many other threads
+    /// were already waiting.
+    fn budget(self, others_waiting: usize) -> Duration {
+        match self {
+            WaitPolicy::Auto if cores() > 2 && others_waiting == 0 => AUTO_SPIN,
+            WaitPolicy::Auto | WaitPolicy::Park => Duration::ZERO,
+            WaitPolicy::Spin(d) => d,
+        }
+    }
+}
+
+/// Counts this thread among the waiters while alive.
+struct WaiterGuard;
+
+impl WaiterGuard {
+    /// Registers a waiter; returns how many were waiting before.
+    fn enter() -> (WaiterGuard, usize) {
+        (WaiterGuard, WAITERS.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Drop for WaiterGuard {
+    fn drop(&mut self) {
+        WAITERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// State shared between an `Event` and its `PJRT_Event_OnReady` callback. The
+/// callback owns one `Arc` reference (passed as `user_arg`), released when it runs.
+struct Signal {
+    api: Arc<Api>,
+    done: AtomicBool,
+    inner: Mutex<SignalInner>,
+}
+
+#[derive(Default)]
+struct SignalInner {
+    status: Option<Result<()>>,
+    thread: Option<Thread>,
+    waker: Option<Waker>,
+}
+
+impl Signal {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SignalInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the status and wakes whoever waits.
+    fn complete(&self, status: Result<()>) {
+        let (thread, waker) = {
+            let mut g = self.lock();
+            g.status = Some(status);
+            self.done.store(true, Ordering::Release);
+            (g.thread.take(), g.waker.take())
+        };
+        if let Some(t) = thread {
+            t.unpark();
+        }
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The `PJRT_Event_OnReadyCallback`: runs once, on a plugin thread or inside
+/// `PJRT_Event_OnReady` itself when the event is already ready.
+///
+/// # Safety
+/// `user_arg` is an `Arc<Signal>` reference leaked by [`Event::register`] for this
+/// callback alone; `error` is null or an error whose ownership the header passes to
+/// the callback ("The callback must destroy `error` via `PJRT_Error_Destroy`").
+unsafe extern "C" fn on_ready(error: *mut PJRT_Error, user_arg: *mut c_void) {
+    // SAFETY: per the contract above: this reclaims the reference leaked for us.
+    let signal = unsafe { Arc::from_raw(user_arg.cast_const().cast::<Signal>()) };
+    let status = if error.is_null() {
+        Ok(())
+    } else {
+        // Destroys `error` (the callback owns it).
+        Err(signal.api.event_error(error))
+    };
+    signal.complete(status);
+}
 
 /// A pending completion, owned: destroyed exactly once when dropped.
+///
+/// Wait for it with [`wait`](Self::wait) (blocking) or `.await` it (it is a
+/// [`Future`] whose waker the plugin's `PJRT_Event_OnReady` callback wakes).
 ///
 /// # Thread safety
 /// `Event` is `Send` (PJRT events may be awaited from any thread) but not `Sync`.
 pub struct Event {
     api: Arc<Api>,
     raw: *mut PJRT_Event,
+    policy: WaitPolicy,
+    /// Set once an `OnReady` callback is registered.
+    signal: Option<Arc<Signal>>,
+    /// The status, once known (a completed future returns it again if polled).
+    status: Option<Result<()>>,
+    /// An error from `IsReady`, reported once the work is done.
+    early_error: Option<Error>,
 }
 
-// SAFETY: PJRT events are thread-safe reference-counted futures; one owner may move
-// between threads.
+// SAFETY: a `PJRT_Event` is a handle to a thread-safe future of the plugin (the C
+// API's event functions may be called from any thread); one owner may move between
+// threads. The `Signal` is `Send + Sync` (atomics and a mutex).
 unsafe impl Send for Event {}
 
 impl Event {
     /// Takes ownership of `raw` (which may be null: then the event counts as done).
-    pub(crate) fn from_raw(api: &Arc<Api>, raw: *mut PJRT_Event) -> Option<Event> {
+    pub(crate) fn from_raw(
+        api: &Arc<Api>,
+        raw: *mut PJRT_Event,
+        policy: WaitPolicy,
+    ) -> Option<Event> {
         if raw.is_null() {
             None
         } else {
             Some(Event {
                 api: api.clone(),
                 raw,
+                policy,
+                signal: None,
+                status: None,
+                early_error: None,
             })
         }
     }
 
     /// True once the work is done (successfully or not).
     pub fn is_ready(&self) -> Result<bool> {
+        if self.status.is_some()
+            || self
+                .signal
+                .as_ref()
+                .is_some_and(|s| s.done.load(Ordering::Acquire))
+        {
+            return Ok(true);
+        }
         let mut a = raw::PJRT_Event_IsReady_Args::new();
         a.event = self.raw;
-        // SAFETY: `self.raw` is a live event we own.
+        // SAFETY: `self.raw` is a live event we own (destroyed only in Drop).
         unsafe { self.api.call(slot::PJRT_Event_IsReady, &mut a)? };
         Ok(a.is_ready)
     }
 
-    /// Waits until the work is done and returns its status. Polls first (see
-    /// [`SPIN_BEFORE_BLOCKING`]), then blocks.
+    /// Waits until the work is done and returns its status, as the client's
+    /// [`WaitPolicy`] says.
     pub fn wait(self) -> Result<()> {
-        self.wait_spinning(SPIN_BEFORE_BLOCKING)
+        let policy = self.policy;
+        self.wait_with(policy)
     }
 
-    /// Waits, polling for at most `spin` before blocking in `PJRT_Event_Await`.
-    pub fn wait_spinning(self, spin: Duration) -> Result<()> {
-        if !spin.is_zero() {
-            let start = Instant::now();
-            let mut i = 0u32;
-            while !self.is_ready()? {
-                i = i.wrapping_add(1);
-                if i % 64 == 0 && start.elapsed() >= spin {
-                    break;
-                }
-                std::hint::spin_loop();
+    /// Waits with an explicit policy.
+    pub fn wait_with(mut self, policy: WaitPolicy) -> Result<()> {
+        if let Some(s) = self.status.take() {
+            return s;
+        }
+        let (_guard, others) = WaiterGuard::enter();
+        let budget = policy.budget(others);
+        // An error from IsReady is returned, but only after the work is done: the
+        // plugin may still be writing into memory the caller owns.
+        let status = match self.poll_ready(budget) {
+            Ok(true) => self.status_of_ready(),
+            Ok(false) => self.park(),
+            Err(e) => {
+                self.early_error = Some(e);
+                self.park()
+            }
+        };
+        self.finish(status)
+    }
+
+    /// Polls `IsReady` for at most `budget` (once when `budget` is zero).
+    fn poll_ready(&self, budget: Duration) -> Result<bool> {
+        if self.is_ready()? {
+            return Ok(true);
+        }
+        if budget.is_zero() {
+            return Ok(false);
+        }
+        let start = Instant::now();
+        let mut i = 0u32;
+        loop {
+            std::hint::spin_loop();
+            if self.is_ready()? {
+                return Ok(true);
+            }
+            i = i.wrapping_add(1);
+            if i % 32 == 0 && start.elapsed() >= budget {
+                return Ok(false);
             }
         }
+    }
+
+    /// The status of an event known to be ready (`PJRT_Event_Await` returns at once).
+    fn status_of_ready(&self) -> Result<()> {
+        if let Some(s) = &self.signal {
+            if s.done.load(Ordering::Acquire) {
+                return s.lock().status.take().unwrap_or(Ok(()));
+            }
+        }
+        self.await_blocking()
+    }
+
+    /// `PJRT_Event_Await`: blocks inside the plugin. Used only when the event is
+    /// ready, or when `PJRT_Event_OnReady` could not be registered.
+    fn await_blocking(&self) -> Result<()> {
         let mut a = raw::PJRT_Event_Await_Args::new();
         a.event = self.raw;
-        // SAFETY: `self.raw` is a live event; Await on a ready event returns at once
-        // with its status.
-        unsafe { self.api.call(slot::PJRT_Event_Await, &mut a) }
+        // SAFETY: `self.raw` is a live event we own.
+        match unsafe { self.api.call(slot::PJRT_Event_Await, &mut a) } {
+            Err(Error::Pjrt { code, message, .. }) => Err(Error::Execution { code, message }),
+            other => other,
+        }
+    }
+
+    /// Registers the `OnReady` callback (once); the waker and thread to wake are set
+    /// by the caller before or after, under the signal's lock.
+    ///
+    /// Returns `false` if the plugin would not take the callback.
+    fn register(&mut self, thread: Option<Thread>, waker: Option<Waker>) -> bool {
+        if let Some(s) = &self.signal {
+            let mut g = s.lock();
+            if !s.done.load(Ordering::Acquire) {
+                if thread.is_some() {
+                    g.thread = thread;
+                }
+                if waker.is_some() {
+                    g.waker = waker;
+                }
+            }
+            return true;
+        }
+        let signal = Arc::new(Signal {
+            api: self.api.clone(),
+            done: AtomicBool::new(false),
+            inner: Mutex::new(SignalInner {
+                status: None,
+                thread,
+                waker,
+            }),
+        });
+        let user_arg = Arc::into_raw(signal.clone()).cast_mut().cast::<c_void>();
+        let mut a = raw::PJRT_Event_OnReady_Args::new();
+        a.event = self.raw;
+        a.callback = Some(on_ready);
+        a.user_arg = user_arg;
+        // SAFETY: `self.raw` is live. The header's contract: the callback is called
+        // once when the event is ready (possibly at once, on this thread) with an
+        // error it owns; `user_arg` stays ours to manage, and it is a leaked `Arc`
+        // reference that `on_ready` reclaims, so it outlives the callback whatever
+        // happens to this `Event`.
+        match unsafe { self.api.call(slot::PJRT_Event_OnReady, &mut a) } {
+            Ok(()) => {
+                self.signal = Some(signal);
+                true
+            }
+            Err(Error::Unsupported { .. }) => {
+                // The function was never called: the leaked reference is ours again.
+                // SAFETY: from `Arc::into_raw` above, not handed to the plugin.
+                drop(unsafe { Arc::from_raw(user_arg.cast_const().cast::<Signal>()) });
+                false
+            }
+            // The plugin refused the callback. Whether it may still call it is not
+            // specified, so the reference stays leaked (a few bytes) rather than
+            // risk a use after free.
+            Err(_) => false,
+        }
+    }
+
+    /// Records the final status (an earlier `IsReady` error wins).
+    fn finish(&mut self, status: Result<()>) -> Result<()> {
+        let s = match self.early_error.take() {
+            Some(e) => Err(e),
+            None => status,
+        };
+        self.status = Some(s.clone());
+        s
+    }
+
+    /// Parks the thread until the plugin's callback fires, and returns the status.
+    fn park(&mut self) -> Result<()> {
+        if !self.register(Some(std::thread::current()), None) {
+            return self.await_blocking();
+        }
+        let signal = self.signal.clone().expect("registered");
+        while !signal.done.load(Ordering::Acquire) {
+            std::thread::park();
+        }
+        signal.lock().status.take().unwrap_or(Ok(()))
+    }
+}
+
+impl Future for Event {
+    type Output = Result<()>;
+
+    /// Ready with the work's status once it is done. Polling again after that returns
+    /// the same status.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = self.get_mut();
+        if let Some(s) = &this.status {
+            return Poll::Ready(s.clone());
+        }
+        if this.signal.is_none() {
+            match this.is_ready() {
+                Ok(true) => {
+                    let s = this.status_of_ready();
+                    return Poll::Ready(this.finish(s));
+                }
+                Ok(false) => {}
+                // Reported only once the work is done: it may still use the caller's
+                // memory.
+                Err(e) => this.early_error = Some(e),
+            }
+        }
+        if !this.register(None, Some(cx.waker().clone())) {
+            // No callback: wait in the plugin (only when OnReady is unavailable).
+            let s = this.await_blocking();
+            return Poll::Ready(this.finish(s));
+        }
+        let signal = this.signal.as_ref().expect("registered");
+        if signal.done.load(Ordering::Acquire) {
+            let s = signal.lock().status.take().unwrap_or(Ok(()));
+            return Poll::Ready(this.finish(s));
+        }
+        Poll::Pending
     }
 }
 
@@ -78,8 +382,9 @@ impl Drop for Event {
     fn drop(&mut self) {
         let mut a = raw::PJRT_Event_Destroy_Args::new();
         a.event = self.raw;
-        // SAFETY: we own the event and destroy it once; a pending event may be
-        // destroyed (the plugin keeps its own reference to the work).
+        // SAFETY: we own the event and destroy it once. The header allows destroying
+        // a pending event; a registered callback still fires (its `Signal` is kept
+        // alive by the reference the callback owns).
         let _ = unsafe { self.api.call(slot::PJRT_Event_Destroy, &mut a) };
     }
 }

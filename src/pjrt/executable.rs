@@ -1,7 +1,11 @@
 //! `PJRT_LoadedExecutable`: a compiled program, loaded on its devices.
 
 use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use smallvec::SmallVec;
 
@@ -20,8 +24,8 @@ use crate::shape::{Dims, ElementType};
 /// `LoadedExecutable` is `Send` and `Sync`: PJRT executables may be executed from
 /// several threads at once.
 pub struct LoadedExecutable {
-    client: Arc<ClientInner>,
-    raw: *mut PJRT_LoadedExecutable,
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) raw: *mut PJRT_LoadedExecutable,
     devices: Vec<*mut PJRT_Device>,
     num_outputs: usize,
     name: String,
@@ -29,8 +33,11 @@ pub struct LoadedExecutable {
     output_shapes: Option<Vec<(ElementType, Dims)>>,
 }
 
-// SAFETY: PJRT loaded executables are thread-safe (the C API contract); the `Arc`
-// keeps the client alive; `devices` are immutable handles owned by the client.
+// SAFETY: a loaded executable is owned by exactly one `LoadedExecutable` (destroyed
+// once, in Drop) and only queried or executed through the C API; PJRT executables
+// may be executed from several threads at once (JAX does). The `Arc` keeps the
+// client alive; `devices` are handles the client owns ("same lifetime as
+// `client`").
 unsafe impl Send for LoadedExecutable {}
 // SAFETY: see `Send`.
 unsafe impl Sync for LoadedExecutable {}
@@ -64,13 +71,14 @@ impl LoadedExecutable {
             output_shapes: None,
         };
         // From here on `exe` owns `raw`: an error below destroys it in Drop.
-        let mut d = raw::PJRT_LoadedExecutable_AddressableDevices_Args::new();
-        d.executable = raw;
-        // SAFETY: the device array is owned by the executable; copied at once.
+        // SAFETY: `raw` is the live executable just returned to us; the device
+        // array is owned by it (the devices by the client) and copied at once.
         unsafe {
-            client
+            let d = client
                 .api
-                .call(slot::PJRT_LoadedExecutable_AddressableDevices, &mut d)?;
+                .query(slot::PJRT_LoadedExecutable_AddressableDevices, |a| {
+                    a.executable = raw
+                })?;
             if !d.addressable_devices.is_null() {
                 exe.devices =
                     std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices)
@@ -78,15 +86,19 @@ impl LoadedExecutable {
             }
         }
         let e = exe.executable()?;
-        let mut n = raw::PJRT_Executable_NumOutputs_Args::new();
-        n.executable = e.raw;
-        // SAFETY: plain out-parameter.
-        unsafe { client.api.call(slot::PJRT_Executable_NumOutputs, &mut n)? };
-        let mut nm = raw::PJRT_Executable_Name_Args::new();
-        nm.executable = e.raw;
-        // SAFETY: the name is owned by the executable; copied at once.
+        let er = e.raw;
+        // SAFETY: `er` is live until `e` drops; a plain out-parameter.
+        let n = unsafe {
+            client
+                .api
+                .query(slot::PJRT_Executable_NumOutputs, |a| a.executable = er)?
+        };
+        // SAFETY: as above; the header: the name "has the same lifetime as
+        // `executable`", and it is copied at once.
         let name = unsafe {
-            client.api.call(slot::PJRT_Executable_Name, &mut nm)?;
+            let nm = client
+                .api
+                .query(slot::PJRT_Executable_Name, |a| a.executable = er)?;
             copy_str(nm.executable_name, nm.executable_name_size)
         };
         let shapes = output_shapes(client, e.raw, n.num_outputs);
@@ -98,13 +110,15 @@ impl LoadedExecutable {
     }
 
     fn executable(&self) -> Result<ExecutableRef<'_>> {
-        let mut g = raw::PJRT_LoadedExecutable_GetExecutable_Args::new();
-        g.loaded_executable = self.raw;
-        // SAFETY: the returned executable is ours to destroy (ExecutableRef does).
-        unsafe {
+        let le = self.raw;
+        // SAFETY: `le` is live; the returned executable is ours to destroy
+        // (`ExecutableRef` does).
+        let g = unsafe {
             self.client
                 .api
-                .call(slot::PJRT_LoadedExecutable_GetExecutable, &mut g)?
+                .query(slot::PJRT_LoadedExecutable_GetExecutable, |a| {
+                    a.loaded_executable = le
+                })?
         };
         Ok(ExecutableRef {
             client: &self.client,
@@ -112,8 +126,10 @@ impl LoadedExecutable {
         })
     }
 
-    pub(crate) fn raw_handle(&self) -> *mut PJRT_LoadedExecutable {
-        self.raw
+    /// Element type and dims of output `i`, if the plugin reported them.
+    pub(crate) fn output_shape(&self, i: usize) -> Option<(ElementType, &[i64])> {
+        let (t, d) = self.output_shapes.as_ref()?.get(i)?;
+        Some((*t, d))
     }
 
     /// The program's name.
@@ -181,7 +197,8 @@ impl LoadedExecutable {
 
     /// Runs the program on its first device with `args` as parameters (in parameter
     /// order) and returns its outputs (a tuple result comes back as one buffer per
-    /// element). Does not wait for the computation: reading an output does.
+    /// element). Does not wait for the computation: reading an output does, and an
+    /// execution failure surfaces there as [`Error::Execution`].
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
         let mut out = self.execute_devices(&[args], false)?;
         Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
@@ -190,57 +207,129 @@ impl LoadedExecutable {
     /// Like [`execute`](Self::execute), and waits until the computation is done
     /// (returning its error, if any).
     pub fn execute_sync(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
+        self.execute_async(args)?.wait()
+    }
+
+    /// Launches the program on its first device and returns at once; the returned
+    /// [`Execution`] is a future of the outputs, ready when the device is done (the
+    /// plugin's completion event wakes it). The host can work meanwhile:
+    ///
+    /// ```no_run
+    /// # fn demo(exe: &xlaclient::LoadedExecutable, x: &xlaclient::Buffer) -> xlaclient::Result<()> {
+    /// let pending = exe.execute_async(&[x])?;
+    /// // ... step the simulator on the host ...
+    /// let outputs = pending.wait()?; // or `pending.await?` in async code
+    /// # Ok(()) }
+    /// ```
+    pub fn execute_async(&self, args: &[&Buffer]) -> Result<Execution<'static>> {
         let mut out = self.execute_devices(&[args], true)?;
-        let (bufs, ev) = out.pop().unwrap_or_default();
-        super::event::wait_opt(ev)?;
-        Ok(bufs)
+        let (outputs, event) = out.pop().unwrap_or_default();
+        Ok(Execution {
+            outputs,
+            event,
+            donated: false,
+            _args: PhantomData,
+        })
+    }
+
+    /// Runs the program on its first device with arguments that may be donated
+    /// ([`Arg::Donate`]); waits until the computation is done when any input was
+    /// donated (their memory now belongs to the outputs), else returns at once like
+    /// [`execute`](Self::execute).
+    ///
+    /// A donated input is consumed when the program aliases it to an output (the
+    /// module's `input_output_alias`); otherwise it stays valid.
+    pub fn execute_with(&self, args: &[Arg<'_>]) -> Result<Vec<Buffer>> {
+        if args.iter().any(|a| a.donated()) {
+            self.execute_async_with(args)?.wait()
+        } else {
+            let mut out = self.execute_devices(&[args], false)?;
+            Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
+        }
+    }
+
+    /// [`execute_async`](Self::execute_async) with arguments that may be donated.
+    /// The [`Execution`] borrows the donated buffers until the device is done;
+    /// dropping it before then waits for the device.
+    pub fn execute_async_with<'a>(&self, args: &[Arg<'a>]) -> Result<Execution<'a>> {
+        let mut out = self.execute_devices(&[args], true)?;
+        let (outputs, event) = out.pop().unwrap_or_default();
+        Ok(Execution {
+            outputs,
+            event,
+            donated: args.iter().any(|a| a.donated()),
+            _args: PhantomData,
+        })
     }
 
     /// Runs the program on every device it was loaded on (replicas/partitions):
-    /// `args[d]` are the parameters for device `d`. Returns the outputs per device.
+    /// `args[d]` are the parameters for device `d`. Waits for every device and
+    /// returns the outputs per device.
     pub fn execute_replicated(&self, args: &[Vec<&Buffer>]) -> Result<Vec<Vec<Buffer>>> {
         let lists: Vec<&[&Buffer]> = args.iter().map(|v| v.as_slice()).collect();
         let out = self.execute_devices(&lists, true)?;
         let mut res = Vec::with_capacity(out.len());
+        let mut first_err = None;
         for (bufs, ev) in out {
-            super::event::wait_opt(ev)?;
+            // Every event is awaited, even after a failure.
+            if let Err(e) = super::event::wait_opt(ev) {
+                first_err.get_or_insert(e);
+            }
             res.push(bufs);
         }
-        Ok(res)
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(res),
+        }
     }
 
-    fn execute_devices(
+    fn execute_devices<A: ArgLike>(
         &self,
-        args: &[&[&Buffer]],
+        args: &[&[A]],
         want_events: bool,
     ) -> Result<Vec<(Vec<Buffer>, Option<Event>)>> {
         let num_devices = args.len();
         if num_devices == 0 || num_devices > self.devices.len().max(1) {
-            return Err(Error::HostData {
-                reason: format!(
-                    "execute was given argument lists for {num_devices} device(s); the program is loaded on {}",
-                    self.devices.len()
-                ),
+            return Err(Error::DeviceCount {
+                given: num_devices,
+                loaded: self.devices.len(),
             });
         }
         let num_args = args[0].len();
-        if args.iter().any(|a| a.len() != num_args) {
-            return Err(Error::HostData {
-                reason: "every device needs the same number of arguments".into(),
-            });
-        }
-        for list in args {
-            for b in *list {
+        for (device, list) in args.iter().enumerate() {
+            if list.len() != num_args {
+                return Err(Error::ArgumentCount {
+                    device,
+                    given: list.len(),
+                    expected: num_args,
+                });
+            }
+            for (argument, a) in list.iter().enumerate() {
+                let b = a.buffer();
                 if !Arc::ptr_eq(&b.client, &self.client) {
-                    return Err(Error::HostData {
-                        reason: "an argument buffer belongs to another client".into(),
-                    });
+                    return Err(Error::ForeignBuffer { argument });
+                }
+                b.check_not_donated()?;
+            }
+        }
+        // Every input not donated is listed as non-donatable on every device (the
+        // header: a list of input indices the caller keeps alive through the
+        // call), so a module that aliases an input never consumes a kept buffer.
+        let keep: SmallVec<[i64; 8]> = (0..num_args)
+            .filter(|&i| args.iter().any(|l| !l[i].donated()))
+            .map(|i| i as i64)
+            .collect();
+        let donating = keep.len() < num_args;
+        if donating {
+            for l in args {
+                for a in l.iter().filter(|a| a.donated()) {
+                    a.buffer().mark_offered();
                 }
             }
         }
         let raw_args: SmallVec<[SmallVec<[*mut PJRT_Buffer; 8]>; 1]> = args
             .iter()
-            .map(|l| l.iter().map(|b| b.raw).collect())
+            .map(|l| l.iter().map(|a| a.buffer().raw).collect())
             .collect();
         let arg_ptrs: SmallVec<[*const *mut PJRT_Buffer; 1]> =
             raw_args.iter().map(|l| l.as_ptr()).collect();
@@ -252,6 +341,10 @@ impl LoadedExecutable {
         let mut events: SmallVec<[*mut raw::PJRT_Event; 1]> =
             SmallVec::from_elem(std::ptr::null_mut(), num_devices);
         let mut opts = raw::PJRT_ExecuteOptions::new();
+        if !keep.is_empty() {
+            opts.non_donatable_input_indices = keep.as_ptr();
+            opts.num_non_donatable_input_indices = keep.len();
+        }
         let mut a = raw::PJRT_LoadedExecutable_Execute_Args::new();
         a.executable = self.raw;
         a.options = &mut opts;
@@ -262,9 +355,13 @@ impl LoadedExecutable {
         if want_events {
             a.device_complete_events = events.as_mut_ptr();
         }
-        // SAFETY: argument and output arrays are sized as the C API requires
-        // (num_devices lists of num_args inputs / num_outputs outputs) and outlive
-        // the call; the buffers are live (borrowed) for the call's duration.
+        // SAFETY: the header's contract for Execute: `argument_lists` is
+        // [num_devices][num_args] live buffers, `output_lists` is caller-allocated
+        // [num_devices][num_outputs] (num_outputs from PJRT_Executable_NumOutputs),
+        // `device_complete_events` (when given) has num_devices slots, and `options`
+        // only needs to live through the call. All arrays are on this frame and the
+        // argument buffers are borrowed for the call; the plugin keeps its own
+        // reference to inputs that the launched work still uses.
         unsafe {
             self.client
                 .api
@@ -284,13 +381,128 @@ impl LoadedExecutable {
                     .collect(),
             };
             let ev = if want_events {
-                Event::from_raw(&self.client.api, events[d])
+                self.client.event(events[d])
             } else {
                 None
             };
             res.push((bufs, ev));
         }
         Ok(res)
+    }
+}
+
+/// An argument of an execution, as the execute functions see it.
+trait ArgLike {
+    fn buffer(&self) -> &Buffer;
+    fn donated(&self) -> bool;
+}
+
+impl ArgLike for &Buffer {
+    fn buffer(&self) -> &Buffer {
+        self
+    }
+    fn donated(&self) -> bool {
+        false
+    }
+}
+
+impl ArgLike for Arg<'_> {
+    fn buffer(&self) -> &Buffer {
+        match self {
+            Arg::Keep(b) | Arg::Donate(b) => b,
+        }
+    }
+    fn donated(&self) -> bool {
+        matches!(self, Arg::Donate(_))
+    }
+}
+
+/// An argument of [`LoadedExecutable::execute_with`]: kept (the caller's buffer
+/// stays valid) or donated (the program may write its output into the buffer's
+/// memory, as the module's `input_output_alias` allows; the buffer is then
+/// consumed: [`Buffer::is_deleted`] is true and every other use is
+/// [`Error::BufferDeleted`]).
+///
+/// Donation saves an allocation and a copy per call for state that is replaced by
+/// each step (parameters updated in place, an environment's state).
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// The buffer stays the caller's (listed in the execution's
+    /// `non_donatable_input_indices`).
+    Keep(&'a Buffer),
+    /// The buffer's memory may be reused for an output it aliases.
+    Donate(&'a Buffer),
+}
+
+impl<'a> From<&'a Buffer> for Arg<'a> {
+    fn from(b: &'a Buffer) -> Self {
+        Arg::Keep(b)
+    }
+}
+
+/// An execution launched by [`LoadedExecutable::execute_async`]: a future of its
+/// outputs, ready once the device has finished (woken by the plugin's completion
+/// event through `PJRT_Event_OnReady`). [`wait`](Self::wait) blocks instead.
+///
+/// Dropping it early does not cancel the work; the outputs are dropped (the plugin
+/// frees them when the work is done).
+#[must_use = "an execution's outputs are only returned by awaiting or waiting for it"]
+pub struct Execution<'a> {
+    outputs: Vec<Buffer>,
+    event: Option<Event>,
+    /// Inputs were donated: dropping this waits for the work to finish.
+    donated: bool,
+    _args: PhantomData<&'a Buffer>,
+}
+
+impl Execution<'_> {
+    /// Blocks until the device is done (as the client's wait policy says) and
+    /// returns the outputs, or the execution's error.
+    pub fn wait(mut self) -> Result<Vec<Buffer>> {
+        super::event::wait_opt(self.event.take())?;
+        Ok(std::mem::take(&mut self.outputs))
+    }
+
+    /// True once the device is done.
+    pub fn is_ready(&self) -> Result<bool> {
+        self.event.as_ref().map_or(Ok(true), Event::is_ready)
+    }
+}
+
+impl Future for Execution<'_> {
+    type Output = Result<Vec<Buffer>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(ev) = &mut this.event {
+            match Pin::new(ev).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(status) => {
+                    this.event = None;
+                    status?;
+                }
+            }
+        }
+        Poll::Ready(Ok(std::mem::take(&mut this.outputs)))
+    }
+}
+
+impl Drop for Execution<'_> {
+    fn drop(&mut self) {
+        if self.donated {
+            // Donated inputs are released only once the work that now owns their
+            // memory is done (see the module docs on donation).
+            let _ = super::event::wait_opt(self.event.take());
+        }
+    }
+}
+
+impl fmt::Debug for Execution<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Execution")
+            .field("outputs", &self.outputs.len())
+            .field("pending", &self.event.is_some())
+            .finish()
     }
 }
 
@@ -326,20 +538,20 @@ fn output_shapes(
     exe: *mut PJRT_Executable,
     n: usize,
 ) -> Option<Vec<(ElementType, Dims)>> {
-    let mut t = raw::PJRT_Executable_OutputElementTypes_Args::new();
-    t.executable = exe;
-    let mut d = raw::PJRT_Executable_OutputDimensions_Args::new();
-    d.executable = exe;
-    // SAFETY: the arrays returned are owned by the executable, which is alive here;
-    // they are copied before it is destroyed.
+    // SAFETY: `exe` is alive here; the arrays returned are owned by it and copied
+    // before it is destroyed; their lengths are checked against each other first.
     unsafe {
-        client
+        let t = client
             .api
-            .call(slot::PJRT_Executable_OutputElementTypes, &mut t)
+            .query(slot::PJRT_Executable_OutputElementTypes, |a| {
+                a.executable = exe
+            })
             .ok()?;
-        client
+        let d = client
             .api
-            .call(slot::PJRT_Executable_OutputDimensions, &mut d)
+            .query(slot::PJRT_Executable_OutputDimensions, |a| {
+                a.executable = exe
+            })
             .ok()?;
         if t.num_output_types != n
             || d.num_outputs != n
@@ -372,7 +584,8 @@ impl Drop for LoadedExecutable {
     fn drop(&mut self) {
         let mut a = raw::PJRT_LoadedExecutable_Destroy_Args::new();
         a.executable = self.raw;
-        // SAFETY: we own the executable and destroy it once.
+        // SAFETY: we own the executable and destroy it once. Outputs and pending
+        // executions do not need it: the plugin keeps what running work uses.
         let _ = unsafe {
             self.client
                 .api

@@ -2,17 +2,24 @@
 
 use prost::Message;
 
+use super::WaitPolicy;
 use crate::proto;
 
-/// Options for [`Client::new`](super::Client::new): the plugin's named create options.
+/// Options for [`Client::new`](super::Client::new): the plugin's named create options,
+/// and how the client's threads wait for asynchronous work ([`WaitPolicy`]).
 ///
 /// ```
-/// let opts = xlaclient::ClientOptions::new().cpu_device_count(1).asynchronous(false);
+/// use xlaclient::pjrt::WaitPolicy;
+/// let opts = xlaclient::ClientOptions::new()
+///     .cpu_device_count(1)
+///     .asynchronous(false)
+///     .wait_policy(WaitPolicy::Park);
 /// assert_eq!(opts.len(), 2);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClientOptions {
     pub(crate) values: Vec<(String, super::NamedValue)>,
+    pub(crate) wait: WaitPolicy,
 }
 
 impl ClientOptions {
@@ -21,7 +28,14 @@ impl ClientOptions {
         Self::default()
     }
 
-    /// Number of options set.
+    /// How waits for this client's events (transfers, executions) poll and park;
+    /// [`WaitPolicy::Auto`] by default.
+    pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
+        self.wait = policy;
+        self
+    }
+
+    /// Number of named create options set.
     pub fn len(&self) -> usize {
         self.values.len()
     }

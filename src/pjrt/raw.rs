@@ -10,17 +10,22 @@
 //! because plugins reject an args struct *smaller* than the one they were built with
 //! and accept a larger one.
 //!
-//! This module is public for benchmarks and advanced users that want to drive the C
-//! API directly; everything in it is `unsafe` to use.
+//! Private to the crate: the safe types in `pjrt/` are the only users. Declarations
+//! mirror the header, so some are not used yet (hence `dead_code` is allowed here).
+//!
+//! The function table is typed: each slot constant is a [`Slot<A>`] naming the args
+//! struct `A` its C function takes, and the call funnel only accepts a matching
+//! `&mut A`, so pairing a function with the wrong args struct does not compile.
 
 #![allow(
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
-    missing_docs
+    dead_code
 )]
 
 use std::ffi::{c_char, c_int, c_void};
+use std::marker::PhantomData;
 use std::mem::{offset_of, size_of};
 
 /// The PJRT C API major version this crate speaks.
@@ -95,6 +100,11 @@ macro_rules! pjrt_args {
                 s
             }
         }
+        impl Args for $name {
+            fn new() -> Self {
+                $name::new()
+            }
+        }
     };
     ($name:ident {}) => {
         #[repr(C)]
@@ -111,7 +121,19 @@ macro_rules! pjrt_args {
                 Self { struct_size: Self::STRUCT_SIZE, extension_start: std::ptr::null_mut() }
             }
         }
+        impl Args for $name {
+            fn new() -> Self {
+                $name::new()
+            }
+        }
     };
+}
+
+/// An args struct of the C API (declared with `pjrt_args!`): `struct_size` first,
+/// made only through the zeroing constructor.
+pub trait Args {
+    /// All fields zero, `struct_size` set.
+    fn new() -> Self;
 }
 
 // ----------------------------------------------------------------------------------
@@ -136,22 +158,35 @@ pub struct PJRT_Api {
 /// Byte offset of the first function pointer in `PJRT_Api`.
 pub const FN_TABLE_OFFSET: usize = size_of::<PJRT_Api>();
 
-/// A function every table slot points to, except the two error accessors that
-/// return nothing.
-pub type ErrFn = unsafe extern "C" fn(*mut c_void) -> *mut PJRT_Error;
-/// `PJRT_Error_Destroy` and `PJRT_Error_Message` return `void`.
-pub type VoidFn = unsafe extern "C" fn(*mut c_void);
+/// The C type of a table function taking `A` and returning `R`.
+pub type CFn<A, R = *mut PJRT_Error> = unsafe extern "C" fn(*mut A) -> R;
 
-/// One entry of the function table: its index and C name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot {
+/// One entry of the function table: its position, C name, the args struct `A` its
+/// function takes and its return type `R` (`PJRT_Error*` for all but the two error
+/// accessors, which return nothing).
+pub struct Slot<A, R = *mut PJRT_Error> {
     /// Position in the table (0 = `PJRT_Error_Destroy`).
     pub index: usize,
     /// The C function's name, for errors.
     pub name: &'static str,
+    _fn: PhantomData<CFn<A, R>>,
 }
 
-impl Slot {
+impl<A, R> Clone for Slot<A, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A, R> Copy for Slot<A, R> {}
+
+impl<A, R> Slot<A, R> {
+    const fn at(index: usize, name: &'static str) -> Self {
+        Slot {
+            index,
+            name,
+            _fn: PhantomData,
+        }
+    }
     /// Byte offset of this slot in `PJRT_Api`.
     pub const fn offset(self) -> usize {
         FN_TABLE_OFFSET + self.index * size_of::<usize>()
@@ -162,156 +197,160 @@ impl Slot {
     }
 }
 
+/// The args type of slots this crate does not call (it implements no [`Args`], so
+/// such a slot cannot be called).
+pub enum Unused {}
+
 macro_rules! slots {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident : $args:ident $(=> $ret:ty)?),* $(,)?) => {
         /// Positions in the function table (a C-like enum numbers them 0, 1, 2, …).
-        #[allow(dead_code, clippy::enum_variant_names)]
+        #[allow(clippy::enum_variant_names)]
         #[repr(usize)]
         enum SlotIndex { $($name,)* }
 
         /// The function table's slots, in the C header's order (append-only across
-        /// minor versions).
+        /// minor versions), each typed by its args struct.
         pub mod slot {
-            use super::{Slot, SlotIndex};
+            use super::*;
             $(
-                #[allow(non_upper_case_globals)]
-                pub const $name: Slot = Slot { index: SlotIndex::$name as usize, name: stringify!($name) };
+                pub const $name: Slot<$args $(, $ret)?> =
+                    Slot::at(SlotIndex::$name as usize, stringify!($name));
             )*
         }
     };
 }
 
 slots!(
-    PJRT_Error_Destroy,
-    PJRT_Error_Message,
-    PJRT_Error_GetCode,
-    PJRT_Plugin_Initialize,
-    PJRT_Plugin_Attributes,
-    PJRT_Event_Destroy,
-    PJRT_Event_IsReady,
-    PJRT_Event_Error,
-    PJRT_Event_Await,
-    PJRT_Event_OnReady,
-    PJRT_Client_Create,
-    PJRT_Client_Destroy,
-    PJRT_Client_PlatformName,
-    PJRT_Client_ProcessIndex,
-    PJRT_Client_PlatformVersion,
-    PJRT_Client_Devices,
-    PJRT_Client_AddressableDevices,
-    PJRT_Client_LookupDevice,
-    PJRT_Client_LookupAddressableDevice,
-    PJRT_Client_AddressableMemories,
-    PJRT_Client_Compile,
-    PJRT_Client_DefaultDeviceAssignment,
-    PJRT_Client_BufferFromHostBuffer,
-    PJRT_DeviceDescription_Id,
-    PJRT_DeviceDescription_ProcessIndex,
-    PJRT_DeviceDescription_Attributes,
-    PJRT_DeviceDescription_Kind,
-    PJRT_DeviceDescription_DebugString,
-    PJRT_DeviceDescription_ToString,
-    PJRT_Device_GetDescription,
-    PJRT_Device_IsAddressable,
-    PJRT_Device_LocalHardwareId,
-    PJRT_Device_AddressableMemories,
-    PJRT_Device_DefaultMemory,
-    PJRT_Device_MemoryStats,
-    PJRT_Memory_Id,
-    PJRT_Memory_Kind,
-    PJRT_Memory_DebugString,
-    PJRT_Memory_ToString,
-    PJRT_Memory_AddressableByDevices,
-    PJRT_Executable_Destroy,
-    PJRT_Executable_Name,
-    PJRT_Executable_NumReplicas,
-    PJRT_Executable_NumPartitions,
-    PJRT_Executable_NumOutputs,
-    PJRT_Executable_SizeOfGeneratedCodeInBytes,
-    PJRT_Executable_GetCostAnalysis,
-    PJRT_Executable_OutputMemoryKinds,
-    PJRT_Executable_OptimizedProgram,
-    PJRT_Executable_Serialize,
-    PJRT_LoadedExecutable_Destroy,
-    PJRT_LoadedExecutable_GetExecutable,
-    PJRT_LoadedExecutable_AddressableDevices,
-    PJRT_LoadedExecutable_Delete,
-    PJRT_LoadedExecutable_IsDeleted,
-    PJRT_LoadedExecutable_Execute,
-    PJRT_Executable_DeserializeAndLoad,
-    PJRT_LoadedExecutable_Fingerprint,
-    PJRT_Buffer_Destroy,
-    PJRT_Buffer_ElementType,
-    PJRT_Buffer_Dimensions,
-    PJRT_Buffer_UnpaddedDimensions,
-    PJRT_Buffer_DynamicDimensionIndices,
-    PJRT_Buffer_GetMemoryLayout,
-    PJRT_Buffer_OnDeviceSizeInBytes,
-    PJRT_Buffer_Device,
-    PJRT_Buffer_Memory,
-    PJRT_Buffer_Delete,
-    PJRT_Buffer_IsDeleted,
-    PJRT_Buffer_CopyToDevice,
-    PJRT_Buffer_ToHostBuffer,
-    PJRT_Buffer_IsOnCpu,
-    PJRT_Buffer_ReadyEvent,
-    PJRT_Buffer_UnsafePointer,
-    PJRT_Buffer_IncreaseExternalReferenceCount,
-    PJRT_Buffer_DecreaseExternalReferenceCount,
-    PJRT_Buffer_OpaqueDeviceMemoryDataPointer,
-    PJRT_CopyToDeviceStream_Destroy,
-    PJRT_CopyToDeviceStream_AddChunk,
-    PJRT_CopyToDeviceStream_TotalBytes,
-    PJRT_CopyToDeviceStream_GranuleSize,
-    PJRT_CopyToDeviceStream_CurrentBytes,
-    PJRT_TopologyDescription_Create,
-    PJRT_TopologyDescription_Destroy,
-    PJRT_TopologyDescription_PlatformName,
-    PJRT_TopologyDescription_PlatformVersion,
-    PJRT_TopologyDescription_GetDeviceDescriptions,
-    PJRT_TopologyDescription_Serialize,
-    PJRT_TopologyDescription_Attributes,
-    PJRT_Compile,
-    PJRT_Executable_OutputElementTypes,
-    PJRT_Executable_OutputDimensions,
-    PJRT_Buffer_CopyToMemory,
-    PJRT_Client_CreateViewOfDeviceBuffer,
-    PJRT_Executable_Fingerprint,
-    PJRT_Client_TopologyDescription,
-    PJRT_Executable_GetCompiledMemoryStats,
-    PJRT_Memory_Kind_Id,
-    PJRT_ExecuteContext_Create,
-    PJRT_ExecuteContext_Destroy,
-    PJRT_Buffer_CopyRawToHost,
-    PJRT_AsyncHostToDeviceTransferManager_Destroy,
-    PJRT_AsyncHostToDeviceTransferManager_TransferData,
-    PJRT_Client_CreateBuffersForAsyncHostToDevice,
-    PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer,
-    PJRT_AsyncHostToDeviceTransferManager_Device,
-    PJRT_AsyncHostToDeviceTransferManager_BufferCount,
-    PJRT_AsyncHostToDeviceTransferManager_BufferSize,
-    PJRT_AsyncHostToDeviceTransferManager_SetBufferError,
-    PJRT_AsyncHostToDeviceTransferManager_AddMetadata,
-    PJRT_Client_DmaMap,
-    PJRT_Client_DmaUnmap,
-    PJRT_Client_CreateUninitializedBuffer,
-    PJRT_Client_UpdateGlobalProcessInfo,
-    PJRT_TopologyDescription_Deserialize,
-    PJRT_Client_CreateAliasBuffer,
-    PJRT_Client_FulfillAliasBuffer,
-    PJRT_LoadedExecutable_GetDeviceAssignment,
+    PJRT_Error_Destroy: PJRT_Error_Destroy_Args => (),
+    PJRT_Error_Message: PJRT_Error_Message_Args => (),
+    PJRT_Error_GetCode: PJRT_Error_GetCode_Args,
+    PJRT_Plugin_Initialize: PJRT_Plugin_Initialize_Args,
+    PJRT_Plugin_Attributes: PJRT_Plugin_Attributes_Args,
+    PJRT_Event_Destroy: PJRT_Event_Destroy_Args,
+    PJRT_Event_IsReady: PJRT_Event_IsReady_Args,
+    PJRT_Event_Error: PJRT_Event_Error_Args,
+    PJRT_Event_Await: PJRT_Event_Await_Args,
+    PJRT_Event_OnReady: PJRT_Event_OnReady_Args,
+    PJRT_Client_Create: PJRT_Client_Create_Args,
+    PJRT_Client_Destroy: PJRT_Client_Destroy_Args,
+    PJRT_Client_PlatformName: PJRT_Client_PlatformName_Args,
+    PJRT_Client_ProcessIndex: PJRT_Client_ProcessIndex_Args,
+    PJRT_Client_PlatformVersion: PJRT_Client_PlatformVersion_Args,
+    PJRT_Client_Devices: PJRT_Client_Devices_Args,
+    PJRT_Client_AddressableDevices: PJRT_Client_AddressableDevices_Args,
+    PJRT_Client_LookupDevice: Unused,
+    PJRT_Client_LookupAddressableDevice: Unused,
+    PJRT_Client_AddressableMemories: Unused,
+    PJRT_Client_Compile: PJRT_Client_Compile_Args,
+    PJRT_Client_DefaultDeviceAssignment: Unused,
+    PJRT_Client_BufferFromHostBuffer: PJRT_Client_BufferFromHostBuffer_Args,
+    PJRT_DeviceDescription_Id: PJRT_DeviceDescription_Id_Args,
+    PJRT_DeviceDescription_ProcessIndex: PJRT_DeviceDescription_ProcessIndex_Args,
+    PJRT_DeviceDescription_Attributes: Unused,
+    PJRT_DeviceDescription_Kind: PJRT_DeviceDescription_Kind_Args,
+    PJRT_DeviceDescription_DebugString: PJRT_DeviceDescription_DebugString_Args,
+    PJRT_DeviceDescription_ToString: Unused,
+    PJRT_Device_GetDescription: PJRT_Device_GetDescription_Args,
+    PJRT_Device_IsAddressable: PJRT_Device_IsAddressable_Args,
+    PJRT_Device_LocalHardwareId: PJRT_Device_LocalHardwareId_Args,
+    PJRT_Device_AddressableMemories: Unused,
+    PJRT_Device_DefaultMemory: Unused,
+    PJRT_Device_MemoryStats: Unused,
+    PJRT_Memory_Id: Unused,
+    PJRT_Memory_Kind: Unused,
+    PJRT_Memory_DebugString: Unused,
+    PJRT_Memory_ToString: Unused,
+    PJRT_Memory_AddressableByDevices: Unused,
+    PJRT_Executable_Destroy: PJRT_Executable_Destroy_Args,
+    PJRT_Executable_Name: PJRT_Executable_Name_Args,
+    PJRT_Executable_NumReplicas: Unused,
+    PJRT_Executable_NumPartitions: Unused,
+    PJRT_Executable_NumOutputs: PJRT_Executable_NumOutputs_Args,
+    PJRT_Executable_SizeOfGeneratedCodeInBytes: Unused,
+    PJRT_Executable_GetCostAnalysis: Unused,
+    PJRT_Executable_OutputMemoryKinds: Unused,
+    PJRT_Executable_OptimizedProgram: Unused,
+    PJRT_Executable_Serialize: PJRT_Executable_Serialize_Args,
+    PJRT_LoadedExecutable_Destroy: PJRT_LoadedExecutable_Destroy_Args,
+    PJRT_LoadedExecutable_GetExecutable: PJRT_LoadedExecutable_GetExecutable_Args,
+    PJRT_LoadedExecutable_AddressableDevices: PJRT_LoadedExecutable_AddressableDevices_Args,
+    PJRT_LoadedExecutable_Delete: Unused,
+    PJRT_LoadedExecutable_IsDeleted: Unused,
+    PJRT_LoadedExecutable_Execute: PJRT_LoadedExecutable_Execute_Args,
+    PJRT_Executable_DeserializeAndLoad: PJRT_Executable_DeserializeAndLoad_Args,
+    PJRT_LoadedExecutable_Fingerprint: Unused,
+    PJRT_Buffer_Destroy: PJRT_Buffer_Destroy_Args,
+    PJRT_Buffer_ElementType: PJRT_Buffer_ElementType_Args,
+    PJRT_Buffer_Dimensions: PJRT_Buffer_Dimensions_Args,
+    PJRT_Buffer_UnpaddedDimensions: Unused,
+    PJRT_Buffer_DynamicDimensionIndices: Unused,
+    PJRT_Buffer_GetMemoryLayout: Unused,
+    PJRT_Buffer_OnDeviceSizeInBytes: PJRT_Buffer_OnDeviceSizeInBytes_Args,
+    PJRT_Buffer_Device: PJRT_Buffer_Device_Args,
+    PJRT_Buffer_Memory: Unused,
+    PJRT_Buffer_Delete: Unused,
+    PJRT_Buffer_IsDeleted: PJRT_Buffer_IsDeleted_Args,
+    PJRT_Buffer_CopyToDevice: PJRT_Buffer_CopyToDevice_Args,
+    PJRT_Buffer_ToHostBuffer: PJRT_Buffer_ToHostBuffer_Args,
+    PJRT_Buffer_IsOnCpu: PJRT_Buffer_IsOnCpu_Args,
+    PJRT_Buffer_ReadyEvent: PJRT_Buffer_ReadyEvent_Args,
+    PJRT_Buffer_UnsafePointer: PJRT_Buffer_UnsafePointer_Args,
+    PJRT_Buffer_IncreaseExternalReferenceCount: Unused,
+    PJRT_Buffer_DecreaseExternalReferenceCount: Unused,
+    PJRT_Buffer_OpaqueDeviceMemoryDataPointer: Unused,
+    PJRT_CopyToDeviceStream_Destroy: Unused,
+    PJRT_CopyToDeviceStream_AddChunk: Unused,
+    PJRT_CopyToDeviceStream_TotalBytes: Unused,
+    PJRT_CopyToDeviceStream_GranuleSize: Unused,
+    PJRT_CopyToDeviceStream_CurrentBytes: Unused,
+    PJRT_TopologyDescription_Create: Unused,
+    PJRT_TopologyDescription_Destroy: Unused,
+    PJRT_TopologyDescription_PlatformName: Unused,
+    PJRT_TopologyDescription_PlatformVersion: Unused,
+    PJRT_TopologyDescription_GetDeviceDescriptions: Unused,
+    PJRT_TopologyDescription_Serialize: Unused,
+    PJRT_TopologyDescription_Attributes: Unused,
+    PJRT_Compile: Unused,
+    PJRT_Executable_OutputElementTypes: PJRT_Executable_OutputElementTypes_Args,
+    PJRT_Executable_OutputDimensions: PJRT_Executable_OutputDimensions_Args,
+    PJRT_Buffer_CopyToMemory: Unused,
+    PJRT_Client_CreateViewOfDeviceBuffer: Unused,
+    PJRT_Executable_Fingerprint: Unused,
+    PJRT_Client_TopologyDescription: Unused,
+    PJRT_Executable_GetCompiledMemoryStats: Unused,
+    PJRT_Memory_Kind_Id: Unused,
+    PJRT_ExecuteContext_Create: Unused,
+    PJRT_ExecuteContext_Destroy: Unused,
+    PJRT_Buffer_CopyRawToHost: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_Destroy: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_TransferData: Unused,
+    PJRT_Client_CreateBuffersForAsyncHostToDevice: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_Device: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_BufferCount: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_BufferSize: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_SetBufferError: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_AddMetadata: Unused,
+    PJRT_Client_DmaMap: Unused,
+    PJRT_Client_DmaUnmap: Unused,
+    PJRT_Client_CreateUninitializedBuffer: Unused,
+    PJRT_Client_UpdateGlobalProcessInfo: Unused,
+    PJRT_TopologyDescription_Deserialize: Unused,
+    PJRT_Client_CreateAliasBuffer: Unused,
+    PJRT_Client_FulfillAliasBuffer: Unused,
+    PJRT_LoadedExecutable_GetDeviceAssignment: Unused,
     // The API 0.81 table ends here.
-    PJRT_Client_CreateErrorBuffer,
-    PJRT_AsyncHostToDeviceTransferManager_TransferLiteral,
-    PJRT_Buffer_CopyRawToHostFuture,
-    PJRT_Device_PoisonExecution,
-    PJRT_Device_CreateAsyncTrackingEvent,
-    PJRT_AsyncTrackingEvent_Destroy,
-    PJRT_Executable_GetCompileOptions,
-    PJRT_Buffer_DonateWithControlDependency,
-    PJRT_Event_Create,
-    PJRT_Event_Set,
-    PJRT_Device_GetAttributes,
+    PJRT_Client_CreateErrorBuffer: Unused,
+    PJRT_AsyncHostToDeviceTransferManager_TransferLiteral: Unused,
+    PJRT_Buffer_CopyRawToHostFuture: Unused,
+    PJRT_Device_PoisonExecution: Unused,
+    PJRT_Device_CreateAsyncTrackingEvent: Unused,
+    PJRT_AsyncTrackingEvent_Destroy: Unused,
+    PJRT_Executable_GetCompileOptions: PJRT_Executable_GetCompileOptions_Args,
+    PJRT_Buffer_DonateWithControlDependency: Unused,
+    PJRT_Event_Create: Unused,
+    PJRT_Event_Set: Unused,
+    PJRT_Device_GetAttributes: Unused,
 );
 
 // ----------------------------------------------------------------------------------
@@ -382,6 +421,14 @@ pjrt_args!(PJRT_Event_Error_Args {
 });
 pjrt_args!(PJRT_Event_Await_Args {
     event: *mut PJRT_Event,
+});
+/// `PJRT_Event_OnReadyCallback`: receives the event's error (owned: the callback
+/// must destroy it) and the caller's `user_arg`.
+pub type PJRT_Event_OnReadyCallback = unsafe extern "C" fn(*mut PJRT_Error, *mut c_void);
+pjrt_args!(PJRT_Event_OnReady_Args {
+    event: *mut PJRT_Event,
+    callback: Option<PJRT_Event_OnReadyCallback>,
+    user_arg: *mut c_void,
 });
 
 // ----------------------------------------------------------------------------------
@@ -632,6 +679,10 @@ pjrt_args!(PJRT_Buffer_Device_Args {
     buffer: *mut PJRT_Buffer,
     device: *mut PJRT_Device,
 });
+pjrt_args!(PJRT_Buffer_IsDeleted_Args {
+    buffer: *mut PJRT_Buffer,
+    is_deleted: bool,
+});
 pjrt_args!(PJRT_Buffer_IsOnCpu_Args {
     buffer: *mut PJRT_Buffer,
     is_on_cpu: bool,
@@ -674,6 +725,7 @@ mod tests {
         assert_eq!(PJRT_Plugin_Initialize_Args::STRUCT_SIZE, 16);
         assert_eq!(PJRT_Plugin_Attributes_Args::STRUCT_SIZE, 32);
         assert_eq!(PJRT_Event_IsReady_Args::STRUCT_SIZE, 25);
+        assert_eq!(PJRT_Event_OnReady_Args::STRUCT_SIZE, 40);
         assert_eq!(PJRT_Client_Create_Args::STRUCT_SIZE, 88);
         assert_eq!(PJRT_Program::STRUCT_SIZE, 48);
         assert_eq!(PJRT_Client_Compile_Args::STRUCT_SIZE, 56);
