@@ -11,11 +11,14 @@
 //! in the same process, alternating blocks of 50 calls so both see the same machine
 //! state, and prints min / median µs per call and the ratio of medians.
 //!
-//! Both paths wait for events the same way, so the ratio is the wrapper's cost:
-//!   - `auto`: the client's default [`WaitPolicy::Auto`] for `safe`; for `raw` the
-//!     same rule (on this machine's core count) with `PJRT_Event_Await` as the
-//!     blocking wait;
-//!   - `spin`: poll `PJRT_Event_IsReady` for up to 1 ms, then block, on both paths.
+//! Waits:
+//!   - `auto`: the client's default [`WaitPolicy::Auto`] for `safe` (poll up to 50 µs
+//!     when recent waits were that short, else park at once); for `raw`, what a plain
+//!     C caller does: poll `PJRT_Event_IsReady` up to 50 µs, then block in
+//!     `PJRT_Event_Await`;
+//!   - `spin`: poll for up to 1 ms, then block, on both paths;
+//!   - `park`: never poll (`safe` parks until `PJRT_Event_OnReady`; `raw` blocks in
+//!     `PJRT_Event_Await`).
 //!
 //! Two client configurations: the plugin's default (asynchronous) and
 //! `asynchronous=false`; then 4 threads calling concurrently (one executable, one
@@ -71,13 +74,13 @@ fn stats(v: &mut [f64]) -> (f64, f64) {
     (v[0], med)
 }
 
-/// The raw path's wait matching a safe client's policy on this machine (with no
-/// other thread waiting).
+/// The raw path's wait for a safe client's policy (one thread): for `Auto`, what a
+/// plain C caller would do, poll for [`AUTO_SPIN`] then block in `PJRT_Event_Await`
+/// (the safe path decides by its recent waits whether to poll at all).
 fn raw_wait(policy: WaitPolicy) -> RawWait {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     match policy {
-        WaitPolicy::Auto if cores > 2 => RawWait::Spin(AUTO_SPIN),
-        WaitPolicy::Auto | WaitPolicy::Park => RawWait::Block,
+        WaitPolicy::Auto => RawWait::Spin(AUTO_SPIN),
+        WaitPolicy::Park => RawWait::Block,
         WaitPolicy::Spin(d) => RawWait::Spin(d),
     }
 }
@@ -302,6 +305,7 @@ fn main() -> xlaclient::Result<()> {
         header();
         single_thread(&plugin, base, "auto", WaitPolicy::Auto, calls)?;
         single_thread(&plugin, base, "spin", WaitPolicy::Spin(SPIN), calls)?;
+        single_thread(&plugin, base, "park", WaitPolicy::Park, calls)?;
         println!("client: {name} — 4 threads calling at once");
         println!(
             "  {:>5} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>8} | calls/s safe, raw",
