@@ -336,3 +336,15 @@ fn streamed_bytes_decode_to_the_lowered_proto() {
     let out = exe.execute(&[&upload(&[0f32; 6], &[2, 3])]).unwrap();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![6.0, 6.0]);
 }
+
+#[test]
+fn a_tampered_shape_reference_is_an_error_not_a_panic() {
+    let b = Builder::new("t");
+    let x = b.parameter(0, f32s(&[2]), "x");
+    let m = b.build(&x.exp()).unwrap();
+    let mut bad = m.ir().unwrap().clone();
+    let entry = bad.entry.0 as usize;
+    bad.comps[entry].instrs[0].shape = xlaclient::ir::ShapeId(999);
+    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    assert!(e.contains("has no shape"), "{e}");
+}

@@ -332,15 +332,15 @@ fn lower(m: &Module, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
     (module, sink.stream)
 }
 
-/// The module as an `HloModuleProto`.
-pub fn to_proto(m: &Module) -> proto::HloModuleProto {
+/// The module as an `HloModuleProto`. `m` must have passed [`verify`](super::verify).
+pub(crate) fn to_proto(m: &Module) -> proto::HloModuleProto {
     lower(m, false).0
 }
 
 /// The module as a serialized `HloModuleProto`, encoded instruction by instruction
 /// (the same bytes' meaning as encoding [`to_proto`], without holding every
-/// instruction's proto at once).
-pub fn to_bytes(m: &Module) -> Vec<u8> {
+/// instruction's proto at once). `m` must have passed [`verify`](super::verify).
+pub(crate) fn to_bytes(m: &Module) -> Vec<u8> {
     use prost::Message;
     let (mut module, streams) = lower(m, true);
     module.computations.clear();

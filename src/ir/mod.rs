@@ -5,18 +5,18 @@
 //! instruction may have several results), its result shape (interned, a
 //! [`ShapeId`]) and the user's source location. Computations ([`Comp`]) hold
 //! instructions in creation order, which is a topological order. Protos exist only at
-//! the edges: [`lower`] turns a finished [`Module`] into an `HloModuleProto`,
+//! the edges: `lower` turns a finished [`Module`] into an `HloModuleProto`,
 //! [`check_proto`] checks protos that come from outside.
 //!
 //! Every pass matches on [`OpKind`]: the shape rules ([`op::infer`], run by the
 //! builder for each new instruction and again by [`verify`] for a finished module),
-//! the lowering, the HLO text ([`text`]) and the structural fingerprint
+//! the lowering, the HLO text (`text`) and the structural fingerprint
 //! ([`Module::fingerprint`]).
 
 pub mod check_proto;
-pub mod lower;
+pub(crate) mod lower;
 pub mod op;
-pub mod text;
+pub(crate) mod text;
 pub mod text_proto;
 pub mod verify;
 

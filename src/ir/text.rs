@@ -99,8 +99,8 @@ impl TextSink {
     }
 }
 
-/// The whole module as HLO text.
-pub fn module_to_text(m: &Module) -> String {
+/// The whole module as HLO text. `m` must have passed [`verify`](super::verify).
+pub(crate) fn module_to_text(m: &Module) -> String {
     let name = lower::lower_name(&m.name);
     let params: Vec<String> = m.parameter_shapes().iter().map(shape_text).collect();
     let aliases = if m.aliases.is_empty() {

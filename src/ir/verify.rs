@@ -23,6 +23,14 @@ pub fn verify(m: &Module) -> Result<()> {
         });
     }
     for (ci, c) in m.comps.iter().enumerate() {
+        // Every reference into the shape table first: the checks below read shapes.
+        if let Some(i) = c
+            .instrs
+            .iter()
+            .position(|i| i.shape.0 as usize >= m.shapes.len())
+        {
+            return Err(bad(&c.name, format!("instruction {i} has no shape")));
+        }
         for (n, p) in c.params.iter().enumerate() {
             let Some(p) = p else {
                 return Err(bad(

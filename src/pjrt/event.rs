@@ -69,7 +69,8 @@ impl WaitPolicy {
             WaitPolicy::Auto
                 if others_waiting == 0
                     && (cores() > 2
-                        || RECENT_WAIT_NS.load(Ordering::Relaxed) < AUTO_SPIN.as_nanos() as u64) =>
+                        || RECENT_WAIT_NS.load(Ordering::Relaxed)
+                            < AUTO_SPIN.as_nanos() as u64) =>
             {
                 AUTO_SPIN
             }
