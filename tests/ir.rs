@@ -34,6 +34,14 @@ fn captures_reach_through_nested_bodies() {
     // The outer body runs a reduction whose body uses `t` from the entry: `t` is
     // passed into the outer body, then into the inner one. The inner combiner
     // max(p, max(q, t)) is a monoid (XLA may reassociate), giving max(1, 2, t).
+    // The 0.81 CPU plugin aborts the process compiling a variadic reduce inside a
+    // reduce body ("ComputeOutputToInputIndexing is not implemented for opcode
+    // get-tuple-element", an XLA bug fixed in later plugins): run on newer ones.
+    let (major, minor) = client().plugin().api_version();
+    if (major, minor) < (0, 100) {
+        eprintln!("skipped on PJRT C API {major}.{minor}: the plugin's XLA aborts on this module");
+        return;
+    }
     let b = Builder::new("nested");
     let x = b.parameter(0, f32s(&[5]), "x");
     let t = b.parameter(1, f32s(&[]), "t");
