@@ -1,14 +1,20 @@
-//! Structural checks of an `HloModuleProto` before it reaches a plugin.
+//! Checks of an `HloModuleProto` that comes from outside, before it reaches a plugin.
 //!
 //! XLA checks some malformed modules only with fatal assertions, which abort the
 //! whole process; every property it relies on when reading a proto is checked here
-//! first, so a bad module is an [`Error::InvalidModule`] instead.
+//! first, so a bad module is an [`Error::InvalidModule`] instead. After the
+//! structure (ids, references, parameters, layouts), every instruction is read into
+//! an [`OpKind`] and checked with the builder's own shape rule ([`op::infer`]), and
+//! the entry's signature against the host program shape. A module with an opcode the
+//! crate has no rule for is refused: it cannot be checked.
 
 use std::collections::{HashMap, HashSet};
 
+use super::op::{self, OpKind};
+use super::{CompId, Signatures};
 use crate::error::{Error, Result};
 use crate::proto;
-use crate::shape::ElementType;
+use crate::shape::{ElementType, Shape};
 
 fn bad(reason: String) -> Error {
     Error::InvalidModule { reason }
@@ -211,5 +217,127 @@ pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
             param_counts[&entry.id]
         )));
     }
+    verify_rules(m)
+}
+
+/// Signatures of the computations checked so far, by position.
+struct ProtoSigs(Vec<(Vec<Shape>, Shape)>);
+
+impl Signatures for ProtoSigs {
+    fn signature(&self, c: CompId) -> Option<(Vec<Shape>, Shape)> {
+        self.0.get(c.0 as usize).cloned()
+    }
+}
+
+fn shape_of(s: Option<&proto::ShapeProto>, what: &dyn Fn() -> String) -> Result<Shape> {
+    s.and_then(Shape::from_proto)
+        .ok_or_else(|| bad(format!("{}: a shape this crate cannot read", what())))
+}
+
+/// Every instruction checked with the builder's shape rule; every computation's
+/// signature, and the entry's against the host program shape. Runs after the
+/// structural checks (ids unique, operands and callees defined before use,
+/// parameters numbered without gaps).
+fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
+    let mut sigs = ProtoSigs(Vec::with_capacity(m.computations.len()));
+    let mut comp_pos: HashMap<i64, CompId> = HashMap::new();
+    for c in &m.computations {
+        let cname = &c.name;
+        let mut shapes: HashMap<i64, Shape> = HashMap::with_capacity(c.instructions.len());
+        let mut params: Vec<(i64, Shape)> = Vec::new();
+        for ins in &c.instructions {
+            let what = || format!("instruction `{}` of computation `{cname}`", ins.name);
+            let declared = shape_of(ins.shape.as_ref(), &what)?;
+            let operands: Vec<&Shape> = ins.operand_ids.iter().map(|o| &shapes[o]).collect();
+            let kind = op::raise(ins, &declared, &|id| comp_pos.get(&id).copied())
+                .map_err(|r| bad(format!("{}: {r}", what())))?;
+            if let OpKind::Compare(_) = kind {
+                check_comparison_type(ins, operands.first().copied(), &what)?;
+            }
+            let inferred = op::infer(&kind, &operands, Some(&declared), &sigs)
+                .map_err(|e| bad(format!("{}: {e}", what())))?;
+            if inferred != declared {
+                return Err(bad(format!(
+                    "{}: declared {declared}, but `{}` gives {inferred}",
+                    what(),
+                    ins.opcode
+                )));
+            }
+            if let OpKind::Parameter { number, .. } = kind {
+                params.push((number as i64, declared.clone()));
+            }
+            shapes.insert(ins.id, declared);
+        }
+        params.sort_by_key(|p| p.0);
+        let params: Vec<Shape> = params.into_iter().map(|p| p.1).collect();
+        let root = shapes[&c.root_id].clone();
+        if let Some(ps) = &c.program_shape {
+            let what = || format!("computation `{cname}`: program shape");
+            let declared: Vec<Shape> = ps
+                .parameters
+                .iter()
+                .map(|p| shape_of(Some(p), &what))
+                .collect::<Result<_>>()?;
+            if declared != params
+                || ps.result.is_some() && shape_of(ps.result.as_ref(), &what)? != root
+            {
+                return Err(bad(format!(
+                    "{}: does not match the computation's parameters and root",
+                    what()
+                )));
+            }
+        }
+        if c.id == m.entry_computation_id {
+            let hps = m.host_program_shape.as_ref().expect("checked above");
+            let what = || "host program shape".to_string();
+            let declared: Vec<Shape> = hps
+                .parameters
+                .iter()
+                .map(|p| shape_of(Some(p), &what))
+                .collect::<Result<_>>()?;
+            if declared != params {
+                return Err(bad(format!(
+                    "the host program shape's parameters differ from the entry computation's ({})",
+                    params
+                        .iter()
+                        .map(Shape::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            if shape_of(hps.result.as_ref(), &what)? != root {
+                return Err(bad(format!(
+                    "the host program shape's result differs from the entry computation's root ({root})"
+                )));
+            }
+            if let Some(p) = params.iter().find(|p| !p.is_array()) {
+                return Err(bad(format!("entry parameters must be arrays, one is {p}")));
+            }
+        }
+        comp_pos.insert(c.id, CompId(sigs.0.len() as u32));
+        sigs.0.push((params, root));
+    }
     Ok(())
+}
+
+/// A comparison's type must be empty (XLA picks it), `TOTALORDER` for floats, or the
+/// one its operands' element type needs.
+fn check_comparison_type(
+    ins: &proto::HloInstructionProto,
+    lhs: Option<&Shape>,
+    what: &dyn Fn() -> String,
+) -> Result<()> {
+    let Some(ty) = lhs.and_then(Shape::element_type) else {
+        return Ok(()); // the shape rule reports it
+    };
+    let t = ins.comparison_type.as_str();
+    let want = crate::ops::elementwise::comparison_type(ty);
+    if t.is_empty() || t == want || (t == "TOTALORDER" && (ty.is_float() || ty.is_complex())) {
+        Ok(())
+    } else {
+        Err(bad(format!(
+            "{}: comparison type `{t}` does not fit {ty} operands (`{want}`)",
+            what()
+        )))
+    }
 }

@@ -360,6 +360,79 @@ pub(crate) fn lower_attrs(
     }
 }
 
+/// The op of a proto instruction (the inverse of [`lower_attrs`]), for checking
+/// modules that come from outside with the builder's shape rules. `comp_index`
+/// maps a called computation's proto id to its position. An opcode the crate has
+/// no rule for is an error: such a module cannot be checked.
+pub(crate) fn raise(
+    p: &proto::HloInstructionProto,
+    shape: &Shape,
+    comp_index: &dyn Fn(i64) -> Option<CompId>,
+) -> Result<OpKind, String> {
+    let op = Opcode::ALL
+        .iter()
+        .copied()
+        .find(|o| o.name() == p.opcode)
+        .ok_or_else(|| format!("opcode `{}` has no shape rule in this crate", p.opcode))?;
+    let calls = |n: usize| {
+        if p.called_computation_ids.len() != n {
+            return Err(format!(
+                "`{}` calls {} computations, expected {n}",
+                p.opcode,
+                p.called_computation_ids.len()
+            ));
+        }
+        Ok(())
+    };
+    calls(usize::from(op == Opcode::Reduce))?;
+    let index = || -> Result<u32, String> {
+        u32::try_from(p.tuple_index)
+            .map_err(|_| format!("tuple index {} out of range", p.tuple_index))
+    };
+    Ok(match op {
+        Opcode::Parameter => OpKind::Parameter {
+            number: u32::try_from(p.parameter_number)
+                .map_err(|_| format!("parameter number {} out of range", p.parameter_number))?,
+            name: p.name.as_str().into(),
+        },
+        Opcode::Constant => {
+            let lit = p.literal.as_ref().ok_or("a constant without a literal")?;
+            OpKind::Constant(structural::literal_bytes(lit, shape)?.into())
+        }
+        Opcode::Compare => OpKind::Compare(elementwise::raise_compare(p)?),
+        Opcode::Select => OpKind::Select,
+        Opcode::Broadcast => OpKind::Broadcast {
+            dims: p.dimensions.as_slice().into(),
+        },
+        Opcode::Reshape => OpKind::Reshape,
+        Opcode::Transpose => OpKind::Transpose {
+            perm: p.dimensions.as_slice().into(),
+        },
+        Opcode::Convert => OpKind::Convert,
+        Opcode::Tuple => OpKind::Tuple,
+        Opcode::GetTupleElement => OpKind::GetTupleElement { index: index()? },
+        Opcode::Dot => OpKind::Dot(Box::new(DotDims::from_proto(
+            p.dot_dimension_numbers
+                .as_ref()
+                .ok_or("a dot without dimension numbers")?,
+        ))),
+        Opcode::Reduce => OpKind::Reduce {
+            axes: p.dimensions.as_slice().into(),
+            body: comp_index(p.called_computation_ids[0])
+                .ok_or("a reduce calls a computation that is not defined before it")?,
+        },
+        o => {
+            if let Some(u) = UnaryOp::ALL.iter().find(|u| u.opcode() == o) {
+                OpKind::Unary(*u)
+            } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.opcode() == o) {
+                OpKind::Binary(*b)
+            } else {
+                return Err(format!("opcode `{}` cannot be read yet", p.opcode));
+            }
+        }
+    })
+}
+
 /// HLO text of the operand list's replacement (parameter number, literal) if the
 /// op prints one, else `None`.
 pub(crate) fn text_args(kind: &OpKind, shape: &Shape) -> Option<String> {

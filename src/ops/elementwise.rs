@@ -222,6 +222,22 @@ pub fn comparison_type(t: ElementType) -> &'static str {
     }
 }
 
+/// Reads a comparison's direction from a proto instruction.
+pub(crate) fn raise_compare(p: &proto::HloInstructionProto) -> Result<Comparison, String> {
+    let c = [
+        Comparison::Eq,
+        Comparison::Ne,
+        Comparison::Lt,
+        Comparison::Le,
+        Comparison::Gt,
+        Comparison::Ge,
+    ]
+    .into_iter()
+    .find(|c| c.hlo_name() == p.comparison_direction)
+    .ok_or_else(|| format!("unknown comparison direction `{}`", p.comparison_direction))?;
+    Ok(c)
+}
+
 /// Lowers a comparison: its direction, and the comparison type of the operands'
 /// element type.
 pub(crate) fn lower_compare(c: Comparison, lhs: &Shape, p: &mut proto::HloInstructionProto) {

@@ -33,6 +33,15 @@ impl DotDims {
         }
     }
 
+    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
+        DotDims {
+            lhs_contracting: p.lhs_contracting_dimensions.clone(),
+            rhs_contracting: p.rhs_contracting_dimensions.clone(),
+            lhs_batch: p.lhs_batch_dimensions.clone(),
+            rhs_batch: p.rhs_batch_dimensions.clone(),
+        }
+    }
+
     pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
         proto::DotDimensionNumbers {
             lhs_contracting_dimensions: self.lhs_contracting.clone(),

@@ -112,6 +112,45 @@ pub(crate) fn literal_proto(shape: &Shape, bytes: &[u8]) -> proto::LiteralProto 
     l
 }
 
+/// The little-endian element bytes of a literal of `shape` (the inverse of
+/// [`literal_proto`]); the literal's own shape must be `shape`.
+pub(crate) fn literal_bytes(l: &proto::LiteralProto, shape: &Shape) -> Result<Vec<u8>, String> {
+    let ls = l
+        .shape
+        .as_ref()
+        .and_then(Shape::from_proto)
+        .ok_or("a literal without a readable shape")?;
+    if &ls != shape {
+        return Err(format!(
+            "the literal's shape {ls} is not the instruction's {shape}"
+        ));
+    }
+    let Some(ty) = shape.element_type() else {
+        return Err(format!("a constant of shape {shape}"));
+    };
+    fn le<T: Copy, const N: usize>(v: &[T], f: fn(T) -> [u8; N]) -> Vec<u8> {
+        v.iter().flat_map(|x| f(*x)).collect()
+    }
+    use ElementType::*;
+    Ok(match ty {
+        Pred => l.preds.iter().map(|b| *b as u8).collect(),
+        S8 => l.s8s.clone(),
+        U8 => l.u8s.clone(),
+        S16 => l.s16s.clone(),
+        U16 => l.u16s.clone(),
+        F16 => l.f16s.clone(),
+        Bf16 => l.bf16s.clone(),
+        S32 => le(&l.s32s, i32::to_le_bytes),
+        U32 => le(&l.u32s, u32::to_le_bytes),
+        S64 => le(&l.s64s, i64::to_le_bytes),
+        U64 => le(&l.u64s, u64::to_le_bytes),
+        F32 => le(&l.f32s, f32::to_le_bytes),
+        F64 => le(&l.f64s, f64::to_le_bytes),
+        C64 => le(&l.c64s, f32::to_le_bytes),
+        C128 => le(&l.c128s, f64::to_le_bytes),
+    })
+}
+
 /// A constant's value as HLO text (`1.5`, `{1, 2, 3}`; long ones elided).
 pub(crate) fn literal_text(shape: &Shape, bytes: &[u8]) -> String {
     let Some(ty) = shape.element_type() else {

@@ -1,0 +1,159 @@
+//! Modules that come from outside (as protos or bytes) are checked with the
+//! builder's own shape rules before a plugin sees them: each mutation below used to
+//! pass the structural check and abort XLA (the process), and is now an error.
+
+mod common;
+
+use common::*;
+use prost::Message;
+use xlaclient::proto::{self, HloModuleProto};
+use xlaclient::{Builder, CompileOptions, Computation, Error, Shape};
+
+/// `compare(x, y) -> select(.., x, y)` with a reduce: several kinds of instruction.
+fn module() -> HloModuleProto {
+    let b = Builder::new("m");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let y = b.parameter(1, Shape::of::<f32>(&[2, 3]), "y");
+    let lt = x.compare(&y, xlaclient::Comparison::Lt);
+    let s = b.select(&lt, &x, &y).reduce_sum(&[1]);
+    b.build(&(s * 2.0)).unwrap().proto().clone()
+}
+
+fn compile(m: &HloModuleProto) -> xlaclient::Result<()> {
+    client()
+        .compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())
+        .map(|_| ())?;
+    client()
+        .compile(Computation::from_proto(m.clone()))
+        .map(|_| ())
+}
+
+fn rejected(m: &HloModuleProto, needle: &str) {
+    match compile(m) {
+        Err(Error::InvalidModule { reason }) => {
+            assert!(reason.contains(needle), "{reason} (wanted `{needle}`)")
+        }
+        Err(other) => panic!("wanted InvalidModule, got {other}"),
+        Ok(()) => panic!("a broken module compiled"),
+    }
+}
+
+fn entry(m: &mut HloModuleProto) -> &mut proto::HloComputationProto {
+    let id = m.entry_computation_id;
+    m.computations.iter_mut().find(|c| c.id == id).unwrap()
+}
+
+fn instr<'a>(m: &'a mut HloModuleProto, opcode: &str) -> &'a mut proto::HloInstructionProto {
+    entry(m)
+        .instructions
+        .iter_mut()
+        .find(|i| i.opcode == opcode)
+        .unwrap()
+}
+
+#[test]
+fn the_unmodified_module_compiles_and_runs() {
+    let m = module();
+    compile(&m).unwrap();
+    let exe = client()
+        .compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())
+        .unwrap();
+    let xs = [1f32, 5.0, 3.0, -1.0, 0.0, 2.0];
+    let ys = [2f32, 4.0, 3.0, 1.0, -1.0, 2.0];
+    let out = exe
+        .execute(&[&upload(&xs, &[2, 3]), &upload(&ys, &[2, 3])])
+        .unwrap();
+    let want: Vec<f32> = (0..2)
+        .map(|r| {
+            (0..3)
+                .map(|c| xs[r * 3 + c].min(ys[r * 3 + c]))
+                .sum::<f32>()
+                * 2.0
+        })
+        .collect();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
+}
+
+#[test]
+fn an_entry_root_that_differs_from_the_program_shape() {
+    let mut m = module();
+    m.host_program_shape.as_mut().unwrap().result = Some(Shape::of::<f32>(&[3]).to_proto());
+    rejected(&m, "host program shape's result");
+}
+
+#[test]
+fn a_tuple_shaped_operand_of_compare() {
+    let mut m = module();
+    let x_id = entry(&mut m).instructions[0].id;
+    let y_id = entry(&mut m).instructions[1].id;
+    // A tuple (x, y) fed to the compare in place of x.
+    let t_id = 10_000;
+    let t = proto::HloInstructionProto {
+        id: t_id,
+        name: "t".into(),
+        opcode: "tuple".into(),
+        operand_ids: vec![x_id, y_id],
+        shape: Some(
+            Shape::Tuple(vec![Shape::of::<f32>(&[2, 3]), Shape::of::<f32>(&[2, 3])]).to_proto(),
+        ),
+        ..Default::default()
+    };
+    let e = entry(&mut m);
+    let pos = e
+        .instructions
+        .iter()
+        .position(|i| i.opcode == "compare")
+        .unwrap();
+    e.instructions.insert(pos, t);
+    e.instructions[pos + 1].operand_ids[0] = t_id;
+    rejected(&m, "compare");
+}
+
+#[test]
+fn a_declared_shape_its_rule_does_not_give() {
+    let mut m = module();
+    instr(&mut m, "select").shape = Some(Shape::of::<f32>(&[3, 2]).to_proto());
+    rejected(&m, "select");
+}
+
+#[test]
+fn bad_attributes() {
+    let mut m = module();
+    instr(&mut m, "reduce").dimensions = vec![7];
+    rejected(&m, "reduce");
+    let mut m = module();
+    instr(&mut m, "compare").comparison_direction = "SIDEWAYS".into();
+    rejected(&m, "comparison direction");
+    let mut m = module();
+    instr(&mut m, "compare").comparison_type = "UNSIGNED".into();
+    rejected(&m, "comparison type");
+    let mut m = module();
+    instr(&mut m, "multiply").called_computation_ids = vec![m.computations[0].id];
+    rejected(&m, "calls 1 computations");
+}
+
+#[test]
+fn an_opcode_without_a_rule_is_refused() {
+    let mut m = module();
+    instr(&mut m, "multiply").opcode = "custom-call".into();
+    rejected(&m, "no shape rule");
+}
+
+#[test]
+fn a_constant_whose_literal_does_not_fit() {
+    let mut m = module();
+    let c = instr(&mut m, "constant");
+    c.literal.as_mut().unwrap().f32s.push(1.0);
+    rejected(&m, "constant");
+}
+
+#[test]
+fn a_tuple_entry_parameter() {
+    let mut m = module();
+    let t = Shape::Tuple(vec![Shape::of::<f32>(&[2, 3])]).to_proto();
+    instr(&mut m, "parameter").shape = Some(t.clone());
+    entry(&mut m).program_shape.as_mut().unwrap().parameters[0] = t.clone();
+    m.host_program_shape.as_mut().unwrap().parameters[0] = t;
+    // The compare now sees a tuple operand; either way it must not reach XLA.
+    assert!(matches!(compile(&m), Err(Error::InvalidModule { .. })));
+}
