@@ -191,6 +191,7 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::GetTupleElement => b.tuple(&[&x, &y]).get_tuple_element(1),
         Opcode::Dot => x.dot_general(&y, &DotDims::contract(1, 1)),
         Opcode::Reduce => x.reduce_sum(&[1]),
+        Opcode::Call => b.call("f", &[&x], |_, p| vec![&p[0] + &y]).remove(0),
     };
     (b, out)
 }
@@ -355,4 +356,20 @@ fn a_tampered_shape_reference_is_an_error_not_a_panic() {
     bad.comps[entry].instrs[0].shape = xlaclient::ir::ShapeId(999);
     let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
     assert!(e.contains("has no shape"), "{e}");
+}
+
+#[test]
+fn call_runs_a_body_with_captures_and_several_results() {
+    let b = Builder::new("call");
+    let x = b.parameter(0, f32s(&[3]), "x");
+    let k = b.parameter(1, f32s(&[]), "k");
+    let out = b.call("scaled", &[&x], |_, p| vec![&p[0] * &k, p[0].exp()]);
+    assert_eq!(out.len(), 2);
+    let m = b.build_tuple(&[&out[0], &out[1]]).unwrap();
+    assert!(m.to_hlo_text().contains(" call("), "{}", m.to_hlo_text());
+    let xs = [0.5f32, -1.0, 2.0];
+    let bufs = run(&m, &[&upload(&xs, &[3]), &upload(&[3f32], &[])]);
+    assert_close(&bufs[0].to_vec::<f32>().unwrap(), &[1.5, -3.0, 6.0], 1e-6);
+    let e: Vec<f32> = xs.iter().map(|v| v.exp()).collect();
+    assert_close(&bufs[1].to_vec::<f32>().unwrap(), &e, 1e-6);
 }

@@ -141,6 +141,8 @@ opcodes! {
     Dot = "dot", Fixed(2);
     /// Reduces arrays over axes with a combiner computation.
     Reduce = "reduce", Even;
+    /// Calls a computation on the operands (its parameters) and gives its result.
+    Call = "call", Variadic;
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -197,6 +199,11 @@ pub enum OpKind {
         /// The combiner computation.
         body: CompId,
     },
+    /// A call of `body` with the operands as its parameters.
+    Call {
+        /// The called computation.
+        body: CompId,
+    },
 }
 
 impl OpKind {
@@ -217,6 +224,7 @@ impl OpKind {
             OpKind::GetTupleElement { .. } => Opcode::GetTupleElement,
             OpKind::Dot(_) => Opcode::Dot,
             OpKind::Reduce { .. } => Opcode::Reduce,
+            OpKind::Call { .. } => Opcode::Call,
         }
     }
 
@@ -232,14 +240,14 @@ impl OpKind {
     /// The computations the instruction calls.
     pub fn called(&self) -> Option<CompId> {
         match self {
-            OpKind::Reduce { body, .. } => Some(*body),
+            OpKind::Reduce { body, .. } | OpKind::Call { body } => Some(*body),
             _ => None,
         }
     }
 
     /// The same op calling `f(c)` in place of each called computation `c`.
     pub(crate) fn remap_called(&mut self, f: impl Fn(CompId) -> CompId) {
-        if let OpKind::Reduce { body, .. } = self {
+        if let OpKind::Reduce { body, .. } | OpKind::Call { body } = self {
             *body = f(*body);
         }
     }
@@ -262,6 +270,7 @@ impl OpKind {
                 axes.hash(h);
                 body.hash(h);
             }
+            OpKind::Call { body } => body.hash(h),
         }
     }
 }
@@ -327,6 +336,7 @@ pub fn infer(
         OpKind::Reduce { axes, body } => {
             reduction::infer_reduce(operands, axes, sigs.signature(*body).as_ref())
         }
+        OpKind::Call { body } => structural::infer_call(operands, sigs.signature(*body).as_ref()),
     }
 }
 
@@ -351,6 +361,7 @@ pub(crate) fn lower_attrs(
             p.dimensions = axes.to_vec();
             p.called_computation_ids = vec![comp_id(*body)];
         }
+        OpKind::Call { body } => p.called_computation_ids = vec![comp_id(*body)],
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Select
@@ -384,7 +395,7 @@ pub(crate) fn raise(
         }
         Ok(())
     };
-    calls(usize::from(op == Opcode::Reduce))?;
+    calls(usize::from(matches!(op, Opcode::Reduce | Opcode::Call)))?;
     let index = || -> Result<u32, String> {
         u32::try_from(p.tuple_index)
             .map_err(|_| format!("tuple index {} out of range", p.tuple_index))
@@ -420,6 +431,10 @@ pub(crate) fn raise(
             axes: p.dimensions.as_slice().into(),
             body: comp_index(p.called_computation_ids[0])
                 .ok_or("a reduce calls a computation that is not defined before it")?,
+        },
+        Opcode::Call => OpKind::Call {
+            body: comp_index(p.called_computation_ids[0])
+                .ok_or("a call of a computation that is not defined before it")?,
         },
         o => {
             if let Some(u) = UnaryOp::ALL.iter().find(|u| u.opcode() == o) {
@@ -470,6 +485,9 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         }
         OpKind::Reduce { axes, body } => {
             list(&mut out, "dimensions", axes);
+            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
+        }
+        OpKind::Call { body } => {
             let _ = write!(out, ", to_apply=%{}", comp_name(*body));
         }
         _ => {}

@@ -67,6 +67,38 @@ pub fn infer_constant(bytes: &[u8], shape: &Shape) -> Result<Shape, ShapeError> 
     Ok(shape.clone())
 }
 
+/// Call rule: the operands are the callee's parameters, shape for shape; the result
+/// is the callee's.
+pub fn infer_call(
+    operands: &[&Shape],
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    let Some((params, result)) = body else {
+        return Err(ShapeError::new(
+            "call",
+            operands,
+            ShapeErrorKind::Body,
+            "the called computation is not finished",
+        ));
+    };
+    if params.len() != operands.len() || params.iter().zip(operands).any(|(p, o)| p != *o) {
+        return Err(ShapeError::new(
+            "call",
+            operands,
+            ShapeErrorKind::Body,
+            format!(
+                "the called computation takes ({})",
+                params
+                    .iter()
+                    .map(Shape::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    Ok(result.clone())
+}
+
 /// Tuple rule: any operands; their shapes in order.
 pub fn infer_tuple(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     Ok(Shape::Tuple(
@@ -238,6 +270,77 @@ impl Builder {
         loc: &'static Location<'static>,
     ) -> Op {
         self.emit(OpKind::Constant(bytes.into()), &[], Some(shape), loc)
+    }
+
+    /// XLA's Call: runs `body` as a computation of its own on `args` and returns its
+    /// results. The body may use values from outside it (they are passed in as more
+    /// arguments). Several results travel as a tuple, taken apart here.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("c");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let k = b.parameter(1, Shape::of::<f32>(&[]), "k");
+    /// let out = b.call("scaled", &[&x], |_, p| vec![&p[0] * &k, p[0].exp()]);
+    /// assert_eq!(out[1].dims()?, vec![3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn call(
+        &self,
+        name: &str,
+        args: &[&Op],
+        body: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+    ) -> Vec<Op> {
+        let loc = Location::caller();
+        let target = match self.target(args, "call", loc) {
+            Ok(t) => t,
+            Err(failed) => return vec![failed],
+        };
+        let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
+        let (comp, roots) = match self.body(target, name, &shapes, loc, body) {
+            Ok(r) => r,
+            Err(failed) => return vec![failed],
+        };
+        let n = roots.len();
+        let root = {
+            let mut g = self.g.borrow_mut();
+            let root = if n == 1 {
+                Ok(roots[0])
+            } else {
+                g.push(comp, OpKind::Tuple, roots.into_iter().collect(), None, loc)
+            };
+            if let Ok(r) = root {
+                g.comp_mut(comp).root = Some(r);
+            }
+            root
+        };
+        if let Err(e) = root {
+            return vec![self.fail(e, loc)];
+        }
+        let captures: Vec<Op> = self
+            .g
+            .borrow()
+            .comp(comp)
+            .captures
+            .keys()
+            .map(|v| self.op(target, *v))
+            .collect();
+        let operands: Vec<&Op> = args.iter().copied().chain(&captures).collect();
+        let out = self.emit(OpKind::Call { body: comp }, &operands, None, loc);
+        if n == 1 || out.is_poisoned() {
+            return vec![out; n.max(1)];
+        }
+        (0..n)
+            .map(|i| {
+                self.emit(
+                    OpKind::GetTupleElement { index: i as u32 },
+                    &[&out],
+                    None,
+                    loc,
+                )
+            })
+            .collect()
     }
 
     /// A tuple of values (e.g. several outputs of a computation).
