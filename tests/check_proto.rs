@@ -157,3 +157,16 @@ fn a_tuple_entry_parameter() {
     // The compare now sees a tuple operand; either way it must not reach XLA.
     assert!(matches!(compile(&m), Err(Error::InvalidModule { .. })));
 }
+
+#[test]
+fn the_builder_refuses_tuple_and_token_entry_parameters() {
+    for s in [Shape::Tuple(vec![Shape::of::<f32>(&[2])]), Shape::Token] {
+        let b = Builder::new("p");
+        let p = b.parameter(0, s.clone(), "p");
+        let e = b.build(&p).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidModule { reason } if reason.contains("entry parameters must be arrays")),
+            "{s}: {e}"
+        );
+    }
+}
