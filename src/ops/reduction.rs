@@ -238,6 +238,7 @@ impl Builder {
         body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
     ) -> Vec<Op> {
         let n = inputs.len().max(1);
+        // A failure is one failed op per expected result.
         let failed = |op: Op| vec![op; n];
         let all: Vec<&Op> = inputs.iter().chain(inits).copied().collect();
         let target = match self.target(&all, "reduce", loc) {
@@ -387,8 +388,11 @@ impl Builder {
             None,
             loc,
         );
-        if r.is_poisoned() || n + k == 1 {
+        if r.is_poisoned() {
             return failed(r);
+        }
+        if n + k == 1 {
+            return vec![r]; // a single-result reduce
         }
         (0..n)
             .map(|i| {
