@@ -192,6 +192,26 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::Dot => x.dot_general(&y, &DotDims::contract(1, 1)),
         Opcode::Reduce => x.reduce_sum(&[1]),
         Opcode::Call => b.call("f", &[&x], |_, p| vec![&p[0] + &y]).remove(0),
+        Opcode::Iota => b.iota(ElementType::S32, &[2, 3], 1),
+        Opcode::Slice => x.slice(&[0, 1], &[2, 3], &[1, 2]),
+        Opcode::DynamicSlice => {
+            let i = b.constant(1i32);
+            x.dynamic_slice(&[&i, &i], &[1, 2])
+        }
+        Opcode::DynamicUpdateSlice => {
+            let i = b.constant(0i32);
+            x.dynamic_update_slice(&y.slice(&[0, 0], &[1, 3], &[1, 1]), &[&i, &i])
+        }
+        Opcode::Concatenate => b.concatenate(&[&x, &y], 0),
+        Opcode::Pad => x.pad(
+            &b.constant(0f32),
+            &[xlaclient::ops::slicing::PadDim {
+                lo: 1,
+                hi: -1,
+                interior: 1,
+            }; 2],
+        ),
+        Opcode::Reverse => x.reverse(&[1]),
     };
     (b, out)
 }

@@ -10,6 +10,7 @@ use super::{CompId, Signatures};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::linalg::{self, DotDims};
+use crate::ops::slicing::{self, PadDim, SliceAttrs};
 use crate::ops::{reduction, shape_ops, structural};
 use crate::proto;
 use crate::shape::Shape;
@@ -143,6 +144,20 @@ opcodes! {
     Reduce = "reduce", Even;
     /// Calls a computation on the operands (its parameters) and gives its result.
     Call = "call", Variadic;
+    /// Counts 0, 1, 2, … along one axis.
+    Iota = "iota", Fixed(0);
+    /// A strided block of static bounds.
+    Slice = "slice", Fixed(1);
+    /// A block at run-time start indices.
+    DynamicSlice = "dynamic-slice", Variadic;
+    /// An array with a block replaced at run-time start indices.
+    DynamicUpdateSlice = "dynamic-update-slice", Variadic;
+    /// Joins arrays along one axis.
+    Concatenate = "concatenate", Variadic;
+    /// Pads (or cuts) the edges and the spaces between elements.
+    Pad = "pad", Fixed(2);
+    /// Reverses the order along axes.
+    Reverse = "reverse", Fixed(1);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -204,6 +219,32 @@ pub enum OpKind {
         /// The called computation.
         body: CompId,
     },
+    /// Iota along `dimension` of the instruction's shape.
+    Iota {
+        /// The counting axis.
+        dimension: i64,
+    },
+    /// A static slice.
+    Slice(Box<SliceAttrs>),
+    /// Operand, then one start index per axis; the result has `sizes`.
+    DynamicSlice {
+        /// The block's sizes.
+        sizes: Box<[i64]>,
+    },
+    /// Operand, update, then one start index per axis.
+    DynamicUpdateSlice,
+    /// Concatenation along `dimension`.
+    Concatenate {
+        /// The joined axis.
+        dimension: i64,
+    },
+    /// Operand and padding value; one entry per axis.
+    Pad(Box<[PadDim]>),
+    /// Reversal along `axes`.
+    Reverse {
+        /// The reversed axes.
+        axes: Box<[i64]>,
+    },
 }
 
 impl OpKind {
@@ -225,6 +266,13 @@ impl OpKind {
             OpKind::Dot(_) => Opcode::Dot,
             OpKind::Reduce { .. } => Opcode::Reduce,
             OpKind::Call { .. } => Opcode::Call,
+            OpKind::Iota { .. } => Opcode::Iota,
+            OpKind::Slice(_) => Opcode::Slice,
+            OpKind::DynamicSlice { .. } => Opcode::DynamicSlice,
+            OpKind::DynamicUpdateSlice => Opcode::DynamicUpdateSlice,
+            OpKind::Concatenate { .. } => Opcode::Concatenate,
+            OpKind::Pad(_) => Opcode::Pad,
+            OpKind::Reverse { .. } => Opcode::Reverse,
         }
     }
 
@@ -271,6 +319,12 @@ impl OpKind {
                 body.hash(h);
             }
             OpKind::Call { body } => body.hash(h),
+            OpKind::Iota { dimension } | OpKind::Concatenate { dimension } => dimension.hash(h),
+            OpKind::Slice(s) => s.hash(h),
+            OpKind::DynamicSlice { sizes } => sizes.hash(h),
+            OpKind::DynamicUpdateSlice => {}
+            OpKind::Pad(c) => c.hash(h),
+            OpKind::Reverse { axes } => axes.hash(h),
         }
     }
 }
@@ -337,6 +391,13 @@ pub fn infer(
             reduction::infer_reduce(operands, axes, sigs.signature(*body).as_ref())
         }
         OpKind::Call { body } => structural::infer_call(operands, sigs.signature(*body).as_ref()),
+        OpKind::Iota { dimension } => slicing::infer_iota(need_target()?, *dimension),
+        OpKind::Slice(s) => slicing::infer_slice(operands[0], s),
+        OpKind::DynamicSlice { sizes } => slicing::infer_dynamic_slice(operands, sizes),
+        OpKind::DynamicUpdateSlice => slicing::infer_dynamic_update_slice(operands),
+        OpKind::Concatenate { dimension } => slicing::infer_concatenate(operands, *dimension),
+        OpKind::Pad(c) => slicing::infer_pad(operands[0], operands[1], c),
+        OpKind::Reverse { axes } => slicing::infer_reverse(operands[0], axes),
     }
 }
 
@@ -362,6 +423,14 @@ pub(crate) fn lower_attrs(
             p.called_computation_ids = vec![comp_id(*body)];
         }
         OpKind::Call { body } => p.called_computation_ids = vec![comp_id(*body)],
+        OpKind::Iota { dimension } | OpKind::Concatenate { dimension } => {
+            p.dimensions = vec![*dimension]
+        }
+        OpKind::Slice(s) => slicing::lower_slice(s, p),
+        OpKind::DynamicSlice { sizes } => p.dynamic_slice_sizes = sizes.to_vec(),
+        OpKind::Pad(c) => slicing::lower_pad(c, p),
+        OpKind::Reverse { axes } => p.dimensions = axes.to_vec(),
+        OpKind::DynamicUpdateSlice => {}
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Select
@@ -432,6 +501,25 @@ pub(crate) fn raise(
             body: comp_index(p.called_computation_ids[0])
                 .ok_or("a reduce calls a computation that is not defined before it")?,
         },
+        Opcode::Iota | Opcode::Concatenate => {
+            let [d] = p.dimensions[..] else {
+                return Err(format!("`{}` needs exactly one dimension", p.opcode));
+            };
+            if op == Opcode::Iota {
+                OpKind::Iota { dimension: d }
+            } else {
+                OpKind::Concatenate { dimension: d }
+            }
+        }
+        Opcode::Slice => OpKind::Slice(Box::new(slicing::raise_slice(p))),
+        Opcode::DynamicSlice => OpKind::DynamicSlice {
+            sizes: p.dynamic_slice_sizes.as_slice().into(),
+        },
+        Opcode::DynamicUpdateSlice => OpKind::DynamicUpdateSlice,
+        Opcode::Pad => OpKind::Pad(slicing::raise_pad(p).into()),
+        Opcode::Reverse => OpKind::Reverse {
+            axes: p.dimensions.as_slice().into(),
+        },
         Opcode::Call => OpKind::Call {
             body: comp_index(p.called_computation_ids[0])
                 .ok_or("a call of a computation that is not defined before it")?,
@@ -490,6 +578,14 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::Call { body } => {
             let _ = write!(out, ", to_apply=%{}", comp_name(*body));
         }
+        OpKind::Iota { dimension } => {
+            let _ = write!(out, ", iota_dimension={dimension}");
+        }
+        OpKind::Concatenate { dimension } => list(&mut out, "dimensions", &[*dimension]),
+        OpKind::Slice(s) => out.push_str(&slicing::text_slice(s)),
+        OpKind::DynamicSlice { sizes } => list(&mut out, "dynamic_slice_sizes", sizes),
+        OpKind::Pad(c) => out.push_str(&slicing::text_pad(c)),
+        OpKind::Reverse { axes } => list(&mut out, "dimensions", axes),
         _ => {}
     }
     out

@@ -9,7 +9,8 @@
 //! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
 //! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
-//! | structural | [`structural`] | `parameter`, `constant`, `tuple` |
+//! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
+//! | structural | [`structural`] | `parameter`, `constant`, `tuple`, `call` |
 //!
 //! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
 
@@ -17,6 +18,7 @@ pub mod elementwise;
 pub mod linalg;
 pub mod reduction;
 pub mod shape_ops;
+pub mod slicing;
 pub mod structural;
 
 use crate::error::{ShapeError, ShapeErrorKind};
