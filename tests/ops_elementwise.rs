@@ -958,3 +958,34 @@ fn abs_and_sign_of_unsigned_are_rejected_when_built() {
         map(&xs, u32::wrapping_neg)
     );
 }
+
+#[test]
+fn numbers_at_the_edge_of_64_bit_types_are_rejected_not_saturated() {
+    // 2^63 and 2^64 are exactly i64::MAX as f64 and u64::MAX as f64: a range check in
+    // f64 let them through and they saturated.
+    for (ty, v) in [
+        (Shape::of::<i64>(&[2]), 9.223372036854775808e18f64),
+        (Shape::of::<u64>(&[2]), 1.8446744073709552e19),
+        (Shape::of::<i64>(&[2]), -9.3e18),
+    ] {
+        for left in [false, true] {
+            let b = Builder::new("edge");
+            let x = b.parameter(0, ty.clone(), "x");
+            let y = if left { v + &x } else { &x + v };
+            let e = b.build(&y).unwrap_err().to_string();
+            assert!(e.contains("does not fit"), "{ty} {v}: {e}");
+        }
+        let b = Builder::new("edge_const");
+        let c = b.constant_of_type(ty.element_type().unwrap(), v);
+        assert!(b.build(&c).is_err(), "{ty} {v}");
+    }
+    // The extremes themselves are exact.
+    let b = Builder::new("extremes");
+    let x = b.parameter(0, Shape::of::<i64>(&[2]), "x");
+    let y = (&x * 0) + i64::MIN;
+    let m = b.build(&y).unwrap();
+    assert_eq!(
+        run1::<i64>(&m, &[&upload(&[1i64, 2], &[2])]),
+        vec![i64::MIN, i64::MIN]
+    );
+}

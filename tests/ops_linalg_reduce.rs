@@ -242,7 +242,7 @@ fn matmul_ref(a: &[f32], ad: &[i64], b: &[f32], bd: &[i64]) -> (Vec<f32>, Vec<i6
 fn matmul_in_every_form() {
     let mut rng = Rng(2);
     // (lhs, rhs, numpy's output dims)
-    let cases: [(&[i64], &[i64], &[i64]); 11] = [
+    let cases: [(&[i64], &[i64], &[i64]); 13] = [
         (&[4], &[4], &[]),                             // vec · vec
         (&[3, 4], &[4], &[3]),                         // mat · vec
         (&[4], &[4, 5], &[5]),                         // vec · mat
@@ -254,6 +254,8 @@ fn matmul_in_every_form() {
         (&[2, 3, 4], &[4], &[2, 3]),                   // batched x vec
         (&[2, 2, 3, 4], &[2, 2, 4, 5], &[2, 2, 3, 5]), // two batch axes
         (&[3, 4], &[2, 3, 4, 5], &[2, 3, 3, 5]),       // shared matrix x two batch axes
+        (&[1, 2, 3], &[4, 3, 5], &[4, 2, 5]),          // batch axes broadcast (1 vs 4)
+        (&[5, 2, 3], &[2, 5, 3, 4], &[2, 5, 2, 4]),    // batch axes broadcast (rank)
     ];
     let b = Builder::new("matmul");
     let mut outs = Vec::new();

@@ -429,14 +429,13 @@ impl Scalar {
                     Scalar::Int(i) => <$t>::try_from(i).map_err(|_| no())?,
                     Scalar::UInt(u) => <$t>::try_from(u).map_err(|_| no())?,
                     Scalar::Float(f) => {
-                        if f.fract() != 0.0
-                            || !f.is_finite()
-                            || f < <$t>::MIN as f64
-                            || f > <$t>::MAX as f64
-                        {
+                        // Through i128, exact for every integral f64 below 2^127: a
+                        // range check in f64 would let 2^63 (= i64::MAX as f64) through
+                        // and saturate it.
+                        if f.fract() != 0.0 || !f.is_finite() {
                             return Err(no());
                         }
-                        f as $t
+                        <$t>::try_from(f as i128).map_err(|_| no())?
                     }
                 };
                 <$t as NativeType>::extend_le_bytes(&[v], &mut lit);

@@ -164,8 +164,9 @@ impl Op {
     }
 
     /// Numpy's `matmul`: vector·vector, matrix·vector, vector·matrix, matrix·matrix,
-    /// and batched `[..., m, k] x [..., k, n]` with equal batch axes; a rank-2 right
-    /// operand applies to every batch of the left one.
+    /// and batched `[..., m, k] x [..., k, n]` whose batch axes broadcast the numpy
+    /// way (`[1, 2, 3] @ [4, 3, 5]` is `[4, 2, 5]`); a rank-2 right operand applies to
+    /// every batch of the left one without copies.
     #[track_caller]
     pub fn matmul(&self, rhs: &Op) -> Op {
         let loc = Location::caller();
@@ -197,33 +198,38 @@ impl Op {
             }
             return self.dot_general_at(rhs, &DotDims::contract(lr - 1, rc), loc);
         }
-        if lr == 2 {
-            // [m, k] x [b..., k, n]: dot gives [m, b..., n]; move m behind the batch.
-            let out = self.dot_general_at(rhs, &DotDims::contract(1, rr - 2), loc);
-            let mut perm: Vec<i64> = (1..rr - 1).collect();
-            perm.push(0);
-            perm.push(rr - 1);
-            return out.transpose_at(&perm, loc);
-        }
-        if lr != rr {
-            return self.builder().fail(
-                ShapeError::new(
-                    "dot_general",
-                    &[&ls, &rs],
-                    ShapeErrorKind::Rank,
-                    "batched matmul needs operands of equal rank (or a rank-2 operand)",
-                ),
-                loc,
-            );
-        }
-        let batch: Vec<i64> = (0..lr - 2).collect();
-        let dims = DotDims {
-            lhs_contracting: vec![lr - 1],
-            rhs_contracting: vec![rr - 2],
-            lhs_batch: batch.clone(),
-            rhs_batch: batch,
+        // Both ≥ 2, rhs batched: batch axes broadcast the numpy way; both operands are
+        // broadcast to the common batch shape, then contracted with batch axes.
+        let (ld, rd) = (ls.dims(), rs.dims());
+        let (lb, rb) = (&ld[..ld.len() - 2], &rd[..rd.len() - 2]);
+        let batch = match super::elementwise::broadcast_dims(lb, rb) {
+            Ok(b) => b,
+            Err(reason) => {
+                return self.builder().fail(
+                    ShapeError::new(
+                        "dot_general",
+                        &[&ls, &rs],
+                        ShapeErrorKind::Dimension,
+                        format!("matmul batch axes do not broadcast: {reason}"),
+                    ),
+                    loc,
+                );
+            }
         };
-        self.dot_general_at(rhs, &dims, loc)
+        let nb = batch.len() as i64;
+        let mut l_to = batch.clone();
+        l_to.extend_from_slice(&ld[ld.len() - 2..]);
+        let mut r_to = batch;
+        r_to.extend_from_slice(&rd[rd.len() - 2..]);
+        let l = self.broadcast_to_at(&l_to, loc);
+        let r = rhs.broadcast_to_at(&r_to, loc);
+        let dims = DotDims {
+            lhs_contracting: vec![nb + 1],
+            rhs_contracting: vec![nb],
+            lhs_batch: (0..nb).collect(),
+            rhs_batch: (0..nb).collect(),
+        };
+        l.dot_general_at(&r, &dims, loc)
     }
 }
 
