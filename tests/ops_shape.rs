@@ -620,3 +620,24 @@ fn the_first_of_several_errors_is_reported() {
     let err = b.build(&ok).unwrap_err();
     check_error(&err, "multiply", &["f32[2,3]", "f32[3,2]"], line);
 }
+
+#[test]
+fn broadcast_in_dim_with_a_permuting_dimension_list() {
+    // XLA (and lax.broadcast_in_dim) accept dimensions out of order: operand axis 0
+    // goes to output axis 1 and axis 1 to axis 0, a transpose, here with a new axis.
+    let b = Builder::new("perm");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let y = x.broadcast_in_dim(&[3, 4, 2], &[2, 0]);
+    let m = b.build(&y).unwrap();
+    let xs: Vec<f32> = (0..6).map(|i| i as f32).collect();
+    let got = run1::<f32>(&m, &[&upload(&xs, &[2, 3])]);
+    let mut want = Vec::new();
+    for i in 0..3 {
+        for _ in 0..4 {
+            for k in 0..2 {
+                want.push(xs[k * 3 + i]);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}

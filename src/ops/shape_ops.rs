@@ -12,7 +12,8 @@ use crate::shape::{ElementType, Shape};
 // Shape rules.
 
 /// XLA's `broadcast` (BroadcastInDim) rule: operand dimension `i` becomes output
-/// dimension `dims[i]`, with the same size; `dims` strictly increasing.
+/// dimension `dims[i]`, with the same size; `dims` distinct (in any order: XLA and
+/// `lax.broadcast_in_dim` accept a permuting list).
 pub fn infer_broadcast_in_dim(
     operand: &Shape,
     out_dims: &[i64],
@@ -45,10 +46,10 @@ pub fn infer_broadcast_in_dim(
                 ),
             ));
         }
-        if i > 0 && dims[i - 1] >= *d {
+        if dims[..i].contains(d) {
             return Err(err(
                 ShapeErrorKind::Attribute,
-                format!("broadcast_dimensions {dims:?} must be strictly increasing"),
+                format!("broadcast_dimensions {dims:?} names output axis {d} twice"),
             ));
         }
         if od[i] != out_dims[*d as usize] {
@@ -373,6 +374,8 @@ mod tests {
         );
         assert!(infer_broadcast_in_dim(&f(&[3]), &[2, 3], &[0]).is_err());
         assert!(infer_broadcast_in_dim(&f(&[2, 3]), &[2, 3], &[1, 0]).is_err());
+        assert!(infer_broadcast_in_dim(&f(&[2, 3]), &[3, 2], &[1, 0]).is_ok());
+        assert!(infer_broadcast_in_dim(&f(&[2, 2]), &[2, 2], &[0, 0]).is_err());
         assert!(infer_broadcast_in_dim(&f(&[3]), &[3], &[1]).is_err());
     }
 
