@@ -964,13 +964,14 @@ fn numbers_at_the_edge_of_64_bit_types_are_rejected_not_saturated() {
     // 2^63 and 2^64 are exactly i64::MAX as f64 and u64::MAX as f64: a range check in
     // f64 let them through and they saturated.
     for (ty, v) in [
-        (Shape::of::<i64>(&[2]), 9.223372036854775808e18f64),
-        (Shape::of::<u64>(&[2]), 1.8446744073709552e19),
+        (Shape::of::<i64>(&[2]), 2f64.powi(63)),
+        (Shape::of::<u64>(&[2]), 2f64.powi(64)),
         (Shape::of::<i64>(&[2]), -9.3e18),
     ] {
         for left in [false, true] {
             let b = Builder::new("edge");
             let x = b.parameter(0, ty.clone(), "x");
+            #[allow(clippy::if_same_then_else)] // the number on either side of `+`
             let y = if left { v + &x } else { &x + v };
             let e = b.build(&y).unwrap_err().to_string();
             assert!(e.contains("does not fit"), "{ty} {v}: {e}");
@@ -982,7 +983,8 @@ fn numbers_at_the_edge_of_64_bit_types_are_rejected_not_saturated() {
     // The extremes themselves are exact.
     let b = Builder::new("extremes");
     let x = b.parameter(0, Shape::of::<i64>(&[2]), "x");
-    let y = (&x * 0) + i64::MIN;
+    let zero = b.constant(0i64);
+    let y = (&x * &zero) + i64::MIN;
     let m = b.build(&y).unwrap();
     assert_eq!(
         run1::<i64>(&m, &[&upload(&[1i64, 2], &[2])]),
