@@ -538,3 +538,19 @@ fn reduce_body_must_return_a_scalar_of_the_type() {
     );
     assert_eq!(err.location().map(|l| l.line()), Some(line), "{msg}");
 }
+
+#[test]
+fn the_mean_of_integers_is_a_float() {
+    // u8 over 300 elements: the count does not fit u8, and 1+2 over 2 is 1.5.
+    let b = Builder::new("int_mean");
+    let x = b.parameter(0, Shape::of::<u8>(&[300]), "x");
+    let y = b.parameter(1, Shape::of::<i32>(&[2]), "y");
+    let (mx, my) = (x.mean(&[0]), y.mean(&[0]));
+    assert_eq!(mx.shape().unwrap(), Shape::of::<f32>(&[]));
+    let m = b.build_tuple(&[&mx, &my]).unwrap();
+    let xs: Vec<u8> = (0..300).map(|i| (i % 256) as u8).collect();
+    let want = xs.iter().map(|v| *v as f64).sum::<f64>() / 300.0;
+    let out = run(&m, &[&upload(&xs, &[300]), &upload(&[1i32, 2], &[2])]);
+    assert_close(&[out[0].to_scalar::<f32>().unwrap()], &[want as f32], 1e-6);
+    assert_eq!(out[1].to_scalar::<f32>().unwrap(), 1.5);
+}

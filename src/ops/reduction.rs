@@ -160,7 +160,17 @@ impl Op {
         self.reduce_at(&init, axes, loc, |a, e| a.binary(op, e, loc))
     }
 
-    /// Mean over `axes` (floating-point operands).
+    /// Mean over `axes`. Floating-point (and complex) operands keep their type; an
+    /// integer or `pred` operand is converted to `f32` first and its mean is `f32`,
+    /// as `jnp.mean` does (no truncating division, no overflow of the count).
+    ///
+    /// ```
+    /// use xlaclient::{Builder, ElementType, Shape};
+    /// let b = Builder::new("m");
+    /// let x = b.parameter(0, Shape::of::<u8>(&[300]), "x");
+    /// assert_eq!(x.mean(&[0]).element_type()?, ElementType::F32);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
     #[track_caller]
     pub fn mean(&self, axes: &[i64]) -> Op {
         let loc = Location::caller();
@@ -185,7 +195,13 @@ impl Op {
                 loc,
             );
         };
-        let sum = self.reduce_at_sum(axes, loc);
+        let ty = s.element_type().expect("an array");
+        let x = if ty.is_float() || ty.is_complex() {
+            self.clone()
+        } else {
+            self.convert_at(ElementType::F32, loc)
+        };
+        let sum = x.reduce_at_sum(axes, loc);
         sum.binary_scalar(BinaryOp::Divide, Scalar::Int(count), false, loc)
     }
 
