@@ -212,6 +212,7 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
             }; 2],
         ),
         Opcode::Reverse => x.reverse(&[1]),
+        Opcode::Sort => x.sort_ascending(1),
     };
     (b, out)
 }

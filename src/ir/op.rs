@@ -11,7 +11,7 @@ use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::linalg::{self, DotDims};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
-use crate::ops::{reduction, shape_ops, structural};
+use crate::ops::{reduction, shape_ops, sorting, structural};
 use crate::proto;
 use crate::shape::Shape;
 
@@ -158,6 +158,8 @@ opcodes! {
     Pad = "pad", Fixed(2);
     /// Reverses the order along axes.
     Reverse = "reverse", Fixed(1);
+    /// Sorts several arrays together along one axis with a comparator computation.
+    Sort = "sort", Variadic;
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -245,6 +247,16 @@ pub enum OpKind {
         /// The reversed axes.
         axes: Box<[i64]>,
     },
+    /// Sort of the operands along `dimension` by `comparator`; one result per
+    /// operand (several when there are several operands).
+    Sort {
+        /// The sorted axis.
+        dimension: i64,
+        /// Keep equal elements in order.
+        stable: bool,
+        /// The comparator computation (`less(lhs_0, rhs_0, lhs_1, rhs_1, …)`).
+        comparator: CompId,
+    },
 }
 
 impl OpKind {
@@ -273,6 +285,7 @@ impl OpKind {
             OpKind::Concatenate { .. } => Opcode::Concatenate,
             OpKind::Pad(_) => Opcode::Pad,
             OpKind::Reverse { .. } => Opcode::Reverse,
+            OpKind::Sort { .. } => Opcode::Sort,
         }
     }
 
@@ -281,6 +294,7 @@ impl OpKind {
     pub fn multi_result(&self, n_operands: usize) -> bool {
         match self {
             OpKind::Reduce { .. } => n_operands > 2,
+            OpKind::Sort { .. } => n_operands > 1,
             _ => false,
         }
     }
@@ -289,14 +303,20 @@ impl OpKind {
     pub fn called(&self) -> Option<CompId> {
         match self {
             OpKind::Reduce { body, .. } | OpKind::Call { body } => Some(*body),
+            OpKind::Sort { comparator, .. } => Some(*comparator),
             _ => None,
         }
     }
 
     /// The same op calling `f(c)` in place of each called computation `c`.
     pub(crate) fn remap_called(&mut self, f: impl Fn(CompId) -> CompId) {
-        if let OpKind::Reduce { body, .. } | OpKind::Call { body } = self {
-            *body = f(*body);
+        match self {
+            OpKind::Reduce { body, .. }
+            | OpKind::Call { body }
+            | OpKind::Sort {
+                comparator: body, ..
+            } => *body = f(*body),
+            _ => {}
         }
     }
 
@@ -325,6 +345,11 @@ impl OpKind {
             OpKind::DynamicUpdateSlice => {}
             OpKind::Pad(c) => c.hash(h),
             OpKind::Reverse { axes } => axes.hash(h),
+            OpKind::Sort {
+                dimension,
+                stable,
+                comparator,
+            } => (dimension, stable, comparator).hash(h),
         }
     }
 }
@@ -398,6 +423,11 @@ pub fn infer(
         OpKind::Concatenate { dimension } => slicing::infer_concatenate(operands, *dimension),
         OpKind::Pad(c) => slicing::infer_pad(operands[0], operands[1], c),
         OpKind::Reverse { axes } => slicing::infer_reverse(operands[0], axes),
+        OpKind::Sort {
+            dimension,
+            comparator,
+            ..
+        } => sorting::infer_sort(operands, *dimension, sigs.signature(*comparator).as_ref()),
     }
 }
 
@@ -431,6 +461,15 @@ pub(crate) fn lower_attrs(
         OpKind::Pad(c) => slicing::lower_pad(c, p),
         OpKind::Reverse { axes } => p.dimensions = axes.to_vec(),
         OpKind::DynamicUpdateSlice => {}
+        OpKind::Sort {
+            dimension,
+            stable,
+            comparator,
+        } => {
+            p.dimensions = vec![*dimension];
+            p.is_stable = *stable;
+            p.called_computation_ids = vec![comp_id(*comparator)];
+        }
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Select
@@ -464,7 +503,10 @@ pub(crate) fn raise(
         }
         Ok(())
     };
-    calls(usize::from(matches!(op, Opcode::Reduce | Opcode::Call)))?;
+    calls(usize::from(matches!(
+        op,
+        Opcode::Reduce | Opcode::Call | Opcode::Sort
+    )))?;
     let index = || -> Result<u32, String> {
         u32::try_from(p.tuple_index)
             .map_err(|_| format!("tuple index {} out of range", p.tuple_index))
@@ -520,6 +562,17 @@ pub(crate) fn raise(
         Opcode::Reverse => OpKind::Reverse {
             axes: p.dimensions.as_slice().into(),
         },
+        Opcode::Sort => {
+            let [dimension] = p.dimensions[..] else {
+                return Err("`sort` needs exactly one dimension".into());
+            };
+            OpKind::Sort {
+                dimension,
+                stable: p.is_stable,
+                comparator: comp_index(p.called_computation_ids[0])
+                    .ok_or("a sort's comparator is not defined before it")?,
+            }
+        }
         Opcode::Call => OpKind::Call {
             body: comp_index(p.called_computation_ids[0])
                 .ok_or("a call of a computation that is not defined before it")?,
@@ -586,6 +639,17 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::DynamicSlice { sizes } => list(&mut out, "dynamic_slice_sizes", sizes),
         OpKind::Pad(c) => out.push_str(&slicing::text_pad(c)),
         OpKind::Reverse { axes } => list(&mut out, "dimensions", axes),
+        OpKind::Sort {
+            dimension,
+            stable,
+            comparator,
+        } => {
+            list(&mut out, "dimensions", &[*dimension]);
+            if *stable {
+                out.push_str(", is_stable=true");
+            }
+            let _ = write!(out, ", to_apply=%{}", comp_name(*comparator));
+        }
         _ => {}
     }
     out

@@ -517,7 +517,16 @@ impl Builder {
     /// `select(pred, on_true, on_false)`: element-wise choice. Shapes broadcast.
     #[track_caller]
     pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
-        let loc = Location::caller();
+        self.select_at(pred, on_true, on_false, Location::caller())
+    }
+
+    pub(crate) fn select_at(
+        &self,
+        pred: &Op,
+        on_true: &Op,
+        on_false: &Op,
+        loc: &'static Location<'static>,
+    ) -> Op {
         if let Err(failed) = self.target(&[pred, on_true, on_false], "select", loc) {
             return failed;
         }
@@ -602,7 +611,15 @@ impl Op {
     /// (float, signed, unsigned) follows the element type.
     #[track_caller]
     pub fn compare(&self, rhs: &Op, direction: Comparison) -> Op {
-        let loc = Location::caller();
+        self.compare_at(rhs, direction, Location::caller())
+    }
+
+    pub(crate) fn compare_at(
+        &self,
+        rhs: &Op,
+        direction: Comparison,
+        loc: &'static Location<'static>,
+    ) -> Op {
         match self.broadcast_pair(rhs, "compare", loc) {
             Ok((l, r)) => self
                 .builder()

@@ -10,6 +10,7 @@
 //! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
+//! | sorting | [`sorting`] | `sort` (several operands, comparator closure, stable), `sort_ascending` |
 //! | structural | [`structural`] | `parameter`, `constant`, `tuple`, `call` |
 //!
 //! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
@@ -19,6 +20,7 @@ pub mod linalg;
 pub mod reduction;
 pub mod shape_ops;
 pub mod slicing;
+pub mod sorting;
 pub mod structural;
 
 use crate::error::{ShapeError, ShapeErrorKind};

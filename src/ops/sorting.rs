@@ -1,0 +1,260 @@
+//! Sorting: XLA's `sort` of several arrays together along one axis, ordered by a
+//! comparator built from a Rust closure (which may use outside scalars).
+
+use std::panic::Location;
+
+use super::{array_of, resolve_axis};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{OpKind, Value};
+use crate::ops::elementwise::Comparison;
+use crate::shape::{ElementType, Shape};
+
+/// Sort rule: one or more arrays of equal dimensions, `dimension` in range; the
+/// comparator (when given: its parameter shapes and result) takes two scalars per
+/// operand, `(lhs_0, rhs_0, lhs_1, rhs_1, …)`, and returns a `pred` scalar. The
+/// result is the operands' shapes: one array, or a tuple of them.
+pub fn infer_sort(
+    operands: &[&Shape],
+    dimension: i64,
+    comparator: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "sort";
+    let Some(first) = operands.first() else {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs at least one operand",
+        ));
+    };
+    let (_, dims) = array_of(OP, first)?;
+    let mut types = Vec::with_capacity(operands.len());
+    for s in operands {
+        let (t, d) = array_of(OP, s)?;
+        if d != dims {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "all operands must have the same dimensions",
+            ));
+        }
+        types.push(t);
+    }
+    resolve_axis(OP, first, dimension)?;
+    if let Some((params, result)) = comparator {
+        let want: Vec<Shape> = types
+            .iter()
+            .flat_map(|t| [Shape::scalar(*t), Shape::scalar(*t)])
+            .collect();
+        if *params != want || *result != Shape::scalar(ElementType::Pred) {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!(
+                    "the comparator must map ({}) to pred[]; it maps ({}) to {result}",
+                    want.iter()
+                        .map(Shape::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    params
+                        .iter()
+                        .map(Shape::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(if operands.len() == 1 {
+        (*first).clone()
+    } else {
+        Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect())
+    })
+}
+
+impl Builder {
+    /// XLA's Sort: sorts `operands` (arrays of equal dimensions) together along
+    /// `axis`, in the order `less(lhs, rhs)` defines on one element of each operand
+    /// (`lhs[i]`, `rhs[i]` are operand `i`'s two elements being compared). `stable`
+    /// keeps equal elements in their order. Returns the sorted operands. The
+    /// comparator may use scalar values from outside it.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// // Sort values and carry their indices along (an argsort).
+    /// let b = Builder::new("argsort");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[5]), "x");
+    /// let idx = b.iota(xlaclient::ElementType::S32, &[5], 0);
+    /// let out = b.sort(&[&x, &idx], 0, true, |l, r| l[0].compare(&r[0], Comparison::Lt));
+    /// assert_eq!(out[1].dims()?, vec![5]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn sort(
+        &self,
+        operands: &[&Op],
+        axis: i64,
+        stable: bool,
+        less: impl FnOnce(&[Op], &[Op]) -> Op,
+    ) -> Vec<Op> {
+        let loc = Location::caller();
+        let n = operands.len().max(1);
+        let failed = |op: Op| vec![op; n];
+        let target = match self.target(operands, "sort", loc) {
+            Ok(t) => t,
+            Err(f) => return failed(f),
+        };
+        let shapes: Vec<Shape> = operands
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        if let Err(e) = infer_sort(&refs, axis, None) {
+            return failed(self.fail(e, loc));
+        }
+        let axis = resolve_axis("sort", &shapes[0], axis).expect("checked") as i64;
+        let n = operands.len();
+        let types: Vec<ElementType> = shapes
+            .iter()
+            .map(|s| s.element_type().expect("checked"))
+            .collect();
+        let params: Vec<Shape> = types
+            .iter()
+            .flat_map(|t| [Shape::scalar(*t), Shape::scalar(*t)])
+            .collect();
+        let (comp, roots) = match self.body(target, "compare", &params, loc, |_, p| {
+            let lhs: Vec<Op> = p.iter().step_by(2).cloned().collect();
+            let rhs: Vec<Op> = p.iter().skip(1).step_by(2).cloned().collect();
+            vec![less(&lhs, &rhs)]
+        }) {
+            Ok(r) => r,
+            Err(f) => return failed(f),
+        };
+        // Captured scalars travel as extra operands whose every element is the value
+        // (sorting permutes equal elements): the comparator gets them as one more
+        // (lhs, rhs) pair each.
+        let captures: Vec<Value> = self
+            .g
+            .borrow()
+            .comp(comp)
+            .captures
+            .keys()
+            .copied()
+            .collect();
+        for c in &captures {
+            let s = self.g.borrow().value_shape(target, *c).clone();
+            if !(s.is_array() && s.rank() == 0) {
+                return failed(self.fail(
+                    ShapeError::new(
+                        "sort",
+                        &[&s],
+                        ShapeErrorKind::Body,
+                        format!("a sort comparator can use outside values that are scalars; it uses a {s}"),
+                    ),
+                    loc,
+                ));
+            }
+        }
+        {
+            let mut g = self.g.borrow_mut();
+            let c = g.comp_mut(comp);
+            let old: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
+            let mut order: Vec<u32> = old[..2 * n].to_vec();
+            for j in 0..captures.len() {
+                let cap = old[2 * n + j];
+                let copy = c.instrs[cap as usize].clone();
+                c.instrs.push(copy);
+                order.push(cap);
+                order.push(c.instrs.len() as u32 - 1);
+            }
+            for (number, i) in order.iter().enumerate() {
+                if let OpKind::Parameter { number: num, .. } = &mut c.instrs[*i as usize].kind {
+                    *num = number as u32;
+                }
+            }
+            c.params = order.into_iter().map(Some).collect();
+            c.root = Some(roots.first().copied().unwrap_or(Value::of(0)));
+        }
+        let dims = shapes[0].dims().to_vec();
+        let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
+        let spread: Vec<Op> = caps.iter().map(|c| c.broadcast_to_at(&dims, loc)).collect();
+        let all: Vec<&Op> = operands.iter().copied().chain(&spread).collect();
+        let r = self.emit(
+            OpKind::Sort {
+                dimension: axis,
+                stable,
+                comparator: comp,
+            },
+            &all,
+            None,
+            loc,
+        );
+        if r.is_poisoned() {
+            return failed(r);
+        }
+        if all.len() == 1 {
+            return vec![r];
+        }
+        (0..n)
+            .map(|i| {
+                self.op(
+                    r.comp,
+                    Value {
+                        instr: r.v.instr,
+                        result: i as u32,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl Op {
+    /// Sorts along `axis` in ascending order (NaNs last for floats, as XLA's
+    /// total order puts them), stable.
+    #[track_caller]
+    pub fn sort_ascending(&self, axis: i64) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let mut out = b.sort(&[self], axis, true, |l, r| {
+            let ty = l[0].element_type().unwrap_or(ElementType::F32);
+            if ty.is_float() {
+                // a < b, or b is NaN and a is not: NaNs sort last.
+                let lt = l[0].compare_at(&r[0], Comparison::Lt, loc);
+                let r_nan = r[0].compare_at(&r[0], Comparison::Ne, loc);
+                let l_num = l[0].compare_at(&l[0], Comparison::Eq, loc);
+                l[0].builder().select_at(&r_nan, &l_num, &lt, loc)
+            } else {
+                l[0].compare_at(&r[0], Comparison::Lt, loc)
+            }
+        });
+        out.pop().expect("one result")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_rule() {
+        let x = Shape::of::<f32>(&[2, 3]);
+        let i = Shape::of::<i32>(&[2, 3]);
+        assert_eq!(infer_sort(&[&x], 1, None).unwrap(), x);
+        assert_eq!(
+            infer_sort(&[&x, &i], -1, None).unwrap(),
+            Shape::Tuple(vec![x.clone(), i.clone()])
+        );
+        assert!(infer_sort(&[&x, &Shape::of::<i32>(&[3, 2])], 0, None).is_err());
+        assert!(infer_sort(&[&x], 2, None).is_err());
+        let f = Shape::of::<f32>(&[]);
+        let bad = (vec![f.clone(), f.clone()], f.clone());
+        assert_eq!(
+            infer_sort(&[&x], 0, Some(&bad)).unwrap_err().kind,
+            ShapeErrorKind::Body
+        );
+    }
+}
