@@ -213,6 +213,21 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         ),
         Opcode::Reverse => x.reverse(&[1]),
         Opcode::Sort => x.sort_ascending(1),
+        Opcode::Gather => x.take(&b.constant_vec(&[1i32, 0]), 1),
+        Opcode::Scatter => {
+            let dims = xlaclient::ops::indexing::ScatterDims {
+                update_window_dims: vec![1],
+                inserted_window_dims: vec![0],
+                scatter_dims_to_operand_dims: vec![0],
+                index_vector_dim: 1,
+            };
+            let i = b.constant_vec(&[1i32]);
+            let u = y.slice(&[0, 0], &[1, 3], &[1, 1]);
+            b.scatter(&[&x], &i, &[&u], &dims, false, false, |o, n| {
+                vec![&o[0] + &n[0]]
+            })
+            .remove(0)
+        }
     };
     (b, out)
 }

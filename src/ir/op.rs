@@ -9,6 +9,7 @@ use std::hash::{Hash, Hasher};
 use super::{CompId, Signatures};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
+use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
 use crate::ops::linalg::{self, DotDims};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
 use crate::ops::{reduction, shape_ops, sorting, structural};
@@ -160,6 +161,10 @@ opcodes! {
     Reverse = "reverse", Fixed(1);
     /// Sorts several arrays together along one axis with a comparator computation.
     Sort = "sort", Variadic;
+    /// Slices at many run-time starts (dimension numbers say how they are arranged).
+    Gather = "gather", Fixed(2);
+    /// Combines update windows into arrays at many run-time starts.
+    Scatter = "scatter", Variadic;
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -257,6 +262,16 @@ pub enum OpKind {
         /// The comparator computation (`less(lhs_0, rhs_0, lhs_1, rhs_1, …)`).
         comparator: CompId,
     },
+    /// Gather of the operand at the indices.
+    Gather(Box<GatherAttrs>),
+    /// Scatter: `n` inputs, the indices, `n` updates, combined by `body`; several
+    /// results when `n > 1`.
+    Scatter {
+        /// Dimension numbers and promises.
+        attrs: Box<ScatterAttrs>,
+        /// The combiner computation.
+        body: CompId,
+    },
 }
 
 impl OpKind {
@@ -286,6 +301,8 @@ impl OpKind {
             OpKind::Pad(_) => Opcode::Pad,
             OpKind::Reverse { .. } => Opcode::Reverse,
             OpKind::Sort { .. } => Opcode::Sort,
+            OpKind::Gather(_) => Opcode::Gather,
+            OpKind::Scatter { .. } => Opcode::Scatter,
         }
     }
 
@@ -295,6 +312,7 @@ impl OpKind {
         match self {
             OpKind::Reduce { .. } => n_operands > 2,
             OpKind::Sort { .. } => n_operands > 1,
+            OpKind::Scatter { .. } => n_operands > 3,
             _ => false,
         }
     }
@@ -304,6 +322,7 @@ impl OpKind {
         match self {
             OpKind::Reduce { body, .. } | OpKind::Call { body } => Some(*body),
             OpKind::Sort { comparator, .. } => Some(*comparator),
+            OpKind::Scatter { body, .. } => Some(*body),
             _ => None,
         }
     }
@@ -315,7 +334,8 @@ impl OpKind {
             | OpKind::Call { body }
             | OpKind::Sort {
                 comparator: body, ..
-            } => *body = f(*body),
+            }
+            | OpKind::Scatter { body, .. } => *body = f(*body),
             _ => {}
         }
     }
@@ -350,6 +370,8 @@ impl OpKind {
                 stable,
                 comparator,
             } => (dimension, stable, comparator).hash(h),
+            OpKind::Gather(a) => a.hash(h),
+            OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
         }
     }
 }
@@ -428,6 +450,10 @@ pub fn infer(
             comparator,
             ..
         } => sorting::infer_sort(operands, *dimension, sigs.signature(*comparator).as_ref()),
+        OpKind::Gather(a) => indexing::infer_gather(operands[0], operands[1], a),
+        OpKind::Scatter { attrs, body } => {
+            indexing::infer_scatter(operands, attrs, sigs.signature(*body).as_ref())
+        }
     }
 }
 
@@ -470,6 +496,11 @@ pub(crate) fn lower_attrs(
             p.is_stable = *stable;
             p.called_computation_ids = vec![comp_id(*comparator)];
         }
+        OpKind::Gather(a) => indexing::lower_gather(a, p),
+        OpKind::Scatter { attrs, body } => {
+            indexing::lower_scatter(attrs, p);
+            p.called_computation_ids = vec![comp_id(*body)];
+        }
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Select
@@ -505,7 +536,7 @@ pub(crate) fn raise(
     };
     calls(usize::from(matches!(
         op,
-        Opcode::Reduce | Opcode::Call | Opcode::Sort
+        Opcode::Reduce | Opcode::Call | Opcode::Sort | Opcode::Scatter
     )))?;
     let index = || -> Result<u32, String> {
         u32::try_from(p.tuple_index)
@@ -573,6 +604,12 @@ pub(crate) fn raise(
                     .ok_or("a sort's comparator is not defined before it")?,
             }
         }
+        Opcode::Gather => OpKind::Gather(Box::new(indexing::raise_gather(p)?)),
+        Opcode::Scatter => OpKind::Scatter {
+            attrs: Box::new(indexing::raise_scatter(p)?),
+            body: comp_index(p.called_computation_ids[0])
+                .ok_or("a scatter's combiner is not defined before it")?,
+        },
         Opcode::Call => OpKind::Call {
             body: comp_index(p.called_computation_ids[0])
                 .ok_or("a call of a computation that is not defined before it")?,
@@ -649,6 +686,11 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
                 out.push_str(", is_stable=true");
             }
             let _ = write!(out, ", to_apply=%{}", comp_name(*comparator));
+        }
+        OpKind::Gather(a) => out.push_str(&indexing::text_gather(a)),
+        OpKind::Scatter { attrs, body } => {
+            out.push_str(&indexing::text_scatter(attrs));
+            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
         }
         _ => {}
     }

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | element-wise | [`elementwise`] | `add subtract multiply divide maximum minimum power remainder atan2`, `negate exponential log tanh abs sqrt rsqrt sine cosine logistic floor ceil sign exponential-minus-one log-plus-one`, `compare`, `select`, operators `+ - * /` with numpy broadcasting |
 //! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
+//! | indexing | [`indexing`] | `gather`, `scatter` (combiner closure), numpy `take` |
 //! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
@@ -16,6 +17,7 @@
 //! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
 
 pub mod elementwise;
+pub mod indexing;
 pub mod linalg;
 pub mod reduction;
 pub mod shape_ops;

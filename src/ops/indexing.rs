@@ -1,0 +1,819 @@
+//! Indexing: XLA's `gather` and `scatter` with their dimension numbers, and numpy's
+//! `take` along an axis on top.
+
+use std::fmt::Write;
+use std::panic::Location;
+
+use super::{array_of, resolve_axis};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{OpKind, Operands, Value};
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+/// Dimension numbers of a `gather` (XLA's GatherDimensionNumbers, without batching
+/// dimensions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GatherDims {
+    /// Output axes that hold the slice's (uncollapsed) axes, increasing.
+    pub offset_dims: Vec<i64>,
+    /// Operand axes whose slice size is 1 and that are dropped from the output.
+    pub collapsed_slice_dims: Vec<i64>,
+    /// Operand axis each entry of an index vector starts.
+    pub start_index_map: Vec<i64>,
+    /// The axis of the indices that holds index vectors (its rank: a trailing 1).
+    pub index_vector_dim: i64,
+}
+
+/// Dimension numbers of a `scatter` (XLA's ScatterDimensionNumbers, without batching
+/// dimensions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ScatterDims {
+    /// Axes of the updates that hold the update windows, increasing.
+    pub update_window_dims: Vec<i64>,
+    /// Operand axes of size 1 in the window and absent from the updates.
+    pub inserted_window_dims: Vec<i64>,
+    /// Operand axis each entry of an index vector starts.
+    pub scatter_dims_to_operand_dims: Vec<i64>,
+    /// The axis of the indices that holds index vectors (its rank: a trailing 1).
+    pub index_vector_dim: i64,
+}
+
+/// Gather's attributes: dimension numbers, slice sizes and the sortedness promise.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GatherAttrs {
+    /// Dimension numbers.
+    pub dims: GatherDims,
+    /// The size of the slice taken from each operand axis.
+    pub slice_sizes: Vec<i64>,
+    /// The caller promises the indices are sorted.
+    pub indices_are_sorted: bool,
+}
+
+/// Scatter's attributes: dimension numbers, the combiner and the caller's promises.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScatterAttrs {
+    /// Dimension numbers.
+    pub dims: ScatterDims,
+    /// The caller promises the indices are sorted.
+    pub indices_are_sorted: bool,
+    /// The caller promises no index repeats.
+    pub unique_indices: bool,
+}
+
+fn bad(op: &'static str, s: &[&Shape], k: ShapeErrorKind, r: String) -> ShapeError {
+    ShapeError::new(op, s, k, r)
+}
+
+/// Checks a list of distinct axes in `0..rank`, increasing when `sorted`.
+fn axes_ok(
+    op: &'static str,
+    s: &[&Shape],
+    what: &str,
+    v: &[i64],
+    rank: usize,
+    sorted: bool,
+) -> Result<(), ShapeError> {
+    for (i, a) in v.iter().enumerate() {
+        if *a < 0 || *a as usize >= rank {
+            return Err(bad(
+                op,
+                s,
+                ShapeErrorKind::Axis,
+                format!("{what} {v:?}: axis {a} is out of range for rank {rank}"),
+            ));
+        }
+        if v[..i].contains(a) || (sorted && i > 0 && v[i - 1] > *a) {
+            return Err(bad(
+                op,
+                s,
+                ShapeErrorKind::Attribute,
+                format!(
+                    "{what} {v:?} must be distinct{}",
+                    if sorted { " and increasing" } else { "" }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The batch dimensions of indices (all but `index_vector_dim`) and the index vector
+/// length.
+fn index_parts(
+    op: &'static str,
+    s: &[&Shape],
+    indices: &Shape,
+    ivd: i64,
+) -> Result<(Vec<i64>, i64), ShapeError> {
+    let (it, id) = array_of(op, indices)?;
+    if !it.is_integer() {
+        return Err(bad(
+            op,
+            s,
+            ShapeErrorKind::ElementType,
+            format!("indices must be integers, got {it}"),
+        ));
+    }
+    if ivd < 0 || ivd as usize > id.len() {
+        return Err(bad(
+            op,
+            s,
+            ShapeErrorKind::Axis,
+            format!(
+                "index_vector_dim {ivd} is out of range for indices of rank {}",
+                id.len()
+            ),
+        ));
+    }
+    let ivd = ivd as usize;
+    let len = if ivd == id.len() { 1 } else { id[ivd] };
+    let batch = id
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != ivd)
+        .map(|(_, d)| *d)
+        .collect();
+    Ok((batch, len))
+}
+
+/// Gather rule (XLA's semantics): the output's rank is the indices' batch rank plus
+/// the number of offset axes; the offset axes (at `offset_dims`) take the slice
+/// sizes of the uncollapsed operand axes, the other axes the indices' batch sizes.
+pub fn infer_gather(
+    operand: &Shape,
+    indices: &Shape,
+    a: &GatherAttrs,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "gather";
+    let s = [operand, indices];
+    let (ty, od) = array_of(OP, operand)?;
+    let d = &a.dims;
+    let (batch, len) = index_parts(OP, &s, indices, d.index_vector_dim)?;
+    if len != d.start_index_map.len() as i64 {
+        return Err(bad(
+            OP,
+            &s,
+            ShapeErrorKind::Dimension,
+            format!(
+                "index vectors have {len} entries, start_index_map {:?} names {}",
+                d.start_index_map,
+                d.start_index_map.len()
+            ),
+        ));
+    }
+    axes_ok(
+        OP,
+        &s,
+        "start_index_map",
+        &d.start_index_map,
+        od.len(),
+        false,
+    )?;
+    axes_ok(
+        OP,
+        &s,
+        "collapsed_slice_dims",
+        &d.collapsed_slice_dims,
+        od.len(),
+        true,
+    )?;
+    if a.slice_sizes.len() != od.len() {
+        return Err(bad(
+            OP,
+            &s,
+            ShapeErrorKind::Attribute,
+            format!(
+                "slice_sizes {:?} needs one entry per operand axis ({})",
+                a.slice_sizes,
+                od.len()
+            ),
+        ));
+    }
+    for (i, (z, o)) in a.slice_sizes.iter().zip(od).enumerate() {
+        if *z < 0 || z > o {
+            return Err(bad(
+                OP,
+                &s,
+                ShapeErrorKind::Dimension,
+                format!("slice size {z} of axis {i} is outside 0..={o}"),
+            ));
+        }
+    }
+    for c in &d.collapsed_slice_dims {
+        if a.slice_sizes[*c as usize] > 1 {
+            return Err(bad(
+                OP,
+                &s,
+                ShapeErrorKind::Dimension,
+                format!(
+                    "collapsed axis {c} has slice size {}",
+                    a.slice_sizes[*c as usize]
+                ),
+            ));
+        }
+    }
+    let window: Vec<i64> = (0..od.len())
+        .filter(|i| !d.collapsed_slice_dims.contains(&(*i as i64)))
+        .map(|i| a.slice_sizes[i])
+        .collect();
+    if d.offset_dims.len() != window.len() {
+        return Err(bad(
+            OP,
+            &s,
+            ShapeErrorKind::Attribute,
+            format!(
+                "offset_dims {:?} must name {} output axes (the uncollapsed slice axes)",
+                d.offset_dims,
+                window.len()
+            ),
+        ));
+    }
+    let rank = batch.len() + window.len();
+    axes_ok(OP, &s, "offset_dims", &d.offset_dims, rank, true)?;
+    let (mut b, mut w) = (batch.into_iter(), window.into_iter());
+    let out: Vec<i64> = (0..rank as i64)
+        .map(|i| {
+            if d.offset_dims.contains(&i) {
+                w.next()
+            } else {
+                b.next()
+            }
+            .expect("counted")
+        })
+        .collect();
+    Ok(Shape::array(ty, &out))
+}
+
+/// Scatter rule (XLA's semantics): `n` inputs of equal dimensions, the indices, `n`
+/// updates; the update computation (when given) maps `2n` scalars (old values, then
+/// new ones) to `n`. The result is the inputs' shapes (a tuple when `n > 1`).
+pub fn infer_scatter(
+    operands: &[&Shape],
+    a: &ScatterAttrs,
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "scatter";
+    if operands.len() < 3 || operands.len() % 2 == 0 {
+        return Err(bad(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            format!(
+                "takes n inputs, the indices and n updates; got {} operands",
+                operands.len()
+            ),
+        ));
+    }
+    let n = (operands.len() - 1) / 2;
+    let (inputs, rest) = operands.split_at(n);
+    let (indices, updates) = (rest[0], &rest[1..]);
+    let (_, od) = array_of(OP, inputs[0])?;
+    let d = &a.dims;
+    let (batch, len) = index_parts(OP, operands, indices, d.index_vector_dim)?;
+    if len != d.scatter_dims_to_operand_dims.len() as i64 {
+        return Err(bad(
+            OP,
+            operands,
+            ShapeErrorKind::Dimension,
+            format!(
+                "index vectors have {len} entries, scatter_dims_to_operand_dims names {}",
+                d.scatter_dims_to_operand_dims.len()
+            ),
+        ));
+    }
+    axes_ok(
+        OP,
+        operands,
+        "scatter_dims_to_operand_dims",
+        &d.scatter_dims_to_operand_dims,
+        od.len(),
+        false,
+    )?;
+    axes_ok(
+        OP,
+        operands,
+        "inserted_window_dims",
+        &d.inserted_window_dims,
+        od.len(),
+        true,
+    )?;
+    let window_axes: Vec<usize> = (0..od.len())
+        .filter(|i| !d.inserted_window_dims.contains(&(*i as i64)))
+        .collect();
+    let mut types = Vec::with_capacity(n);
+    for (x, u) in inputs.iter().zip(updates.iter()) {
+        let (t, xd) = array_of(OP, x)?;
+        let (ut, ud) = array_of(OP, u)?;
+        if xd != od {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "all inputs must have the same dimensions".into(),
+            ));
+        }
+        if ut != t {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::ElementType,
+                format!("an update is {ut}, its input {t}"),
+            ));
+        }
+        if d.update_window_dims.len() != window_axes.len()
+            || ud.len() != batch.len() + window_axes.len()
+        {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::Rank,
+                format!(
+                    "updates must have rank {} ({} scatter axes + {} window axes), got {u}",
+                    batch.len() + window_axes.len(),
+                    batch.len(),
+                    window_axes.len()
+                ),
+            ));
+        }
+        axes_ok(
+            OP,
+            operands,
+            "update_window_dims",
+            &d.update_window_dims,
+            ud.len(),
+            true,
+        )?;
+        let scatter_sizes: Vec<i64> = (0..ud.len())
+            .filter(|i| !d.update_window_dims.contains(&(*i as i64)))
+            .map(|i| ud[i])
+            .collect();
+        if scatter_sizes != batch {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                format!(
+                    "the updates' scatter axes {scatter_sizes:?} differ from the indices' {batch:?}"
+                ),
+            ));
+        }
+        for (k, w) in d.update_window_dims.iter().enumerate() {
+            if ud[*w as usize] > od[window_axes[k]] {
+                return Err(bad(
+                    OP,
+                    operands,
+                    ShapeErrorKind::Dimension,
+                    format!(
+                        "update window axis {w} ({}) is larger than operand axis {}",
+                        ud[*w as usize], window_axes[k]
+                    ),
+                ));
+            }
+        }
+        types.push(t);
+    }
+    let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
+    if let Some((params, result)) = body {
+        let want: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+        let want_r = if n == 1 {
+            scalars[0].clone()
+        } else {
+            Shape::Tuple(scalars.clone())
+        };
+        if *params != want || *result != want_r {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!(
+                    "the update computation must map {} scalars to {want_r}",
+                    want.len()
+                ),
+            ));
+        }
+    }
+    Ok(if n == 1 {
+        inputs[0].clone()
+    } else {
+        Shape::Tuple(inputs.iter().map(|s| (*s).clone()).collect())
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Lowering and text.
+
+pub(crate) fn lower_gather(a: &GatherAttrs, p: &mut proto::HloInstructionProto) {
+    p.gather_dimension_numbers = Some(proto::GatherDimensionNumbers {
+        offset_dims: a.dims.offset_dims.clone(),
+        collapsed_slice_dims: a.dims.collapsed_slice_dims.clone(),
+        start_index_map: a.dims.start_index_map.clone(),
+        index_vector_dim: a.dims.index_vector_dim,
+        ..Default::default()
+    });
+    p.gather_slice_sizes = a.slice_sizes.clone();
+    p.indices_are_sorted = a.indices_are_sorted;
+}
+
+pub(crate) fn raise_gather(p: &proto::HloInstructionProto) -> Result<GatherAttrs, String> {
+    let g = p
+        .gather_dimension_numbers
+        .as_ref()
+        .ok_or("a gather without dimension numbers")?;
+    if !g.operand_batching_dims.is_empty() || !g.start_indices_batching_dims.is_empty() {
+        return Err("gather batching dimensions are not supported yet".into());
+    }
+    Ok(GatherAttrs {
+        dims: GatherDims {
+            offset_dims: g.offset_dims.clone(),
+            collapsed_slice_dims: g.collapsed_slice_dims.clone(),
+            start_index_map: g.start_index_map.clone(),
+            index_vector_dim: g.index_vector_dim,
+        },
+        slice_sizes: p.gather_slice_sizes.clone(),
+        indices_are_sorted: p.indices_are_sorted,
+    })
+}
+
+pub(crate) fn lower_scatter(a: &ScatterAttrs, p: &mut proto::HloInstructionProto) {
+    p.scatter_dimension_numbers = Some(proto::ScatterDimensionNumbers {
+        update_window_dims: a.dims.update_window_dims.clone(),
+        inserted_window_dims: a.dims.inserted_window_dims.clone(),
+        scatter_dims_to_operand_dims: a.dims.scatter_dims_to_operand_dims.clone(),
+        index_vector_dim: a.dims.index_vector_dim,
+        ..Default::default()
+    });
+    p.indices_are_sorted = a.indices_are_sorted;
+    p.unique_indices = a.unique_indices;
+}
+
+pub(crate) fn raise_scatter(p: &proto::HloInstructionProto) -> Result<ScatterAttrs, String> {
+    let s = p
+        .scatter_dimension_numbers
+        .as_ref()
+        .ok_or("a scatter without dimension numbers")?;
+    if !s.input_batching_dims.is_empty() || !s.scatter_indices_batching_dims.is_empty() {
+        return Err("scatter batching dimensions are not supported yet".into());
+    }
+    Ok(ScatterAttrs {
+        dims: ScatterDims {
+            update_window_dims: s.update_window_dims.clone(),
+            inserted_window_dims: s.inserted_window_dims.clone(),
+            scatter_dims_to_operand_dims: s.scatter_dims_to_operand_dims.clone(),
+            index_vector_dim: s.index_vector_dim,
+        },
+        indices_are_sorted: p.indices_are_sorted,
+        unique_indices: p.unique_indices,
+    })
+}
+
+fn list(v: &[i64]) -> String {
+    let parts: Vec<String> = v.iter().map(i64::to_string).collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+pub(crate) fn text_gather(a: &GatherAttrs) -> String {
+    let d = &a.dims;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        ", offset_dims={}, collapsed_slice_dims={}, start_index_map={}, index_vector_dim={}, slice_sizes={}",
+        list(&d.offset_dims),
+        list(&d.collapsed_slice_dims),
+        list(&d.start_index_map),
+        d.index_vector_dim,
+        list(&a.slice_sizes)
+    );
+    if a.indices_are_sorted {
+        out.push_str(", indices_are_sorted=true");
+    }
+    out
+}
+
+pub(crate) fn text_scatter(a: &ScatterAttrs) -> String {
+    let d = &a.dims;
+    let mut out = format!(
+        ", update_window_dims={}, inserted_window_dims={}, scatter_dims_to_operand_dims={}, index_vector_dim={}",
+        list(&d.update_window_dims),
+        list(&d.inserted_window_dims),
+        list(&d.scatter_dims_to_operand_dims),
+        d.index_vector_dim
+    );
+    if a.indices_are_sorted {
+        out.push_str(", indices_are_sorted=true");
+    }
+    if a.unique_indices {
+        out.push_str(", unique_indices=true");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------
+// Builder methods.
+
+impl Op {
+    /// XLA's Gather: slices of `slice_sizes` of this array at the starts given by
+    /// `indices`, arranged as `dims` says. See [`infer_gather`] for the result shape.
+    #[track_caller]
+    pub fn gather(
+        &self,
+        indices: &Op,
+        dims: &GatherDims,
+        slice_sizes: &[i64],
+        indices_are_sorted: bool,
+    ) -> Op {
+        let attrs = GatherAttrs {
+            dims: dims.clone(),
+            slice_sizes: slice_sizes.to_vec(),
+            indices_are_sorted,
+        };
+        self.builder().emit(
+            OpKind::Gather(Box::new(attrs)),
+            &[self, indices],
+            None,
+            Location::caller(),
+        )
+    }
+
+    /// Numpy's `take` along `axis`: the result is this array with `axis` replaced by
+    /// the axes of `indices` (integers; out-of-range indices are clamped, as XLA's
+    /// gather does).
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("take");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 5]), "x");
+    /// let i = b.parameter(1, Shape::of::<i32>(&[2, 3]), "i");
+    /// assert_eq!(x.take(&i, 1).dims()?, vec![4, 2, 3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn take(&self, indices: &Op, axis: i64) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let (s, is) = match (self.shape(), indices.shape()) {
+            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
+            (Err(_), _) => return self.clone(),
+            (_, Err(_)) => return indices.clone(),
+            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
+            _ => return b.fail_not_array(indices, "gather", loc),
+        };
+        let a = match resolve_axis("gather", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return b.fail(e, loc),
+        };
+        let (r, ir) = (s.rank(), is.rank());
+        let mut slice_sizes = s.dims().to_vec();
+        slice_sizes[a] = 1;
+        let offset_dims: Vec<i64> = (0..a).chain(a + ir..r + ir - 1).map(|i| i as i64).collect();
+        let dims = GatherDims {
+            offset_dims,
+            collapsed_slice_dims: vec![a as i64],
+            start_index_map: vec![a as i64],
+            index_vector_dim: ir as i64,
+        };
+        let attrs = GatherAttrs {
+            dims,
+            slice_sizes,
+            indices_are_sorted: false,
+        };
+        b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
+    }
+}
+
+impl Builder {
+    /// XLA's Scatter: `inputs` with the windows of `updates` combined in at the
+    /// starts given by `indices` (`combine(old, new)` per element, e.g. `old + new`
+    /// for a scatter-add), arranged as `dims` says. Returns the updated inputs. The
+    /// combiner may use scalar values from outside it.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn scatter(
+        &self,
+        inputs: &[&Op],
+        indices: &Op,
+        updates: &[&Op],
+        dims: &ScatterDims,
+        indices_are_sorted: bool,
+        unique_indices: bool,
+        combine: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
+    ) -> Vec<Op> {
+        let loc = Location::caller();
+        let n = inputs.len().max(1);
+        let failed = |op: Op| vec![op; n];
+        let all: Vec<&Op> = inputs
+            .iter()
+            .copied()
+            .chain([indices])
+            .chain(updates.iter().copied())
+            .collect();
+        let target = match self.target(&all, "scatter", loc) {
+            Ok(t) => t,
+            Err(f) => return failed(f),
+        };
+        let attrs = ScatterAttrs {
+            dims: dims.clone(),
+            indices_are_sorted,
+            unique_indices,
+        };
+        let shapes: Vec<Shape> = all.iter().map(|o| o.shape().expect("checked")).collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        if let Err(e) = infer_scatter(&refs, &attrs, None) {
+            return failed(self.fail(e, loc));
+        }
+        let n = inputs.len();
+        let types: Vec<ElementType> = shapes[..n]
+            .iter()
+            .map(|s| s.element_type().expect("checked"))
+            .collect();
+        let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
+        let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+        let (comp, mut roots) = match self.body(target, "combine", &params, loc, |_, p| {
+            combine(&p[..n], &p[n..])
+        }) {
+            Ok(r) => r,
+            Err(f) => return failed(f),
+        };
+        if roots.len() != n {
+            return failed(self.fail(
+                ShapeError::new(
+                    "scatter",
+                    &refs,
+                    ShapeErrorKind::Body,
+                    format!(
+                        "the combiner must return {n} values, it returns {}",
+                        roots.len()
+                    ),
+                ),
+                loc,
+            ));
+        }
+        // Captured scalars travel as one more input and update each, every element
+        // the value; the combiner passes the value on.
+        let captures: Vec<Value> = self
+            .g
+            .borrow()
+            .comp(comp)
+            .captures
+            .keys()
+            .copied()
+            .collect();
+        for c in &captures {
+            let s = self.g.borrow().value_shape(target, *c).clone();
+            if !(s.is_array() && s.rank() == 0) {
+                return failed(self.fail(
+                    ShapeError::new("scatter", &[&s], ShapeErrorKind::Body, format!("a scatter combiner can use outside values that are scalars; it uses a {s}")),
+                    loc,
+                ));
+            }
+        }
+        let k = captures.len();
+        {
+            let mut g = self.g.borrow_mut();
+            let g = &mut *g;
+            if k > 0 {
+                let c = g.comp_mut(comp);
+                let old: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
+                let mut old_caps = Vec::with_capacity(k);
+                for j in 0..k {
+                    let copy = c.instrs[old[2 * n + j] as usize].clone();
+                    c.instrs.push(copy);
+                    old_caps.push(c.instrs.len() as u32 - 1);
+                    roots.push(Value::of(old[2 * n + j]));
+                }
+                let order: Vec<u32> = old[..n]
+                    .iter()
+                    .chain(&old_caps)
+                    .chain(&old[n..])
+                    .copied()
+                    .collect();
+                for (number, i) in order.iter().enumerate() {
+                    if let OpKind::Parameter { number: num, .. } = &mut c.instrs[*i as usize].kind {
+                        *num = number as u32;
+                    }
+                }
+                c.params = order.into_iter().map(Some).collect();
+            }
+            let root = if roots.len() == 1 {
+                roots[0]
+            } else {
+                match g.push(
+                    comp,
+                    OpKind::Tuple,
+                    roots.iter().copied().collect::<Operands>(),
+                    None,
+                    loc,
+                ) {
+                    Ok(v) => v,
+                    Err(e) => return failed(self.fail(e, loc)),
+                }
+            };
+            g.comp_mut(comp).root = Some(root);
+        }
+        let (in_dims, up_dims) = (shapes[0].dims().to_vec(), shapes[n + 1].dims().to_vec());
+        let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
+        let cap_in: Vec<Op> = caps
+            .iter()
+            .map(|c| c.broadcast_to_at(&in_dims, loc))
+            .collect();
+        let cap_up: Vec<Op> = caps
+            .iter()
+            .map(|c| c.broadcast_to_at(&up_dims, loc))
+            .collect();
+        let operands: Vec<&Op> = inputs
+            .iter()
+            .copied()
+            .chain(&cap_in)
+            .chain([indices])
+            .chain(updates.iter().copied())
+            .chain(&cap_up)
+            .collect();
+        let r = self.emit(
+            OpKind::Scatter {
+                attrs: Box::new(attrs),
+                body: comp,
+            },
+            &operands,
+            None,
+            loc,
+        );
+        if r.is_poisoned() {
+            return failed(r);
+        }
+        if n + k == 1 {
+            return vec![r];
+        }
+        (0..n)
+            .map(|i| {
+                self.op(
+                    r.comp,
+                    Value {
+                        instr: r.v.instr,
+                        result: i as u32,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_rule_for_take() {
+        // take(x[4,5], i[2,3], axis 1) = [4, 2, 3]
+        let x = Shape::of::<f32>(&[4, 5]);
+        let i = Shape::of::<i32>(&[2, 3]);
+        let a = GatherAttrs {
+            dims: GatherDims {
+                offset_dims: vec![0],
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![1],
+                index_vector_dim: 2,
+            },
+            slice_sizes: vec![4, 1],
+            indices_are_sorted: false,
+        };
+        assert_eq!(
+            infer_gather(&x, &i, &a).unwrap(),
+            Shape::of::<f32>(&[4, 2, 3])
+        );
+        let mut b = a.clone();
+        b.slice_sizes = vec![4, 2];
+        assert_eq!(
+            infer_gather(&x, &i, &b).unwrap_err().kind,
+            ShapeErrorKind::Dimension
+        );
+        let mut c = a.clone();
+        c.dims.offset_dims = vec![3];
+        assert_eq!(
+            infer_gather(&x, &i, &c).unwrap_err().kind,
+            ShapeErrorKind::Axis
+        );
+        assert!(infer_gather(&x, &Shape::of::<f32>(&[2]), &a).is_err());
+    }
+
+    #[test]
+    fn scatter_rule() {
+        // Scatter-add rows: x[5,3], indices [2] (index_vector_dim 1 = rank), updates [2,3].
+        let x = Shape::of::<f32>(&[5, 3]);
+        let i = Shape::of::<i32>(&[2]);
+        let u = Shape::of::<f32>(&[2, 3]);
+        let a = ScatterAttrs {
+            dims: ScatterDims {
+                update_window_dims: vec![1],
+                inserted_window_dims: vec![0],
+                scatter_dims_to_operand_dims: vec![0],
+                index_vector_dim: 1,
+            },
+            indices_are_sorted: false,
+            unique_indices: false,
+        };
+        assert_eq!(infer_scatter(&[&x, &i, &u], &a, None).unwrap(), x);
+        assert!(infer_scatter(&[&x, &i, &Shape::of::<f32>(&[3, 3])], &a, None).is_err());
+        assert!(infer_scatter(&[&x, &i, &Shape::of::<f32>(&[2, 4])], &a, None).is_err());
+        assert!(infer_scatter(&[&x, &i], &a, None).is_err());
+    }
+}

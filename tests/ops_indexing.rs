@@ -1,0 +1,149 @@
+//! Gather and scatter on the real plugin against plain-Rust indexing: numpy `take`
+//! along each axis (with XLA's clamping of out-of-range starts), a gather of single
+//! elements at (row, column) pairs, scatter-add with repeated indices, and a
+//! combiner using an outside scalar.
+
+mod common;
+
+use common::*;
+use xlaclient::ops::indexing::{GatherDims, ScatterDims};
+use xlaclient::{Builder, Shape};
+
+#[test]
+fn take_along_each_axis() {
+    let dims = [3i64, 4];
+    let xs: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let idx = [2i32, 0, 2, 7, -1]; // 7 and -1 are clamped into range
+    for axis in 0..2usize {
+        let b = Builder::new("take");
+        let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
+        let i = b.parameter(1, Shape::of::<i32>(&[5]), "i");
+        let y = x.take(&i, axis as i64);
+        let m = b.build(&y).unwrap();
+        let got = run1::<f32>(&m, &[&upload(&xs, &dims), &upload(&idx, &[5])]);
+        let n = dims[axis] as i32;
+        let mut want = Vec::new();
+        if axis == 0 {
+            for k in idx {
+                let r = k.clamp(0, n - 1) as usize;
+                want.extend_from_slice(&xs[r * 4..r * 4 + 4]);
+            }
+        } else {
+            for r in 0..3 {
+                for k in idx {
+                    want.push(xs[r * 4 + k.clamp(0, n - 1) as usize]);
+                }
+            }
+        }
+        assert_eq!(got, want, "axis {axis}");
+    }
+}
+
+#[test]
+fn gather_elements_at_index_pairs() {
+    let b = Builder::new("pairs");
+    let x = b.parameter(0, Shape::of::<f32>(&[3, 4]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[5, 2]), "i");
+    let dims = GatherDims {
+        offset_dims: vec![],
+        collapsed_slice_dims: vec![0, 1],
+        start_index_map: vec![0, 1],
+        index_vector_dim: 1,
+    };
+    let y = x.gather(&i, &dims, &[1, 1], false);
+    assert_eq!(y.dims().unwrap(), vec![5]);
+    let m = b.build(&y).unwrap();
+    let xs: Vec<f32> = (0..12).map(|v| v as f32 * 10.0).collect();
+    let pairs = [0i32, 0, 2, 3, 1, 1, 2, 0, 0, 3];
+    let got = run1::<f32>(&m, &[&upload(&xs, &[3, 4]), &upload(&pairs, &[5, 2])]);
+    let want: Vec<f32> = pairs
+        .chunks(2)
+        .map(|p| xs[(p[0] * 4 + p[1]) as usize])
+        .collect();
+    assert_eq!(got, want);
+}
+
+fn row_scatter() -> ScatterDims {
+    ScatterDims {
+        update_window_dims: vec![1],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: 1,
+    }
+}
+
+#[test]
+fn scatter_add_accumulates_repeated_rows() {
+    let b = Builder::new("scatter_add");
+    let x = b.parameter(0, Shape::of::<f32>(&[4, 2]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[3]), "i");
+    let u = b.parameter(2, Shape::of::<f32>(&[3, 2]), "u");
+    let out = b.scatter(
+        &[&x],
+        &i,
+        &[&u],
+        &row_scatter(),
+        false,
+        false,
+        |old, new| vec![&old[0] + &new[0]],
+    );
+    let m = b.build(&out[0]).unwrap();
+    let xs = [1f32; 8];
+    let idx = [2i32, 0, 2];
+    let us = [1f32, 2., 3., 4., 5., 6.];
+    let got = run1::<f32>(
+        &m,
+        &[
+            &upload(&xs, &[4, 2]),
+            &upload(&idx, &[3]),
+            &upload(&us, &[3, 2]),
+        ],
+    );
+    let mut want = xs.to_vec();
+    for (k, r) in idx.iter().enumerate() {
+        for c in 0..2 {
+            want[*r as usize * 2 + c] += us[k * 2 + c];
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_scatter_combiner_uses_an_outside_scalar() {
+    let b = Builder::new("scatter_scaled");
+    let x = b.parameter(0, Shape::of::<f32>(&[4, 2]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[2]), "i");
+    let u = b.parameter(2, Shape::of::<f32>(&[2, 2]), "u");
+    let k = b.parameter(3, Shape::of::<f32>(&[]), "k");
+    let out = b.scatter(&[&x], &i, &[&u], &row_scatter(), true, true, |old, new| {
+        vec![&old[0] + &(&new[0] * &k)]
+    });
+    let m = b.build(&out[0]).unwrap();
+    let got = run1::<f32>(
+        &m,
+        &[
+            &upload(&[0f32; 8], &[4, 2]),
+            &upload(&[1i32, 3], &[2]),
+            &upload(&[1f32, 2., 3., 4.], &[2, 2]),
+            &upload(&[10f32], &[]),
+        ],
+    );
+    assert_eq!(got, vec![0., 0., 10., 20., 0., 0., 30., 40.]);
+    // Modules with gather and scatter read back through the checks of foreign modules.
+    client()
+        .compile_hlo_bytes(&m.to_bytes(), &xlaclient::CompileOptions::new())
+        .unwrap();
+}
+
+#[test]
+fn scatter_rule_errors() {
+    let b = Builder::new("bad");
+    let x = b.parameter(0, Shape::of::<f32>(&[4, 2]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[3]), "i");
+    let u = b.parameter(2, Shape::of::<f32>(&[2, 2]), "u"); // 2 rows for 3 indices
+    let out = b.scatter(&[&x], &i, &[&u], &row_scatter(), false, false, |o, n| {
+        vec![&o[0] + &n[0]]
+    });
+    let e = b.build(&out[0]).unwrap_err().to_string();
+    assert!(e.contains("scatter"), "{e}");
+}
