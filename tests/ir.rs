@@ -214,6 +214,16 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::Reverse => x.reverse(&[1]),
         Opcode::Sort => x.sort_ascending(1),
         Opcode::Gather => x.take(&b.constant_vec(&[1i32, 0]), 1),
+        Opcode::BitcastConvert => x.bitcast_convert(ElementType::S32),
+        Opcode::RngBitGenerator => {
+            let key = b.constant_vec(&[1u64, 2]);
+            key.rng_bit_generator(
+                xlaclient::ops::random::RngAlgorithm::ThreeFry,
+                ElementType::U32,
+                &[2, 3],
+            )
+            .1
+        }
         Opcode::Scatter => {
             let dims = xlaclient::ops::indexing::ScatterDims {
                 update_window_dims: vec![1],

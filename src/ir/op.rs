@@ -11,6 +11,7 @@ use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
 use crate::ops::linalg::{self, DotDims};
+use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
 use crate::ops::{reduction, shape_ops, sorting, structural};
 use crate::proto;
@@ -165,6 +166,10 @@ opcodes! {
     Gather = "gather", Fixed(2);
     /// Combines update windows into arrays at many run-time starts.
     Scatter = "scatter", Variadic;
+    /// The same bits as another element type.
+    BitcastConvert = "bitcast-convert", Fixed(1);
+    /// Random bits from a counter-based generator state; gives the next state too.
+    RngBitGenerator = "rng-bit-generator", Fixed(1);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -264,6 +269,14 @@ pub enum OpKind {
     },
     /// Gather of the operand at the indices.
     Gather(Box<GatherAttrs>),
+    /// Bitcast to the instruction's element type.
+    BitcastConvert,
+    /// Random bits of the second result's shape from the state operand; results
+    /// `(new state, bits)`.
+    RngBitGenerator {
+        /// The generator.
+        algorithm: RngAlgorithm,
+    },
     /// Scatter: `n` inputs, the indices, `n` updates, combined by `body`; several
     /// results when `n > 1`.
     Scatter {
@@ -302,6 +315,8 @@ impl OpKind {
             OpKind::Reverse { .. } => Opcode::Reverse,
             OpKind::Sort { .. } => Opcode::Sort,
             OpKind::Gather(_) => Opcode::Gather,
+            OpKind::BitcastConvert => Opcode::BitcastConvert,
+            OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
         }
     }
@@ -313,6 +328,7 @@ impl OpKind {
             OpKind::Reduce { .. } => n_operands > 2,
             OpKind::Sort { .. } => n_operands > 1,
             OpKind::Scatter { .. } => n_operands > 3,
+            OpKind::RngBitGenerator { .. } => true,
             _ => false,
         }
     }
@@ -371,6 +387,8 @@ impl OpKind {
                 comparator,
             } => (dimension, stable, comparator).hash(h),
             OpKind::Gather(a) => a.hash(h),
+            OpKind::BitcastConvert => {}
+            OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
         }
     }
@@ -451,6 +469,27 @@ pub fn infer(
             ..
         } => sorting::infer_sort(operands, *dimension, sigs.signature(*comparator).as_ref()),
         OpKind::Gather(a) => indexing::infer_gather(operands[0], operands[1], a),
+        OpKind::BitcastConvert => {
+            let to = need_target()?.element_type().ok_or_else(|| {
+                ShapeError::new(
+                    "bitcast-convert",
+                    operands,
+                    ShapeErrorKind::ElementType,
+                    "converts to an array type",
+                )
+            })?;
+            random::infer_bitcast_convert(operands[0], to)
+        }
+        OpKind::RngBitGenerator { algorithm } => {
+            // The target is the bits' shape (from the builder) or the whole tuple
+            // (from a finished module).
+            let t = need_target()?;
+            let bits = match t {
+                Shape::Tuple(e) if e.len() == 2 => &e[1],
+                s => s,
+            };
+            random::infer_rng_bit_generator(operands[0], *algorithm, bits)
+        }
         OpKind::Scatter { attrs, body } => {
             indexing::infer_scatter(operands, attrs, sigs.signature(*body).as_ref())
         }
@@ -497,6 +536,8 @@ pub(crate) fn lower_attrs(
             p.called_computation_ids = vec![comp_id(*comparator)];
         }
         OpKind::Gather(a) => indexing::lower_gather(a, p),
+        OpKind::BitcastConvert => {}
+        OpKind::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.to_proto(),
         OpKind::Scatter { attrs, body } => {
             indexing::lower_scatter(attrs, p);
             p.called_computation_ids = vec![comp_id(*body)];
@@ -605,6 +646,10 @@ pub(crate) fn raise(
             }
         }
         Opcode::Gather => OpKind::Gather(Box::new(indexing::raise_gather(p)?)),
+        Opcode::BitcastConvert => OpKind::BitcastConvert,
+        Opcode::RngBitGenerator => OpKind::RngBitGenerator {
+            algorithm: RngAlgorithm::from_proto(p.rng_algorithm)?,
+        },
         Opcode::Scatter => OpKind::Scatter {
             attrs: Box::new(indexing::raise_scatter(p)?),
             body: comp_index(p.called_computation_ids[0])
@@ -688,6 +733,9 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
             let _ = write!(out, ", to_apply=%{}", comp_name(*comparator));
         }
         OpKind::Gather(a) => out.push_str(&indexing::text_gather(a)),
+        OpKind::RngBitGenerator { algorithm } => {
+            let _ = write!(out, ", algorithm={}", algorithm.hlo_name());
+        }
         OpKind::Scatter { attrs, body } => {
             out.push_str(&indexing::text_scatter(attrs));
             let _ = write!(out, ", to_apply=%{}", comp_name(*body));
