@@ -215,6 +215,7 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::Sort => x.sort_ascending(1),
         Opcode::Gather => x.take(&b.constant_vec(&[1i32, 0]), 1),
         Opcode::BitcastConvert => x.bitcast_convert(ElementType::S32),
+        Opcode::ReduceWindow => x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1); 2]),
         Opcode::RngBitGenerator => {
             let key = b.constant_vec(&[1u64, 2]);
             key.rng_bit_generator(

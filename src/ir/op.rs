@@ -13,6 +13,7 @@ use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
 use crate::ops::linalg::{self, DotDims};
 use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
+use crate::ops::window::{self, WindowDim};
 use crate::ops::{reduction, shape_ops, sorting, structural};
 use crate::proto;
 use crate::shape::Shape;
@@ -170,6 +171,8 @@ opcodes! {
     BitcastConvert = "bitcast-convert", Fixed(1);
     /// Random bits from a counter-based generator state; gives the next state too.
     RngBitGenerator = "rng-bit-generator", Fixed(1);
+    /// Reduces each window of arrays with a combiner computation (pooling).
+    ReduceWindow = "reduce-window", Even;
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -271,6 +274,14 @@ pub enum OpKind {
     Gather(Box<GatherAttrs>),
     /// Bitcast to the instruction's element type.
     BitcastConvert,
+    /// Reduce-window: `n` inputs then `n` initial values; several results when
+    /// `n > 1`.
+    ReduceWindow {
+        /// One entry per axis.
+        window: Box<[WindowDim]>,
+        /// The combiner computation.
+        body: CompId,
+    },
     /// Random bits of the second result's shape from the state operand; results
     /// `(new state, bits)`.
     RngBitGenerator {
@@ -316,6 +327,7 @@ impl OpKind {
             OpKind::Sort { .. } => Opcode::Sort,
             OpKind::Gather(_) => Opcode::Gather,
             OpKind::BitcastConvert => Opcode::BitcastConvert,
+            OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
             OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
         }
@@ -329,6 +341,7 @@ impl OpKind {
             OpKind::Sort { .. } => n_operands > 1,
             OpKind::Scatter { .. } => n_operands > 3,
             OpKind::RngBitGenerator { .. } => true,
+            OpKind::ReduceWindow { .. } => n_operands > 2,
             _ => false,
         }
     }
@@ -338,7 +351,7 @@ impl OpKind {
         match self {
             OpKind::Reduce { body, .. } | OpKind::Call { body } => Some(*body),
             OpKind::Sort { comparator, .. } => Some(*comparator),
-            OpKind::Scatter { body, .. } => Some(*body),
+            OpKind::Scatter { body, .. } | OpKind::ReduceWindow { body, .. } => Some(*body),
             _ => None,
         }
     }
@@ -351,7 +364,8 @@ impl OpKind {
             | OpKind::Sort {
                 comparator: body, ..
             }
-            | OpKind::Scatter { body, .. } => *body = f(*body),
+            | OpKind::Scatter { body, .. }
+            | OpKind::ReduceWindow { body, .. } => *body = f(*body),
             _ => {}
         }
     }
@@ -389,6 +403,7 @@ impl OpKind {
             OpKind::Gather(a) => a.hash(h),
             OpKind::BitcastConvert => {}
             OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
+            OpKind::ReduceWindow { window, body } => (window, body).hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
         }
     }
@@ -480,6 +495,9 @@ pub fn infer(
             })?;
             random::infer_bitcast_convert(operands[0], to)
         }
+        OpKind::ReduceWindow { window, body } => {
+            window::infer_reduce_window(operands, window, sigs.signature(*body).as_ref())
+        }
         OpKind::RngBitGenerator { algorithm } => {
             // The target is the bits' shape (from the builder) or the whole tuple
             // (from a finished module).
@@ -538,6 +556,10 @@ pub(crate) fn lower_attrs(
         OpKind::Gather(a) => indexing::lower_gather(a, p),
         OpKind::BitcastConvert => {}
         OpKind::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.to_proto(),
+        OpKind::ReduceWindow { window, body } => {
+            p.window = Some(window::window_proto(window));
+            p.called_computation_ids = vec![comp_id(*body)];
+        }
         OpKind::Scatter { attrs, body } => {
             indexing::lower_scatter(attrs, p);
             p.called_computation_ids = vec![comp_id(*body)];
@@ -577,7 +599,7 @@ pub(crate) fn raise(
     };
     calls(usize::from(matches!(
         op,
-        Opcode::Reduce | Opcode::Call | Opcode::Sort | Opcode::Scatter
+        Opcode::Reduce | Opcode::Call | Opcode::Sort | Opcode::Scatter | Opcode::ReduceWindow
     )))?;
     let index = || -> Result<u32, String> {
         u32::try_from(p.tuple_index)
@@ -647,6 +669,11 @@ pub(crate) fn raise(
         }
         Opcode::Gather => OpKind::Gather(Box::new(indexing::raise_gather(p)?)),
         Opcode::BitcastConvert => OpKind::BitcastConvert,
+        Opcode::ReduceWindow => OpKind::ReduceWindow {
+            window: window::raise_window(p)?.into(),
+            body: comp_index(p.called_computation_ids[0])
+                .ok_or("a reduce-window's body is not defined before it")?,
+        },
         Opcode::RngBitGenerator => OpKind::RngBitGenerator {
             algorithm: RngAlgorithm::from_proto(p.rng_algorithm)?,
         },
@@ -735,6 +762,10 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::Gather(a) => out.push_str(&indexing::text_gather(a)),
         OpKind::RngBitGenerator { algorithm } => {
             let _ = write!(out, ", algorithm={}", algorithm.hlo_name());
+        }
+        OpKind::ReduceWindow { window: w, body } => {
+            out.push_str(&window::text_window(w));
+            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
         }
         OpKind::Scatter { attrs, body } => {
             out.push_str(&indexing::text_scatter(attrs));

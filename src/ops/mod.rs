@@ -13,6 +13,7 @@
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
 //! | sorting | [`sorting`] | `sort` (several operands, comparator closure, stable), `sort_ascending` |
+//! | windows | [`window`] | `reduce-window` (pooling: `max_pool`, `sum_pool`) |
 //! | structural | [`structural`] | `parameter`, `constant`, `tuple`, `call` |
 //!
 //! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
@@ -26,6 +27,7 @@ pub mod shape_ops;
 pub mod slicing;
 pub mod sorting;
 pub mod structural;
+pub mod window;
 
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::shape::Shape;

@@ -1,0 +1,365 @@
+//! Windowed ops: XLA's `reduce-window` (pooling) with its window (sizes, strides,
+//! padding, base and window dilations), and helpers `max_pool`/`sum_pool`.
+
+use std::fmt::Write;
+use std::panic::Location;
+
+use super::array_of;
+use super::elementwise::{BinaryOp, Scalar};
+use crate::builder::Op;
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+/// One axis of a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WindowDim {
+    /// Window size (at least 1).
+    pub size: i64,
+    /// Step between windows (at least 1).
+    pub stride: i64,
+    /// Padding before the first element (negative cuts).
+    pub padding_low: i64,
+    /// Padding after the last element (negative cuts).
+    pub padding_high: i64,
+    /// Spacing of the window's taps (at least 1).
+    pub window_dilation: i64,
+    /// Spacing of the base's elements (at least 1).
+    pub base_dilation: i64,
+}
+
+impl WindowDim {
+    /// A window of `size` moving by `stride`, no padding or dilation.
+    pub fn new(size: i64, stride: i64) -> Self {
+        WindowDim {
+            size,
+            stride,
+            padding_low: 0,
+            padding_high: 0,
+            window_dilation: 1,
+            base_dilation: 1,
+        }
+    }
+
+    /// The number of window positions over an axis of `n` elements, or why none.
+    pub fn output_size(&self, n: i64) -> Result<i64, String> {
+        if self.size < 1 || self.stride < 1 || self.window_dilation < 1 || self.base_dilation < 1 {
+            return Err(format!(
+                "window {self:?}: size, stride and dilations must be at least 1"
+            ));
+        }
+        let over = || format!("window {self:?} overflows");
+        let base = if n == 0 {
+            0
+        } else {
+            (n - 1)
+                .checked_mul(self.base_dilation)
+                .and_then(|x| x.checked_add(1))
+                .ok_or_else(over)?
+        };
+        let padded = base
+            .checked_add(self.padding_low)
+            .and_then(|x| x.checked_add(self.padding_high))
+            .ok_or_else(over)?;
+        if padded < 0 {
+            return Err(format!(
+                "window {self:?} cuts more than the axis's {n} elements"
+            ));
+        }
+        let win = (self.size - 1)
+            .checked_mul(self.window_dilation)
+            .and_then(|x| x.checked_add(1))
+            .ok_or_else(over)?;
+        Ok(if padded < win {
+            0
+        } else {
+            (padded - win) / self.stride + 1
+        })
+    }
+}
+
+pub(crate) fn window_proto(w: &[WindowDim]) -> proto::Window {
+    proto::Window {
+        dimensions: w
+            .iter()
+            .map(|d| proto::WindowDimension {
+                size: d.size,
+                stride: d.stride,
+                padding_low: d.padding_low,
+                padding_high: d.padding_high,
+                window_dilation: d.window_dilation,
+                base_dilation: d.base_dilation,
+                window_reversal: false,
+            })
+            .collect(),
+    }
+}
+
+pub(crate) fn raise_window(p: &proto::HloInstructionProto) -> Result<Vec<WindowDim>, String> {
+    let w = p.window.as_ref().ok_or("a windowed op without a window")?;
+    w.dimensions
+        .iter()
+        .map(|d| {
+            if d.window_reversal {
+                return Err("window reversal is not supported".to_string());
+            }
+            Ok(WindowDim {
+                size: d.size,
+                stride: d.stride,
+                padding_low: d.padding_low,
+                padding_high: d.padding_high,
+                window_dilation: d.window_dilation,
+                base_dilation: d.base_dilation,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn text_window(w: &[WindowDim]) -> String {
+    let field = |f: &dyn Fn(&WindowDim) -> String| w.iter().map(f).collect::<Vec<_>>().join("x");
+    let mut out = format!(", window={{size={}", field(&|d| d.size.to_string()));
+    if w.iter().any(|d| d.stride != 1) {
+        let _ = write!(out, " stride={}", field(&|d| d.stride.to_string()));
+    }
+    if w.iter().any(|d| d.padding_low != 0 || d.padding_high != 0) {
+        let _ = write!(
+            out,
+            " pad={}",
+            field(&|d| format!("{}_{}", d.padding_low, d.padding_high))
+        );
+    }
+    if w.iter().any(|d| d.base_dilation != 1) {
+        let _ = write!(
+            out,
+            " lhs_dilate={}",
+            field(&|d| d.base_dilation.to_string())
+        );
+    }
+    if w.iter().any(|d| d.window_dilation != 1) {
+        let _ = write!(
+            out,
+            " rhs_dilate={}",
+            field(&|d| d.window_dilation.to_string())
+        );
+    }
+    out.push('}');
+    out
+}
+
+/// Reduce-window rule: `n` input arrays of equal dimensions then `n` scalar initial
+/// values of their types, one [`WindowDim`] per axis; the body (when given) maps `2n`
+/// scalars to `n` (a scalar when `n == 1`). Each axis has
+/// [`WindowDim::output_size`] elements; the result is one array per input.
+pub fn infer_reduce_window(
+    operands: &[&Shape],
+    window: &[WindowDim],
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "reduce-window";
+    if operands.is_empty() || operands.len() % 2 != 0 {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "takes n inputs and n initial values",
+        ));
+    }
+    let n = operands.len() / 2;
+    let (inputs, inits) = operands.split_at(n);
+    let (_, dims) = array_of(OP, inputs[0])?;
+    if window.len() != dims.len() {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Attribute,
+            format!("{} window axes for rank {}", window.len(), dims.len()),
+        ));
+    }
+    let out: Vec<i64> = window
+        .iter()
+        .zip(dims)
+        .map(|(w, d)| w.output_size(*d))
+        .collect::<Result<_, _>>()
+        .map_err(|r| ShapeError::new(OP, operands, ShapeErrorKind::Attribute, r))?;
+    let mut types = Vec::with_capacity(n);
+    for (x, init) in inputs.iter().zip(inits) {
+        let (t, d) = array_of(OP, x)?;
+        let (it, id) = array_of(OP, init)?;
+        if d != dims {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "all inputs must have the same dimensions",
+            ));
+        }
+        if it != t || !id.is_empty() {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::ElementType,
+                format!("the initial value must be a {t} scalar, got {init}"),
+            ));
+        }
+        types.push(t);
+    }
+    if let Some((params, result)) = body {
+        let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
+        let want: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+        let want_r = if n == 1 {
+            scalars[0].clone()
+        } else {
+            Shape::Tuple(scalars)
+        };
+        if *params != want || *result != want_r {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("the body must map {} scalars to {want_r}", want.len()),
+            ));
+        }
+    }
+    let outs: Vec<Shape> = types.iter().map(|t| Shape::array(*t, &out)).collect();
+    Ok(if n == 1 {
+        outs.into_iter().next().expect("n == 1")
+    } else {
+        Shape::Tuple(outs)
+    })
+}
+
+impl Op {
+    /// XLA's ReduceWindow with one input: reduces each window of `window` (one
+    /// [`WindowDim`] per axis) starting from `init` with `body(acc, element)`.
+    #[track_caller]
+    pub fn reduce_window(
+        &self,
+        init: &Op,
+        window: &[WindowDim],
+        body: impl FnOnce(&Op, &Op) -> Op,
+    ) -> Op {
+        self.reduce_window_at(init, window, Location::caller(), body)
+    }
+
+    fn reduce_window_at(
+        &self,
+        init: &Op,
+        window: &[WindowDim],
+        loc: &'static Location<'static>,
+        body: impl FnOnce(&Op, &Op) -> Op,
+    ) -> Op {
+        let b = self.builder();
+        let target = match b.target(&[self, init], "reduce-window", loc) {
+            Ok(t) => t,
+            Err(f) => return f,
+        };
+        let (s, is) = (
+            self.shape().expect("checked"),
+            init.shape().expect("checked"),
+        );
+        if let Err(e) = infer_reduce_window(&[&s, &is], window, None) {
+            return b.fail(e, loc);
+        }
+        let ty = s.element_type().expect("checked");
+        let scalar = Shape::scalar(ty);
+        let (comp, roots) = match b.body(
+            target,
+            &format!("reduce_window_{ty}"),
+            &[scalar.clone(), scalar],
+            loc,
+            |_, p| vec![body(&p[0], &p[1])],
+        ) {
+            Ok(r) => r,
+            Err(f) => return f,
+        };
+        if !b.g.borrow().comp(comp).captures.is_empty() {
+            return b.fail(
+                ShapeError::new(
+                    "reduce-window",
+                    &[&s],
+                    ShapeErrorKind::Body,
+                    "a reduce-window body cannot use values from outside it yet",
+                ),
+                loc,
+            );
+        }
+        b.g.borrow_mut().comp_mut(comp).root = Some(roots[0]);
+        b.emit(
+            OpKind::ReduceWindow {
+                window: window.into(),
+                body: comp,
+            },
+            &[self, init],
+            None,
+            loc,
+        )
+    }
+
+    /// Max pooling: the maximum of each window (padding counts as −∞ for floats, the
+    /// type's minimum for integers).
+    #[track_caller]
+    pub fn max_pool(&self, window: &[WindowDim]) -> Op {
+        self.pool(window, BinaryOp::Maximum, Location::caller())
+    }
+
+    /// Sum pooling: the sum of each window (padding counts as 0).
+    #[track_caller]
+    pub fn sum_pool(&self, window: &[WindowDim]) -> Op {
+        self.pool(window, BinaryOp::Add, Location::caller())
+    }
+
+    fn pool(&self, window: &[WindowDim], op: BinaryOp, loc: &'static Location<'static>) -> Op {
+        let ty = match self.element_type() {
+            Ok(t) => t,
+            Err(_) => return self.builder().fail_not_array(self, "reduce-window", loc),
+        };
+        let init = match op {
+            BinaryOp::Maximum if ty.is_float() => Scalar::Float(f64::NEG_INFINITY),
+            BinaryOp::Maximum => match ty {
+                ElementType::S8 => Scalar::Int(i8::MIN.into()),
+                ElementType::S16 => Scalar::Int(i16::MIN.into()),
+                ElementType::S32 => Scalar::Int(i32::MIN.into()),
+                ElementType::S64 => Scalar::Int(i64::MIN),
+                _ => Scalar::Int(0),
+            },
+            _ => Scalar::Int(0),
+        };
+        let init = self.builder().scalar_of(ty, init, loc);
+        self.reduce_window_at(&init, window, loc, |a, e| a.binary(op, e, loc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_output_sizes() {
+        assert_eq!(WindowDim::new(2, 2).output_size(5).unwrap(), 2);
+        assert_eq!(WindowDim::new(3, 1).output_size(5).unwrap(), 3);
+        let padded = WindowDim {
+            padding_low: 1,
+            padding_high: 1,
+            ..WindowDim::new(3, 1)
+        };
+        assert_eq!(padded.output_size(5).unwrap(), 5);
+        let dilated = WindowDim {
+            window_dilation: 2,
+            ..WindowDim::new(2, 1)
+        };
+        assert_eq!(dilated.output_size(5).unwrap(), 3);
+        let base = WindowDim {
+            base_dilation: 2,
+            ..WindowDim::new(1, 1)
+        };
+        assert_eq!(base.output_size(3).unwrap(), 5);
+        assert_eq!(WindowDim::new(6, 1).output_size(5).unwrap(), 0);
+        assert!(WindowDim::new(0, 1).output_size(5).is_err());
+        let cut = WindowDim {
+            padding_low: -6,
+            ..WindowDim::new(1, 1)
+        };
+        assert!(cut.output_size(5).is_err());
+    }
+}

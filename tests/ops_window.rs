@@ -1,0 +1,105 @@
+//! Reduce-window (pooling) on the real plugin against plain-Rust windows: max and sum
+//! pooling with strides, padding and dilations.
+
+mod common;
+
+use common::*;
+use xlaclient::ops::window::WindowDim;
+use xlaclient::{Builder, Shape};
+
+/// Reference 1-D/2-D window reduction over a row-major array, following the window
+/// definition: base dilation spreads the elements, padding extends the edges, window
+/// dilation spreads the taps; padding and holes contribute `init`.
+fn pool_ref(
+    x: &[f32],
+    dims: &[i64],
+    w: &[WindowDim],
+    init: f32,
+    f: fn(f32, f32) -> f32,
+) -> (Vec<f32>, Vec<i64>) {
+    let out: Vec<i64> = w
+        .iter()
+        .zip(dims)
+        .map(|(w, d)| w.output_size(*d).unwrap())
+        .collect();
+    let mut res = Vec::new();
+    for flat in 0..count(&out) as i64 {
+        let o = unravel(flat, &out);
+        let mut acc = init;
+        let taps: Vec<i64> = w.iter().map(|w| w.size).collect();
+        for tflat in 0..count(&taps) as i64 {
+            let t = unravel(tflat, &taps);
+            let mut idx = Vec::new();
+            let mut inside = true;
+            for a in 0..dims.len() {
+                let pos = o[a] * w[a].stride + t[a] * w[a].window_dilation - w[a].padding_low;
+                if pos < 0 || pos % w[a].base_dilation != 0 || pos / w[a].base_dilation >= dims[a] {
+                    inside = false;
+                    break;
+                }
+                idx.push(pos / w[a].base_dilation);
+            }
+            if inside {
+                acc = f(acc, x[ravel(&idx, dims)]);
+            }
+        }
+        res.push(acc);
+    }
+    (res, out)
+}
+
+#[test]
+fn pooling_matches_the_window_definition() {
+    let dims = [5i64, 6];
+    let mut rng = Rng(11);
+    let xs = rng.vec(30, -1.0, 1.0);
+    let cases = [
+        [WindowDim::new(2, 2), WindowDim::new(2, 2)],
+        [WindowDim::new(3, 1), WindowDim::new(1, 3)],
+        [
+            WindowDim {
+                padding_low: 1,
+                padding_high: 1,
+                ..WindowDim::new(3, 2)
+            },
+            WindowDim {
+                window_dilation: 2,
+                ..WindowDim::new(2, 1)
+            },
+        ],
+        [
+            WindowDim {
+                base_dilation: 2,
+                ..WindowDim::new(2, 1)
+            },
+            WindowDim {
+                padding_low: -1,
+                padding_high: 2,
+                ..WindowDim::new(3, 3)
+            },
+        ],
+    ];
+    for w in cases {
+        let b = Builder::new("pool");
+        let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
+        let m = b.build_tuple(&[&x.max_pool(&w), &x.sum_pool(&w)]).unwrap();
+        let out = run(&m, &[&upload(&xs, &dims)]);
+        let (mx, od) = pool_ref(&xs, &dims, &w, f32::NEG_INFINITY, f32::max);
+        let (sm, _) = pool_ref(&xs, &dims, &w, 0.0, |a, b| a + b);
+        assert_eq!(out[0].dims().unwrap(), od, "{w:?}");
+        assert_close(&out[0].to_vec::<f32>().unwrap(), &mx, 1e-6);
+        assert_close(&out[1].to_vec::<f32>().unwrap(), &sm, 1e-5);
+    }
+}
+
+#[test]
+fn window_errors() {
+    let b = Builder::new("bad");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let y = x.max_pool(&[WindowDim::new(0, 1)]);
+    assert!(b.build(&y).is_err());
+    let b = Builder::new("bad_rank");
+    let x = b.parameter(0, Shape::of::<f32>(&[4, 4]), "x");
+    let y = x.sum_pool(&[WindowDim::new(2, 2)]);
+    assert!(b.build(&y).unwrap_err().to_string().contains("window axes"));
+}
