@@ -216,6 +216,19 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::Gather => x.take(&b.constant_vec(&[1i32, 0]), 1),
         Opcode::BitcastConvert => x.bitcast_convert(ElementType::S32),
         Opcode::ReduceWindow => x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1); 2]),
+        Opcode::Convolution => {
+            let img = x.reshape(&[1, 2, 3, 1]);
+            let k = b.constant_array(&[1f32, 2., 3., 4.], &[2, 2, 1, 1]);
+            img.conv_general_dilated(
+                &k,
+                &[1, 1],
+                &[(0, 0); 2],
+                &[1, 1],
+                &[1, 1],
+                &xlaclient::ops::linalg::ConvDims::channels_last(2),
+                1,
+            )
+        }
         Opcode::RngBitGenerator => {
             let key = b.constant_vec(&[1u64, 2]);
             key.rng_bit_generator(

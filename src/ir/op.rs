@@ -10,7 +10,7 @@ use super::{CompId, Signatures};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
-use crate::ops::linalg::{self, DotDims};
+use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotDims};
 use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
 use crate::ops::window::{self, WindowDim};
@@ -173,6 +173,8 @@ opcodes! {
     RngBitGenerator = "rng-bit-generator", Fixed(1);
     /// Reduces each window of arrays with a combiner computation (pooling).
     ReduceWindow = "reduce-window", Even;
+    /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
+    Convolution = "convolution", Fixed(2);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -274,6 +276,8 @@ pub enum OpKind {
     Gather(Box<GatherAttrs>),
     /// Bitcast to the instruction's element type.
     BitcastConvert,
+    /// Convolution of the input with the kernel.
+    Convolution(Box<ConvAttrs>),
     /// Reduce-window: `n` inputs then `n` initial values; several results when
     /// `n > 1`.
     ReduceWindow {
@@ -327,6 +331,7 @@ impl OpKind {
             OpKind::Sort { .. } => Opcode::Sort,
             OpKind::Gather(_) => Opcode::Gather,
             OpKind::BitcastConvert => Opcode::BitcastConvert,
+            OpKind::Convolution(_) => Opcode::Convolution,
             OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
             OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
@@ -402,6 +407,7 @@ impl OpKind {
             } => (dimension, stable, comparator).hash(h),
             OpKind::Gather(a) => a.hash(h),
             OpKind::BitcastConvert => {}
+            OpKind::Convolution(a) => a.hash(h),
             OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
             OpKind::ReduceWindow { window, body } => (window, body).hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
@@ -498,6 +504,7 @@ pub fn infer(
         OpKind::ReduceWindow { window, body } => {
             window::infer_reduce_window(operands, window, sigs.signature(*body).as_ref())
         }
+        OpKind::Convolution(a) => linalg::infer_convolution(operands[0], operands[1], a),
         OpKind::RngBitGenerator { algorithm } => {
             // The target is the bits' shape (from the builder) or the whole tuple
             // (from a finished module).
@@ -555,6 +562,12 @@ pub(crate) fn lower_attrs(
         }
         OpKind::Gather(a) => indexing::lower_gather(a, p),
         OpKind::BitcastConvert => {}
+        OpKind::Convolution(a) => {
+            p.window = Some(window::window_proto(&a.window));
+            p.convolution_dimension_numbers = Some(a.dims.to_proto());
+            p.feature_group_count = a.feature_group_count;
+            p.batch_group_count = a.batch_group_count;
+        }
         OpKind::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.to_proto(),
         OpKind::ReduceWindow { window, body } => {
             p.window = Some(window::window_proto(window));
@@ -669,6 +682,17 @@ pub(crate) fn raise(
         }
         Opcode::Gather => OpKind::Gather(Box::new(indexing::raise_gather(p)?)),
         Opcode::BitcastConvert => OpKind::BitcastConvert,
+        Opcode::Convolution => OpKind::Convolution(Box::new(ConvAttrs {
+            window: window::raise_window(p)?,
+            dims: ConvDims::from_proto(
+                p.convolution_dimension_numbers
+                    .as_ref()
+                    .ok_or("a convolution without dimension numbers")?,
+            ),
+            // Zero means 1 in protos written before the field existed.
+            feature_group_count: p.feature_group_count.max(1),
+            batch_group_count: p.batch_group_count.max(1),
+        })),
         Opcode::ReduceWindow => OpKind::ReduceWindow {
             window: window::raise_window(p)?.into(),
             body: comp_index(p.called_computation_ids[0])
@@ -762,6 +786,12 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::Gather(a) => out.push_str(&indexing::text_gather(a)),
         OpKind::RngBitGenerator { algorithm } => {
             let _ = write!(out, ", algorithm={}", algorithm.hlo_name());
+        }
+        OpKind::Convolution(a) => {
+            out.push_str(&window::text_window(&a.window));
+            if a.feature_group_count != 1 {
+                let _ = write!(out, ", feature_group_count={}", a.feature_group_count);
+            }
         }
         OpKind::ReduceWindow { window: w, body } => {
             out.push_str(&window::text_window(w));

@@ -6,6 +6,7 @@ use super::array_of;
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
+use crate::ops::window::WindowDim;
 use crate::proto;
 use crate::shape::Shape;
 
@@ -230,6 +231,290 @@ impl Op {
             rhs_batch: (0..nb).collect(),
         };
         l.dot_general_at(&r, &dims, loc)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Convolution.
+
+/// Which axes of a convolution's input, kernel and output are batch, feature and
+/// spatial (XLA's ConvolutionDimensionNumbers).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConvDims {
+    /// Input batch axis.
+    pub input_batch: i64,
+    /// Input feature axis.
+    pub input_feature: i64,
+    /// Input spatial axes.
+    pub input_spatial: Vec<i64>,
+    /// Kernel input-feature axis.
+    pub kernel_input_feature: i64,
+    /// Kernel output-feature axis.
+    pub kernel_output_feature: i64,
+    /// Kernel spatial axes.
+    pub kernel_spatial: Vec<i64>,
+    /// Output batch axis.
+    pub output_batch: i64,
+    /// Output feature axis.
+    pub output_feature: i64,
+    /// Output spatial axes.
+    pub output_spatial: Vec<i64>,
+}
+
+impl ConvDims {
+    /// Channels-last layouts with `n` spatial axes: input and output `[batch,
+    /// spatial..., feature]`, kernel `[spatial..., in, out]` (TensorFlow's NHWC/HWIO).
+    pub fn channels_last(n: usize) -> Self {
+        let sp: Vec<i64> = (1..=n as i64).collect();
+        ConvDims {
+            input_batch: 0,
+            input_feature: n as i64 + 1,
+            input_spatial: sp.clone(),
+            kernel_input_feature: n as i64,
+            kernel_output_feature: n as i64 + 1,
+            kernel_spatial: (0..n as i64).collect(),
+            output_batch: 0,
+            output_feature: n as i64 + 1,
+            output_spatial: sp,
+        }
+    }
+
+    pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
+        proto::ConvolutionDimensionNumbers {
+            input_batch_dimension: self.input_batch,
+            input_feature_dimension: self.input_feature,
+            input_spatial_dimensions: self.input_spatial.clone(),
+            kernel_input_feature_dimension: self.kernel_input_feature,
+            kernel_output_feature_dimension: self.kernel_output_feature,
+            kernel_spatial_dimensions: self.kernel_spatial.clone(),
+            output_batch_dimension: self.output_batch,
+            output_feature_dimension: self.output_feature,
+            output_spatial_dimensions: self.output_spatial.clone(),
+        }
+    }
+
+    pub(crate) fn from_proto(p: &proto::ConvolutionDimensionNumbers) -> Self {
+        ConvDims {
+            input_batch: p.input_batch_dimension,
+            input_feature: p.input_feature_dimension,
+            input_spatial: p.input_spatial_dimensions.clone(),
+            kernel_input_feature: p.kernel_input_feature_dimension,
+            kernel_output_feature: p.kernel_output_feature_dimension,
+            kernel_spatial: p.kernel_spatial_dimensions.clone(),
+            output_batch: p.output_batch_dimension,
+            output_feature: p.output_feature_dimension,
+            output_spatial: p.output_spatial_dimensions.clone(),
+        }
+    }
+}
+
+/// A convolution's attributes: the window (its sizes are the kernel's spatial
+/// sizes; base dilation is the input (lhs) dilation, window dilation the kernel (rhs)
+/// dilation), the dimension numbers and the group counts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConvAttrs {
+    /// One entry per spatial axis.
+    pub window: Vec<WindowDim>,
+    /// Dimension numbers.
+    pub dims: ConvDims,
+    /// Input features split into this many groups (1: an ordinary convolution).
+    pub feature_group_count: i64,
+    /// Batch split into this many groups (1: an ordinary convolution).
+    pub batch_group_count: i64,
+}
+
+/// Convolution rule (XLA's): input and kernel of one type and rank `spatial + 2`,
+/// axes of each set distinct and in range; input features = kernel input features ×
+/// feature groups; output features divisible by the group counts; batch divisible by
+/// the batch groups; window sizes = kernel spatial sizes. Output spatial sizes follow
+/// the window ([`WindowDim::output_size`]).
+pub fn infer_convolution(lhs: &Shape, rhs: &Shape, a: &ConvAttrs) -> Result<Shape, ShapeError> {
+    const OP: &str = "convolution";
+    let (lt, ld) = array_of(OP, lhs)?;
+    let (rt, rd) = array_of(OP, rhs)?;
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
+    if lt != rt {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("element types differ ({lt} vs {rt})"),
+        ));
+    }
+    if lt == crate::shape::ElementType::Pred {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            "needs a numeric element type, got pred".into(),
+        ));
+    }
+    let d = &a.dims;
+    let n = d.input_spatial.len();
+    if d.kernel_spatial.len() != n || d.output_spatial.len() != n || a.window.len() != n {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "input, kernel, output and window must all have {n} spatial axes ({}, {}, {})",
+                d.kernel_spatial.len(),
+                d.output_spatial.len(),
+                a.window.len()
+            ),
+        ));
+    }
+    let rank = n + 2;
+    if ld.len() != rank || rd.len() != rank {
+        return Err(err(
+            ShapeErrorKind::Rank,
+            format!("input and kernel must have rank {rank}"),
+        ));
+    }
+    let distinct = |what: &str, v: Vec<i64>| -> Result<(), ShapeError> {
+        for (i, x) in v.iter().enumerate() {
+            if *x < 0 || *x as usize >= rank || v[..i].contains(x) {
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{what} axes {v:?} must be distinct and below {rank}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    distinct(
+        "input",
+        [
+            vec![d.input_batch, d.input_feature],
+            d.input_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    distinct(
+        "kernel",
+        [
+            vec![d.kernel_input_feature, d.kernel_output_feature],
+            d.kernel_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    distinct(
+        "output",
+        [
+            vec![d.output_batch, d.output_feature],
+            d.output_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
+    if fg < 1 || bg < 1 || (fg > 1 && bg > 1) {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!("group counts {fg} and {bg}: each at least 1, not both above 1"),
+        ));
+    }
+    let in_f = ld[d.input_feature as usize];
+    let k_in = rd[d.kernel_input_feature as usize];
+    let k_out = rd[d.kernel_output_feature as usize];
+    let batch = ld[d.input_batch as usize];
+    if in_f % fg != 0 || in_f / fg != k_in {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "input features ({in_f}) must be kernel input features ({k_in}) x feature groups ({fg})"
+            ),
+        ));
+    }
+    if k_out % fg != 0 || k_out % bg != 0 || batch % bg != 0 {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "output features ({k_out}) and batch ({batch}) must divide by the group counts ({fg}, {bg})"
+            ),
+        ));
+    }
+    let mut out = vec![0i64; rank];
+    out[d.output_batch as usize] = batch / bg;
+    out[d.output_feature as usize] = k_out;
+    for i in 0..n {
+        let w = &a.window[i];
+        let k = rd[d.kernel_spatial[i] as usize];
+        if w.size != k {
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "window size {} on spatial axis {i} is not the kernel's {k}",
+                    w.size
+                ),
+            ));
+        }
+        out[d.output_spatial[i] as usize] = w
+            .output_size(ld[d.input_spatial[i] as usize])
+            .map_err(|r| err(ShapeErrorKind::Attribute, r))?;
+    }
+    Ok(Shape::array(lt, &out))
+}
+
+impl Op {
+    /// XLA's ConvGeneralDilated (as `lax.conv_general_dilated`): this input with
+    /// `kernel`, per spatial axis a stride, `(low, high)` padding, an input (lhs)
+    /// dilation and a kernel (rhs) dilation; `dims` says which axes are which.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn conv_general_dilated(
+        &self,
+        kernel: &Op,
+        strides: &[i64],
+        padding: &[(i64, i64)],
+        lhs_dilation: &[i64],
+        rhs_dilation: &[i64],
+        dims: &ConvDims,
+        feature_group_count: i64,
+    ) -> Op {
+        let loc = Location::caller();
+        let ks = match kernel.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return self.builder().fail_not_array(kernel, "convolution", loc),
+        };
+        let n = dims.kernel_spatial.len();
+        let lens = [
+            strides.len(),
+            padding.len(),
+            lhs_dilation.len(),
+            rhs_dilation.len(),
+        ];
+        if lens.iter().any(|l| *l != n)
+            || dims
+                .kernel_spatial
+                .iter()
+                .any(|a| *a < 0 || *a as usize >= ks.rank())
+        {
+            return self.builder().fail(
+                ShapeError::new(
+                    "convolution",
+                    &[&ks],
+                    ShapeErrorKind::Attribute,
+                    format!("strides, padding and dilations need one entry per spatial axis ({n}), got {lens:?}"),
+                ),
+                loc,
+            );
+        }
+        let window = (0..n)
+            .map(|i| WindowDim {
+                size: ks.dims()[dims.kernel_spatial[i] as usize],
+                stride: strides[i],
+                padding_low: padding[i].0,
+                padding_high: padding[i].1,
+                window_dilation: rhs_dilation[i],
+                base_dilation: lhs_dilation[i],
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: dims.clone(),
+            feature_group_count,
+            batch_group_count: 1,
+        };
+        self.builder().emit(
+            OpKind::Convolution(Box::new(attrs)),
+            &[self, kernel],
+            None,
+            loc,
+        )
     }
 }
 
