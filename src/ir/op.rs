@@ -11,6 +11,7 @@ use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
 use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotDims};
+use crate::ops::misc::{self, CustomCallAttrs};
 use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
 use crate::ops::window::{self, WindowDim};
@@ -175,6 +176,12 @@ opcodes! {
     ReduceWindow = "reduce-window", Even;
     /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
     Convolution = "convolution", Fixed(2);
+    /// Applies a scalar computation element-wise to several arrays.
+    Map = "map", Variadic;
+    /// Its operand unchanged; computations are not moved across it.
+    OptimizationBarrier = "opt-barrier", Fixed(1);
+    /// A kernel of the plugin's, by name.
+    CustomCall = "custom-call", Variadic;
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -278,6 +285,17 @@ pub enum OpKind {
     BitcastConvert,
     /// Convolution of the input with the kernel.
     Convolution(Box<ConvAttrs>),
+    /// Map of `body` over the operands' elements.
+    Map {
+        /// Every axis, in order (XLA's `dimensions`).
+        dims: Box<[i64]>,
+        /// The scalar function.
+        body: CompId,
+    },
+    /// An optimization barrier.
+    OptimizationBarrier,
+    /// A custom call; the result shape is the instruction's.
+    CustomCall(Box<CustomCallAttrs>),
     /// Reduce-window: `n` inputs then `n` initial values; several results when
     /// `n > 1`.
     ReduceWindow {
@@ -332,6 +350,9 @@ impl OpKind {
             OpKind::Gather(_) => Opcode::Gather,
             OpKind::BitcastConvert => Opcode::BitcastConvert,
             OpKind::Convolution(_) => Opcode::Convolution,
+            OpKind::Map { .. } => Opcode::Map,
+            OpKind::OptimizationBarrier => Opcode::OptimizationBarrier,
+            OpKind::CustomCall(_) => Opcode::CustomCall,
             OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
             OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
@@ -356,7 +377,9 @@ impl OpKind {
         match self {
             OpKind::Reduce { body, .. } | OpKind::Call { body } => Some(*body),
             OpKind::Sort { comparator, .. } => Some(*comparator),
-            OpKind::Scatter { body, .. } | OpKind::ReduceWindow { body, .. } => Some(*body),
+            OpKind::Scatter { body, .. }
+            | OpKind::ReduceWindow { body, .. }
+            | OpKind::Map { body, .. } => Some(*body),
             _ => None,
         }
     }
@@ -370,7 +393,8 @@ impl OpKind {
                 comparator: body, ..
             }
             | OpKind::Scatter { body, .. }
-            | OpKind::ReduceWindow { body, .. } => *body = f(*body),
+            | OpKind::ReduceWindow { body, .. }
+            | OpKind::Map { body, .. } => *body = f(*body),
             _ => {}
         }
     }
@@ -408,6 +432,9 @@ impl OpKind {
             OpKind::Gather(a) => a.hash(h),
             OpKind::BitcastConvert => {}
             OpKind::Convolution(a) => a.hash(h),
+            OpKind::Map { dims, body } => (dims, body).hash(h),
+            OpKind::OptimizationBarrier => {}
+            OpKind::CustomCall(a) => a.hash(h),
             OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
             OpKind::ReduceWindow { window, body } => (window, body).hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
@@ -505,6 +532,11 @@ pub fn infer(
             window::infer_reduce_window(operands, window, sigs.signature(*body).as_ref())
         }
         OpKind::Convolution(a) => linalg::infer_convolution(operands[0], operands[1], a),
+        OpKind::Map { dims, body } => {
+            misc::infer_map(operands, dims, sigs.signature(*body).as_ref())
+        }
+        OpKind::OptimizationBarrier => Ok(operands[0].clone()),
+        OpKind::CustomCall(_) => misc::infer_custom_call(operands, need_target()?),
         OpKind::RngBitGenerator { algorithm } => {
             // The target is the bits' shape (from the builder) or the whole tuple
             // (from a finished module).
@@ -562,6 +594,12 @@ pub(crate) fn lower_attrs(
         }
         OpKind::Gather(a) => indexing::lower_gather(a, p),
         OpKind::BitcastConvert => {}
+        OpKind::Map { dims, body } => {
+            p.dimensions = dims.to_vec();
+            p.called_computation_ids = vec![comp_id(*body)];
+        }
+        OpKind::OptimizationBarrier => {}
+        OpKind::CustomCall(a) => misc::lower_custom_call(a, p),
         OpKind::Convolution(a) => {
             p.window = Some(window::window_proto(&a.window));
             p.convolution_dimension_numbers = Some(a.dims.to_proto());
@@ -612,7 +650,12 @@ pub(crate) fn raise(
     };
     calls(usize::from(matches!(
         op,
-        Opcode::Reduce | Opcode::Call | Opcode::Sort | Opcode::Scatter | Opcode::ReduceWindow
+        Opcode::Reduce
+            | Opcode::Call
+            | Opcode::Sort
+            | Opcode::Scatter
+            | Opcode::ReduceWindow
+            | Opcode::Map
     )))?;
     let index = || -> Result<u32, String> {
         u32::try_from(p.tuple_index)
@@ -682,6 +725,13 @@ pub(crate) fn raise(
         }
         Opcode::Gather => OpKind::Gather(Box::new(indexing::raise_gather(p)?)),
         Opcode::BitcastConvert => OpKind::BitcastConvert,
+        Opcode::Map => OpKind::Map {
+            dims: p.dimensions.as_slice().into(),
+            body: comp_index(p.called_computation_ids[0])
+                .ok_or("a map's function is not defined before it")?,
+        },
+        Opcode::OptimizationBarrier => OpKind::OptimizationBarrier,
+        Opcode::CustomCall => OpKind::CustomCall(Box::new(misc::raise_custom_call(p))),
         Opcode::Convolution => OpKind::Convolution(Box::new(ConvAttrs {
             window: window::raise_window(p)?,
             dims: ConvDims::from_proto(
@@ -786,6 +836,13 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::Gather(a) => out.push_str(&indexing::text_gather(a)),
         OpKind::RngBitGenerator { algorithm } => {
             let _ = write!(out, ", algorithm={}", algorithm.hlo_name());
+        }
+        OpKind::Map { dims, body } => {
+            list(&mut out, "dimensions", dims);
+            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
+        }
+        OpKind::CustomCall(a) => {
+            let _ = write!(out, ", custom_call_target=\"{}\"", a.target);
         }
         OpKind::Convolution(a) => {
             out.push_str(&window::text_window(&a.window));

@@ -9,6 +9,7 @@
 //! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
 //! | indexing | [`indexing`] | `gather`, `scatter` (combiner closure), numpy `take` |
 //! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
+//! | miscellaneous | [`misc`] | `map` (closure), `opt-barrier`, `custom-call` |
 //! | random bits | [`random`] | `rng-bit-generator` (three-fry, philox), `bitcast-convert`, `uniform_f32` |
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
@@ -21,6 +22,7 @@
 pub mod elementwise;
 pub mod indexing;
 pub mod linalg;
+pub mod misc;
 pub mod random;
 pub mod reduction;
 pub mod shape_ops;
