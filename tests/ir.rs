@@ -217,6 +217,22 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::BitcastConvert => x.bitcast_convert(ElementType::S32),
         Opcode::ReduceWindow => x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1); 2]),
         Opcode::Map => b.map(&[&x, &y], |s| &s[0] * &s[1]),
+        Opcode::Cholesky => {
+            let a = b.constant_array(&[4f32, 2., 2., 3.], &[2, 2]);
+            a.cholesky(true)
+        }
+        Opcode::TriangularSolve => {
+            let a = b.constant_array(&[2f32, 0., 1., 3.], &[2, 2]);
+            a.triangular_solve(
+                &x.slice(&[0, 0], &[2, 2], &[1, 1]),
+                xlaclient::ops::linalg::TriangularSolveOptions {
+                    left_side: true,
+                    lower: true,
+                    unit_diagonal: false,
+                    transpose_a: xlaclient::ops::linalg::Transpose::No,
+                },
+            )
+        }
         Opcode::OptimizationBarrier => b.optimization_barrier(&[&x]).remove(0),
         Opcode::CustomCall => {
             // No kernel to call on the CPU plugin: the example lowers but is not

@@ -10,7 +10,7 @@ use super::{CompId, Signatures};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
-use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotDims};
+use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotDims, TriangularSolveOptions};
 use crate::ops::misc::{self, CustomCallAttrs};
 use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
@@ -182,6 +182,10 @@ opcodes! {
     OptimizationBarrier = "opt-barrier", Fixed(1);
     /// A kernel of the plugin's, by name.
     CustomCall = "custom-call", Variadic;
+    /// The Cholesky factor of symmetric positive-definite matrices.
+    Cholesky = "cholesky", Fixed(1);
+    /// Solves triangular systems.
+    TriangularSolve = "triangular-solve", Fixed(2);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -296,6 +300,13 @@ pub enum OpKind {
     OptimizationBarrier,
     /// A custom call; the result shape is the instruction's.
     CustomCall(Box<CustomCallAttrs>),
+    /// Cholesky factorization.
+    Cholesky {
+        /// The lower factor (else the upper).
+        lower: bool,
+    },
+    /// A triangular solve: `a`, then `b`.
+    TriangularSolve(TriangularSolveOptions),
     /// Reduce-window: `n` inputs then `n` initial values; several results when
     /// `n > 1`.
     ReduceWindow {
@@ -353,6 +364,8 @@ impl OpKind {
             OpKind::Map { .. } => Opcode::Map,
             OpKind::OptimizationBarrier => Opcode::OptimizationBarrier,
             OpKind::CustomCall(_) => Opcode::CustomCall,
+            OpKind::Cholesky { .. } => Opcode::Cholesky,
+            OpKind::TriangularSolve(_) => Opcode::TriangularSolve,
             OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
             OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
@@ -435,6 +448,8 @@ impl OpKind {
             OpKind::Map { dims, body } => (dims, body).hash(h),
             OpKind::OptimizationBarrier => {}
             OpKind::CustomCall(a) => a.hash(h),
+            OpKind::Cholesky { lower } => lower.hash(h),
+            OpKind::TriangularSolve(o) => o.hash(h),
             OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
             OpKind::ReduceWindow { window, body } => (window, body).hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
@@ -537,6 +552,8 @@ pub fn infer(
         }
         OpKind::OptimizationBarrier => Ok(operands[0].clone()),
         OpKind::CustomCall(_) => misc::infer_custom_call(operands, need_target()?),
+        OpKind::Cholesky { .. } => linalg::infer_cholesky(operands[0]),
+        OpKind::TriangularSolve(o) => linalg::infer_triangular_solve(operands[0], operands[1], o),
         OpKind::RngBitGenerator { algorithm } => {
             // The target is the bits' shape (from the builder) or the whole tuple
             // (from a finished module).
@@ -600,6 +617,10 @@ pub(crate) fn lower_attrs(
         }
         OpKind::OptimizationBarrier => {}
         OpKind::CustomCall(a) => misc::lower_custom_call(a, p),
+        OpKind::Cholesky { lower } => {
+            p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower })
+        }
+        OpKind::TriangularSolve(o) => linalg::lower_triangular_solve(o, p),
         OpKind::Convolution(a) => {
             p.window = Some(window::window_proto(&a.window));
             p.convolution_dimension_numbers = Some(a.dims.to_proto());
@@ -731,6 +752,10 @@ pub(crate) fn raise(
                 .ok_or("a map's function is not defined before it")?,
         },
         Opcode::OptimizationBarrier => OpKind::OptimizationBarrier,
+        Opcode::Cholesky => OpKind::Cholesky {
+            lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
+        },
+        Opcode::TriangularSolve => OpKind::TriangularSolve(linalg::raise_triangular_solve(p)?),
         Opcode::CustomCall => OpKind::CustomCall(Box::new(misc::raise_custom_call(p))),
         Opcode::Convolution => OpKind::Convolution(Box::new(ConvAttrs {
             window: window::raise_window(p)?,
@@ -843,6 +868,16 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         }
         OpKind::CustomCall(a) => {
             let _ = write!(out, ", custom_call_target=\"{}\"", a.target);
+        }
+        OpKind::Cholesky { lower } => {
+            let _ = write!(out, ", lower={lower}");
+        }
+        OpKind::TriangularSolve(o) => {
+            let _ = write!(
+                out,
+                ", left_side={}, lower={}, unit_diagonal={}, transpose_a={:?}",
+                o.left_side, o.lower, o.unit_diagonal, o.transpose_a
+            );
         }
         OpKind::Convolution(a) => {
             out.push_str(&window::text_window(&a.window));

@@ -518,6 +518,169 @@ impl Op {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Factorizations.
+
+/// How `a` enters a triangular solve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transpose {
+    /// `a` as is.
+    No,
+    /// `a` transposed.
+    Transpose,
+    /// `a` conjugate-transposed.
+    Adjoint,
+}
+
+/// A triangular solve's options (XLA's TriangularSolveOptions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TriangularSolveOptions {
+    /// Solve `op(a) x = b` (true) or `x op(a) = b` (false).
+    pub left_side: bool,
+    /// Use `a`'s lower triangle (else the upper one).
+    pub lower: bool,
+    /// Take `a`'s diagonal as ones.
+    pub unit_diagonal: bool,
+    /// How `a` enters.
+    pub transpose_a: Transpose,
+}
+
+fn square_batch(
+    op: &'static str,
+    a: &Shape,
+) -> Result<(crate::shape::ElementType, Vec<i64>), ShapeError> {
+    let (t, d) = array_of(op, a)?;
+    if !(t.is_float() || t.is_complex()) {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::ElementType,
+            format!("needs a floating-point type, got {t}"),
+        ));
+    }
+    if d.len() < 2 || d[d.len() - 1] != d[d.len() - 2] {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::Dimension,
+            "needs square matrices in its last two axes",
+        ));
+    }
+    Ok((t, d.to_vec()))
+}
+
+/// Cholesky rule: floating-point square matrices `[..., n, n]`; same shape out.
+pub fn infer_cholesky(a: &Shape) -> Result<Shape, ShapeError> {
+    square_batch("cholesky", a)?;
+    Ok(a.clone())
+}
+
+/// Triangular-solve rule: `a` square `[..., m, m]`, `b` of `a`'s type and batch with
+/// `m` rows (left side) or `m` columns (right side); `b`'s shape out.
+pub fn infer_triangular_solve(
+    a: &Shape,
+    b: &Shape,
+    o: &TriangularSolveOptions,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "triangular-solve";
+    let (t, ad) = square_batch(OP, a)?;
+    let (bt, bd) = array_of(OP, b)?;
+    let err = |k, r: String| ShapeError::new(OP, &[a, b], k, r);
+    if bt != t {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("a is {t}, b is {bt}"),
+        ));
+    }
+    if bd.len() != ad.len() || bd[..bd.len() - 2] != ad[..ad.len() - 2] {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            "a and b must have the same batch axes".into(),
+        ));
+    }
+    let m = ad[ad.len() - 1];
+    let k = if o.left_side {
+        bd[bd.len() - 2]
+    } else {
+        bd[bd.len() - 1]
+    };
+    if k != m {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "b's {} axis is {k}, a is {m}x{m}",
+                if o.left_side { "row" } else { "column" }
+            ),
+        ));
+    }
+    Ok(b.clone())
+}
+
+pub(crate) fn lower_triangular_solve(
+    o: &TriangularSolveOptions,
+    p: &mut proto::HloInstructionProto,
+) {
+    use proto::triangular_solve_options::Transpose as T;
+    p.triangular_solve_options = Some(proto::TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: (match o.transpose_a {
+            Transpose::No => T::NoTranspose,
+            Transpose::Transpose => T::Transpose,
+            Transpose::Adjoint => T::Adjoint,
+        }) as i32,
+    });
+}
+
+pub(crate) fn raise_triangular_solve(
+    p: &proto::HloInstructionProto,
+) -> Result<TriangularSolveOptions, String> {
+    use proto::triangular_solve_options::Transpose as T;
+    let o = p
+        .triangular_solve_options
+        .as_ref()
+        .ok_or("a triangular-solve without options")?;
+    Ok(TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: match T::try_from(o.transpose_a) {
+            Ok(T::NoTranspose) => Transpose::No,
+            Ok(T::Transpose) => Transpose::Transpose,
+            Ok(T::Adjoint) => Transpose::Adjoint,
+            _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
+        },
+    })
+}
+
+impl Op {
+    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
+    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
+    /// other triangle of the result is unspecified (XLA leaves it as is).
+    #[track_caller]
+    pub fn cholesky(&self, lower: bool) -> Op {
+        self.builder().emit(
+            OpKind::Cholesky { lower },
+            &[self],
+            None,
+            Location::caller(),
+        )
+    }
+
+    /// XLA's TriangularSolve: `x` with `op(a) x = b` (or `x op(a) = b`), `a` being
+    /// this triangular matrix (batched in leading axes).
+    #[track_caller]
+    pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
+        self.builder().emit(
+            OpKind::TriangularSolve(options),
+            &[self, b],
+            None,
+            Location::caller(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
