@@ -234,6 +234,17 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
             )
         }
         Opcode::OptimizationBarrier => b.optimization_barrier(&[&x]).remove(0),
+        Opcode::SelectAndScatter => {
+            let w = [xlaclient::ops::window::WindowDim::new(2, 1); 2];
+            let src = x.max_pool(&w);
+            x.select_and_scatter(
+                &src,
+                &b.constant(0f32),
+                &w,
+                |a, c| a.compare(c, Comparison::Ge),
+                |a, c| a + c,
+            )
+        }
         Opcode::CustomCall => {
             // No kernel to call on the CPU plugin: the example lowers but is not
             // compiled (see below); tests/ops_misc.rs checks the plugin's error.

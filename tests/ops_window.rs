@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use xlaclient::ops::window::WindowDim;
-use xlaclient::{Builder, Shape};
+use xlaclient::{Builder, Comparison, Shape};
 
 /// Reference 1-D/2-D window reduction over a row-major array, following the window
 /// definition: base dilation spreads the elements, padding extends the edges, window
@@ -102,4 +102,48 @@ fn window_errors() {
     let x = b.parameter(0, Shape::of::<f32>(&[4, 4]), "x");
     let y = x.sum_pool(&[WindowDim::new(2, 2)]);
     assert!(b.build(&y).unwrap_err().to_string().contains("window axes"));
+}
+
+#[test]
+fn select_and_scatter_is_the_max_pool_gradient() {
+    // Each window's first maximum receives the window's source value (summed where
+    // windows overlap), as a plain-Rust loop computes it.
+    let dims = [4i64, 5];
+    let mut rng = Rng(12);
+    let xs = rng.vec(20, -1.0, 1.0);
+    let w = [WindowDim::new(2, 1), WindowDim::new(3, 2)];
+    let out_dims: Vec<i64> = w
+        .iter()
+        .zip(&dims)
+        .map(|(w, d)| w.output_size(*d).unwrap())
+        .collect();
+    let src = rng.vec(count(&out_dims), 0.0, 1.0);
+    let b = Builder::new("sas");
+    let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
+    let s = b.parameter(1, Shape::of::<f32>(&out_dims), "s");
+    let zero = b.constant(0f32);
+    let y = x.select_and_scatter(
+        &s,
+        &zero,
+        &w,
+        |a, c| a.compare(c, Comparison::Ge),
+        |acc, v| acc + v,
+    );
+    let m = b.build(&y).unwrap();
+    let got = run1::<f32>(&m, &[&upload(&xs, &dims), &upload(&src, &out_dims)]);
+    let mut want = vec![0f32; 20];
+    for o in 0..count(&out_dims) as i64 {
+        let oi = unravel(o, &out_dims);
+        let mut best: Option<(usize, f32)> = None;
+        for t in 0..(w[0].size * w[1].size) {
+            let ti = unravel(t, &[w[0].size, w[1].size]);
+            let idx = [oi[0] * w[0].stride + ti[0], oi[1] * w[1].stride + ti[1]];
+            let k = ravel(&idx, &dims);
+            if best.is_none_or(|(_, v)| xs[k] > v) {
+                best = Some((k, xs[k]));
+            }
+        }
+        want[best.unwrap().0] += src[o as usize];
+    }
+    assert_close(&got, &want, 1e-6);
 }

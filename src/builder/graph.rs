@@ -194,7 +194,7 @@ impl Graph {
             );
             for (i, ins) in c.instrs.iter().enumerate() {
                 if live[i] {
-                    if let Some(callee) = ins.kind.called() {
+                    for callee in ins.kind.called() {
                         reach[callee.0 as usize] = true;
                     }
                 }

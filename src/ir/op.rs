@@ -174,6 +174,8 @@ opcodes! {
     RngBitGenerator = "rng-bit-generator", Fixed(1);
     /// Reduces each window of arrays with a combiner computation (pooling).
     ReduceWindow = "reduce-window", Even;
+    /// Scatters a source into the element each window selects (max-pool gradients).
+    SelectAndScatter = "select-and-scatter", Fixed(3);
     /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
     Convolution = "convolution", Fixed(2);
     /// Applies a scalar computation element-wise to several arrays.
@@ -298,6 +300,15 @@ pub enum OpKind {
     },
     /// An optimization barrier.
     OptimizationBarrier,
+    /// Select-and-scatter: operand, source, initial value.
+    SelectAndScatter {
+        /// One entry per axis of the operand.
+        window: Box<[WindowDim]>,
+        /// `select(a, b)`: keep `a` over `b` (a `pred` scalar).
+        select: CompId,
+        /// `scatter(acc, x)`: combines source values landing on one element.
+        scatter: CompId,
+    },
     /// A custom call; the result shape is the instruction's.
     CustomCall(Box<CustomCallAttrs>),
     /// Cholesky factorization.
@@ -363,6 +374,7 @@ impl OpKind {
             OpKind::Convolution(_) => Opcode::Convolution,
             OpKind::Map { .. } => Opcode::Map,
             OpKind::OptimizationBarrier => Opcode::OptimizationBarrier,
+            OpKind::SelectAndScatter { .. } => Opcode::SelectAndScatter,
             OpKind::CustomCall(_) => Opcode::CustomCall,
             OpKind::Cholesky { .. } => Opcode::Cholesky,
             OpKind::TriangularSolve(_) => Opcode::TriangularSolve,
@@ -386,14 +398,20 @@ impl OpKind {
     }
 
     /// The computations the instruction calls.
-    pub fn called(&self) -> Option<CompId> {
+    pub fn called(&self) -> smallvec::SmallVec<[CompId; 2]> {
         match self {
-            OpKind::Reduce { body, .. } | OpKind::Call { body } => Some(*body),
-            OpKind::Sort { comparator, .. } => Some(*comparator),
-            OpKind::Scatter { body, .. }
+            OpKind::Reduce { body, .. }
+            | OpKind::Call { body }
+            | OpKind::Scatter { body, .. }
             | OpKind::ReduceWindow { body, .. }
-            | OpKind::Map { body, .. } => Some(*body),
-            _ => None,
+            | OpKind::Map { body, .. }
+            | OpKind::Sort {
+                comparator: body, ..
+            } => smallvec::smallvec![*body],
+            OpKind::SelectAndScatter {
+                select, scatter, ..
+            } => smallvec::smallvec![*select, *scatter],
+            _ => smallvec::SmallVec::new(),
         }
     }
 
@@ -408,6 +426,12 @@ impl OpKind {
             | OpKind::Scatter { body, .. }
             | OpKind::ReduceWindow { body, .. }
             | OpKind::Map { body, .. } => *body = f(*body),
+            OpKind::SelectAndScatter {
+                select, scatter, ..
+            } => {
+                *select = f(*select);
+                *scatter = f(*scatter);
+            }
             _ => {}
         }
     }
@@ -447,6 +471,11 @@ impl OpKind {
             OpKind::Convolution(a) => a.hash(h),
             OpKind::Map { dims, body } => (dims, body).hash(h),
             OpKind::OptimizationBarrier => {}
+            OpKind::SelectAndScatter {
+                window,
+                select,
+                scatter,
+            } => (window, select, scatter).hash(h),
             OpKind::CustomCall(a) => a.hash(h),
             OpKind::Cholesky { lower } => lower.hash(h),
             OpKind::TriangularSolve(o) => o.hash(h),
@@ -551,6 +580,16 @@ pub fn infer(
             misc::infer_map(operands, dims, sigs.signature(*body).as_ref())
         }
         OpKind::OptimizationBarrier => Ok(operands[0].clone()),
+        OpKind::SelectAndScatter {
+            window: w,
+            select,
+            scatter,
+        } => window::infer_select_and_scatter(
+            operands,
+            w,
+            sigs.signature(*select).as_ref(),
+            sigs.signature(*scatter).as_ref(),
+        ),
         OpKind::CustomCall(_) => misc::infer_custom_call(operands, need_target()?),
         OpKind::Cholesky { .. } => linalg::infer_cholesky(operands[0]),
         OpKind::TriangularSolve(o) => linalg::infer_triangular_solve(operands[0], operands[1], o),
@@ -616,6 +655,14 @@ pub(crate) fn lower_attrs(
             p.called_computation_ids = vec![comp_id(*body)];
         }
         OpKind::OptimizationBarrier => {}
+        OpKind::SelectAndScatter {
+            window: w,
+            select,
+            scatter,
+        } => {
+            p.window = Some(window::window_proto(w));
+            p.called_computation_ids = vec![comp_id(*select), comp_id(*scatter)];
+        }
         OpKind::CustomCall(a) => misc::lower_custom_call(a, p),
         OpKind::Cholesky { lower } => {
             p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower })
@@ -669,15 +716,19 @@ pub(crate) fn raise(
         }
         Ok(())
     };
-    calls(usize::from(matches!(
-        op,
-        Opcode::Reduce
-            | Opcode::Call
-            | Opcode::Sort
-            | Opcode::Scatter
-            | Opcode::ReduceWindow
-            | Opcode::Map
-    )))?;
+    calls(if op == Opcode::SelectAndScatter {
+        2
+    } else {
+        usize::from(matches!(
+            op,
+            Opcode::Reduce
+                | Opcode::Call
+                | Opcode::Sort
+                | Opcode::Scatter
+                | Opcode::ReduceWindow
+                | Opcode::Map
+        ))
+    })?;
     let index = || -> Result<u32, String> {
         u32::try_from(p.tuple_index)
             .map_err(|_| format!("tuple index {} out of range", p.tuple_index))
@@ -752,6 +803,13 @@ pub(crate) fn raise(
                 .ok_or("a map's function is not defined before it")?,
         },
         Opcode::OptimizationBarrier => OpKind::OptimizationBarrier,
+        Opcode::SelectAndScatter => OpKind::SelectAndScatter {
+            window: window::raise_window(p)?.into(),
+            select: comp_index(p.called_computation_ids[0])
+                .ok_or("a select-and-scatter's select is not defined before it")?,
+            scatter: comp_index(p.called_computation_ids[1])
+                .ok_or("a select-and-scatter's scatter is not defined before it")?,
+        },
         Opcode::Cholesky => OpKind::Cholesky {
             lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
         },
@@ -871,6 +929,19 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         }
         OpKind::Cholesky { lower } => {
             let _ = write!(out, ", lower={lower}");
+        }
+        OpKind::SelectAndScatter {
+            window: w,
+            select,
+            scatter,
+        } => {
+            out.push_str(&window::text_window(w));
+            let _ = write!(
+                out,
+                ", select=%{}, scatter=%{}",
+                comp_name(*select),
+                comp_name(*scatter)
+            );
         }
         OpKind::TriangularSolve(o) => {
             let _ = write!(

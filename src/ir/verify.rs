@@ -69,7 +69,7 @@ pub fn verify(m: &Module) -> Result<()> {
                     )
                 })?);
             }
-            if let Some(callee) = ins.kind.called() {
+            for callee in ins.kind.called() {
                 if callee.0 as usize >= ci {
                     return Err(bad(
                         &c.name,

@@ -229,6 +229,56 @@ pub fn infer_reduce_window(
     })
 }
 
+/// Select-and-scatter rule: an operand array, a source of the operand's type shaped
+/// like the operand's reduce-window output for this window, a scalar initial value;
+/// `select(a, b)` maps two scalars to `pred`, `scatter(acc, x)` two scalars to one.
+/// The result has the operand's shape.
+pub fn infer_select_and_scatter(
+    operands: &[&Shape],
+    window: &[WindowDim],
+    select: Option<&(Vec<Shape>, Shape)>,
+    scatter: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "select-and-scatter";
+    let (operand, source, init) = (operands[0], operands[1], operands[2]);
+    let (ty, _) = array_of(OP, operand)?;
+    let pooled = infer_reduce_window(&[operand, init], window, None).map_err(|mut e| {
+        e.op = OP;
+        e
+    })?;
+    let (st, _) = array_of(OP, source)?;
+    if st != ty || &pooled != source {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Dimension,
+            format!("the source must be the window's output shape {pooled}, got {source}"),
+        ));
+    }
+    let s = Shape::scalar(ty);
+    if let Some((p, r)) = select {
+        if *p != [s.clone(), s.clone()] || *r != Shape::scalar(ElementType::Pred) {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("select must map ({s}, {s}) to pred[]"),
+            ));
+        }
+    }
+    if let Some((p, r)) = scatter {
+        if *p != [s.clone(), s.clone()] || *r != s {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("scatter must map ({s}, {s}) to {s}"),
+            ));
+        }
+    }
+    Ok(operand.clone())
+}
+
 impl Op {
     /// XLA's ReduceWindow with one input: reduces each window of `window` (one
     /// [`WindowDim`] per axis) starting from `init` with `body(acc, element)`.
@@ -291,6 +341,76 @@ impl Op {
                 body: comp,
             },
             &[self, init],
+            None,
+            loc,
+        )
+    }
+
+    /// XLA's SelectAndScatter: for each window position, `select(a, b)` (keep `a`
+    /// over `b`) picks one element of this array's window, and the matching element
+    /// of `source` (shaped like the pooled output) is combined into the result at
+    /// that element with `scatter(acc, x)`, starting from `init` everywhere. The
+    /// gradient of max pooling is `select = a >= b`, `scatter = acc + x`. The bodies
+    /// cannot use outside values yet.
+    #[track_caller]
+    pub fn select_and_scatter(
+        &self,
+        source: &Op,
+        init: &Op,
+        window: &[WindowDim],
+        select: impl FnOnce(&Op, &Op) -> Op,
+        scatter: impl FnOnce(&Op, &Op) -> Op,
+    ) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let target = match b.target(&[self, source, init], "select-and-scatter", loc) {
+            Ok(t) => t,
+            Err(f) => return f,
+        };
+        let shapes: Vec<Shape> = [self, source, init]
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        if let Err(e) = infer_select_and_scatter(&refs, window, None, None) {
+            return b.fail(e, loc);
+        }
+        let s = Shape::scalar(shapes[0].element_type().expect("checked"));
+        let mut bodies = Vec::new();
+        for (name, f) in [
+            (
+                "select",
+                Box::new(select) as Box<dyn FnOnce(&Op, &Op) -> Op>,
+            ),
+            ("scatter", Box::new(scatter)),
+        ] {
+            let (comp, roots) = match b.body(target, name, &[s.clone(), s.clone()], loc, |_, p| {
+                vec![f(&p[0], &p[1])]
+            }) {
+                Ok(r) => r,
+                Err(f) => return f,
+            };
+            if !b.g.borrow().comp(comp).captures.is_empty() {
+                return b.fail(
+                    ShapeError::new(
+                        "select-and-scatter",
+                        &refs,
+                        ShapeErrorKind::Body,
+                        format!("the {name} body cannot use values from outside it yet"),
+                    ),
+                    loc,
+                );
+            }
+            b.g.borrow_mut().comp_mut(comp).root = Some(roots[0]);
+            bodies.push(comp);
+        }
+        b.emit(
+            OpKind::SelectAndScatter {
+                window: window.into(),
+                select: bodies[0],
+                scatter: bodies[1],
+            },
+            &[self, source, init],
             None,
             loc,
         )
