@@ -10,6 +10,7 @@
 //! | indexing | [`indexing`] | `gather`, `scatter` (combiner closure), numpy `take` |
 //! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
 //! | miscellaneous | [`misc`] | `map` (closure), `opt-barrier`, `custom-call` |
+//! | numpy layer | [`numpy`] | `sum prod amax amin` (keepdims), `argmax argmin`, `softmax log_softmax logsumexp`, `one_hot`, `clip`, `square`, `squeeze expand_dims`, `split stack`, `arange zeros ones full`, two-operand `einsum` |
 //! | random bits | [`random`] | `rng-bit-generator` (three-fry, philox), `bitcast-convert`, `uniform_f32` |
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
@@ -23,6 +24,7 @@ pub mod elementwise;
 pub mod indexing;
 pub mod linalg;
 pub mod misc;
+pub mod numpy;
 pub mod random;
 pub mod reduction;
 pub mod shape_ops;

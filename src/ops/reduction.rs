@@ -144,6 +144,22 @@ impl Op {
         self.reduce_binary(axes, BinaryOp::Minimum, highest, Location::caller())
     }
 
+    /// A reduction with one binary op starting from its identity (0 for add, 1 for
+    /// multiply, the lowest/highest value for maximum/minimum).
+    pub(crate) fn reduce_binary_at(
+        &self,
+        axes: &[i64],
+        op: BinaryOp,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        match op {
+            BinaryOp::Multiply => self.reduce_binary(axes, op, |_| Scalar::Int(1), loc),
+            BinaryOp::Maximum => self.reduce_binary(axes, op, lowest, loc),
+            BinaryOp::Minimum => self.reduce_binary(axes, op, highest, loc),
+            _ => self.reduce_binary(axes, op, |_| Scalar::Int(0), loc),
+        }
+    }
+
     /// A reduction whose body is one binary op, starting from its identity.
     fn reduce_binary(
         &self,

@@ -386,7 +386,15 @@ impl Builder {
     /// XLA's ConcatInDim: joins arrays along `axis` (negative counts from the end).
     #[track_caller]
     pub fn concatenate(&self, operands: &[&Op], axis: i64) -> Op {
-        let loc = Location::caller();
+        self.concatenate_at(operands, axis, Location::caller())
+    }
+
+    pub(crate) fn concatenate_at(
+        &self,
+        operands: &[&Op],
+        axis: i64,
+        loc: &'static Location<'static>,
+    ) -> Op {
         if let Err(failed) = self.target(operands, "concatenate", loc) {
             return failed;
         }
@@ -405,17 +413,23 @@ impl Op {
     /// XLA's Slice: elements `start[i] .. limit[i]` of each axis, every `strides[i]`-th.
     #[track_caller]
     pub fn slice(&self, start: &[i64], limit: &[i64], strides: &[i64]) -> Op {
+        self.slice_at(start, limit, strides, Location::caller())
+    }
+
+    pub(crate) fn slice_at(
+        &self,
+        start: &[i64],
+        limit: &[i64],
+        strides: &[i64],
+        loc: &'static Location<'static>,
+    ) -> Op {
         let attrs = SliceAttrs {
             start: start.to_vec(),
             limit: limit.to_vec(),
             strides: strides.to_vec(),
         };
-        self.builder().emit(
-            OpKind::Slice(Box::new(attrs)),
-            &[self],
-            None,
-            Location::caller(),
-        )
+        self.builder()
+            .emit(OpKind::Slice(Box::new(attrs)), &[self], None, loc)
     }
 
     /// A slice of one axis (`start..limit`, every `stride`-th), the others whole

@@ -1,0 +1,174 @@
+//! The numpy-style layer on the real plugin against plain-Rust references: keepdims
+//! reductions, argmax/argmin with ties and NaNs (first index, as jnp), softmax and
+//! friends, one_hot, clip, squeeze/expand_dims, split/stack, arange/full, einsum.
+
+mod common;
+
+use common::*;
+use xlaclient::{Builder, ElementType, Shape};
+
+fn f32s(d: &[i64]) -> Shape {
+    Shape::of::<f32>(d)
+}
+
+#[test]
+fn reductions_with_keepdims() {
+    let b = Builder::new("red");
+    let x = b.parameter(0, f32s(&[2, 3]), "x");
+    let s = x.sum(&[1], true);
+    let p = x.prod(&[0], false);
+    let mx = x.amax(&[-1], false);
+    let mn = x.amin(&[0, 1], true);
+    assert_eq!(s.dims().unwrap(), vec![2, 1]);
+    assert_eq!(mn.dims().unwrap(), vec![1, 1]);
+    let m = b.build_tuple(&[&s, &p, &mx, &mn]).unwrap();
+    let xs = [1f32, -2., 3., 4., 5., -6.];
+    let out = run(&m, &[&upload(&xs, &[2, 3])]);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 3.]);
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), vec![4., -10., -18.]);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), vec![3., 5.]);
+    assert_eq!(out[3].to_vec::<f32>().unwrap(), vec![-6.]);
+}
+
+#[test]
+fn argmax_and_argmin_take_the_first_index_and_nans() {
+    let rows: [[f32; 5]; 4] = [
+        [1., 3., 3., -1., 2.],
+        [f32::NAN, 1., f32::NAN, 5., 0.],
+        [-2., -2., -2., -2., -2.],
+        [0., -0., 7., 7., f32::NEG_INFINITY],
+    ];
+    let xs: Vec<f32> = rows.iter().flatten().copied().collect();
+    let b = Builder::new("arg");
+    let x = b.parameter(0, f32s(&[4, 5]), "x");
+    let m = b.build_tuple(&[&x.argmax(1), &x.argmin(-1)]).unwrap();
+    let out = run(&m, &[&upload(&xs, &[4, 5])]);
+    let reference = |row: &[f32; 5], better: fn(f32, f32) -> bool| -> i32 {
+        if let Some(i) = row.iter().position(|v| v.is_nan()) {
+            return i as i32;
+        }
+        let mut best = 0;
+        for i in 1..5 {
+            if better(row[i], row[best]) {
+                best = i;
+            }
+        }
+        best as i32
+    };
+    let amax: Vec<i32> = rows.iter().map(|r| reference(r, |a, b| a > b)).collect();
+    let amin: Vec<i32> = rows.iter().map(|r| reference(r, |a, b| a < b)).collect();
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), amax);
+    assert_eq!(out[1].to_vec::<i32>().unwrap(), amin);
+}
+
+#[test]
+fn softmax_log_softmax_logsumexp() {
+    let b = Builder::new("sm");
+    let x = b.parameter(0, f32s(&[2, 3]), "x");
+    let m = b
+        .build_tuple(&[&x.softmax(-1), &x.log_softmax(1), &x.logsumexp(1, false)])
+        .unwrap();
+    let xs = [1f32, 2., 3., 1000., 1000., f32::NEG_INFINITY];
+    let out = run(&m, &[&upload(&xs, &[2, 3])]);
+    let mut sm = Vec::new();
+    let mut lse = Vec::new();
+    for r in xs.chunks(3) {
+        let mx = r.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let z: f64 = r.iter().map(|v| (*v as f64 - mx).exp()).sum();
+        sm.extend(r.iter().map(|v| ((*v as f64 - mx).exp() / z) as f32));
+        lse.push((mx + z.ln()) as f32);
+    }
+    assert_close(&out[0].to_vec::<f32>().unwrap(), &sm, 1e-6);
+    let ls: Vec<f32> = xs.iter().enumerate().map(|(i, v)| v - lse[i / 3]).collect();
+    assert_close(&out[1].to_vec::<f32>().unwrap(), &ls, 1e-6);
+    assert_close(&out[2].to_vec::<f32>().unwrap(), &lse, 1e-6);
+}
+
+#[test]
+fn one_hot_clip_and_shape_helpers() {
+    let b = Builder::new("helpers");
+    let i = b.parameter(0, Shape::of::<i32>(&[4]), "i");
+    let x = b.parameter(1, f32s(&[2, 1, 3]), "x");
+    let oh = i.one_hot(3, ElementType::F32);
+    let cl = x.clip(-1.0, 1.0);
+    let sq = x.squeeze(&[1]).expand_dims(0);
+    assert_eq!(sq.dims().unwrap(), vec![1, 2, 3]);
+    let parts = x.split(&[1, 2], -1);
+    let st = b.stack(&[&parts[1], &parts[1]], 0);
+    assert_eq!(st.dims().unwrap(), vec![2, 2, 1, 2]);
+    let ar = b.arange(1.0, 2.0, 0.25, ElementType::F32);
+    let fl = b.full(ElementType::S32, &[2], 7.0);
+    let m = b
+        .build_tuple(&[&oh, &cl, &sq, &parts[0], &st, &ar, &fl, &x.square()])
+        .unwrap();
+    let xs = [0.5f32, -3., 2., 4., 0., -0.25];
+    let out = run(
+        &m,
+        &[&upload(&[2i32, 0, 5, -1], &[4]), &upload(&xs, &[2, 1, 3])],
+    );
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        vec![0., 0., 1., 1., 0., 0., 0., 0., 0., 0., 0., 0.]
+    );
+    assert_eq!(
+        out[1].to_vec::<f32>().unwrap(),
+        xs.iter().map(|v| v.clamp(-1., 1.)).collect::<Vec<_>>()
+    );
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), xs.to_vec());
+    assert_eq!(out[3].to_vec::<f32>().unwrap(), vec![0.5, 4.]);
+    assert_eq!(
+        out[4].to_vec::<f32>().unwrap(),
+        vec![-3., 2., 0., -0.25, -3., 2., 0., -0.25]
+    );
+    assert_eq!(out[5].to_vec::<f32>().unwrap(), vec![1., 1.25, 1.5, 1.75]);
+    assert_eq!(out[6].to_vec::<i32>().unwrap(), vec![7, 7]);
+    assert_eq!(
+        out[7].to_vec::<f32>().unwrap(),
+        xs.iter().map(|v| v * v).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn einsum_forms() {
+    let mut rng = Rng(21);
+    let (a, bv) = (rng.vec(2 * 3 * 4, -1., 1.), rng.vec(2 * 4 * 5, -1., 1.));
+    let b = Builder::new("einsum");
+    let x = b.parameter(0, f32s(&[2, 3, 4]), "x");
+    let y = b.parameter(1, f32s(&[2, 4, 5]), "y");
+    let bmm = b.einsum("bij,bjk->bik", &x, &y);
+    let swapped = b.einsum("bij,bjk->kbi", &x, &y);
+    let outer = b.einsum("bij,bjk->bijk", &x, &y);
+    assert_eq!(swapped.dims().unwrap(), vec![5, 2, 3]);
+    let m = b.build_tuple(&[&bmm, &swapped, &outer]).unwrap();
+    let out = run(&m, &[&upload(&a, &[2, 3, 4]), &upload(&bv, &[2, 4, 5])]);
+    let at = |bb: usize, i: usize, j: usize| a[(bb * 3 + i) * 4 + j];
+    let bt = |bb: usize, j: usize, k: usize| bv[(bb * 4 + j) * 5 + k];
+    let mut want = vec![0f32; 30];
+    for bb in 0..2 {
+        for i in 0..3 {
+            for k in 0..5 {
+                want[(bb * 3 + i) * 5 + k] = (0..4).map(|j| at(bb, i, j) * bt(bb, j, k)).sum();
+            }
+        }
+    }
+    assert_close(&out[0].to_vec::<f32>().unwrap(), &want, 1e-5);
+    let got = out[1].to_vec::<f32>().unwrap();
+    for k in 0..5 {
+        for bb in 0..2 {
+            for i in 0..3 {
+                let g = got[(k * 2 + bb) * 3 + i];
+                let w = want[(bb * 3 + i) * 5 + k];
+                assert!((g - w).abs() < 1e-5);
+            }
+        }
+    }
+    assert_eq!(out[2].dims().unwrap(), vec![2, 3, 4, 5]);
+    let e = {
+        let b = Builder::new("bad");
+        let x = b.parameter(0, f32s(&[2, 2]), "x");
+        b.build(&b.einsum("ii,ij->j", &x, &x))
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(e.contains("einsum"), "{e}");
+}
