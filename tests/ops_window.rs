@@ -147,3 +147,23 @@ fn select_and_scatter_is_the_max_pool_gradient() {
     }
     assert_close(&got, &want, 1e-6);
 }
+
+#[test]
+fn a_pooling_body_uses_an_outside_scalar() {
+    // Sum of k * x over each window, k from outside the body.
+    let b = Builder::new("scaled_pool");
+    let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
+    let k = b.parameter(1, Shape::of::<f32>(&[]), "k");
+    let y = x.reduce_window(&b.constant(0f32), &[WindowDim::new(3, 3)], |acc, e| {
+        acc + &(e * &k)
+    });
+    let m = b.build(&y).unwrap();
+    let got = run1::<f32>(
+        &m,
+        &[
+            &upload(&[1f32, 2., 3., 4., 5., 6.], &[6]),
+            &upload(&[2f32], &[]),
+        ],
+    );
+    assert_eq!(got, vec![12., 30.]);
+}

@@ -482,6 +482,124 @@ impl Builder {
     }
 }
 
+/// Closure conversion for bodies whose signature XLA fixes (reduce, reduce-window,
+/// sort, scatter, map): a captured scalar travels as one more operand whose every
+/// element is the value (broadcast), so the body receives it as one more parameter
+/// (or pair of parameters) and passes it on unchanged.
+impl Builder {
+    /// The values body `comp` captured from `target`, in order; each must be a
+    /// scalar (else a failed op naming `op`).
+    pub(crate) fn scalar_captures(
+        &self,
+        comp: CompId,
+        target: CompId,
+        op: &'static str,
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<Vec<Value>, Op> {
+        let captures: Vec<Value> = self
+            .g
+            .borrow()
+            .comp(comp)
+            .captures
+            .keys()
+            .copied()
+            .collect();
+        for c in &captures {
+            let s = self.g.borrow().value_shape(target, *c).clone();
+            if !(s.is_array() && s.rank() == 0) {
+                return Err(self.fail(
+                    ShapeError::new(
+                        op,
+                        &[&s],
+                        crate::error::ShapeErrorKind::Body,
+                        format!("a body of `{op}` can use outside values that are scalars; it uses a {s}"),
+                    ),
+                    loc,
+                ));
+            }
+        }
+        Ok(captures)
+    }
+
+    /// For a body with `declared` parameters followed by capture parameters: adds a
+    /// partner parameter for each capture (the other half of an accumulator/element
+    /// or lhs/rhs pair). Returns the declared, capture and partner parameters'
+    /// instructions; number them with [`order_params`](Self::order_params).
+    pub(crate) fn pair_captures(
+        &self,
+        comp: CompId,
+        declared: usize,
+    ) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let mut g = self.g.borrow_mut();
+        let c = g.comp_mut(comp);
+        let params: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
+        let (decl, caps) = params.split_at(declared);
+        let partners = caps
+            .iter()
+            .map(|p| {
+                let copy = c.instrs[*p as usize].clone();
+                c.instrs.push(copy);
+                c.instrs.len() as u32 - 1
+            })
+            .collect();
+        (decl.to_vec(), caps.to_vec(), partners)
+    }
+
+    /// Makes `order` (parameter instructions of `comp`) its parameters 0, 1, 2, ….
+    pub(crate) fn order_params(&self, comp: CompId, order: Vec<u32>) {
+        let mut g = self.g.borrow_mut();
+        let c = g.comp_mut(comp);
+        for (number, i) in order.iter().enumerate() {
+            if let OpKind::Parameter { number: n, .. } = &mut c.instrs[*i as usize].kind {
+                *n = number as u32;
+            }
+        }
+        c.params = order.into_iter().map(Some).collect();
+    }
+
+    /// Finishes body `comp` with `roots` as its result (a tuple of them if several).
+    pub(crate) fn finish_body(
+        &self,
+        comp: CompId,
+        roots: &[Value],
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<(), Op> {
+        let root = if let [r] = roots {
+            *r
+        } else {
+            let pushed = self.g.borrow_mut().push(
+                comp,
+                OpKind::Tuple,
+                roots.iter().copied().collect(),
+                None,
+                loc,
+            );
+            pushed.map_err(|e| self.fail(e, loc))?
+        };
+        self.g.borrow_mut().comp_mut(comp).root = Some(root);
+        Ok(())
+    }
+
+    /// The results of instruction `r` (a multi-result one when `n_results > 1` or
+    /// it has extra results), or `r` itself repeated on failure.
+    pub(crate) fn results(&self, r: Op, n: usize, multi: bool) -> Vec<Op> {
+        if r.is_poisoned() || !multi {
+            return vec![r; n.max(1)];
+        }
+        (0..n)
+            .map(|i| {
+                self.op(
+                    r.comp,
+                    Value {
+                        instr: r.v.instr,
+                        result: i as u32,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
 impl Op {
     /// The builder this op belongs to.
     pub fn builder(&self) -> Builder {

@@ -7,7 +7,7 @@ use std::panic::Location;
 use super::{array_of, resolve_axis};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Operands, Value};
+use crate::ir::{OpKind, Value};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
 
@@ -648,67 +648,19 @@ impl Builder {
                 loc,
             ));
         }
-        // Captured scalars travel as one more input and update each, every element
-        // the value; the combiner passes the value on.
-        let captures: Vec<Value> = self
-            .g
-            .borrow()
-            .comp(comp)
-            .captures
-            .keys()
-            .copied()
-            .collect();
-        for c in &captures {
-            let s = self.g.borrow().value_shape(target, *c).clone();
-            if !(s.is_array() && s.rank() == 0) {
-                return failed(self.fail(
-                    ShapeError::new("scatter", &[&s], ShapeErrorKind::Body, format!("a scatter combiner can use outside values that are scalars; it uses a {s}")),
-                    loc,
-                ));
-            }
-        }
+        // Captured scalars: one more input and update each (see `scalar_captures`).
+        let captures = match self.scalar_captures(comp, target, "scatter", loc) {
+            Ok(c) => c,
+            Err(f) => return failed(f),
+        };
         let k = captures.len();
-        {
-            let mut g = self.g.borrow_mut();
-            let g = &mut *g;
-            if k > 0 {
-                let c = g.comp_mut(comp);
-                let old: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
-                let mut old_caps = Vec::with_capacity(k);
-                for j in 0..k {
-                    let copy = c.instrs[old[2 * n + j] as usize].clone();
-                    c.instrs.push(copy);
-                    old_caps.push(c.instrs.len() as u32 - 1);
-                    roots.push(Value::of(old[2 * n + j]));
-                }
-                let order: Vec<u32> = old[..n]
-                    .iter()
-                    .chain(&old_caps)
-                    .chain(&old[n..])
-                    .copied()
-                    .collect();
-                for (number, i) in order.iter().enumerate() {
-                    if let OpKind::Parameter { number: num, .. } = &mut c.instrs[*i as usize].kind {
-                        *num = number as u32;
-                    }
-                }
-                c.params = order.into_iter().map(Some).collect();
-            }
-            let root = if roots.len() == 1 {
-                roots[0]
-            } else {
-                match g.push(
-                    comp,
-                    OpKind::Tuple,
-                    roots.iter().copied().collect::<Operands>(),
-                    None,
-                    loc,
-                ) {
-                    Ok(v) => v,
-                    Err(e) => return failed(self.fail(e, loc)),
-                }
-            };
-            g.comp_mut(comp).root = Some(root);
+        if k > 0 {
+            let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
+            roots.extend(caps.iter().map(|c| Value::of(*c)));
+            self.order_params(comp, [&decl[..n], &partners, &decl[n..], &caps].concat());
+        }
+        if let Err(f) = self.finish_body(comp, &roots, loc) {
+            return failed(f);
         }
         let (in_dims, up_dims) = (shapes[0].dims().to_vec(), shapes[n + 1].dims().to_vec());
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
@@ -737,23 +689,7 @@ impl Builder {
             None,
             loc,
         );
-        if r.is_poisoned() {
-            return failed(r);
-        }
-        if n + k == 1 {
-            return vec![r];
-        }
-        (0..n)
-            .map(|i| {
-                self.op(
-                    r.comp,
-                    Value {
-                        instr: r.v.instr,
-                        result: i as u32,
-                    },
-                )
-            })
-            .collect()
+        self.results(r, n, n + k > 1)
     }
 }
 

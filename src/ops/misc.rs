@@ -7,7 +7,7 @@ use std::panic::Location;
 use super::array_of;
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
+use crate::ir::OpKind;
 use crate::proto;
 use crate::shape::Shape;
 
@@ -163,25 +163,14 @@ impl Builder {
             Ok(r) => r,
             Err(failed) => return failed,
         };
-        // Captured scalars come in as more mapped operands, every element the value.
-        let captures: Vec<Value> = self
-            .g
-            .borrow()
-            .comp(comp)
-            .captures
-            .keys()
-            .copied()
-            .collect();
-        for c in &captures {
-            let s = self.g.borrow().value_shape(target, *c).clone();
-            if !(s.is_array() && s.rank() == 0) {
-                return self.fail(
-                    ShapeError::new("map", &[&s], ShapeErrorKind::Body, format!("a mapped function can use outside values that are scalars; it uses a {s}")),
-                    loc,
-                );
-            }
+        // Captured scalars come in as more mapped operands (see `scalar_captures`).
+        let captures = match self.scalar_captures(comp, target, "map", loc) {
+            Ok(c) => c,
+            Err(f) => return f,
+        };
+        if let Err(f) = self.finish_body(comp, &roots, loc) {
+            return f;
         }
-        self.g.borrow_mut().comp_mut(comp).root = Some(roots[0]);
         let d0 = shapes[0].dims().to_vec();
         let spread: Vec<Op> = captures
             .iter()

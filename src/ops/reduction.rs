@@ -7,7 +7,7 @@ use super::elementwise::{BinaryOp, Scalar};
 use super::{array_of, resolve_axes};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Operands, Value};
+use crate::ir::{OpKind, Value};
 use crate::shape::{ElementType, Shape};
 
 /// Variadic `reduce` rule. Operands: `n` input arrays of equal dimensions, then `n`
@@ -324,76 +324,21 @@ impl Builder {
                 loc,
             ));
         }
-        // Closure conversion: a reduce body's signature is fixed by XLA, so each
-        // captured scalar travels as one more reduced input (the scalar broadcast to
-        // the inputs' dimensions, with itself as initial value); every element and
-        // accumulator of that input is the captured value, and the body passes it on.
-        let captures: Vec<Value> = self
-            .g
-            .borrow()
-            .comp(comp)
-            .captures
-            .keys()
-            .copied()
-            .collect();
-        for c in &captures {
-            let s = self.g.borrow().value_shape(target, *c).clone();
-            if !(s.is_array() && s.rank() == 0) {
-                return failed(self.fail(
-                    ShapeError::new(
-                        "reduce",
-                        &[&s],
-                        ShapeErrorKind::Body,
-                        format!(
-                            "a reduce body can use outside values that are scalars; it uses a {s}"
-                        ),
-                    ),
-                    loc,
-                ));
-            }
-        }
+        // Captured scalars: one more reduced input each (see `scalar_captures`),
+        // with the scalar as its initial value.
+        let captures = match self.scalar_captures(comp, target, "reduce", loc) {
+            Ok(c) => c,
+            Err(f) => return failed(f),
+        };
         let k = captures.len();
-        {
-            let mut g = self.g.borrow_mut();
-            let g = &mut *g;
-            if k > 0 {
-                let c = g.comp_mut(comp);
-                let old: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
-                let mut acc_caps = Vec::with_capacity(k);
-                for j in 0..k {
-                    let cap = c.instrs[old[2 * n + j] as usize].clone();
-                    c.instrs.push(cap);
-                    acc_caps.push(c.instrs.len() as u32 - 1);
-                    roots.push(Value::of(old[2 * n + j]));
-                }
-                let order: Vec<u32> = old[..n]
-                    .iter()
-                    .chain(&acc_caps)
-                    .chain(&old[n..])
-                    .copied()
-                    .collect();
-                for (number, i) in order.iter().enumerate() {
-                    if let OpKind::Parameter { number: num, .. } = &mut c.instrs[*i as usize].kind {
-                        *num = number as u32;
-                    }
-                }
-                c.params = order.into_iter().map(Some).collect();
-            }
-            let root = if roots.len() == 1 {
-                roots[0]
-            } else {
-                match g.push(
-                    comp,
-                    OpKind::Tuple,
-                    roots.iter().copied().collect::<Operands>(),
-                    None,
-                    loc,
-                ) {
-                    Ok(v) => v,
-                    Err(e) => return failed(self.fail(e, loc)),
-                }
-            };
-            g.comp_mut(comp).root = Some(root);
+        if k > 0 {
+            let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
+            roots.extend(caps.iter().map(|c| Value::of(*c)));
+            let order = [&decl[..n], &partners, &decl[n..], &caps].concat();
+            self.order_params(comp, order);
+        }
+        if let Err(f) = self.finish_body(comp, &roots, loc) {
+            return failed(f);
         }
         let dims = shapes[0].dims().to_vec();
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
@@ -420,23 +365,7 @@ impl Builder {
             None,
             loc,
         );
-        if r.is_poisoned() {
-            return failed(r);
-        }
-        if n + k == 1 {
-            return vec![r]; // a single-result reduce
-        }
-        (0..n)
-            .map(|i| {
-                self.op(
-                    r.comp,
-                    Value {
-                        instr: r.v.instr,
-                        result: i as u32,
-                    },
-                )
-            })
-            .collect()
+        self.results(r, n, n + k > 1)
     }
 }
 

@@ -6,7 +6,7 @@ use std::panic::Location;
 use super::{array_of, resolve_axis};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
+use crate::ir::OpKind;
 use crate::ops::elementwise::Comparison;
 use crate::shape::{ElementType, Shape};
 
@@ -136,47 +136,22 @@ impl Builder {
         // Captured scalars travel as extra operands whose every element is the value
         // (sorting permutes equal elements): the comparator gets them as one more
         // (lhs, rhs) pair each.
-        let captures: Vec<Value> = self
-            .g
-            .borrow()
-            .comp(comp)
-            .captures
-            .keys()
-            .copied()
-            .collect();
-        for c in &captures {
-            let s = self.g.borrow().value_shape(target, *c).clone();
-            if !(s.is_array() && s.rank() == 0) {
-                return failed(self.fail(
-                    ShapeError::new(
-                        "sort",
-                        &[&s],
-                        ShapeErrorKind::Body,
-                        format!("a sort comparator can use outside values that are scalars; it uses a {s}"),
-                    ),
-                    loc,
-                ));
-            }
+        let captures = match self.scalar_captures(comp, target, "sort", loc) {
+            Ok(c) => c,
+            Err(f) => return failed(f),
+        };
+        if !captures.is_empty() {
+            // Each captured scalar is one more sorted operand: an (lhs, rhs) pair.
+            let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
+            let pairs: Vec<u32> = caps
+                .iter()
+                .zip(&partners)
+                .flat_map(|(c, p)| [*c, *p])
+                .collect();
+            self.order_params(comp, [decl, pairs].concat());
         }
-        {
-            let mut g = self.g.borrow_mut();
-            let c = g.comp_mut(comp);
-            let old: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
-            let mut order: Vec<u32> = old[..2 * n].to_vec();
-            for j in 0..captures.len() {
-                let cap = old[2 * n + j];
-                let copy = c.instrs[cap as usize].clone();
-                c.instrs.push(copy);
-                order.push(cap);
-                order.push(c.instrs.len() as u32 - 1);
-            }
-            for (number, i) in order.iter().enumerate() {
-                if let OpKind::Parameter { number: num, .. } = &mut c.instrs[*i as usize].kind {
-                    *num = number as u32;
-                }
-            }
-            c.params = order.into_iter().map(Some).collect();
-            c.root = Some(roots.first().copied().unwrap_or(Value::of(0)));
+        if let Err(f) = self.finish_body(comp, &roots, loc) {
+            return failed(f);
         }
         let dims = shapes[0].dims().to_vec();
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
@@ -192,23 +167,7 @@ impl Builder {
             None,
             loc,
         );
-        if r.is_poisoned() {
-            return failed(r);
-        }
-        if all.len() == 1 {
-            return vec![r];
-        }
-        (0..n)
-            .map(|i| {
-                self.op(
-                    r.comp,
-                    Value {
-                        instr: r.v.instr,
-                        result: i as u32,
-                    },
-                )
-            })
-            .collect()
+        self.results(r, n, all.len() > 1)
     }
 }
 

@@ -303,20 +303,8 @@ impl Builder {
             Err(failed) => return vec![failed],
         };
         let n = roots.len();
-        let root = {
-            let mut g = self.g.borrow_mut();
-            let root = if n == 1 {
-                Ok(roots[0])
-            } else {
-                g.push(comp, OpKind::Tuple, roots.into_iter().collect(), None, loc)
-            };
-            if let Ok(r) = root {
-                g.comp_mut(comp).root = Some(r);
-            }
-            root
-        };
-        if let Err(e) = root {
-            return vec![self.fail(e, loc)];
+        if let Err(f) = self.finish_body(comp, &roots, loc) {
+            return vec![f];
         }
         let captures: Vec<Op> = self
             .g

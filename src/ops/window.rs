@@ -281,7 +281,8 @@ pub fn infer_select_and_scatter(
 
 impl Op {
     /// XLA's ReduceWindow with one input: reduces each window of `window` (one
-    /// [`WindowDim`] per axis) starting from `init` with `body(acc, element)`.
+    /// [`WindowDim`] per axis) starting from `init` with `body(acc, element)`. The
+    /// body may use outside scalars.
     #[track_caller]
     pub fn reduce_window(
         &self,
@@ -323,27 +324,42 @@ impl Op {
             Ok(r) => r,
             Err(f) => return f,
         };
-        if !b.g.borrow().comp(comp).captures.is_empty() {
-            return b.fail(
-                ShapeError::new(
-                    "reduce-window",
-                    &[&s],
-                    ShapeErrorKind::Body,
-                    "a reduce-window body cannot use values from outside it yet",
-                ),
-                loc,
-            );
+        // Captured scalars: one more windowed input each, the scalar as its initial
+        // value (see `scalar_captures`).
+        let captures = match b.scalar_captures(comp, target, "reduce-window", loc) {
+            Ok(c) => c,
+            Err(f) => return f,
+        };
+        let mut roots = roots;
+        if !captures.is_empty() {
+            let (decl, caps, partners) = b.pair_captures(comp, 2);
+            roots.extend(caps.iter().map(|c| crate::ir::Value::of(*c)));
+            b.order_params(comp, [&decl[..1], &partners, &decl[1..], &caps].concat());
         }
-        b.g.borrow_mut().comp_mut(comp).root = Some(roots[0]);
-        b.emit(
+        if let Err(f) = b.finish_body(comp, &roots, loc) {
+            return f;
+        }
+        let caps: Vec<Op> = captures.iter().map(|c| b.op(target, *c)).collect();
+        let spread: Vec<Op> = caps
+            .iter()
+            .map(|c| c.broadcast_to_at(s.dims(), loc))
+            .collect();
+        let operands: Vec<&Op> = [self]
+            .into_iter()
+            .chain(&spread)
+            .chain([init])
+            .chain(&caps)
+            .collect();
+        let r = b.emit(
             OpKind::ReduceWindow {
                 window: window.into(),
                 body: comp,
             },
-            &[self, init],
+            &operands,
             None,
             loc,
-        )
+        );
+        b.results(r, 1, operands.len() > 2).remove(0)
     }
 
     /// XLA's SelectAndScatter: for each window position, `select(a, b)` (keep `a`
@@ -391,6 +407,8 @@ impl Op {
                 Err(f) => return f,
             };
             if !b.g.borrow().comp(comp).captures.is_empty() {
+                // XLA fixes both bodies' signatures and has no operand to carry an
+                // outside value through.
                 return b.fail(
                     ShapeError::new(
                         "select-and-scatter",
