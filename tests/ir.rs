@@ -234,6 +234,11 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
             )
         }
         Opcode::OptimizationBarrier => b.optimization_barrier(&[&x]).remove(0),
+        Opcode::While => b.fori_loop(0, 3, x.clone(), |_, v| v * 2.0),
+        Opcode::Conditional => {
+            let p = b.constant(true);
+            b.cond(&p, x.clone(), |v| v + 1.0, |v| v - &y)
+        }
         Opcode::SelectAndScatter => {
             let w = [xlaclient::ops::window::WindowDim::new(2, 1); 2];
             let src = x.max_pool(&w);

@@ -15,7 +15,7 @@ use crate::ops::misc::{self, CustomCallAttrs};
 use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
 use crate::ops::window::{self, WindowDim};
-use crate::ops::{reduction, shape_ops, sorting, structural};
+use crate::ops::{control, reduction, shape_ops, sorting, structural};
 use crate::proto;
 use crate::shape::Shape;
 
@@ -176,6 +176,10 @@ opcodes! {
     ReduceWindow = "reduce-window", Even;
     /// Scatters a source into the element each window selects (max-pool gradients).
     SelectAndScatter = "select-and-scatter", Fixed(3);
+    /// Repeats a body computation on a carry while a condition computation holds.
+    While = "while", Fixed(1);
+    /// Runs one of several branch computations, chosen by an index or predicate.
+    Conditional = "conditional", Variadic;
     /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
     Convolution = "convolution", Fixed(2);
     /// Applies a scalar computation element-wise to several arrays.
@@ -300,6 +304,19 @@ pub enum OpKind {
     },
     /// An optimization barrier.
     OptimizationBarrier,
+    /// A while loop on a tuple carry; one result per carry element.
+    While {
+        /// The condition computation (carry → `pred[]`).
+        cond: CompId,
+        /// The body computation (carry → carry).
+        body: CompId,
+    },
+    /// A conditional: selector, then one operand per branch; one result per element
+    /// of the branches' tuple result.
+    Conditional {
+        /// The branch computations.
+        branches: Box<[CompId]>,
+    },
     /// Select-and-scatter: operand, source, initial value.
     SelectAndScatter {
         /// One entry per axis of the operand.
@@ -374,6 +391,8 @@ impl OpKind {
             OpKind::Convolution(_) => Opcode::Convolution,
             OpKind::Map { .. } => Opcode::Map,
             OpKind::OptimizationBarrier => Opcode::OptimizationBarrier,
+            OpKind::While { .. } => Opcode::While,
+            OpKind::Conditional { .. } => Opcode::Conditional,
             OpKind::SelectAndScatter { .. } => Opcode::SelectAndScatter,
             OpKind::CustomCall(_) => Opcode::CustomCall,
             OpKind::Cholesky { .. } => Opcode::Cholesky,
@@ -391,7 +410,9 @@ impl OpKind {
             OpKind::Reduce { .. } => n_operands > 2,
             OpKind::Sort { .. } => n_operands > 1,
             OpKind::Scatter { .. } => n_operands > 3,
-            OpKind::RngBitGenerator { .. } => true,
+            OpKind::RngBitGenerator { .. } | OpKind::While { .. } | OpKind::Conditional { .. } => {
+                true
+            }
             OpKind::ReduceWindow { .. } => n_operands > 2,
             _ => false,
         }
@@ -411,6 +432,8 @@ impl OpKind {
             OpKind::SelectAndScatter {
                 select, scatter, ..
             } => smallvec::smallvec![*select, *scatter],
+            OpKind::While { cond, body } => smallvec::smallvec![*cond, *body],
+            OpKind::Conditional { branches } => branches.iter().copied().collect(),
             _ => smallvec::SmallVec::new(),
         }
     }
@@ -432,6 +455,11 @@ impl OpKind {
                 *select = f(*select);
                 *scatter = f(*scatter);
             }
+            OpKind::While { cond, body } => {
+                *cond = f(*cond);
+                *body = f(*body);
+            }
+            OpKind::Conditional { branches } => branches.iter_mut().for_each(|b| *b = f(*b)),
             _ => {}
         }
     }
@@ -471,6 +499,8 @@ impl OpKind {
             OpKind::Convolution(a) => a.hash(h),
             OpKind::Map { dims, body } => (dims, body).hash(h),
             OpKind::OptimizationBarrier => {}
+            OpKind::While { cond, body } => (cond, body).hash(h),
+            OpKind::Conditional { branches } => branches.hash(h),
             OpKind::SelectAndScatter {
                 window,
                 select,
@@ -580,6 +610,15 @@ pub fn infer(
             misc::infer_map(operands, dims, sigs.signature(*body).as_ref())
         }
         OpKind::OptimizationBarrier => Ok(operands[0].clone()),
+        OpKind::While { cond, body } => control::infer_while(
+            operands[0],
+            sigs.signature(*cond).as_ref(),
+            sigs.signature(*body).as_ref(),
+        ),
+        OpKind::Conditional { branches } => {
+            let sigs: Vec<_> = branches.iter().map(|b| sigs.signature(*b)).collect();
+            control::infer_conditional(operands, &sigs)
+        }
         OpKind::SelectAndScatter {
             window: w,
             select,
@@ -655,6 +694,13 @@ pub(crate) fn lower_attrs(
             p.called_computation_ids = vec![comp_id(*body)];
         }
         OpKind::OptimizationBarrier => {}
+        // XLA keeps a while's body first, then its condition.
+        OpKind::While { cond, body } => {
+            p.called_computation_ids = vec![comp_id(*body), comp_id(*cond)];
+        }
+        OpKind::Conditional { branches } => {
+            p.called_computation_ids = branches.iter().map(|b| comp_id(*b)).collect();
+        }
         OpKind::SelectAndScatter {
             window: w,
             select,
@@ -716,8 +762,10 @@ pub(crate) fn raise(
         }
         Ok(())
     };
-    calls(if op == Opcode::SelectAndScatter {
+    calls(if matches!(op, Opcode::SelectAndScatter | Opcode::While) {
         2
+    } else if op == Opcode::Conditional {
+        p.called_computation_ids.len().max(1)
     } else {
         usize::from(matches!(
             op,
@@ -803,6 +851,19 @@ pub(crate) fn raise(
                 .ok_or("a map's function is not defined before it")?,
         },
         Opcode::OptimizationBarrier => OpKind::OptimizationBarrier,
+        Opcode::While => OpKind::While {
+            body: comp_index(p.called_computation_ids[0])
+                .ok_or("a while's body is not defined before it")?,
+            cond: comp_index(p.called_computation_ids[1])
+                .ok_or("a while's condition is not defined before it")?,
+        },
+        Opcode::Conditional => OpKind::Conditional {
+            branches: p
+                .called_computation_ids
+                .iter()
+                .map(|c| comp_index(*c).ok_or("a conditional's branch is not defined before it"))
+                .collect::<Result<_, _>>()?,
+        },
         Opcode::SelectAndScatter => OpKind::SelectAndScatter {
             window: window::raise_window(p)?.into(),
             select: comp_index(p.called_computation_ids[0])
@@ -929,6 +990,21 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         }
         OpKind::Cholesky { lower } => {
             let _ = write!(out, ", lower={lower}");
+        }
+        OpKind::While { cond, body } => {
+            let _ = write!(
+                out,
+                ", condition=%{}, body=%{}",
+                comp_name(*cond),
+                comp_name(*body)
+            );
+        }
+        OpKind::Conditional { branches } => {
+            let names: Vec<String> = branches
+                .iter()
+                .map(|b| format!("%{}", comp_name(*b)))
+                .collect();
+            let _ = write!(out, ", branch_computations={{{}}}", names.join(", "));
         }
         OpKind::SelectAndScatter {
             window: w,

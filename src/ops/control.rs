@@ -1,0 +1,564 @@
+//! Structured control flow over trees of values: `while_loop`, `fori_loop` (static
+//! trip count), `cond` and `switch` (XLA's conditional). Bodies are Rust closures
+//! that may use any value of an enclosing computation: those values travel in the
+//! loop's carry (or as branch operands), added by the builder.
+
+use std::panic::Location;
+
+use indexmap::IndexSet;
+
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{CompId, OpKind, Operands, Value};
+use crate::shape::{ElementType, Shape};
+use crate::tree::Tree;
+
+/// While rule: one tuple operand (the carry); the condition maps it to `pred[]`, the
+/// body maps it to itself. The result is the final carry.
+pub fn infer_while(
+    operand: &Shape,
+    cond: Option<&(Vec<Shape>, Shape)>,
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "while";
+    if !operand.is_tuple() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Rank,
+            "the carry must be a tuple",
+        ));
+    }
+    let one = std::slice::from_ref(operand);
+    match cond {
+        Some((p, r)) if p.as_slice() == one && *r == Shape::scalar(ElementType::Pred) => {}
+        _ => {
+            return Err(ShapeError::new(
+                OP,
+                &[operand],
+                ShapeErrorKind::Body,
+                format!("the condition must map {operand} to pred[]"),
+            ));
+        }
+    }
+    match body {
+        Some((p, r)) if p.as_slice() == one && r == operand => Ok(operand.clone()),
+        Some((_, r)) => Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Body,
+            format!("the body must map the carry {operand} to itself, it gives {r}"),
+        )),
+        None => Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Body,
+            "the body is not finished",
+        )),
+    }
+}
+
+/// Conditional rule: an index (`s32[]`; out of range means the last branch) or a
+/// predicate (`pred[]`, with two branches: true first), then one operand per branch;
+/// branch `i` maps operand `i` to the common result shape.
+pub fn infer_conditional(
+    operands: &[&Shape],
+    branches: &[Option<(Vec<Shape>, Shape)>],
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "conditional";
+    let Some((sel, args)) = operands.split_first() else {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs a selector",
+        ));
+    };
+    if branches.is_empty() || args.len() != branches.len() {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            format!(
+                "{} branches for {} branch operands",
+                branches.len(),
+                args.len()
+            ),
+        ));
+    }
+    let pred = Shape::scalar(ElementType::Pred);
+    if !(**sel == Shape::scalar(ElementType::S32) || (**sel == pred && branches.len() == 2)) {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::ElementType,
+            format!("the selector must be s32[] (or pred[] with two branches), got {sel}"),
+        ));
+    }
+    let mut result: Option<&Shape> = None;
+    for (i, (b, a)) in branches.iter().zip(args).enumerate() {
+        let Some((p, r)) = b else {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("branch {i} is not finished"),
+            ));
+        };
+        if p.len() != 1 || &p[0] != *a {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("branch {i} must take its operand {a}"),
+            ));
+        }
+        if let Some(first) = result {
+            if r != first {
+                return Err(ShapeError::new(
+                    OP,
+                    operands,
+                    ShapeErrorKind::Body,
+                    format!("branch {i} gives {r}, branch 0 gives {first}"),
+                ));
+            }
+        }
+        result = Some(r);
+    }
+    Ok(result.expect("at least one branch").clone())
+}
+
+/// A body built with one tuple parameter whose elements the closure sees as its
+/// values; captured outside values are collected for the caller to thread in.
+struct TupleBody {
+    comp: CompId,
+    /// The tuple parameter's instruction.
+    param: u32,
+    roots: Vec<Value>,
+}
+
+impl Builder {
+    /// Builds a body of `target` taking one tuple of `shapes`; `f` gets the elements.
+    fn tuple_body(
+        &self,
+        target: CompId,
+        name: &str,
+        shapes: &[Shape],
+        loc: &'static Location<'static>,
+        f: impl FnOnce(Vec<Op>) -> Vec<Op>,
+    ) -> Result<TupleBody, Op> {
+        let tuple = Shape::Tuple(shapes.to_vec());
+        let (comp, roots) = self.body(target, name, &[tuple], loc, |sb, p| {
+            let elems = (0..shapes.len())
+                .map(|i| {
+                    sb.emit(
+                        OpKind::GetTupleElement { index: i as u32 },
+                        &[&p[0]],
+                        None,
+                        loc,
+                    )
+                })
+                .collect();
+            f(elems)
+        })?;
+        let param = self.g.borrow().comp(comp).params[0].expect("declared");
+        Ok(TupleBody { comp, param, roots })
+    }
+
+    /// Turns body `b`'s captured values into elements `n..` of its tuple parameter,
+    /// whose shape becomes `shapes` (the carry, then every captured value in
+    /// `union`'s order). Returns the element value of each of `union` in the body.
+    fn thread_captures(
+        &self,
+        b: &TupleBody,
+        n: usize,
+        union: &IndexSet<Value>,
+        shapes: &[Shape],
+        loc: &'static Location<'static>,
+    ) -> Vec<Value> {
+        let mut g = self.g.borrow_mut();
+        let tuple = g.shapes.intern(Shape::Tuple(shapes.to_vec()));
+        let captured: Vec<(Value, u32)> = g
+            .comp(b.comp)
+            .captures
+            .iter()
+            .map(|(v, i)| (*v, *i))
+            .collect();
+        let c = g.comp_mut(b.comp);
+        c.instrs[b.param as usize].shape = tuple;
+        let mut elems = vec![None; union.len()];
+        for (pv, instr) in captured {
+            let j = union.get_index_of(&pv).expect("in the union");
+            let ins = &mut c.instrs[instr as usize];
+            ins.kind = OpKind::GetTupleElement {
+                index: (n + j) as u32,
+            };
+            ins.operands = Operands::from_slice(&[Value::of(b.param)]);
+            elems[j] = Some(Value::of(instr));
+        }
+        c.params = vec![Some(b.param)];
+        c.captures.clear();
+        elems
+            .into_iter()
+            .enumerate()
+            .map(|(j, e)| {
+                e.unwrap_or_else(|| {
+                    let shape = g.shapes.intern(shapes[n + j].clone());
+                    let c = g.comp_mut(b.comp);
+                    c.instrs.push(crate::ir::Instr {
+                        kind: OpKind::GetTupleElement {
+                            index: (n + j) as u32,
+                        },
+                        operands: Operands::from_slice(&[Value::of(b.param)]),
+                        shape,
+                        loc,
+                    });
+                    Value::of(c.instrs.len() as u32 - 1)
+                })
+            })
+            .collect()
+    }
+
+    /// Finishes `comp` with a tuple of `roots` as its result (even of one value).
+    fn finish_tuple_body(
+        &self,
+        comp: CompId,
+        roots: &[Value],
+        loc: &'static Location<'static>,
+    ) -> Result<(), Op> {
+        let pushed = self.g.borrow_mut().push(
+            comp,
+            OpKind::Tuple,
+            roots.iter().copied().collect(),
+            None,
+            loc,
+        );
+        let root = pushed.map_err(|e| self.fail(e, loc))?;
+        self.g.borrow_mut().comp_mut(comp).root = Some(root);
+        Ok(())
+    }
+
+    /// Checks that `outs` have the carry's `shapes`: which carry, expected vs got.
+    fn check_carry(
+        &self,
+        what: &'static str,
+        shapes: &[Shape],
+        outs: &[Value],
+        comp: CompId,
+        loc: &'static Location<'static>,
+    ) -> Result<(), Op> {
+        if outs.len() != shapes.len() {
+            return Err(self.fail(
+                ShapeError::new(
+                    what,
+                    &[],
+                    ShapeErrorKind::Body,
+                    format!(
+                        "the body returns {} values for a carry of {}",
+                        outs.len(),
+                        shapes.len()
+                    ),
+                ),
+                loc,
+            ));
+        }
+        for (i, (v, s)) in outs.iter().zip(shapes).enumerate() {
+            let got = self.g.borrow().value_shape(comp, *v).clone();
+            if &got != s {
+                return Err(self.fail(
+                    ShapeError::new(
+                        what,
+                        &[s, &got],
+                        ShapeErrorKind::Body,
+                        format!("carry {i} enters as {s} but the body returns {got}"),
+                    ),
+                    loc,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A loop: while `cond(&carry)` (a `pred[]` scalar) holds, `carry = body(carry)`.
+    /// The carry is any tree of arrays (a derived struct, a tuple, a `Vec`); each
+    /// leaf keeps its shape and type. Both closures may use outside values.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// // Doubles x until it exceeds a limit, counting the steps.
+    /// let b = Builder::new("loop");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
+    /// let limit = b.parameter(1, Shape::of::<f32>(&[]), "limit");
+    /// let (y, n) = b.while_loop(
+    ///     (x, b.constant(0i32)),
+    ///     |(v, _)| v.compare(&limit, Comparison::Le),
+    ///     |(v, k)| (v * 2.0, k + 1),
+    /// );
+    /// assert_eq!(n.dims()?, Vec::<i64>::new());
+    /// # let _ = y;
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn while_loop<T>(
+        &self,
+        init: T,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        self.while_at(init, cond, body, Location::caller())
+    }
+
+    pub(crate) fn while_at<T>(
+        &self,
+        init: T,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+        loc: &'static Location<'static>,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
+        let refs: Vec<&Op> = leaves.iter().collect();
+        let target = match self.target(&refs, "while", loc) {
+            Ok(t) => t,
+            Err(f) => return init.map_ref(|_| f.clone()),
+        };
+        let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
+        let n = shapes.len();
+        let rebuild = |elems: Vec<Op>| init.rebuild(elems).expect("one element per leaf");
+        let c = match self.tuple_body(target, "cond", &shapes, loc, |e| vec![cond(&rebuild(e))]) {
+            Ok(b) => b,
+            Err(f) => return init.map_ref(|_| f.clone()),
+        };
+        let bd = match self.tuple_body(target, "body", &shapes, loc, |e| {
+            body(rebuild(e)).into_leaves()
+        }) {
+            Ok(b) => b,
+            Err(f) => return init.map_ref(|_| f.clone()),
+        };
+        if let Err(f) = self.check_carry("while", &shapes, &bd.roots, bd.comp, loc) {
+            return init.map_ref(|_| f.clone());
+        }
+        // Every value either body captured travels in the carry.
+        let union: IndexSet<Value> = {
+            let g = self.g.borrow();
+            g.comp(c.comp)
+                .captures
+                .keys()
+                .chain(g.comp(bd.comp).captures.keys())
+                .copied()
+                .collect()
+        };
+        let full: Vec<Shape> = {
+            let g = self.g.borrow();
+            shapes
+                .iter()
+                .cloned()
+                .chain(union.iter().map(|v| g.value_shape(target, *v).clone()))
+                .collect()
+        };
+        self.thread_captures(&c, n, &union, &full, loc);
+        let passed = self.thread_captures(&bd, n, &union, &full, loc);
+        let roots: Vec<Value> = bd.roots.iter().copied().chain(passed).collect();
+        // The condition returns its predicate; the body, always a tuple (the carry).
+        let done = self
+            .finish_body(c.comp, &c.roots, loc)
+            .and_then(|()| self.finish_tuple_body(bd.comp, &roots, loc));
+        if let Err(f) = done {
+            return init.map_ref(|_| f.clone());
+        }
+        let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
+        let carry: Vec<&Op> = refs.iter().copied().chain(&captured).collect();
+        let tuple = self.tuple(&carry);
+        let r = self.emit(
+            OpKind::While {
+                cond: c.comp,
+                body: bd.comp,
+            },
+            &[&tuple],
+            None,
+            loc,
+        );
+        let outs = self.results(r, n, true);
+        init.rebuild(outs).expect("one result per leaf")
+    }
+
+    /// A loop of a static trip count: `carry = body(i, carry)` for `i` in `lo..hi`
+    /// (an `s32[]` counter). Lowered to a while loop whose counter runs from `lo` to
+    /// `hi`; the trip count `hi - lo` is known when the program is built.
+    #[track_caller]
+    pub fn fori_loop<T>(&self, lo: i32, hi: i32, init: T, body: impl FnOnce(&Op, T) -> T) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let loc = Location::caller();
+        let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(lo.into()), loc);
+        let (_, out) = self.while_at(
+            (i0, init),
+            |(i, _)| {
+                i.binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(hi.into()),
+                    false,
+                    loc,
+                )
+                .compare_at(
+                    &i.builder()
+                        .scalar_of(ElementType::S32, crate::Scalar::Int(0), loc),
+                    crate::Comparison::Lt,
+                    loc,
+                )
+            },
+            |(i, carry)| {
+                let next = body(&i, carry);
+                (
+                    i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc),
+                    next,
+                )
+            },
+            loc,
+        );
+        out
+    }
+
+    /// XLA's conditional on a `pred[]`: `on_true(x)` if `pred` holds, else
+    /// `on_false(x)`; both branches return trees of the same shapes. The branches
+    /// may use outside values.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// let b = Builder::new("c");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let p = x.reduce_sum(&[0]).compare(&b.constant(0f32), Comparison::Gt);
+    /// let y = b.cond(&p, x, |x| x.exp(), |x| -x);
+    /// assert_eq!(y.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn cond<T, R>(
+        &self,
+        pred: &Op,
+        x: T,
+        on_true: impl FnOnce(T) -> R,
+        on_false: impl FnOnce(T) -> R,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        self.switch_at(
+            pred,
+            x,
+            Box::new(on_true),
+            vec![Box::new(on_false)],
+            Location::caller(),
+        )
+    }
+
+    /// XLA's N-way conditional: branch `index` (`s32[]`; an index out of range runs
+    /// the last branch, as XLA defines it) applied to `x`, the branches being `first`
+    /// then `rest`. All return trees of the same shapes; they may use outside values.
+    #[track_caller]
+    pub fn switch<'f, T, R>(
+        &self,
+        index: &Op,
+        x: T,
+        first: Box<dyn FnOnce(T) -> R + 'f>,
+        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        self.switch_at(index, x, first, rest, Location::caller())
+    }
+
+    fn switch_at<'f, T, R>(
+        &self,
+        sel: &Op,
+        x: T,
+        first: Box<dyn FnOnce(T) -> R + 'f>,
+        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
+        loc: &'static Location<'static>,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        let leaves: Vec<Op> = x.leaves().into_iter().cloned().collect();
+        let mut refs: Vec<&Op> = leaves.iter().collect();
+        refs.push(sel);
+        let target = match self.target(&refs, "conditional", loc) {
+            // The result's structure comes from running a branch: on failure, the
+            // first branch runs on failed values and every leaf carries the error.
+            Err(f) => return first(x.map_ref(|_| f.clone())).map_ref(|_| f.clone()),
+            Ok(t) => t,
+        };
+        let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
+        let n = shapes.len();
+        let mut built = Vec::new();
+        let mut template: Option<R> = None;
+        for (i, br) in std::iter::once(first).chain(rest).enumerate() {
+            let xx = x.clone();
+            let mut out = None;
+            let b = self.tuple_body(target, &format!("branch_{i}"), &shapes, loc, |e| {
+                let r = br(xx.rebuild(e).expect("one element per leaf"));
+                let leaves = r.leaves().into_iter().cloned().collect();
+                out = Some(r);
+                leaves
+            });
+            let out = out.expect("the branch ran");
+            match b {
+                Ok(b) => built.push(b),
+                Err(f) => return out.map_ref(|_| f.clone()),
+            }
+            template.get_or_insert(out);
+        }
+        let template = template.expect("at least the first branch");
+        // Each branch's captured values join its operand tuple; each branch returns
+        // a tuple of the result's leaves.
+        let mut operands: Vec<Op> = Vec::with_capacity(built.len());
+        for b in &built {
+            let union: IndexSet<Value> = self
+                .g
+                .borrow()
+                .comp(b.comp)
+                .captures
+                .keys()
+                .copied()
+                .collect();
+            let full: Vec<Shape> = {
+                let g = self.g.borrow();
+                shapes
+                    .iter()
+                    .cloned()
+                    .chain(union.iter().map(|v| g.value_shape(target, *v).clone()))
+                    .collect()
+            };
+            self.thread_captures(b, n, &union, &full, loc);
+            if let Err(f) = self.finish_tuple_body(b.comp, &b.roots, loc) {
+                return template.map_ref(|_| f.clone());
+            }
+            let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
+            let elems: Vec<&Op> = leaves.iter().chain(&captured).collect();
+            operands.push(self.tuple(&elems));
+        }
+        let all: Vec<&Op> = std::iter::once(sel).chain(operands.iter()).collect();
+        let r = self.emit(
+            OpKind::Conditional {
+                branches: built.iter().map(|b| b.comp).collect(),
+            },
+            &all,
+            None,
+            loc,
+        );
+        let count = template.num_leaves();
+        template
+            .rebuild(self.results(r, count, true))
+            .expect("one result per leaf")
+    }
+}
