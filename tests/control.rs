@@ -203,3 +203,65 @@ fn carry_errors_name_the_carry_and_the_line() {
     let y = b.cond(&f, x, |x| x, |x| -x);
     assert!(b.build(&y).unwrap_err().to_string().contains("selector"));
 }
+
+#[test]
+fn scan_matches_an_unrolled_loop() {
+    // carry = (sum, count); per step: sum += k * x_t, count += 1; ys = (sum, x_t > 0,
+    // a 2-vector) — several carries and outputs of different shapes, a captured k.
+    let t = 6;
+    let b = Builder::new("scan");
+    let xs = b.parameter(0, f32s(&[t, 3]), "xs");
+    let k = b.parameter(1, f32s(&[]), "k");
+    for reverse in [false, true] {
+        let init = (b.zeros(ElementType::F32, &[3]), b.constant(0i32));
+        let ((sum, count), (sums, pos, pair)) =
+            b.scan(init, xs.clone(), None, reverse, |(s, c), x| {
+                let s2 = &s + &(&x * &k);
+                let p = x.compare(&x.builder().constant(0f32), Comparison::Gt);
+                let pair = x.slice(&[0], &[2], &[1]);
+                ((s2.clone(), c + 1), (s2, p, pair))
+            });
+        assert_eq!(sums.dims().unwrap(), vec![t, 3]);
+        assert_eq!(pair.dims().unwrap(), vec![t, 2]);
+        let m = b.build_tuple(&[&sum, &count, &sums, &pos, &pair]).unwrap();
+        let mut rng = Rng(9);
+        let data = rng.vec((t * 3) as usize, -1.0, 1.0);
+        let outs = run(&m, &[&upload(&data, &[t, 3]), &upload(&[0.5f32], &[])]);
+        let mut s = [0f32; 3];
+        let mut want_sums = vec![0f32; (t * 3) as usize];
+        let order: Vec<usize> = if reverse {
+            (0..t as usize).rev().collect()
+        } else {
+            (0..t as usize).collect()
+        };
+        for step in order {
+            for j in 0..3 {
+                s[j] += 0.5 * data[step * 3 + j];
+                want_sums[step * 3 + j] = s[j];
+            }
+        }
+        assert_close(&outs[0].to_vec::<f32>().unwrap(), &s, 1e-6);
+        assert_eq!(outs[1].to_scalar::<i32>().unwrap(), t as i32);
+        assert_close(&outs[2].to_vec::<f32>().unwrap(), &want_sums, 1e-6);
+        let want_pos: Vec<bool> = data.iter().map(|v| *v > 0.0).collect();
+        assert_eq!(outs[3].to_vec::<bool>().unwrap(), want_pos);
+        let want_pair: Vec<f32> = data.chunks(3).flat_map(|r| [r[0], r[1]]).collect();
+        assert_eq!(
+            outs[4].to_vec::<f32>().unwrap(),
+            want_pair,
+            "reverse={reverse}"
+        );
+    }
+}
+
+#[test]
+fn scan_with_a_length_and_no_xs() {
+    // Fibonacci numbers: carry (a, b), y = a.
+    let b = Builder::new("fib");
+    let init = (b.constant(0i64), b.constant(1i64));
+    let (_, fib) = b.scan(init, (), Some(10), false, |(a, c), ()| {
+        ((c.clone(), &a + &c), a)
+    });
+    let m = b.build(&fib).unwrap();
+    assert_eq!(run1::<i64>(&m, &[]), vec![0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
+}

@@ -425,6 +425,199 @@ impl Builder {
         out
     }
 
+    /// `lax.scan`: runs `body(carry, x)` for each slice `x` of `xs` along their
+    /// leading axis (of length `length` when `xs` has no leaves), threading the
+    /// carry and stacking each step's `y` along a new leading axis; `reverse` walks
+    /// the slices from the last. Returns the final carry and the stacked `ys`. The
+    /// body runs twice while the program is built (once to learn the shapes of `y`),
+    /// hence `Fn`; it may use outside values. Lowered to a while loop with a static
+    /// trip count.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// // Running sums of the rows of x.
+    /// let b = Builder::new("cumsum");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[5, 3]), "x");
+    /// let zero = b.zeros(xlaclient::ElementType::F32, &[3]);
+    /// let (total, sums) = b.scan(zero, x, None, false, |acc, row| {
+    ///     let next = &acc + &row;
+    ///     (next.clone(), next)
+    /// });
+    /// assert_eq!(sums.dims()?, vec![5, 3]);
+    /// assert_eq!(total.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn scan<C, X, Y>(
+        &self,
+        init: C,
+        xs: X,
+        length: Option<i64>,
+        reverse: bool,
+        body: impl Fn(C, X) -> (C, Y),
+    ) -> (C, Y)
+    where
+        C: Tree<Op, With<Op> = C>,
+        X: Tree<Op, With<Op> = X>,
+        Y: Tree<Op, With<Op> = Y>,
+    {
+        let loc = Location::caller();
+        let x_leaves: Vec<Op> = xs.leaves().into_iter().cloned().collect();
+        let c_leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
+        let all: Vec<&Op> = x_leaves.iter().chain(&c_leaves).collect();
+        let fail_out = |f: Op, init: C, xs: X| -> (C, Y) {
+            let c = init.map_ref(|_| f.clone());
+            let (_, y) = body(c.map_ref(|_| f.clone()), xs.map_ref(|_| f.clone()));
+            (c, y.map_ref(|_| f.clone()))
+        };
+        let target = match self.target(&all, "scan", loc) {
+            Ok(t) => t,
+            Err(f) => return fail_out(f, init, xs),
+        };
+        let x_shapes: Vec<Shape> = x_leaves
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let len = match (x_shapes.first(), length) {
+            (Some(s), _) if s.rank() == 0 => None,
+            (Some(s), l)
+                if l.is_none_or(|l| l == s.dims()[0])
+                    && x_shapes
+                        .iter()
+                        .all(|t| t.rank() > 0 && t.dims()[0] == s.dims()[0]) =>
+            {
+                Some(s.dims()[0])
+            }
+            (None, Some(l)) if l >= 0 => Some(l),
+            _ => None,
+        };
+        let Some(len) = len else {
+            let f = self.fail(
+                ShapeError::new(
+                    "scan",
+                    &x_shapes.iter().collect::<Vec<_>>(),
+                    ShapeErrorKind::Dimension,
+                    format!("every xs leaf needs the same leading axis (and `length`, {length:?}, must agree or be given without xs)"),
+                ),
+                loc,
+            );
+            return fail_out(f, init, xs);
+        };
+        let slice_dims: Vec<Vec<i64>> = x_shapes.iter().map(|s| s.dims()[1..].to_vec()).collect();
+        let take = |i: &Op| -> X {
+            let b = i.builder();
+            let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let pos = if reverse {
+                i.binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(len - 1),
+                    false,
+                    loc,
+                )
+                .unary(crate::UnaryOp::Negate, loc)
+            } else {
+                i.clone()
+            };
+            let slices: Vec<Op> = x_leaves
+                .iter()
+                .zip(&slice_dims)
+                .map(|(x, d)| {
+                    let mut start = vec![&pos];
+                    start.extend(std::iter::repeat_n(&zero, d.len()));
+                    let mut sizes = vec![1];
+                    sizes.extend(d);
+                    x.dynamic_slice_at(&start, &sizes, loc).reshape_at(d, loc)
+                })
+                .collect();
+            xs.rebuild(slices).expect("one slice per leaf")
+        };
+        // Learn the shapes of y from a trace the finished program never calls.
+        let c_shapes: Vec<Shape> = c_leaves
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let probe_params: Vec<Shape> = std::iter::once(Shape::scalar(ElementType::S32))
+            .chain(c_shapes.iter().cloned())
+            .collect();
+        let mut y_shapes: Vec<Shape> = Vec::new();
+        let probed = self.body(target, "scan_shapes", &probe_params, loc, |_, p| {
+            let c = init.rebuild(p[1..].to_vec()).expect("one value per leaf");
+            let (c2, y) = body(c, take(&p[0]));
+            let ys: Vec<Op> = y.leaves().into_iter().cloned().collect();
+            y_shapes = ys.iter().filter_map(|o| o.shape().ok()).collect();
+            c2.into_leaves().into_iter().chain(ys).collect()
+        });
+        if let Err(f) = probed {
+            return fail_out(f, init, xs);
+        }
+        let ys0: Vec<Op> = y_shapes
+            .iter()
+            .map(|s| {
+                let mut d = vec![len];
+                d.extend(s.dims());
+                self.scalar_of(
+                    s.element_type().expect("an array"),
+                    crate::Scalar::Int(0),
+                    loc,
+                )
+                .broadcast_to_at(&d, loc)
+            })
+            .collect();
+        let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+        let mut y_template: Option<Y> = None;
+        let (_, c, ys) = self.while_at(
+            (i0, init, ys0),
+            |(i, _, _)| {
+                i.compare_at(
+                    &i.builder()
+                        .scalar_of(ElementType::S32, crate::Scalar::Int(len), loc),
+                    crate::Comparison::Lt,
+                    loc,
+                )
+            },
+            |(i, c, ys)| {
+                let b = i.builder();
+                let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+                let pos = if reverse {
+                    i.binary_scalar(
+                        crate::BinaryOp::Subtract,
+                        crate::Scalar::Int(len - 1),
+                        false,
+                        loc,
+                    )
+                    .unary(crate::UnaryOp::Negate, loc)
+                } else {
+                    i.clone()
+                };
+                let (c2, y) = body(c, take(&i));
+                let ys2: Vec<Op> = ys
+                    .iter()
+                    .zip(y.leaves())
+                    .map(|(buf, yv)| {
+                        let d = yv.dims().unwrap_or_default();
+                        let mut up = vec![1];
+                        up.extend(&d);
+                        let mut start = vec![&pos];
+                        start.extend(std::iter::repeat_n(&zero, d.len()));
+                        buf.dynamic_update_slice_at(&yv.reshape_at(&up, loc), &start, loc)
+                    })
+                    .collect();
+                y_template = Some(y);
+                (
+                    i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc),
+                    c2,
+                    ys2,
+                )
+            },
+            loc,
+        );
+        let y = y_template
+            .expect("the body ran")
+            .rebuild(ys)
+            .expect("one stack per leaf");
+        (c, y)
+    }
+
     /// XLA's conditional on a `pred[]`: `on_true(x)` if `pred` holds, else
     /// `on_false(x)`; both branches return trees of the same shapes. The branches
     /// may use outside values.

@@ -459,6 +459,15 @@ impl Op {
     /// scalar per axis, computed at run time; clamped so the block stays inside).
     #[track_caller]
     pub fn dynamic_slice(&self, start: &[&Op], sizes: &[i64]) -> Op {
+        self.dynamic_slice_at(start, sizes, Location::caller())
+    }
+
+    pub(crate) fn dynamic_slice_at(
+        &self,
+        start: &[&Op],
+        sizes: &[i64],
+        loc: &'static Location<'static>,
+    ) -> Op {
         let operands: Vec<&Op> = std::iter::once(self).chain(start.iter().copied()).collect();
         self.builder().emit(
             OpKind::DynamicSlice {
@@ -466,7 +475,7 @@ impl Op {
             },
             &operands,
             None,
-            Location::caller(),
+            loc,
         )
     }
 
@@ -474,16 +483,21 @@ impl Op {
     /// integer scalar per axis, clamped so the block stays inside).
     #[track_caller]
     pub fn dynamic_update_slice(&self, update: &Op, start: &[&Op]) -> Op {
+        self.dynamic_update_slice_at(update, start, Location::caller())
+    }
+
+    pub(crate) fn dynamic_update_slice_at(
+        &self,
+        update: &Op,
+        start: &[&Op],
+        loc: &'static Location<'static>,
+    ) -> Op {
         let operands: Vec<&Op> = [self, update]
             .into_iter()
             .chain(start.iter().copied())
             .collect();
-        self.builder().emit(
-            OpKind::DynamicUpdateSlice,
-            &operands,
-            None,
-            Location::caller(),
-        )
+        self.builder()
+            .emit(OpKind::DynamicUpdateSlice, &operands, None, loc)
     }
 
     /// XLA's Pad: `config[i]` elements of `value` (a scalar of this type) before,
