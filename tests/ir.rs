@@ -235,6 +235,15 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         }
         Opcode::OptimizationBarrier => b.optimization_barrier(&[&x]).remove(0),
         Opcode::While => b.fori_loop(0, 3, x.clone(), |_, v| v * 2.0),
+        Opcode::And => b.constant(true).and(&b.constant(false)),
+        Opcode::Or => b.constant(true).or(&b.constant(false)),
+        Opcode::Xor => b.constant(3u32).xor(&b.constant(5u32)),
+        Opcode::Not => b.constant(3u32).not(),
+        Opcode::ShiftLeft => b.constant(3u32).shift_left(&b.constant(2u32)),
+        Opcode::ShiftRightArithmetic => b.constant(-8i32).shift_right_arithmetic(&b.constant(1i32)),
+        Opcode::ShiftRightLogical => b.constant(8u32).shift_right_logical(&b.constant(1u32)),
+        Opcode::Popcnt => b.constant(7u32).popcnt(),
+        Opcode::CountLeadingZeros => b.constant(7u32).count_leading_zeros(),
         Opcode::Conditional => {
             let p = b.constant(true);
             b.cond(&p, x.clone(), |v| v + 1.0, |v| v - &y)

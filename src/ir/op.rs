@@ -8,6 +8,7 @@ use std::hash::{Hash, Hasher};
 
 use super::{CompId, Signatures};
 use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ops::bitwise::{self, BitwiseOp, BitwiseUnary};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
 use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotDims, TriangularSolveOptions};
@@ -178,6 +179,24 @@ opcodes! {
     SelectAndScatter = "select-and-scatter", Fixed(3);
     /// Repeats a body computation on a carry while a condition computation holds.
     While = "while", Fixed(1);
+    /// Bitwise (logical on pred) and.
+    And = "and", Fixed(2);
+    /// Bitwise (logical on pred) or.
+    Or = "or", Fixed(2);
+    /// Bitwise (logical on pred) exclusive or.
+    Xor = "xor", Fixed(2);
+    /// Bitwise (logical on pred) not.
+    Not = "not", Fixed(1);
+    /// Shift left.
+    ShiftLeft = "shift-left", Fixed(2);
+    /// Shift right, filling with the sign bit.
+    ShiftRightArithmetic = "shift-right-arithmetic", Fixed(2);
+    /// Shift right, filling with zeros.
+    ShiftRightLogical = "shift-right-logical", Fixed(2);
+    /// The number of set bits.
+    Popcnt = "popcnt", Fixed(1);
+    /// The number of leading zero bits.
+    CountLeadingZeros = "count-leading-zeros", Fixed(1);
     /// Runs one of several branch computations, chosen by an index or predicate.
     Conditional = "conditional", Variadic;
     /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
@@ -213,6 +232,10 @@ pub enum OpKind {
     Unary(UnaryOp),
     /// An element-wise binary op.
     Binary(BinaryOp),
+    /// A bitwise binary op.
+    Bitwise(BitwiseOp),
+    /// A bitwise unary op.
+    BitwiseUnary(BitwiseUnary),
     /// An element-wise comparison (the comparison type follows the element type).
     Compare(Comparison),
     /// `select(pred, on_true, on_false)`.
@@ -367,6 +390,8 @@ impl OpKind {
             OpKind::Constant(_) => Opcode::Constant,
             OpKind::Unary(u) => u.opcode(),
             OpKind::Binary(b) => b.opcode(),
+            OpKind::Bitwise(b) => b.opcode(),
+            OpKind::BitwiseUnary(u) => u.opcode(),
             OpKind::Compare(_) => Opcode::Compare,
             OpKind::Select => Opcode::Select,
             OpKind::Broadcast { .. } => Opcode::Broadcast,
@@ -471,7 +496,8 @@ impl OpKind {
         match self {
             OpKind::Parameter { number, .. } => number.hash(h),
             OpKind::Constant(bytes) => bytes.hash(h),
-            OpKind::Unary(_) | OpKind::Binary(_) => {}
+            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Bitwise(_) | OpKind::BitwiseUnary(_) => {
+            }
             OpKind::Compare(c) => c.hash(h),
             OpKind::Select | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
             OpKind::Broadcast { dims } => dims.hash(h),
@@ -551,6 +577,8 @@ pub fn infer(
         OpKind::Constant(bytes) => structural::infer_constant(bytes, need_target()?),
         OpKind::Unary(u) => elementwise::infer_unary(*u, operands[0]),
         OpKind::Binary(b) => elementwise::infer_binary(*b, operands[0], operands[1]),
+        OpKind::Bitwise(b) => bitwise::infer_bitwise(*b, operands[0], operands[1]),
+        OpKind::BitwiseUnary(u) => bitwise::infer_bitwise_unary(*u, operands[0]),
         OpKind::Compare(_) => elementwise::infer_compare(operands[0], operands[1]),
         OpKind::Select => elementwise::infer_select(operands[0], operands[1], operands[2]),
         OpKind::Broadcast { dims } => {
@@ -731,6 +759,8 @@ pub(crate) fn lower_attrs(
         }
         OpKind::Unary(_)
         | OpKind::Binary(_)
+        | OpKind::Bitwise(_)
+        | OpKind::BitwiseUnary(_)
         | OpKind::Select
         | OpKind::Reshape
         | OpKind::Convert
@@ -909,6 +939,10 @@ pub(crate) fn raise(
                 OpKind::Unary(*u)
             } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.opcode() == o) {
                 OpKind::Binary(*b)
+            } else if let Some(b) = BitwiseOp::ALL.iter().find(|b| b.opcode() == o) {
+                OpKind::Bitwise(*b)
+            } else if let Some(u) = BitwiseUnary::ALL.iter().find(|u| u.opcode() == o) {
+                OpKind::BitwiseUnary(*u)
             } else {
                 return Err(format!("opcode `{}` cannot be read yet", p.opcode));
             }

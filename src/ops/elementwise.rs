@@ -562,7 +562,7 @@ impl Op {
 
     /// Broadcasts both operands to their numpy-broadcast dims; checks the element
     /// types first so that the error names the shapes the user wrote.
-    fn broadcast_pair(
+    pub(crate) fn broadcast_pair(
         &self,
         rhs: &Op,
         name: &'static str,

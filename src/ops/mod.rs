@@ -5,6 +5,7 @@
 //!
 //! | family | file | ops |
 //! |---|---|---|
+//! | bitwise | [`bitwise`] | `and or xor not`, `shift-left shift-right-arithmetic shift-right-logical`, `popcnt count-leading-zeros` |
 //! | control flow | [`control`] | `while` (`while_loop`, `fori_loop`), `conditional` (`cond`, `switch`) over trees, bodies capturing outside values |
 //! | element-wise | [`elementwise`] | `add subtract multiply divide maximum minimum power remainder atan2`, `negate exponential log tanh abs sqrt rsqrt sine cosine logistic floor ceil sign exponential-minus-one log-plus-one`, `compare`, `select`, operators `+ - * /` with numpy broadcasting |
 //! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
@@ -21,6 +22,7 @@
 //!
 //! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
 
+pub mod bitwise;
 pub mod control;
 pub mod elementwise;
 pub mod indexing;
