@@ -1114,9 +1114,10 @@ mod tests {
     #[test]
     fn op_kinds_stay_small() {
         // A million-instruction graph must fit in memory: the kind is boxed where
-        // its attributes are large.
+        // its attributes are large, and an instruction (kind, two inline operands,
+        // shape id, location) stays at 72 bytes.
         assert!(
-            std::mem::size_of::<OpKind>() <= 24,
+            std::mem::size_of::<OpKind>() <= 32,
             "{}",
             std::mem::size_of::<OpKind>()
         );
