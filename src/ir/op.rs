@@ -1121,6 +1121,12 @@ mod tests {
             "{}",
             std::mem::size_of::<OpKind>()
         );
-        assert!(std::mem::size_of::<super::super::Instr>() <= 72);
+        let instr = std::mem::size_of::<super::super::Instr>();
+        assert!(
+            instr <= 72,
+            "{instr} (kind {}, operands {})",
+            std::mem::size_of::<OpKind>(),
+            std::mem::size_of::<super::super::Operands>()
+        );
     }
 }
