@@ -17,6 +17,7 @@
 //! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
 //! | sorting | [`sorting`] | `sort` (several operands, comparator closure, stable), `sort_ascending` |
+//! | JAX's PRNG | [`threefry`] | `prng_key`, `threefry_split`, `threefry_fold_in`, `threefry_bits`, `threefry_uniform` (bit-equal to `jax.random`) |
 //! | windows | [`window`] | `reduce-window` (pooling: `max_pool`, `sum_pool`) |
 //! | structural | [`structural`] | `parameter`, `constant`, `tuple`, `call` |
 //!
@@ -35,6 +36,7 @@ pub mod shape_ops;
 pub mod slicing;
 pub mod sorting;
 pub mod structural;
+pub mod threefry;
 pub mod window;
 
 use crate::error::{ShapeError, ShapeErrorKind};
