@@ -504,10 +504,9 @@ impl Builder {
             return fail_out(f, init, xs);
         };
         let slice_dims: Vec<Vec<i64>> = x_shapes.iter().map(|s| s.dims()[1..].to_vec()).collect();
-        let take = |i: &Op| -> X {
-            let b = i.builder();
-            let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-            let pos = if reverse {
+        // The step's slice index: i, or len - 1 - i walking backwards.
+        let position = |i: &Op| -> Op {
+            if reverse {
                 i.binary_scalar(
                     crate::BinaryOp::Subtract,
                     crate::Scalar::Int(len - 1),
@@ -517,7 +516,12 @@ impl Builder {
                 .unary(crate::UnaryOp::Negate, loc)
             } else {
                 i.clone()
-            };
+            }
+        };
+        let take = |i: &Op| -> X {
+            let b = i.builder();
+            let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let pos = position(i);
             let slices: Vec<Op> = x_leaves
                 .iter()
                 .zip(&slice_dims)
@@ -578,17 +582,7 @@ impl Builder {
             |(i, c, ys)| {
                 let b = i.builder();
                 let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-                let pos = if reverse {
-                    i.binary_scalar(
-                        crate::BinaryOp::Subtract,
-                        crate::Scalar::Int(len - 1),
-                        false,
-                        loc,
-                    )
-                    .unary(crate::UnaryOp::Negate, loc)
-                } else {
-                    i.clone()
-                };
+                let pos = position(&i);
                 let (c2, y) = body(c, take(&i));
                 let ys2: Vec<Op> = ys
                     .iter()
