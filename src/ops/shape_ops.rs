@@ -61,7 +61,9 @@ pub fn infer_broadcast_in_dim(
             ));
         }
     }
-    Ok(Shape::array(ty, out_dims))
+    let out = Shape::array(ty, out_dims);
+    super::check_size("broadcast", &[operand], &out)?;
+    Ok(out)
 }
 
 /// The builder-level form of [`infer_broadcast_in_dim`]: an operand axis of size 1
@@ -150,7 +152,9 @@ pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeErro
 /// Convert rule: any array, same dimensions, new element type.
 pub fn infer_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
     let (_, od) = array_of("convert", operand)?;
-    Ok(Shape::array(to, od))
+    let out = Shape::array(to, od);
+    super::check_size("convert", &[operand], &out)?;
+    Ok(out)
 }
 
 /// Get-tuple-element rule: index in range of a tuple.

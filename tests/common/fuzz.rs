@@ -1032,12 +1032,19 @@ impl Mutation {
         Mutation::Attribute,
         Mutation::RootId,
     ];
-    /// The kinds that no plugin aborts on today (the proto verifier catches what
-    /// they break): the ones `cargo test` runs.
-    pub const SAFE: [Mutation; 3] = [
+    /// The kinds that did not abort the 0.115 CPU plugin in 5,000 cases (the proto
+    /// verifier or XLA's own checks catch what they break): the ones `cargo test`
+    /// runs. `InstrShape`, `ProgramShape` and `RootId` abort it today (an entry root
+    /// whose shape differs from the program shape's result: "Check failed:
+    /// ShapeUtil::IndexIsValid(sharded_shape, idx)").
+    pub const SAFE: [Mutation; 7] = [
+        Mutation::BitFlip,
+        Mutation::ByteSet,
         Mutation::Truncate,
+        Mutation::Opcode,
         Mutation::OperandId,
         Mutation::ParameterNumber,
+        Mutation::Attribute,
     ];
 }
 
