@@ -55,7 +55,7 @@ fn every_opcode_is_generated_and_built() {
     // In-process, build only: the generator reaches every entry of the opcode table
     // in modules the builder accepts, and the builder never panics.
     let mut seen: HashSet<Opcode> = HashSet::new();
-    let (mut accepted, mut rejected) = (0, 0);
+    let (mut accepted, mut rejected, mut nested) = (0, 0, 0);
     for seed in 0..3000 {
         match fuzz::no_panic(|| fuzz::generate(seed)) {
             Err(p) => panic!("seed {seed}: the builder panicked: {p}"),
@@ -65,15 +65,16 @@ fn every_opcode_is_generated_and_built() {
                     seen.extend(c.instrs.iter().map(|i| i.kind.opcode()));
                 }
             }
-            Ok((Err(_), _)) => rejected += 1,
+            Ok((Err(e), _)) => {
+                rejected += 1;
+                nested += e.to_string().contains("nested tuple") as u32;
+            }
         }
     }
     let missing: Vec<&Opcode> = Opcode::ALL.iter().filter(|o| !seen.contains(o)).collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
-    assert!(
-        accepted > 1000 && rejected > 300,
-        "{accepted} accepted, {rejected} rejected"
-    );
+    eprintln!("{accepted} accepted, {rejected} rejected ({nested} for a nested-tuple result)");
+    assert!(accepted > 1000 && rejected > 300 && nested > 0);
 }
 
 #[test]
