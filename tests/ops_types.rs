@@ -409,6 +409,27 @@ fn huge_shapes_are_errors_not_panics() {
             &DotDims::contract(1, 0),
         )
     });
+    // Extreme attributes are errors too.
+    let x = |b: &Builder| b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    rejects("transpose", |b| x(b).transpose(&[i64::MIN, 0]));
+    rejects("reduce axes", |b| x(b).reduce_sum(&[i64::MIN]));
+    rejects("mean axes", |b| x(b).mean(&[i64::MAX]));
+    rejects("reshape", |b| x(b).reshape(&[i64::MIN, -1]));
+    rejects("broadcast_in_dim", |b| {
+        x(b).broadcast_in_dim(&[2, 3], &[i64::MIN, i64::MAX])
+    });
+    rejects("dot axes", |b| {
+        let d = DotDims::contract(i64::MAX, i64::MIN);
+        let y = b.parameter(1, Shape::of::<f32>(&[3, 2]), "y");
+        x(b).dot_general(&y, &d)
+    });
+    rejects("get_tuple_element", |b| {
+        b.tuple(&[&x(b)]).get_tuple_element(usize::MAX)
+    });
+    let e = rejects("parameter number", |b| {
+        b.parameter(usize::MAX, Shape::of::<f32>(&[]), "p")
+    });
+    assert!(e.contains("too large"), "{e}");
     // Within i64 but beyond any machine: still built (XLA decides), no panic.
     let b = Builder::new("large");
     let x = b.parameter(0, Shape::of::<f32>(&[1 << 40]), "x");
