@@ -270,7 +270,9 @@ impl Builder {
 
     /// Finishes the module with `root` as the result of the entry computation.
     /// Returns the first error recorded while building, if any (every call does,
-    /// once an op has failed).
+    /// once an op has failed). The result is an array or a flat tuple of arrays: a
+    /// tuple containing a tuple is an [`Error::Graph`] (PJRT plugins refuse such
+    /// results).
     #[track_caller]
     pub fn build(&self, root: &Op) -> Result<Computation> {
         let loc = Location::caller();
