@@ -1032,19 +1032,21 @@ impl Mutation {
         Mutation::Attribute,
         Mutation::RootId,
     ];
-    /// The kinds that did not abort the 0.115 CPU plugin in 5,000 cases (the proto
-    /// verifier or XLA's own checks catch what they break): the ones `cargo test`
-    /// runs. `InstrShape`, `ProgramShape` and `RootId` abort it today (an entry root
-    /// whose shape differs from the program shape's result: "Check failed:
-    /// ShapeUtil::IndexIsValid(sharded_shape, idx)").
-    pub const SAFE: [Mutation; 7] = [
+    /// The kinds that did not crash the 0.115 CPU plugin in 10,000 cases of the
+    /// long run (the proto verifier or XLA's own checks catch what they break): the
+    /// ones `cargo test` runs. The others crash it today: `RootId`, `ProgramShape`
+    /// and `InstrShape` (an entry root whose shape differs from the program shape's
+    /// result: "Check failed: ShapeUtil::IndexIsValid(sharded_shape, idx)"; a
+    /// tuple-shaped `compare` operand: "Unexpected: TUPLE"; a tuple-shaped `dot`: a
+    /// C++ exception), `Attribute` (a `get-tuple-element` index out of range:
+    /// segfault).
+    pub const SAFE: [Mutation; 6] = [
         Mutation::BitFlip,
         Mutation::ByteSet,
         Mutation::Truncate,
         Mutation::Opcode,
         Mutation::OperandId,
         Mutation::ParameterNumber,
-        Mutation::Attribute,
     ];
 }
 
