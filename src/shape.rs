@@ -308,6 +308,15 @@ impl Shape {
         }
     }
 
+    /// Size in bytes of an array shape's elements (0 for non-arrays), or `None` if
+    /// the element count or the byte count overflows `i64`.
+    pub fn byte_size(&self) -> Option<i64> {
+        match self {
+            Shape::Array { ty, .. } => self.element_count()?.checked_mul(ty.byte_size() as i64),
+            _ => Some(0),
+        }
+    }
+
     /// The shape as XLA's `ShapeProto`, with the default major-to-minor layout on
     /// every array (XLA requires a layout on every shape of a module).
     pub fn to_proto(&self) -> proto::ShapeProto {
@@ -416,6 +425,17 @@ mod tests {
                 Some(t)
             );
         }
+    }
+
+    #[test]
+    fn sizes_are_checked() {
+        let big = i64::MAX / 2 + 1;
+        assert_eq!(Shape::of::<f32>(&[big, 2]).element_count(), None);
+        assert_eq!(Shape::of::<u8>(&[big, 2]).byte_size(), None);
+        assert_eq!(Shape::of::<f64>(&[big / 4]).byte_size(), None);
+        assert_eq!(Shape::of::<f64>(&[big, 0]).byte_size(), Some(0));
+        assert_eq!(Shape::of::<i16>(&[3, 5]).byte_size(), Some(30));
+        assert_eq!(Shape::Tuple(vec![]).byte_size(), Some(0));
     }
 
     #[test]

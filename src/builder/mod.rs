@@ -66,6 +66,9 @@ pub struct Op {
     pub(crate) v: Value,
 }
 
+/// The most parameters a computation may declare (numbers are `u32` in the IR).
+const MAX_PARAMETERS: usize = 1 << 24;
+
 /// The computation index of failed ops; their `v.instr` indexes the graph's errors.
 const POISON: CompId = CompId(u32::MAX);
 
@@ -238,6 +241,17 @@ impl Builder {
         if declared.is_some() {
             return self.fail_graph(format!("parameter {number} is declared twice"), loc);
         }
+        if number >= MAX_PARAMETERS {
+            // Numbers are dense (gaps are errors), so a huge one is a mistake; it
+            // would also size the parameter table.
+            return self.fail_graph(
+                format!(
+                    "parameter number {number} is too large (at most {} parameters)",
+                    MAX_PARAMETERS
+                ),
+                loc,
+            );
+        }
         let kind = OpKind::Parameter {
             number: number as u32,
             name: name.into(),
@@ -256,7 +270,9 @@ impl Builder {
 
     /// Finishes the module with `root` as the result of the entry computation.
     /// Returns the first error recorded while building, if any (every call does,
-    /// once an op has failed).
+    /// once an op has failed). The result is an array or a flat tuple of arrays: a
+    /// tuple containing a tuple is an [`Error::Graph`] (PJRT plugins refuse such
+    /// results).
     #[track_caller]
     pub fn build(&self, root: &Op) -> Result<Computation> {
         let loc = Location::caller();
@@ -269,6 +285,7 @@ impl Builder {
                 location: Some(loc),
             });
         }
+        check_result(&root.shape()?, loc)?;
         let module = self.g.borrow().finish(self.comp, root.v)?;
         ir::verify::verify(&module)?;
         Ok(Computation {
@@ -299,6 +316,7 @@ impl Builder {
         if let Some(e) = self.g.borrow().errors.first() {
             return Err(e.clone());
         }
+        check_result(&t.shape()?, loc)?;
         let mut module = self.g.borrow().finish(self.comp, t.v)?;
         module.aliases = aliases
             .iter()
@@ -480,6 +498,25 @@ impl Builder {
         }
         Ok((comp, roots))
     }
+}
+
+/// A module's result may be an array or a tuple of arrays: every PJRT plugin
+/// refuses to compile a tuple containing a tuple as the result (its outputs are
+/// one flat list of buffers). Refused here with the advice to flatten.
+fn check_result(s: &Shape, loc: &'static Location<'static>) -> Result<()> {
+    if let Shape::Tuple(elems) = s {
+        if let Some(i) = elems.iter().position(Shape::is_tuple) {
+            return Err(Error::Graph {
+                reason: format!(
+                    "the result {s} is a nested tuple (element {i} is a tuple), which PJRT \
+                     plugins refuse: return its arrays in one flat tuple (get_tuple_element \
+                     then build_tuple)"
+                ),
+                location: Some(loc),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Closure conversion for bodies whose signature XLA fixes (reduce, reduce-window,

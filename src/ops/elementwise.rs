@@ -26,6 +26,8 @@ pub enum TypeClass {
     Signed,
     /// Signed integers and real floats.
     SignedReal,
+    /// Anything but complex: integers, real floats and `pred` (ordered types).
+    Ordered,
 }
 
 impl TypeClass {
@@ -37,6 +39,7 @@ impl TypeClass {
             TypeClass::RealFloat => t.is_float(),
             TypeClass::Signed => t.is_signed_int() || t.is_float() || t.is_complex(),
             TypeClass::SignedReal => t.is_signed_int() || t.is_float(),
+            TypeClass::Ordered => !t.is_complex(),
         }
     }
     fn describe(self) -> &'static str {
@@ -47,6 +50,7 @@ impl TypeClass {
             TypeClass::RealFloat => "a real floating-point element type",
             TypeClass::Signed => "a signed element type",
             TypeClass::SignedReal => "a signed real element type",
+            TypeClass::Ordered => "an ordered (not complex) element type",
         }
     }
 }
@@ -167,10 +171,10 @@ binary_ops! {
     mul => Multiply, Numeric;
     /// Quotient (integer division truncates toward zero).
     div => Divide, Numeric;
-    /// Element-wise maximum.
-    max => Maximum, Real;
-    /// Element-wise minimum.
-    min => Minimum, Real;
+    /// Element-wise maximum (logical or on `pred`; complex numbers have no order).
+    max => Maximum, Ordered;
+    /// Element-wise minimum (logical and on `pred`).
+    min => Minimum, Ordered;
     /// `x^y`.
     pow => Power, Numeric;
     /// Remainder with the sign of the dividend (C's `fmod`).

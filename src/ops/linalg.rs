@@ -142,7 +142,9 @@ pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape,
     };
     out.extend(free(ld, &[&d.lhs_contracting, &d.lhs_batch]));
     out.extend(free(rd, &[&d.rhs_contracting, &d.rhs_batch]));
-    Ok(Shape::array(lt, &out))
+    let out = Shape::array(lt, &out);
+    super::check_size(OP, &[lhs, rhs], &out)?;
+    Ok(out)
 }
 
 impl Op {

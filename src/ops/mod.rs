@@ -94,3 +94,21 @@ pub(crate) fn array_of<'a>(
         )),
     }
 }
+
+/// An error naming `op` if the array `s` holds more bytes than `i64` counts (XLA
+/// computes sizes in `i64`; such a shape can only come from a mistake).
+pub(crate) fn check_size(
+    op: &'static str,
+    operands: &[&Shape],
+    s: &Shape,
+) -> Result<(), ShapeError> {
+    if s.byte_size().is_none() {
+        return Err(ShapeError::new(
+            op,
+            operands,
+            ShapeErrorKind::Dimension,
+            format!("the result {s} has more bytes than an i64 counts (size overflows)"),
+        ));
+    }
+    Ok(())
+}

@@ -55,6 +55,18 @@ pub fn infer_reduce(
         }
         types.push(ty);
     }
+    // XLA's verifier refuses an instruction whose operands mix floating-point
+    // precisions ("Seen floating point types of different precisions"; fuzz seeds
+    // 5362, 8634): a variadic reduce may mix an integer and a float, not f16 and f32.
+    let mut floats = types.iter().filter(|t| t.is_float());
+    if let Some(first) = floats.next() {
+        if let Some(other) = floats.find(|t| *t != first) {
+            return Err(err(
+                ShapeErrorKind::ElementType,
+                format!("inputs mix floating-point types {first} and {other}; convert them to one"),
+            ));
+        }
+    }
     let axes = resolve_axes("reduce", inputs[0], axes)?;
     let kept: Vec<i64> = (0..dims.len())
         .filter(|i| !axes.contains(i))
@@ -450,5 +462,8 @@ mod tests {
         assert_eq!(e.kind, ShapeErrorKind::Body);
         let e = infer_reduce(&[&x, &Shape::of::<i32>(&[3, 2]), &zf, &zi], &[1], None).unwrap_err();
         assert_eq!(e.kind, ShapeErrorKind::Dimension);
+        let zd = Shape::of::<f64>(&[]);
+        let e = infer_reduce(&[&x, &Shape::of::<f64>(&[2, 3]), &zf, &zd], &[1], None).unwrap_err();
+        assert!(e.reason.contains("f32 and f64"), "{e}");
     }
 }

@@ -27,7 +27,7 @@ fn check_dims(op: &'static str, s: &Shape) -> Result<(), ShapeError> {
                     format!("negative dimension in {s}"),
                 ));
             }
-            Ok(())
+            super::check_size(op, &[], s)
         }
         Shape::Tuple(e) => e.iter().try_for_each(|s| check_dims(op, s)),
         Shape::Token => Ok(()),

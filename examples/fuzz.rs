@@ -1,0 +1,112 @@
+//! Long fuzz runs: random graphs over every opcode (each rejected by the builder, or
+//! compiled and run with outputs of the inferred types and dims) and mutated
+//! serialized modules (each compiled to `Ok` or `Err`), every case in a child
+//! process so that a crash of the plugin is reported with its seed.
+//!
+//! ```text
+//! cargo run --release --example fuzz -- --graphs 100000 --modules 20000 --jobs 2 [--seed N]
+//!     [--kinds BitFlip,Opcode] [--out DIR]
+//! ```
+//!
+//! Prints the counts and each failure's seed; with `--out`, writes each failure's
+//! module text to `DIR/<graphs|modules>-<seed>.hlo`. Re-run one case with
+//! `--seed S --graphs 1`. The plugin is `PJRT_PLUGIN_PATH` or the pinned CPU plugin.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/common/fuzz.rs"]
+mod fuzz;
+
+use std::time::{Duration, Instant};
+
+use fuzz::RunOptions;
+
+fn main() {
+    if fuzz::child_main(&fuzz::work) {
+        return;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let get = |name: &str| -> Option<String> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let num = |name: &str, default: u64| -> u64 {
+        get(name).map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
+        })
+    };
+    let graphs = num("--graphs", 0);
+    let modules = num("--modules", 0);
+    let seed = num("--seed", 0);
+    let jobs = num("--jobs", 1) as usize;
+    let out = get("--out").map(std::path::PathBuf::from);
+    let module_kind = match get("--kinds") {
+        Some(k) => format!("modules:{k}"),
+        None => "modules".to_string(),
+    };
+    if graphs == 0 && modules == 0 {
+        eprintln!(
+            "usage: fuzz [--graphs N] [--modules N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
+        );
+        std::process::exit(2);
+    }
+    let mut failed = 0;
+    for (kind, n, label) in [
+        ("graphs", graphs, "graphs"),
+        (module_kind.as_str(), modules, "modules"),
+    ] {
+        if n == 0 {
+            continue;
+        }
+        let t = Instant::now();
+        let r = fuzz::run_children(
+            seed..seed + n,
+            &RunOptions {
+                kind,
+                child_args: &[],
+                jobs,
+                chunk: 200,
+                hang: Duration::from_secs(300),
+                keep_cases: false,
+                verbose: true,
+            },
+        );
+        let secs = t.elapsed().as_secs_f64();
+        let c = |k: &str| r.counts.get(k).copied().unwrap_or(0);
+        if label == "graphs" {
+            println!(
+                "graphs {seed}..{}: rejected by builder {}, compiled and ran {}, failures {} ({} crashes) in {secs:.0} s",
+                seed + n,
+                c("rejected"),
+                c("ran"),
+                r.failures.len(),
+                c("crash"),
+            );
+        } else {
+            println!(
+                "modules {seed}..{} ({kind}): compile Ok {}, compile Err {}, failures {} ({} crashes) in {secs:.0} s",
+                seed + n,
+                c("ok"),
+                c("err"),
+                r.failures.len(),
+                c("crash"),
+            );
+            for (k, v) in &r.details {
+                println!("  {k}: {v}");
+            }
+        }
+        for f in &r.failures {
+            println!("  FAIL {label} seed {}: {}", f.seed, f.what);
+            if let Some(dir) = &out {
+                let _ = std::fs::create_dir_all(dir);
+                let _ = std::fs::write(dir.join(format!("{label}-{}.hlo", f.seed)), &f.hlo);
+            }
+        }
+        failed += r.failures.len();
+    }
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
