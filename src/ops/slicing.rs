@@ -141,7 +141,15 @@ fn check_indices(
 /// Dynamic-slice rule: an array, one integer scalar start index per axis (clamped
 /// into range at run time), and `0 <= size <= dim` per axis; the result has `sizes`.
 pub fn infer_dynamic_slice(operands: &[&Shape], sizes: &[i64]) -> Result<Shape, ShapeError> {
-    let (ty, dims) = array_of("dynamic-slice", operands[0])?;
+    let Some(operand) = operands.first() else {
+        return Err(err(
+            "dynamic-slice",
+            operands,
+            ShapeErrorKind::Arity,
+            "needs an operand".into(),
+        ));
+    };
+    let (ty, dims) = array_of("dynamic-slice", operand)?;
     check_indices("dynamic-slice", operands, 1, dims.len())?;
     if sizes.len() != dims.len() || sizes.iter().zip(dims).any(|(s, d)| *s < 0 || s > d) {
         return Err(err(
@@ -589,6 +597,7 @@ mod tests {
         assert!(infer_dynamic_slice(&[&f(&[4, 5]), &i], &[2, 5]).is_err());
         assert!(infer_dynamic_slice(&[&f(&[4, 5]), &i, &f(&[])], &[2, 5]).is_err());
         assert!(infer_dynamic_slice(&[&f(&[4, 5]), &i, &i], &[5, 5]).is_err());
+        assert!(infer_dynamic_slice(&[], &[]).is_err());
         assert_eq!(
             infer_dynamic_update_slice(&[&f(&[4, 5]), &f(&[1, 5]), &i, &i]).unwrap(),
             f(&[4, 5])

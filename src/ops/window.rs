@@ -241,7 +241,17 @@ pub fn infer_select_and_scatter(
 ) -> Result<Shape, ShapeError> {
     const OP: &str = "select-and-scatter";
     let (operand, source, init) = (operands[0], operands[1], operands[2]);
-    let (ty, _) = array_of(OP, operand)?;
+    let (ty, d) = array_of(OP, operand)?;
+    if d.is_empty() {
+        // XLA aborts the process compiling a rank-0 select-and-scatter ("Check
+        // failed: param_instructions_[param_no] == nullptr"; found by the fuzzer).
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Rank,
+            "needs an operand of rank 1 or more",
+        ));
+    }
     let pooled = infer_reduce_window(&[operand, init], window, None).map_err(|mut e| {
         e.op = OP;
         e
