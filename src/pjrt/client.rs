@@ -423,14 +423,20 @@ impl Client {
     }
 }
 
-/// The stack of the thread XLA compiles on: 1 GiB. XLA's HLO passes recurse
-/// along operand chains (a few hundred bytes of stack per instruction in the
-/// deepest pass), so 100,000 chained adds overflowed the 8 MiB main-thread stack
-/// inside the 0.115 CPU plugin and aborted the process. Only the pages a compile
-/// touches are committed: the rest is reserved address space, which costs
-/// nothing on a 64-bit machine. One thread per compile (tens of microseconds)
-/// is noise next to an XLA compile (milliseconds at least).
-pub const COMPILE_STACK: usize = 1 << 30;
+/// The stack of the thread XLA compiles on: 512 MiB.
+///
+/// XLA's HLO passes recurse along operand chains, so the stack a compile needs
+/// grows with the depth of the graph: 100,000 chained adds overflowed the 8 MiB
+/// main-thread stack inside the 0.115 CPU plugin and aborted the process
+/// (measured: that chain needs between 10 and 12 MiB, about 120 bytes per level).
+/// 512 MiB covers a chain of about four million instructions, four times the
+/// largest graph the builder is measured with (1M instructions), whose compile
+/// alone takes many minutes. Only the pages a compile touches are committed; the
+/// rest is reserved address space. If no such thread can be started (address
+/// space or thread limits), the compile runs on the calling thread. One thread
+/// per compile (tens of microseconds) is noise next to an XLA compile
+/// (milliseconds at least).
+pub const COMPILE_STACK: usize = 512 << 20;
 
 /// The number of elements `dims` describe; `None` for a negative size or an
 /// overflow.
