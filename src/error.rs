@@ -271,10 +271,10 @@ pub enum Error {
         device: usize,
         /// Position of the argument.
         argument: usize,
-        /// The parameter's shape.
-        expected: Shape,
+        /// The parameter's shape (boxed: keeps `Error` small).
+        expected: Box<Shape>,
         /// The buffer's shape.
-        given: Shape,
+        given: Box<Shape>,
     },
     /// A client create option or a compile option has a value the plugin would
     /// fail on (some plugins abort the process on them instead of returning an

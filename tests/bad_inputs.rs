@@ -397,8 +397,8 @@ fn arguments_of_the_wrong_type_or_shape_are_errors() {
                 expected,
                 given: g,
             } => {
-                assert_eq!(expected, &Shape::of::<f32>(&[4]), "{what}");
-                assert_eq!(g, &given, "{what}");
+                assert_eq!(**expected, Shape::of::<f32>(&[4]), "{what}");
+                assert_eq!(**g, given, "{what}");
             }
             other => panic!("{what}: expected ArgumentShape, got {other:?}"),
         }

@@ -310,8 +310,8 @@ impl LoadedExecutable {
                 return Err(Error::ArgumentShape {
                     device,
                     argument,
-                    expected: Shape::array(*ty, dims),
-                    given: Shape::array(*bt, bd),
+                    expected: Box::new(Shape::array(*ty, dims)),
+                    given: Box::new(Shape::array(*bt, bd)),
                 });
             }
         }

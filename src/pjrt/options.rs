@@ -74,16 +74,13 @@ impl ClientOptions {
                 V::Bool(_) => "a bool",
             };
             match (name.as_str(), value) {
-                ("cpu_device_count", V::Int64(n)) => {
-                    if !(1..=MAX_CPU_DEVICES).contains(n) {
-                        return Err(bad(format!("{n} devices; give 1 to {MAX_CPU_DEVICES}")));
-                    }
+                ("cpu_device_count", V::Int64(n)) if !(1..=MAX_CPU_DEVICES).contains(n) => {
+                    return Err(bad(format!("{n} devices; give 1 to {MAX_CPU_DEVICES}")));
                 }
-                ("max_inflight_computations", V::Int64(n)) => {
-                    if *n < 1 {
-                        return Err(bad(format!("{n}; give at least 1")));
-                    }
+                ("max_inflight_computations", V::Int64(n)) if *n < 1 => {
+                    return Err(bad(format!("{n}; give at least 1")));
                 }
+                ("cpu_device_count" | "max_inflight_computations", V::Int64(_)) => {}
                 ("asynchronous", V::Bool(_)) => {}
                 ("cpu_device_count" | "max_inflight_computations", _) => {
                     return Err(bad(format!("{ty} was given; it takes an integer")));
