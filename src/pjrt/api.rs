@@ -390,10 +390,11 @@ impl Plugin {
         // SAFETY: no inputs; the header: "Returned attributes have the lifetime of
         // the process".
         let a = unsafe { self.api.query(slot::PJRT_Plugin_Attributes, |_| {})? };
-        let mut out = Vec::with_capacity(a.num_attributes);
-        for i in 0..a.num_attributes {
-            // SAFETY: `attributes` points to `num_attributes` named values.
-            let nv = unsafe { &*a.attributes.add(i) };
+        // SAFETY: `attributes` points to `num_attributes` named values owned by
+        // the plugin (static), or is null when there are none.
+        let attrs = unsafe { raw_slice(a.attributes, a.num_attributes) };
+        let mut out = Vec::with_capacity(attrs.len());
+        for nv in attrs {
             // SAFETY: each named value is consistent with its `type_` tag.
             out.push(unsafe { read_named_value(nv) });
         }
