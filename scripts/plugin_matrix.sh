@@ -15,10 +15,11 @@ mkdir -p "$logs"
 
 cargo test --no-run -q 2>&1 | tail -n 20 || { echo "the suite does not build"; exit 1; }
 
-names=("default (cpu)")
+default=$(cargo run -q --example fetch_plugin -- cpu 2>/dev/null || echo "?")
+names=("default (cpu, API 0.115) $default")
 paths=("")
 if legacy=$(cargo run -q --example fetch_plugin -- cpu-legacy); then
-  names+=("legacy (cpu-legacy)")
+  names+=("legacy (cpu-legacy, API 0.81) $legacy")
   paths+=("$legacy")
 else
   echo "could not fetch the legacy plugin; skipped"
@@ -43,10 +44,9 @@ for i in "${!paths[@]}"; do
   passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
   fails=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
   ignored=$(grep -Eo '[0-9]+ ignored' "$log" | awk '{s+=$1} END {print s+0}')
-  api=$(grep -Eo 'PJRT C API [0-9]+\.[0-9]+' "$log" | head -n 1)
   if [ $rc -eq 0 ]; then status=ok; else status="FAILED (exit $rc)"; failed=1; fi
-  summary+=("$(printf '%-28s %-8s passed %5s  failed %3s  ignored %3s  %4ss  %s  log %s' \
-    "${names[$i]}" "$status" "$passed" "$fails" "$ignored" "$secs" "${api:-}" "$log")")
+  summary+=("$(printf '%-8s passed %5s  failed %3s  ignored %3s  %4ss  log %s  plugin %s' \
+    "$status" "$passed" "$fails" "$ignored" "$secs" "$log" "${names[$i]}")")
 done
 
 echo
