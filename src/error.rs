@@ -254,6 +254,37 @@ pub enum Error {
         /// The number of arguments for device 0.
         expected: usize,
     },
+    /// An execution was given another number of arguments than the program has
+    /// parameters.
+    ParameterCount {
+        /// The device whose argument list is wrong.
+        device: usize,
+        /// Number of arguments given.
+        given: usize,
+        /// Number of parameters of the program.
+        expected: usize,
+    },
+    /// An argument's element type or dimensions differ from its parameter's (the
+    /// plugin itself only compares byte sizes).
+    ArgumentShape {
+        /// The device whose argument is wrong.
+        device: usize,
+        /// Position of the argument.
+        argument: usize,
+        /// The parameter's shape (boxed: keeps `Error` small).
+        expected: Box<Shape>,
+        /// The buffer's shape.
+        given: Box<Shape>,
+    },
+    /// A client create option or a compile option has a value the plugin would
+    /// fail on (some plugins abort the process on them instead of returning an
+    /// error), or the wrong type.
+    InvalidOption {
+        /// The option's name (`"cpu_device_count"`, `"num_replicas"`, …).
+        option: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An argument buffer belongs to another client.
     ForeignBuffer {
         /// Position of the argument.
@@ -353,6 +384,26 @@ impl fmt::Display for Error {
                 f,
                 "device {device} was given {given} argument(s), device 0 was given {expected}"
             ),
+            Error::ParameterCount {
+                device,
+                given,
+                expected,
+            } => write!(
+                f,
+                "device {device} was given {given} argument(s); the program has {expected} parameter(s)"
+            ),
+            Error::ArgumentShape {
+                device,
+                argument,
+                expected,
+                given,
+            } => write!(
+                f,
+                "argument {argument} (device {device}) is {given}; the program's parameter is {expected}"
+            ),
+            Error::InvalidOption { option, reason } => {
+                write!(f, "invalid option `{option}`: {reason}")
+            }
             Error::ForeignBuffer { argument } => {
                 write!(f, "argument {argument} is a buffer of another client")
             }

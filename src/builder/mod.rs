@@ -170,6 +170,13 @@ impl ir::HloModuleSource for Computation {
             None => self.proto().verified_bytes(),
         }
     }
+
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        match &self.ir {
+            Some(m) => Some(m.parameter_shapes()),
+            None => ir::proto_parameter_shapes(self.proto()),
+        }
+    }
 }
 
 impl AsRef<proto::HloModuleProto> for Computation {

@@ -176,6 +176,14 @@ pub struct Module {
 pub trait HloModuleSource {
     /// The module's serialized bytes, after checking it.
     fn verified_bytes(&self) -> crate::Result<Vec<u8>>;
+
+    /// The entry computation's parameter shapes, in parameter order, when the
+    /// module states them. The runtime keeps them with the executable and checks
+    /// every execution's arguments against them (PJRT itself compares only byte
+    /// sizes); `None` (the default) leaves the check to the plugin.
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        None
+    }
 }
 
 impl HloModuleSource for crate::proto::HloModuleProto {
@@ -184,11 +192,32 @@ impl HloModuleSource for crate::proto::HloModuleProto {
         check_proto::verify_module(self)?;
         Ok(self.encode_to_vec())
     }
+
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        proto_parameter_shapes(self)
+    }
+}
+
+/// The entry parameter shapes a module proto states (the entry computation's
+/// program shape, else the module's host program shape); `None` when it states
+/// none or one is not a shape this crate reads.
+pub(crate) fn proto_parameter_shapes(m: &crate::proto::HloModuleProto) -> Option<Vec<Shape>> {
+    let entry = m
+        .computations
+        .iter()
+        .find(|c| c.id == m.entry_computation_id)
+        .and_then(|c| c.program_shape.as_ref());
+    let ps = entry.or(m.host_program_shape.as_ref())?;
+    ps.parameters.iter().map(Shape::from_proto).collect()
 }
 
 impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
     fn verified_bytes(&self) -> crate::Result<Vec<u8>> {
         (**self).verified_bytes()
+    }
+
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        (**self).entry_parameter_shapes()
     }
 }
 

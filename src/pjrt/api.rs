@@ -186,16 +186,29 @@ impl Api {
     }
 }
 
+/// A slice over a (pointer, length) array the plugin returned: empty when the
+/// pointer is null or the length zero (plugins return null for empty arrays, and
+/// `slice::from_raw_parts` must never see a null pointer).
+///
+/// # Safety
+/// Unless `p` is null or `len` zero, `p` must point to `len` initialised `T`s that
+/// stay alive and unchanged for `'a`.
+pub(crate) unsafe fn raw_slice<'a, T>(p: *const T, len: usize) -> &'a [T] {
+    if p.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: per the contract, `p` is non-null, aligned and valid for `len`.
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+}
+
 /// Copies a (pointer, length) string the plugin owns into a `String`.
 ///
 /// # Safety
 /// `p` must be null or point to `len` readable bytes.
 pub(crate) unsafe fn copy_str(p: *const std::ffi::c_char, len: usize) -> String {
-    if p.is_null() || len == 0 {
-        return String::new();
-    }
-    // SAFETY: the caller guarantees `len` readable bytes at `p`.
-    let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+    // SAFETY: the caller guarantees `len` readable bytes at `p`, or a null `p`.
+    let bytes = unsafe { raw_slice(p.cast::<u8>(), len) };
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -271,6 +284,12 @@ impl Plugin {
         let path = std::fs::canonicalize(path).map_err(|e| Error::PluginLoad {
             path: path.to_path_buf(),
             reason: e.to_string(),
+        })?;
+        // A truncated or foreign file would crash the process inside `dlopen`
+        // (SIGBUS on a segment mapped past the end of the file): checked first.
+        super::elf::check_shared_object(&path).map_err(|reason| Error::PluginLoad {
+            path: path.clone(),
+            reason,
         })?;
         // Held through initialisation, so that two threads loading one library
         // initialise it once.
@@ -371,10 +390,11 @@ impl Plugin {
         // SAFETY: no inputs; the header: "Returned attributes have the lifetime of
         // the process".
         let a = unsafe { self.api.query(slot::PJRT_Plugin_Attributes, |_| {})? };
-        let mut out = Vec::with_capacity(a.num_attributes);
-        for i in 0..a.num_attributes {
-            // SAFETY: `attributes` points to `num_attributes` named values.
-            let nv = unsafe { &*a.attributes.add(i) };
+        // SAFETY: `attributes` points to `num_attributes` named values owned by
+        // the plugin (static), or is null when there are none.
+        let attrs = unsafe { raw_slice(a.attributes, a.num_attributes) };
+        let mut out = Vec::with_capacity(attrs.len());
+        for nv in attrs {
             // SAFETY: each named value is consistent with its `type_` tag.
             out.push(unsafe { read_named_value(nv) });
         }
@@ -401,12 +421,7 @@ unsafe fn read_named_value(nv: &raw::PJRT_NamedValue) -> (String, NamedValue) {
             }
             raw::PJRT_NamedValue_kInt64 => NamedValue::Int64(nv.value.int64_value),
             raw::PJRT_NamedValue_kInt64List => {
-                let p = nv.value.int64_array_value;
-                if p.is_null() || nv.value_size == 0 {
-                    NamedValue::Int64List(Vec::new())
-                } else {
-                    NamedValue::Int64List(std::slice::from_raw_parts(p, nv.value_size).to_vec())
-                }
+                NamedValue::Int64List(raw_slice(nv.value.int64_array_value, nv.value_size).to_vec())
             }
             raw::PJRT_NamedValue_kFloat => NamedValue::Float(nv.value.float_value),
             raw::PJRT_NamedValue_kBool => NamedValue::Bool(nv.value.bool_value),

@@ -119,7 +119,7 @@ impl Buffer {
     }
 
     /// Element type and dims, asked of the plugin once.
-    fn meta(&self) -> Result<&(ElementType, Dims)> {
+    pub(crate) fn meta(&self) -> Result<&(ElementType, Dims)> {
         if let Some(m) = self.meta.get() {
             return Ok(m);
         }
@@ -157,11 +157,7 @@ impl Buffer {
                 .client
                 .api
                 .query(slot::PJRT_Buffer_Dimensions, |a| a.buffer = b)?;
-            if a.dims.is_null() || a.num_dims == 0 {
-                Ok(Vec::new())
-            } else {
-                Ok(std::slice::from_raw_parts(a.dims, a.num_dims).to_vec())
-            }
+            Ok(super::api::raw_slice(a.dims, a.num_dims).to_vec())
         }
     }
 
@@ -211,7 +207,10 @@ impl Buffer {
                 a.dst_device = d;
             })?
         };
-        Ok(Buffer::from_raw(&self.client, a.dst_buffer))
+        // Owned by the destination device's client (the same client, checked
+        // above; taken from the device so that a copy can never outlive the
+        // client that holds its memory).
+        Ok(Buffer::from_raw(&device.client, a.dst_buffer))
     }
 
     /// Waits until the buffer's contents are computed (or their computation failed).

@@ -16,7 +16,7 @@ use super::raw::{self, PJRT_Client, PJRT_Device, slot};
 use crate::error::{Error, Result};
 use crate::ir::HloModuleSource;
 use crate::proto;
-use crate::shape::NativeType;
+use crate::shape::{NativeType, Shape};
 
 pub(crate) struct ClientInner {
     pub(crate) api: Arc<Api>,
@@ -83,6 +83,7 @@ pub struct Client {
 impl Client {
     /// Creates a client of `plugin` with the given create options.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        options.validate()?;
         let api = plugin.api.clone();
         // The named values borrow the option names and strings from `options`,
         // which outlives the call.
@@ -245,7 +246,8 @@ impl Client {
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
         let bytes = module.verified_bytes()?;
-        self.compile_program(b"hlo", &bytes, options)
+        let params = module.entry_parameter_shapes();
+        self.compile_program(b"hlo", &bytes, options, params)
     }
 
     /// Compiles a serialized `HloModuleProto` (e.g. from JAX's
@@ -260,22 +262,72 @@ impl Client {
             reason: format!("bytes do not decode as an HloModuleProto: {e}"),
         })?;
         crate::ir::check_proto::verify_module(&module)?;
-        self.compile_program(b"hlo", bytes, options)
+        let params = crate::ir::proto_parameter_shapes(&module);
+        self.compile_program(b"hlo", bytes, options, params)
     }
 
     /// Compiles a StableHLO/MLIR module (text or bytecode), as exported by JAX's
     /// `lowered.as_text()`.
+    ///
+    /// The plugin is handed a NUL-terminated copy of `code` (MLIR's lexer in some
+    /// plugins reads past `code_size` up to a NUL: a truncated text crashed them).
+    /// Executions of the result check argument counts and shapes only as far as
+    /// the plugin does (byte sizes): the C API does not report an executable's
+    /// parameter shapes, and this crate does not parse MLIR.
     pub fn compile_mlir(&self, code: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
-        self.compile_program(b"mlir", code, options)
+        let mut z = Vec::with_capacity(code.len() + 1);
+        z.extend_from_slice(code);
+        z.push(0);
+        self.compile_program(b"mlir", &z[..code.len()], options, None)
     }
 
+    /// The ids of every device of the client (for checking device assignments).
+    fn device_ids(&self) -> Result<Vec<i64>> {
+        self.devices()
+            .iter()
+            .map(|d| d.id().map(i64::from))
+            .collect()
+    }
+
+    /// Checks `options`, then compiles on a thread with a [`COMPILE_STACK`] stack.
     fn compile_program(
         &self,
         format: &[u8],
         code: &[u8],
         options: &CompileOptions,
+        params: Option<Vec<Shape>>,
     ) -> Result<LoadedExecutable> {
+        options.validate(&self.device_ids()?)?;
         let opts = options.to_bytes();
+        // Argument lists of tupled-argument programs are the tuple's elements:
+        // not checked against the (single, tuple) parameter.
+        let params = params.filter(|_| !options.proto().parameter_is_tupled_arguments);
+        // Kept for the fallback below (the closure is dropped when no thread
+        // starts); a few shapes, cloned once per compile.
+        let fallback = params.clone();
+        let compile = || self.compile_here(format, code, &opts, params);
+        std::thread::scope(|s| {
+            match std::thread::Builder::new()
+                .name("xlaclient-compile".into())
+                .stack_size(COMPILE_STACK)
+                .spawn_scoped(s, compile)
+            {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread to be had (address space or thread limits): compile
+                // here, as a plain C caller would.
+                Err(_) => self.compile_here(format, code, &opts, fallback),
+            }
+        })
+    }
+
+    /// Compiles on the calling thread.
+    fn compile_here(
+        &self,
+        format: &[u8],
+        code: &[u8],
+        opts: &[u8],
+        params: Option<Vec<Shape>>,
+    ) -> Result<LoadedExecutable> {
         let mut prog = raw::PJRT_Program::new();
         // The C API declares `code` mutable (it is an out-parameter for other calls);
         // compilation only reads it.
@@ -292,12 +344,14 @@ impl Client {
         // the program and options are owned by the caller and read during the
         // call); the new executable is ours to destroy (`LoadedExecutable` does).
         unsafe { self.inner.api.call(slot::PJRT_Client_Compile, &mut a)? };
-        LoadedExecutable::from_raw(&self.inner, a.executable)
+        LoadedExecutable::from_raw(&self.inner, a.executable, params)
     }
 
     /// Loads an executable serialized with
     /// [`LoadedExecutable::serialize`](super::LoadedExecutable::serialize) by the
-    /// same plugin version.
+    /// same plugin version. Its executions' arguments are checked only as far as
+    /// the plugin checks them (byte sizes): the C API does not report parameter
+    /// shapes.
     pub fn deserialize_executable(&self, bytes: &[u8]) -> Result<LoadedExecutable> {
         let mut a = raw::PJRT_Executable_DeserializeAndLoad_Args::new();
         a.client = self.inner.raw;
@@ -310,7 +364,7 @@ impl Client {
                 .api
                 .call(slot::PJRT_Executable_DeserializeAndLoad, &mut a)?
         };
-        LoadedExecutable::from_raw(&self.inner, a.loaded_executable)
+        LoadedExecutable::from_raw(&self.inner, a.loaded_executable, None)
     }
 
     /// Copies host data to a new buffer on the default device. `dims` must multiply
@@ -369,6 +423,21 @@ impl Client {
     }
 }
 
+/// The stack of the thread XLA compiles on: 512 MiB.
+///
+/// XLA's HLO passes recurse along operand chains, so the stack a compile needs
+/// grows with the depth of the graph: 100,000 chained adds overflowed the 8 MiB
+/// main-thread stack inside the 0.115 CPU plugin and aborted the process
+/// (measured: that chain needs between 10 and 12 MiB, about 120 bytes per level).
+/// 512 MiB covers a chain of about four million instructions, four times the
+/// largest graph the builder is measured with (1M instructions), whose compile
+/// alone takes many minutes. Only the pages a compile touches are committed; the
+/// rest is reserved address space. If no such thread can be started (address
+/// space or thread limits), the compile runs on the calling thread. One thread
+/// per compile (tens of microseconds) is noise next to an XLA compile
+/// (milliseconds at least).
+pub const COMPILE_STACK: usize = 512 << 20;
+
 /// The number of elements `dims` describe; `None` for a negative size or an
 /// overflow.
 pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
@@ -383,12 +452,8 @@ pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
 /// # Safety
 /// `p` must be null or point to `n` pointers.
 unsafe fn ptr_slice(p: *const *mut PJRT_Device, n: usize) -> Vec<*mut PJRT_Device> {
-    if p.is_null() || n == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: per the contract.
-        unsafe { std::slice::from_raw_parts(p, n).to_vec() }
-    }
+    // SAFETY: per the contract.
+    unsafe { super::api::raw_slice(p, n).to_vec() }
 }
 
 impl fmt::Debug for Client {

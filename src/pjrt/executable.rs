@@ -9,14 +9,14 @@ use std::task::{Context, Poll};
 
 use smallvec::SmallVec;
 
-use super::api::copy_str;
+use super::api::{copy_str, raw_slice};
 use super::buffer::Buffer;
 use super::client::ClientInner;
 use super::device::Device;
 use super::event::Event;
 use super::raw::{self, PJRT_Buffer, PJRT_Device, PJRT_Executable, PJRT_LoadedExecutable, slot};
 use crate::error::{Error, Result};
-use crate::shape::{Dims, ElementType};
+use crate::shape::{Dims, ElementType, Shape};
 
 /// A compiled program, ready to run.
 ///
@@ -31,6 +31,10 @@ pub struct LoadedExecutable {
     name: String,
     /// Element type and dims of each output, when the plugin reports them.
     output_shapes: Option<Vec<(ElementType, Dims)>>,
+    /// The entry parameters' shapes, when the module stated them (tuple and token
+    /// parameters are not checked); `None` for programs compiled from MLIR or
+    /// deserialized (the C API does not report them).
+    params: Option<Box<[Shape]>>,
 }
 
 // SAFETY: a loaded executable is owned by exactly one `LoadedExecutable` (destroyed
@@ -61,7 +65,9 @@ impl LoadedExecutable {
     pub(crate) fn from_raw(
         client: &Arc<ClientInner>,
         raw: *mut PJRT_LoadedExecutable,
+        params: Option<Vec<Shape>>,
     ) -> Result<Self> {
+        let params = params.map(Vec::into_boxed_slice);
         let mut exe = LoadedExecutable {
             client: client.clone(),
             raw,
@@ -69,6 +75,7 @@ impl LoadedExecutable {
             num_outputs: 0,
             name: String::new(),
             output_shapes: None,
+            params,
         };
         // From here on `exe` owns `raw`: an error below destroys it in Drop.
         // SAFETY: `raw` is the live executable just returned to us; the device
@@ -79,11 +86,7 @@ impl LoadedExecutable {
                 .query(slot::PJRT_LoadedExecutable_AddressableDevices, |a| {
                     a.executable = raw
                 })?;
-            if !d.addressable_devices.is_null() {
-                exe.devices =
-                    std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices)
-                        .to_vec();
-            }
+            exe.devices = raw_slice(d.addressable_devices, d.num_addressable_devices).to_vec();
         }
         let e = exe.executable()?;
         let er = e.raw;
@@ -283,6 +286,45 @@ impl LoadedExecutable {
         }
     }
 
+    /// Checks one device's arguments against the entry parameters (count,
+    /// element type and dims), when they are known. Buffers made by this crate know
+    /// their shape without a C call, so this is a few compares per argument.
+    #[inline]
+    fn check_arguments<A: ArgLike>(&self, device: usize, list: &[A]) -> Result<()> {
+        let Some(params) = &self.params else {
+            return Ok(());
+        };
+        if list.len() != params.len() {
+            return Err(Error::ParameterCount {
+                device,
+                given: list.len(),
+                expected: params.len(),
+            });
+        }
+        for (argument, (a, p)) in list.iter().zip(params.iter()).enumerate() {
+            let Shape::Array { ty, dims } = p else {
+                continue;
+            };
+            let (bt, bd) = a.buffer().meta()?;
+            if bt != ty || bd != dims {
+                return Err(Error::ArgumentShape {
+                    device,
+                    argument,
+                    expected: Box::new(Shape::array(*ty, dims)),
+                    given: Box::new(Shape::array(*bt, bd)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry parameters' shapes, when known (modules compiled from an HLO
+    /// module that states them); `None` for programs compiled from MLIR or
+    /// deserialized, whose arguments are checked by the plugin only (byte sizes).
+    pub fn parameter_shapes(&self) -> Option<&[Shape]> {
+        self.params.as_deref()
+    }
+
     fn execute_devices<A: ArgLike>(
         &self,
         args: &[&[A]],
@@ -311,6 +353,7 @@ impl LoadedExecutable {
                 }
                 b.check_not_donated()?;
             }
+            self.check_arguments(device, list)?;
         }
         // Every input not donated is listed as non-donatable on every device (the
         // header: a list of input indices the caller keeps alive through the
@@ -519,11 +562,7 @@ unsafe fn take_plugin_bytes<T>(
 ) -> Vec<u8> {
     // SAFETY: per the contract above.
     unsafe {
-        let out = if bytes.is_null() {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(bytes.cast::<u8>(), len).to_vec()
-        };
+        let out = raw_slice(bytes.cast::<u8>(), len).to_vec();
         if let Some(del) = deleter {
             del(owner);
         }
@@ -559,16 +598,14 @@ fn output_shapes(
         {
             return None;
         }
-        let types = std::slice::from_raw_parts(t.output_types, n);
-        let sizes = std::slice::from_raw_parts(d.dim_sizes, n);
-        let total: usize = sizes.iter().sum();
-        let dims: &[i64] = if total == 0 {
-            &[]
-        } else if d.dims.is_null() {
+        // An empty tuple result has no outputs: the plugin may return null arrays.
+        let types = raw_slice(t.output_types, n);
+        let sizes = raw_slice(d.dim_sizes, n);
+        let total = sizes.iter().try_fold(0usize, |a, s| a.checked_add(*s))?;
+        if total > 0 && d.dims.is_null() {
             return None;
-        } else {
-            std::slice::from_raw_parts(d.dims, total)
-        };
+        }
+        let dims = raw_slice(d.dims, total);
         let mut out = Vec::with_capacity(n);
         let mut off = 0;
         for (ty, sz) in types.iter().zip(sizes) {

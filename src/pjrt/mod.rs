@@ -12,6 +12,7 @@ pub mod bench_support;
 mod buffer;
 mod client;
 mod device;
+mod elf;
 mod event;
 mod executable;
 mod options;
@@ -19,11 +20,12 @@ mod raw;
 
 pub use api::{NamedValue, Plugin};
 pub use buffer::Buffer;
+pub use client::COMPILE_STACK;
 pub use client::Client;
 pub use device::Device;
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
 pub use executable::{Arg, Execution, LoadedExecutable};
-pub use options::{ClientOptions, CompileOptions};
+pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES};
 
 /// The PJRT C API major version this crate speaks (plugins of another major version
 /// are refused with [`Error::IncompatibleApi`](crate::Error::IncompatibleApi)).

@@ -52,7 +52,53 @@ impl ClientOptions {
         self
     }
 
-    /// CPU plugin: number of CPU devices to create (the plugin's default is 4).
+    /// Checks the values of the options this crate knows (their type and range):
+    /// plugins abort the process on some bad values instead of returning an error.
+    /// Options of other names go to the plugin unchecked (it rejects names it does
+    /// not know).
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        use super::NamedValue as V;
+        for (name, value) in &self.values {
+            let bad = |reason: String| crate::Error::InvalidOption {
+                option: name.clone(),
+                reason,
+            };
+            if name.is_empty() {
+                return Err(bad("an option needs a name".into()));
+            }
+            let ty = match value {
+                V::String(_) => "a string",
+                V::Int64(_) => "an integer",
+                V::Int64List(_) => "a list of integers",
+                V::Float(_) => "a float",
+                V::Bool(_) => "a bool",
+            };
+            match (name.as_str(), value) {
+                ("cpu_device_count", V::Int64(n)) if !(1..=MAX_CPU_DEVICES).contains(n) => {
+                    return Err(bad(format!("{n} devices; give 1 to {MAX_CPU_DEVICES}")));
+                }
+                ("max_inflight_computations", V::Int64(n)) if *n < 1 => {
+                    return Err(bad(format!("{n}; give at least 1")));
+                }
+                ("cpu_device_count" | "max_inflight_computations", V::Int64(_)) => {}
+                ("asynchronous", V::Bool(_)) => {}
+                ("cpu_device_count" | "max_inflight_computations", _) => {
+                    return Err(bad(format!("{ty} was given; it takes an integer")));
+                }
+                ("asynchronous", _) => {
+                    return Err(bad(format!("{ty} was given; it takes a bool")));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU plugin: number of CPU devices to create (the plugin's default is 4;
+    /// 1 to 1024 are accepted, anything else is [`Error::InvalidOption`] when the
+    /// client is created).
+    ///
+    /// [`Error::InvalidOption`]: crate::Error::InvalidOption
     pub fn cpu_device_count(self, n: i64) -> Self {
         self.set("cpu_device_count", super::NamedValue::Int64(n))
     }
@@ -64,6 +110,10 @@ impl ClientOptions {
         self.set("asynchronous", super::NamedValue::Bool(on))
     }
 }
+
+/// The most CPU devices a client may be asked for: each is a thread pool and a
+/// set of allocators in the plugin; more than this is certainly a mistake.
+pub const MAX_CPU_DEVICES: i64 = 1024;
 
 /// XLA compile options (`CompileOptionsProto`), exposed in full.
 ///
@@ -147,6 +197,117 @@ impl CompileOptions {
     /// The options as a proto, for fields without a helper.
     pub fn proto_mut(&mut self) -> &mut proto::CompileOptionsProto {
         &mut self.proto
+    }
+
+    /// Checks the options before they reach the plugin, which aborts the process
+    /// (or throws a C++ exception through the C API) on some bad values: the build
+    /// options must be present, replica and partition counts at least 1 and within
+    /// the client's `num_devices`, a device assignment consistent with them and
+    /// naming devices the client has (`device_ids`), and the other counts not
+    /// negative.
+    pub(crate) fn validate(&self, device_ids: &[i64]) -> crate::Result<()> {
+        let bad = |option: &str, reason: String| crate::Error::InvalidOption {
+            option: option.to_string(),
+            reason,
+        };
+        let b = self
+            .proto
+            .executable_build_options
+            .as_ref()
+            .ok_or_else(|| {
+                bad(
+                    "executable_build_options",
+                    "missing (some plugins abort without them); start from CompileOptions::new()"
+                        .into(),
+                )
+            })?;
+        let n = device_ids.len() as i64;
+        for (option, v) in [
+            ("num_replicas", b.num_replicas),
+            ("num_partitions", b.num_partitions),
+        ] {
+            if v < 1 {
+                return Err(bad(option, format!("{v}; give at least 1")));
+            }
+            if v > n {
+                return Err(bad(option, format!("{v}; the client has {n} device(s)")));
+            }
+        }
+        if b.num_replicas * b.num_partitions > n {
+            return Err(bad(
+                "num_replicas",
+                format!(
+                    "{} replicas × {} partitions need more devices than the client's {n}",
+                    b.num_replicas, b.num_partitions
+                ),
+            ));
+        }
+        if b.device_ordinal < -1 || b.device_ordinal >= n {
+            return Err(bad(
+                "device_ordinal",
+                format!("{}; give -1 (any) or 0 to {}", b.device_ordinal, n - 1),
+            ));
+        }
+        for (option, v) in [
+            ("device_memory_size", b.device_memory_size),
+            ("process_index", b.process_index),
+            ("process_count", b.process_count),
+            ("slice_size", b.slice_size),
+            ("profile_version", self.proto.profile_version),
+        ] {
+            if v < 0 {
+                return Err(bad(option, format!("{v} is negative")));
+            }
+        }
+        if let Some(da) = &b.device_assignment {
+            let what = "device_assignment";
+            if i64::from(da.replica_count) != b.num_replicas
+                || i64::from(da.computation_count) != b.num_partitions
+            {
+                return Err(bad(
+                    what,
+                    format!(
+                        "{} replicas × {} partitions, but num_replicas is {} and num_partitions {}",
+                        da.replica_count, da.computation_count, b.num_replicas, b.num_partitions
+                    ),
+                ));
+            }
+            if da.computation_devices.len() != da.computation_count as usize {
+                return Err(bad(
+                    what,
+                    format!(
+                        "{} partitions listed, computation_count is {}",
+                        da.computation_devices.len(),
+                        da.computation_count
+                    ),
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            for (p, c) in da.computation_devices.iter().enumerate() {
+                if c.replica_device_ids.len() != da.replica_count as usize {
+                    return Err(bad(
+                        what,
+                        format!(
+                            "partition {p} lists {} device(s), replica_count is {}",
+                            c.replica_device_ids.len(),
+                            da.replica_count
+                        ),
+                    ));
+                }
+                for id in &c.replica_device_ids {
+                    if !device_ids.contains(id) {
+                        return Err(bad(
+                            what,
+                            format!("device id {id} is not a device of the client {device_ids:?}"),
+                        ));
+                    }
+                    if !seen.insert(*id) {
+                        return Err(bad(what, format!("device id {id} is used twice")));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Decodes serialized `CompileOptionsProto` bytes.
