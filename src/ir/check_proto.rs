@@ -254,6 +254,7 @@ fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
             if let OpKind::Compare(_) = kind {
                 check_comparison_type(ins, operands.first().copied(), &what)?;
             }
+            check_no_stray_attributes(ins, &kind, &declared, &operands, &what)?;
             let inferred = op::infer(&kind, &operands, Some(&declared), &sigs)
                 .map_err(|e| bad(format!("{}: {e}", what())))?;
             if inferred != declared {
@@ -318,6 +319,91 @@ fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
         sigs.0.push((params, root));
     }
     Ok(())
+}
+
+/// The attribute fields XLA reads by structure (dimension lists, dimension
+/// numbers, windows, indices): each must be what the op's own lowering writes, so
+/// a field the op does not use is refused (XLA crashes on some, e.g. dot dimension
+/// numbers on a `call`). Fields that do not change what is computed (metadata,
+/// sharding, precision, frontend attributes) are not compared.
+fn check_no_stray_attributes(
+    ins: &proto::HloInstructionProto,
+    kind: &OpKind,
+    shape: &Shape,
+    operands: &[&Shape],
+    what: &dyn Fn() -> String,
+) -> Result<()> {
+    let mut q = proto::HloInstructionProto::default();
+    // Called computations are checked by `raise`; their ids here are placeholders.
+    op::lower_attrs(kind, shape, operands, &|_| 0, &mut q);
+    let groups = |n: i64| n.max(1);
+    let stray = [
+        ("dimensions", ins.dimensions != q.dimensions),
+        (
+            "slice_dimensions",
+            ins.slice_dimensions != q.slice_dimensions,
+        ),
+        (
+            "dynamic_slice_sizes",
+            ins.dynamic_slice_sizes != q.dynamic_slice_sizes,
+        ),
+        ("padding_config", ins.padding_config != q.padding_config),
+        (
+            "dot_dimension_numbers",
+            ins.dot_dimension_numbers != q.dot_dimension_numbers,
+        ),
+        (
+            "gather_dimension_numbers",
+            ins.gather_dimension_numbers != q.gather_dimension_numbers,
+        ),
+        (
+            "gather_slice_sizes",
+            ins.gather_slice_sizes != q.gather_slice_sizes,
+        ),
+        (
+            "scatter_dimension_numbers",
+            ins.scatter_dimension_numbers != q.scatter_dimension_numbers,
+        ),
+        ("window", ins.window != q.window),
+        (
+            "convolution_dimension_numbers",
+            ins.convolution_dimension_numbers != q.convolution_dimension_numbers,
+        ),
+        (
+            "feature_group_count",
+            groups(ins.feature_group_count) != groups(q.feature_group_count),
+        ),
+        (
+            "batch_group_count",
+            groups(ins.batch_group_count) != groups(q.batch_group_count),
+        ),
+        ("tuple_index", ins.tuple_index != q.tuple_index),
+        (
+            "parameter_number",
+            ins.parameter_number != q.parameter_number,
+        ),
+        (
+            "triangular_solve_options",
+            ins.triangular_solve_options != q.triangular_solve_options,
+        ),
+        (
+            "cholesky_options",
+            ins.cholesky_options.is_some() && ins.cholesky_options != q.cholesky_options,
+        ),
+        (
+            "custom_call_target",
+            ins.custom_call_target != q.custom_call_target,
+        ),
+        ("rng_algorithm", ins.rng_algorithm != q.rng_algorithm),
+    ];
+    match stray.iter().find(|(_, differs)| *differs) {
+        Some((field, _)) => Err(bad(format!(
+            "{}: `{}` has a `{field}` it does not use (or one that differs from its own)",
+            what(),
+            ins.opcode
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A comparison's type must be empty (XLA picks it), `TOTALORDER` for floats, or the
