@@ -579,7 +579,7 @@ pub fn infer(
         OpKind::Binary(b) => elementwise::infer_binary(*b, operands[0], operands[1]),
         OpKind::Bitwise(b) => bitwise::infer_bitwise(*b, operands[0], operands[1]),
         OpKind::BitwiseUnary(u) => bitwise::infer_bitwise_unary(*u, operands[0]),
-        OpKind::Compare(_) => elementwise::infer_compare(operands[0], operands[1]),
+        OpKind::Compare(c) => elementwise::infer_compare(*c, operands[0], operands[1]),
         OpKind::Select => elementwise::infer_select(operands[0], operands[1], operands[2]),
         OpKind::Broadcast { dims } => {
             shape_ops::infer_broadcast_in_dim(operands[0], need_target()?.dims(), dims)

@@ -327,8 +327,9 @@ pub fn broadcast_dims(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
     Ok(out)
 }
 
-/// Compare rule: identical shapes and types; `pred` out.
-pub fn infer_compare(lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
+/// Compare rule: identical shapes and types (complex only for EQ and NE); `pred`
+/// out.
+pub fn infer_compare(dir: Comparison, lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
     let (lt, ld) = array_of("compare", lhs)?;
     let (rt, rd) = array_of("compare", rhs)?;
     if lt != rt {
@@ -345,6 +346,14 @@ pub fn infer_compare(lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
             &[lhs, rhs],
             ShapeErrorKind::Dimension,
             "operands must have the same dimensions",
+        ));
+    }
+    if lt.is_complex() && !matches!(dir, Comparison::Eq | Comparison::Ne) {
+        return Err(ShapeError::new(
+            "compare",
+            &[lhs, rhs],
+            ShapeErrorKind::ElementType,
+            format!("complex numbers have no order: only EQ and NE compare {lt}"),
         ));
     }
     Ok(Shape::array(ElementType::Pred, ld))
@@ -797,7 +806,13 @@ mod tests {
             f32s(&[3])
         );
         assert!(infer_select(&f32s(&[3]), &f32s(&[3]), &f32s(&[3])).is_err());
-        assert_eq!(infer_compare(&f32s(&[3]), &f32s(&[3])).unwrap(), p);
+        assert_eq!(
+            infer_compare(Comparison::Lt, &f32s(&[3]), &f32s(&[3])).unwrap(),
+            p
+        );
+        let c = Shape::array(ElementType::C64, &[3]);
+        assert!(infer_compare(Comparison::Lt, &c, &c).is_err());
+        assert!(infer_compare(Comparison::Eq, &c, &c).is_ok());
         assert_eq!(comparison_type(ElementType::U8), "UNSIGNED");
         assert_eq!(comparison_type(ElementType::S64), "SIGNED");
     }

@@ -56,6 +56,14 @@ impl RngAlgorithm {
 pub fn infer_bitcast_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
     const OP: &str = "bitcast-convert";
     let (ty, dims) = array_of(OP, operand)?;
+    if ty.is_complex() != to.is_complex() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::ElementType,
+            format!("XLA does not bitcast between complex and real types ({ty} to {to})"),
+        ));
+    }
     if ty == ElementType::Pred || to == ElementType::Pred {
         return Err(ShapeError::new(
             OP,

@@ -194,6 +194,17 @@ pub fn infer_dynamic_update_slice(operands: &[&Shape]) -> Result<Shape, ShapeErr
         ));
     }
     check_indices(OP, operands, 2, dims.len())?;
+    if ud.contains(&0) {
+        // XLA's simplifier aborts the process on an empty update (found by the
+        // fuzzer, seed 503852); it would change nothing anyway.
+        return Err(err(
+            OP,
+            operands,
+            ShapeErrorKind::Dimension,
+            "an empty update changes nothing (and XLA aborts on it): leave the operand as it is"
+                .into(),
+        ));
+    }
     Ok(operands[0].clone())
 }
 
