@@ -395,6 +395,14 @@ fn check_no_stray_attributes(
             ins.custom_call_target != q.custom_call_target,
         ),
         ("rng_algorithm", ins.rng_algorithm != q.rng_algorithm),
+        (
+            "comparison_direction",
+            ins.comparison_direction != q.comparison_direction,
+        ),
+        (
+            "comparison_type",
+            !matches!(kind, OpKind::Compare(_)) && !ins.comparison_type.is_empty(),
+        ),
     ];
     match stray.iter().find(|(_, differs)| *differs) {
         Some((field, _)) => Err(bad(format!(

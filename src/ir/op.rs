@@ -657,7 +657,7 @@ pub fn infer(
             sigs.signature(*select).as_ref(),
             sigs.signature(*scatter).as_ref(),
         ),
-        OpKind::CustomCall(_) => misc::infer_custom_call(operands, need_target()?),
+        OpKind::CustomCall(a) => misc::infer_custom_call(a, operands, need_target()?),
         OpKind::Cholesky { .. } => linalg::infer_cholesky(operands[0]),
         OpKind::TriangularSolve(o) => linalg::infer_triangular_solve(operands[0], operands[1], o),
         OpKind::RngBitGenerator { algorithm } => {

@@ -87,9 +87,26 @@ pub fn infer_map(
     Ok(Shape::array(rt, d0))
 }
 
-/// Custom-call rule: any operands; the result is the declared shape (arrays or a
-/// tuple of arrays), which the kernel must produce: nothing else can be checked.
-pub fn infer_custom_call(operands: &[&Shape], result: &Shape) -> Result<Shape, ShapeError> {
+/// Custom-call rule: a kernel name and a known calling convention (API version 1 to
+/// 4: XLA aborts compiling a nameless one inside a body, found by the fuzzer), any
+/// operands; the result is the declared shape (arrays or a tuple of arrays), which the
+/// kernel must produce: nothing else can be checked.
+pub fn infer_custom_call(
+    attrs: &CustomCallAttrs,
+    operands: &[&Shape],
+    result: &Shape,
+) -> Result<Shape, ShapeError> {
+    if attrs.target.is_empty() || !(1..=4).contains(&attrs.api_version) {
+        return Err(ShapeError::new(
+            "custom-call",
+            operands,
+            ShapeErrorKind::Attribute,
+            format!(
+                "needs a kernel name and an API version 1 to 4 (got `{}`, {})",
+                attrs.target, attrs.api_version
+            ),
+        ));
+    }
     fn ok(s: &Shape) -> bool {
         match s {
             Shape::Array { dims, .. } => dims.iter().all(|d| *d >= 0),
@@ -249,9 +266,25 @@ mod tests {
 
     #[test]
     fn custom_call_rule() {
-        assert!(infer_custom_call(&[], &Shape::of::<f32>(&[2])).is_ok());
-        assert!(infer_custom_call(&[], &Shape::Token).is_err());
+        let a = CustomCallAttrs {
+            target: "k".into(),
+            opaque: vec![],
+            api_version: 1,
+            has_side_effect: false,
+        };
+        assert!(infer_custom_call(&a, &[], &Shape::of::<f32>(&[2])).is_ok());
+        assert!(infer_custom_call(&a, &[], &Shape::Token).is_err());
         let nested = Shape::Tuple(vec![Shape::Tuple(vec![])]);
-        assert!(infer_custom_call(&[], &nested).is_err());
+        assert!(infer_custom_call(&a, &[], &nested).is_err());
+        let nameless = CustomCallAttrs {
+            target: String::new(),
+            ..a.clone()
+        };
+        assert!(infer_custom_call(&nameless, &[], &Shape::of::<f32>(&[2])).is_err());
+        let unversioned = CustomCallAttrs {
+            api_version: 0,
+            ..a
+        };
+        assert!(infer_custom_call(&unversioned, &[], &Shape::of::<f32>(&[2])).is_err());
     }
 }
