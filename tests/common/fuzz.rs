@@ -1394,22 +1394,6 @@ impl Mutation {
         Mutation::Attribute,
         Mutation::RootId,
     ];
-    /// The kinds that did not crash the 0.115 CPU plugin in 10,000 cases of the
-    /// long run (the proto verifier or XLA's own checks catch what they break): the
-    /// ones `cargo test` runs. The others crash it today: `RootId`, `ProgramShape`
-    /// and `InstrShape` (an entry root whose shape differs from the program shape's
-    /// result: "Check failed: ShapeUtil::IndexIsValid(sharded_shape, idx)"; a
-    /// tuple-shaped `compare` operand: "Unexpected: TUPLE"; a tuple-shaped `dot`: a
-    /// C++ exception), `Attribute` (a `get-tuple-element` index out of range:
-    /// segfault).
-    pub const SAFE: [Mutation; 6] = [
-        Mutation::BitFlip,
-        Mutation::ByteSet,
-        Mutation::Truncate,
-        Mutation::Opcode,
-        Mutation::OperandId,
-        Mutation::ParameterNumber,
-    ];
 }
 
 fn mutate_shape(rng: &mut Rng, s: &mut proto::ShapeProto) {
@@ -1660,13 +1644,12 @@ pub fn child_main(work: &dyn Fn(&str, u64, &Client, &Path) -> Outcome) -> bool {
     true
 }
 
-/// The fuzz work of this file: `graphs`, `modules` (every mutation kind) and
-/// `modules-safe` ([`Mutation::SAFE`]).
+/// The fuzz work of this file: `graphs` and `modules` (every mutation kind, or
+/// `modules:K1,K2` for some).
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
         "modules" => run_module(client, i, &Mutation::ALL, hlo),
-        "modules-safe" => run_module(client, i, &Mutation::SAFE, hlo),
         other => match other.strip_prefix("modules:") {
             // `modules:BitFlip,Opcode`: only these kinds.
             Some(names) => {
