@@ -165,18 +165,25 @@ impl Builder {
         Ok(TupleBody { comp, param, roots })
     }
 
-    /// Turns body `b`'s captured values into elements `n..` of its tuple parameter,
-    /// whose shape becomes `shapes` (the carry, then every captured value in
-    /// `union`'s order). Returns the element value of each of `union` in the body.
+    /// Turns body `b`'s captured values (values of `target`) into elements of its
+    /// tuple parameter after the `carry`'s, which become the carry's shapes then
+    /// every value of `union` in order. Returns the element value of each of `union`
+    /// in the body.
     fn thread_captures(
         &self,
         b: &TupleBody,
-        n: usize,
+        target: CompId,
+        carry: &[Shape],
         union: &IndexSet<Value>,
-        shapes: &[Shape],
         loc: &'static Location<'static>,
     ) -> Vec<Value> {
+        let n = carry.len();
         let mut g = self.g.borrow_mut();
+        let shapes: Vec<Shape> = carry
+            .iter()
+            .cloned()
+            .chain(union.iter().map(|v| g.value_shape(target, *v).clone()))
+            .collect();
         let tuple = g.shapes.intern(Shape::Tuple(shapes.to_vec()));
         let captured: Vec<(Value, u32)> = g
             .comp(b.comp)
@@ -353,16 +360,8 @@ impl Builder {
                 .copied()
                 .collect()
         };
-        let full: Vec<Shape> = {
-            let g = self.g.borrow();
-            shapes
-                .iter()
-                .cloned()
-                .chain(union.iter().map(|v| g.value_shape(target, *v).clone()))
-                .collect()
-        };
-        self.thread_captures(&c, n, &union, &full, loc);
-        let passed = self.thread_captures(&bd, n, &union, &full, loc);
+        self.thread_captures(&c, target, &shapes, &union, loc);
+        let passed = self.thread_captures(&bd, target, &shapes, &union, loc);
         let roots: Vec<Value> = bd.roots.iter().copied().chain(passed).collect();
         // The condition returns its predicate; the body, always a tuple (the carry).
         let done = self
@@ -686,7 +685,6 @@ impl Builder {
             Ok(t) => t,
         };
         let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
-        let n = shapes.len();
         let mut built = Vec::new();
         let mut template: Option<R> = None;
         for (i, br) in std::iter::once(first).chain(rest).enumerate() {
@@ -718,15 +716,7 @@ impl Builder {
                 .keys()
                 .copied()
                 .collect();
-            let full: Vec<Shape> = {
-                let g = self.g.borrow();
-                shapes
-                    .iter()
-                    .cloned()
-                    .chain(union.iter().map(|v| g.value_shape(target, *v).clone()))
-                    .collect()
-            };
-            self.thread_captures(b, n, &union, &full, loc);
+            self.thread_captures(b, target, &shapes, &union, loc);
             if let Err(f) = self.finish_tuple_body(b.comp, &b.roots, loc) {
                 return template.map_ref(|_| f.clone());
             }
