@@ -1,0 +1,39 @@
+//! The README's op table lists every entry of the opcode table exactly once, with a
+//! family file and numeric test files that exist: it cannot drift from the code.
+
+use std::collections::BTreeSet;
+
+use xlaclient::ir::Opcode;
+
+#[test]
+fn the_readme_op_table_matches_the_opcode_table() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- op-table")
+        .expect("the op table's start marker");
+    let end = readme
+        .find("<!-- /op-table -->")
+        .expect("the op table's end marker");
+    let mut listed = Vec::new();
+    for row in readme[start..end].lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let name = cells[1].trim_matches('`');
+        let family = cells[2].split_whitespace().next().unwrap();
+        assert!(
+            root.join("src/ops").join(format!("{family}.rs")).exists(),
+            "{name}: no family file src/ops/{family}.rs"
+        );
+        for t in cells[3].split(", ") {
+            let file = t.split('`').nth(1).unwrap_or("");
+            if !file.is_empty() {
+                assert!(root.join(file).exists(), "{name}: no test file {file}");
+            }
+        }
+        listed.push(name.to_string());
+    }
+    let set: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
+    assert_eq!(set.len(), listed.len(), "an op is listed twice");
+    let table: BTreeSet<&str> = Opcode::ALL.iter().map(|o| o.name()).collect();
+    assert_eq!(set, table, "README op table vs ir::Opcode::ALL");
+}
