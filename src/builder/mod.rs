@@ -589,6 +589,20 @@ impl Builder {
         (decl.to_vec(), caps.to_vec(), partners)
     }
 
+    /// The accumulator/element layout of reduce-like bodies (reduce, reduce-window,
+    /// scatter): a body declared with `n` accumulators then `n` elements, followed
+    /// by capture parameters, gets a partner accumulator per capture; parameters
+    /// become (accumulators, capture accumulators, elements, captures), and each
+    /// capture is passed on as one more result in `roots`.
+    pub(crate) fn captures_as_inputs(&self, comp: CompId, n: usize, roots: &mut Vec<Value>) {
+        let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
+        if caps.is_empty() {
+            return;
+        }
+        roots.extend(caps.iter().map(|c| Value::of(*c)));
+        self.order_params(comp, [&decl[..n], &partners, &decl[n..], &caps].concat());
+    }
+
     /// Makes `order` (parameter instructions of `comp`) its parameters 0, 1, 2, ….
     pub(crate) fn order_params(&self, comp: CompId, order: Vec<u32>) {
         let mut g = self.g.borrow_mut();

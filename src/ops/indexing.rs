@@ -7,7 +7,7 @@ use std::panic::Location;
 use super::{array_of, resolve_axis};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
+use crate::ir::OpKind;
 use crate::proto;
 use crate::shape::{ElementType, Shape};
 
@@ -654,11 +654,7 @@ impl Builder {
             Err(f) => return failed(f),
         };
         let k = captures.len();
-        if k > 0 {
-            let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
-            roots.extend(caps.iter().map(|c| Value::of(*c)));
-            self.order_params(comp, [&decl[..n], &partners, &decl[n..], &caps].concat());
-        }
+        self.captures_as_inputs(comp, n, &mut roots);
         if let Err(f) = self.finish_body(comp, &roots, loc) {
             return failed(f);
         }

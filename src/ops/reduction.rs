@@ -7,7 +7,7 @@ use super::elementwise::{BinaryOp, Scalar};
 use super::{array_of, resolve_axes};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
+use crate::ir::OpKind;
 use crate::shape::{ElementType, Shape};
 
 /// Variadic `reduce` rule. Operands: `n` input arrays of equal dimensions, then `n`
@@ -343,12 +343,7 @@ impl Builder {
             Err(f) => return failed(f),
         };
         let k = captures.len();
-        if k > 0 {
-            let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
-            roots.extend(caps.iter().map(|c| Value::of(*c)));
-            let order = [&decl[..n], &partners, &decl[n..], &caps].concat();
-            self.order_params(comp, order);
-        }
+        self.captures_as_inputs(comp, n, &mut roots);
         if let Err(f) = self.finish_body(comp, &roots, loc) {
             return failed(f);
         }

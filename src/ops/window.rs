@@ -341,11 +341,7 @@ impl Op {
             Err(f) => return f,
         };
         let mut roots = roots;
-        if !captures.is_empty() {
-            let (decl, caps, partners) = b.pair_captures(comp, 2);
-            roots.extend(caps.iter().map(|c| crate::ir::Value::of(*c)));
-            b.order_params(comp, [&decl[..1], &partners, &decl[1..], &caps].concat());
-        }
+        b.captures_as_inputs(comp, 1, &mut roots);
         if let Err(f) = b.finish_body(comp, &roots, loc) {
             return f;
         }
