@@ -991,3 +991,60 @@ fn numbers_at_the_edge_of_64_bit_types_are_rejected_not_saturated() {
         vec![i64::MIN, i64::MIN]
     );
 }
+
+/// `maximum`/`minimum` as JAX computes them (values from jax 0.10.2 on CPU:
+/// `jnp.maximum`, `jnp.minimum`, `jax.nn.relu`, `jnp.max`): a NaN on either side
+/// gives NaN, `max(-0, +0)` is `+0` and `min(+0, -0)` is `-0`. This is the default
+/// since the compile options carry XLA's debug defaults with fast min/max off;
+/// `fast_min_max(true)` brings back the form that returns the other operand.
+#[test]
+fn max_and_min_propagate_nan_and_order_signed_zeros_as_jax() {
+    let b = Builder::new("minmax");
+    let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
+    let y = b.parameter(1, Shape::of::<f32>(&[6]), "y");
+    let m = b.tuple(&[
+        &x.max(&y),
+        &x.min(&y),
+        &x.relu(),
+        &x.reduce_max(&[0]),
+        &x.reduce_min(&[0]),
+    ]);
+    let module = b.build(&m).unwrap();
+    let xs = upload(&[0.0f32, f32::NAN, -0.0, 0.0, 1.0, -1.0], &[6]);
+    let ys = upload(
+        &[f32::NAN, 0.0, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY],
+        &[6],
+    );
+    let out = run(&module, &[&xs, &ys]);
+    let bits = |v: Vec<f32>| {
+        v.iter()
+            .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+            .collect::<Vec<_>>()
+    };
+    let nan = f32::NAN;
+    assert_eq!(
+        bits(fetch(&out[0], &[6], "max")),
+        bits(vec![nan, nan, 0.0, 0.0, f32::INFINITY, -1.0])
+    );
+    assert_eq!(
+        bits(fetch(&out[1], &[6], "min")),
+        bits(vec![nan, nan, -0.0, -0.0, 1.0, f32::NEG_INFINITY])
+    );
+    assert_eq!(
+        bits(fetch(&out[2], &[6], "relu")),
+        bits(vec![0.0, nan, 0.0, 0.0, 1.0, 0.0])
+    );
+    assert!(fetch::<f32>(&out[3], &[], "reduce_max")[0].is_nan());
+    assert!(fetch::<f32>(&out[4], &[], "reduce_min")[0].is_nan());
+
+    // The fast form, asked for by name, returns the second operand on a NaN.
+    let fast = client()
+        .compile_with(
+            &module,
+            &xlaclient::CompileOptions::new().fast_min_max(true),
+        )
+        .unwrap();
+    let out = fast.execute(&[&xs, &ys]).unwrap();
+    let got: Vec<f32> = fetch(&out[0], &[6], "fast max");
+    assert_eq!(got[0], 0.0, "fast max(0, NaN) is the non-NaN operand");
+}

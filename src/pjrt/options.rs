@@ -115,11 +115,24 @@ impl ClientOptions {
 /// set of allocators in the plugin; more than this is certainly a mistake.
 pub const MAX_CPU_DEVICES: i64 = 1024;
 
+/// XLA's default `DebugOptions`, serialized: every field XLA sets to a non-zero
+/// default, recorded from jaxlib 0.10.2 by `scripts/record_debug_options.py`.
+///
+/// A `DebugOptions` message in the compile options replaces XLA's defaults as a
+/// whole (a message with one field set leaves the others at zero, and then every
+/// CPU compile fails), so [`CompileOptions::to_bytes`] sends this set first and the
+/// crate's and the user's settings after it; protobuf merges repeated occurrences of
+/// a message, and the last value of a scalar field wins. A plugin built from an older
+/// XLA ignores the fields it does not know.
+pub const XLA_DEBUG_DEFAULTS: &[u8] = include_bytes!("xla_debug_defaults.bin");
+
 /// XLA compile options (`CompileOptionsProto`), exposed in full.
 ///
 /// The default is one replica and one partition, which every plugin accepts (an empty
-/// `CompileOptionsProto` aborts some plugins). Anything else can be set through
-/// [`CompileOptions::proto_mut`].
+/// `CompileOptionsProto` aborts some plugins), XLA's default debug options (see
+/// [`XLA_DEBUG_DEFAULTS`]) and NaN-propagating `maximum`/`minimum`, as JAX compiles
+/// them (see [`CompileOptions::fast_min_max`]). Anything else can be set through
+/// [`CompileOptions::proto_mut`]; fields set there win over the defaults.
 ///
 /// ```
 /// let opts = xlaclient::CompileOptions::new().num_replicas(2);
@@ -128,6 +141,8 @@ pub const MAX_CPU_DEVICES: i64 = 1024;
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompileOptions {
     proto: proto::CompileOptionsProto,
+    xla_debug_defaults: bool,
+    fast_min_max: bool,
 }
 
 impl Default for CompileOptions {
@@ -141,6 +156,8 @@ impl Default for CompileOptions {
                 }),
                 ..Default::default()
             },
+            xla_debug_defaults: true,
+            fast_min_max: false,
         }
     }
 }
@@ -186,6 +203,27 @@ impl CompileOptions {
             computation_count: partitions,
             computation_devices,
         });
+        self
+    }
+
+    /// Whether `maximum` and `minimum` (and so `relu`, `reduce_max`, pooling) may
+    /// skip NaN and signed-zero handling. Off by default, as in JAX: `max(0, NaN)`
+    /// is NaN, a NaN anywhere in a `reduce_max` gives NaN. On, XLA's CPU and GPU
+    /// backends use the plain compare-and-select form, which is a little faster and
+    /// returns the second operand when a NaN is involved. This setting travels as
+    /// `xla_cpu_enable_fast_min_max` and `xla_gpu_enable_fast_min_max` and needs
+    /// [`CompileOptions::xla_debug_defaults`].
+    pub fn fast_min_max(mut self, on: bool) -> Self {
+        self.fast_min_max = on;
+        self
+    }
+
+    /// Whether [`CompileOptions::to_bytes`] sends XLA's default debug options
+    /// ([`XLA_DEBUG_DEFAULTS`]) before the proto (on by default). Off, the proto is
+    /// sent as it is: the plugin then uses its own defaults only if the proto holds
+    /// no `debug_options`, and [`CompileOptions::fast_min_max`] has no effect.
+    pub fn xla_debug_defaults(mut self, on: bool) -> Self {
+        self.xla_debug_defaults = on;
         self
     }
 
@@ -316,12 +354,46 @@ impl CompileOptions {
             proto::CompileOptionsProto::decode(bytes).map_err(|e| crate::Error::InvalidModule {
                 reason: format!("compile options do not decode: {e}"),
             })?;
-        Ok(CompileOptions { proto })
+        Ok(CompileOptions {
+            proto,
+            ..Default::default()
+        })
     }
 
-    /// Serialized bytes, as `PJRT_Client_Compile` takes them.
+    /// Serialized bytes, as `PJRT_Client_Compile` takes them: XLA's default debug
+    /// options and the min/max setting (unless [`CompileOptions::xla_debug_defaults`]
+    /// is off), then the proto, whose fields override both.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.proto.encode_to_vec()
+        let mut out = Vec::with_capacity(XLA_DEBUG_DEFAULTS.len() + 64);
+        if self.xla_debug_defaults {
+            let settings = proto::DebugOptions {
+                xla_cpu_enable_fast_min_max: Some(self.fast_min_max),
+                xla_gpu_enable_fast_min_max: Some(self.fast_min_max),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            for debug in [XLA_DEBUG_DEFAULTS, &settings] {
+                // CompileOptionsProto.executable_build_options (3) holding
+                // ExecutableBuildOptionsProto.debug_options (3) holding `debug`.
+                let mut build = Vec::with_capacity(debug.len() + 4);
+                prost::encoding::encode_key(
+                    3,
+                    prost::encoding::WireType::LengthDelimited,
+                    &mut build,
+                );
+                prost::encoding::encode_varint(debug.len() as u64, &mut build);
+                build.extend_from_slice(debug);
+                prost::encoding::encode_key(
+                    3,
+                    prost::encoding::WireType::LengthDelimited,
+                    &mut out,
+                );
+                prost::encoding::encode_varint(build.len() as u64, &mut out);
+                out.extend_from_slice(&build);
+            }
+        }
+        self.proto.encode(&mut out).expect("a Vec grows as needed");
+        out
     }
 }
 
@@ -330,12 +402,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_compile_options_are_the_minimal_proto() {
+    fn without_debug_defaults_the_options_are_the_minimal_proto() {
         // executable_build_options { num_replicas: 1 num_partitions: 1 }
         assert_eq!(
-            CompileOptions::new().to_bytes(),
+            CompileOptions::new().xla_debug_defaults(false).to_bytes(),
             vec![0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]
         );
+    }
+
+    #[test]
+    fn the_debug_defaults_decode_and_merge_under_the_settings() {
+        // The recorded set holds XLA's documented defaults.
+        let d = proto::DebugOptions::decode(XLA_DEBUG_DEFAULTS).unwrap();
+        assert_eq!(d.xla_backend_optimization_level, Some(3));
+        assert_eq!(d.xla_cpu_multi_thread_eigen, Some(true));
+        // Sent bytes decode to one proto: the defaults, then the min/max setting,
+        // then the user's fields, last wins.
+        let mut o = CompileOptions::new().fast_min_max(true).num_replicas(1);
+        o.proto_mut()
+            .executable_build_options
+            .as_mut()
+            .unwrap()
+            .debug_options = Some(proto::DebugOptions {
+            xla_backend_optimization_level: Some(1),
+            ..Default::default()
+        });
+        let back = proto::CompileOptionsProto::decode(&o.to_bytes()[..]).unwrap();
+        let b = back.executable_build_options.unwrap();
+        assert_eq!(b.num_replicas, 1);
+        let d = b.debug_options.unwrap();
+        assert_eq!(d.xla_backend_optimization_level, Some(1));
+        assert_eq!(d.xla_cpu_enable_fast_min_max, Some(true));
+        assert_eq!(d.xla_cpu_multi_thread_eigen, Some(true));
+        let plain = proto::CompileOptionsProto::decode(&CompileOptions::new().to_bytes()[..])
+            .unwrap()
+            .executable_build_options
+            .unwrap()
+            .debug_options
+            .unwrap();
+        assert_eq!(plain.xla_cpu_enable_fast_min_max, Some(false));
     }
 
     #[test]
