@@ -298,6 +298,7 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
                 inserted_window_dims: vec![0],
                 scatter_dims_to_operand_dims: vec![0],
                 index_vector_dim: 1,
+                ..Default::default()
             };
             let i = b.constant_vec(&[1i32]);
             let u = y.slice(&[0, 0], &[1, 3], &[1, 1]);

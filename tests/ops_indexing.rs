@@ -49,6 +49,7 @@ fn gather_elements_at_index_pairs() {
         collapsed_slice_dims: vec![0, 1],
         start_index_map: vec![0, 1],
         index_vector_dim: 1,
+        ..Default::default()
     };
     let y = x.gather(&i, &dims, &[1, 1], false);
     assert_eq!(y.dims().unwrap(), vec![5]);
@@ -69,6 +70,7 @@ fn row_scatter() -> ScatterDims {
         inserted_window_dims: vec![0],
         scatter_dims_to_operand_dims: vec![0],
         index_vector_dim: 1,
+        ..Default::default()
     }
 }
 
@@ -146,4 +148,123 @@ fn scatter_rule_errors() {
     });
     let e = b.build(&out[0]).unwrap_err().to_string();
     assert!(e.contains("scatter"), "{e}");
+}
+
+/// Gather and scatter with batching dimensions (what `vmap` of an indexing op
+/// gives): batch row `b` reads and writes only its own slice of the operand.
+#[test]
+fn batched_gather_and_scatter_stay_in_their_batch_row() {
+    let (nb, n, d, k) = (3usize, 5usize, 2usize, 4usize);
+    let xs: Vec<f32> = (0..nb * n * d).map(|v| v as f32).collect();
+    let idx: Vec<i32> = vec![0, 4, 4, 1, 2, 2, 3, 0, 9, -3, 1, 4]; // 9 and -3 clamp
+    let us: Vec<f32> = (0..nb * k).map(|v| 1.0 + v as f32).collect();
+
+    let b = Builder::new("batched");
+    let x = b.parameter(0, Shape::of::<f32>(&[3, 5, 2]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[3, 4]), "i");
+    let u = b.parameter(2, Shape::of::<f32>(&[3, 4]), "u");
+    let gdims = GatherDims {
+        offset_dims: vec![2],
+        collapsed_slice_dims: vec![1],
+        start_index_map: vec![1],
+        index_vector_dim: 2,
+        operand_batching_dims: vec![0],
+        start_indices_batching_dims: vec![0],
+    };
+    let g = x.gather(&i, &gdims, &[1, 1, 2], false);
+    assert_eq!(g.dims().unwrap(), vec![3, 4, 2]);
+    let sdims = ScatterDims {
+        update_window_dims: vec![],
+        inserted_window_dims: vec![1],
+        scatter_dims_to_operand_dims: vec![1],
+        index_vector_dim: 2,
+        input_batching_dims: vec![0],
+        scatter_indices_batching_dims: vec![0],
+    };
+    let zeros = b.zeros(xlaclient::ElementType::F32, &[3, 5]);
+    let s = b.scatter(&[&zeros], &i, &[&u], &sdims, false, false, |o, v| {
+        vec![&o[0] + &v[0]]
+    });
+    let m = b.build_tuple(&[&g, &s[0]]).unwrap();
+    let out = run(
+        &m,
+        &[
+            &upload(&xs, &[3, 5, 2]),
+            &upload(&idx, &[3, 4]),
+            &upload(&us, &[3, 4]),
+        ],
+    );
+    let mut want_g = Vec::new();
+    for bi in 0..nb {
+        for ki in 0..k {
+            let r = idx[bi * k + ki].clamp(0, n as i32 - 1) as usize;
+            for c in 0..d {
+                want_g.push(xs[(bi * n + r) * d + c]);
+            }
+        }
+    }
+    assert_eq!(fetch::<f32>(&out[0], &[3, 4, 2], "gather"), want_g);
+    // Scatter skips out-of-range updates (9 and -3) instead of clamping them.
+    let mut want_s = vec![0f32; nb * n];
+    for bi in 0..nb {
+        for ki in 0..k {
+            let r = idx[bi * k + ki];
+            if (0..n as i32).contains(&r) {
+                want_s[bi * n + r as usize] += us[bi * k + ki];
+            }
+        }
+    }
+    assert_eq!(fetch::<f32>(&out[1], &[3, 5], "scatter"), want_s);
+    // The batching dimensions survive a round trip through a foreign proto.
+    client()
+        .compile_hlo_bytes(&m.to_bytes(), &xlaclient::CompileOptions::new())
+        .unwrap();
+    assert!(m.to_hlo_text().contains("operand_batching_dims={0}"));
+
+    // Batch axes of different sizes are a build error naming the rule.
+    let b = Builder::new("bad");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 5, 2]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[3, 4]), "i");
+    let e = b
+        .build(&x.gather(&i, &gdims, &[1, 1, 2], false))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("gather") && e.contains("batch axes differ"),
+        "{e}"
+    );
+}
+
+#[test]
+fn take_along_axis_matches_numpy() {
+    // q[4,3], a[4,2] along axis 1; and along axis 0 with a[2,3].
+    let qs: Vec<f32> = (0..12).map(|v| v as f32 * 1.5).collect();
+    for (axis, idims, idx) in [
+        (1i64, [4i64, 2], vec![2i32, 0, 1, 1, 0, 2, 5, -1]),
+        (0, [2, 3], vec![3, 0, 1, 2, 2, 0]),
+    ] {
+        let b = Builder::new("tala");
+        let q = b.parameter(0, Shape::of::<f32>(&[4, 3]), "q");
+        let a = b.parameter(1, Shape::of::<i32>(&idims), "a");
+        let m = b.build(&q.take_along_axis(&a, axis)).unwrap();
+        let got = run1::<f32>(&m, &[&upload(&qs, &[4, 3]), &upload(&idx, &idims)]);
+        let mut want = Vec::new();
+        for i in 0..idims[0] as usize {
+            for j in 0..idims[1] as usize {
+                let k = idx[i * idims[1] as usize + j];
+                let (r, c) = if axis == 1 {
+                    (i, k.clamp(0, 2) as usize)
+                } else {
+                    (k.clamp(0, 3) as usize, j)
+                };
+                want.push(qs[r * 3 + c]);
+            }
+        }
+        assert_eq!(got, want, "axis {axis}");
+    }
+    let b = Builder::new("bad");
+    let q = b.parameter(0, Shape::of::<f32>(&[4, 3]), "q");
+    let a = b.parameter(1, Shape::of::<i32>(&[4]), "a");
+    let e = b.build(&q.take_along_axis(&a, 1)).unwrap_err().to_string();
+    assert!(e.contains("take_along_axis") && e.contains("rank"), "{e}");
 }

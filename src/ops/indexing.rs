@@ -11,8 +11,7 @@ use crate::ir::OpKind;
 use crate::proto;
 use crate::shape::{ElementType, Shape};
 
-/// Dimension numbers of a `gather` (XLA's GatherDimensionNumbers, without batching
-/// dimensions).
+/// Dimension numbers of a `gather` (XLA's GatherDimensionNumbers).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GatherDims {
     /// Output axes that hold the slice's (uncollapsed) axes, increasing.
@@ -23,10 +22,17 @@ pub struct GatherDims {
     pub start_index_map: Vec<i64>,
     /// The axis of the indices that holds index vectors (its rank: a trailing 1).
     pub index_vector_dim: i64,
+    /// Operand axes that are batch axes, increasing: like collapsed axes (slice size
+    /// 1, absent from the output), but the start along `operand_batching_dims[k]` is
+    /// the position along indices axis `start_indices_batching_dims[k]`, so each
+    /// batch element gathers from its own slice of the operand (`vmap` of a gather).
+    pub operand_batching_dims: Vec<i64>,
+    /// Indices axes (not `index_vector_dim`) paired with `operand_batching_dims`,
+    /// of equal sizes.
+    pub start_indices_batching_dims: Vec<i64>,
 }
 
-/// Dimension numbers of a `scatter` (XLA's ScatterDimensionNumbers, without batching
-/// dimensions).
+/// Dimension numbers of a `scatter` (XLA's ScatterDimensionNumbers).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ScatterDims {
     /// Axes of the updates that hold the update windows, increasing.
@@ -37,6 +43,13 @@ pub struct ScatterDims {
     pub scatter_dims_to_operand_dims: Vec<i64>,
     /// The axis of the indices that holds index vectors (its rank: a trailing 1).
     pub index_vector_dim: i64,
+    /// Operand axes that are batch axes, increasing: like inserted window axes, but
+    /// the position along `input_batching_dims[k]` is the position along indices
+    /// axis `scatter_indices_batching_dims[k]`.
+    pub input_batching_dims: Vec<i64>,
+    /// Indices axes (not `index_vector_dim`) paired with `input_batching_dims`, of
+    /// equal sizes.
+    pub scatter_indices_batching_dims: Vec<i64>,
 }
 
 /// Gather's attributes: dimension numbers, slice sizes and the sortedness promise.
@@ -137,6 +150,69 @@ fn index_parts(
     Ok((batch, len))
 }
 
+/// Checks batching axes: `operand_batch` distinct and increasing operand axes, none
+/// in `taken` (the collapsed/inserted axes and the index map), `index_batch` distinct
+/// indices axes other than `ivd`, pairwise of equal sizes.
+#[allow(clippy::too_many_arguments)]
+fn batching_ok(
+    op: &'static str,
+    s: &[&Shape],
+    names: [&str; 2],
+    operand_batch: &[i64],
+    index_batch: &[i64],
+    od: &[i64],
+    indices: &Shape,
+    ivd: i64,
+    taken: &[(&str, &[i64])],
+) -> Result<(), ShapeError> {
+    axes_ok(op, s, names[0], operand_batch, od.len(), true)?;
+    let id = indices.dims();
+    axes_ok(op, s, names[1], index_batch, id.len(), false)?;
+    if operand_batch.len() != index_batch.len() {
+        return Err(bad(
+            op,
+            s,
+            ShapeErrorKind::Attribute,
+            format!(
+                "{} {operand_batch:?} and {} {index_batch:?} must pair up (equal lengths)",
+                names[0], names[1]
+            ),
+        ));
+    }
+    for a in operand_batch {
+        if let Some((what, _)) = taken.iter().find(|(_, v)| v.contains(a)) {
+            return Err(bad(
+                op,
+                s,
+                ShapeErrorKind::Attribute,
+                format!("operand axis {a} is in both {} and {what}", names[0]),
+            ));
+        }
+    }
+    for (o, i) in operand_batch.iter().zip(index_batch) {
+        if *i == ivd {
+            return Err(bad(
+                op,
+                s,
+                ShapeErrorKind::Attribute,
+                format!("{} {index_batch:?} names index_vector_dim {ivd}", names[1]),
+            ));
+        }
+        if od[*o as usize] != id[*i as usize] {
+            return Err(bad(
+                op,
+                s,
+                ShapeErrorKind::Dimension,
+                format!(
+                    "batch axes differ in size: operand axis {o} is {}, indices axis {i} is {}",
+                    od[*o as usize], id[*i as usize]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Gather rule (XLA's semantics): the output's rank is the indices' batch rank plus
 /// the number of offset axes; the offset axes (at `offset_dims`) take the slice
 /// sizes of the uncollapsed operand axes, the other axes the indices' batch sizes.
@@ -200,21 +276,40 @@ pub fn infer_gather(
             ));
         }
     }
-    for c in &d.collapsed_slice_dims {
+    batching_ok(
+        OP,
+        &s,
+        ["operand_batching_dims", "start_indices_batching_dims"],
+        &d.operand_batching_dims,
+        &d.start_indices_batching_dims,
+        od,
+        indices,
+        d.index_vector_dim,
+        &[
+            ("collapsed_slice_dims", &d.collapsed_slice_dims),
+            ("start_index_map", &d.start_index_map),
+        ],
+    )?;
+    for c in d
+        .collapsed_slice_dims
+        .iter()
+        .chain(&d.operand_batching_dims)
+    {
         if a.slice_sizes[*c as usize] > 1 {
             return Err(bad(
                 OP,
                 &s,
                 ShapeErrorKind::Dimension,
                 format!(
-                    "collapsed axis {c} has slice size {}",
+                    "collapsed or batch axis {c} has slice size {}",
                     a.slice_sizes[*c as usize]
                 ),
             ));
         }
     }
-    let window: Vec<i64> = (0..od.len())
-        .filter(|i| !d.collapsed_slice_dims.contains(&(*i as i64)))
+    let window: Vec<i64> = (0..od.len() as i64)
+        .filter(|i| !d.collapsed_slice_dims.contains(i) && !d.operand_batching_dims.contains(i))
+        .map(|i| i as usize)
         .map(|i| a.slice_sizes[i])
         .collect();
     if d.offset_dims.len() != window.len() {
@@ -223,7 +318,7 @@ pub fn infer_gather(
             &s,
             ShapeErrorKind::Attribute,
             format!(
-                "offset_dims {:?} must name {} output axes (the uncollapsed slice axes)",
+                "offset_dims {:?} must name {} output axes (the slice axes neither collapsed nor batch)",
                 d.offset_dims,
                 window.len()
             ),
@@ -298,8 +393,26 @@ pub fn infer_scatter(
         od.len(),
         true,
     )?;
-    let window_axes: Vec<usize> = (0..od.len())
-        .filter(|i| !d.inserted_window_dims.contains(&(*i as i64)))
+    batching_ok(
+        OP,
+        operands,
+        ["input_batching_dims", "scatter_indices_batching_dims"],
+        &d.input_batching_dims,
+        &d.scatter_indices_batching_dims,
+        od,
+        indices,
+        d.index_vector_dim,
+        &[
+            ("inserted_window_dims", &d.inserted_window_dims),
+            (
+                "scatter_dims_to_operand_dims",
+                &d.scatter_dims_to_operand_dims,
+            ),
+        ],
+    )?;
+    let window_axes: Vec<usize> = (0..od.len() as i64)
+        .filter(|i| !d.inserted_window_dims.contains(i) && !d.input_batching_dims.contains(i))
+        .map(|i| i as usize)
         .collect();
     let mut types = Vec::with_capacity(n);
     for (x, u) in inputs.iter().zip(updates.iter()) {
@@ -409,7 +522,8 @@ pub(crate) fn lower_gather(a: &GatherAttrs, p: &mut proto::HloInstructionProto) 
         collapsed_slice_dims: a.dims.collapsed_slice_dims.clone(),
         start_index_map: a.dims.start_index_map.clone(),
         index_vector_dim: a.dims.index_vector_dim,
-        ..Default::default()
+        operand_batching_dims: a.dims.operand_batching_dims.clone(),
+        start_indices_batching_dims: a.dims.start_indices_batching_dims.clone(),
     });
     p.gather_slice_sizes = a.slice_sizes.clone();
     p.indices_are_sorted = a.indices_are_sorted;
@@ -420,15 +534,14 @@ pub(crate) fn raise_gather(p: &proto::HloInstructionProto) -> Result<GatherAttrs
         .gather_dimension_numbers
         .as_ref()
         .ok_or("a gather without dimension numbers")?;
-    if !g.operand_batching_dims.is_empty() || !g.start_indices_batching_dims.is_empty() {
-        return Err("gather batching dimensions are not supported yet".into());
-    }
     Ok(GatherAttrs {
         dims: GatherDims {
             offset_dims: g.offset_dims.clone(),
             collapsed_slice_dims: g.collapsed_slice_dims.clone(),
             start_index_map: g.start_index_map.clone(),
             index_vector_dim: g.index_vector_dim,
+            operand_batching_dims: g.operand_batching_dims.clone(),
+            start_indices_batching_dims: g.start_indices_batching_dims.clone(),
         },
         slice_sizes: p.gather_slice_sizes.clone(),
         indices_are_sorted: p.indices_are_sorted,
@@ -441,7 +554,8 @@ pub(crate) fn lower_scatter(a: &ScatterAttrs, p: &mut proto::HloInstructionProto
         inserted_window_dims: a.dims.inserted_window_dims.clone(),
         scatter_dims_to_operand_dims: a.dims.scatter_dims_to_operand_dims.clone(),
         index_vector_dim: a.dims.index_vector_dim,
-        ..Default::default()
+        input_batching_dims: a.dims.input_batching_dims.clone(),
+        scatter_indices_batching_dims: a.dims.scatter_indices_batching_dims.clone(),
     });
     p.indices_are_sorted = a.indices_are_sorted;
     p.unique_indices = a.unique_indices;
@@ -452,15 +566,14 @@ pub(crate) fn raise_scatter(p: &proto::HloInstructionProto) -> Result<ScatterAtt
         .scatter_dimension_numbers
         .as_ref()
         .ok_or("a scatter without dimension numbers")?;
-    if !s.input_batching_dims.is_empty() || !s.scatter_indices_batching_dims.is_empty() {
-        return Err("scatter batching dimensions are not supported yet".into());
-    }
     Ok(ScatterAttrs {
         dims: ScatterDims {
             update_window_dims: s.update_window_dims.clone(),
             inserted_window_dims: s.inserted_window_dims.clone(),
             scatter_dims_to_operand_dims: s.scatter_dims_to_operand_dims.clone(),
             index_vector_dim: s.index_vector_dim,
+            input_batching_dims: s.input_batching_dims.clone(),
+            scatter_indices_batching_dims: s.scatter_indices_batching_dims.clone(),
         },
         indices_are_sorted: p.indices_are_sorted,
         unique_indices: p.unique_indices,
@@ -484,6 +597,14 @@ pub(crate) fn text_gather(a: &GatherAttrs) -> String {
         d.index_vector_dim,
         list(&a.slice_sizes)
     );
+    if !d.operand_batching_dims.is_empty() {
+        let _ = write!(
+            out,
+            ", operand_batching_dims={}, start_indices_batching_dims={}",
+            list(&d.operand_batching_dims),
+            list(&d.start_indices_batching_dims)
+        );
+    }
     if a.indices_are_sorted {
         out.push_str(", indices_are_sorted=true");
     }
@@ -499,6 +620,14 @@ pub(crate) fn text_scatter(a: &ScatterAttrs) -> String {
         list(&d.scatter_dims_to_operand_dims),
         d.index_vector_dim
     );
+    if !d.input_batching_dims.is_empty() {
+        let _ = write!(
+            out,
+            ", input_batching_dims={}, scatter_indices_batching_dims={}",
+            list(&d.input_batching_dims),
+            list(&d.scatter_indices_batching_dims)
+        );
+    }
     if a.indices_are_sorted {
         out.push_str(", indices_are_sorted=true");
     }
@@ -571,10 +700,68 @@ impl Op {
             collapsed_slice_dims: vec![a as i64],
             start_index_map: vec![a as i64],
             index_vector_dim: ir as i64,
+            ..Default::default()
         };
         let attrs = GatherAttrs {
             dims,
             slice_sizes,
+            indices_are_sorted: false,
+        };
+        b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
+    }
+    /// Numpy's `take_along_axis`: `out[.., j, ..] = self[.., indices[.., j, ..], ..]`
+    /// with the index taken along `axis`; `indices` (integers) has this array's
+    /// rank and its dimensions except along `axis`, and the result has the
+    /// indices' dimensions. Out-of-range indices are clamped. Typical use: the
+    /// value of the action each row took, `q.take_along_axis(&actions, 1)`.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("taken");
+    /// let q = b.parameter(0, Shape::of::<f32>(&[8, 4]), "q");
+    /// let a = b.parameter(1, Shape::of::<i32>(&[8, 1]), "a");
+    /// assert_eq!(q.take_along_axis(&a, 1).dims()?, vec![8, 1]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn take_along_axis(&self, indices: &Op, axis: i64) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let (s, is) = match (self.shape(), indices.shape()) {
+            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
+            (Err(_), _) => return self.clone(),
+            (_, Err(_)) => return indices.clone(),
+            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
+            _ => return b.fail_not_array(indices, "gather", loc),
+        };
+        let a = match resolve_axis("gather", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return b.fail(e, loc),
+        };
+        let r = s.rank();
+        if is.rank() != r {
+            return b.fail(
+                ShapeError::new(
+                    "gather",
+                    &[&s, &is],
+                    ShapeErrorKind::Rank,
+                    format!("take_along_axis needs indices of the array's rank {r}, got {is}"),
+                ),
+                loc,
+            );
+        }
+        let others: Vec<i64> = (0..r as i64).filter(|i| *i != a as i64).collect();
+        let dims = GatherDims {
+            offset_dims: vec![],
+            collapsed_slice_dims: vec![a as i64],
+            start_index_map: vec![a as i64],
+            index_vector_dim: r as i64,
+            operand_batching_dims: others.clone(),
+            start_indices_batching_dims: others,
+        };
+        let attrs = GatherAttrs {
+            dims,
+            slice_sizes: vec![1; r],
             indices_are_sorted: false,
         };
         b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
@@ -704,6 +891,7 @@ mod tests {
                 collapsed_slice_dims: vec![1],
                 start_index_map: vec![1],
                 index_vector_dim: 2,
+                ..Default::default()
             },
             slice_sizes: vec![4, 1],
             indices_are_sorted: false,
@@ -739,6 +927,7 @@ mod tests {
                 inserted_window_dims: vec![0],
                 scatter_dims_to_operand_dims: vec![0],
                 index_vector_dim: 1,
+                ..Default::default()
             },
             indices_are_sorted: false,
             unique_indices: false,

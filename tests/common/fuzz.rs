@@ -953,6 +953,7 @@ impl Gen {
             inserted_window_dims: vec![0],
             scatter_dims_to_operand_dims: vec![0],
             index_vector_dim: 1,
+            ..Default::default()
         };
         self.b
             .scatter(&[&x], &i, &[&u], &dims, false, false, |o, n| {
