@@ -61,6 +61,7 @@ pub mod proto {
 pub use builder::{Builder, Computation, Op};
 pub use error::{Error, PjrtErrorCode, Result, ShapeError, ShapeErrorKind};
 pub use jit::Jit;
+pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::DotDims;
 pub use pjrt::{

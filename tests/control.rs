@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use xlaclient::{Builder, Comparison, ElementType, Error, Op, Shape, Tree};
+use xlaclient::{Builder, Comparison, ElementType, Error, Op, ScanOptions, Shape, Tree};
 
 fn f32s(d: &[i64]) -> Shape {
     Shape::of::<f32>(d)
@@ -212,10 +212,20 @@ fn scan_matches_an_unrolled_loop() {
     let b = Builder::new("scan");
     let xs = b.parameter(0, f32s(&[t, 3]), "xs");
     let k = b.parameter(1, f32s(&[]), "k");
-    for reverse in [false, true] {
+    // unroll 1: a loop; 4: a loop of 4 steps and 2 after it; 6: a loop, no
+    // remainder; 10: no loop at all.
+    for (reverse, unroll) in [
+        (false, 1),
+        (true, 1),
+        (false, 4),
+        (true, 4),
+        (true, 6),
+        (false, 10),
+    ] {
         let init = (b.zeros(ElementType::F32, &[3]), b.constant(0i32));
+        let opts = ScanOptions::new().reverse(reverse).unroll(unroll);
         let ((sum, count), (sums, pos, pair)) =
-            b.scan(init, xs.clone(), None, reverse, |(s, c), x| {
+            b.scan_with(init, xs.clone(), &opts, |(s, c), x| {
                 let s2 = &s + &(&x * &k);
                 let p = x.compare(&x.builder().constant(0f32), Comparison::Gt);
                 let pair = x.slice(&[0], &[2], &[1]);
@@ -224,6 +234,8 @@ fn scan_matches_an_unrolled_loop() {
         assert_eq!(sums.dims().unwrap(), vec![t, 3]);
         assert_eq!(pair.dims().unwrap(), vec![t, 2]);
         let m = b.build_tuple(&[&sum, &count, &sums, &pos, &pair]).unwrap();
+        let whiles = m.to_hlo_text().matches(" while(").count();
+        assert_eq!(whiles, usize::from(unroll < 10), "unroll {unroll}");
         let mut rng = Rng(9);
         let data = rng.vec((t * 3) as usize, -1.0, 1.0);
         let outs = run(&m, &[&upload(&data, &[t, 3]), &upload(&[0.5f32], &[])]);
@@ -249,7 +261,7 @@ fn scan_matches_an_unrolled_loop() {
         assert_eq!(
             outs[4].to_vec::<f32>().unwrap(),
             want_pair,
-            "reverse={reverse}"
+            "reverse={reverse} unroll={unroll}"
         );
     }
 }
@@ -262,6 +274,11 @@ fn scan_with_a_length_and_no_xs() {
     let (_, fib) = b.scan(init, (), Some(10), false, |(a, c), ()| {
         ((c.clone(), &a + &c), a)
     });
+    let m = b.build(&fib).unwrap();
+    assert_eq!(run1::<i64>(&m, &[]), vec![0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
+    let init = (b.constant(0i64), b.constant(1i64));
+    let opts = ScanOptions::new().length(10).unroll(3);
+    let (_, fib) = b.scan_with(init, (), &opts, |(a, c), ()| ((c.clone(), &a + &c), a));
     let m = b.build(&fib).unwrap();
     assert_eq!(run1::<i64>(&m, &[]), vec![0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
 }

@@ -137,6 +137,54 @@ struct TupleBody {
     roots: Vec<Value>,
 }
 
+/// The options of [`Builder::scan_with`], as `lax.scan` takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// The number of steps when `xs` has no leaves (else it must equal their
+    /// leading axis).
+    pub length: Option<i64>,
+    /// Walk the slices from the last (the stacked ys keep the slices' order).
+    pub reverse: bool,
+    /// Steps per iteration of the compiled loop (1: no unrolling; at least the
+    /// length: no loop at all).
+    pub unroll: usize,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            length: None,
+            reverse: false,
+            unroll: 1,
+        }
+    }
+}
+
+impl ScanOptions {
+    /// No `length`, forwards, no unrolling.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `length`.
+    pub fn length(mut self, n: i64) -> Self {
+        self.length = Some(n);
+        self
+    }
+
+    /// Sets `reverse`.
+    pub fn reverse(mut self, on: bool) -> Self {
+        self.reverse = on;
+        self
+    }
+
+    /// Sets `unroll` (0 counts as 1).
+    pub fn unroll(mut self, k: usize) -> Self {
+        self.unroll = k;
+        self
+    }
+}
+
 impl Builder {
     /// Builds a body of `target` taking one tuple of `shapes`; `f` gets the elements.
     fn tuple_body(
@@ -430,7 +478,8 @@ impl Builder {
     /// the slices from the last. Returns the final carry and the stacked `ys`. The
     /// body runs twice while the program is built (once to learn the shapes of `y`),
     /// hence `Fn`; it may use outside values. Lowered to a while loop with a static
-    /// trip count.
+    /// trip count. [`Builder::scan_with`] takes the same arguments as
+    /// [`ScanOptions`], with `unroll`.
     ///
     /// ```
     /// use xlaclient::{Builder, Shape};
@@ -460,7 +509,68 @@ impl Builder {
         X: Tree<Op, With<Op> = X>,
         Y: Tree<Op, With<Op> = Y>,
     {
-        let loc = Location::caller();
+        let options = ScanOptions {
+            length,
+            reverse,
+            unroll: 1,
+        };
+        self.scan_at(init, xs, &options, body, Location::caller())
+    }
+
+    /// [`Builder::scan`] with its options in one value, `unroll` among them: each
+    /// iteration of the while loop runs `unroll` steps of the body (the last
+    /// `length % unroll` steps run after the loop), so XLA sees `unroll` steps at
+    /// once and the loop's per-iteration overhead is paid `length / unroll` times.
+    /// The results do not depend on `unroll`; the body is traced `unroll + 1` times
+    /// (plus the remainder).
+    ///
+    /// ```
+    /// use xlaclient::{Builder, ScanOptions, Shape};
+    /// let b = Builder::new("cumsum");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[10, 3]), "x");
+    /// let zero = b.zeros(xlaclient::ElementType::F32, &[3]);
+    /// let opts = ScanOptions::new().reverse(true).unroll(4);
+    /// let (_, sums) = b.scan_with(zero, x, &opts, |acc, row| {
+    ///     let next = &acc + &row;
+    ///     (next.clone(), next)
+    /// });
+    /// assert_eq!(sums.dims()?, vec![10, 3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn scan_with<C, X, Y>(
+        &self,
+        init: C,
+        xs: X,
+        options: &ScanOptions,
+        body: impl Fn(C, X) -> (C, Y),
+    ) -> (C, Y)
+    where
+        C: Tree<Op, With<Op> = C>,
+        X: Tree<Op, With<Op> = X>,
+        Y: Tree<Op, With<Op> = Y>,
+    {
+        self.scan_at(init, xs, options, body, Location::caller())
+    }
+
+    fn scan_at<C, X, Y>(
+        &self,
+        init: C,
+        xs: X,
+        options: &ScanOptions,
+        body: impl Fn(C, X) -> (C, Y),
+        loc: &'static Location<'static>,
+    ) -> (C, Y)
+    where
+        C: Tree<Op, With<Op> = C>,
+        X: Tree<Op, With<Op> = X>,
+        Y: Tree<Op, With<Op> = Y>,
+    {
+        let ScanOptions {
+            length,
+            reverse,
+            unroll,
+        } = *options;
         let x_leaves: Vec<Op> = xs.leaves().into_iter().cloned().collect();
         let c_leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
         let all: Vec<&Op> = x_leaves.iter().chain(&c_leaves).collect();
@@ -566,44 +676,75 @@ impl Builder {
                 .broadcast_to_at(&d, loc)
             })
             .collect();
-        let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+        // One step at counter `i`: the body on slice `i`, its y stored at row `i`.
+        let step = |i: &Op, c: C, ys: Vec<Op>| -> (C, Vec<Op>, Y) {
+            let b = i.builder();
+            let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let pos = position(i);
+            let (c2, y) = body(c, take(i));
+            let ys2: Vec<Op> = ys
+                .iter()
+                .zip(y.leaves())
+                .map(|(buf, yv)| {
+                    let d = yv.dims().unwrap_or_default();
+                    let mut up = vec![1];
+                    up.extend(&d);
+                    let mut start = vec![&pos];
+                    start.extend(std::iter::repeat_n(&zero, d.len()));
+                    buf.dynamic_update_slice_at(&yv.reshape_at(&up, loc), &start, loc)
+                })
+                .collect();
+            (c2, ys2, y)
+        };
+        let unroll = unroll.max(1) as i64;
+        // Steps `0..full` run in the loop, `unroll` per iteration; `full..len` after
+        // it. A loop with no iteration is left out unless there is no step at all
+        // (then it still gives the shapes of y).
+        let full = len / unroll * unroll;
         let mut y_template: Option<Y> = None;
-        let (_, c, ys) = self.while_at(
-            (i0, init, ys0),
-            |(i, _, _)| {
-                i.compare_at(
-                    &i.builder()
-                        .scalar_of(ElementType::S32, crate::Scalar::Int(len), loc),
-                    crate::Comparison::Lt,
-                    loc,
-                )
-            },
-            |(i, c, ys)| {
-                let b = i.builder();
-                let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-                let pos = position(&i);
-                let (c2, y) = body(c, take(&i));
-                let ys2: Vec<Op> = ys
-                    .iter()
-                    .zip(y.leaves())
-                    .map(|(buf, yv)| {
-                        let d = yv.dims().unwrap_or_default();
-                        let mut up = vec![1];
-                        up.extend(&d);
-                        let mut start = vec![&pos];
-                        start.extend(std::iter::repeat_n(&zero, d.len()));
-                        buf.dynamic_update_slice_at(&yv.reshape_at(&up, loc), &start, loc)
-                    })
-                    .collect();
-                y_template = Some(y);
-                (
-                    i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc),
-                    c2,
-                    ys2,
-                )
-            },
-            loc,
-        );
+        let (mut c, mut ys) = if full > 0 || len == 0 {
+            let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let (_, c, ys) = self.while_at(
+                (i0, init, ys0),
+                |(i, _, _)| {
+                    i.compare_at(
+                        &i.builder()
+                            .scalar_of(ElementType::S32, crate::Scalar::Int(full), loc),
+                        crate::Comparison::Lt,
+                        loc,
+                    )
+                },
+                |(i, mut c, mut ys)| {
+                    for k in 0..unroll.min(len.max(1)) {
+                        let ik = if k == 0 {
+                            i.clone()
+                        } else {
+                            i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(k), false, loc)
+                        };
+                        let (c2, ys2, y) = step(&ik, c, ys);
+                        (c, ys) = (c2, ys2);
+                        y_template = Some(y);
+                    }
+                    let next = i.binary_scalar(
+                        crate::BinaryOp::Add,
+                        crate::Scalar::Int(unroll),
+                        false,
+                        loc,
+                    );
+                    (next, c, ys)
+                },
+                loc,
+            );
+            (c, ys)
+        } else {
+            (init, ys0)
+        };
+        for k in full..len {
+            let i = self.scalar_of(ElementType::S32, crate::Scalar::Int(k), loc);
+            let (c2, ys2, y) = step(&i, c, ys);
+            (c, ys) = (c2, ys2);
+            y_template = Some(y);
+        }
         let y = y_template
             .expect("the body ran")
             .rebuild(ys)
