@@ -64,6 +64,7 @@ pub use jit::Jit;
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::DotDims;
+pub use ops::structural::Function;
 pub use pjrt::{
     Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin,
 };

@@ -282,3 +282,52 @@ fn scan_with_a_length_and_no_xs() {
     let m = b.build(&fib).unwrap();
     assert_eq!(run1::<i64>(&m, &[]), vec![0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
 }
+
+/// A function defined once is one computation however many places call it: twice
+/// at the top level and once inside a loop body, with a captured outside value.
+#[test]
+fn a_function_is_emitted_once_for_all_its_call_sites() {
+    let b = Builder::new("reuse");
+    let x = b.parameter(0, f32s(&[3]), "x");
+    let w = b.parameter(1, f32s(&[3]), "w");
+    let layer = b.function("layer", &[f32s(&[3])], |_, p| vec![(&p[0] * &w).tanh()]);
+    let h1 = layer.call(&[&x]);
+    let h2 = layer.call(&[&h1[0]]);
+    let looped = b.fori_loop(0, 3, h2[0].clone(), |_, h| layer.call(&[&h])[0].clone());
+    let m = b.build(&looped).unwrap();
+    let p = m.proto();
+    let layers = p
+        .computations
+        .iter()
+        .filter(|c| c.name.starts_with("layer"))
+        .count();
+    assert_eq!(layers, 1, "one computation for the function");
+    let calls: usize = p
+        .computations
+        .iter()
+        .map(|c| c.instructions.iter().filter(|i| i.opcode == "call").count())
+        .sum();
+    assert_eq!(calls, 3, "three call sites");
+    let xs = [0.5f32, -1.0, 2.0];
+    let ws = [1.5f32, 0.3, -0.7];
+    let got = run1::<f32>(&m, &[&upload(&xs, &[3]), &upload(&ws, &[3])]);
+    let mut want = xs;
+    for _ in 0..5 {
+        for j in 0..3 {
+            want[j] = (want[j] * ws[j]).tanh();
+        }
+    }
+    assert_close(&got, &want, 1e-6);
+
+    // A call with an argument of another shape is an error naming the function
+    // and this line.
+    let b = Builder::new("bad");
+    let x = b.parameter(0, f32s(&[4]), "x");
+    let f = b.function("f", &[f32s(&[3])], |_, p| vec![p[0].exp()]);
+    let line = line!() + 1;
+    let e = b.build(&f.call(&[&x])[0]).unwrap_err().to_string();
+    assert!(
+        e.contains("function `f`") && e.contains(&format!("control.rs:{line}")),
+        "{e}"
+    );
+}

@@ -174,15 +174,14 @@ impl Graph {
     /// result: the computations it reaches (callees first), dead instructions
     /// removed (parameters are kept), instructions renumbered.
     pub(crate) fn finish(&self, entry: CompId, root: Value) -> Result<Module> {
-        // A body is created after the computation that calls it, so callees have
-        // higher indices than their callers: reachable computations in decreasing
-        // index order put callees first.
-        let mut reach = vec![false; self.comps.len()];
+        // The computations the root reaches through live instructions, and whom
+        // each calls.
+        let n = self.comps.len();
+        let mut reach = vec![false; n];
+        let mut callees: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut work = vec![entry.0 as usize];
         reach[entry.0 as usize] = true;
-        for ci in entry.0 as usize..self.comps.len() {
-            if !reach[ci] {
-                continue;
-            }
+        while let Some(ci) = work.pop() {
             let c = &self.comps[ci];
             let live = live_instrs(
                 c,
@@ -195,12 +194,40 @@ impl Graph {
             for (i, ins) in c.instrs.iter().enumerate() {
                 if live[i] {
                     for callee in ins.kind.called() {
-                        reach[callee.0 as usize] = true;
+                        let k = callee.0 as usize;
+                        if !callees[ci].contains(&k) {
+                            callees[ci].push(k);
+                        }
+                        if !reach[k] {
+                            reach[k] = true;
+                            work.push(k);
+                        }
                     }
                 }
             }
         }
-        let order: Vec<usize> = (0..self.comps.len()).rev().filter(|c| reach[*c]).collect();
+        // Callees first. Among the computations whose callees are all placed, the
+        // one created last goes next: a body is created after the computation it is
+        // in, so without shared functions this is decreasing creation order.
+        let mut waiting: Vec<usize> = callees.iter().map(Vec::len).collect();
+        let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (ci, cs) in callees.iter().enumerate() {
+            for &k in cs {
+                callers[k].push(ci);
+            }
+        }
+        let mut ready: std::collections::BinaryHeap<usize> =
+            (0..n).filter(|c| reach[*c] && waiting[*c] == 0).collect();
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        while let Some(ci) = ready.pop() {
+            order.push(ci);
+            for &caller in &callers[ci] {
+                waiting[caller] -= 1;
+                if waiting[caller] == 0 {
+                    ready.push(caller);
+                }
+            }
+        }
         let mut new_id = vec![u32::MAX; self.comps.len()];
         for (n, c) in order.iter().enumerate() {
             new_id[*c] = n as u32;

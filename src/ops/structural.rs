@@ -274,7 +274,9 @@ impl Builder {
 
     /// XLA's Call: runs `body` as a computation of its own on `args` and returns its
     /// results. The body may use values from outside it (they are passed in as more
-    /// arguments). Several results travel as a tuple, taken apart here.
+    /// arguments). Several results travel as a tuple, taken apart here. To call the
+    /// same computation from several places, define it once with
+    /// [`Builder::function`].
     ///
     /// ```
     /// use xlaclient::{Builder, Shape};
@@ -298,30 +300,174 @@ impl Builder {
             Err(failed) => return vec![failed],
         };
         let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
-        let (comp, roots) = match self.body(target, name, &shapes, loc, body) {
-            Ok(r) => r,
-            Err(failed) => return vec![failed],
+        self.define(target, name, &shapes, body, loc)
+            .call_at(args, loc)
+    }
+
+    /// Defines a function: `body` on parameters of `params`, emitted once as a
+    /// computation of its own, called with [`Function::call`] from any number of
+    /// places (in this computation or in the bodies of loops and branches inside
+    /// it), each call an XLA `call` of the same computation. The body may use
+    /// values from outside it; they are passed in at every call.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("twice");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let w = b.parameter(1, Shape::of::<f32>(&[3]), "w");
+    /// let layer = b.function("layer", &[Shape::of::<f32>(&[3])], |_, p| {
+    ///     vec![(&p[0] * &w).tanh()]
+    /// });
+    /// let h = layer.call(&[&x]);
+    /// let y = layer.call(&[&h[0]]);
+    /// let m = b.build(&y[0])?;
+    /// assert_eq!(m.to_hlo_text().matches("layer").count() >= 3, true);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn function(
+        &self,
+        name: &str,
+        params: &[Shape],
+        body: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+    ) -> Function {
+        self.define(self.comp, name, params, body, Location::caller())
+    }
+
+    fn define(
+        &self,
+        target: crate::ir::CompId,
+        name: &str,
+        params: &[Shape],
+        body: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+        loc: &'static Location<'static>,
+    ) -> Function {
+        let failed = |f: Op| Function {
+            b: self.clone(),
+            name: name.to_string(),
+            def: target,
+            comp: None,
+            params: params.to_vec(),
+            results: 1,
+            captures: Vec::new(),
+            failed: Some(f),
         };
-        let n = roots.len();
+        let (comp, roots) = match self.body(target, name, params, loc, body) {
+            Ok(r) => r,
+            Err(f) => return failed(f),
+        };
         if let Err(f) = self.finish_body(comp, &roots, loc) {
-            return vec![f];
+            return failed(f);
         }
-        let captures: Vec<Op> = self
+        let captures = self
             .g
             .borrow()
             .comp(comp)
             .captures
             .keys()
-            .map(|v| self.op(target, *v))
+            .copied()
             .collect();
-        let operands: Vec<&Op> = args.iter().copied().chain(&captures).collect();
-        let out = self.emit(OpKind::Call { body: comp }, &operands, None, loc);
-        if n == 1 || out.is_poisoned() {
-            return vec![out; n.max(1)];
+        Function {
+            b: self.clone(),
+            name: name.to_string(),
+            def: target,
+            comp: Some(comp),
+            params: params.to_vec(),
+            results: roots.len(),
+            captures,
+            failed: None,
         }
-        (0..n)
+    }
+
+    /// A tuple of values (e.g. several outputs of a computation).
+    #[track_caller]
+    pub fn tuple(&self, elems: &[&Op]) -> Op {
+        self.emit(OpKind::Tuple, elems, None, Location::caller())
+    }
+}
+
+/// A computation defined once by [`Builder::function`] and called from any number
+/// of places; each call is an XLA `call` of the same computation.
+#[derive(Clone)]
+pub struct Function {
+    b: Builder,
+    name: String,
+    /// The computation it was defined in (its captures are values of it).
+    def: crate::ir::CompId,
+    comp: Option<crate::ir::CompId>,
+    params: Vec<Shape>,
+    results: usize,
+    captures: Vec<crate::ir::Value>,
+    /// The recorded error when the definition failed.
+    failed: Option<Op>,
+}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.name)
+            .field("params", &self.params)
+            .field("results", &self.results)
+            .finish()
+    }
+}
+
+impl Function {
+    /// The parameter shapes.
+    pub fn params(&self) -> &[Shape] {
+        &self.params
+    }
+
+    /// Calls the function on `args` (one per parameter, of its shape) and returns
+    /// its results. A wrong argument count or shape is a build error naming the
+    /// function and the caller's line.
+    #[track_caller]
+    pub fn call(&self, args: &[&Op]) -> Vec<Op> {
+        self.call_at(args, Location::caller())
+    }
+
+    fn call_at(&self, args: &[&Op], loc: &'static Location<'static>) -> Vec<Op> {
+        let b = &self.b;
+        let n = self.results.max(1);
+        let comp = match (&self.failed, self.comp) {
+            (Some(f), _) => return vec![f.clone(); n],
+            (None, Some(c)) => c,
+            (None, None) => unreachable!("a function is defined or failed"),
+        };
+        if let Some(bad) = args.iter().find(|a| a.is_poisoned()) {
+            return vec![(*bad).clone(); n];
+        }
+        let shapes: Vec<Shape> = args.iter().filter_map(|a| a.shape().ok()).collect();
+        if shapes != self.params {
+            let refs: Vec<&Shape> = shapes.iter().collect();
+            let want: Vec<String> = self.params.iter().map(|s| s.to_string()).collect();
+            return vec![
+                b.fail(
+                    crate::error::ShapeError::new(
+                        "call",
+                        &refs,
+                        crate::error::ShapeErrorKind::Body,
+                        format!(
+                            "function `{}` takes ({}), called with {} argument(s)",
+                            self.name,
+                            want.join(", "),
+                            args.len()
+                        ),
+                    ),
+                    loc,
+                );
+                n
+            ];
+        }
+        let captures: Vec<Op> = self.captures.iter().map(|v| b.op(self.def, *v)).collect();
+        let operands: Vec<&Op> = args.iter().copied().chain(&captures).collect();
+        let out = b.emit(OpKind::Call { body: comp }, &operands, None, loc);
+        if self.results == 1 || out.is_poisoned() {
+            return vec![out; n];
+        }
+        (0..self.results)
             .map(|i| {
-                self.emit(
+                b.emit(
                     OpKind::GetTupleElement { index: i as u32 },
                     &[&out],
                     None,
@@ -329,12 +475,6 @@ impl Builder {
                 )
             })
             .collect()
-    }
-
-    /// A tuple of values (e.g. several outputs of a computation).
-    #[track_caller]
-    pub fn tuple(&self, elems: &[&Op]) -> Op {
-        self.emit(OpKind::Tuple, elems, None, Location::caller())
     }
 }
 
