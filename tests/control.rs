@@ -202,6 +202,28 @@ fn carry_errors_name_the_carry_and_the_line() {
     let f = b.parameter(1, f32s(&[]), "f");
     let y = b.cond(&f, x, |x| x, |x| -x);
     assert!(b.build(&y).unwrap_err().to_string().contains("selector"));
+    // A predicate that is not a scalar, and a switch index that is not an integer.
+    let b = Builder::new("bad_shape_pred");
+    let x = b.parameter(0, f32s(&[2]), "x");
+    let p = x.compare(&b.constant(0f32), Comparison::Gt);
+    let line = line!() + 1;
+    let y = b.cond(&p, x, |x| x, |x| -x);
+    let e = b.build(&y).unwrap_err().to_string();
+    assert!(
+        e.contains("pred[2]") && e.contains(&format!("control.rs:{line}")),
+        "{e}"
+    );
+    let b = Builder::new("bad_index");
+    let x = b.parameter(0, f32s(&[2]), "x");
+    let f = b.parameter(1, f32s(&[]), "f");
+    let y: Op = b.switch(
+        &f,
+        x,
+        Box::new(|x: Op| x + 1.0),
+        vec![Box::new(|x: Op| x.exp())],
+    );
+    let e = b.build(&y).unwrap_err().to_string();
+    assert!(e.contains("f32[]") && e.contains("selector"), "{e}");
 }
 
 #[test]
