@@ -41,6 +41,7 @@
 // `#[derive(Tree)]` names the trait `::xlaclient::tree::Tree`, inside this crate too.
 extern crate self as xlaclient;
 
+pub mod autodiff;
 pub mod builder;
 pub mod error;
 pub mod install;

@@ -17,6 +17,8 @@ pub(crate) struct Graph {
     pub(crate) shapes: ShapeTable,
     /// Every error recorded, in order; the first is what `build` reports.
     pub(crate) errors: Vec<Error>,
+    /// Values made by `stop_gradient`: constants to the backward pass.
+    pub(crate) stopped: std::collections::HashSet<(CompId, Value)>,
 }
 
 impl Signatures for Graph {
@@ -39,6 +41,7 @@ impl Graph {
             comps: vec![Comp::new(name.to_string(), None)],
             shapes: ShapeTable::default(),
             errors: Vec::new(),
+            stopped: Default::default(),
         }
     }
 

@@ -641,7 +641,8 @@ impl Op {
         }
     }
 
-    /// `max(x, 0)`.
+    /// `max(x, 0)` (NaN stays NaN, `-0.0` gives `0.0`), whose gradient is 1 where
+    /// `x > 0` and 0 elsewhere, at 0 included, as `jax.nn.relu` defines it.
     #[track_caller]
     pub fn relu(&self) -> Op {
         let loc = Location::caller();
@@ -649,8 +650,17 @@ impl Op {
             Ok(ty) => ty,
             Err(_) => return self.builder().fail_not_array(self, "maximum", loc),
         };
-        let zero = self.builder().scalar_of(ty, Scalar::Int(0), loc);
-        self.binary(BinaryOp::Maximum, &zero, loc)
+        let b = self.builder();
+        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        let max = self.binary(BinaryOp::Maximum, &zero, loc);
+        if !ty.is_float() {
+            return max;
+        }
+        // Where x > 0 the result is x itself (gradient 1); elsewhere the max (0,
+        // or NaN) held constant for the backward pass (gradient 0).
+        let positive = self.compare_at(&zero, Comparison::Gt, loc);
+        let rest = max.stop_gradient_at(loc);
+        b.select_at(&positive, self, &rest, loc)
     }
 
     /// `self op v`, with `v` a constant of this op's element type.
@@ -746,6 +756,114 @@ impl Neg for Op {
     fn neg(self) -> Op {
         self.unary(UnaryOp::Negate, Location::caller())
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`), with JAX's conventions at kinks.
+
+/// A constant of `x`'s element type.
+fn konst(x: &Op, v: f64, loc: &'static Location<'static>) -> Op {
+    let ty = x.element_type().unwrap_or(ElementType::F32);
+    x.builder().scalar_of(ty, Scalar::Float(v), loc)
+}
+
+/// The cotangent of a unary op's operand (`None`: zero, for the piecewise-constant
+/// ops). `abs` at 0 passes the cotangent unchanged (JAX: `select(x >= 0, g, -g)`),
+/// `sqrt` at 0 gives infinity, as in JAX.
+pub(crate) fn vjp_unary(op: UnaryOp, n: &crate::autodiff::Node, ct: &Op) -> Option<Op> {
+    use BinaryOp::{Add, Divide, Multiply, Subtract};
+    let (x, y, loc) = (&n.operands[0], n.out(), n.loc);
+    let k = |v: f64| konst(x, v, loc);
+    let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
+    Some(match op {
+        UnaryOp::Negate => ct.unary(UnaryOp::Negate, loc),
+        UnaryOp::Exponential => mul(ct, y),
+        UnaryOp::Log => ct.binary(Divide, x, loc),
+        UnaryOp::Tanh => mul(ct, &k(1.0).binary(Subtract, &mul(y, y), loc)),
+        UnaryOp::Abs => {
+            let nonneg = x.compare_at(&k(0.0), Comparison::Ge, loc);
+            ct.builder()
+                .select_at(&nonneg, ct, &ct.unary(UnaryOp::Negate, loc), loc)
+        }
+        UnaryOp::Sqrt => mul(ct, &k(0.5).binary(Divide, y, loc)),
+        UnaryOp::Rsqrt => mul(ct, &mul(&k(-0.5), &y.binary(Divide, x, loc))),
+        UnaryOp::Sine => mul(ct, &x.unary(UnaryOp::Cosine, loc)),
+        UnaryOp::Cosine => mul(ct, &x.unary(UnaryOp::Sine, loc).unary(UnaryOp::Negate, loc)),
+        UnaryOp::Logistic => mul(ct, &mul(y, &k(1.0).binary(Subtract, y, loc))),
+        UnaryOp::ExponentialMinusOne => mul(ct, &y.binary(Add, &k(1.0), loc)),
+        UnaryOp::LogPlusOne => ct.binary(Divide, &x.binary(Add, &k(1.0), loc), loc),
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Sign => return None,
+    })
+}
+
+/// The cotangents of a binary op's operands. `max`/`min` split the cotangent
+/// evenly at ties (JAX's balanced rule); `pow` follows JAX at `y = 0` and `x = 0`.
+pub(crate) fn vjp_binary(
+    op: BinaryOp,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use BinaryOp::{Add, Divide, Multiply, Subtract};
+    let (x, y, z, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
+    let k = |v: f64| konst(x, v, loc);
+    let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
+    let neg = |a: &Op| a.unary(UnaryOp::Negate, loc);
+    let eq = |a: &Op, b: &Op| a.compare_at(b, Comparison::Eq, loc);
+    let sel = |p: &Op, a: &Op, b: &Op| p.builder().select_at(p, a, b, loc);
+    Ok(match op {
+        BinaryOp::Add => vec![Some(ct.clone()), Some(ct.clone())],
+        BinaryOp::Subtract => vec![Some(ct.clone()), Some(neg(ct))],
+        BinaryOp::Multiply => vec![Some(mul(ct, y)), Some(mul(ct, x))],
+        BinaryOp::Divide => vec![
+            Some(ct.binary(Divide, y, loc)),
+            Some(mul(&neg(ct), x).binary(Divide, &mul(y, y), loc)),
+        ],
+        BinaryOp::Maximum | BinaryOp::Minimum => {
+            // The share of each side: 1 where it alone is the result, 1/2 at ties.
+            let share = |a: &Op, b: &Op| sel(&eq(a, z), &sel(&eq(b, z), &k(0.5), &k(1.0)), &k(0.0));
+            vec![Some(mul(ct, &share(x, y))), Some(mul(ct, &share(y, x)))]
+        }
+        BinaryOp::Power => {
+            let zero = k(0.0);
+            let dx = sel(
+                &eq(y, &zero),
+                &zero,
+                &mul(
+                    y,
+                    &x.binary(BinaryOp::Power, &y.binary(Subtract, &k(1.0), loc), loc),
+                ),
+            );
+            let safe_x = sel(&eq(x, &zero), &k(1.0), x);
+            let dy = mul(&safe_x.unary(UnaryOp::Log, loc), z);
+            vec![Some(mul(ct, &dx)), Some(mul(ct, &dy))]
+        }
+        BinaryOp::Remainder => {
+            let q = x.binary(Divide, y, loc);
+            let trunc = mul(
+                &q.unary(UnaryOp::Sign, loc),
+                &q.unary(UnaryOp::Abs, loc).unary(UnaryOp::Floor, loc),
+            );
+            vec![Some(ct.clone()), Some(mul(&neg(ct), &trunc))]
+        }
+        BinaryOp::Atan2 => {
+            let r2 = mul(x, x).binary(Add, &mul(y, y), loc);
+            vec![
+                Some(mul(ct, y).binary(Divide, &r2, loc)),
+                Some(mul(&neg(ct), x).binary(Divide, &r2, loc)),
+            ]
+        }
+    })
+}
+
+/// `select(p, a, b)`: the cotangent goes to the side that was chosen.
+pub(crate) fn vjp_select(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (p, loc) = (&n.operands[0], n.loc);
+    let zero = crate::autodiff::zeros_like(ct, loc);
+    vec![
+        None,
+        Some(p.builder().select_at(p, ct, &zero, loc)),
+        Some(p.builder().select_at(p, &zero, ct, loc)),
+    ]
 }
 
 #[cfg(test)]

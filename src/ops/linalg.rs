@@ -683,6 +683,99 @@ impl Op {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// DotGeneral: each operand's cotangent is a dot of the output cotangent with the
+/// other operand over the other operand's free axes, batched over the batch axes,
+/// then transposed into the operand's axis order (JAX's transpose rule).
+pub(crate) fn vjp_dot(d: &DotDims, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (x, y, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (xr, yr) = match (x.rank(), y.rank()) {
+        (Ok(a), Ok(b)) => (a as i64, b as i64),
+        _ => return vec![None, None],
+    };
+    let free = |rank: i64, c: &[i64], b: &[i64]| -> Vec<i64> {
+        (0..rank)
+            .filter(|a| !c.contains(a) && !b.contains(a))
+            .collect()
+    };
+    let (xf, yf) = (
+        free(xr, &d.lhs_contracting, &d.lhs_batch),
+        free(yr, &d.rhs_contracting, &d.rhs_batch),
+    );
+    let nb = d.lhs_batch.len() as i64;
+    // Axes of the output cotangent: batch, x's free, y's free.
+    let ct_batch: Vec<i64> = (0..nb).collect();
+    let ct_xf: Vec<i64> = (nb..nb + xf.len() as i64).collect();
+    let ct_yf: Vec<i64> = (nb + xf.len() as i64..nb + (xf.len() + yf.len()) as i64).collect();
+    // Puts `r`, whose axes are `names` (axes of the operand), in operand order.
+    let arrange = |r: Op, names: Vec<i64>| -> Op {
+        let perm: Vec<i64> = (0..names.len() as i64)
+            .map(|a| names.iter().position(|x| *x == a).expect("every axis") as i64)
+            .collect();
+        if perm.iter().enumerate().all(|(i, p)| i as i64 == *p) {
+            r
+        } else {
+            r.transpose_at(&perm, loc)
+        }
+    };
+    let mut out = vec![None, None];
+    if crate::autodiff::wants(x) {
+        // ct · y over y's free axes: batch, x's free, then y's contracting axes in
+        // y's order (each standing for its paired x axis).
+        let dims = DotDims {
+            lhs_contracting: ct_yf.clone(),
+            rhs_contracting: yf.clone(),
+            lhs_batch: ct_batch.clone(),
+            rhs_batch: d.rhs_batch.clone(),
+        };
+        let r = ct.dot_general_at(y, &dims, loc);
+        let mut yc: Vec<(i64, i64)> = d
+            .rhs_contracting
+            .iter()
+            .zip(&d.lhs_contracting)
+            .map(|(r, l)| (*r, *l))
+            .collect();
+        yc.sort();
+        let names: Vec<i64> = d
+            .lhs_batch
+            .iter()
+            .copied()
+            .chain(xf.iter().copied())
+            .chain(yc.iter().map(|(_, l)| *l))
+            .collect();
+        out[0] = Some(arrange(r, names));
+    }
+    if crate::autodiff::wants(y) {
+        // x · ct over x's free axes: batch, x's contracting axes in x's order (each
+        // standing for its paired y axis), then y's free.
+        let dims = DotDims {
+            lhs_contracting: xf.clone(),
+            rhs_contracting: ct_xf.clone(),
+            lhs_batch: d.lhs_batch.clone(),
+            rhs_batch: ct_batch.clone(),
+        };
+        let r = x.dot_general_at(ct, &dims, loc);
+        let mut xc: Vec<(i64, i64)> = d
+            .lhs_contracting
+            .iter()
+            .zip(&d.rhs_contracting)
+            .map(|(l, r)| (*l, *r))
+            .collect();
+        xc.sort();
+        let names: Vec<i64> = d
+            .rhs_batch
+            .iter()
+            .copied()
+            .chain(xc.iter().map(|(_, r)| *r))
+            .chain(yf.iter().copied())
+            .collect();
+        out[1] = Some(arrange(r, names));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -406,6 +406,65 @@ fn highest(ty: ElementType) -> Scalar {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// The binary op a reduce body consists of (`body(a, e) = a op e` or `e op a`), if
+/// it is that simple.
+fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<BinaryOp> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let root = c.root?;
+    let ins = c.instrs.get(root.instr as usize)?;
+    let OpKind::Binary(op) = ins.kind else {
+        return None;
+    };
+    let params: Vec<u32> = c.params.iter().filter_map(|p| *p).collect();
+    let mut ops: Vec<u32> = ins.operands.iter().map(|v| v.instr).collect();
+    ops.sort();
+    let mut ps = params.clone();
+    ps.sort();
+    (params.len() == 2 && ops == ps).then_some(op)
+}
+
+/// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
+/// shares it among the elements equal to the result (JAX's rule for
+/// `reduce_max`); the initial value gets none. Other combiners and variadic
+/// reduces have no rule yet.
+pub(crate) fn vjp_reduce(
+    axes: &[i64],
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> crate::autodiff::Cotangents {
+    if n.operands.len() != 2 {
+        return Err("a variadic `reduce` has no gradient rule yet".into());
+    }
+    let (x, loc) = (&n.operands[0], n.loc);
+    let ct = cts[0].clone().expect("called with a cotangent");
+    let dims = x.dims().unwrap_or_default();
+    let kept: Vec<i64> = (0..dims.len() as i64)
+        .filter(|a| !axes.contains(a))
+        .collect();
+    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
+    match simple_combiner(n.b, body) {
+        Some(BinaryOp::Add) => Ok(vec![Some(back(&ct)), None]),
+        Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
+            let ty = x.element_type().unwrap_or(ElementType::F32);
+            let at = x
+                .compare_at(&back(n.out()), crate::Comparison::Eq, loc)
+                .convert_at(ty, loc);
+            let count = at.reduce_binary_at(axes, BinaryOp::Add, loc);
+            let share = ct.binary(BinaryOp::Divide, &count, loc);
+            Ok(vec![
+                Some(at.binary(BinaryOp::Multiply, &back(&share), loc)),
+                None,
+            ])
+        }
+        _ => Err("this `reduce` combiner has no gradient rule yet (sum, max and min have)".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

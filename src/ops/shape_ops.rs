@@ -374,6 +374,77 @@ impl Op {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// BroadcastInDim: the cotangent summed over the added axes and over the axes the
+/// operand had as 1, then arranged in the operand's axis order.
+pub(crate) fn vjp_broadcast(dims: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+    let (x, loc) = (&n.operands[0], n.loc);
+    let (xd, od) = match (x.shape(), n.out().shape()) {
+        (Ok(a), Ok(b)) => (a.dims().to_vec(), b.dims().to_vec()),
+        _ => return x.clone(),
+    };
+    let summed: Vec<i64> = (0..od.len() as i64)
+        .filter(|a| match dims.iter().position(|d| d == a) {
+            None => true,
+            Some(i) => xd[i] == 1 && od[*a as usize] != 1,
+        })
+        .collect();
+    let r = if summed.is_empty() {
+        ct.clone()
+    } else {
+        ct.reduce_binary_at(&summed, crate::BinaryOp::Add, loc)
+    };
+    // The kept axes, in output order, named by operand axis.
+    let mut kept: Vec<(i64, usize)> = dims
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !summed.contains(d))
+        .map(|(i, d)| (*d, i))
+        .collect();
+    kept.sort();
+    let order: Vec<usize> = kept.iter().map(|(_, i)| *i).collect();
+    let r = if order.windows(2).all(|w| w[0] < w[1]) {
+        r
+    } else {
+        let perm: Vec<i64> = {
+            let mut by_operand: Vec<usize> = order.clone();
+            by_operand.sort();
+            by_operand
+                .iter()
+                .map(|i| order.iter().position(|o| o == i).expect("kept") as i64)
+                .collect()
+        };
+        r.transpose_at(&perm, loc)
+    };
+    r.reshape_at(&xd, loc)
+}
+
+/// Reshape: the cotangent reshaped back.
+pub(crate) fn vjp_reshape(n: &crate::autodiff::Node, ct: &Op) -> Op {
+    match n.operands[0].dims() {
+        Ok(d) => ct.reshape_at(&d, n.loc),
+        Err(_) => n.operands[0].clone(),
+    }
+}
+
+/// Transpose: the inverse permutation.
+pub(crate) fn vjp_transpose(perm: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+    let mut inv = vec![0i64; perm.len()];
+    for (i, p) in perm.iter().enumerate() {
+        inv[*p as usize] = i as i64;
+    }
+    ct.transpose_at(&inv, n.loc)
+}
+
+/// Convert: back to the operand's type when it is a float (no gradient reaches an
+/// integer operand).
+pub(crate) fn vjp_convert(n: &crate::autodiff::Node, ct: &Op) -> Option<Op> {
+    let t = n.operands[0].element_type().ok()?;
+    crate::autodiff::differentiable(t).then(|| ct.convert_at(t, n.loc))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

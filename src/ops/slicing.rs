@@ -547,6 +547,111 @@ impl Op {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// Pads `ct` with zeros of its type.
+fn pad_zeros(ct: &Op, config: &[PadDim], loc: &'static Location<'static>) -> Op {
+    let zero = match ct.element_type() {
+        Ok(t) => ct.builder().scalar_of(t, crate::Scalar::Int(0), loc),
+        Err(_) => return ct.clone(),
+    };
+    ct.builder()
+        .emit(OpKind::Pad(config.into()), &[ct, &zero], None, loc)
+}
+
+/// Slice: the cotangent put back where the elements came from, zeros elsewhere.
+pub(crate) fn vjp_slice(a: &SliceAttrs, n: &crate::autodiff::Node, ct: &Op) -> Op {
+    let xd = n.operands[0].dims().unwrap_or_default();
+    let cd = ct.dims().unwrap_or_default();
+    let config: Vec<PadDim> = (0..xd.len())
+        .map(|i| {
+            let (s, st, c) = (a.start[i], a.strides[i], cd[i]);
+            let last = if c > 0 { s + (c - 1) * st + 1 } else { s };
+            PadDim {
+                lo: s,
+                hi: xd[i] - last,
+                interior: if c > 0 { st - 1 } else { 0 },
+            }
+        })
+        .collect();
+    pad_zeros(ct, &config, n.loc)
+}
+
+/// Pad: the operand's elements picked out of the cotangent (undoing the edges, then
+/// striding over the interior); the padding value gets the rest.
+pub(crate) fn vjp_pad(config: &[PadDim], n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let loc = n.loc;
+    let unedged: Vec<PadDim> = config
+        .iter()
+        .map(|p| PadDim {
+            lo: -p.lo,
+            hi: -p.hi,
+            interior: 0,
+        })
+        .collect();
+    let t = pad_zeros(ct, &unedged, loc);
+    let td = t.dims().unwrap_or_default();
+    let ct_x = t.slice_at(
+        &vec![0; td.len()],
+        &td,
+        &config.iter().map(|p| p.interior + 1).collect::<Vec<_>>(),
+        loc,
+    );
+    let all: Vec<i64> = (0..td.len() as i64).collect();
+    let ct_v = ct.reduce_binary_at(&all, crate::BinaryOp::Add, loc).binary(
+        crate::BinaryOp::Subtract,
+        &ct_x.reduce_binary_at(&all, crate::BinaryOp::Add, loc),
+        loc,
+    );
+    vec![Some(ct_x), Some(ct_v)]
+}
+
+/// Concatenate: each operand gets its stretch of the cotangent.
+pub(crate) fn vjp_concatenate(axis: i64, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let cd = ct.dims().unwrap_or_default();
+    let mut at = 0;
+    n.operands
+        .iter()
+        .map(|x| {
+            let len = x.dims().map(|d| d[axis as usize]).unwrap_or(0);
+            let mut start = vec![0; cd.len()];
+            let mut limit = cd.clone();
+            start[axis as usize] = at;
+            limit[axis as usize] = at + len;
+            at += len;
+            Some(ct.slice_at(&start, &limit, &vec![1; cd.len()], n.loc))
+        })
+        .collect()
+}
+
+/// Reverse: the cotangent reversed the same way.
+pub(crate) fn vjp_reverse(axes: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+    ct.builder()
+        .emit(OpKind::Reverse { axes: axes.into() }, &[ct], None, n.loc)
+}
+
+/// DynamicSlice: the cotangent written into zeros at the (clamped) start.
+pub(crate) fn vjp_dynamic_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let starts: Vec<&Op> = n.operands[1..].iter().collect();
+    let zeros = crate::autodiff::zeros_like(&n.operands[0], n.loc);
+    let mut out = vec![Some(zeros.dynamic_update_slice_at(ct, &starts, n.loc))];
+    out.extend(std::iter::repeat_n(None, starts.len()));
+    out
+}
+
+/// DynamicUpdateSlice: the operand gets the cotangent outside the block, the update
+/// the block.
+pub(crate) fn vjp_dynamic_update_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (u, loc) = (&n.operands[1], n.loc);
+    let starts: Vec<&Op> = n.operands[2..].iter().collect();
+    let ct_x = ct.dynamic_update_slice_at(&crate::autodiff::zeros_like(u, loc), &starts, loc);
+    let ct_u = ct.dynamic_slice_at(&starts, &u.dims().unwrap_or_default(), loc);
+    let mut out = vec![Some(ct_x), Some(ct_u)];
+    out.extend(std::iter::repeat_n(None, starts.len()));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,428 @@
+//! Reverse-mode automatic differentiation inside the program: the backward pass is
+//! emitted into the same computation as the forward one and compiles with it, as
+//! `jax.grad` inside `jit` does.
+//!
+//! The engine here walks the instructions between the outputs and the values
+//! differentiated against, latest first, and asks each instruction's gradient rule
+//! for the cotangents of its operands. The rules live with their ops, in each family
+//! file (`vjp_*` functions in [`crate::ops`]); [`rule`] only dispatches on the op.
+//!
+//! Only floating-point values carry gradients. Integer and `pred` values (indices,
+//! comparisons, random bits) pass none; asking for the gradient of or with respect
+//! to one is an error naming the value and the caller's line. An op without a rule
+//! yet (loops and conditionals among them, for now) is an error naming the op and
+//! the line that built it, never a silent zero.
+
+use std::collections::HashMap;
+use std::panic::Location;
+
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{OpKind, Value};
+use crate::ops::{elementwise, linalg, reduction, shape_ops, slicing};
+use crate::shape::{ElementType, Shape};
+use crate::tree::Tree;
+
+/// One instruction as a gradient rule sees it: its op, its operands and results as
+/// ops of the computation, and the user's line that built it (the backward ops get
+/// that line too, so an error in them points at the forward op).
+pub(crate) struct Node<'a> {
+    /// The op with its attributes.
+    pub kind: &'a OpKind,
+    /// The operands.
+    pub operands: &'a [Op],
+    /// One op per result (a single-result instruction has one).
+    pub results: &'a [Op],
+    /// Where the forward op was built.
+    pub loc: &'static Location<'static>,
+    /// The builder of the computation.
+    pub b: &'a Builder,
+}
+
+impl Node<'_> {
+    /// The single result.
+    pub fn out(&self) -> &Op {
+        &self.results[0]
+    }
+}
+
+/// A rule's answer: one cotangent per operand (`None`: no gradient flows there, as
+/// for indices and predicates, or it is zero), or why there is no rule.
+pub(crate) type Cotangents = Result<Vec<Option<Op>>, String>;
+
+/// True for the element types that carry gradients.
+pub(crate) fn differentiable(t: ElementType) -> bool {
+    t.is_float()
+}
+
+/// Zeros of `x`'s shape and type.
+pub(crate) fn zeros_like(x: &Op, loc: &'static Location<'static>) -> Op {
+    let (ty, dims) = match x.shape() {
+        Ok(Shape::Array { ty, dims }) => (ty, dims),
+        _ => return x.clone(),
+    };
+    x.builder()
+        .scalar_of(ty, crate::Scalar::Int(0), loc)
+        .broadcast_to_at(&dims, loc)
+}
+
+/// The rule for `node`, given the cotangent of each result (`None` where none
+/// arrived). Dispatches to the op's family.
+fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
+    let ct = || {
+        cts[0]
+            .clone()
+            .expect("the engine only calls rules with a cotangent")
+    };
+    match node.kind {
+        OpKind::Unary(op) => Ok(vec![elementwise::vjp_unary(*op, node, &ct())]),
+        OpKind::Binary(op) => elementwise::vjp_binary(*op, node, &ct()),
+        OpKind::Select => Ok(elementwise::vjp_select(node, &ct())),
+        OpKind::Compare(_) | OpKind::Iota { .. } => Ok(vec![None; node.operands.len()]),
+        OpKind::Broadcast { dims } => Ok(vec![Some(shape_ops::vjp_broadcast(dims, node, &ct()))]),
+        OpKind::Reshape => Ok(vec![Some(shape_ops::vjp_reshape(node, &ct()))]),
+        OpKind::Transpose { perm } => Ok(vec![Some(shape_ops::vjp_transpose(perm, node, &ct()))]),
+        OpKind::Convert => Ok(vec![shape_ops::vjp_convert(node, &ct())]),
+        OpKind::Dot(dims) => Ok(linalg::vjp_dot(dims, node, &ct())),
+        OpKind::Reduce { axes, body } => reduction::vjp_reduce(axes, *body, node, cts),
+        OpKind::Slice(a) => Ok(vec![Some(slicing::vjp_slice(a, node, &ct()))]),
+        OpKind::Pad(config) => Ok(slicing::vjp_pad(config, node, &ct())),
+        OpKind::Concatenate { dimension } => Ok(slicing::vjp_concatenate(*dimension, node, &ct())),
+        OpKind::Reverse { axes } => Ok(vec![Some(slicing::vjp_reverse(axes, node, &ct()))]),
+        OpKind::DynamicSlice { .. } => Ok(slicing::vjp_dynamic_slice(node, &ct())),
+        OpKind::DynamicUpdateSlice => Ok(slicing::vjp_dynamic_update_slice(node, &ct())),
+        other => Err(format!(
+            "`{}` has no gradient rule yet",
+            other.opcode().name()
+        )),
+    }
+}
+
+impl Builder {
+    /// Vector-Jacobian product: the cotangents of `wrt` given `cotangents` of
+    /// `outputs` (one each, of its shape), i.e. `Σ_k cotangents[k] · ∂outputs[k]/∂wrt`,
+    /// emitted into this computation. Values of `wrt` the outputs do not depend on
+    /// get zeros. All values must belong to one computation.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("vjp");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let y = x.sin();
+    /// let ct = b.parameter(1, Shape::of::<f32>(&[3]), "ct");
+    /// let g = b.vjp(&[&y], &[&ct], &[&x]); // ct * cos(x)
+    /// assert_eq!(g[0].dims()?, vec![3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn vjp(&self, outputs: &[&Op], cotangents: &[&Op], wrt: &[&Op]) -> Vec<Op> {
+        vjp_at(self, outputs, cotangents, wrt, Location::caller())
+    }
+
+    /// The gradient of the scalar `loss` with respect to every leaf of `params`, as
+    /// a tree of the same type (a parameter struct gives a gradient struct).
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("grad");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[3]), "w");
+    /// let c = b.parameter(1, Shape::of::<f32>(&[]), "c");
+    /// let loss = (&w * &w).reduce_sum(&[0]) + &c;
+    /// let (gw, gc) = b.grad(&loss, &(w.clone(), c.clone()));
+    /// assert_eq!(gw.dims()?, vec![3]); // 2w
+    /// assert_eq!(gc.dims()?, Vec::<i64>::new()); // 1
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn grad<P>(&self, loss: &Op, params: &P) -> P
+    where
+        P: Tree<Op, With<Op> = P>,
+    {
+        grad_at(self, loss, params, Location::caller())
+    }
+
+    /// `jax.value_and_grad` with `has_aux`: calls `f(params)`, which returns a
+    /// scalar loss and anything else (auxiliary outputs, passed through), and
+    /// returns the loss, the auxiliary value and the gradient of the loss with
+    /// respect to `params` (a tree of the same type).
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("vg");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[2, 2]), "w");
+    /// let x = b.parameter(1, Shape::of::<f32>(&[2]), "x");
+    /// let (loss, pred, gw) = b.value_and_grad(w, |w| {
+    ///     let pred = w.matmul(&x);
+    ///     ((&pred * &pred).reduce_sum(&[0]), pred)
+    /// });
+    /// assert_eq!(gw.dims()?, vec![2, 2]);
+    /// assert_eq!(pred.dims()?, vec![2]);
+    /// # let _ = loss;
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn value_and_grad<P, A>(&self, params: P, f: impl FnOnce(P) -> (Op, A)) -> (Op, A, P)
+    where
+        P: Tree<Op, With<Op> = P>,
+    {
+        let loc = Location::caller();
+        let (loss, aux) = f(params.map_ref(|p| p.clone()));
+        let g = grad_at(self, &loss, &params, loc);
+        (loss, aux, g)
+    }
+}
+
+impl Op {
+    /// The same value, through which no gradient flows (`lax.stop_gradient`): the
+    /// backward pass treats it as a constant.
+    #[track_caller]
+    pub fn stop_gradient(&self) -> Op {
+        self.stop_gradient_at(Location::caller())
+    }
+
+    pub(crate) fn stop_gradient_at(&self, loc: &'static Location<'static>) -> Op {
+        let dims = match self.shape() {
+            Ok(s) if s.is_array() => s.dims().to_vec(),
+            Ok(_) => return self.builder().fail_not_array(self, "stop_gradient", loc),
+            Err(_) => return self.clone(),
+        };
+        // A reshape to the same dimensions: XLA removes it; the graph remembers it.
+        let out = self.reshape_at(&dims, loc);
+        if !out.is_poisoned() {
+            out.g.borrow_mut().stopped.insert((out.comp, out.v));
+        }
+        out
+    }
+}
+
+fn grad_at<P>(b: &Builder, loss: &Op, params: &P, loc: &'static Location<'static>) -> P
+where
+    P: Tree<Op, With<Op> = P>,
+{
+    let leaves: Vec<&Op> = params.leaves();
+    let fail = |f: Op| params.map_ref(|_| f.clone());
+    let one = match loss.shape() {
+        Ok(s) if s.is_array() && s.rank() == 0 => {
+            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(1), loc)
+        }
+        Ok(s) => {
+            return fail(b.fail(
+                ShapeError::new(
+                    "grad",
+                    &[&s],
+                    ShapeErrorKind::Rank,
+                    "the loss must be a scalar (use vjp for other outputs)".to_string(),
+                ),
+                loc,
+            ));
+        }
+        Err(_) => return fail(loss.clone()),
+    };
+    let g = vjp_at(b, &[loss], &[&one], &leaves, loc);
+    params.rebuild(g).expect("one gradient per leaf")
+}
+
+/// The engine: see [`Builder::vjp`].
+pub(crate) fn vjp_at(
+    b: &Builder,
+    outputs: &[&Op],
+    cotangents: &[&Op],
+    wrt: &[&Op],
+    loc: &'static Location<'static>,
+) -> Vec<Op> {
+    let n = wrt.len();
+    let all: Vec<&Op> = outputs
+        .iter()
+        .chain(cotangents)
+        .chain(wrt)
+        .copied()
+        .collect();
+    let fail_all = |f: Op| vec![f; n];
+    let comp = match b.target(&all, "vjp", loc) {
+        Ok(c) => c,
+        Err(f) => return fail_all(f),
+    };
+    let bad = |what: String, shapes: &[&Shape]| {
+        b.fail(
+            ShapeError::new("vjp", shapes, ShapeErrorKind::Attribute, what),
+            loc,
+        )
+    };
+    if outputs.len() != cotangents.len() {
+        return fail_all(bad(
+            format!(
+                "{} outputs but {} cotangents",
+                outputs.len(),
+                cotangents.len()
+            ),
+            &[],
+        ));
+    }
+    for (k, o) in all.iter().enumerate() {
+        if o.comp != comp {
+            return fail_all(bad(
+                "the outputs, cotangents and values differentiated against must belong to one computation (differentiate inside the body instead)"
+                    .into(),
+                &[],
+            ));
+        }
+        let s = o.shape().expect("checked by target");
+        let what = if k < outputs.len() {
+            format!("output {k}")
+        } else if k < 2 * outputs.len() {
+            format!("cotangent {}", k - outputs.len())
+        } else {
+            format!("value {} differentiated against", k - 2 * outputs.len())
+        };
+        match s.element_type() {
+            Some(t) if differentiable(t) => {}
+            _ => {
+                return fail_all(bad(
+                    format!("{what} is {s}: only floating-point arrays have gradients"),
+                    &[&s],
+                ));
+            }
+        }
+    }
+    for (k, (o, c)) in outputs.iter().zip(cotangents).enumerate() {
+        let (so, sc) = (o.shape().expect("checked"), c.shape().expect("checked"));
+        if so != sc {
+            return fail_all(bad(
+                format!("cotangent {k} is {sc}, its output {so}"),
+                &[&so, &sc],
+            ));
+        }
+    }
+
+    // The instructions between: those depending on a `wrt` value (forward) that an
+    // output depends on (backward). Instructions are in topological order.
+    let (kinds, operands, locs, results, end) = {
+        let g = b.g.borrow();
+        let c = g.comp(comp);
+        let end = outputs.iter().map(|o| o.v.instr).max().unwrap_or(0) as usize + 1;
+        let kinds: Vec<OpKind> = c.instrs[..end].iter().map(|i| i.kind.clone()).collect();
+        let operands: Vec<Vec<Value>> = c.instrs[..end]
+            .iter()
+            .map(|i| i.operands.to_vec())
+            .collect();
+        let locs: Vec<&'static Location<'static>> = c.instrs[..end].iter().map(|i| i.loc).collect();
+        let results: Vec<usize> = c.instrs[..end]
+            .iter()
+            .map(|i| {
+                if i.kind.multi_result(i.operands.len()) {
+                    match g.shapes.get(i.shape) {
+                        Shape::Tuple(e) => e.len(),
+                        _ => 1,
+                    }
+                } else {
+                    1
+                }
+            })
+            .collect();
+        (kinds, operands, locs, results, end)
+    };
+    let stopped = |v: Value| b.g.borrow().stopped.contains(&(comp, v));
+    let mut active = vec![false; end];
+    for w in wrt {
+        if (w.v.instr as usize) < end {
+            active[w.v.instr as usize] = true;
+        }
+    }
+    for i in 0..end {
+        if !active[i] && !stopped(Value::of(i as u32)) {
+            active[i] = operands[i].iter().any(|v| active[v.instr as usize]);
+        }
+        if stopped(Value::of(i as u32)) {
+            active[i] = false;
+        }
+    }
+    let mut needed = vec![false; end];
+    for o in outputs {
+        needed[o.v.instr as usize] = true;
+    }
+    for i in (0..end).rev() {
+        if needed[i] && active[i] {
+            for v in &operands[i] {
+                needed[v.instr as usize] = true;
+            }
+        }
+    }
+
+    let mut cts: HashMap<Value, Op> = HashMap::new();
+    let add = |cts: &mut HashMap<Value, Op>, v: Value, ct: Op, loc| {
+        let sum = match cts.remove(&v) {
+            Some(old) => old.binary(crate::BinaryOp::Add, &ct, loc),
+            None => ct,
+        };
+        cts.insert(v, sum);
+    };
+    for (o, c) in outputs.iter().zip(cotangents) {
+        add(&mut cts, o.v, (*c).clone(), loc);
+    }
+    for i in (0..end).rev() {
+        if !(active[i] && needed[i]) {
+            continue;
+        }
+        let res: Vec<Value> = (0..results[i] as u32)
+            .map(|r| Value {
+                instr: i as u32,
+                result: r,
+            })
+            .collect();
+        let res_cts: Vec<Option<Op>> = res.iter().map(|v| cts.get(v).cloned()).collect();
+        if res_cts.iter().all(Option::is_none) {
+            continue;
+        }
+        if matches!(kinds[i], OpKind::Parameter { .. } | OpKind::Constant(_)) {
+            continue;
+        }
+        let ops: Vec<Op> = operands[i].iter().map(|v| b.op(comp, *v)).collect();
+        let outs: Vec<Op> = res.iter().map(|v| b.op(comp, *v)).collect();
+        let node = Node {
+            kind: &kinds[i],
+            operands: &ops,
+            results: &outs,
+            loc: locs[i],
+            b,
+        };
+        let got = match rule(&node, &res_cts) {
+            Ok(g) => g,
+            Err(reason) => {
+                let shapes: Vec<Shape> = ops.iter().filter_map(|o| o.shape().ok()).collect();
+                let refs: Vec<&Shape> = shapes.iter().collect();
+                let f = b.fail(
+                    ShapeError::new(
+                        "grad",
+                        &refs,
+                        ShapeErrorKind::Attribute,
+                        format!("{reason} (the op was built at {})", locs[i]),
+                    ),
+                    loc,
+                );
+                return fail_all(f);
+            }
+        };
+        for (k, g) in got.into_iter().enumerate() {
+            let Some(g) = g else { continue };
+            let v = operands[i][k];
+            if !active[v.instr as usize] {
+                continue;
+            }
+            let float = ops[k].element_type().map(differentiable).unwrap_or(false);
+            if float {
+                add(&mut cts, v, g, locs[i]);
+            }
+        }
+    }
+    wrt.iter()
+        .map(|w| match cts.get(&w.v) {
+            Some(g) => g.clone(),
+            None => zeros_like(w, loc),
+        })
+        .collect()
+}
+
+/// For rules: is `v` a value whose gradient matters (a float array)?
+pub(crate) fn wants(x: &Op) -> bool {
+    x.element_type().map(differentiable).unwrap_or(false)
+}

@@ -1,0 +1,358 @@
+//! Reverse-mode gradients on the real plugin, each checked against central finite
+//! differences of the same program in f64.
+//!
+//! Every case builds `out = f(params)` for f64 parameters of random values, reduces
+//! it to a scalar `loss = Σ out ⊙ W` with a fixed random `W` (so every output
+//! element counts with its own weight), and compares `grad(loss)` computed inside
+//! the program with `(loss(x + h·e_i) − loss(x − h·e_i)) / 2h` for every input
+//! element `i`, `h = 1e-6`. In f64 the truncation error is `O(h²)` ≈ 1e-12 and the
+//! rounding error `O(ε/h)` ≈ 1e-10 relative to the loss, so a tolerance of 1e-6
+//! (absolute plus relative) leaves three orders of margin and still fails on any
+//! wrong rule. Inputs stay away from kinks (ties, 0 for abs, integer steps).
+
+mod common;
+
+use common::*;
+use xlaclient::{Builder, Comparison, DotDims, Op, Shape};
+
+const H: f64 = 1e-6;
+const TOL: f64 = 1e-6;
+
+fn rand_vec(rng: &mut Rng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+    (0..n)
+        .map(|_| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+        .collect()
+}
+
+/// The gradient of `Σ f(params) ⊙ W` inside the program vs central differences.
+fn check(name: &str, shapes: &[&[i64]], lo: f64, hi: f64, f: impl Fn(&[Op]) -> Op) {
+    let mut rng = Rng(name.len() as u64 * 7919 + 17);
+    let inputs: Vec<Vec<f64>> = shapes
+        .iter()
+        .map(|d| rand_vec(&mut rng, count(d), lo, hi))
+        .collect();
+    check_at(name, shapes, &inputs, f);
+}
+
+fn check_at(name: &str, shapes: &[&[i64]], inputs: &[Vec<f64>], f: impl Fn(&[Op]) -> Op) {
+    let build = |with_grad: bool| {
+        let b = Builder::new(name);
+        let ps: Vec<Op> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| b.parameter(i, Shape::of::<f64>(d), &format!("p{i}")))
+            .collect();
+        let out = f(&ps);
+        let dims = out.dims().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let w = rand_vec(&mut Rng(5), count(&dims), -1.0, 1.0);
+        let wc = b.constant_vec(&w).reshape(&dims);
+        let axes: Vec<i64> = (0..dims.len() as i64).collect();
+        let loss = (&out * &wc).reduce_sum(&axes);
+        if with_grad {
+            let g = b.grad(&loss, &ps);
+            let outs: Vec<&Op> = std::iter::once(&loss).chain(&g).collect();
+            b.build_tuple(&outs)
+        } else {
+            b.build(&loss)
+        }
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let grad_module = build(true);
+    let loss_module = client().compile(build(false)).unwrap();
+    let bufs: Vec<_> = inputs
+        .iter()
+        .zip(shapes)
+        .map(|(v, d)| upload(v, d))
+        .collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let outs = run(&grad_module, &refs);
+    for (k, d) in shapes.iter().enumerate() {
+        let got: Vec<f64> = outs[k + 1].to_vec().unwrap();
+        assert_eq!(got.len(), count(d), "{name}: gradient {k} size");
+        for i in 0..count(d) {
+            let at = |delta: f64| {
+                let mut v = inputs[k].clone();
+                v[i] += delta;
+                let moved = upload(&v, d);
+                let args: Vec<_> = bufs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, b)| if j == k { &moved } else { b })
+                    .collect();
+                loss_module.execute(&args).unwrap()[0]
+                    .to_vec::<f64>()
+                    .unwrap()[0]
+            };
+            let fd = (at(H) - at(-H)) / (2.0 * H);
+            assert!(
+                (got[i] - fd).abs() <= TOL * (1.0 + fd.abs()),
+                "{name}: d/d p{k}[{i}]: autodiff {} vs finite differences {fd}",
+                got[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn unary_ops() {
+    let s: &[&[i64]] = &[&[2, 3]];
+    check("neg", s, -2.0, 2.0, |p| -&p[0]);
+    check("exp", s, -2.0, 2.0, |p| p[0].exp());
+    check("log", s, 0.5, 3.0, |p| p[0].log());
+    check("tanh", s, -2.0, 2.0, |p| p[0].tanh());
+    check("abs", s, 0.1, 2.0, |p| (&p[0] - 1.0).abs());
+    check("sqrt", s, 0.5, 3.0, |p| p[0].sqrt());
+    check("rsqrt", s, 0.5, 3.0, |p| p[0].rsqrt());
+    check("sin", s, -3.0, 3.0, |p| p[0].sin());
+    check("cos", s, -3.0, 3.0, |p| p[0].cos());
+    check("logistic", s, -3.0, 3.0, |p| p[0].logistic());
+    check("expm1", s, -1.0, 1.0, |p| p[0].expm1());
+    check("log1p", s, -0.5, 2.0, |p| p[0].log1p());
+    // Piecewise constant: zero gradient away from the steps.
+    check("floor", s, 0.1, 0.9, |p| &p[0].floor() + &p[0]);
+    check("ceil_sign", s, 0.1, 0.9, |p| {
+        &(&p[0].ceil() + &p[0].sign()) * &p[0]
+    });
+}
+
+#[test]
+fn binary_ops_with_broadcasting() {
+    let s: &[&[i64]] = &[&[2, 3], &[3]];
+    check("add", s, -2.0, 2.0, |p| &p[0] + &p[1]);
+    check("sub", s, -2.0, 2.0, |p| &p[1] - &p[0]);
+    check("mul", s, -2.0, 2.0, |p| &p[0] * &p[1]);
+    check("div", s, 0.5, 2.0, |p| &p[0] / &p[1]);
+    check("max", s, -2.0, 2.0, |p| p[0].max(&p[1]));
+    check("min", s, -2.0, 2.0, |p| p[1].min(&p[0]));
+    check("pow", s, 0.5, 2.0, |p| p[0].pow(&p[1]));
+    check("rem", s, 1.1, 1.9, |p| (&p[0] * 3.0).rem(&p[1]));
+    check("atan2", s, -2.0, 2.0, |p| p[0].atan2(&p[1]));
+    check("scalar_ops", &[&[4]], 0.5, 2.0, |p| {
+        &(&(2.0 - &p[0]) * 3.0) / &(&p[0] + 1.0)
+    });
+}
+
+#[test]
+fn select_and_compare() {
+    check("select", &[&[5], &[5]], -1.0, 1.0, |p| {
+        let c = p[0].compare(&p[1], Comparison::Gt);
+        p[0].builder().select(&c, &(&p[0] * 2.0), &p[1].exp())
+    });
+    check("relu", &[&[6]], -1.0, 1.0, |p| p[0].relu());
+}
+
+#[test]
+fn shape_ops() {
+    check("broadcast_in_dim", &[&[3, 1]], -1.0, 1.0, |p| {
+        p[0].broadcast_in_dim(&[2, 3, 4], &[1, 2])
+    });
+    check("broadcast_permuting", &[&[3, 2]], -1.0, 1.0, |p| {
+        p[0].broadcast_in_dim(&[2, 4, 3], &[2, 0])
+    });
+    check("reshape", &[&[2, 6]], -1.0, 1.0, |p| {
+        p[0].reshape(&[3, 4]).exp()
+    });
+    check("transpose", &[&[2, 3, 4]], -1.0, 1.0, |p| {
+        p[0].transpose(&[2, 0, 1]).sin()
+    });
+    check("convert_roundtrip", &[&[4]], -1.0, 1.0, |p| {
+        (&p[0] * &p[0]).convert(xlaclient::ElementType::F64).tanh()
+    });
+}
+
+#[test]
+fn dot_general() {
+    check("matmul", &[&[3, 4], &[4, 2]], -1.0, 1.0, |p| {
+        p[0].matmul(&p[1])
+    });
+    check("matvec", &[&[3, 4], &[4]], -1.0, 1.0, |p| {
+        p[0].matmul(&p[1])
+    });
+    // Batch axis first on one side, last on the other; contracting axes out of order.
+    check(
+        "dot_general",
+        &[&[2, 3, 4, 5], &[4, 6, 3, 2]],
+        -1.0,
+        1.0,
+        |p| {
+            let d = DotDims {
+                lhs_contracting: vec![2, 1],
+                rhs_contracting: vec![0, 2],
+                lhs_batch: vec![0],
+                rhs_batch: vec![3],
+            };
+            p[0].dot_general(&p[1], &d)
+        },
+    );
+    check(
+        "batched_matmul",
+        &[&[2, 3, 4], &[2, 4, 5]],
+        -1.0,
+        1.0,
+        |p| p[0].matmul(&p[1]),
+    );
+}
+
+#[test]
+fn reductions() {
+    check("reduce_sum", &[&[3, 4, 2]], -1.0, 1.0, |p| {
+        p[0].reduce_sum(&[0, 2])
+    });
+    check("reduce_max", &[&[3, 4]], -1.0, 1.0, |p| {
+        p[0].reduce_max(&[1])
+    });
+    check("reduce_min", &[&[3, 4]], -1.0, 1.0, |p| {
+        p[0].reduce_min(&[0])
+    });
+    check("mean", &[&[3, 4]], -1.0, 1.0, |p| p[0].mean(&[0, 1]));
+    check("logsumexp", &[&[3, 5]], -2.0, 2.0, |p| {
+        p[0].logsumexp(1, false)
+    });
+    check("softmax", &[&[2, 5]], -2.0, 2.0, |p| p[0].softmax(1));
+}
+
+#[test]
+fn slicing_ops() {
+    check("slice_strided", &[&[5, 7]], -1.0, 1.0, |p| {
+        p[0].slice(&[1, 0], &[5, 7], &[2, 3])
+    });
+    check("pad", &[&[3, 4]], -1.0, 1.0, |p| {
+        let v = p[0].builder().constant(0.5f64);
+        p[0].pad(
+            &v,
+            &[
+                xlaclient::ops::slicing::PadDim {
+                    lo: -1,
+                    hi: 2,
+                    interior: 1,
+                },
+                xlaclient::ops::slicing::PadDim {
+                    lo: 2,
+                    hi: -1,
+                    interior: 0,
+                },
+            ],
+        )
+    });
+    check("concatenate", &[&[2, 3], &[2, 1]], -1.0, 1.0, |p| {
+        p[0].builder().concatenate(&[&p[0], &p[1], &p[0]], 1)
+    });
+    check("reverse", &[&[3, 4]], -1.0, 1.0, |p| {
+        p[0].reverse(&[0, 1]).exp()
+    });
+    check("dynamic_slice", &[&[5, 4]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        p[0].dynamic_slice(&[&b.constant(3i32), &b.constant(1i32)], &[2, 2])
+    });
+    check(
+        "dynamic_update_slice",
+        &[&[4, 4], &[2, 3]],
+        -1.0,
+        1.0,
+        |p| {
+            let b = p[0].builder();
+            (&p[0] * &p[0])
+                .dynamic_update_slice(&p[1].exp(), &[&b.constant(1i32), &b.constant(5i32)])
+        },
+    );
+}
+
+#[test]
+fn a_small_network_and_its_loss() {
+    // tanh MLP with a softmax cross-entropy: the gradient of every parameter.
+    check("mlp", &[&[4, 3], &[5, 3], &[5], &[3, 5]], -1.0, 1.0, |p| {
+        let (x, w1, b1, w2) = (&p[0], &p[1], &p[2], &p[3]);
+        let h = (&x.matmul(&w1.transpose(&[1, 0])) + b1).tanh();
+        let logits = h.matmul(&w2.transpose(&[1, 0]));
+        let lse = logits.logsumexp(1, true);
+        (&logits - &lse).reduce_sum(&[1])
+    });
+}
+
+/// JAX's conventions where the derivative is not defined: `max`/`min` and
+/// `reduce_max` split the cotangent evenly among tied elements; `abs` passes it
+/// unchanged at 0; `relu` at 0 gives 0 (`jax.nn.relu`'s own rule).
+#[test]
+fn kinks_follow_jax() {
+    let b = Builder::new("kinks");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    let m = x.reduce_max(&[0]);
+    let t = x.max(&x.reverse(&[0])).reduce_sum(&[0]);
+    let a = x.abs().reduce_sum(&[0]);
+    let r = x.relu().reduce_sum(&[0]);
+    let gm = b.grad(&m, &x);
+    let gt = b.grad(&t, &x);
+    let ga = b.grad(&a, &x);
+    let gr = b.grad(&r, &x);
+    let module = b.build_tuple(&[&gm, &gt, &ga, &gr, &x.relu()]).unwrap();
+    let out = run(&module, &[&upload(&[1.0f64, 3.0, 3.0], &[3])]);
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![0.0, 0.5, 0.5]);
+    // max(x, rev(x)) = [3, 3, 3]: x0=1 loses to x2=3; x1 ties with itself (1/2 +
+    // 1/2); x2 wins against x0 and is reached twice (as x2 and as rev's x2).
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![0.0, 1.0, 2.0]);
+    let out = run(&module, &[&upload(&[0.0f64, -2.0, 2.0], &[3])]);
+    assert_eq!(out[2].to_vec::<f64>().unwrap(), vec![1.0, -1.0, 1.0]);
+    assert_eq!(out[3].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 1.0]);
+    // relu's values are still max(x, 0): NaN stays NaN, -0 becomes +0.
+    let out = run(&module, &[&upload(&[f64::NAN, -0.0, 2.0], &[3])]);
+    let r: Vec<f64> = out[4].to_vec().unwrap();
+    assert!(r[0].is_nan() && r[1].to_bits() == 0 && r[2] == 2.0, "{r:?}");
+}
+
+#[test]
+fn stop_gradient_and_trees() {
+    let b = Builder::new("sg");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    let c = b.parameter(1, Shape::of::<f64>(&[]), "c");
+    // d/dx Σ x·sg(x) = sg(x) = x, not 2x; d/dc Σ c·x = Σ x.
+    let (loss, aux, (gx, gc)) = b.value_and_grad((x.clone(), c.clone()), |(x, c)| {
+        let l = (&x * &x.stop_gradient()).reduce_sum(&[0]) + &(&c * &x).reduce_sum(&[0]);
+        (l, x.reduce_max(&[0]))
+    });
+    let m = b.build_tuple(&[&loss, &aux, &gx, &gc]).unwrap();
+    let xs = [0.5f64, -1.5, 2.0];
+    let out = run(&m, &[&upload(&xs, &[3]), &upload(&[3.0f64], &[])]);
+    let want_gx: Vec<f64> = xs.iter().map(|v| v + 3.0).collect();
+    assert_eq!(out[2].to_vec::<f64>().unwrap(), want_gx);
+    assert_eq!(out[3].to_vec::<f64>().unwrap(), vec![1.0]);
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![2.0]);
+}
+
+#[test]
+fn gradient_errors_name_the_value_and_the_line() {
+    // The loss is an integer.
+    let b = Builder::new("e1");
+    let x = b.parameter(0, Shape::of::<i32>(&[3]), "x");
+    let line = line!() + 1;
+    let g = b.grad(&x.reduce_sum(&[0]), &x);
+    let e = b.build(&g).unwrap_err().to_string();
+    assert!(
+        e.contains("s32") && e.contains(&format!("grad.rs:{line}")),
+        "{e}"
+    );
+    // With respect to an integer.
+    let b = Builder::new("e2");
+    let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    let k = b.parameter(1, Shape::of::<i32>(&[3]), "k");
+    let loss = (&x * &k.convert(xlaclient::ElementType::F32)).reduce_sum(&[0]);
+    let e = b.build(&b.grad(&loss, &k)).unwrap_err().to_string();
+    assert!(e.contains("only floating-point"), "{e}");
+    // A non-scalar loss.
+    let b = Builder::new("e3");
+    let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    let e = b.build(&b.grad(&x.exp(), &x)).unwrap_err().to_string();
+    assert!(e.contains("scalar"), "{e}");
+    // An op without a rule yet names itself and the line that built it.
+    let b = Builder::new("e4");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let built = line!() + 1;
+    let s = x.sort_ascending(0);
+    let e = b
+        .build(&b.grad(&s.reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`sort`") && e.contains(&format!("grad.rs:{built}")),
+        "{e}"
+    );
+}
