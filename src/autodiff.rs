@@ -50,6 +50,13 @@ impl Node<'_> {
 /// for indices and predicates, or it is zero), or why there is no rule.
 pub(crate) type Cotangents = Result<Vec<Option<Op>>, String>;
 
+/// A cotangent: of an array, or of a tuple (per element; `None` is zero).
+#[derive(Clone)]
+enum Ct {
+    Array(Op),
+    Tuple(Vec<Option<Op>>),
+}
+
 /// True for the element types that carry gradients.
 pub(crate) fn differentiable(t: ElementType) -> bool {
     t.is_float()
@@ -348,16 +355,29 @@ pub(crate) fn vjp_at(
         }
     }
 
-    let mut cts: HashMap<Value, Op> = HashMap::new();
-    let add = |cts: &mut HashMap<Value, Op>, v: Value, ct: Op, loc| {
-        let sum = match cts.remove(&v) {
-            Some(old) => old.binary(crate::BinaryOp::Add, &ct, loc),
-            None => ct,
+    let mut cts: HashMap<Value, Ct> = HashMap::new();
+    let add = |cts: &mut HashMap<Value, Ct>, v: Value, ct: Ct, loc| {
+        let sum = match (cts.remove(&v), ct) {
+            (None, ct) => ct,
+            (Some(Ct::Array(a)), Ct::Array(c)) => {
+                Ct::Array(a.binary(crate::BinaryOp::Add, &c, loc))
+            }
+            (Some(Ct::Tuple(a)), Ct::Tuple(c)) => Ct::Tuple(
+                a.into_iter()
+                    .zip(c)
+                    .map(|(x, y)| match (x, y) {
+                        (Some(x), Some(y)) => Some(x.binary(crate::BinaryOp::Add, &y, loc)),
+                        (x, None) => x,
+                        (None, y) => y,
+                    })
+                    .collect(),
+            ),
+            (Some(old), _) => old,
         };
         cts.insert(v, sum);
     };
     for (o, c) in outputs.iter().zip(cotangents) {
-        add(&mut cts, o.v, (*c).clone(), loc);
+        add(&mut cts, o.v, Ct::Array((*c).clone()), loc);
     }
     for i in (0..end).rev() {
         if !(active[i] && needed[i]) {
@@ -369,14 +389,46 @@ pub(crate) fn vjp_at(
                 result: r,
             })
             .collect();
-        let res_cts: Vec<Option<Op>> = res.iter().map(|v| cts.get(v).cloned()).collect();
-        if res_cts.iter().all(Option::is_none) {
+        if res.iter().all(|v| !cts.contains_key(v)) {
             continue;
         }
         if matches!(kinds[i], OpKind::Parameter { .. } | OpKind::Constant(_)) {
             continue;
         }
         let ops: Vec<Op> = operands[i].iter().map(|v| b.op(comp, *v)).collect();
+        // Tuples and their elements: the cotangent is taken apart or put together.
+        match (&kinds[i], cts.get(&res[0]).cloned()) {
+            (OpKind::Tuple, Some(Ct::Tuple(parts))) => {
+                for (k, part) in parts.into_iter().enumerate() {
+                    if let Some(p) = part {
+                        if active[operands[i][k].instr as usize] && wants(&ops[k]) {
+                            add(&mut cts, operands[i][k], Ct::Array(p), locs[i]);
+                        }
+                    }
+                }
+                continue;
+            }
+            (OpKind::GetTupleElement { index }, Some(Ct::Array(c))) => {
+                let arity = match ops[0].shape() {
+                    Ok(Shape::Tuple(e)) => e.len(),
+                    _ => 0,
+                };
+                let mut parts = vec![None; arity];
+                if let Some(slot) = parts.get_mut(*index as usize) {
+                    *slot = Some(c);
+                }
+                add(&mut cts, operands[i][0], Ct::Tuple(parts), locs[i]);
+                continue;
+            }
+            _ => {}
+        }
+        let res_cts: Vec<Option<Op>> = res
+            .iter()
+            .map(|v| match cts.get(v) {
+                Some(Ct::Array(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect();
         let outs: Vec<Op> = res.iter().map(|v| b.op(comp, *v)).collect();
         let node = Node {
             kind: &kinds[i],
@@ -385,7 +437,21 @@ pub(crate) fn vjp_at(
             loc: locs[i],
             b,
         };
-        let got = match rule(&node, &res_cts) {
+        let got = if let OpKind::While { body, .. } = &kinds[i] {
+            // One cotangent per element of the loop's tuple operand.
+            let trips = b.g.borrow().trip_counts.get(&(comp, i as u32)).copied();
+            match trips {
+                Some(n) => crate::ops::control::vjp_while(*body, n, &node, &res_cts)
+                    .map(|parts| vec![Some(Ct::Tuple(parts))]),
+                None => Err(
+                    "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or a while loop with a declared bound"
+                        .into(),
+                ),
+            }
+        } else {
+            rule(&node, &res_cts).map(|g| g.into_iter().map(|c| c.map(Ct::Array)).collect())
+        };
+        let got = match got {
             Ok(g) => g,
             Err(reason) => {
                 let shapes: Vec<Shape> = ops.iter().filter_map(|o| o.shape().ok()).collect();
@@ -408,16 +474,19 @@ pub(crate) fn vjp_at(
             if !active[v.instr as usize] {
                 continue;
             }
-            let float = ops[k].element_type().map(differentiable).unwrap_or(false);
-            if float {
+            let keep = match &g {
+                Ct::Array(_) => wants(&ops[k]),
+                Ct::Tuple(_) => true,
+            };
+            if keep {
                 add(&mut cts, v, g, locs[i]);
             }
         }
     }
     wrt.iter()
         .map(|w| match cts.get(&w.v) {
-            Some(g) => g.clone(),
-            None => zeros_like(w, loc),
+            Some(Ct::Array(g)) => g.clone(),
+            _ => zeros_like(w, loc),
         })
         .collect()
 }
@@ -425,4 +494,102 @@ pub(crate) fn vjp_at(
 /// For rules: is `v` a value whose gradient matters (a float array)?
 pub(crate) fn wants(x: &Op) -> bool {
     x.element_type().map(differentiable).unwrap_or(false)
+}
+
+/// `x`, a value of `b`'s computation or of one enclosing it, as a value of `b`'s
+/// computation (captured into the bodies between).
+pub(crate) fn local(b: &Builder, x: &Op) -> Op {
+    if x.is_poisoned() || x.comp == b.comp {
+        return x.clone();
+    }
+    let v = b.g.borrow_mut().import(x.comp, x.v, b.comp);
+    b.op(b.comp, v)
+}
+
+/// Copies the finished body `src` into `b`'s computation with `args` for its
+/// parameters (for a loop body, whose one parameter is the carry tuple, `args` are
+/// the tuple's elements) and returns its results (a tuple root gives its
+/// elements). Trip counts and stopped gradients of the copied instructions carry
+/// over.
+pub(crate) fn inline(b: &Builder, src: crate::ir::CompId, args: &[Op]) -> Vec<Op> {
+    let (instrs, root, tuple_param) = {
+        let g = b.g.borrow();
+        let c = g.comp(src);
+        let instrs: Vec<(OpKind, Vec<Value>, Shape, &'static Location<'static>)> = c
+            .instrs
+            .iter()
+            .map(|i| {
+                (
+                    i.kind.clone(),
+                    i.operands.to_vec(),
+                    g.shapes.get(i.shape).clone(),
+                    i.loc,
+                )
+            })
+            .collect();
+        let tuple_param = c.params.len() == 1
+            && c.params[0]
+                .map(|p| matches!(g.shapes.get(c.instrs[p as usize].shape), Shape::Tuple(_)))
+                .unwrap_or(false);
+        (instrs, c.root, tuple_param)
+    };
+    let mut map: Vec<Option<Op>> = vec![None; instrs.len()];
+    let get = |map: &Vec<Option<Op>>, v: Value| -> Op {
+        let base = map[v.instr as usize].clone().expect("operands come first");
+        if v.result == 0 {
+            base
+        } else {
+            b.op(
+                base.comp,
+                Value {
+                    instr: base.v.instr,
+                    result: v.result,
+                },
+            )
+        }
+    };
+    for (i, (kind, operands, shape, loc)) in instrs.iter().enumerate() {
+        let op = match kind {
+            OpKind::Parameter { number, .. } => {
+                if tuple_param {
+                    continue;
+                }
+                args[*number as usize].clone()
+            }
+            OpKind::GetTupleElement { index }
+                if tuple_param
+                    && matches!(
+                        instrs[operands[0].instr as usize].0,
+                        OpKind::Parameter { .. }
+                    ) =>
+            {
+                args[*index as usize].clone()
+            }
+            _ => {
+                let ops: Vec<Op> = operands.iter().map(|v| get(&map, *v)).collect();
+                let refs: Vec<&Op> = ops.iter().collect();
+                let out = b.emit(kind.clone(), &refs, Some(shape.clone()), loc);
+                if !out.is_poisoned() {
+                    let mut g = b.g.borrow_mut();
+                    if let Some(n) = g.trip_counts.get(&(src, i as u32)).copied() {
+                        g.trip_counts.insert((out.comp, out.v.instr), n);
+                    }
+                    if g.stopped.contains(&(src, Value::of(i as u32))) {
+                        g.stopped.insert((out.comp, out.v));
+                    }
+                }
+                out
+            }
+        };
+        map[i] = Some(op);
+    }
+    let root = root.expect("a finished body");
+    match &instrs[root.instr as usize].0 {
+        OpKind::Tuple => instrs[root.instr as usize]
+            .1
+            .iter()
+            .map(|v| get(&map, *v))
+            .collect(),
+        _ => vec![get(&map, root)],
+    }
 }

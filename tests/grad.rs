@@ -356,3 +356,105 @@ fn gradient_errors_name_the_value_and_the_line() {
         "{e}"
     );
 }
+
+#[test]
+fn through_fori_loop_with_a_captured_weight() {
+    check("fori", &[&[3], &[3]], -1.0, 1.0, |p| {
+        let (x0, w) = (&p[0], &p[1]);
+        let b = x0.builder();
+        b.fori_loop(0, 5, x0.clone(), |_, x| &(&x * w).sin() + &(&x * 0.5))
+    });
+}
+
+#[test]
+fn through_scan_with_several_carries_and_outputs() {
+    // h' = tanh(a·h + x_t), c' = c + h'·x_t; ys = (h'², c'); over 6 steps, with
+    // unrolling and backwards too: the same gradients each way.
+    for (reverse, unroll) in [(false, 1), (true, 1), (false, 4)] {
+        let name = format!("scan_{reverse}_{unroll}");
+        check(&name, &[&[2], &[6, 2], &[2]], -1.0, 1.0, |p| {
+            let (h0, xs, a) = (&p[0], &p[1], &p[2]);
+            let b = h0.builder();
+            let c0 = b.zeros(xlaclient::ElementType::F64, &[2]);
+            let opts = xlaclient::ScanOptions::new()
+                .reverse(reverse)
+                .unroll(unroll);
+            let ((h, c), (sq, cs)) =
+                b.scan_with((h0.clone(), c0), xs.clone(), &opts, |(h, c), x| {
+                    let h2 = (&(a * &h) + &x).tanh();
+                    let c2 = &c + &(&h2 * &x);
+                    ((h2.clone(), c2.clone()), (&h2 * &h2, c2))
+                });
+            b.concatenate(&[&h, &c, &sq.reshape(&[12]), &cs.reshape(&[12])], 0)
+        });
+    }
+}
+
+#[test]
+fn through_nested_loops() {
+    // A fori_loop inside a scan body, using the scan's carry and an outside weight.
+    check("nested", &[&[2], &[4, 2], &[2]], -1.0, 1.0, |p| {
+        let (h0, xs, w) = (&p[0], &p[1], &p[2]);
+        let b = h0.builder();
+        let (h, ys) = b.scan(h0.clone(), xs.clone(), None, false, |h, x| {
+            let inner = h
+                .builder()
+                .fori_loop(0, 3, h.clone(), |_, v| (&(&v * w) + &x).sin());
+            (inner.clone(), &inner * &x)
+        });
+        b.concatenate(&[&h, &ys.reshape(&[8])], 0)
+    });
+}
+
+#[test]
+fn a_loop_gradient_equals_the_unrolled_programs() {
+    // The same recurrence as a fori_loop and written out step by step: gradients
+    // agree to rounding.
+    let b = Builder::new("same");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    let w = b.parameter(1, Shape::of::<f64>(&[3]), "w");
+    let step = |v: &Op| (&(v * &w) + 0.1).tanh();
+    let looped = b
+        .fori_loop(0, 7, x.clone(), |_, v| step(&v))
+        .reduce_sum(&[0]);
+    let mut v = x.clone();
+    for _ in 0..7 {
+        v = step(&v);
+    }
+    let unrolled = v.reduce_sum(&[0]);
+    let (gl, gu) = (
+        b.grad(&looped, &(x.clone(), w.clone())),
+        b.grad(&unrolled, &(x.clone(), w.clone())),
+    );
+    let m = b.build_tuple(&[&gl.0, &gl.1, &gu.0, &gu.1]).unwrap();
+    let out = run(
+        &m,
+        &[
+            &upload(&[0.3f64, -0.7, 1.1], &[3]),
+            &upload(&[0.9f64, 1.3, -0.4], &[3]),
+        ],
+    );
+    for k in 0..2 {
+        let (l, u): (Vec<f64>, Vec<f64>) = (out[k].to_vec().unwrap(), out[k + 2].to_vec().unwrap());
+        for (a, c) in l.iter().zip(&u) {
+            assert!((a - c).abs() < 1e-12, "{l:?} vs {u:?}");
+        }
+    }
+}
+
+#[test]
+fn a_while_loop_without_a_trip_count_is_an_error() {
+    let b = Builder::new("unbounded");
+    let x = b.parameter(0, Shape::of::<f64>(&[]), "x");
+    let built = line!() + 1;
+    let y = b.while_loop(
+        x.clone(),
+        |v| v.compare(&v.builder().constant(10f64), Comparison::Lt),
+        |v| &v * 2.0,
+    );
+    let e = b.build(&b.grad(&y, &x)).unwrap_err().to_string();
+    assert!(
+        e.contains("static trip count") && e.contains(&format!("grad.rs:{built}")),
+        "{e}"
+    );
+}

@@ -19,6 +19,9 @@ pub(crate) struct Graph {
     pub(crate) errors: Vec<Error>,
     /// Values made by `stop_gradient`: constants to the backward pass.
     pub(crate) stopped: std::collections::HashSet<(CompId, Value)>,
+    /// The static trip counts of while loops (by computation and instruction) that
+    /// `fori_loop` and `scan` build: what makes them differentiable.
+    pub(crate) trip_counts: std::collections::HashMap<(CompId, u32), i64>,
 }
 
 impl Signatures for Graph {
@@ -42,6 +45,7 @@ impl Graph {
             shapes: ShapeTable::default(),
             errors: Vec::new(),
             stopped: Default::default(),
+            trip_counts: Default::default(),
         }
     }
 

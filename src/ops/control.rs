@@ -444,7 +444,7 @@ impl Builder {
     {
         let loc = Location::caller();
         let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(lo.into()), loc);
-        let (_, out) = self.while_at(
+        let (i_out, out) = self.while_at(
             (i0, init),
             |(i, _)| {
                 i.binary_scalar(
@@ -469,7 +469,19 @@ impl Builder {
             },
             loc,
         );
+        self.record_trip_count(&i_out, (i64::from(hi) - i64::from(lo)).max(0));
         out
+    }
+
+    /// Notes the static trip count of the while loop that produced `result`, which
+    /// is what lets the backward pass reverse it.
+    fn record_trip_count(&self, result: &Op, n: i64) {
+        if !result.is_poisoned() {
+            self.g
+                .borrow_mut()
+                .trip_counts
+                .insert((result.comp, result.v.instr), n);
+        }
     }
 
     /// `lax.scan`: runs `body(carry, x)` for each slice `x` of `xs` along their
@@ -704,7 +716,7 @@ impl Builder {
         let mut y_template: Option<Y> = None;
         let (mut c, mut ys) = if full > 0 || len == 0 {
             let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-            let (_, c, ys) = self.while_at(
+            let (i_out, c, ys) = self.while_at(
                 (i0, init, ys0),
                 |(i, _, _)| {
                     i.compare_at(
@@ -735,6 +747,7 @@ impl Builder {
                 },
                 loc,
             );
+            self.record_trip_count(&i_out, if len == 0 { 0 } else { full / unroll });
             (c, ys)
         } else {
             (init, ys0)
@@ -879,4 +892,194 @@ impl Builder {
             .rebuild(self.results(r, count, true))
             .expect("one result per leaf")
     }
+}
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// How each element of a loop body's carry is used: passed through unchanged
+/// (`invariant`: captured values, constants of the loop), or only written into by
+/// a dynamic-update-slice of itself (`write_only`: the stacked outputs of a scan,
+/// whose values no gradient depends on). Neither kind is stored per step.
+fn carry_roles(b: &Builder, body: CompId, k: usize) -> (Vec<bool>, Vec<bool>) {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let mut invariant = vec![false; k];
+    let mut write_only = vec![false; k];
+    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
+        return (invariant, write_only);
+    };
+    let element = |v: Value| match c.instrs[v.instr as usize].kind {
+        OpKind::GetTupleElement { index } => {
+            (c.instrs[v.instr as usize].operands[0].instr == *param).then_some(index as usize)
+        }
+        _ => None,
+    };
+    let mut uses = vec![0usize; c.instrs.len()];
+    for ins in &c.instrs {
+        for v in &ins.operands {
+            uses[v.instr as usize] += 1;
+        }
+    }
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return (invariant, write_only);
+    }
+    for (j, r) in root_ins.operands.iter().enumerate().take(k) {
+        if element(*r) == Some(j) {
+            invariant[j] = true;
+            continue;
+        }
+        let ins = &c.instrs[r.instr as usize];
+        if matches!(ins.kind, OpKind::DynamicUpdateSlice) {
+            let base = ins.operands[0];
+            // The element's only use, and the update does not read it.
+            let reads_only_here = (0..c.instrs.len())
+                .filter(|i| element(Value::of(*i as u32)) == Some(j))
+                .all(|i| i == base.instr as usize && uses[i] == 1);
+            write_only[j] = element(base) == Some(j) && reads_only_here;
+        }
+    }
+    (invariant, write_only)
+}
+
+/// The elements of a tuple built by a `tuple` instruction.
+fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
+    let b = t.builder();
+    let g = t.g.borrow();
+    let ins = &g.comp(t.comp).instrs[t.v.instr as usize];
+    if !matches!(ins.kind, OpKind::Tuple) {
+        return Err("a `while` whose carry is not built in this program has no gradient".into());
+    }
+    Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
+}
+
+/// A while loop of `trips` iterations, reversed: the forward loop runs again and
+/// stores the carry of every step (all but the invariant and write-only
+/// elements), then a backward loop walks the steps from the last, recomputing each
+/// step's body from its stored carry and pulling the cotangent back through it.
+/// Memory is one carry per step, not every intermediate of the body (recomputing
+/// the body is the checkpointing trade, at every step). Values the body captured
+/// are carry elements passed through, so their cotangents add up over the steps.
+pub(crate) fn vjp_while(
+    body: CompId,
+    trips: i64,
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Result<Vec<Option<Op>>, String> {
+    use crate::autodiff::{differentiable, inline, local, vjp_at, zeros_like};
+    let (b, loc) = (n.b, n.loc);
+    let init = tuple_elements(&n.operands[0])?;
+    let k = init.len();
+    let (invariant, write_only) = carry_roles(b, body, k);
+    let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
+    let stacked: Vec<usize> = (0..k)
+        .filter(|j| !invariant[*j] && !write_only[*j])
+        .collect();
+    let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
+    let at_step = |i: &Op, rank: usize| -> Vec<Op> {
+        let zero = s32(&i.builder(), 0);
+        std::iter::once(i.clone())
+            .chain(std::iter::repeat_n(zero, rank))
+            .collect()
+    };
+    let with_step_axis =
+        |s: &Shape| -> Vec<i64> { std::iter::once(1).chain(s.dims().iter().copied()).collect() };
+    let less = |i: &Op| i.compare_at(&s32(&i.builder(), trips), crate::Comparison::Lt, loc);
+    let plus_one = |i: Op| i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
+
+    // Forward again, storing the carry entering each step.
+    let stacks0: Vec<Op> = stacked
+        .iter()
+        .map(|j| {
+            let s = &shapes[*j];
+            let dims: Vec<i64> = std::iter::once(trips)
+                .chain(s.dims().iter().copied())
+                .collect();
+            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+                .broadcast_to_at(&dims, loc)
+        })
+        .collect();
+    let (_, _, stacks) = b.while_at(
+        (s32(b, 0), init.clone(), stacks0),
+        |(i, _, _)| less(i),
+        |(i, c, st)| {
+            let bb = i.builder();
+            let st2: Vec<Op> = stacked
+                .iter()
+                .zip(st)
+                .map(|(j, buf)| {
+                    let row = c[*j].reshape_at(&with_step_axis(&shapes[*j]), loc);
+                    let starts = at_step(&i, shapes[*j].rank());
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    buf.dynamic_update_slice_at(&row, &refs, loc)
+                })
+                .collect();
+            let c2 = inline(&bb, body, &c);
+            (plus_one(i), c2, st2)
+        },
+        loc,
+    );
+
+    // Backward: step t = trips - 1 - s.
+    let float: Vec<usize> = (0..k)
+        .filter(|j| shapes[*j].element_type().is_some_and(differentiable))
+        .collect();
+    let ct0: Vec<Op> = float
+        .iter()
+        .map(|j| match cts.get(*j).cloned().flatten() {
+            Some(c) => c,
+            None => zeros_like(&n.results[*j], loc),
+        })
+        .collect();
+    let (_, ct_in) = b.while_at(
+        (s32(b, 0), ct0),
+        |(s, _)| less(s),
+        |(s, ct)| {
+            let bb = s.builder();
+            let t = s
+                .binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(trips - 1),
+                    false,
+                    loc,
+                )
+                .unary(crate::UnaryOp::Negate, loc);
+            let c_t: Vec<Op> = (0..k)
+                .map(|j| {
+                    let dims = shapes[j].dims().to_vec();
+                    match stacked.iter().position(|x| *x == j) {
+                        Some(p) => {
+                            let starts = at_step(&t, dims.len());
+                            let refs: Vec<&Op> = starts.iter().collect();
+                            local(&bb, &stacks[p])
+                                .dynamic_slice_at(&refs, &with_step_axis(&shapes[j]), loc)
+                                .reshape_at(&dims, loc)
+                        }
+                        // A value of its own for each element, so that two elements
+                        // holding the same outside value get separate cotangents.
+                        None => {
+                            let src = if invariant[j] {
+                                &init[j]
+                            } else {
+                                &n.results[j]
+                            };
+                            local(&bb, src).reshape_at(&dims, loc)
+                        }
+                    }
+                })
+                .collect();
+            let outs = inline(&bb, body, &c_t);
+            let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+            let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+            let ct_refs: Vec<&Op> = ct.iter().collect();
+            let back = vjp_at(&bb, &outs_f, &ct_refs, &wrt_f, loc);
+            (plus_one(s), back)
+        },
+        loc,
+    );
+    let mut out = vec![None; k];
+    for (c, j) in ct_in.into_iter().zip(&float) {
+        out[*j] = Some(c);
+    }
+    Ok(out)
 }
