@@ -448,6 +448,9 @@ pub(crate) fn vjp_at(
                         .into(),
                 ),
             }
+        } else if let OpKind::Conditional { branches } = &kinds[i] {
+            crate::ops::control::vjp_conditional(branches, &node, &res_cts)
+                .map(|g| g.into_iter().map(|c| c.map(Ct::Tuple)).collect())
         } else {
             rule(&node, &res_cts).map(|g| g.into_iter().map(|c| c.map(Ct::Array)).collect())
         };

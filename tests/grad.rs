@@ -458,3 +458,98 @@ fn a_while_loop_without_a_trip_count_is_an_error() {
         "{e}"
     );
 }
+
+/// Second derivatives: the gradient program is differentiable again. Each case
+/// checks `∂/∂x (∂L/∂x · v)` (a Hessian-vector product) against central differences
+/// of the first derivative.
+#[test]
+fn second_order() {
+    let cases: Vec<(&str, Box<dyn Fn(&Op) -> Op>)> = vec![
+        (
+            "elementwise",
+            Box::new(|x: &Op| (&x.sin() * &x.exp()).tanh()),
+        ),
+        (
+            "dot_reduce",
+            Box::new(|x: &Op| {
+                let m = x.reshape(&[2, 2]);
+                m.matmul(&m).reduce_max(&[1]).logistic()
+            }),
+        ),
+        (
+            "scan",
+            Box::new(|x: &Op| {
+                let b = x.builder();
+                let (h, ys) = b.scan(x.clone(), (), Some(4), false, |h, ()| {
+                    let h2 = (&h * 0.9).sin() + 0.1;
+                    (h2.clone(), &h2 * &h2)
+                });
+                &h + &ys.reduce_sum(&[0])
+            }),
+        ),
+    ];
+    for (name, f) in cases {
+        let v = [0.3f64, -0.6, 0.8, 0.1];
+        check(&format!("hvp_{name}"), &[&[4]], -1.0, 1.0, |p| {
+            let b = p[0].builder();
+            let axes = [0i64];
+            let inner = f(&p[0]).reduce_sum(&axes);
+            let g = b.grad(&inner, &p[0]);
+            &g * &b.constant_vec(&v)
+        });
+    }
+}
+
+#[test]
+fn through_conditionals() {
+    // The gradient flows through the branch taken; the others' inputs get zeros.
+    for (name, lo, hi) in [("cond_true", 0.2, 1.0), ("cond_false", -1.0, -0.2)] {
+        check(name, &[&[3], &[3]], lo, hi, |p| {
+            let (x, w) = (&p[0], &p[1]);
+            let b = x.builder();
+            let positive = x
+                .reduce_sum(&[0])
+                .compare(&b.constant(0f64), Comparison::Gt);
+            b.cond(
+                &positive,
+                x.clone(),
+                |x| (&x * w).sin(),
+                |x| &x.exp() * &(w * 2.0),
+            )
+        });
+    }
+    for k in 0..3i32 {
+        check(&format!("switch_{k}"), &[&[2], &[2]], -1.0, 1.0, |p| {
+            let (x, w) = (&p[0], &p[1]);
+            let b = x.builder();
+            let idx = b.constant(k);
+            b.switch(
+                &idx,
+                (x.clone(), w.clone()),
+                Box::new(|(x, w): (Op, Op)| &x * &w),
+                vec![
+                    Box::new(|(x, w): (Op, Op)| (&x + &w).tanh()),
+                    Box::new(|(x, _): (Op, Op)| x.exp()),
+                ],
+            )
+        });
+    }
+    // A conditional inside a scan body.
+    check("cond_in_scan", &[&[2], &[5, 2]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let (h, ys) = b.scan(p[0].clone(), p[1].clone(), None, false, |h, x| {
+            let bb = h.builder();
+            let up = x
+                .reduce_sum(&[0])
+                .compare(&bb.constant(0f64), Comparison::Gt);
+            let h2 = bb.cond(
+                &up,
+                (h.clone(), x.clone()),
+                |(h, x)| (&h + &x).sin(),
+                |(h, x)| &h * &x,
+            );
+            (h2.clone(), h2)
+        });
+        b.concatenate(&[&h, &ys.reshape(&[10])], 0)
+    });
+}

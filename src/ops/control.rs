@@ -953,6 +953,98 @@ fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
     Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
 }
 
+/// A conditional, reversed: a conditional on the same selector whose branch `k`
+/// recomputes forward branch `k` on its operands and pulls the result's cotangent
+/// back through it; the other branches' operands get zeros. Returns, per operand
+/// of the forward conditional (the selector, then one tuple per branch), the
+/// cotangents of the tuple's elements.
+#[allow(clippy::type_complexity)]
+pub(crate) fn vjp_conditional(
+    branches: &[CompId],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Result<Vec<Option<Vec<Option<Op>>>>, String> {
+    use crate::autodiff::{differentiable, inline, local, vjp_at, zeros_like};
+    let (b, loc) = (n.b, n.loc);
+    let elems: Vec<Vec<Op>> = n.operands[1..]
+        .iter()
+        .map(tuple_elements)
+        .collect::<Result<_, _>>()?;
+    let float = |x: &Op| x.element_type().is_ok_and(differentiable);
+    let res_float: Vec<usize> = (0..n.results.len())
+        .filter(|j| float(&n.results[*j]))
+        .collect();
+    let ct: Vec<Op> = res_float
+        .iter()
+        .map(|j| match cts.get(*j).cloned().flatten() {
+            Some(c) => c,
+            None => zeros_like(&n.results[*j], loc),
+        })
+        .collect();
+    // The float elements of every branch's operand, in branch order.
+    let slots: Vec<(usize, usize)> = elems
+        .iter()
+        .enumerate()
+        .flat_map(|(k, e)| {
+            (0..e.len())
+                .filter(move |j| float(&e[*j]))
+                .map(move |j| (k, j))
+        })
+        .collect();
+    let zeros_in = |bb: &Builder, x: &Op| -> Op {
+        let s = x.shape().expect("an array");
+        bb.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+            .broadcast_to_at(s.dims(), loc)
+    };
+    let branch = |k: usize| -> Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_> {
+        let (elems, slots, res_float) = (&elems, &slots, &res_float);
+        Box::new(move |ct: Vec<Op>| {
+            let bb = match ct.first() {
+                Some(c) => c.builder(),
+                None => b.clone(),
+            };
+            let mine: Vec<Op> = elems[k]
+                .iter()
+                .map(|e| {
+                    let d = e.dims().unwrap_or_default();
+                    local(&bb, e).reshape_at(&d, loc)
+                })
+                .collect();
+            let outs = inline(&bb, branches[k], &mine);
+            let outs_f: Vec<&Op> = res_float.iter().map(|j| &outs[*j]).collect();
+            let my_slots: Vec<usize> = slots
+                .iter()
+                .filter(|(kk, _)| *kk == k)
+                .map(|(_, j)| *j)
+                .collect();
+            let wrt: Vec<&Op> = my_slots.iter().map(|j| &mine[*j]).collect();
+            let ct_refs: Vec<&Op> = ct.iter().collect();
+            let mut grads = vjp_at(&bb, &outs_f, &ct_refs, &wrt, loc).into_iter();
+            slots
+                .iter()
+                .map(|(kk, j)| {
+                    if *kk == k {
+                        grads.next().expect("one per slot")
+                    } else {
+                        zeros_in(&bb, &elems[*kk][*j])
+                    }
+                })
+                .collect()
+        })
+    };
+    let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
+        (1..branches.len()).map(branch).collect();
+    let back: Vec<Op> = b.switch_at(&n.operands[0], ct, branch(0), rest, loc);
+    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
+    out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
+    for ((k, j), g) in slots.iter().zip(back) {
+        if let Some(Some(t)) = out.get_mut(k + 1) {
+            t[*j] = Some(g);
+        }
+    }
+    Ok(out)
+}
+
 /// A while loop of `trips` iterations, reversed: the forward loop runs again and
 /// stores the carry of every step (all but the invariant and write-only
 /// elements), then a backward loop walks the steps from the last, recomputing each
@@ -999,7 +1091,7 @@ pub(crate) fn vjp_while(
                 .broadcast_to_at(&dims, loc)
         })
         .collect();
-    let (_, _, stacks) = b.while_at(
+    let (fwd_i, _, stacks) = b.while_at(
         (s32(b, 0), init.clone(), stacks0),
         |(i, _, _)| less(i),
         |(i, c, st)| {
@@ -1019,6 +1111,7 @@ pub(crate) fn vjp_while(
         },
         loc,
     );
+    b.record_trip_count(&fwd_i, trips);
 
     // Backward: step t = trips - 1 - s.
     let float: Vec<usize> = (0..k)
@@ -1031,7 +1124,7 @@ pub(crate) fn vjp_while(
             None => zeros_like(&n.results[*j], loc),
         })
         .collect();
-    let (_, ct_in) = b.while_at(
+    let (bwd_i, ct_in) = b.while_at(
         (s32(b, 0), ct0),
         |(s, _)| less(s),
         |(s, ct)| {
@@ -1077,6 +1170,8 @@ pub(crate) fn vjp_while(
         },
         loc,
     );
+    // Both loops have static trip counts too: the gradient is differentiable again.
+    b.record_trip_count(&bwd_i, trips);
     let mut out = vec![None; k];
     for (c, j) in ct_in.into_iter().zip(&float) {
         out[*j] = Some(c);
