@@ -464,7 +464,8 @@ fn a_while_loop_without_a_trip_count_is_an_error() {
 /// of the first derivative.
 #[test]
 fn second_order() {
-    let cases: Vec<(&str, Box<dyn Fn(&Op) -> Op>)> = vec![
+    type Case = (&'static str, Box<dyn Fn(&Op) -> Op>);
+    let cases: Vec<Case> = vec![
         (
             "elementwise",
             Box::new(|x: &Op| (&x.sin() * &x.exp()).tanh()),
