@@ -437,14 +437,22 @@ pub(crate) fn vjp_at(
             loc: locs[i],
             b,
         };
-        let got = if let OpKind::While { body, .. } = &kinds[i] {
+        let got = if let OpKind::While { cond, body } = &kinds[i] {
             // One cotangent per element of the loop's tuple operand.
-            let trips = b.g.borrow().trip_counts.get(&(comp, i as u32)).copied();
+            use crate::ops::control::Trips;
+            let trips = {
+                let g = b.g.borrow();
+                let key = (comp, i as u32);
+                g.trip_counts
+                    .get(&key)
+                    .map(|n| Trips::Exactly(*n))
+                    .or_else(|| g.loop_bounds.get(&key).map(|n| Trips::AtMost(*n)))
+            };
             match trips {
-                Some(n) => crate::ops::control::vjp_while(*body, n, &node, &res_cts)
+                Some(n) => crate::ops::control::vjp_while(*cond, *body, n, &node, &res_cts)
                     .map(|parts| vec![Some(Ct::Tuple(parts))]),
                 None => Err(
-                    "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or a while loop with a declared bound"
+                    "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
                         .into(),
                 ),
             }
@@ -576,6 +584,9 @@ pub(crate) fn inline(b: &Builder, src: crate::ir::CompId, args: &[Op]) -> Vec<Op
                     let mut g = b.g.borrow_mut();
                     if let Some(n) = g.trip_counts.get(&(src, i as u32)).copied() {
                         g.trip_counts.insert((out.comp, out.v.instr), n);
+                    }
+                    if let Some(n) = g.loop_bounds.get(&(src, i as u32)).copied() {
+                        g.loop_bounds.insert((out.comp, out.v.instr), n);
                     }
                     if g.stopped.contains(&(src, Value::of(i as u32))) {
                         g.stopped.insert((out.comp, out.v));

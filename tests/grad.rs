@@ -554,3 +554,51 @@ fn through_conditionals() {
         b.concatenate(&[&h, &ys.reshape(&[10])], 0)
     });
 }
+
+#[test]
+fn through_a_bounded_while_loop() {
+    // Grows until |v|² ≥ 4 (a data-dependent count, 8 steps here), with a captured
+    // weight; the gradient of the steps taken against finite differences.
+    check_at(
+        "bounded",
+        &[&[2], &[2]],
+        &[vec![0.3, 0.2], vec![1.2, 1.1]],
+        |p| {
+            let (x, w) = (&p[0], &p[1]);
+            let b = x.builder();
+            let (v, acc) = b.while_loop_bounded(
+                (x.clone(), b.constant(0f64)),
+                50,
+                |(v, _)| {
+                    (v * v)
+                        .reduce_sum(&[0])
+                        .compare(&v.builder().constant(4f64), Comparison::Lt)
+                },
+                |(v, acc)| {
+                    let v2 = &(&v * w) + &(&v.tanh() * 0.1);
+                    let acc2 = &acc + &v2.reduce_sum(&[0]);
+                    (v2, acc2)
+                },
+            );
+            b.concatenate(&[&v, &acc.reshape(&[1])], 0)
+        },
+    );
+    // The bound stops it: the same as a fori_loop of that many steps.
+    let b = Builder::new("cut");
+    let x = b.parameter(0, Shape::of::<f64>(&[2]), "x");
+    let step = |v: &Op| (v * 1.5).sin();
+    let always = |v: &Op| {
+        v.reduce_sum(&[0])
+            .compare(&v.builder().constant(1e9f64), Comparison::Lt)
+    };
+    let bounded = b.while_loop_bounded(x.clone(), 3, |v| always(v), |v| step(&v));
+    let counted = b.fori_loop(0, 3, x.clone(), |_, v| step(&v));
+    let gb = b.grad(&bounded.reduce_sum(&[0]), &x);
+    let gc = b.grad(&counted.reduce_sum(&[0]), &x);
+    let m = b.build_tuple(&[&gb, &gc]).unwrap();
+    let out = run(&m, &[&upload(&[0.4f64, -0.2], &[2])]);
+    assert_eq!(
+        out[0].to_vec::<f64>().unwrap(),
+        out[1].to_vec::<f64>().unwrap()
+    );
+}

@@ -22,6 +22,8 @@ pub(crate) struct Graph {
     /// The static trip counts of while loops (by computation and instruction) that
     /// `fori_loop` and `scan` build: what makes them differentiable.
     pub(crate) trip_counts: std::collections::HashMap<(CompId, u32), i64>,
+    /// The bounds of while loops built by `while_loop_bounded`.
+    pub(crate) loop_bounds: std::collections::HashMap<(CompId, u32), i64>,
 }
 
 impl Signatures for Graph {
@@ -46,6 +48,7 @@ impl Graph {
             errors: Vec::new(),
             stopped: Default::default(),
             trip_counts: Default::default(),
+            loop_bounds: Default::default(),
         }
     }
 

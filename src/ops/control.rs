@@ -473,6 +473,71 @@ impl Builder {
         out
     }
 
+    /// A while loop that stops after at most `max_steps` iterations: while
+    /// `cond(&carry)` holds and fewer than `max_steps` steps have run, `carry =
+    /// body(carry)`. The bound is what makes it differentiable: the backward pass
+    /// stores up to `max_steps` carries and reverses the steps actually taken
+    /// (`jax.lax.while_loop` has no reverse mode at all). Use it where a loop's
+    /// length depends on the data (an episode that ends early) and a bound is known.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// let b = Builder::new("bounded");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
+    /// let y = b.while_loop_bounded(
+    ///     x.clone(),
+    ///     100,
+    ///     |v| v.compare(&v.builder().constant(10f32), Comparison::Lt),
+    ///     |v| &v * 1.5,
+    /// );
+    /// let g = b.grad(&y, &x); // 1.5^steps
+    /// assert_eq!(g.dims()?, Vec::<i64>::new());
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn while_loop_bounded<T>(
+        &self,
+        init: T,
+        max_steps: i64,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let loc = Location::caller();
+        let k0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+        let (k, out) = self.while_at(
+            (k0, init),
+            |(k, c)| {
+                let more = k.compare_at(
+                    &k.builder()
+                        .scalar_of(ElementType::S32, crate::Scalar::Int(max_steps), loc),
+                    crate::Comparison::Lt,
+                    loc,
+                );
+                cond(c).bitwise_at(crate::ops::bitwise::BitwiseOp::And, &more, loc)
+            },
+            |(k, c)| {
+                let next = k.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
+                (next, body(c))
+            },
+            loc,
+        );
+        self.record_bound(&k, max_steps.max(0));
+        out
+    }
+
+    /// Notes the bound of a while loop built by [`Builder::while_loop_bounded`].
+    fn record_bound(&self, result: &Op, n: i64) {
+        if !result.is_poisoned() {
+            self.g
+                .borrow_mut()
+                .loop_bounds
+                .insert((result.comp, result.v.instr), n);
+        }
+    }
+
     /// Notes the static trip count of the while loop that produced `result`, which
     /// is what lets the backward pass reverse it.
     fn record_trip_count(&self, result: &Op, n: i64) {
@@ -1045,7 +1110,16 @@ pub(crate) fn vjp_conditional(
     Ok(out)
 }
 
-/// A while loop of `trips` iterations, reversed: the forward loop runs again and
+/// How many iterations a while loop runs, as far as the builder knows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Trips {
+    /// Exactly this many (`fori_loop`, `scan`).
+    Exactly(i64),
+    /// At most this many (`while_loop_bounded`); the count is known at run time.
+    AtMost(i64),
+}
+
+/// A while loop of `trips` iterations (or at most that many), reversed: the forward loop runs again and
 /// stores the carry of every step (all but the invariant and write-only
 /// elements), then a backward loop walks the steps from the last, recomputing each
 /// step's body from its stored carry and pulling the cotangent back through it.
@@ -1053,11 +1127,16 @@ pub(crate) fn vjp_conditional(
 /// the body is the checkpointing trade, at every step). Values the body captured
 /// are carry elements passed through, so their cotangents add up over the steps.
 pub(crate) fn vjp_while(
+    cond: CompId,
     body: CompId,
-    trips: i64,
+    trips: Trips,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Result<Vec<Option<Op>>, String> {
+    let (bounded, trips) = match trips {
+        Trips::Exactly(t) => (false, t),
+        Trips::AtMost(t) => (true, t),
+    };
     use crate::autodiff::{differentiable, inline, local, vjp_at, zeros_like};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
@@ -1093,7 +1172,14 @@ pub(crate) fn vjp_while(
         .collect();
     let (fwd_i, _, stacks) = b.while_at(
         (s32(b, 0), init.clone(), stacks0),
-        |(i, _, _)| less(i),
+        |(i, c, _)| {
+            if bounded {
+                // The loop's own condition (its bound included) decides.
+                inline(&i.builder(), cond, c).swap_remove(0)
+            } else {
+                less(i)
+            }
+        },
         |(i, c, st)| {
             let bb = i.builder();
             let st2: Vec<Op> = stacked
@@ -1111,9 +1197,19 @@ pub(crate) fn vjp_while(
         },
         loc,
     );
-    b.record_trip_count(&fwd_i, trips);
+    let record = |r: &Op| {
+        if bounded {
+            b.record_bound(r, trips)
+        } else {
+            b.record_trip_count(r, trips)
+        }
+    };
+    record(&fwd_i);
+    // The steps taken: `trips` for a counted loop, the count at run time for a
+    // bounded one.
+    let count = fwd_i.clone();
 
-    // Backward: step t = trips - 1 - s.
+    // Backward: step t = count - 1 - s.
     let float: Vec<usize> = (0..k)
         .filter(|j| shapes[*j].element_type().is_some_and(differentiable))
         .collect();
@@ -1126,17 +1222,16 @@ pub(crate) fn vjp_while(
         .collect();
     let (bwd_i, ct_in) = b.while_at(
         (s32(b, 0), ct0),
-        |(s, _)| less(s),
+        |(s, _)| s.compare_at(&local(&s.builder(), &count), crate::Comparison::Lt, loc),
         |(s, ct)| {
             let bb = s.builder();
-            let t = s
-                .binary_scalar(
-                    crate::BinaryOp::Subtract,
-                    crate::Scalar::Int(trips - 1),
-                    false,
-                    loc,
-                )
-                .unary(crate::UnaryOp::Negate, loc);
+            let last = local(&bb, &count).binary_scalar(
+                crate::BinaryOp::Subtract,
+                crate::Scalar::Int(1),
+                false,
+                loc,
+            );
+            let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
             let c_t: Vec<Op> = (0..k)
                 .map(|j| {
                     let dims = shapes[j].dims().to_vec();
@@ -1170,8 +1265,9 @@ pub(crate) fn vjp_while(
         },
         loc,
     );
-    // Both loops have static trip counts too: the gradient is differentiable again.
-    b.record_trip_count(&bwd_i, trips);
+    // Both loops have trip counts or bounds too: the gradient is differentiable
+    // again.
+    record(&bwd_i);
     let mut out = vec![None; k];
     for (c, j) in ct_in.into_iter().zip(&float) {
         out[*j] = Some(c);
