@@ -210,7 +210,8 @@ where
     let fail = |f: Op| params.map_ref(|_| f.clone());
     let one = match loss.shape() {
         Ok(s) if s.is_array() && s.rank() == 0 => {
-            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(1), loc)
+            loss.builder()
+                .scalar_of(s.element_type().expect("array"), crate::Scalar::Int(1), loc)
         }
         Ok(s) => {
             return fail(b.fail(
@@ -265,14 +266,18 @@ pub(crate) fn vjp_at(
             &[],
         ));
     }
+    // Values of enclosing computations are used here through their captures: the
+    // gradient with respect to one is through its uses in this computation.
+    let inner = Builder {
+        g: b.g.clone(),
+        comp,
+    };
+    let b = &inner;
+    let outputs: Vec<Op> = outputs.iter().map(|o| local(&inner, o)).collect();
+    let cotangents: Vec<Op> = cotangents.iter().map(|o| local(&inner, o)).collect();
+    let wrt: Vec<Op> = wrt.iter().map(|o| local(&inner, o)).collect();
+    let all: Vec<&Op> = outputs.iter().chain(&cotangents).chain(&wrt).collect();
     for (k, o) in all.iter().enumerate() {
-        if o.comp != comp {
-            return fail_all(bad(
-                "the outputs, cotangents and values differentiated against must belong to one computation (differentiate inside the body instead)"
-                    .into(),
-                &[],
-            ));
-        }
         let s = o.shape().expect("checked by target");
         let what = if k < outputs.len() {
             format!("output {k}")
@@ -291,7 +296,7 @@ pub(crate) fn vjp_at(
             }
         }
     }
-    for (k, (o, c)) in outputs.iter().zip(cotangents).enumerate() {
+    for (k, (o, c)) in outputs.iter().zip(&cotangents).enumerate() {
         let (so, sc) = (o.shape().expect("checked"), c.shape().expect("checked"));
         if so != sc {
             return fail_all(bad(
@@ -330,7 +335,7 @@ pub(crate) fn vjp_at(
     };
     let stopped = |v: Value| b.g.borrow().stopped.contains(&(comp, v));
     let mut active = vec![false; end];
-    for w in wrt {
+    for w in &wrt {
         if (w.v.instr as usize) < end {
             active[w.v.instr as usize] = true;
         }
@@ -344,7 +349,7 @@ pub(crate) fn vjp_at(
         }
     }
     let mut needed = vec![false; end];
-    for o in outputs {
+    for o in &outputs {
         needed[o.v.instr as usize] = true;
     }
     for i in (0..end).rev() {
@@ -376,8 +381,8 @@ pub(crate) fn vjp_at(
         };
         cts.insert(v, sum);
     };
-    for (o, c) in outputs.iter().zip(cotangents) {
-        add(&mut cts, o.v, Ct::Array((*c).clone()), loc);
+    for (o, c) in outputs.iter().zip(&cotangents) {
+        add(&mut cts, o.v, Ct::Array(c.clone()), loc);
     }
     for i in (0..end).rev() {
         if !(active[i] && needed[i]) {
