@@ -461,6 +461,19 @@ pub(crate) fn vjp_at(
                         .into(),
                 ),
             }
+        } else if let OpKind::Call { body } = &kinds[i] {
+            // One cotangent per result of the called computation.
+            let parts: Vec<Option<Op>> = match cts.get(&res[0]) {
+                Some(Ct::Array(a)) => vec![Some(a.clone())],
+                Some(Ct::Tuple(p)) => p.clone(),
+                None => Vec::new(),
+            };
+            let custom = b.g.borrow().custom_vjps.get(&(comp, i as u32)).cloned();
+            let g = match custom {
+                Some(rule) => crate::ops::structural::vjp_custom(&rule, &node, &parts),
+                None => crate::ops::structural::vjp_call(*body, &node, &parts),
+            };
+            Ok(g.into_iter().map(|c| c.map(Ct::Array)).collect())
         } else if let OpKind::Conditional { branches } = &kinds[i] {
             crate::ops::control::vjp_conditional(branches, &node, &res_cts)
                 .map(|g| g.into_iter().map(|c| c.map(Ct::Tuple)).collect())

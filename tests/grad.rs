@@ -602,3 +602,63 @@ fn through_a_bounded_while_loop() {
         out[1].to_vec::<f64>().unwrap()
     );
 }
+
+#[test]
+fn through_calls_and_functions() {
+    check("call", &[&[3], &[3]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let out = b.call("f", &[&p[0], &p[1], &p[0]], |_, a| {
+            vec![(&a[0] * &a[1]).sin(), &a[2].exp() * &a[1]]
+        });
+        &out[0] + &out[1]
+    });
+    check(
+        "function_twice_and_in_a_loop",
+        &[&[3], &[3]],
+        -1.0,
+        1.0,
+        |p| {
+            let b = p[0].builder();
+            let w = p[1].clone();
+            let layer = b.function("layer", &[Shape::of::<f64>(&[3])], move |_, a| {
+                vec![(&a[0] * &w).tanh()]
+            });
+            let h = layer.call(&[&p[0]])[0].clone();
+            let h = layer.call(&[&h])[0].clone();
+            b.fori_loop(0, 2, h, |_, h| layer.call(&[&h])[0].clone())
+        },
+    );
+}
+
+#[test]
+fn custom_vjp_uses_the_given_rule() {
+    let b = Builder::new("custom");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    // Identity forward; backward clips the cotangent to [-1, 1].
+    let y = b.custom_vjp(
+        "clip_grad",
+        &[&x],
+        |_, a| vec![a[0].clone()],
+        |_, _, ct| vec![ct[0].clip(-1.0, 1.0)],
+    );
+    let c = b.constant_vec(&[3.0f64, -0.5, -2.0]);
+    let g = b.grad(&(&y[0] * &c).reduce_sum(&[0]), &x);
+    let m = b.build_tuple(&[&y[0], &g]).unwrap();
+    let out = run(&m, &[&upload(&[0.1f64, 0.2, 0.3], &[3])]);
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![0.1, 0.2, 0.3]);
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![1.0, -0.5, -1.0]);
+    // A rule returning the wrong shape is an error naming it.
+    let b = Builder::new("bad_rule");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    let y = b.custom_vjp(
+        "f",
+        &[&x],
+        |_, a| vec![a[0].exp()],
+        |_, _, ct| vec![ct[0].reduce_sum(&[0])],
+    );
+    let e = b
+        .build(&b.grad(&y[0].reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("backward rule returns f64[]"), "{e}");
+}

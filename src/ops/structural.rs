@@ -304,6 +304,64 @@ impl Builder {
             .call_at(args, loc)
     }
 
+    /// A function with its own backward rule (`jax.custom_vjp`): the result is
+    /// `forward(args)`, computed as a `call`; the gradient pass does not look inside
+    /// `forward` but calls `backward(args, results, cotangents)`, which returns one
+    /// cotangent per argument (of its shape), for instance a numerically stable
+    /// formula or a straight-through estimator. `backward` builds ops in the
+    /// computation where the gradient is taken.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("clipped");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// // Identity forward, gradient clipped to [-1, 1] backward.
+    /// let y = b.custom_vjp(
+    ///     "clip_grad",
+    ///     &[&x],
+    ///     |_, a| vec![a[0].clone()],
+    ///     |_, _, ct| vec![ct[0].clip(-1.0, 1.0)],
+    /// );
+    /// let g = b.grad(&y[0].reduce_sum(&[0]), &x);
+    /// assert_eq!(g.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn custom_vjp(
+        &self,
+        name: &str,
+        args: &[&Op],
+        forward: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+        backward: impl Fn(&[Op], &[Op], &[Op]) -> Vec<Op> + 'static,
+    ) -> Vec<Op> {
+        let loc = Location::caller();
+        let target = match self.target(args, "call", loc) {
+            Ok(t) => t,
+            Err(failed) => return vec![failed],
+        };
+        let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
+        let out = self
+            .define(target, name, &shapes, forward, loc)
+            .call_at(args, loc);
+        // The call instruction: the result itself, or the tuple its elements come from.
+        if let Some(first) = out.first().filter(|o| !o.is_poisoned()) {
+            let key = {
+                let g = self.g.borrow();
+                let ins = &g.comp(first.comp).instrs[first.v.instr as usize];
+                match ins.kind {
+                    OpKind::GetTupleElement { .. } => (first.comp, ins.operands[0].instr),
+                    _ => (first.comp, first.v.instr),
+                }
+            };
+            let rule: BackwardRule = std::rc::Rc::new(backward);
+            self.g
+                .borrow_mut()
+                .custom_vjps
+                .insert(key, (args.len(), rule));
+        }
+        out
+    }
+
     /// Defines a function: `body` on parameters of `params`, emitted once as a
     /// computation of its own, called with [`Function::call`] from any number of
     /// places (in this computation or in the bodies of loops and branches inside
@@ -384,6 +442,104 @@ impl Builder {
     pub fn tuple(&self, elems: &[&Op]) -> Op {
         self.emit(OpKind::Tuple, elems, None, Location::caller())
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// A user-given backward rule: `(args, results, cotangents) -> cotangent per arg`.
+pub(crate) type BackwardRule = std::rc::Rc<dyn Fn(&[Op], &[Op], &[Op]) -> Vec<Op>>;
+
+/// The results of a call instruction as ops (its elements for a tuple result).
+fn call_results(n: &crate::autodiff::Node, count: usize) -> Vec<Op> {
+    match n.out().shape() {
+        Ok(Shape::Tuple(_)) => (0..count)
+            .map(|i| {
+                n.b.emit(
+                    OpKind::GetTupleElement { index: i as u32 },
+                    &[n.out()],
+                    None,
+                    n.loc,
+                )
+            })
+            .collect(),
+        _ => vec![n.out().clone()],
+    }
+}
+
+/// Call: the called computation, recomputed on the call's operands, and the
+/// cotangents pulled back through it.
+pub(crate) fn vjp_call(
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Vec<Option<Op>> {
+    use crate::autodiff::{inline, vjp_at, wants, zeros_like};
+    let (b, loc) = (n.b, n.loc);
+    // A value of its own per operand: an argument passed twice gets two cotangents.
+    let args: Vec<Op> = n
+        .operands
+        .iter()
+        .map(|a| a.reshape_at(&a.dims().unwrap_or_default(), loc))
+        .collect();
+    let outs = inline(b, body, &args);
+    let float: Vec<usize> = (0..outs.len()).filter(|j| wants(&outs[*j])).collect();
+    let ct: Vec<Op> = float
+        .iter()
+        .map(|j| match cts.get(*j).cloned().flatten() {
+            Some(c) => c,
+            None => zeros_like(&outs[*j], loc),
+        })
+        .collect();
+    let wrt: Vec<usize> = (0..args.len()).filter(|k| wants(&args[*k])).collect();
+    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+    let ct_refs: Vec<&Op> = ct.iter().collect();
+    let wrt_refs: Vec<&Op> = wrt.iter().map(|k| &args[*k]).collect();
+    let mut g = vjp_at(b, &outs_f, &ct_refs, &wrt_refs, loc).into_iter();
+    (0..args.len())
+        .map(|k| if wrt.contains(&k) { g.next() } else { None })
+        .collect()
+}
+
+/// A call with a user-given backward rule (see [`Builder::custom_vjp`]): the rule
+/// gets the arguments (the call's operands without the captured values after
+/// them), the results and their cotangents (zeros where none arrived).
+pub(crate) fn vjp_custom(
+    (n_args, rule): &(usize, BackwardRule),
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Vec<Option<Op>> {
+    let loc = n.loc;
+    let count = match n.out().shape() {
+        Ok(Shape::Tuple(e)) => e.len(),
+        _ => 1,
+    };
+    let results = call_results(n, count);
+    let ct: Vec<Op> = (0..count)
+        .map(|j| match cts.get(j).cloned().flatten() {
+            Some(c) => c,
+            None => crate::autodiff::zeros_like(&results[j], loc),
+        })
+        .collect();
+    let user = rule(&n.operands[..*n_args], &results, &ct);
+    (0..n.operands.len())
+        .map(|k| {
+            let g = user.get(k)?;
+            let (want, got) = (n.operands[k].shape().ok()?, g.shape().ok()?);
+            if want == got {
+                return Some(g.clone());
+            }
+            Some(n.b.fail(
+                ShapeError::new(
+                    "custom_vjp",
+                    &[&want, &got],
+                    ShapeErrorKind::Body,
+                    format!("the backward rule returns {got} for argument {k}, which is {want}"),
+                ),
+                loc,
+            ))
+        })
+        .collect()
 }
 
 /// A computation defined once by [`Builder::function`] and called from any number
