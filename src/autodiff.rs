@@ -19,7 +19,7 @@ use std::panic::Location;
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::{OpKind, Value};
-use crate::ops::{elementwise, linalg, reduction, shape_ops, slicing};
+use crate::ops::{elementwise, indexing, linalg, reduction, shape_ops, slicing};
 use crate::shape::{ElementType, Shape};
 use crate::tree::Tree;
 
@@ -98,6 +98,8 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::Reverse { axes } => Ok(vec![Some(slicing::vjp_reverse(axes, node, &ct()))]),
         OpKind::DynamicSlice { .. } => Ok(slicing::vjp_dynamic_slice(node, &ct())),
         OpKind::DynamicUpdateSlice => Ok(slicing::vjp_dynamic_update_slice(node, &ct())),
+        OpKind::Gather(a) => Ok(indexing::vjp_gather(a, node, &ct())),
+        OpKind::Scatter { attrs, body } => indexing::vjp_scatter(attrs, *body, node, &ct()),
         other => Err(format!(
             "`{}` has no gradient rule yet",
             other.opcode().name()

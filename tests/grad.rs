@@ -662,3 +662,43 @@ fn custom_vjp_uses_the_given_rule() {
         .to_string();
     assert!(e.contains("backward rule returns f64[]"), "{e}");
 }
+
+#[test]
+fn through_gather_and_scatter_add() {
+    // take with repeated and out-of-range (clamped) indices: the cotangents of
+    // repeated rows add up.
+    check("take", &[&[4, 3]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        p[0].take(&b.constant_vec(&[2i32, 0, 2, 7, -1]), 0)
+    });
+    check("take_along_axis", &[&[4, 3]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let i = b
+            .constant_vec(&[2i32, 0, 1, 1, 0, 2, 5, -1])
+            .reshape(&[4, 2]);
+        p[0].take_along_axis(&i, 1)
+    });
+    // Scatter-add into x of u at rows [2, 0, 2, 9]: row 9 is out of range and
+    // dropped, so its update gets no gradient.
+    check("scatter_add", &[&[4, 2], &[4, 2]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let dims = xlaclient::ops::indexing::ScatterDims {
+            update_window_dims: vec![1],
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            ..Default::default()
+        };
+        let idx = b.constant_vec(&[2i32, 0, 2, 9]);
+        let out = b.scatter(
+            &[&p[0]],
+            &idx,
+            &[&p[1].sin()],
+            &dims,
+            false,
+            false,
+            |o, u| vec![&o[0] + &u[0]],
+        );
+        &out[0] * &out[0]
+    });
+}

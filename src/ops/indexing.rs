@@ -876,6 +876,153 @@ impl Builder {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// Per index component `k` (operand axis `axes[k]`), the largest start that keeps
+/// a window of `sizes[axis]` inside the operand, as an array of the indices' shape
+/// and type (broadcast along `index_vector_dim`).
+fn start_limits(idx: &Op, axes: &[i64], sizes: &[i64], od: &[i64], ivd: i64, loc: Loc) -> Op {
+    let ty = idx.element_type().unwrap_or(ElementType::S32);
+    let id = idx.dims().unwrap_or_default();
+    let his: Vec<i64> = axes
+        .iter()
+        .map(|a| od[*a as usize] - sizes[*a as usize])
+        .collect();
+    let b = idx.builder();
+    if ivd as usize == id.len() {
+        return b
+            .scalar_of(ty, crate::Scalar::Int(his[0]), loc)
+            .broadcast_to_at(&id, loc);
+    }
+    b.constant_vec(&his)
+        .convert_at(ty, loc)
+        .broadcast_in_dim_at(&id, &[ivd], loc)
+}
+
+type Loc = &'static Location<'static>;
+
+/// Gather: the cotangent scatter-added back where each slice came from. The
+/// starts are clamped first, as the gather clamped them.
+pub(crate) fn vjp_gather(a: &GatherAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (x, idx, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let od = x.dims().unwrap_or_default();
+    let d = &a.dims;
+    let hi = start_limits(
+        idx,
+        &d.start_index_map,
+        &a.slice_sizes,
+        &od,
+        d.index_vector_dim,
+        loc,
+    );
+    let zero = idx.builder().scalar_of(
+        idx.element_type().unwrap_or(ElementType::S32),
+        crate::Scalar::Int(0),
+        loc,
+    );
+    let clamped =
+        idx.binary(crate::BinaryOp::Maximum, &zero, loc)
+            .binary(crate::BinaryOp::Minimum, &hi, loc);
+    let sd = ScatterDims {
+        update_window_dims: d.offset_dims.clone(),
+        inserted_window_dims: d.collapsed_slice_dims.clone(),
+        scatter_dims_to_operand_dims: d.start_index_map.clone(),
+        index_vector_dim: d.index_vector_dim,
+        input_batching_dims: d.operand_batching_dims.clone(),
+        scatter_indices_batching_dims: d.start_indices_batching_dims.clone(),
+    };
+    let zeros = crate::autodiff::zeros_like(x, loc);
+    let out = x.builder().scatter(
+        &[&zeros],
+        &clamped,
+        &[ct],
+        &sd,
+        a.indices_are_sorted,
+        false,
+        |o, u| vec![&o[0] + &u[0]],
+    );
+    vec![out.into_iter().next(), None]
+}
+
+/// Scatter-add: the operand's cotangent passes through; each update's is the
+/// cotangent gathered at its window, zero for windows the scatter dropped (out of
+/// bounds). Other combiners have no rule yet.
+pub(crate) fn vjp_scatter(
+    a: &ScatterAttrs,
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    if n.operands.len() != 3
+        || crate::ops::reduction::simple_combiner(n.b, body) != Some(crate::BinaryOp::Add)
+    {
+        return Err(
+            "only a scatter of one array that adds (scatter-add) has a gradient rule yet".into(),
+        );
+    }
+    let (x, idx, u, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
+    let (od, ud) = (x.dims().unwrap_or_default(), u.dims().unwrap_or_default());
+    let d = &a.dims;
+    let mut window = d.update_window_dims.iter();
+    let sizes: Vec<i64> = (0..od.len() as i64)
+        .map(|ax| {
+            if d.inserted_window_dims.contains(&ax) || d.input_batching_dims.contains(&ax) {
+                1
+            } else {
+                window.next().map_or(1, |w| ud[*w as usize])
+            }
+        })
+        .collect();
+    let gd = GatherDims {
+        offset_dims: d.update_window_dims.clone(),
+        collapsed_slice_dims: d.inserted_window_dims.clone(),
+        start_index_map: d.scatter_dims_to_operand_dims.clone(),
+        index_vector_dim: d.index_vector_dim,
+        operand_batching_dims: d.input_batching_dims.clone(),
+        start_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
+    };
+    let g = ct.gather(idx, &gd, &sizes, a.indices_are_sorted);
+    // Which windows the scatter kept: every start within [0, dim - size].
+    let ity = idx.element_type().unwrap_or(ElementType::S32);
+    let b = idx.builder();
+    let hi = start_limits(
+        idx,
+        &d.scatter_dims_to_operand_dims,
+        &sizes,
+        &od,
+        d.index_vector_dim,
+        loc,
+    );
+    let zero = b.scalar_of(ity, crate::Scalar::Int(0), loc);
+    let ok = idx
+        .compare_at(&zero, crate::Comparison::Ge, loc)
+        .convert_at(ElementType::S32, loc)
+        .binary(
+            crate::BinaryOp::Multiply,
+            &idx.compare_at(&hi, crate::Comparison::Le, loc)
+                .convert_at(ElementType::S32, loc),
+            loc,
+        );
+    let id = idx.dims().unwrap_or_default();
+    let ok = if (d.index_vector_dim as usize) < id.len() {
+        ok.reduce_binary_at(&[d.index_vector_dim], crate::BinaryOp::Minimum, loc)
+    } else {
+        ok
+    };
+    let keep = ok.compare_at(
+        &b.scalar_of(ElementType::S32, crate::Scalar::Int(1), loc),
+        crate::Comparison::Eq,
+        loc,
+    );
+    let scatter_axes: Vec<i64> = (0..ud.len() as i64)
+        .filter(|a| !d.update_window_dims.contains(a))
+        .collect();
+    let keep = keep.broadcast_in_dim_at(&ud, &scatter_axes, loc);
+    let ct_u = b.select_at(&keep, &g, &crate::autodiff::zeros_like(&g, loc), loc);
+    Ok(vec![Some(ct.clone()), None, Some(ct_u)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -411,7 +411,7 @@ fn highest(ty: ElementType) -> Scalar {
 
 /// The binary op a reduce body consists of (`body(a, e) = a op e` or `e op a`), if
 /// it is that simple.
-fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<BinaryOp> {
+pub(crate) fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<BinaryOp> {
     let g = b.g.borrow();
     let c = g.comp(body);
     let root = c.root?;
