@@ -99,6 +99,9 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::DynamicSlice { .. } => Ok(slicing::vjp_dynamic_slice(node, &ct())),
         OpKind::DynamicUpdateSlice => Ok(slicing::vjp_dynamic_update_slice(node, &ct())),
         OpKind::Gather(a) => Ok(indexing::vjp_gather(a, node, &ct())),
+        OpKind::ReduceWindow { window, body } => {
+            crate::ops::window::vjp_reduce_window(window, *body, node, &ct())
+        }
         OpKind::Scatter { attrs, body } => indexing::vjp_scatter(attrs, *body, node, &ct()),
         other => Err(format!(
             "`{}` has no gradient rule yet",

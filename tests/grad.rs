@@ -702,3 +702,30 @@ fn through_gather_and_scatter_add() {
         &out[0] * &out[0]
     });
 }
+
+#[test]
+fn through_pooling() {
+    use xlaclient::ops::window::WindowDim;
+    let w = |size, stride, lo, hi| WindowDim {
+        size,
+        stride,
+        padding_low: lo,
+        padding_high: hi,
+        window_dilation: 1,
+        base_dilation: 1,
+    };
+    check("sum_pool", &[&[5, 6]], -1.0, 1.0, |p| {
+        p[0].sum_pool(&[w(2, 1, 0, 0), w(3, 2, 1, 1)])
+    });
+    check("sum_pool_dilated", &[&[7, 5]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let mut d = w(2, 2, 1, 0);
+        d.window_dilation = 2;
+        let mut e = w(2, 1, 0, 1);
+        e.base_dilation = 2;
+        p[0].reduce_window(&b.constant(0f64), &[d, e], |a, x| a + x)
+    });
+    check("max_pool", &[&[6, 6]], -1.0, 1.0, |p| {
+        p[0].max_pool(&[w(2, 2, 0, 0), w(3, 1, 1, 1)])
+    });
+}

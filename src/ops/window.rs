@@ -474,6 +474,91 @@ impl Op {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// `1 + d (s - 1)`: the extent of `s` elements spaced `d` apart (0 for none).
+fn dilated(s: i64, d: i64) -> i64 {
+    if s == 0 { 0 } else { 1 + d * (s - 1) }
+}
+
+/// Reduce-window: a sum sends each window's cotangent back to the elements it
+/// covered (the cotangent, spread by the strides and padded, summed over windows
+/// again: JAX's transpose rule); a max or min sends it to the element the window
+/// chose (select-and-scatter, first of equals; no dilation). Other combiners have
+/// no rule yet.
+pub(crate) fn vjp_reduce_window(
+    window: &[WindowDim],
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    if n.operands.len() != 2 {
+        return Err("a variadic `reduce-window` has no gradient rule yet".into());
+    }
+    let (x, loc) = (&n.operands[0], n.loc);
+    let ty = x.element_type().unwrap_or(ElementType::F32);
+    let b = x.builder();
+    let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
+    match crate::ops::reduction::simple_combiner(n.b, body) {
+        Some(BinaryOp::Add) => {
+            let xd = x.dims().unwrap_or_default();
+            let cd = ct.dims().unwrap_or_default();
+            let config: Vec<crate::ops::slicing::PadDim> = window
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let before = dilated(w.size, w.window_dilation) - w.padding_low - 1;
+                    let after = dilated(xd[i], w.base_dilation)
+                        + dilated(w.size, w.window_dilation)
+                        - 1
+                        - dilated(cd[i], w.stride)
+                        - before;
+                    crate::ops::slicing::PadDim {
+                        lo: before,
+                        hi: after,
+                        interior: w.stride - 1,
+                    }
+                })
+                .collect();
+            let spread = ct.pad(&zero, &config);
+            let back: Vec<WindowDim> = window
+                .iter()
+                .map(|w| WindowDim {
+                    size: w.size,
+                    stride: w.base_dilation,
+                    padding_low: 0,
+                    padding_high: 0,
+                    window_dilation: w.window_dilation,
+                    base_dilation: 1,
+                })
+                .collect();
+            let g = spread.reduce_window(&zero, &back, |a, e| a + e);
+            Ok(vec![Some(g), None])
+        }
+        Some(op @ (BinaryOp::Maximum | BinaryOp::Minimum)) => {
+            if window
+                .iter()
+                .any(|w| w.window_dilation != 1 || w.base_dilation != 1)
+            {
+                return Err(
+                    "a max or min `reduce-window` with dilation has no gradient rule yet".into(),
+                );
+            }
+            let dir = if op == BinaryOp::Maximum {
+                crate::Comparison::Ge
+            } else {
+                crate::Comparison::Le
+            };
+            let g = x.select_and_scatter(ct, &zero, window, |a, e| a.compare(e, dir), |a, e| a + e);
+            Ok(vec![Some(g), None])
+        }
+        _ => Err(
+            "this `reduce-window` combiner has no gradient rule yet (sum, max and min have)".into(),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
