@@ -277,7 +277,8 @@ fn unary_ops_match_f32_rounded_by_half() {
     let outs = [x.neg(), x.abs(), x.sqrt(), x.exp(), x.log(), x.tanh()];
     let m = bl.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
     let o = run(&m, &[&upload(&xs, &[n])]);
-    let refs: [(&str, fn(f32) -> f32, u16); 6] = [
+    type Ref = (&'static str, fn(f32) -> f32, u16);
+    let refs: [Ref; 6] = [
         ("negate", |v| -v, 0),
         ("abs", f32::abs, 0),
         // Correctly rounded in f32, so exact after rounding to f16.
