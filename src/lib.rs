@@ -61,10 +61,14 @@ pub mod proto {
 
 pub use builder::{Builder, Computation, Op};
 pub use error::{Error, PjrtErrorCode, Result, ShapeError, ShapeErrorKind};
+/// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are this
+/// crate's host types for XLA's `f16` and `bf16` (re-exported so that the versions
+/// match).
+pub use half;
 pub use jit::Jit;
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
-pub use ops::linalg::DotDims;
+pub use ops::linalg::{DotDims, DotOptions, Precision};
 pub use ops::structural::Function;
 pub use pjrt::{
     Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin,

@@ -165,14 +165,17 @@ mod sealed {
 /// A Rust type whose values XLA stores natively: the types that can be uploaded,
 /// downloaded and written as constants.
 ///
-/// Implemented for `bool`, `i8`, `i16`, `i32`, `i64`, `u8`, `u16`, `u32`, `u64`, `f32`
-/// and `f64`. Sealed: the byte layout must match XLA's exactly.
+/// Implemented for `bool`, `i8`, `i16`, `i32`, `i64`, `u8`, `u16`, `u32`, `u64`, `f32`,
+/// `f64`, and the `half` crate's [`f16`](half::f16) and [`bf16`](half::bf16) (IEEE
+/// half precision and bfloat16: two bytes each, the bit layouts XLA uses). Sealed:
+/// the byte layout must match XLA's exactly.
 pub trait NativeType: sealed::Sealed + Copy + Default + Send + Sync + fmt::Debug + 'static {
     /// The XLA element type of `Self`.
     const TYPE: ElementType;
     /// Widen to `f64` (used for literal conversions and printing).
     fn to_f64(self) -> f64;
-    /// Convert from `f64` with Rust's `as` semantics.
+    /// Convert from `f64` with Rust's `as` semantics (for `f16`/`bf16`: rounded to
+    /// nearest, ties to even, as `as` does for `f32`).
     fn from_f64(v: f64) -> Self;
     /// Appends the values' little-endian bytes (XLA's literal layout; `bool` as one
     /// byte 0 or 1).
@@ -224,6 +227,29 @@ native! {
     u64 => U64, |s| s as f64, |v| v as u64;
     f32 => F32, |s| s as f64, |v| v as f32;
     f64 => F64, |s| s, |v| v;
+    half::f16 => F16, |s| s.to_f64(), |v| half::f16::from_f32(f32_round_to_odd(v));
+    half::bf16 => Bf16, |s| s.to_f64(), |v| half::bf16::from_f32(f32_round_to_odd(v));
+}
+
+/// `v` rounded to `f32` toward zero, with the last bit set when inexact ("round to
+/// odd"): rounding that once more to nearest-even in a format at least two bits
+/// narrower (f16: 11 significant bits, bf16: 8, against f32's 24) gives `v`
+/// correctly rounded, as if in one step. `half`'s own `from_f64` goes through `f32`
+/// by nearest-even and may round twice (1 + 2^-11 + 2^-40 became 1.0 in f16, not
+/// 1 + 2^-10).
+fn f32_round_to_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if f as f64 == v || v.is_nan() {
+        return f;
+    }
+    // Inexact: step back toward zero if `as` rounded away from it (or overflowed to
+    // infinity), then mark the lost bits in the last place.
+    let t = if (f as f64).abs() > v.abs() {
+        f32::from_bits(f.to_bits() - 1)
+    } else {
+        f
+    };
+    f32::from_bits(t.to_bits() | 1)
 }
 
 /// Dimension sizes of an array. Most arrays have rank ≤ 4, which stays inline.
@@ -444,5 +470,47 @@ mod tests {
         assert!(bool::from_f64(2.0));
         assert_eq!(i32::from_f64(-3.7), -3);
         assert_eq!(u8::TYPE.byte_size(), 1);
+    }
+
+    #[test]
+    fn half_types_have_xla_layouts() {
+        use half::{bf16, f16};
+        // Uploads pass host slices to the plugin as they are: two bytes each, the
+        // IEEE binary16 and bfloat16 bit patterns (bfloat16 is the top half of f32).
+        assert_eq!(std::mem::size_of::<f16>(), 2);
+        assert_eq!(std::mem::size_of::<bf16>(), 2);
+        assert_eq!((f16::TYPE.byte_size(), bf16::TYPE.byte_size()), (2, 2));
+        let mut b = Vec::new();
+        f16::extend_le_bytes(&[f16::from_f64(1.0), f16::from_f64(-2.0)], &mut b);
+        assert_eq!(b, [0x00, 0x3c, 0x00, 0xc0]);
+        b.clear();
+        bf16::extend_le_bytes(&[bf16::from_f64(1.0)], &mut b);
+        let f = 1.0f32.to_le_bytes();
+        assert_eq!(b, [f[2], f[3]]);
+        // Ties to even from f64: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10.
+        let f = |v: f64| <f16 as NativeType>::from_f64(v).to_f64();
+        let b = |v: f64| <bf16 as NativeType>::from_f64(v).to_f64();
+        assert_eq!(f(1.0 + 2f64.powi(-11)), 1.0);
+        assert_eq!(f(1.0 + 3.0 * 2f64.powi(-11)), 1.0 + 2f64.powi(-9));
+        // Just above the tie, by less than f32 can hold: rounded once, up.
+        assert_eq!(
+            f(1.0 + 2f64.powi(-11) + 2f64.powi(-40)),
+            1.0 + 2f64.powi(-10)
+        );
+        assert_eq!(
+            f(-1.0 - 2f64.powi(-11) - 2f64.powi(-40)),
+            -1.0 - 2f64.powi(-10)
+        );
+        assert_eq!(b(1.0 + 2f64.powi(-8) + 2f64.powi(-40)), 1.0 + 2f64.powi(-7));
+        assert_eq!(b(1.0 + 2f64.powi(-8)), 1.0);
+        assert_eq!(f(65520.0), f64::INFINITY);
+        assert_eq!(f(65519.99), 65504.0);
+        assert_eq!(b(1e300), f64::INFINITY);
+        assert_eq!(b(-1e300), f64::NEG_INFINITY);
+        assert_eq!(b(3.3961e38), 3.3895313892515355e38);
+        assert_eq!(f(1e-300), 0.0);
+        assert!(f(-1e-300).is_sign_negative());
+        assert!(f(f64::NAN).is_nan() && b(f64::NAN).is_nan());
+        assert_eq!(f(2f64.powi(-25) * 1.0000001), 2f64.powi(-24));
     }
 }

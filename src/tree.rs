@@ -96,6 +96,8 @@ impl Leaf for i64 {}
 impl Leaf for u32 {}
 impl Leaf for u64 {}
 impl Leaf for bool {}
+impl Leaf for half::f16 {}
+impl Leaf for half::bf16 {}
 
 /// A structure holding leaves of type `L`, flattened and rebuilt in a fixed order.
 ///

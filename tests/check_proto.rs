@@ -170,3 +170,61 @@ fn the_builder_refuses_tuple_and_token_entry_parameters() {
         );
     }
 }
+
+#[test]
+fn a_dots_precision_and_result_type_are_read_and_checked() {
+    use xlaclient::half::bf16;
+    use xlaclient::{DotOptions, ElementType, Precision};
+    let b = Builder::new("dot");
+    let x = b.parameter(0, Shape::of::<bf16>(&[2, 3]), "x");
+    let w = b.parameter(1, Shape::of::<bf16>(&[3, 4]), "w");
+    let opts = DotOptions::new()
+        .operand_precision(Precision::Highest, Precision::High)
+        .preferred_element_type(ElementType::F32);
+    let m = b.build(&x.matmul_with(&w, opts)).unwrap().proto().clone();
+    compile(&m).unwrap();
+    let text = Computation::from_proto(m.clone()).to_hlo_text();
+    assert!(
+        text.contains("f32[2,4]{1,0} dot(bf16[2,3]{1,0} %x")
+            && text.contains("operand_precision={highest,high}"),
+        "{text}"
+    );
+    // The result type is the preferred type: another one the rule allows is read as
+    // such (XLA's verifier does the same), one it refuses is an error.
+    let retyped = |t: ElementType| {
+        let mut m = m.clone();
+        let t = t.primitive_type() as i32;
+        instr(&mut m, "dot").shape.as_mut().unwrap().element_type = t;
+        m.host_program_shape
+            .as_mut()
+            .unwrap()
+            .result
+            .as_mut()
+            .unwrap()
+            .element_type = t;
+        if let Some(ps) = entry(&mut m).program_shape.as_mut() {
+            ps.result.as_mut().unwrap().element_type = t;
+        }
+        m
+    };
+    compile(&retyped(ElementType::F64)).unwrap();
+    rejected(&retyped(ElementType::Pred), "preferred element type pred");
+    let mut bad = m.clone();
+    let pc = instr(&mut bad, "dot").precision_config.as_mut().unwrap();
+    pc.operand_precision.push(0);
+    rejected(&bad, "3 operand precisions");
+    let mut bad = m.clone();
+    instr(&mut bad, "dot")
+        .precision_config
+        .as_mut()
+        .unwrap()
+        .algorithm = 6;
+    rejected(&bad, "dot algorithm 6");
+    let mut bad = m.clone();
+    instr(&mut bad, "dot")
+        .precision_config
+        .as_mut()
+        .unwrap()
+        .operand_precision[1] = 7;
+    rejected(&bad, "operand precision 7");
+}

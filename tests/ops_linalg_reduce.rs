@@ -1,11 +1,16 @@
 //! Linear algebra and reductions on the real plugin: dot_general (batch and
 //! contracting axes anywhere), every form of matmul, reduce_sum/max/min/mean over
 //! single, multiple, negative and all axes, custom `reduce` bodies, integer reductions.
+//! Dot options: a preferred element type (`s8 × s8 → s32`, `bf16 × bf16 → f32`,
+//! `f16 × f32 → f32`) and operand precisions, and the errors of the type rule.
 
 mod common;
 use common::*;
 
-use xlaclient::{Builder, DotDims, Op, Shape};
+use xlaclient::half::{bf16, f16};
+use xlaclient::{
+    Builder, DotDims, DotOptions, ElementType, Error, Op, Precision, Shape, ShapeErrorKind,
+};
 
 /// dot_general by definition: output axes are batch, lhs free, rhs free; each output
 /// element sums over every combination of contracted indices. Generic over the
@@ -169,6 +174,270 @@ fn dot_general_s32_is_exact() {
         fetch::<i32>(&res[0], &wd, "s32 dot"),
         want.iter().map(|v| *v as i32).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn s8_dot_accumulates_in_s32() {
+    // Products up to 127 * 128 and 16 of them per output: far beyond s8 (and s16).
+    let (m, k, n) = (3i64, 16i64, 4i64);
+    let mut rng = Rng(21);
+    let l: Vec<i8> = (0..m * k)
+        .map(|_| (rng.next_u64() % 256) as u8 as i8)
+        .collect();
+    let r: Vec<i8> = (0..k * n)
+        .map(|_| (rng.next_u64() % 256) as u8 as i8)
+        .collect();
+    let mut l2 = l.clone();
+    l2[..k as usize].fill(i8::MIN); // row 0: -128 * ...
+    let mut r2 = r.clone();
+    for j in 0..k as usize {
+        r2[j * n as usize] = i8::MIN; // column 0: (-128) * (-128) = 16384, 16 times
+    }
+    let want: Vec<i32> = (0..m)
+        .flat_map(|i| {
+            let (l2, r2) = (&l2, &r2);
+            (0..n).map(move |j| {
+                (0..k)
+                    .map(|t| l2[(i * k + t) as usize] as i32 * r2[(t * n + j) as usize] as i32)
+                    .sum::<i32>()
+            })
+        })
+        .collect();
+    assert_eq!(want[0], 16 * 16384);
+    let b = Builder::new("s8_dot");
+    let x = b.parameter(0, Shape::of::<i8>(&[m, k]), "x");
+    let w = b.parameter(1, Shape::of::<i8>(&[k, n]), "w");
+    let wide = x.dot_general_with(
+        &w,
+        &DotDims::contract(1, 0),
+        DotOptions::new().preferred_element_type(ElementType::S32),
+    );
+    // Without a preferred type the result is s8: the same sums modulo 256 (wrapping
+    // is a ring homomorphism, so the order of the additions does not matter).
+    let narrow = x.matmul(&w);
+    let module = b.build_tuple(&[&wide, &narrow]).unwrap();
+    let out = run(&module, &[&upload(&l2, &[m, k]), &upload(&r2, &[k, n])]);
+    assert_eq!(fetch::<i32>(&out[0], &[m, n], "s8 x s8 -> s32"), want);
+    let wrapped: Vec<i8> = want.iter().map(|v| *v as i8).collect();
+    assert_eq!(fetch::<i8>(&out[1], &[m, n], "s8 x s8 -> s8"), wrapped);
+}
+
+#[test]
+fn bf16_and_f16_dots_accumulate_in_f32() {
+    // 257 ones: 257 is not a bf16 (256 and 258 are), but it is an f32.
+    let ones = vec![bf16::ONE; 257];
+    let mut rng = Rng(5);
+    let (m, k, n) = (4i64, 32i64, 3i64);
+    let lb: Vec<bf16> = rng
+        .vec((m * k) as usize, -2.0, 2.0)
+        .iter()
+        .map(|v| bf16::from_f32(*v))
+        .collect();
+    let rb: Vec<bf16> = rng
+        .vec((k * n) as usize, -2.0, 2.0)
+        .iter()
+        .map(|v| bf16::from_f32(*v))
+        .collect();
+    let lh: Vec<f16> = lb.iter().map(|v| f16::from_f32(v.to_f32())).collect();
+    let rf: Vec<f32> = rng.vec((k * n) as usize, -2.0, 2.0);
+    let b = Builder::new("mixed");
+    let po = b.parameter(0, Shape::of::<bf16>(&[1, 257]), "ones");
+    let plb = b.parameter(1, Shape::of::<bf16>(&[m, k]), "lb");
+    let prb = b.parameter(2, Shape::of::<bf16>(&[k, n]), "rb");
+    let plh = b.parameter(3, Shape::of::<f16>(&[m, k]), "lh");
+    let prf = b.parameter(4, Shape::of::<f32>(&[k, n]), "rf");
+    let to_f32 = DotOptions::new().preferred_element_type(ElementType::F32);
+    let ones_t = po.transpose(&[1, 0]);
+    let outs = [
+        po.matmul_with(&ones_t, to_f32),
+        po.matmul(&ones_t),
+        plb.matmul_with(&prb, to_f32),
+        plh.matmul_with(&prf, to_f32),
+        plh.dot_general_with(&prf, &DotDims::contract(1, 0), to_f32),
+    ];
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let text = module.to_hlo_text();
+    assert!(text.contains("f32[4,3]{1,0} dot(f16[4,32]{1,0}"), "{text}");
+    let out = run(
+        &module,
+        &[
+            &upload(&ones, &[1, 257]),
+            &upload(&lb, &[m, k]),
+            &upload(&rb, &[k, n]),
+            &upload(&lh, &[m, k]),
+            &upload(&rf, &[k, n]),
+        ],
+    );
+    assert_eq!(fetch::<f32>(&out[0], &[1, 1], "ones f32"), vec![257.0]);
+    let b16 = fetch::<bf16>(&out[1], &[1, 1], "ones bf16")[0].to_f32();
+    assert!(
+        b16 == 256.0 || b16 == 258.0,
+        "a bf16 result cannot be 257: {b16}"
+    );
+    // References in f64 on the exact operand values; bf16 and f16 products are exact
+    // in f32, so only the f32 additions round.
+    let reference = |l: &[f64], r: &[f64]| -> (Vec<f64>, Vec<f64>) {
+        let mut v = vec![0.0; (m * n) as usize];
+        let mut mag = vec![0.0; (m * n) as usize];
+        for i in 0..m {
+            for j in 0..n {
+                for t in 0..k {
+                    let p = l[(i * k + t) as usize] * r[(t * n + j) as usize];
+                    v[(i * n + j) as usize] += p;
+                    mag[(i * n + j) as usize] += p.abs();
+                }
+            }
+        }
+        (v, mag)
+    };
+    let check = |got: Vec<f32>, (want, mag): (Vec<f64>, Vec<f64>), what: &str| {
+        for (i, ((g, w), a)) in got.iter().zip(&want).zip(&mag).enumerate() {
+            let bound = k as f64 * 2f64.powi(-24) * a + 1e-30;
+            assert!(
+                (*g as f64 - w).abs() <= bound,
+                "{what} element {i}: got {g}, want {w} (bound {bound:e})"
+            );
+        }
+    };
+    let b64 = |v: &[bf16]| v.iter().map(|x| x.to_f64()).collect::<Vec<_>>();
+    let h64: Vec<f64> = lh.iter().map(|x| x.to_f64()).collect();
+    let f64s: Vec<f64> = rf.iter().map(|x| *x as f64).collect();
+    check(
+        fetch::<f32>(&out[2], &[m, n], "bf16 x bf16 -> f32"),
+        reference(&b64(&lb), &b64(&rb)),
+        "bf16 x bf16 -> f32",
+    );
+    check(
+        fetch::<f32>(&out[3], &[m, n], "f16 x f32 -> f32"),
+        reference(&h64, &f64s),
+        "f16 x f32 -> f32",
+    );
+    assert_eq!(
+        out[3].to_vec::<f32>().unwrap(),
+        out[4].to_vec::<f32>().unwrap()
+    );
+}
+
+#[test]
+fn highest_precision_f32_dot_matches_f64() {
+    let (m, k, n) = (8i64, 96i64, 5i64);
+    let mut rng = Rng(8);
+    let l = rng.vec((m * k) as usize, -1.0, 1.0);
+    let r = rng.vec((k * n) as usize, -1.0, 1.0);
+    let b = Builder::new("highest");
+    let x = b.parameter(0, Shape::of::<f32>(&[m, k]), "x");
+    let w = b.parameter(1, Shape::of::<f32>(&[k, n]), "w");
+    let y = x.matmul_with(&w, DotOptions::new().precision(Precision::Highest));
+    let z = x.dot_general_with(
+        &w,
+        &DotDims::contract(1, 0),
+        DotOptions::new().operand_precision(Precision::High, Precision::Default),
+    );
+    let module = b.build_tuple(&[&y, &z]).unwrap();
+    let text = module.to_hlo_text();
+    assert!(
+        text.contains("operand_precision={highest,highest}"),
+        "{text}"
+    );
+    assert!(text.contains("operand_precision={high,default}"), "{text}");
+    // The precision reaches XLA (the proto's precision_config).
+    let dots: Vec<Vec<i32>> = module.proto().computations[0]
+        .instructions
+        .iter()
+        .filter(|i| i.opcode == "dot")
+        .map(|i| {
+            i.precision_config
+                .as_ref()
+                .unwrap()
+                .operand_precision
+                .clone()
+        })
+        .collect();
+    assert_eq!(dots, vec![vec![2, 2], vec![1, 0]]);
+    let out = run(&module, &[&upload(&l, &[m, k]), &upload(&r, &[k, n])]);
+    let (want, _) = dot_general_ref(
+        &to64(&l),
+        &[m, k],
+        &to64(&r),
+        &[k, n],
+        &DotDims::contract(1, 0),
+    );
+    for o in &out {
+        let got = fetch::<f32>(o, &[m, n], "highest");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // f32 rounding of k products and sums of terms below 1 in magnitude.
+            let bound = k as f64 * 2f64.powi(-23);
+            assert!(
+                (*g as f64 - w).abs() <= bound,
+                "element {i}: got {g}, f64 {w}"
+            );
+        }
+    }
+}
+
+fn dot_error(err: &Error, shapes: &[&str], line: u32, needle: &str) {
+    let msg = err.to_string();
+    let Error::Shape(e) = err else {
+        panic!("not a shape error: {msg}")
+    };
+    assert_eq!(e.kind, ShapeErrorKind::ElementType, "{msg}");
+    assert!(msg.contains("`dot_general`"), "{msg}");
+    for s in shapes {
+        assert!(msg.contains(s), "message does not name {s}: {msg}");
+    }
+    assert!(msg.contains(needle), "{msg} (wanted `{needle}`)");
+    let loc = err.location().expect("a location");
+    assert!(
+        loc.file().ends_with("ops_linalg_reduce.rs"),
+        "{}",
+        loc.file()
+    );
+    assert_eq!(loc.line(), line, "{msg}");
+}
+
+#[test]
+fn dot_type_errors_name_the_op_shapes_and_line() {
+    let b = Builder::new("bad");
+    let x = b.parameter(0, Shape::of::<i32>(&[2, 3]), "x");
+    let w = b.parameter(1, Shape::of::<i32>(&[3, 4]), "w");
+    let narrow = DotOptions::new().preferred_element_type(ElementType::S16);
+    let (z, line) = (x.matmul_with(&w, narrow), line!());
+    dot_error(
+        &b.build(&z).unwrap_err(),
+        &["s32[2,3]", "s32[3,4]"],
+        line,
+        "narrower than the operands' s32",
+    );
+
+    let b = Builder::new("mixed");
+    let x = b.parameter(0, Shape::of::<f16>(&[2, 3]), "x");
+    let w = b.parameter(1, Shape::of::<f32>(&[3, 4]), "w");
+    let (z, line) = (x.dot_general(&w, &DotDims::contract(1, 0)), line!());
+    dot_error(
+        &b.build(&z).unwrap_err(),
+        &["f16[2,3]", "f32[3,4]"],
+        line,
+        "give a preferred element type",
+    );
+
+    let b = Builder::new("complex_to_real");
+    let x = b
+        .parameter(0, Shape::of::<f32>(&[2, 3]), "x")
+        .convert(ElementType::C64);
+    let real = DotOptions::new().preferred_element_type(ElementType::F64);
+    let (z, line) = (x.matmul_with(&x.transpose(&[1, 0]), real), line!());
+    dot_error(
+        &b.build(&z).unwrap_err(),
+        &["c64[2,3]", "c64[3,2]"],
+        line,
+        "is real",
+    );
+
+    let b = Builder::new("pred");
+    let x = b.parameter(0, Shape::of::<bool>(&[2, 2]), "x");
+    let s32 = DotOptions::new().preferred_element_type(ElementType::S32);
+    let (z, line) = (x.matmul_with(&x, s32), line!());
+    dot_error(&b.build(&z).unwrap_err(), &["pred[2,2]"], line, "pred");
 }
 
 /// numpy.matmul by its definition: vectors are promoted (a leading/trailing 1 that is

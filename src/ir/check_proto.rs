@@ -325,7 +325,9 @@ fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
 /// numbers, windows, indices): each must be what the op's own lowering writes, so
 /// a field the op does not use is refused (XLA crashes on some, e.g. dot dimension
 /// numbers on a `call`). Fields that do not change what is computed (metadata,
-/// sharding, precision, frontend attributes) are not compared.
+/// sharding, frontend attributes) are not compared, nor is `precision_config`: a
+/// dot's is read (and checked) by `raise`, other ops' are ignored by XLA (a
+/// convolution's precision is not modeled yet).
 fn check_no_stray_attributes(
     ins: &proto::HloInstructionProto,
     kind: &OpKind,

@@ -11,7 +11,7 @@ use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ops::bitwise::{self, BitwiseOp, BitwiseUnary};
 use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
 use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
-use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotDims, TriangularSolveOptions};
+use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotAttrs, TriangularSolveOptions};
 use crate::ops::misc::{self, CustomCallAttrs};
 use crate::ops::random::{self, RngAlgorithm};
 use crate::ops::slicing::{self, PadDim, SliceAttrs};
@@ -261,8 +261,9 @@ pub enum OpKind {
         /// The element.
         index: u32,
     },
-    /// DotGeneral.
-    Dot(Box<DotDims>),
+    /// DotGeneral with operand precisions; the result's element type is the
+    /// preferred element type.
+    Dot(Box<DotAttrs>),
     /// Variadic reduce: `n` inputs then `n` initial values, combined by `body`
     /// over `axes` (sorted, non-negative). Has `n` results when `n > 1`.
     Reduce {
@@ -601,7 +602,14 @@ pub fn infer(
         OpKind::GetTupleElement { index } => {
             shape_ops::infer_get_tuple_element(operands[0], *index as usize)
         }
-        OpKind::Dot(d) => linalg::infer_dot_general(operands[0], operands[1], d),
+        // The target's element type is the preferred element type (the builder
+        // passes a scalar of it, a finished module the declared shape).
+        OpKind::Dot(a) => linalg::infer_dot_general(
+            operands[0],
+            operands[1],
+            &a.dims,
+            target.and_then(Shape::element_type),
+        ),
         OpKind::Reduce { axes, body } => {
             reduction::infer_reduce(operands, axes, sigs.signature(*body).as_ref())
         }
@@ -692,7 +700,7 @@ pub(crate) fn lower_attrs(
         OpKind::Broadcast { dims } => p.dimensions = dims.to_vec(),
         OpKind::Transpose { perm } => p.dimensions = perm.to_vec(),
         OpKind::GetTupleElement { index } => p.tuple_index = *index as i64,
-        OpKind::Dot(d) => p.dot_dimension_numbers = Some(d.to_proto()),
+        OpKind::Dot(a) => linalg::lower_dot(a, p),
         OpKind::Reduce { axes, body } => {
             p.dimensions = axes.to_vec();
             p.called_computation_ids = vec![comp_id(*body)];
@@ -833,11 +841,7 @@ pub(crate) fn raise(
         Opcode::Convert => OpKind::Convert,
         Opcode::Tuple => OpKind::Tuple,
         Opcode::GetTupleElement => OpKind::GetTupleElement { index: index()? },
-        Opcode::Dot => OpKind::Dot(Box::new(DotDims::from_proto(
-            p.dot_dimension_numbers
-                .as_ref()
-                .ok_or("a dot without dimension numbers")?,
-        ))),
+        Opcode::Dot => OpKind::Dot(Box::new(linalg::raise_dot(p)?)),
         Opcode::Reduce => OpKind::Reduce {
             axes: p.dimensions.as_slice().into(),
             body: comp_index(p.called_computation_ids[0])
@@ -977,13 +981,15 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::GetTupleElement { index } => {
             let _ = write!(out, ", index={index}");
         }
-        OpKind::Dot(d) => {
+        OpKind::Dot(a) => {
+            let d = &a.dims;
             if !d.lhs_batch.is_empty() {
                 list(&mut out, "lhs_batch_dims", &d.lhs_batch);
                 list(&mut out, "rhs_batch_dims", &d.rhs_batch);
             }
             list(&mut out, "lhs_contracting_dims", &d.lhs_contracting);
             list(&mut out, "rhs_contracting_dims", &d.rhs_contracting);
+            out.push_str(&linalg::text_precision(&a.precision));
         }
         OpKind::Reduce { axes, body } => {
             list(&mut out, "dimensions", axes);

@@ -48,6 +48,16 @@ fn literal_text(i: &proto::HloInstructionProto) -> String {
         Some(ElementType::S8) => l.s8s.iter().map(|v| (*v as i8).to_string()).collect(),
         Some(ElementType::F32) => l.f32s.iter().map(|v| format!("{v:?}")).collect(),
         Some(ElementType::F64) => l.f64s.iter().map(|v| format!("{v:?}")).collect(),
+        Some(ElementType::F16) => l
+            .f16s
+            .chunks_exact(2)
+            .map(|c| format!("{:?}", half::f16::from_le_bytes([c[0], c[1]]).to_f32()))
+            .collect(),
+        Some(ElementType::Bf16) => l
+            .bf16s
+            .chunks_exact(2)
+            .map(|c| format!("{:?}", half::bf16::from_le_bytes([c[0], c[1]]).to_f32()))
+            .collect(),
         _ => vec!["...".into()],
     };
     const MAX: usize = 8;
@@ -137,6 +147,19 @@ pub fn module_to_text(m: &proto::HloModuleProto) -> String {
                     list(&d.lhs_contracting_dimensions),
                     list(&d.rhs_contracting_dimensions)
                 );
+            }
+            if let Some(pc) = &i.precision_config {
+                if pc.operand_precision.iter().any(|p| *p != 0) {
+                    let names: Vec<String> = pc
+                        .operand_precision
+                        .iter()
+                        .map(|p| match proto::precision_config::Precision::try_from(*p) {
+                            Ok(x) => x.as_str_name().to_ascii_lowercase(),
+                            Err(_) => p.to_string(),
+                        })
+                        .collect();
+                    let _ = write!(attrs, ", operand_precision={{{}}}", names.join(","));
+                }
             }
             if !i.comparison_direction.is_empty() {
                 let _ = write!(attrs, ", direction={}", i.comparison_direction);

@@ -429,6 +429,18 @@ macro_rules! scalar_from {
 }
 scalar_from!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => Int, u16 => Int, u32 => Int, u64 => UInt, f32 => Float, f64 => Float);
 
+impl From<half::f16> for Scalar {
+    fn from(x: half::f16) -> Self {
+        Scalar::Float(x.to_f64())
+    }
+}
+
+impl From<half::bf16> for Scalar {
+    fn from(x: half::bf16) -> Self {
+        Scalar::Float(x.to_f64())
+    }
+}
+
 impl Scalar {
     /// The value as the little-endian bytes of one element of type `ty`, or why it
     /// does not fit.
@@ -485,7 +497,27 @@ impl Scalar {
             ElementType::U64 => int!(u64),
             ElementType::F32 => float!(f32),
             ElementType::F64 => float!(f64),
-            ElementType::F16 | ElementType::Bf16 | ElementType::C64 | ElementType::C128 => {
+            // Rounded once, from f64 (an integer through f64: exact below 2^53,
+            // far beyond what f16 or bf16 hold exactly).
+            ElementType::F16 | ElementType::Bf16 => {
+                let f = match self {
+                    Scalar::Int(i) => i as f64,
+                    Scalar::UInt(u) => u as f64,
+                    Scalar::Float(f) => f,
+                };
+                if ty == ElementType::F16 {
+                    <half::f16 as NativeType>::extend_le_bytes(
+                        &[<half::f16 as NativeType>::from_f64(f)],
+                        &mut lit,
+                    );
+                } else {
+                    <half::bf16 as NativeType>::extend_le_bytes(
+                        &[<half::bf16 as NativeType>::from_f64(f)],
+                        &mut lit,
+                    );
+                }
+            }
+            ElementType::C64 | ElementType::C128 => {
                 return Err(format!("no literal of {ty} (built by conversion)"));
             }
         }
@@ -508,8 +540,8 @@ impl Builder {
         loc: &'static Location<'static>,
     ) -> Op {
         match ty {
-            ElementType::F16 | ElementType::Bf16 | ElementType::C64 | ElementType::C128 => {
-                // Built in f32/f64 and converted: exact for the values people write.
+            ElementType::C64 | ElementType::C128 => {
+                // Built as the real part and converted.
                 let wide = if matches!(ty, ElementType::C128) {
                     ElementType::F64
                 } else {

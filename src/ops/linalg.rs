@@ -8,7 +8,7 @@ use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
 use crate::ops::window::WindowDim;
 use crate::proto;
-use crate::shape::Shape;
+use crate::shape::{ElementType, Shape};
 
 /// Dimension numbers of a `dot_general`: which axes are contracted (summed over) and
 /// which are batch axes (kept, matched one-to-one).
@@ -53,25 +53,267 @@ impl DotDims {
     }
 }
 
+/// The precision of one operand of a dot (XLA's `PrecisionConfig.Precision`): how
+/// exactly a backend with fast low-precision units must compute with it. On TPUs
+/// and recent GPUs, `Default` may multiply `f32` values in one pass of `bf16` (or
+/// `tf32`), `High` in three passes, `Highest` in full `f32`. The CPU plugin
+/// computes in the operands' own precision at every setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// The backend's fastest (XLA's `DEFAULT`).
+    #[default]
+    Default,
+    /// More exact than the default (XLA's `HIGH`).
+    High,
+    /// The operand's full precision (XLA's `HIGHEST`).
+    Highest,
+}
+
+impl Precision {
+    /// The name in HLO text (`default`, `high`, `highest`).
+    pub fn hlo_name(self) -> &'static str {
+        match self {
+            Precision::Default => "default",
+            Precision::High => "high",
+            Precision::Highest => "highest",
+        }
+    }
+
+    fn to_proto(self) -> proto::precision_config::Precision {
+        use proto::precision_config::Precision as P;
+        match self {
+            Precision::Default => P::Default,
+            Precision::High => P::High,
+            Precision::Highest => P::Highest,
+        }
+    }
+
+    fn from_proto(v: i32) -> Result<Self, String> {
+        use proto::precision_config::Precision as P;
+        match P::try_from(v) {
+            Ok(P::Default) => Ok(Precision::Default),
+            Ok(P::High) => Ok(Precision::High),
+            Ok(P::Highest) => Ok(Precision::Highest),
+            _ => Err(format!("operand precision {v} is not one this crate knows")),
+        }
+    }
+}
+
+/// What a dot computes beyond its dimension numbers, for
+/// [`Op::dot_general_with`] and [`Op::matmul_with`]: each operand's
+/// [`Precision`], and the preferred element type of the result (XLA's
+/// `preferred_element_type`: `s8 × s8 → s32` or `bf16 × bf16 → f32` accumulate in
+/// the wider type; operands of different floating-point types need one).
+///
+/// ```
+/// use xlaclient::{Builder, DotDims, DotOptions, ElementType, Precision, Shape};
+/// let b = Builder::new("int8");
+/// let x = b.parameter(0, Shape::of::<i8>(&[2, 3]), "x");
+/// let w = b.parameter(1, Shape::of::<i8>(&[3, 4]), "w");
+/// let opts = DotOptions::new()
+///     .precision(Precision::Highest)
+///     .preferred_element_type(ElementType::S32);
+/// let y = x.dot_general_with(&w, &DotDims::contract(1, 0), opts);
+/// assert_eq!(y.shape()?, Shape::of::<i32>(&[2, 4]));
+/// # Ok::<(), xlaclient::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DotOptions {
+    /// The precision of the left and the right operand.
+    pub precision: [Precision; 2],
+    /// The result's element type; `None`: the operands' (which must then agree).
+    pub preferred_element_type: Option<ElementType>,
+}
+
+impl DotOptions {
+    /// Default precision, the operands' element type.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same precision for both operands.
+    pub fn precision(mut self, p: Precision) -> Self {
+        self.precision = [p, p];
+        self
+    }
+
+    /// A precision for each operand.
+    pub fn operand_precision(mut self, lhs: Precision, rhs: Precision) -> Self {
+        self.precision = [lhs, rhs];
+        self
+    }
+
+    /// The result's element type (see [`infer_dot_general`] for what is allowed).
+    pub fn preferred_element_type(mut self, ty: ElementType) -> Self {
+        self.preferred_element_type = Some(ty);
+        self
+    }
+}
+
+/// A dot's attributes in the IR: dimension numbers and operand precisions. The
+/// preferred element type is the result shape's element type (as in XLA's HLO,
+/// which has no field for it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DotAttrs {
+    /// Dimension numbers.
+    pub dims: DotDims,
+    /// Precision of the left and the right operand.
+    pub precision: [Precision; 2],
+}
+
+pub(crate) fn lower_dot(a: &DotAttrs, p: &mut proto::HloInstructionProto) {
+    p.dot_dimension_numbers = Some(a.dims.to_proto());
+    if a.precision != [Precision::Default; 2] {
+        p.precision_config = Some(proto::PrecisionConfig {
+            operand_precision: a.precision.iter().map(|x| x.to_proto() as i32).collect(),
+            ..Default::default()
+        });
+    }
+}
+
+/// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
+/// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
+/// precision this crate does not know, or an explicit dot algorithm is refused.
+pub(crate) fn raise_dot(p: &proto::HloInstructionProto) -> Result<DotAttrs, String> {
+    let dims = DotDims::from_proto(
+        p.dot_dimension_numbers
+            .as_ref()
+            .ok_or("a dot without dimension numbers")?,
+    );
+    let mut precision = [Precision::Default; 2];
+    if let Some(pc) = &p.precision_config {
+        match pc.operand_precision[..] {
+            [] => {}
+            [l, r] => precision = [Precision::from_proto(l)?, Precision::from_proto(r)?],
+            ref v => {
+                return Err(format!(
+                    "{} operand precisions for a dot of 2 operands",
+                    v.len()
+                ));
+            }
+        }
+        if pc.algorithm != 0 {
+            return Err(format!(
+                "dot algorithm {} is not supported by this crate",
+                pc.algorithm
+            ));
+        }
+    }
+    Ok(DotAttrs { dims, precision })
+}
+
+/// `, operand_precision={high,default}` unless both are the default (as XLA
+/// prints it).
+pub(crate) fn text_precision(p: &[Precision; 2]) -> String {
+    if *p == [Precision::Default; 2] {
+        return String::new();
+    }
+    format!(
+        ", operand_precision={{{},{}}}",
+        p[0].hlo_name(),
+        p[1].hlo_name()
+    )
+}
+
+/// XLA's order of precision among element types (`primitive_util`'s
+/// `HigherPrecisionType`, which JAX's dot rule copies): complex over real, then the
+/// larger exponent range, the more mantissa bits, the wider type, signed over
+/// unsigned. Integers have no exponent or mantissa, so any float is above them.
+fn precision_key(t: ElementType) -> (bool, i32, i32, usize, bool) {
+    use ElementType::*;
+    let real = match t {
+        C64 => F32,
+        C128 => F64,
+        t => t,
+    };
+    let (max_exp, mantissa) = match real {
+        F16 => (16, 10),
+        Bf16 => (128, 7),
+        F32 => (128, 23),
+        F64 => (1024, 52),
+        _ => (-1, -1),
+    };
+    (
+        t.is_complex(),
+        max_exp,
+        mantissa,
+        real.byte_size(),
+        !t.is_unsigned_int(),
+    )
+}
+
+/// The element-type part of the dot rule: the result type of `lhs × rhs` with
+/// preferred type `preferred`, or why there is none. XLA's rule (its shape
+/// inference with `MaybeUpcast`, as JAX 0.10's `dot_general` dtype rule
+/// replicates it), with three refusals of our own:
+///
+/// - The result is the preferred type, else the operands' type. Operands of
+///   different types (any mix: `f16 × f32`, `s8 × s16`, `s8 × bf16`) need a
+///   preferred type here (XLA would take the one of higher precision; like the
+///   element-wise ops, the builder does not promote silently).
+/// - A preferred type may not be narrower than the operands' (the higher
+///   precision one's) unless that is floating point: `s32 × s32 → s16` is refused,
+///   `f32 × f32 → bf16` is not.
+/// - Ours: no `pred` operands or result (XLA computes them as 1-bit integers), and
+///   no real result from complex operands (a complex-to-real `convert` crashed XLA's
+///   constant folder; see [`infer_convert`](super::shape_ops::infer_convert)).
+///
+/// Both CPU plugins (PJRT C API 0.81 and 0.115) compile and compute every
+/// combination of non-`pred` types, so this rule only refuses what XLA allows.
+pub fn dot_result_type(
+    lhs: ElementType,
+    rhs: ElementType,
+    preferred: Option<ElementType>,
+) -> Result<ElementType, String> {
+    if lhs == ElementType::Pred || rhs == ElementType::Pred {
+        return Err("needs numeric operands, got pred".into());
+    }
+    let wider = if precision_key(rhs) > precision_key(lhs) {
+        rhs
+    } else {
+        lhs
+    };
+    let Some(p) = preferred else {
+        if lhs != rhs {
+            return Err(format!(
+                "element types differ ({lhs} vs {rhs}): give a preferred element type \
+                 (DotOptions::preferred_element_type) or convert one operand"
+            ));
+        }
+        return Ok(lhs);
+    };
+    if p == ElementType::Pred {
+        return Err("preferred element type pred: a dot gives numbers".into());
+    }
+    if !wider.is_float() && p.byte_size() < wider.byte_size() {
+        return Err(format!(
+            "preferred element type {p} is narrower than the operands' {wider} \
+             (only floating-point results may narrow)"
+        ));
+    }
+    if wider.is_complex() && !p.is_complex() {
+        return Err(format!(
+            "preferred element type {p} is real; a product of complex {wider} is complex"
+        ));
+    }
+    Ok(p)
+}
+
 /// `dot_general` rule. Output axes: batch axes (in `lhs_batch` order), then the free
-/// axes of `lhs`, then the free axes of `rhs`, each in their original order.
-pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape, ShapeError> {
+/// axes of `lhs`, then the free axes of `rhs`, each in their original order. The
+/// element type is the operands' or `preferred` (see [`dot_result_type`]).
+pub fn infer_dot_general(
+    lhs: &Shape,
+    rhs: &Shape,
+    d: &DotDims,
+    preferred: Option<ElementType>,
+) -> Result<Shape, ShapeError> {
     const OP: &str = "dot_general";
     let (lt, ld) = array_of(OP, lhs)?;
     let (rt, rd) = array_of(OP, rhs)?;
     let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
-    if lt != rt {
-        return Err(err(
-            ShapeErrorKind::ElementType,
-            format!("element types differ ({lt} vs {rt})"),
-        ));
-    }
-    if lt == crate::shape::ElementType::Pred {
-        return Err(err(
-            ShapeErrorKind::ElementType,
-            "needs a numeric element type, got pred".into(),
-        ));
-    }
+    let out_ty =
+        dot_result_type(lt, rt, preferred).map_err(|r| err(ShapeErrorKind::ElementType, r))?;
     if d.lhs_contracting.len() != d.rhs_contracting.len() {
         return Err(err(
             ShapeErrorKind::Attribute,
@@ -142,7 +384,7 @@ pub fn infer_dot_general(lhs: &Shape, rhs: &Shape, d: &DotDims) -> Result<Shape,
     };
     out.extend(free(ld, &[&d.lhs_contracting, &d.lhs_batch]));
     out.extend(free(rd, &[&d.rhs_contracting, &d.rhs_batch]));
-    let out = Shape::array(lt, &out);
+    let out = Shape::array(out_ty, &out);
     super::check_size(OP, &[lhs, rhs], &out)?;
     Ok(out)
 }
@@ -153,17 +395,32 @@ impl Op {
     /// output axis order.
     #[track_caller]
     pub fn dot_general(&self, rhs: &Op, dims: &DotDims) -> Op {
-        self.dot_general_at(rhs, dims, Location::caller())
+        self.dot_general_at(rhs, dims, DotOptions::new(), Location::caller())
+    }
+
+    /// [`dot_general`](Op::dot_general) with operand precisions and a preferred
+    /// result element type ([`DotOptions`]): `s8 × s8 → s32`, `bf16 × bf16 → f32`,
+    /// `f16 × f32 → f32`.
+    #[track_caller]
+    pub fn dot_general_with(&self, rhs: &Op, dims: &DotDims, opts: DotOptions) -> Op {
+        self.dot_general_at(rhs, dims, opts, Location::caller())
     }
 
     pub(crate) fn dot_general_at(
         &self,
         rhs: &Op,
         dims: &DotDims,
+        opts: DotOptions,
         loc: &'static Location<'static>,
     ) -> Op {
-        self.builder()
-            .emit(OpKind::Dot(Box::new(dims.clone())), &[self, rhs], None, loc)
+        let kind = OpKind::Dot(Box::new(DotAttrs {
+            dims: dims.clone(),
+            precision: opts.precision,
+        }));
+        // The dot's rule reads only the element type of the target: the preferred
+        // element type (XLA keeps it in the result shape too).
+        let target = opts.preferred_element_type.map(Shape::scalar);
+        self.builder().emit(kind, &[self, rhs], target, loc)
     }
 
     /// Numpy's `matmul`: vector·vector, matrix·vector, vector·matrix, matrix·matrix,
@@ -172,7 +429,17 @@ impl Op {
     /// every batch of the left one without copies.
     #[track_caller]
     pub fn matmul(&self, rhs: &Op) -> Op {
-        let loc = Location::caller();
+        self.matmul_at(rhs, DotOptions::new(), Location::caller())
+    }
+
+    /// [`matmul`](Op::matmul) with operand precisions and a preferred result
+    /// element type ([`DotOptions`]).
+    #[track_caller]
+    pub fn matmul_with(&self, rhs: &Op, opts: DotOptions) -> Op {
+        self.matmul_at(rhs, opts, Location::caller())
+    }
+
+    fn matmul_at(&self, rhs: &Op, opts: DotOptions, loc: &'static Location<'static>) -> Op {
         if let Err(failed) = self.builder().target(&[self, rhs], "dot_general", loc) {
             return failed;
         }
@@ -197,9 +464,9 @@ impl Op {
             let rc = if rr == 1 { 0 } else { rr - 2 };
             if lr == 1 && rr > 2 {
                 // [k] x [..., k, n] -> [..., n]
-                return self.dot_general_at(rhs, &DotDims::contract(0, rc), loc);
+                return self.dot_general_at(rhs, &DotDims::contract(0, rc), opts, loc);
             }
-            return self.dot_general_at(rhs, &DotDims::contract(lr - 1, rc), loc);
+            return self.dot_general_at(rhs, &DotDims::contract(lr - 1, rc), opts, loc);
         }
         // Both ≥ 2, rhs batched: batch axes broadcast the numpy way; both operands are
         // broadcast to the common batch shape, then contracted with batch axes.
@@ -232,7 +499,7 @@ impl Op {
             lhs_batch: (0..nb).collect(),
             rhs_batch: (0..nb).collect(),
         };
-        l.dot_general_at(&r, &dims, loc)
+        l.dot_general_at(&r, &dims, opts, loc)
     }
 }
 
@@ -689,7 +956,14 @@ impl Op {
 /// DotGeneral: each operand's cotangent is a dot of the output cotangent with the
 /// other operand over the other operand's free axes, batched over the batch axes,
 /// then transposed into the operand's axis order (JAX's transpose rule).
-pub(crate) fn vjp_dot(d: &DotDims, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+pub(crate) fn vjp_dot(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let d = &a.dims;
+    // The forward's precision; each result in its operand's type (operands of
+    // mixed types take it through the preferred type).
+    let opts = |t: &Op| DotOptions {
+        precision: a.precision,
+        preferred_element_type: t.element_type().ok(),
+    };
     let (x, y, loc) = (&n.operands[0], &n.operands[1], n.loc);
     let (xr, yr) = match (x.rank(), y.rank()) {
         (Ok(a), Ok(b)) => (a as i64, b as i64),
@@ -730,7 +1004,7 @@ pub(crate) fn vjp_dot(d: &DotDims, n: &crate::autodiff::Node, ct: &Op) -> Vec<Op
             lhs_batch: ct_batch.clone(),
             rhs_batch: d.rhs_batch.clone(),
         };
-        let r = ct.dot_general_at(y, &dims, loc);
+        let r = ct.dot_general_at(y, &dims, opts(x), loc);
         let mut yc: Vec<(i64, i64)> = d
             .rhs_contracting
             .iter()
@@ -756,7 +1030,7 @@ pub(crate) fn vjp_dot(d: &DotDims, n: &crate::autodiff::Node, ct: &Op) -> Vec<Op
             lhs_batch: d.lhs_batch.clone(),
             rhs_batch: ct_batch.clone(),
         };
-        let r = x.dot_general_at(ct, &dims, loc);
+        let r = x.dot_general_at(ct, &dims, opts(y), loc);
         let mut xc: Vec<(i64, i64)> = d
             .lhs_contracting
             .iter()
@@ -786,7 +1060,8 @@ mod tests {
 
     #[test]
     fn matrix_product_shape() {
-        let s = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(1, 0)).unwrap();
+        let s =
+            infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(1, 0), None).unwrap();
         assert_eq!(s, f(&[4, 2]));
     }
 
@@ -799,23 +1074,120 @@ mod tests {
             rhs_batch: vec![0],
         };
         assert_eq!(
-            infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d).unwrap(),
+            infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d, None).unwrap(),
             f(&[5, 4, 2])
         );
     }
 
     #[test]
+    fn dot_element_types_follow_xla() {
+        use ElementType::*;
+        assert_eq!(dot_result_type(S8, S8, Some(S32)), Ok(S32));
+        assert_eq!(dot_result_type(U8, U8, Some(S32)), Ok(S32));
+        assert_eq!(dot_result_type(Bf16, Bf16, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(F16, F32, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(S8, Bf16, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(F32, F32, None), Ok(F32));
+        // Floating-point results may narrow (XLA's MaybeUpcast checks integers only).
+        assert_eq!(dot_result_type(F32, F32, Some(Bf16)), Ok(Bf16));
+        assert_eq!(dot_result_type(S32, F16, Some(S8)), Ok(S8));
+        let e = dot_result_type(S32, S32, Some(S16)).unwrap_err();
+        assert!(e.contains("narrower than the operands' s32"), "{e}");
+        // The wider operand counts: u16 is above s8 (bit width before signedness).
+        let e = dot_result_type(S8, U16, Some(S8)).unwrap_err();
+        assert!(e.contains("narrower than the operands' u16"), "{e}");
+        let e = dot_result_type(F16, F32, None).unwrap_err();
+        assert!(e.contains("give a preferred element type"), "{e}");
+        assert!(dot_result_type(Pred, Pred, Some(S32)).is_err());
+        assert!(dot_result_type(S32, S32, Some(Pred)).is_err());
+        let e = dot_result_type(C64, C64, Some(F64)).unwrap_err();
+        assert!(e.contains("complex"), "{e}");
+        assert_eq!(dot_result_type(C64, F64, Some(C128)), Ok(C128));
+        // XLA's order of precision.
+        assert!(precision_key(Bf16) > precision_key(F16));
+        assert!(precision_key(F32) > precision_key(Bf16));
+        assert!(precision_key(F16) > precision_key(U64));
+        assert!(precision_key(S32) > precision_key(U32));
+        assert!(precision_key(C64) > precision_key(F64));
+    }
+
+    #[test]
+    fn preferred_type_sets_the_result_and_precision_round_trips() {
+        let f = |d: &[i64]| Shape::of::<i8>(d);
+        let s = infer_dot_general(
+            &f(&[4, 3]),
+            &f(&[3, 2]),
+            &DotDims::contract(1, 0),
+            Some(ElementType::S32),
+        )
+        .unwrap();
+        assert_eq!(s, Shape::of::<i32>(&[4, 2]));
+        let e = infer_dot_general(
+            &f(&[4, 3]),
+            &f(&[3, 2]),
+            &DotDims::contract(1, 0),
+            Some(ElementType::Pred),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        let a = DotAttrs {
+            dims: DotDims::contract(1, 0),
+            precision: [Precision::Highest, Precision::Default],
+        };
+        let mut p = proto::HloInstructionProto::default();
+        lower_dot(&a, &mut p);
+        assert_eq!(
+            p.precision_config.as_ref().unwrap().operand_precision,
+            vec![2, 0]
+        );
+        assert_eq!(raise_dot(&p), Ok(a.clone()));
+        assert_eq!(
+            text_precision(&a.precision),
+            ", operand_precision={highest,default}"
+        );
+        // Default precision writes nothing (as XLA's printer and JAX's lowering).
+        let mut q = proto::HloInstructionProto::default();
+        lower_dot(
+            &DotAttrs {
+                dims: a.dims.clone(),
+                precision: Default::default(),
+            },
+            &mut q,
+        );
+        assert!(q.precision_config.is_none());
+        assert_eq!(text_precision(&Default::default()), "");
+        // An empty list is DEFAULT for both; three entries, an unknown precision or
+        // an algorithm are refused.
+        p.precision_config
+            .as_mut()
+            .unwrap()
+            .operand_precision
+            .clear();
+        assert_eq!(raise_dot(&p).unwrap().precision, [Precision::Default; 2]);
+        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 0, 0];
+        assert!(raise_dot(&p).unwrap_err().contains("3 operand precisions"));
+        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 3];
+        assert!(raise_dot(&p).unwrap_err().contains("precision 3"));
+        p.precision_config.as_mut().unwrap().operand_precision = vec![];
+        p.precision_config.as_mut().unwrap().algorithm = 11;
+        assert!(raise_dot(&p).unwrap_err().contains("algorithm 11"));
+    }
+
+    #[test]
     fn each_invariant_has_its_message() {
-        let e = infer_dot_general(&f(&[4, 3]), &f(&[4, 3]), &DotDims::contract(1, 0)).unwrap_err();
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[4, 3]), &DotDims::contract(1, 0), None)
+            .unwrap_err();
         assert!(e.reason.contains("contracting axes differ in size"), "{e}");
         let e = infer_dot_general(
             &f(&[4, 3]),
             &Shape::of::<f64>(&[3, 2]),
             &DotDims::contract(1, 0),
+            None,
         )
         .unwrap_err();
         assert!(e.reason.contains("element types differ"), "{e}");
-        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(2, 0)).unwrap_err();
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(2, 0), None)
+            .unwrap_err();
         assert!(e.reason.contains("out of range"), "{e}");
         let d = DotDims {
             lhs_contracting: vec![1],
@@ -823,13 +1195,13 @@ mod tests {
             lhs_batch: vec![1],
             rhs_batch: vec![1],
         };
-        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d).unwrap_err();
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).unwrap_err();
         assert!(e.reason.contains("used twice"), "{e}");
         let d = DotDims {
             lhs_contracting: vec![1],
             rhs_contracting: vec![],
             ..Default::default()
         };
-        assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d).is_err());
+        assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).is_err());
     }
 }

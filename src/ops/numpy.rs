@@ -487,7 +487,7 @@ impl Builder {
             lhs_batch: batch.iter().map(|c| pos(&l, c)).collect(),
             rhs_batch: batch.iter().map(|c| pos(&r, c)).collect(),
         };
-        let d = lhs.dot_general_at(rhs, &dims, loc);
+        let d = lhs.dot_general_at(rhs, &dims, super::linalg::DotOptions::new(), loc);
         // dot_general's order: batch, lhs free, rhs free.
         let order: Vec<char> = batch
             .iter()

@@ -209,7 +209,9 @@ pub(crate) fn literal_text(shape: &Shape, bytes: &[u8]) -> String {
         U64 => fmt!(u64, 8, |v: u64| v.to_string()),
         F32 => fmt!(f32, 4, |v: f32| format!("{v:?}")),
         F64 => fmt!(f64, 8, |v: f64| format!("{v:?}")),
-        F16 | Bf16 | C64 | C128 => vec!["...".into()],
+        F16 => fmt!(half::f16, 2, |v: half::f16| format!("{:?}", v.to_f32())),
+        Bf16 => fmt!(half::bf16, 2, |v: half::bf16| format!("{:?}", v.to_f32())),
+        C64 | C128 => vec!["...".into()],
     };
     const MAX: usize = 8;
     if vals.len() == 1 && shape.rank() == 0 {
@@ -657,5 +659,16 @@ mod tests {
         assert_eq!(literal_text(&s, &b), "{1, -2, 3}");
         let f = Shape::of::<f32>(&[]);
         assert_eq!(literal_text(&f, &1.5f32.to_le_bytes()), "1.5");
+        // f16 and bf16 travel as raw little-endian bytes in their own fields.
+        let h = Shape::of::<half::f16>(&[2]);
+        let mut b = Vec::new();
+        half::f16::extend_le_bytes(&[half::f16::from_f64(-0.5), half::f16::INFINITY], &mut b);
+        assert_eq!(literal_proto(&h, &b).f16s, [0x00, 0xb8, 0x00, 0x7c]);
+        assert_eq!(literal_text(&h, &b), "{-0.5, inf}");
+        let bh = Shape::of::<half::bf16>(&[]);
+        let l = literal_proto(&bh, &half::bf16::from_f64(3.0).to_le_bytes());
+        assert_eq!(l.bf16s, 3.0f32.to_le_bytes()[2..]);
+        assert!(l.f16s.is_empty() && l.f32s.is_empty());
+        assert_eq!(literal_bytes(&l, &bh).unwrap(), l.bf16s);
     }
 }

@@ -26,12 +26,13 @@ use xlaclient::ops::shape_ops::infer_reshape;
 use xlaclient::proto::{self, HloModuleProto};
 use xlaclient::{
     BinaryOp, Buffer, Builder, Client, ClientOptions, Comparison, CompileOptions, Computation,
-    DotDims, ElementType, NativeType, Op, Plugin, Shape, UnaryOp,
+    DotDims, DotOptions, ElementType, NativeType, Op, Plugin, Precision, Shape, UnaryOp,
 };
 
 /// The element types a parameter or an array constant can hold (uploadable from the
-/// host); f16, bf16, c64 and c128 values are made by `convert`.
-pub const HOST: [ElementType; 11] = [
+/// host, `f16` and `bf16` as the `half` crate's types); c64 and c128 values are made
+/// by `convert`.
+pub const HOST: [ElementType; 13] = [
     ElementType::Pred,
     ElementType::S8,
     ElementType::S16,
@@ -41,6 +42,8 @@ pub const HOST: [ElementType; 11] = [
     ElementType::U16,
     ElementType::U32,
     ElementType::U64,
+    ElementType::F16,
+    ElementType::Bf16,
     ElementType::F32,
     ElementType::F64,
 ];
@@ -83,6 +86,14 @@ macro_rules! with_native {
             }
             ElementType::U64 => {
                 type $T = u64;
+                $body
+            }
+            ElementType::F16 => {
+                type $T = xlaclient::half::f16;
+                $body
+            }
+            ElementType::Bf16 => {
+                type $T = xlaclient::half::bf16;
                 $body
             }
             ElementType::F32 => {
@@ -656,8 +667,9 @@ impl Gen {
                 _ => vec![k, n],
             };
             let rd = if self.bad(0.3) { self.dims() } else { rd };
-            let y = self.fresh(ty, &rd);
-            return x.matmul(&y);
+            let (yty, opts) = self.dot_types(ty);
+            let y = self.fresh(yty, &rd);
+            return x.matmul_with(&y, opts);
         }
         // dot_general: batch and contracting axes of lhs, placed at random rhs axes.
         let axes = self.rng.perm(r);
@@ -689,14 +701,57 @@ impl Gen {
             }
         }
         let rd = self.fit(rd);
-        let y = self.fresh(ty, &rd);
-        let out_ok = infer_dot_general(&shape_of(&x), &shape_of(&y), &dd)
+        let (yty, opts) = self.dot_types(ty);
+        let y = self.fresh(yty, &rd);
+        let out_ok = infer_dot_general(&shape_of(&x), &shape_of(&y), &dd, None)
             .map(|s| count(s.dims()) <= CAP)
             .unwrap_or(true);
         if !out_ok {
             return x;
         }
-        x.dot_general(&y, &dd)
+        if opts == DotOptions::default() && self.rng.chance(0.5) {
+            x.dot_general(&y, &dd)
+        } else {
+            x.dot_general_with(&y, &dd, opts)
+        }
+    }
+
+    /// The right operand's element type and the options of a dot whose left
+    /// operand is of type `ty`: usually the same type and default options; else
+    /// operand precisions, a preferred element type (any, valid or not), or a right
+    /// operand of another type with a preferred type.
+    fn dot_types(&mut self, ty: ElementType) -> (ElementType, DotOptions) {
+        const PRECISIONS: [Precision; 3] =
+            [Precision::Default, Precision::High, Precision::Highest];
+        let mut opts = DotOptions::new();
+        if self.rng.chance(0.3) {
+            opts = opts.operand_precision(self.rng.pick(&PRECISIONS), self.rng.pick(&PRECISIONS));
+        }
+        let mut yty = ty;
+        if self.rng.chance(0.4) {
+            // A wider type of the same class, or any type at all.
+            let p = if self.rng.chance(0.6) {
+                let same: Vec<ElementType> = ElementType::ALL
+                    .into_iter()
+                    .filter(|t| {
+                        t.byte_size() >= ty.byte_size()
+                            && (t.is_float() == ty.is_float()
+                                && t.is_complex() == ty.is_complex()
+                                && t.is_signed_int() == ty.is_signed_int())
+                    })
+                    .collect();
+                self.rng.pick(&same)
+            } else {
+                self.any_type()
+            };
+            opts = opts.preferred_element_type(p);
+            if self.rng.chance(0.3) {
+                yty = self.rng.pick(&ElementType::ALL);
+            }
+        } else if self.bad(0.1) {
+            yty = self.any_type();
+        }
+        (yty, opts)
     }
 
     fn axes(&mut self, r: usize) -> Vec<i64> {
