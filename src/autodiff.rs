@@ -99,6 +99,17 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::DynamicSlice { .. } => Ok(slicing::vjp_dynamic_slice(node, &ct())),
         OpKind::DynamicUpdateSlice => Ok(slicing::vjp_dynamic_update_slice(node, &ct())),
         OpKind::Gather(a) => Ok(indexing::vjp_gather(a, node, &ct())),
+        OpKind::Sort {
+            dimension,
+            stable,
+            comparator,
+        } => Ok(crate::ops::sorting::vjp_sort(
+            *dimension,
+            *stable,
+            *comparator,
+            node,
+            cts,
+        )),
         OpKind::ReduceWindow { window, body } => {
             crate::ops::window::vjp_reduce_window(window, *body, node, &ct())
         }

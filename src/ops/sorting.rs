@@ -194,6 +194,46 @@ impl Op {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// Sort: the operands are sorted again with their positions alongside (the same
+/// comparator, stable as the forward), which gives the permutation; each
+/// cotangent goes back to where its element came from by sorting it by that
+/// permutation (its inverse).
+pub(crate) fn vjp_sort(
+    dimension: i64,
+    stable: bool,
+    comparator: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Vec<Option<Op>> {
+    let (b, loc) = (n.b, n.loc);
+    let dims = n.operands[0].dims().unwrap_or_default();
+    let k = n.operands.len();
+    let iota = b.iota(ElementType::S32, &dims, dimension);
+    let with_pos: Vec<&Op> = n.operands.iter().chain([&iota]).collect();
+    let sorted = b.sort(&with_pos, dimension, stable, |l, r| {
+        let bb = l[0].builder();
+        let pairs: Vec<Op> = (0..k).flat_map(|i| [l[i].clone(), r[i].clone()]).collect();
+        crate::autodiff::inline(&bb, comparator, &pairs).swap_remove(0)
+    });
+    let perm = &sorted[k];
+    let with_ct: Vec<usize> = (0..k)
+        .filter(|i| cts.get(*i).is_some_and(|c| c.is_some()))
+        .collect();
+    let mut back: Vec<&Op> = vec![perm];
+    back.extend(with_ct.iter().map(|i| cts[*i].as_ref().expect("filtered")));
+    let restored = b.sort(&back, dimension, false, |l, r| {
+        l[0].compare_at(&r[0], crate::Comparison::Lt, loc)
+    });
+    let mut out = vec![None; k];
+    for (j, i) in with_ct.iter().enumerate() {
+        out[*i] = Some(restored[j + 1].clone());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

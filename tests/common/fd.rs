@@ -92,4 +92,3 @@ pub fn check_at(name: &str, shapes: &[&[i64]], inputs: &[Vec<f64>], f: impl Fn(&
         }
     }
 }
-
