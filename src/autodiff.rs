@@ -322,38 +322,98 @@ pub(crate) fn vjp_at(
         }
     }
 
-    // The instructions between: those depending on a `wrt` value (forward) that an
-    // output depends on (backward). Instructions are in topological order.
-    let (kinds, operands, locs, results, end) = {
+    let last = outputs.iter().map(|o| o.v.instr).max().unwrap_or(0) as usize + 1;
+    let tape = Tape::of_comp(b, comp, last);
+    let seeds: Vec<(Value, Op)> = outputs
+        .iter()
+        .zip(&cotangents)
+        .map(|(o, c)| (o.v, c.clone()))
+        .collect();
+    let wrt_values: Vec<Value> = wrt.iter().map(|w| w.v).collect();
+    match backprop(b, &tape, &seeds, &wrt_values, loc) {
+        Ok(g) => g
+            .into_iter()
+            .zip(&wrt)
+            .map(|(g, w)| g.unwrap_or_else(|| zeros_like(w, loc)))
+            .collect(),
+        Err(failed) => fail_all(failed),
+    }
+}
+
+/// Instructions to pull cotangents back through: their ops, operands (values of
+/// the tape, in topological order) and results, with how to get each value as an
+/// op. A computation gives one ([`Tape::of_comp`]); a loop body whose values were
+/// stored step by step gives another, whose values are the stored ones.
+pub(crate) struct Tape<'a> {
+    /// The computation the instructions come from (the key of the graph's side
+    /// tables: stopped gradients, trip counts, custom rules).
+    pub src: crate::ir::CompId,
+    /// Each instruction's op.
+    pub kinds: Vec<OpKind>,
+    /// Each instruction's operands.
+    pub operands: Vec<Vec<Value>>,
+    /// Where each was built.
+    pub locs: Vec<&'static Location<'static>>,
+    /// How many results each has.
+    pub results: Vec<usize>,
+    /// The op holding a value.
+    pub value: Box<dyn Fn(Value) -> Op + 'a>,
+}
+
+impl Tape<'_> {
+    /// The first `end` instructions of computation `comp`, their values its own.
+    pub(crate) fn of_comp(b: &Builder, comp: crate::ir::CompId, end: usize) -> Tape<'static> {
         let g = b.g.borrow();
         let c = g.comp(comp);
-        let end = outputs.iter().map(|o| o.v.instr).max().unwrap_or(0) as usize + 1;
-        let kinds: Vec<OpKind> = c.instrs[..end].iter().map(|i| i.kind.clone()).collect();
-        let operands: Vec<Vec<Value>> = c.instrs[..end]
-            .iter()
-            .map(|i| i.operands.to_vec())
-            .collect();
-        let locs: Vec<&'static Location<'static>> = c.instrs[..end].iter().map(|i| i.loc).collect();
-        let results: Vec<usize> = c.instrs[..end]
-            .iter()
-            .map(|i| {
-                if i.kind.multi_result(i.operands.len()) {
-                    match g.shapes.get(i.shape) {
-                        Shape::Tuple(e) => e.len(),
-                        _ => 1,
+        let end = end.min(c.instrs.len());
+        let instrs = &c.instrs[..end];
+        let bb = Builder {
+            g: b.g.clone(),
+            comp,
+        };
+        Tape {
+            src: comp,
+            kinds: instrs.iter().map(|i| i.kind.clone()).collect(),
+            operands: instrs.iter().map(|i| i.operands.to_vec()).collect(),
+            locs: instrs.iter().map(|i| i.loc).collect(),
+            results: instrs
+                .iter()
+                .map(|i| {
+                    if i.kind.multi_result(i.operands.len()) {
+                        match g.shapes.get(i.shape) {
+                            Shape::Tuple(e) => e.len(),
+                            _ => 1,
+                        }
+                    } else {
+                        1
                     }
-                } else {
-                    1
-                }
-            })
-            .collect();
-        (kinds, operands, locs, results, end)
-    };
+                })
+                .collect(),
+            value: Box::new(move |v| bb.op(comp, v)),
+        }
+    }
+}
+
+/// The engine: pulls the `seeds` (a cotangent per output value) back through the
+/// tape, latest instruction first, and returns the cotangent of each `wrt` value
+/// (`None`: no path, zero). Emits into `b`'s computation. `Err` is a failed op
+/// carrying the error (an op without a rule, a loop without a trip count).
+pub(crate) fn backprop(
+    b: &Builder,
+    tape: &Tape,
+    seeds: &[(Value, Op)],
+    wrt: &[Value],
+    loc: &'static Location<'static>,
+) -> Result<Vec<Option<Op>>, Op> {
+    let comp = tape.src;
+    let (kinds, operands, locs, results) = (&tape.kinds, &tape.operands, &tape.locs, &tape.results);
+    let end = kinds.len();
+    let value = |v: Value| (tape.value)(v);
     let stopped = |v: Value| b.g.borrow().stopped.contains(&(comp, v));
     let mut active = vec![false; end];
-    for w in &wrt {
-        if (w.v.instr as usize) < end {
-            active[w.v.instr as usize] = true;
+    for w in wrt {
+        if (w.instr as usize) < end {
+            active[w.instr as usize] = true;
         }
     }
     for i in 0..end {
@@ -365,8 +425,10 @@ pub(crate) fn vjp_at(
         }
     }
     let mut needed = vec![false; end];
-    for o in &outputs {
-        needed[o.v.instr as usize] = true;
+    for (o, _) in seeds {
+        if (o.instr as usize) < end {
+            needed[o.instr as usize] = true;
+        }
     }
     for i in (0..end).rev() {
         if needed[i] && active[i] {
@@ -397,8 +459,8 @@ pub(crate) fn vjp_at(
         };
         cts.insert(v, sum);
     };
-    for (o, c) in outputs.iter().zip(&cotangents) {
-        add(&mut cts, o.v, Ct::Array(c.clone()), loc);
+    for (o, c) in seeds {
+        add(&mut cts, *o, Ct::Array(c.clone()), loc);
     }
     for i in (0..end).rev() {
         if !(active[i] && needed[i]) {
@@ -416,7 +478,7 @@ pub(crate) fn vjp_at(
         if matches!(kinds[i], OpKind::Parameter { .. } | OpKind::Constant(_)) {
             continue;
         }
-        let ops: Vec<Op> = operands[i].iter().map(|v| b.op(comp, *v)).collect();
+        let ops: Vec<Op> = operands[i].iter().map(|v| value(*v)).collect();
         // Tuples and their elements: the cotangent is taken apart or put together.
         match (&kinds[i], cts.get(&res[0]).cloned()) {
             (OpKind::Tuple, Some(Ct::Tuple(parts))) => {
@@ -450,7 +512,7 @@ pub(crate) fn vjp_at(
                 _ => None,
             })
             .collect();
-        let outs: Vec<Op> = res.iter().map(|v| b.op(comp, *v)).collect();
+        let outs: Vec<Op> = res.iter().map(|v| value(*v)).collect();
         let node = Node {
             kind: &kinds[i],
             operands: &ops,
@@ -510,7 +572,7 @@ pub(crate) fn vjp_at(
                     ),
                     loc,
                 );
-                return fail_all(f);
+                return Err(f);
             }
         };
         for (k, g) in got.into_iter().enumerate() {
@@ -528,12 +590,13 @@ pub(crate) fn vjp_at(
             }
         }
     }
-    wrt.iter()
-        .map(|w| match cts.get(&w.v) {
-            Some(Ct::Array(g)) => g.clone(),
-            _ => zeros_like(w, loc),
+    Ok(wrt
+        .iter()
+        .map(|w| match cts.get(w) {
+            Some(Ct::Array(g)) => Some(g.clone()),
+            _ => None,
         })
-        .collect()
+        .collect())
 }
 
 /// For rules: is `v` a value whose gradient matters (a float array)?
