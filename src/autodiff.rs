@@ -532,7 +532,10 @@ pub(crate) fn backprop(
                     .or_else(|| g.loop_bounds.get(&key).map(|n| Trips::AtMost(*n)))
             };
             match trips {
-                Some(n) => crate::ops::control::vjp_while(*cond, *body, n, &node, &res_cts)
+                Some(n) => {
+                    let checkpoint = b.g.borrow().checkpointed.contains(&(comp, i as u32));
+                    crate::ops::control::vjp_while(*cond, *body, n, checkpoint, &node, &res_cts)
+                }
                     .map(|parts| vec![Some(Ct::Tuple(parts))]),
                 None => Err(
                     "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
@@ -620,6 +623,17 @@ pub(crate) fn local(b: &Builder, x: &Op) -> Op {
 /// elements). Trip counts and stopped gradients of the copied instructions carry
 /// over.
 pub(crate) fn inline(b: &Builder, src: crate::ir::CompId, args: &[Op]) -> Vec<Op> {
+    inline_values(b, src, args).0
+}
+
+/// [`inline`], also giving each copied value: `values(instr, result)` is the copy
+/// of `src`'s value `(instr, result)`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn inline_values(
+    b: &Builder,
+    src: crate::ir::CompId,
+    args: &[Op],
+) -> (Vec<Op>, Box<dyn Fn(u32, u32) -> Op>) {
     let (instrs, root, tuple_param) = {
         let g = b.g.borrow();
         let c = g.comp(src);
@@ -685,6 +699,9 @@ pub(crate) fn inline(b: &Builder, src: crate::ir::CompId, args: &[Op]) -> Vec<Op
                     if let Some(n) = g.loop_bounds.get(&(src, i as u32)).copied() {
                         g.loop_bounds.insert((out.comp, out.v.instr), n);
                     }
+                    if g.checkpointed.contains(&(src, i as u32)) {
+                        g.checkpointed.insert((out.comp, out.v.instr));
+                    }
                     if g.stopped.contains(&(src, Value::of(i as u32))) {
                         g.stopped.insert((out.comp, out.v));
                     }
@@ -695,12 +712,28 @@ pub(crate) fn inline(b: &Builder, src: crate::ir::CompId, args: &[Op]) -> Vec<Op
         map[i] = Some(op);
     }
     let root = root.expect("a finished body");
-    match &instrs[root.instr as usize].0 {
+    let roots = match &instrs[root.instr as usize].0 {
         OpKind::Tuple => instrs[root.instr as usize]
             .1
             .iter()
             .map(|v| get(&map, *v))
             .collect(),
         _ => vec![get(&map, root)],
-    }
+    };
+    let bb = b.clone();
+    let values = move |instr: u32, result: u32| -> Op {
+        let base = map[instr as usize].clone().expect("copied");
+        if result == 0 {
+            base
+        } else {
+            bb.op(
+                base.comp,
+                Value {
+                    instr: base.v.instr,
+                    result,
+                },
+            )
+        }
+    };
+    (roots, Box::new(values))
 }

@@ -71,7 +71,8 @@ pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::linalg::{DotDims, DotOptions, Precision};
 pub use ops::structural::Function;
 pub use pjrt::{
-    Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, Plugin,
+    Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, MemoryStats,
+    Plugin,
 };
 pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};

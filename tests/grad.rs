@@ -286,15 +286,25 @@ fn through_fori_loop_with_a_captured_weight() {
 fn through_scan_with_several_carries_and_outputs() {
     // h' = tanh(a·h + x_t), c' = c + h'·x_t; ys = (h'², c'); over 6 steps, with
     // unrolling and backwards too: the same gradients each way.
-    for (reverse, unroll) in [(false, 1), (true, 1), (false, 4)] {
-        let name = format!("scan_{reverse}_{unroll}");
+    // Without checkpointing the backward pass reads the body's stored values; with
+    // it, it recomputes them from the stored carry: both must agree with finite
+    // differences.
+    for (reverse, unroll, checkpoint) in [
+        (false, 1, false),
+        (true, 1, false),
+        (false, 4, false),
+        (false, 1, true),
+        (true, 4, true),
+    ] {
+        let name = format!("scan_{reverse}_{unroll}_{checkpoint}");
         check(&name, &[&[2], &[6, 2], &[2]], -1.0, 1.0, |p| {
             let (h0, xs, a) = (&p[0], &p[1], &p[2]);
             let b = h0.builder();
             let c0 = b.zeros(xlaclient::ElementType::F64, &[2]);
             let opts = xlaclient::ScanOptions::new()
                 .reverse(reverse)
-                .unroll(unroll);
+                .unroll(unroll)
+                .checkpoint(checkpoint);
             let ((h, c), (sq, cs)) =
                 b.scan_with((h0.clone(), c0), xs.clone(), &opts, |(h, c), x| {
                     let h2 = (&(a * &h) + &x).tanh();

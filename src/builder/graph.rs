@@ -24,6 +24,9 @@ pub(crate) struct Graph {
     pub(crate) trip_counts: std::collections::HashMap<(CompId, u32), i64>,
     /// The bounds of while loops built by `while_loop_bounded`.
     pub(crate) loop_bounds: std::collections::HashMap<(CompId, u32), i64>,
+    /// While loops whose backward pass recomputes each step's body instead of
+    /// storing its values (`ScanOptions::checkpoint`).
+    pub(crate) checkpointed: std::collections::HashSet<(CompId, u32)>,
     /// User-given backward rules of `call` instructions made by `custom_vjp`.
     pub(crate) custom_vjps:
         std::collections::HashMap<(CompId, u32), (usize, crate::ops::structural::BackwardRule)>,
@@ -53,6 +56,7 @@ impl Graph {
             trip_counts: Default::default(),
             loop_bounds: Default::default(),
             custom_vjps: Default::default(),
+            checkpointed: Default::default(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! that may use any value of an enclosing computation: those values travel in the
 //! loop's carry (or as branch operands), added by the builder.
 
+use std::collections::HashMap;
 use std::panic::Location;
 
 use indexmap::IndexSet;
@@ -148,6 +149,10 @@ pub struct ScanOptions {
     /// Steps per iteration of the compiled loop (1: no unrolling; at least the
     /// length: no loop at all).
     pub unroll: usize,
+    /// For the gradient: recompute each step's body in the backward pass from the
+    /// stored carry instead of storing every value the body computes (less
+    /// memory: one carry per step; more time: the body runs once more).
+    pub checkpoint: bool,
 }
 
 impl Default for ScanOptions {
@@ -156,6 +161,7 @@ impl Default for ScanOptions {
             length: None,
             reverse: false,
             unroll: 1,
+            checkpoint: false,
         }
     }
 }
@@ -181,6 +187,12 @@ impl ScanOptions {
     /// Sets `unroll` (0 counts as 1).
     pub fn unroll(mut self, k: usize) -> Self {
         self.unroll = k;
+        self
+    }
+
+    /// Sets `checkpoint`.
+    pub fn checkpoint(mut self, on: bool) -> Self {
+        self.checkpoint = on;
         self
     }
 }
@@ -589,7 +601,7 @@ impl Builder {
         let options = ScanOptions {
             length,
             reverse,
-            unroll: 1,
+            ..ScanOptions::default()
         };
         self.scan_at(init, xs, &options, body, Location::caller())
     }
@@ -647,6 +659,7 @@ impl Builder {
             length,
             reverse,
             unroll,
+            checkpoint,
         } = *options;
         let x_leaves: Vec<Op> = xs.leaves().into_iter().cloned().collect();
         let c_leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
@@ -813,6 +826,12 @@ impl Builder {
                 loc,
             );
             self.record_trip_count(&i_out, if len == 0 { 0 } else { full / unroll });
+            if checkpoint && !i_out.is_poisoned() {
+                self.g
+                    .borrow_mut()
+                    .checkpointed
+                    .insert((i_out.comp, i_out.v.instr));
+            }
             (c, ys)
         } else {
             (init, ys0)
@@ -1110,6 +1129,126 @@ pub(crate) fn vjp_conditional(
     Ok(out)
 }
 
+/// The values of a loop body worth storing per step for the backward pass: every
+/// array result of its instructions but the carry's elements, constants and iotas
+/// (cheaper to make again). `None` when the body is not flat (it holds loops,
+/// branches, calls or tuples, whose gradients need their structure).
+fn stored_values(b: &Builder, body: CompId) -> Option<Vec<(u32, u32, Shape)>> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let param = (*c.params.first()?)?;
+    let root = c.root?;
+    let mut out = Vec::new();
+    for (i, ins) in c.instrs.iter().enumerate() {
+        let i = i as u32;
+        let shape = g.shapes.get(ins.shape);
+        match &ins.kind {
+            OpKind::Parameter { .. } if i == param => continue,
+            OpKind::GetTupleElement { .. } if ins.operands[0].instr == param => continue,
+            OpKind::Tuple if i == root.instr => continue,
+            OpKind::Constant(_) | OpKind::Iota { .. } => continue,
+            OpKind::While { .. }
+            | OpKind::Conditional { .. }
+            | OpKind::Call { .. }
+            | OpKind::Tuple
+            | OpKind::GetTupleElement { .. }
+            | OpKind::Parameter { .. } => return None,
+            k if k.multi_result(ins.operands.len()) => match shape {
+                Shape::Tuple(e) => {
+                    for (r, s) in e.iter().enumerate() {
+                        out.push((i, r as u32, s.clone()));
+                    }
+                }
+                _ => return None,
+            },
+            _ => match shape {
+                Shape::Array { .. } => out.push((i, 0, shape.clone())),
+                _ => return None,
+            },
+        }
+    }
+    Some(out)
+}
+
+/// One step of a loop body, pulled back over its stored values (no
+/// recomputation): the carry entering the step is `carry`, the other values are
+/// `vals` (constants and iotas are made again). Returns the cotangents of the
+/// carry's float elements (`float`), given those of the step's results (`ct`).
+fn backprop_stored(
+    bb: &Builder,
+    body: CompId,
+    carry: &[Op],
+    vals: &HashMap<(u32, u32), Op>,
+    float: &[usize],
+    ct: &[Op],
+    loc: &'static Location<'static>,
+) -> Vec<Op> {
+    use crate::autodiff::{Tape, backprop, zeros_like};
+    let tape = Tape::of_comp(bb, body, usize::MAX);
+    let (param, root) = {
+        let g = bb.g.borrow();
+        let c = g.comp(body);
+        (c.params[0].expect("a body"), c.root.expect("finished"))
+    };
+    // The values the tape reads: the carry for the parameter's elements, remade
+    // constants, stored values for the rest.
+    let mut table: HashMap<(u32, u32), Op> = vals.clone();
+    let mut elements: Vec<Vec<Value>> = vec![Vec::new(); carry.len()];
+    for (i, kind) in tape.kinds.iter().enumerate() {
+        let i32_ = i as u32;
+        match kind {
+            OpKind::GetTupleElement { index } if tape.operands[i][0].instr == param => {
+                table.insert((i32_, 0), carry[*index as usize].clone());
+                elements[*index as usize].push(Value::of(i32_));
+            }
+            OpKind::Constant(_) | OpKind::Iota { .. } => {
+                let shape = bb.g.borrow().comp(body).instrs[i].shape;
+                let shape = bb.g.borrow().shapes.get(shape).clone();
+                table.insert((i32_, 0), bb.emit(kind.clone(), &[], Some(shape), loc));
+            }
+            _ => {}
+        }
+    }
+    let root_elems: Vec<Value> = tape.operands[root.instr as usize].clone();
+    let fallback = zeros_like(&carry[0], loc);
+    let tape = Tape {
+        value: Box::new(move |v: Value| {
+            table
+                .get(&(v.instr, v.result))
+                .cloned()
+                .unwrap_or_else(|| fallback.clone())
+        }),
+        ..tape
+    };
+    let seeds: Vec<(Value, Op)> = float
+        .iter()
+        .zip(ct)
+        .map(|(j, c)| (root_elems[*j], c.clone()))
+        .collect();
+    let wrt: Vec<Value> = float.iter().flat_map(|j| elements[*j].clone()).collect();
+    let got = match backprop(bb, &tape, &seeds, &wrt, loc) {
+        Ok(g) => g,
+        Err(f) => return vec![f; float.len()],
+    };
+    // Each element's cotangent: the sum over the instructions that read it.
+    let mut got = got.into_iter();
+    float
+        .iter()
+        .map(|j| {
+            let mut sum: Option<Op> = None;
+            for _ in &elements[*j] {
+                if let Some(g) = got.next().flatten() {
+                    sum = Some(match sum {
+                        Some(s) => s.binary(crate::BinaryOp::Add, &g, loc),
+                        None => g,
+                    });
+                }
+            }
+            sum.unwrap_or_else(|| zeros_like(&carry[*j], loc))
+        })
+        .collect()
+}
+
 /// How many iterations a while loop runs, as far as the builder knows.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Trips {
@@ -1126,10 +1265,12 @@ pub(crate) enum Trips {
 /// Memory is one carry per step, not every intermediate of the body (recomputing
 /// the body is the checkpointing trade, at every step). Values the body captured
 /// are carry elements passed through, so their cotangents add up over the steps.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn vjp_while(
     cond: CompId,
     body: CompId,
     trips: Trips,
+    checkpoint: bool,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Result<Vec<Option<Op>>, String> {
@@ -1137,9 +1278,17 @@ pub(crate) fn vjp_while(
         Trips::Exactly(t) => (false, t),
         Trips::AtMost(t) => (true, t),
     };
-    use crate::autodiff::{differentiable, inline, local, vjp_at, zeros_like};
+    use crate::autodiff::{differentiable, inline, inline_values, local, vjp_at, zeros_like};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
+    // Without checkpointing, the body's intermediate values are stored too (when
+    // the body is flat: no loops, branches or calls inside).
+    let stored: Vec<(u32, u32, Shape)> = if checkpoint {
+        Vec::new()
+    } else {
+        stored_values(b, body).unwrap_or_default()
+    };
+    let store = !stored.is_empty();
     let k = init.len();
     let (invariant, write_only) = carry_roles(b, body, k);
     let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
@@ -1170,6 +1319,17 @@ pub(crate) fn vjp_while(
                 .broadcast_to_at(&dims, loc)
         })
         .collect();
+    let values0: Vec<Op> = stored
+        .iter()
+        .map(|(_, _, s)| {
+            let dims: Vec<i64> = std::iter::once(trips)
+                .chain(s.dims().iter().copied())
+                .collect();
+            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+                .broadcast_to_at(&dims, loc)
+        })
+        .collect();
+    let stacks0: Vec<Op> = stacks0.into_iter().chain(values0).collect();
     let (fwd_i, _, stacks) = b.while_at(
         (s32(b, 0), init.clone(), stacks0),
         |(i, c, _)| {
@@ -1182,17 +1342,22 @@ pub(crate) fn vjp_while(
         },
         |(i, c, st)| {
             let bb = i.builder();
-            let st2: Vec<Op> = stacked
+            let (c2, vals) = inline_values(&bb, body, &c);
+            let rows = stacked
                 .iter()
-                .zip(st)
-                .map(|(j, buf)| {
-                    let row = c[*j].reshape_at(&with_step_axis(&shapes[*j]), loc);
-                    let starts = at_step(&i, shapes[*j].rank());
+                .map(|j| c[*j].clone())
+                .chain(stored.iter().map(|(ins, r, _)| vals(*ins, *r)));
+            let st2: Vec<Op> = st
+                .iter()
+                .zip(rows)
+                .map(|(buf, v)| {
+                    let s = v.shape().expect("an array");
+                    let row = v.reshape_at(&with_step_axis(&s), loc);
+                    let starts = at_step(&i, s.rank());
                     let refs: Vec<&Op> = starts.iter().collect();
                     buf.dynamic_update_slice_at(&row, &refs, loc)
                 })
                 .collect();
-            let c2 = inline(&bb, body, &c);
             (plus_one(i), c2, st2)
         },
         loc,
@@ -1256,11 +1421,30 @@ pub(crate) fn vjp_while(
                     }
                 })
                 .collect();
-            let outs = inline(&bb, body, &c_t);
-            let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-            let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
-            let ct_refs: Vec<&Op> = ct.iter().collect();
-            let back = vjp_at(&bb, &outs_f, &ct_refs, &wrt_f, loc);
+            let back = if store {
+                // The step's values, read back from the stacks.
+                let slice = |stack: &Op, shape: &Shape| {
+                    let starts = at_step(&t, shape.rank());
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    local(&bb, stack)
+                        .dynamic_slice_at(&refs, &with_step_axis(shape), loc)
+                        .reshape_at(shape.dims(), loc)
+                };
+                let vals: HashMap<(u32, u32), Op> = stored
+                    .iter()
+                    .enumerate()
+                    .map(|(p, (ins, r, shape))| {
+                        ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                    })
+                    .collect();
+                backprop_stored(&bb, body, &c_t, &vals, &float, &ct, loc)
+            } else {
+                let outs = inline(&bb, body, &c_t);
+                let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                let ct_refs: Vec<&Op> = ct.iter().collect();
+                vjp_at(&bb, &outs_f, &ct_refs, &wrt_f, loc)
+            };
             (plus_one(s), back)
         },
         loc,

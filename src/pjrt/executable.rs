@@ -135,6 +135,31 @@ impl LoadedExecutable {
         Some((*t, d))
     }
 
+    /// What the compiled program needs in memory, as XLA's buffer assignment
+    /// reports it: the arguments, the outputs (less what aliases donated
+    /// arguments), the temporaries it allocates while running, and the generated
+    /// code. The temporaries are what a program's intermediate values (a
+    /// gradient's stored residuals, say) cost.
+    pub fn memory_stats(&self) -> Result<MemoryStats> {
+        let e = self.executable()?;
+        let er = e.raw;
+        // SAFETY: `er` is live until `e` drops; plain integer out-parameters.
+        let m = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Executable_GetCompiledMemoryStats, |a| {
+                    a.executable = er
+                })?
+        };
+        Ok(MemoryStats {
+            generated_code_bytes: m.generated_code_size_in_bytes,
+            argument_bytes: m.argument_size_in_bytes,
+            output_bytes: m.output_size_in_bytes,
+            alias_bytes: m.alias_size_in_bytes,
+            temp_bytes: m.temp_size_in_bytes,
+        })
+    }
+
     /// The program's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -639,4 +664,20 @@ impl fmt::Debug for LoadedExecutable {
             .field("devices", &self.devices.len())
             .finish()
     }
+}
+
+/// Memory a compiled program needs on its device (see
+/// [`LoadedExecutable::memory_stats`]); all in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Size of the generated code.
+    pub generated_code_bytes: i64,
+    /// Size of the arguments.
+    pub argument_bytes: i64,
+    /// Size of the outputs.
+    pub output_bytes: i64,
+    /// How much of the outputs reuses (aliases) argument buffers.
+    pub alias_bytes: i64,
+    /// Temporary buffers allocated while the program runs.
+    pub temp_bytes: i64,
 }

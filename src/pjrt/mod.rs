@@ -24,7 +24,7 @@ pub use client::COMPILE_STACK;
 pub use client::Client;
 pub use device::Device;
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
-pub use executable::{Arg, Execution, LoadedExecutable};
+pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
 pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES, XLA_DEBUG_DEFAULTS};
 
 /// The PJRT C API major version this crate speaks (plugins of another major version

@@ -317,7 +317,7 @@ slots!(
     PJRT_Client_CreateViewOfDeviceBuffer: Unused,
     PJRT_Executable_Fingerprint: Unused,
     PJRT_Client_TopologyDescription: Unused,
-    PJRT_Executable_GetCompiledMemoryStats: Unused,
+    PJRT_Executable_GetCompiledMemoryStats: PJRT_Executable_GetCompiledMemoryStats_Args,
     PJRT_Memory_Kind_Id: Unused,
     PJRT_ExecuteContext_Create: Unused,
     PJRT_ExecuteContext_Destroy: Unused,
@@ -590,6 +590,19 @@ pjrt_args!(PJRT_Executable_GetCompileOptions_Args {
     serialized_bytes_size: usize,
     serialized_compile_options: *mut PJRT_SerializedCompileOptions,
     serialized_compile_options_deleter: Option<unsafe extern "C" fn(*mut PJRT_SerializedCompileOptions)>,
+});
+pjrt_args!(PJRT_Executable_GetCompiledMemoryStats_Args {
+    executable: *mut PJRT_Executable,
+    generated_code_size_in_bytes: i64,
+    argument_size_in_bytes: i64,
+    output_size_in_bytes: i64,
+    alias_size_in_bytes: i64,
+    temp_size_in_bytes: i64,
+    host_generated_code_size_in_bytes: i64,
+    host_argument_size_in_bytes: i64,
+    host_output_size_in_bytes: i64,
+    host_alias_size_in_bytes: i64,
+    host_temp_size_in_bytes: i64,
 });
 pjrt_args!(PJRT_Executable_OutputElementTypes_Args {
     executable: *mut PJRT_Executable,
