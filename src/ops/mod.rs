@@ -32,6 +32,7 @@ pub mod misc;
 pub mod numpy;
 pub mod random;
 pub mod reduction;
+pub mod sampling;
 pub mod shape_ops;
 pub mod slicing;
 pub mod sorting;
