@@ -10,8 +10,9 @@ f32, u64 for f64) so that NaN, infinities and signed zeros survive JSON.
 
 Setup (once):  python3 -m venv /tmp/jaxenv && /tmp/jaxenv/bin/pip install jax==0.10.2
 Run:           /tmp/jaxenv/bin/python scripts/record_jax_samplers.py
-Writes tests/data/jax/samplers.json (f64 cases come from a second process with
-jax_enable_x64 set, see --x64).
+Writes tests/data/jax/samplers.json: the cases, SHA-256 digests of the large samples
+of the statistical tests, and a probe of log1p (f64 cases come from a second
+process with jax_enable_x64 set, see --x64).
 """
 import json
 import os
@@ -123,6 +124,59 @@ def cases_f64(jax, random, jnp, impl):
     ]
 
 
+def digests(jax, random, jnp, x64):
+    """SHA-256 digests of the large samples drawn by the statistical tests of
+    tests/samplers.rs (same keys, shapes and arguments): equality over a million
+    draws without storing them."""
+    import hashlib
+    n = 1_000_000
+    out = {}
+
+    def key(seed, impl="threefry2x32"):
+        return random.key(seed, impl=impl)
+
+    def put(name, a):
+        a = np.ascontiguousarray(np.asarray(a))
+        out[name] = {"dtype": str(a.dtype), "dims": list(a.shape),
+                     "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
+
+    if x64:
+        put("uniform_f64", random.uniform(key(2), (200_000,), jnp.float64))
+        return out
+    put("uniform_m2_3", random.uniform(key(1), (n,), minval=-2.0, maxval=3.0))
+    put("normal", random.normal(key(3), (n,)))
+    put("normal_rbg", random.normal(key(3, "rbg"), (n,)))
+    for i, (lo, hi) in enumerate([(-1.0, 2.0), (2.5, INF), (-INF, -3.0), (-0.1, 0.1)]):
+        put(f"truncated_normal_{i}", random.truncated_normal(key(4), f32(lo), f32(hi), (200_000,)))
+    put("gumbel", random.gumbel(key(5), (n,)))
+    put("randint_0_10", random.randint(key(6), (n,), 0, 10))
+    put("randint_0_10_rbg", random.randint(key(6, "rbg"), (n,), 0, 10))
+    put("randint_m7_1000", random.randint(key(7), (n,), -7, 1000))
+    put("bernoulli_0p3", random.bernoulli(key(8), f32(0.3), (n,)))
+    logits = f32([[0.0, 2.0], [1.0, -1.0], [2.0, -INF], [-INF, 0.5], [0.5, 0.0]])
+    put("categorical_columns", random.categorical(key(9), logits, axis=0, shape=(500_000, 2)))
+    rows = 200_000
+    logw = np.tile(f32(LOG_W), (rows, 1))
+    put("categorical_noreplace", random.categorical(key(10), logw, axis=1, shape=(2, rows), replace=False))
+    put("choice_p", random.choice(key(11), 4, (n,), p=f32([0.1, 0.0, 0.5, 0.4])))
+    for seed, (r, m) in [(12, (400, 4)), (13, (200_000, 5))]:
+        x = np.tile(np.arange(m, dtype=np.int32), (r, 1))
+        put(f"shuffle_{r}x{m}", random.permutation(key(seed), x, axis=1, independent=True))
+    put("permutation_5000", random.permutation(key(14), 5000))
+    firsts = jax.vmap(lambda i: random.permutation(random.fold_in(key(15), i), 6)[:1])
+    put("permutation_6_firsts", firsts(jnp.arange(3000, dtype=jnp.uint32)))
+    # A thousand bounds over [-6, 6]: erf (built from ops in the crate) on each.
+    lo = np.arange(1000, dtype=np.float32) * np.float32(0.012) - np.float32(6.0)
+    put("truncated_normal_bounds", random.truncated_normal(key(18), lo, lo + np.float32(0.25)))
+    put("uniform_rbg", random.uniform(key(16, "rbg"), (n,)))
+    put("choice_7_rbg", random.choice(key(17, "rbg"), 7, (n,)))
+    return out
+
+
+# log(w) for w = 0.1, 0.2, 0.3, 0.4 as f32 (the logits of a statistical test).
+LOG_W = [-2.3025851, -1.609438, -1.2039728, -0.9162907]
+
+
 def record(x64):
     import jax
     if x64:
@@ -144,7 +198,13 @@ def record(x64):
                 out.append({"impl": impl, "name": name, "seed": seed, "args": enc_args,
                             "key": [int(v) for v in np.asarray(random.key_data(key)).ravel()],
                             "out": enc(fn(key))})
-    return out
+    rec = {"cases": out, "digests": digests(jax, random, jnp, x64)}
+    if not x64:
+        # JAX's log1p of some inputs of erf_inv's range: tells the tests whether the
+        # plugin's log1p is jaxlib's (normal and truncated_normal use it).
+        x = -np.square(np.random.default_rng(7).uniform(0, 1, 512).astype(np.float32))
+        rec["log1p_probe"] = {"x": enc(x), "y": enc(jnp.log1p(x))}
+    return rec
 
 
 def main():
@@ -152,15 +212,15 @@ def main():
         json.dump(record(True), sys.stdout)
         return
     import jax
-    cases = record(False)
-    x64 = subprocess.run([sys.executable, os.path.abspath(__file__), "--x64"],
-                         check=True, capture_output=True, text=True).stdout
-    cases += json.loads(x64)
+    rec = record(False)
+    x64 = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--x64"],
+                                    check=True, capture_output=True, text=True).stdout)
+    rec["cases"] += x64["cases"]
+    rec["digests"].update(x64["digests"])
     with open(OUT, "w") as fh:
-        json.dump({"jax_version": jax.__version__, "cases": cases}, fh, separators=(",", ":"),
-                  allow_nan=False)
+        json.dump({"jax_version": jax.__version__, **rec}, fh, separators=(",", ":"), allow_nan=False)
         fh.write("\n")
-    print("wrote", OUT, len(cases), "cases")
+    print("wrote", OUT, len(rec["cases"]), "cases,", len(rec["digests"]), "digests")
 
 
 if __name__ == "__main__":

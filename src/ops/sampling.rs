@@ -490,13 +490,18 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
     b.select_at(&at_one, &inf, &r, loc)
 }
 
-/// `erf` for `f32` as XLA's CPU backend computes its `erf` op (the rational
-/// approximation of Eigen's `generic_fast_erf_float`: `x·P(x²)/Q(x²)` evaluated
-/// with fused multiply-adds, `±1` from `|x| ≥ 3.8325…`). Built from ops until the
-/// crate has XLA's `erf` op: each fused multiply-add is an `f64` multiply (exact
-/// for `f32` operands) and add rounded back to `f32`, which equals the fused
-/// result for every `f32` input checked (exhaustively over the ±3.84 range, one
-/// input pair aside: see `erf_fma_emulation` in tests/samplers.rs).
+/// `erf` for `f32` as XLA's CPU backend computes its `erf` op inside a fusion,
+/// which is where JAX's `truncated_normal` meets it (`erf(lower · 1/√2)`): the
+/// rational approximation `x·P(x²)/Q(x²)` of Eigen's `generic_fast_erf_float`,
+/// evaluated with fused multiply-adds, and `±1` from `|x| ≥ 3.7439…` (=
+/// erfinv(1 − 2⁻²³)). (A lone `erf` op, outside any fusion, switches to `±1` only
+/// from 3.8325…; the two differ for 3.7439 ≤ |x| < 3.8325.) Built from ops until
+/// the crate has XLA's `erf` op. Each fused multiply-add `a·b + c` of `f32` values
+/// is computed in `f64`: the product is exact, the sum is rounded to odd (of the
+/// two `f64` neighbours of the exact sum, the one whose last bit is 1, found with
+/// Knuth's two-sum), and the conversion to `f32` then rounds as the fused operation
+/// does (53 ≥ 24 + 2 bits: Boldo and Melquiond's round-to-odd). The result equals
+/// the fused evaluation for every `f32` input (checked exhaustively on the host).
 fn erf_f32(x: &Op, loc: Loc) -> Op {
     const ALPHA: [f32; 5] = [
         0.000_229_050_65,
@@ -518,25 +523,52 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
     let x2 = x.binary(BinaryOp::Multiply, x, loc);
     let x2w = x2.convert_at(F64, loc);
     let c64 = |v: f32| b.scalar_of(F64, Scalar::Float(v.into()), loc);
-    // fma(x2, acc, c) rounded once to f32: acc's product with x2 is exact in f64.
-    // An optimization barrier keeps XLA from dropping the f32 rounding between
-    // steps (with excess precision allowed it may fold a convert pair).
+    let s64 = |v: i64| b.scalar_of(ElementType::S64, Scalar::Int(v), loc);
+    // fma(x2, acc, c) as f32 through f64 rounded to odd (see above).
+    let fma = |acc: &Op, c: f32| {
+        let (p, c) = (x2w.binary(BinaryOp::Multiply, acc, loc), c64(c));
+        let s = p.binary(BinaryOp::Add, &c, loc);
+        let bb = s.binary(BinaryOp::Subtract, &p, loc);
+        let e = p
+            .binary(
+                BinaryOp::Subtract,
+                &s.binary(BinaryOp::Subtract, &bb, loc),
+                loc,
+            )
+            .binary(BinaryOp::Add, &c.binary(BinaryOp::Subtract, &bb, loc), loc);
+        let bits = s.bitcast_convert_at(ElementType::S64, loc);
+        let zero = c64(0.0);
+        let even =
+            bits.bitwise_at(BitwiseOp::And, &s64(1), loc)
+                .compare_at(&s64(0), Comparison::Eq, loc);
+        let inexact = e.compare_at(&zero, Comparison::Ne, loc);
+        // One step toward the exact sum: away from zero if e has s's sign.
+        let away = e.compare_at(&zero, Comparison::Gt, loc).compare_at(
+            &s.compare_at(&zero, Comparison::Gt, loc),
+            Comparison::Eq,
+            loc,
+        );
+        let step = b.select_at(&away, &s64(1), &s64(-1), loc);
+        let odd = bits
+            .binary(BinaryOp::Add, &step, loc)
+            .bitcast_convert_at(F64, loc);
+        let fix = inexact.bitwise_at(BitwiseOp::And, &even, loc);
+        let r = b.select_at(&fix, &odd, &s, loc).convert_at(F32, loc);
+        // The barrier keeps XLA from folding this f64 → f32 → f64 pair away (it
+        // may when excess precision is allowed), which would skip the rounding.
+        b.optimization_barrier(&[&r]).remove(0)
+    };
     let horner = |coefs: &[f32]| {
-        let mut acc = c64(coefs[0]);
-        let mut out = f32c(&b, coefs[0], loc);
+        let mut acc = f32c(&b, coefs[0], loc);
         for c in &coefs[1..] {
-            let r = x2w
-                .binary(BinaryOp::Multiply, &acc, loc)
-                .binary(BinaryOp::Add, &c64(*c), loc)
-                .convert_at(F32, loc);
-            out = b.optimization_barrier(&[&r]).remove(0);
-            acc = out.convert_at(F64, loc);
+            acc = fma(&acc.convert_at(F64, loc), *c);
         }
-        out
+        acc
     };
     let p = x.binary(BinaryOp::Multiply, &horner(&ALPHA), loc);
     let q = horner(&BETA);
-    let big = f32c(&b, 3.832_507, loc).compare_at(&x.unary(UnaryOp::Abs, loc), Comparison::Le, loc);
+    let big =
+        f32c(&b, 3.743_921_2, loc).compare_at(&x.unary(UnaryOp::Abs, loc), Comparison::Le, loc);
     let neg = x.compare_at(&f32c(&b, 0.0, loc), Comparison::Lt, loc);
     let sign = b.select_at(&neg, &f32c(&b, -1.0, loc), &f32c(&b, 1.0, loc), loc);
     b.select_at(&big, &sign, &p.binary(BinaryOp::Divide, &q, loc), loc)
