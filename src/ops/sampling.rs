@@ -838,8 +838,8 @@ impl Op {
 
     /// `jax.random.randint(key, dims, lo, hi)`: `s32` samples in `[lo, hi)` (all
     /// `lo` where `hi <= lo`), bounds broadcasting to `dims`. As in JAX, each value
-    /// is two 32-bit draws reduced modulo the span, so the bias is at most
-    /// `span / 2^32` even for spans that are not powers of two.
+    /// is a 64-bit draw (two 32-bit words from two split keys) reduced modulo the
+    /// span, so each value's probability is within 2⁻⁶⁴ of `1/span` for any span.
     #[track_caller]
     pub fn randint<'a>(
         &self,
@@ -1170,7 +1170,7 @@ impl Op {
                     .scalar_of(ty, Scalar::Int(0), loc)
                     .broadcast_to_at(dims, loc));
             }
-            if n <= 0 {
+            if n <= 0 || n > i64::from(i32::MAX) {
                 return Err(fail(
                     &b,
                     WHAT,
