@@ -18,6 +18,7 @@
 //! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
 //! | sorting | [`sorting`] | `sort` (several operands, comparator closure, stable), `sort_ascending` |
 //! | JAX's PRNG | [`threefry`] | `prng_key`, `threefry_split`, `threefry_fold_in`, `threefry_bits`, `threefry_uniform` (bit-equal to `jax.random`) |
+//! | JAX's samplers | [`sampling`] | `uniform normal truncated_normal randint bernoulli gumbel categorical permutation shuffle choice`, `random_split random_fold_in random_bits`, `rbg_key` (bit-equal to `jax.random`, threefry or rbg keys) |
 //! | windows | [`window`] | `reduce-window` (pooling: `max_pool`, `sum_pool`) |
 //! | structural | [`structural`] | `parameter`, `constant`, `tuple`, `call` |
 //!
@@ -32,6 +33,7 @@ pub mod misc;
 pub mod numpy;
 pub mod random;
 pub mod reduction;
+pub mod sampling;
 pub mod shape_ops;
 pub mod slicing;
 pub mod sorting;

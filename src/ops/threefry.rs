@@ -37,7 +37,13 @@ fn rotl(x: &Op, d: u32, loc: &'static Location<'static>) -> Op {
 
 /// The Threefry-2x32 hash (20 rounds) of counters `(x0, x1)` under key `(k0, k1)`
 /// (`u32` scalars and equal-shape `u32` arrays).
-fn threefry2x32(k0: &Op, k1: &Op, x0: &Op, x1: &Op, loc: &'static Location<'static>) -> (Op, Op) {
+pub(crate) fn threefry2x32(
+    k0: &Op,
+    k1: &Op,
+    x0: &Op,
+    x1: &Op,
+    loc: &'static Location<'static>,
+) -> (Op, Op) {
     use crate::ops::bitwise::BitwiseOp::Xor;
     let b = k0.builder();
     let add = |a: &Op, c: &Op| a.binary(BinaryOp::Add, c, loc);
@@ -77,7 +83,7 @@ impl Builder {
 
 impl Op {
     /// The key's two words as `u32` scalars, or why this is not a key.
-    fn key_words(
+    pub(crate) fn key_words(
         &self,
         what: &'static str,
         loc: &'static Location<'static>,
@@ -106,7 +112,7 @@ impl Op {
 
     /// The hash of the counters 0, 1, 2, … over `dims` (JAX's `iota_2x32_shape`: the
     /// flat index's high word, always 0 here, and low word).
-    fn hash_iota(
+    pub(crate) fn hash_iota(
         &self,
         dims: &[i64],
         what: &'static str,
@@ -134,7 +140,10 @@ impl Op {
     /// `jax.random.split(key, n)`: `n` new keys, `u32[n, 2]`.
     #[track_caller]
     pub fn threefry_split(&self, n: i64) -> Op {
-        let loc = Location::caller();
+        self.threefry_split_at(n, Location::caller())
+    }
+
+    pub(crate) fn threefry_split_at(&self, n: i64, loc: &'static Location<'static>) -> Op {
         match self.hash_iota(&[n], "threefry_split", loc) {
             Ok((a, c)) => {
                 let b = self.builder();
@@ -152,7 +161,10 @@ impl Op {
     /// scalar, taken as its 32 bits).
     #[track_caller]
     pub fn threefry_fold_in(&self, data: &Op) -> Op {
-        let loc = Location::caller();
+        self.threefry_fold_in_at(data, Location::caller())
+    }
+
+    pub(crate) fn threefry_fold_in_at(&self, data: &Op, loc: &'static Location<'static>) -> Op {
         let (k0, k1) = match self.key_words("threefry_fold_in", loc) {
             Ok(k) => k,
             Err(f) => return f,
