@@ -211,6 +211,22 @@ opcodes! {
     Cholesky = "cholesky", Fixed(1);
     /// Solves triangular systems.
     TriangularSolve = "triangular-solve", Fixed(2);
+    /// Rounds to the nearest integer, halfway cases away from zero.
+    RoundNearestAfz = "round-nearest-afz", Fixed(1);
+    /// Rounds to the nearest integer, halfway cases to even.
+    RoundNearestEven = "round-nearest-even", Fixed(1);
+    /// Cube root.
+    Cbrt = "cbrt", Fixed(1);
+    /// Tangent.
+    Tan = "tan", Fixed(1);
+    /// The error function.
+    Erf = "erf", Fixed(1);
+    /// True where an element is neither infinite nor NaN (`pred` result).
+    IsFinite = "is-finite", Fixed(1);
+    /// `min(max(operand, min), max)`: min, operand, max; the bounds are scalars or of the operand's shape.
+    Clamp = "clamp", Fixed(3);
+    /// The `k` largest (or smallest) elements along the last axis, and their `s32` indices.
+    TopK = "topk", Fixed(1);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -240,6 +256,8 @@ pub enum OpKind {
     Compare(Comparison),
     /// `select(pred, on_true, on_false)`.
     Select,
+    /// `clamp(min, operand, max)`.
+    Clamp,
     /// BroadcastInDim: operand axis `i` becomes output axis `dims[i]`.
     Broadcast {
         /// Output axis of each operand axis.
@@ -380,6 +398,13 @@ pub enum OpKind {
         /// The combiner computation.
         body: CompId,
     },
+    /// Top-k along the last axis; results `(values, s32 indices)`.
+    TopK {
+        /// How many elements.
+        k: i64,
+        /// The largest first (else the smallest first).
+        largest: bool,
+    },
 }
 
 impl OpKind {
@@ -394,6 +419,7 @@ impl OpKind {
             OpKind::BitwiseUnary(u) => u.opcode(),
             OpKind::Compare(_) => Opcode::Compare,
             OpKind::Select => Opcode::Select,
+            OpKind::Clamp => Opcode::Clamp,
             OpKind::Broadcast { .. } => Opcode::Broadcast,
             OpKind::Reshape => Opcode::Reshape,
             OpKind::Transpose { .. } => Opcode::Transpose,
@@ -425,6 +451,7 @@ impl OpKind {
             OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
             OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
+            OpKind::TopK { .. } => Opcode::TopK,
         }
     }
 
@@ -435,9 +462,10 @@ impl OpKind {
             OpKind::Reduce { .. } => n_operands > 2,
             OpKind::Sort { .. } => n_operands > 1,
             OpKind::Scatter { .. } => n_operands > 3,
-            OpKind::RngBitGenerator { .. } | OpKind::While { .. } | OpKind::Conditional { .. } => {
-                true
-            }
+            OpKind::RngBitGenerator { .. }
+            | OpKind::While { .. }
+            | OpKind::Conditional { .. }
+            | OpKind::TopK { .. } => true,
             OpKind::ReduceWindow { .. } => n_operands > 2,
             _ => false,
         }
@@ -499,7 +527,7 @@ impl OpKind {
             OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Bitwise(_) | OpKind::BitwiseUnary(_) => {
             }
             OpKind::Compare(c) => c.hash(h),
-            OpKind::Select | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
+            OpKind::Select | OpKind::Clamp | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
             OpKind::Broadcast { dims } => dims.hash(h),
             OpKind::Transpose { perm } => perm.hash(h),
             OpKind::GetTupleElement { index } => index.hash(h),
@@ -538,6 +566,7 @@ impl OpKind {
             OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
             OpKind::ReduceWindow { window, body } => (window, body).hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
+            OpKind::TopK { k, largest } => (k, largest).hash(h),
         }
     }
 }
@@ -581,6 +610,7 @@ pub fn infer(
         OpKind::BitwiseUnary(u) => bitwise::infer_bitwise_unary(*u, operands[0]),
         OpKind::Compare(c) => elementwise::infer_compare(*c, operands[0], operands[1]),
         OpKind::Select => elementwise::infer_select(operands[0], operands[1], operands[2]),
+        OpKind::Clamp => elementwise::infer_clamp(operands[0], operands[1], operands[2]),
         OpKind::Broadcast { dims } => {
             shape_ops::infer_broadcast_in_dim(operands[0], need_target()?.dims(), dims)
         }
@@ -673,6 +703,7 @@ pub fn infer(
         OpKind::Scatter { attrs, body } => {
             indexing::infer_scatter(operands, attrs, sigs.signature(*body).as_ref())
         }
+        OpKind::TopK { k, largest } => sorting::infer_topk(operands[0], *k, *largest),
     }
 }
 
@@ -757,11 +788,16 @@ pub(crate) fn lower_attrs(
             indexing::lower_scatter(attrs, p);
             p.called_computation_ids = vec![comp_id(*body)];
         }
+        OpKind::TopK { k, largest } => {
+            p.k = *k;
+            p.largest = *largest;
+        }
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Bitwise(_)
         | OpKind::BitwiseUnary(_)
         | OpKind::Select
+        | OpKind::Clamp
         | OpKind::Reshape
         | OpKind::Convert
         | OpKind::Tuple => {}
@@ -823,6 +859,11 @@ pub(crate) fn raise(
         }
         Opcode::Compare => OpKind::Compare(elementwise::raise_compare(p)?),
         Opcode::Select => OpKind::Select,
+        Opcode::Clamp => OpKind::Clamp,
+        Opcode::TopK => OpKind::TopK {
+            k: p.k,
+            largest: p.largest,
+        },
         Opcode::Broadcast => OpKind::Broadcast {
             dims: p.dimensions.as_slice().into(),
         },
@@ -1073,6 +1114,9 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::Scatter { attrs, body } => {
             out.push_str(&indexing::text_scatter(attrs));
             let _ = write!(out, ", to_apply=%{}", comp_name(*body));
+        }
+        OpKind::TopK { k, largest } => {
+            let _ = write!(out, ", k={k}, largest={largest}");
         }
         _ => {}
     }

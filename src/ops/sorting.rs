@@ -1,5 +1,6 @@
 //! Sorting: XLA's `sort` of several arrays together along one axis, ordered by a
-//! comparator built from a Rust closure (which may use outside scalars).
+//! comparator built from a Rust closure (which may use outside scalars), and
+//! `topk` (the `k` largest along the last axis, with their indices).
 
 use std::panic::Location;
 
@@ -73,6 +74,55 @@ pub fn infer_sort(
     } else {
         Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect())
     })
+}
+
+/// TopK rule: an array of rank 1 or more of an ordered (not complex) element type,
+/// `0 <= k <=` the size of the last axis, which `s32` indices must be able to count.
+/// The result is `(values, indices)`: the operand's shape with the last axis `k`
+/// long, and the same dimensions in `s32`. `largest` (largest or smallest first)
+/// does not change the shape.
+pub fn infer_topk(operand: &Shape, k: i64, largest: bool) -> Result<Shape, ShapeError> {
+    const OP: &str = "topk";
+    let _ = largest;
+    let (ty, dims) = array_of(OP, operand)?;
+    let Some(&n) = dims.last() else {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Rank,
+            "needs an operand of rank 1 or more (it works along the last axis)",
+        ));
+    };
+    if ty.is_complex() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::ElementType,
+            format!("complex numbers have no order, got {ty}"),
+        ));
+    }
+    if k < 0 || k > n {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Attribute,
+            format!("k = {k} must lie in 0..={n} (the size of the last axis)"),
+        ));
+    }
+    if n > i64::from(i32::MAX) + 1 {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Dimension,
+            format!("the last axis ({n}) is too long for s32 indices"),
+        ));
+    }
+    let mut out = dims.to_vec();
+    *out.last_mut().expect("rank >= 1") = k;
+    Ok(Shape::Tuple(vec![
+        Shape::array(ty, &out),
+        Shape::array(ElementType::S32, &out),
+    ]))
 }
 
 impl Builder {
@@ -194,6 +244,33 @@ impl Op {
     }
 }
 
+impl Op {
+    /// XLA's [TopK](https://openxla.org/xla/operation_semantics#topk) as
+    /// `jax.lax.top_k`: the `k` largest elements along the last axis, largest first,
+    /// and their indices (`s32`); equal elements come in index order. Floats are
+    /// ordered totally: NaN above +inf, +0 above -0, and NaNs with the sign bit set
+    /// below -inf. Returns `(values, indices)`.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, ElementType, Shape};
+    /// let b = Builder::new("topk");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 10]), "x");
+    /// let (values, indices) = x.top_k(3);
+    /// assert_eq!(values.dims()?, vec![4, 3]);
+    /// assert_eq!(indices.element_type()?, ElementType::S32);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn top_k(&self, k: i64) -> (Op, Op) {
+        let loc = Location::caller();
+        let b = self.builder();
+        let r = b.emit(OpKind::TopK { k, largest: true }, &[self], None, loc);
+        let mut out = b.results(r, 2, true);
+        let indices = out.pop().expect("two results");
+        (out.pop().expect("two results"), indices)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +292,40 @@ mod tests {
             infer_sort(&[&x], 0, Some(&bad)).unwrap_err().kind,
             ShapeErrorKind::Body
         );
+    }
+
+    #[test]
+    fn topk_rule() {
+        let x = Shape::of::<f32>(&[2, 5]);
+        assert_eq!(
+            infer_topk(&x, 3, true).unwrap(),
+            Shape::Tuple(vec![Shape::of::<f32>(&[2, 3]), Shape::of::<i32>(&[2, 3])])
+        );
+        assert!(infer_topk(&x, 0, true).is_ok());
+        assert!(infer_topk(&x, 5, false).is_ok());
+        let e = infer_topk(&x, 6, true).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Attribute);
+        assert!(e.reason.contains("0..=5"), "{e}");
+        assert_eq!(
+            infer_topk(&x, -1, true).unwrap_err().kind,
+            ShapeErrorKind::Attribute
+        );
+        assert_eq!(
+            infer_topk(&Shape::of::<f32>(&[]), 0, true)
+                .unwrap_err()
+                .kind,
+            ShapeErrorKind::Rank
+        );
+        let c = Shape::array(ElementType::C64, &[4]);
+        assert_eq!(
+            infer_topk(&c, 1, true).unwrap_err().kind,
+            ShapeErrorKind::ElementType
+        );
+        let long = Shape::of::<u8>(&[1 << 32]);
+        assert_eq!(
+            infer_topk(&long, 1, true).unwrap_err().kind,
+            ShapeErrorKind::Dimension
+        );
+        assert!(infer_topk(&Shape::of::<u8>(&[1 << 31]), 1, true).is_ok());
     }
 }
