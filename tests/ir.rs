@@ -220,7 +220,6 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         ),
         Opcode::Reverse => x.reverse(&[1]),
         Opcode::Sort => x.sort_ascending(1),
-        Opcode::TopK => x.top_k(2).1,
         Opcode::Gather => x.take(&b.constant_vec(&[1i32, 0]), 1),
         Opcode::BitcastConvert => x.bitcast_convert(ElementType::S32),
         Opcode::ReduceWindow => x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1); 2]),

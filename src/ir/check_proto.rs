@@ -395,8 +395,6 @@ fn check_no_stray_attributes(
             ins.custom_call_target != q.custom_call_target,
         ),
         ("rng_algorithm", ins.rng_algorithm != q.rng_algorithm),
-        ("k", ins.k != q.k),
-        ("largest", ins.largest != q.largest),
         (
             "comparison_direction",
             ins.comparison_direction != q.comparison_direction,

@@ -225,8 +225,6 @@ opcodes! {
     IsFinite = "is-finite", Fixed(1);
     /// `min(max(operand, min), max)`: min, operand, max; the bounds are scalars or of the operand's shape.
     Clamp = "clamp", Fixed(3);
-    /// The `k` largest (or smallest) elements along the last axis, and their `s32` indices.
-    TopK = "topk", Fixed(1);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -398,13 +396,6 @@ pub enum OpKind {
         /// The combiner computation.
         body: CompId,
     },
-    /// Top-k along the last axis; results `(values, s32 indices)`.
-    TopK {
-        /// How many elements.
-        k: i64,
-        /// The largest first (else the smallest first).
-        largest: bool,
-    },
 }
 
 impl OpKind {
@@ -451,7 +442,6 @@ impl OpKind {
             OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
             OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
             OpKind::Scatter { .. } => Opcode::Scatter,
-            OpKind::TopK { .. } => Opcode::TopK,
         }
     }
 
@@ -462,10 +452,9 @@ impl OpKind {
             OpKind::Reduce { .. } => n_operands > 2,
             OpKind::Sort { .. } => n_operands > 1,
             OpKind::Scatter { .. } => n_operands > 3,
-            OpKind::RngBitGenerator { .. }
-            | OpKind::While { .. }
-            | OpKind::Conditional { .. }
-            | OpKind::TopK { .. } => true,
+            OpKind::RngBitGenerator { .. } | OpKind::While { .. } | OpKind::Conditional { .. } => {
+                true
+            }
             OpKind::ReduceWindow { .. } => n_operands > 2,
             _ => false,
         }
@@ -566,7 +555,6 @@ impl OpKind {
             OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
             OpKind::ReduceWindow { window, body } => (window, body).hash(h),
             OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
-            OpKind::TopK { k, largest } => (k, largest).hash(h),
         }
     }
 }
@@ -703,7 +691,6 @@ pub fn infer(
         OpKind::Scatter { attrs, body } => {
             indexing::infer_scatter(operands, attrs, sigs.signature(*body).as_ref())
         }
-        OpKind::TopK { k, largest } => sorting::infer_topk(operands[0], *k, *largest),
     }
 }
 
@@ -788,10 +775,6 @@ pub(crate) fn lower_attrs(
             indexing::lower_scatter(attrs, p);
             p.called_computation_ids = vec![comp_id(*body)];
         }
-        OpKind::TopK { k, largest } => {
-            p.k = *k;
-            p.largest = *largest;
-        }
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Bitwise(_)
@@ -860,10 +843,6 @@ pub(crate) fn raise(
         Opcode::Compare => OpKind::Compare(elementwise::raise_compare(p)?),
         Opcode::Select => OpKind::Select,
         Opcode::Clamp => OpKind::Clamp,
-        Opcode::TopK => OpKind::TopK {
-            k: p.k,
-            largest: p.largest,
-        },
         Opcode::Broadcast => OpKind::Broadcast {
             dims: p.dimensions.as_slice().into(),
         },
@@ -1114,9 +1093,6 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
         OpKind::Scatter { attrs, body } => {
             out.push_str(&indexing::text_scatter(attrs));
             let _ = write!(out, ", to_apply=%{}", comp_name(*body));
-        }
-        OpKind::TopK { k, largest } => {
-            let _ = write!(out, ", k={k}, largest={largest}");
         }
         _ => {}
     }

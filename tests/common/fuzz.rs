@@ -895,6 +895,9 @@ impl Gen {
     }
 
     fn sort(&mut self) -> Op {
+        if self.rng.chance(0.3) {
+            return self.top_k();
+        }
         let x = self.pick_typed(|t| !t.is_complex());
         let r = dims_of(&x).len() as i64;
         let axis = if r == 0 || self.bad(0.3) {
@@ -1182,7 +1185,6 @@ impl Gen {
                 x.reverse(&axes)
             }
             Opcode::Sort => self.sort(),
-            Opcode::TopK => self.top_k(),
             Opcode::Gather => self.gather(),
             Opcode::Scatter => self.scatter(),
             Opcode::BitcastConvert => {
