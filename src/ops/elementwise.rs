@@ -685,8 +685,8 @@ impl Op {
             Err(reason) => return err(ShapeErrorKind::Dimension, reason),
         };
         // Scalar bounds are broadcast too, as JAX lowers clamp: XLA's rule takes
-        // them, but the 0.11 CPU plugin fails to compile them ("xtile.extract":
-        // tile shape does not match rank of buffer: 0).
+        // them, but the CPU plugin of PJRT C API 0.115 fails to compile them
+        // ("xtile.extract": tile shape does not match rank of buffer: 0).
         let l = lo.broadcast_to_at(&dims, loc);
         let h = hi.broadcast_to_at(&dims, loc);
         let x = self.broadcast_to_at(&dims, loc);

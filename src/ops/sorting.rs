@@ -248,7 +248,7 @@ impl Op {
     ///
     /// Built as a stable sort of the values (descending, in that total order) with
     /// an iota of indices, then a slice: XLA's `topk` op, which JAX emits, breaks
-    /// ties in no fixed order on the 0.11 CPU plugin (its decomposition sorts
+    /// ties in no fixed order on the CPU plugin of PJRT C API 0.115 (it sorts
     /// unstably), and the sort gives the same answer on every plugin.
     ///
     /// ```
