@@ -88,7 +88,10 @@ fn top_k_ref<T: Copy>(
     cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
 ) -> (Vec<T>, Vec<i32>) {
     let (mut vals, mut idx) = (Vec::new(), Vec::new());
-    for row in xs.chunks(n.max(1)).take(if n == 0 { 0 } else { xs.len() / n }) {
+    for row in xs
+        .chunks(n.max(1))
+        .take(if n == 0 { 0 } else { xs.len() / n })
+    {
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|a, b| cmp(&row[*b], &row[*a]));
         vals.extend(order[..k].iter().map(|i| row[*i]));
@@ -141,10 +144,22 @@ fn top_k_of_random_rows_matches_a_stable_descending_sort() {
         let got_v: Vec<f32> = fetch(&bufs[4 * c], &d, "f32 values");
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got_v), bits(&want_v), "f32 values, k = {k}");
-        assert_eq!(fetch::<i32>(&bufs[4 * c + 1], &d, "f32 indices"), want_i, "k = {k}");
+        assert_eq!(
+            fetch::<i32>(&bufs[4 * c + 1], &d, "f32 indices"),
+            want_i,
+            "k = {k}"
+        );
         let (want_w, want_j) = top_k_ref(&ints, n, *k as usize, i32::cmp);
-        assert_eq!(fetch::<i32>(&bufs[4 * c + 2], &d, "s32 values"), want_w, "k = {k}");
-        assert_eq!(fetch::<i32>(&bufs[4 * c + 3], &d, "s32 indices"), want_j, "k = {k}");
+        assert_eq!(
+            fetch::<i32>(&bufs[4 * c + 2], &d, "s32 values"),
+            want_w,
+            "k = {k}"
+        );
+        assert_eq!(
+            fetch::<i32>(&bufs[4 * c + 3], &d, "s32 indices"),
+            want_j,
+            "k = {k}"
+        );
     }
 }
 
@@ -221,9 +236,9 @@ fn top_k_equals_jax_on_ties_nans_signed_zeros_and_empty_arrays() {
     assert!(cases.len() >= 10);
     for case in cases {
         match case["dtype"].as_str().unwrap() {
-            "float32" => check_jax_case::<f32>(case, |w| f32::from_bits(w as u32), |v| {
-                v.to_bits() as u64
-            }),
+            "float32" => {
+                check_jax_case::<f32>(case, |w| f32::from_bits(w as u32), |v| v.to_bits() as u64)
+            }
             "float64" => check_jax_case::<f64>(case, f64::from_bits, f64::to_bits),
             "int32" => check_jax_case::<i32>(case, |w| w as i32, |v| v as i64 as u64),
             "int64" => check_jax_case::<i64>(case, |w| w as i64, |v| v as u64),
@@ -246,12 +261,18 @@ fn top_k_errors_name_the_op_the_shape_and_the_line() {
     let b = Builder::new("topk_scalar");
     let s = b.parameter(0, Shape::of::<f32>(&[]), "s");
     let e = b.build(&s.top_k(0).0).unwrap_err().to_string();
-    assert!(e.contains("`top_k` on (f32[])") && e.contains("rank 1"), "{e}");
+    assert!(
+        e.contains("`top_k` on (f32[])") && e.contains("rank 1"),
+        "{e}"
+    );
 
     let b = Builder::new("topk_complex");
     let c = b
         .parameter(0, Shape::of::<f32>(&[3]), "c")
         .convert(ElementType::C64);
     let e = b.build(&c.top_k(1).1).unwrap_err().to_string();
-    assert!(e.contains("`top_k` on (c64[3])") && e.contains("no order"), "{e}");
+    assert!(
+        e.contains("`top_k` on (c64[3])") && e.contains("no order"),
+        "{e}"
+    );
 }

@@ -1,5 +1,5 @@
-//! Element-wise ops: unary and binary arithmetic, comparison and select, with numpy
-//! broadcasting and Rust operators on top.
+//! Element-wise ops: unary and binary arithmetic, comparison, select and clamp, with
+//! numpy broadcasting and Rust operators on top.
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::panic::Location;
@@ -393,10 +393,7 @@ fn clamp_types(lo: ElementType, x: ElementType, hi: ElementType) -> Result<(), S
         ));
     }
     if !TypeClass::Ordered.accepts(x) {
-        return Err(format!(
-            "needs {}, got {x}",
-            TypeClass::Ordered.describe()
-        ));
+        return Err(format!("needs {}, got {x}", TypeClass::Ordered.describe()));
     }
     Ok(())
 }
@@ -667,9 +664,8 @@ impl Op {
         let (Ok(ls), Ok(xs), Ok(hs)) = (lo.shape(), self.shape(), hi.shape()) else {
             unreachable!("operands were checked above");
         };
-        let err = |kind, reason: String| {
-            b.fail(ShapeError::new(OP, &[&ls, &xs, &hs], kind, reason), loc)
-        };
+        let err =
+            |kind, reason: String| b.fail(ShapeError::new(OP, &[&ls, &xs, &hs], kind, reason), loc);
         let (Some(lt), Some(xt), Some(ht)) =
             (ls.element_type(), xs.element_type(), hs.element_type())
         else {
@@ -678,8 +674,7 @@ impl Op {
         if let Err(reason) = clamp_types(lt, xt, ht) {
             return err(ShapeErrorKind::ElementType, reason);
         }
-        let dims =
-            broadcast_dims(ls.dims(), xs.dims()).and_then(|d| broadcast_dims(&d, hs.dims()));
+        let dims = broadcast_dims(ls.dims(), xs.dims()).and_then(|d| broadcast_dims(&d, hs.dims()));
         let dims = match dims {
             Ok(d) => d,
             Err(reason) => return err(ShapeErrorKind::Dimension, reason),

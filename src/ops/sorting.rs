@@ -279,7 +279,11 @@ impl Op {
         let axis = dims.len() - 1;
         let idx = b.iota(ElementType::S32, &dims, axis as i64);
         let sorted = b.sort(&[self, &idx], axis as i64, true, |l, r| {
-            total_order_key(&l[0], loc).compare_at(&total_order_key(&r[0], loc), Comparison::Gt, loc)
+            total_order_key(&l[0], loc).compare_at(
+                &total_order_key(&r[0], loc),
+                Comparison::Gt,
+                loc,
+            )
         });
         let start = vec![0; dims.len()];
         let strides = vec![1; dims.len()];

@@ -931,7 +931,11 @@ impl Gen {
             self.rng.below(n as usize + 1) as i64
         };
         let (values, indices) = x.top_k(k);
-        if self.rng.chance(0.5) { values } else { indices }
+        if self.rng.chance(0.5) {
+            values
+        } else {
+            indices
+        }
     }
 
     /// Clamp of a value between bounds that are scalars, of its shape, or (numpy
