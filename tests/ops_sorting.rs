@@ -88,10 +88,8 @@ fn top_k_ref<T: Copy>(
     cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
 ) -> (Vec<T>, Vec<i32>) {
     let (mut vals, mut idx) = (Vec::new(), Vec::new());
-    for row in xs
-        .chunks(n.max(1))
-        .take(if n == 0 { 0 } else { xs.len() / n })
-    {
+    let rows = xs.len().checked_div(n).unwrap_or(0);
+    for row in (0..rows).map(|r| &xs[r * n..(r + 1) * n]) {
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|a, b| cmp(&row[*b], &row[*a]));
         vals.extend(order[..k].iter().map(|i| row[*i]));
@@ -275,4 +273,95 @@ fn top_k_errors_name_the_op_the_shape_and_the_line() {
         e.contains("`top_k` on (c64[3])") && e.contains("no order"),
         "{e}"
     );
+}
+
+/// Top-k of two rows (`xs` and `xs` reversed) of element type `T`, `k = 3`, against
+/// [`top_k_ref`] with `cmp`.
+fn check_top_k_of<T: NativeType + Copy + std::fmt::Debug>(
+    xs: &[T],
+    cmp: fn(&T, &T) -> std::cmp::Ordering,
+    same: fn(&T, &T) -> bool,
+) {
+    let n = xs.len();
+    let data: Vec<T> = xs.iter().chain(xs.iter().rev()).copied().collect();
+    let b = Builder::new("topk_type");
+    let x = b.parameter(0, Shape::of::<T>(&[2, n as i64]), "x");
+    let (v, i) = x.top_k(3);
+    let m = b.build_tuple(&[&v, &i]).unwrap();
+    let r = run(&m, &[&upload(&data, &[2, n as i64])]);
+    let (want_v, want_i) = top_k_ref(&data, n, 3, cmp);
+    let got_v: Vec<T> = fetch(&r[0], &[2, 3], "values");
+    let what = format!("{:?} of {data:?}", T::TYPE);
+    assert!(
+        got_v.iter().zip(&want_v).all(|(g, w)| same(g, w)),
+        "{what}: values {got_v:?}, want {want_v:?}"
+    );
+    assert_eq!(fetch::<i32>(&r[1], &[2, 3], "indices"), want_i, "{what}");
+}
+
+#[test]
+fn top_k_of_every_ordered_element_type() {
+    fn eq<T: PartialEq>(a: &T, b: &T) -> bool {
+        a == b
+    }
+    check_top_k_of(&[true, false, true, false, false, true], bool::cmp, eq);
+    check_top_k_of(&[-128i8, 127, 0, -1, 127, 5], i8::cmp, eq);
+    check_top_k_of(&[i16::MIN, 7, i16::MAX, -1, 7, 0], i16::cmp, eq);
+    check_top_k_of(&[i64::MIN, i64::MAX, 0, -1, i64::MAX, 2], i64::cmp, eq);
+    check_top_k_of(&[0u8, 255, 128, 255, 1, 7], u8::cmp, eq);
+    check_top_k_of(&[0u16, u16::MAX, 1 << 15, 3, 1 << 15, 9], u16::cmp, eq);
+    check_top_k_of(&[u32::MAX, 0, 1 << 31, 5, u32::MAX, 1], u32::cmp, eq);
+    check_top_k_of(&[u64::MAX, 0, 1 << 63, 5, u64::MAX, 3], u64::cmp, eq);
+    let nan = f64::NAN;
+    check_top_k_of(
+        &[-0.0f64, nan, 0.0, -nan, f64::INFINITY, 0.0, -1e300],
+        f64::total_cmp,
+        |a, b| a.to_bits() == b.to_bits(),
+    );
+}
+
+#[test]
+fn top_k_of_f16_and_bf16() {
+    // Values exact in both types; compared after converting back to f32.
+    let xs = [
+        1.5f32,
+        -0.0,
+        f32::NAN,
+        0.0,
+        -f32::NAN,
+        f32::INFINITY,
+        1.5,
+        -2.0,
+        f32::NEG_INFINITY,
+        0.0,
+    ];
+    let n = xs.len() as i64;
+    let b = Builder::new("topk_half");
+    let x = b.parameter(0, Shape::of::<f32>(&[n]), "x");
+    let mut outs = Vec::new();
+    for ty in [ElementType::F16, ElementType::Bf16] {
+        let (v, i) = x.convert(ty).top_k(6);
+        outs.extend([v.convert(ElementType::F32), i]);
+    }
+    let m = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let r = run(&m, &[&upload(&xs, &[n])]);
+    let (want_v, want_i) = top_k_ref(&xs, n as usize, 6, f32::total_cmp);
+    for (t, name) in ["f16", "bf16"].iter().enumerate() {
+        let got: Vec<f32> = fetch(&r[2 * t], &[6], name);
+        // A NaN's payload may change on the way through a narrower type; its sign
+        // and place may not.
+        let sign_nan = |v: &[f32]| {
+            v.iter()
+                .map(|f| {
+                    if f.is_nan() {
+                        (f.is_sign_negative() as u32) | 0x7fc0_0000
+                    } else {
+                        f.to_bits()
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sign_nan(&got), sign_nan(&want_v), "{name}: {:?}", got);
+        assert_eq!(fetch::<i32>(&r[2 * t + 1], &[6], name), want_i, "{name}");
+    }
 }

@@ -943,7 +943,7 @@ impl Gen {
     fn clamp(&mut self) -> Op {
         let x = self.pick_typed(|t| !t.is_complex());
         let ty = ty_of(&x);
-        let mut bound = |g: &mut Self| {
+        let bound = |g: &mut Self| {
             if g.rng.chance(0.5) {
                 let d = if g.bad(0.2) { g.dims() } else { vec![] };
                 g.fresh(ty, &d)
