@@ -85,6 +85,7 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::Unary(op) => Ok(vec![elementwise::vjp_unary(*op, node, &ct())]),
         OpKind::Binary(op) => elementwise::vjp_binary(*op, node, &ct()),
         OpKind::Select => Ok(elementwise::vjp_select(node, &ct())),
+        OpKind::Clamp => Ok(elementwise::vjp_clamp(node, &ct())),
         OpKind::Compare(_) | OpKind::Iota { .. } => Ok(vec![None; node.operands.len()]),
         OpKind::Broadcast { dims } => Ok(vec![Some(shape_ops::vjp_broadcast(dims, node, &ct()))]),
         OpKind::Reshape => Ok(vec![Some(shape_ops::vjp_reshape(node, &ct()))]),

@@ -32,6 +32,12 @@ fn unary_ops() {
     check("ceil_sign", s, 0.1, 0.9, |p| {
         &(&p[0].ceil() + &p[0].sign()) * &p[0]
     });
+    check("round", s, 0.1, 0.4, |p| {
+        &(&p[0].round() + &p[0].round_even()) + &p[0]
+    });
+    check("cbrt", s, 0.5, 3.0, |p| p[0].cbrt());
+    check("tan", s, -1.0, 1.0, |p| p[0].tan());
+    check("erf", s, -2.0, 2.0, |p| p[0].erf());
 }
 
 #[test]
@@ -671,4 +677,21 @@ fn through_sort() {
         });
         &out[0] * &out[1].sin()
     });
+}
+
+#[test]
+fn through_clamp() {
+    // x in (-1, 1), bounds lo in (-0.9, -0.1) and hi in (0.1, 0.9): every element
+    // is below, inside or above, none on a bound.
+    check_at(
+        "clamp",
+        &[&[6], &[6], &[6]],
+        &[
+            vec![-0.95, -0.5, 0.0, 0.3, 0.95, -0.2],
+            vec![-0.8, -0.6, -0.5, -0.1, -0.3, -0.7],
+            vec![0.5, 0.2, 0.4, 0.9, 0.6, 0.1],
+        ],
+        |p| p[0].clamp(&p[1], &p[2]).exp(),
+    );
+    check("clip", &[&[8]], -2.0, 2.0, |p| p[0].clip(-1.0, 1.0).sin());
 }

@@ -1,7 +1,8 @@
 //! Element-wise ops on the real plugin: every unary and binary op against plain-Rust
-//! references, integer arithmetic (s32, u8, u32, s64) and f64, Rust operators with
-//! scalars on either side, numpy broadcasting, compare in all directions, select,
-//! relu and `pred` buffers.
+//! references (rounding, cbrt, tan, erf and is_finite also at NaN, infinities, signed
+//! zeros, huge values, rank 0 and empty arrays), integer arithmetic (s32, u8, u32,
+//! s64) and f64, Rust operators with scalars on either side, numpy broadcasting,
+//! compare in all directions, select, clamp, relu and `pred` buffers.
 
 mod common;
 use common::*;
@@ -69,6 +70,7 @@ fn every_unary_op_f32_matches_std() {
         v
     };
     let signed = [-2.5, -2.0, -0.5, -0.0, 0.0, 0.5, 1.0, 3.0];
+    let halves = [-2.5, -1.5, -0.5, -0.4, -0.0, 0.0, 0.5, 1.5, 2.5, 0.49999997];
     let table = vec![
         Unary {
             name: "neg",
@@ -176,9 +178,49 @@ fn every_unary_op_f32_matches_std() {
             inputs: dom(-0.9, 100.0, &[0.0, 1e-4, -1e-4, 0.3]),
             tol: 1e-5,
         },
+        Unary {
+            name: "round",
+            op: |x| x.round(),
+            reference: f32::round,
+            inputs: dom(-50.0, 50.0, &halves),
+            tol: 0.0,
+        },
+        Unary {
+            name: "round_even",
+            op: |x| x.round_even(),
+            reference: f32::round_ties_even,
+            inputs: dom(-50.0, 50.0, &halves),
+            tol: 0.0,
+        },
+        Unary {
+            name: "cbrt",
+            op: |x| x.cbrt(),
+            reference: f32::cbrt,
+            inputs: dom(
+                -1000.0,
+                1000.0,
+                &[-8.0, 27.0, 0.0, -0.0, 1e-6, -1e-30, 1e30],
+            ),
+            tol: 1e-6,
+        },
+        Unary {
+            name: "tan",
+            op: |x| x.tan(),
+            reference: |x| f64::from(x).tan() as f32,
+            inputs: dom(-1.5, 1.5, &[0.0, -0.0, 1e-3, 0.5, -1.0, 1.5]),
+            tol: 1e-5,
+        },
+        Unary {
+            name: "erf",
+            op: |x| x.erf(),
+            reference: |x| erf_ref(f64::from(x)) as f32,
+            inputs: dom(-4.0, 4.0, &[0.0, -0.0, 0.5, -0.5, 1e-4, 3.0, -3.0, 5.0]),
+            tol: 2e-6,
+        },
     ];
+    // Every unary op but is_finite (a `pred` result: tested below).
     assert_eq!(
-        table.len(),
+        table.len() + 1,
         xlaclient::ops::elementwise::UnaryOp::ALL.len(),
         "table covers every unary op"
     );
@@ -283,6 +325,254 @@ fn unary_ops_f64_keep_double_precision() {
         // 1e-12 cannot be met by an f32 computation (f32 epsilon is 1.2e-7).
         assert_close64(&fetch::<f64>(buf, &[8], name), &map(&xs, f), 1e-12, name);
     }
+}
+
+/// The error function in f64, for reference: its Maclaurin series below 2.5 (terms
+/// no larger than 16, so the sum keeps 15 digits), else `1 - erfc` with `erfc` from
+/// its continued fraction (Abramowitz and Stegun 7.1.14), both with the sign of `x`.
+fn erf_ref(x: f64) -> f64 {
+    let a = x.abs();
+    if a.is_nan() || a == 0.0 {
+        return x;
+    }
+    let r = if a < 2.5 {
+        // erf(a) = 2/sqrt(pi) * sum_n (-1)^n a^(2n+1) / (n! (2n+1))
+        let (mut sum, mut term, mut n) = (0.0, a, 0.0);
+        loop {
+            let t = term / (2.0 * n + 1.0);
+            sum += t;
+            if t.abs() <= 1e-18 * sum {
+                break;
+            }
+            n += 1.0;
+            term *= -a * a / n;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a.is_infinite() {
+        1.0
+    } else {
+        // erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
+        let mut t = a;
+        for k in (1..200).rev() {
+            t = a + (k as f64 / 2.0) / t;
+        }
+        1.0 - (-a * a).exp() / std::f64::consts::PI.sqrt() / t
+    };
+    r.copysign(x)
+}
+
+#[test]
+fn the_erf_reference_matches_known_values() {
+    // Values to 16 digits from tables of the error function.
+    for (x, want) in [
+        (0.5, 0.5204998778130465),
+        (1.0, 0.8427007929497149),
+        (2.0, 0.9953222650189527),
+        (2.5, 0.999593047982555),
+        (3.0, 0.9999779095030014),
+        (-1.0, -0.8427007929497149),
+    ] {
+        let got = erf_ref(x);
+        assert!((got - want).abs() < 1e-14, "erf({x}) = {got}, want {want}");
+    }
+}
+
+/// Asserts `got` equals `want` bit for bit (any NaN matching any NaN).
+fn assert_bits(got: &[f32], want: &[f32], inputs: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length differs");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "{what}({:?}): got {g:?}, want {w:?} (element {i})",
+            inputs[i]
+        );
+    }
+}
+
+/// Asserts `got` is within `rel` of `want`, where NaN, infinities and zeros (with
+/// their sign) must match exactly.
+fn assert_near_exact_edges(got: &[f32], want: &[f32], inputs: &[f32], rel: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length differs");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() || *w == 0.0 {
+            g.to_bits() == w.to_bits()
+        } else {
+            (g - w).abs() <= rel * w.abs()
+        };
+        assert!(
+            ok,
+            "{what}({:?}): got {g:?}, want {w:?} (element {i})",
+            inputs[i]
+        );
+    }
+}
+
+#[test]
+fn rounding_cbrt_tan_erf_and_is_finite_at_edge_values_f32() {
+    let tiny = f32::from_bits(1); // the smallest subnormal
+    let xs: Vec<f32> = vec![
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        -0.4,
+        0.4,
+        -0.5,
+        0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        0.49999997,
+        -0.49999997,
+        8388609.0, // 2^23 + 1: every float from 2^23 up is an integer
+        -8388609.0,
+        1e30,
+        -1e30,
+        f32::MAX,
+        f32::MIN,
+        f32::MIN_POSITIVE,
+        -8.0,
+        27.0,
+        tiny,
+    ];
+    let n = xs.len() as i64;
+    let b = Builder::new("edges32");
+    let x = b.parameter(0, Shape::of::<f32>(&[n]), "x");
+    let m = b
+        .build_tuple(&[
+            &x.round(),
+            &x.round_even(),
+            &x.cbrt(),
+            &x.tan(),
+            &x.erf(),
+            &x.is_finite(),
+        ])
+        .unwrap();
+    let r = run(&m, &[&upload(&xs, &[n])]);
+    let got = |i: usize, name: &str| fetch::<f32>(&r[i], &[n], name);
+    assert_bits(&got(0, "round"), &map(&xs, f32::round), &xs, "round");
+    assert_bits(
+        &got(1, "round_even"),
+        &map(&xs, f32::round_ties_even),
+        &xs,
+        "round_even",
+    );
+    // XLA's cbrt is wrong on subnormals (cbrt(1e-45) is 1.1e-15; the 0.115 CPU
+    // plugin gives -5.6e-16): the last input is left out of the checks of computed
+    // values. The 0.81 plugin's cbrt is within 1e-6 (7e-7 off at 1e30).
+    let m1 = xs.len() - 1;
+    assert_near_exact_edges(
+        &got(2, "cbrt")[..m1],
+        &map(&xs[..m1], f32::cbrt),
+        &xs,
+        1e-6,
+        "cbrt",
+    );
+    // tan of the huge inputs depends on the argument reduction: checked for NaN,
+    // infinities and zeros only (and |x| <= 2.5, where f64 gives the reference).
+    let tan_ref: Vec<f32> = map(&xs[..m1], |v| f64::from(v).tan() as f32);
+    let near: Vec<usize> = (0..m1)
+        .filter(|i| !xs[*i].is_finite() || xs[*i].abs() <= 2.5)
+        .collect();
+    let tan = got(3, "tan");
+    assert_near_exact_edges(
+        &near.iter().map(|i| tan[*i]).collect::<Vec<_>>(),
+        &near.iter().map(|i| tan_ref[*i]).collect::<Vec<_>>(),
+        &near.iter().map(|i| xs[*i]).collect::<Vec<_>>(),
+        2e-6,
+        "tan",
+    );
+    assert_near_exact_edges(
+        &got(4, "erf")[..m1],
+        &map(&xs[..m1], |v| erf_ref(f64::from(v)) as f32),
+        &xs,
+        2e-6,
+        "erf",
+    );
+    assert_eq!(
+        fetch::<bool>(&r[5], &[n], "is_finite"),
+        map(&xs, f32::is_finite),
+        "is_finite of {xs:?}"
+    );
+}
+
+#[test]
+fn rounding_cbrt_tan_erf_and_is_finite_at_edge_values_f64() {
+    let xs: Vec<f64> = vec![
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        -0.4,
+        2.5,
+        -2.5,
+        3.5,
+        0.49999999999999994,
+        4503599627370497.0, // 2^52 + 1
+        -1e300,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        -27.0,
+        0.1,
+        1.2,
+        -2.0,
+    ];
+    let n = xs.len() as i64;
+    let b = Builder::new("edges64");
+    let x = b.parameter(0, Shape::of::<f64>(&[n]), "x");
+    let m = b
+        .build_tuple(&[
+            &x.round(),
+            &x.round_even(),
+            &x.cbrt(),
+            &x.tan(),
+            &x.erf(),
+            &x.is_finite(),
+        ])
+        .unwrap();
+    let r = run(&m, &[&upload(&xs, &[n])]);
+    let got = |i: usize, name: &str| fetch::<f64>(&r[i], &[n], name);
+    let check = |got: Vec<f64>, f: fn(f64) -> f64, rel: f64, what: &str, only: fn(f64) -> bool| {
+        for (i, (g, x)) in got.iter().zip(&xs).enumerate() {
+            let w = f(*x);
+            if !only(*x) {
+                continue;
+            }
+            let ok = if w.is_nan() {
+                g.is_nan()
+            } else if rel == 0.0 || w.is_infinite() || w == 0.0 {
+                g.to_bits() == w.to_bits()
+            } else {
+                (g - w).abs() <= rel * w.abs()
+            };
+            assert!(ok, "{what}({x:?}): got {g:?}, want {w:?} (element {i})");
+        }
+    };
+    let all = |_: f64| true;
+    check(got(0, "round"), f64::round, 0.0, "round", all);
+    check(
+        got(1, "round_even"),
+        f64::round_ties_even,
+        0.0,
+        "round_even",
+        all,
+    );
+    // The 0.81 plugin's cbrt is 1.3e-14 off at -1e300.
+    check(got(2, "cbrt"), f64::cbrt, 1e-13, "cbrt", all);
+    check(got(3, "tan"), f64::tan, 1e-14, "tan", |x| {
+        !x.is_finite() || x.abs() <= 2.5
+    });
+    check(got(4, "erf"), erf_ref, 1e-14, "erf", all);
+    assert_eq!(
+        fetch::<bool>(&r[5], &[n], "is_finite"),
+        map(&xs, f64::is_finite)
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -1047,4 +1337,218 @@ fn max_and_min_propagate_nan_and_order_signed_zeros_as_jax() {
     let out = fast.execute(&[&xs, &ys]).unwrap();
     let got: Vec<f32> = fetch(&out[0], &[6], "fast max");
     assert_eq!(got[0], 0.0, "fast max(0, NaN) is the non-NaN operand");
+}
+
+// ---------------------------------------------------------------------------------
+// Clamp.
+
+/// `maximum` as XLA computes it with fast min/max off (the default): NaN on either
+/// side gives NaN, and +0 is above -0.
+fn max_ref(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_positive() { a } else { b }
+    } else {
+        a.max(b)
+    }
+}
+
+/// `minimum` likewise: NaN on either side gives NaN, and -0 is below +0.
+fn min_ref(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a == 0.0 && b == 0.0 {
+        if a.is_sign_negative() { a } else { b }
+    } else {
+        a.min(b)
+    }
+}
+
+/// XLA's clamp: `min(max(x, lo), hi)`.
+fn clamp_ref(lo: f32, x: f32, hi: f32) -> f32 {
+    min_ref(max_ref(x, lo), hi)
+}
+
+#[test]
+fn clamp_f32_with_array_and_broadcast_bounds_nan_and_signed_zeros() {
+    let nan = f32::NAN;
+    let inf = f32::INFINITY;
+    // Each column one case: inside, below, above, NaN in x / lo / hi, signed
+    // zeros on every side, lo > hi, infinite bounds.
+    let x = [
+        0.5f32, -3.0, 7.0, nan, 1.0, 1.0, -0.0, 0.0, -0.0, 5.0, -1e30, 1e30,
+    ];
+    let lo = [
+        0.0f32, -1.0, -1.0, 0.0, nan, 0.0, 0.0, -0.0, -0.0, 3.0, -inf, -inf,
+    ];
+    let hi = [
+        1.0f32, 1.0, 1.0, 1.0, 2.0, nan, 1.0, 1.0, -0.0, 2.0, inf, 2.0,
+    ];
+    let n = x.len() as i64;
+    let b = Builder::new("clamp");
+    let px = b.parameter(0, Shape::of::<f32>(&[n]), "x");
+    let plo = b.parameter(1, Shape::of::<f32>(&[n]), "lo");
+    let phi = b.parameter(2, Shape::of::<f32>(&[n]), "hi");
+    // Bounds broadcast: a row of bounds per column over a [2, 3] operand; scalars.
+    let m2 = b.parameter(3, Shape::of::<f32>(&[2, 3]), "m2");
+    let row_lo = b.parameter(4, Shape::of::<f32>(&[3]), "row_lo");
+    let s_hi = b.constant(0.25f32);
+    let m = b
+        .build_tuple(&[
+            &px.clamp(&plo, &phi),
+            &m2.clamp(&row_lo, &s_hi),
+            &px.clip(-0.5, 0.5),
+        ])
+        .unwrap();
+    let m2v = [-1.0f32, 0.0, 1.0, 0.1, nan, -0.0];
+    let rlo = [-0.5f32, 0.2, 0.0];
+    let r = run(
+        &m,
+        &[
+            &upload(&x, &[n]),
+            &upload(&lo, &[n]),
+            &upload(&hi, &[n]),
+            &upload(&m2v, &[2, 3]),
+            &upload(&rlo, &[3]),
+        ],
+    );
+    let want: Vec<f32> = (0..x.len())
+        .map(|i| clamp_ref(lo[i], x[i], hi[i]))
+        .collect();
+    assert_bits(&fetch::<f32>(&r[0], &[n], "clamp"), &want, &x, "clamp");
+    let want: Vec<f32> = (0..6)
+        .map(|i| clamp_ref(rlo[i % 3], m2v[i], 0.25))
+        .collect();
+    assert_bits(
+        &fetch::<f32>(&r[1], &[2, 3], "broadcast clamp"),
+        &want,
+        &m2v,
+        "broadcast clamp",
+    );
+    let want: Vec<f32> = map(&x, |v| clamp_ref(-0.5, v, 0.5));
+    assert_bits(&fetch::<f32>(&r[2], &[n], "clip"), &want, &x, "clip");
+}
+
+#[test]
+fn clamp_of_integers_and_pred() {
+    let xs = [i32::MIN, -7, -1, 0, 3, 9, i32::MAX];
+    let us = [0u8, 5, 100, 200, 255];
+    let ps = [false, true, false, true];
+    let b = Builder::new("clamp_int");
+    let x = b.parameter(0, Shape::of::<i32>(&[7]), "x");
+    let u = b.parameter(1, Shape::of::<u8>(&[5]), "u");
+    let p = b.parameter(2, Shape::of::<bool>(&[4]), "p");
+    let plo = b.parameter(3, Shape::of::<bool>(&[4]), "plo");
+    let m = b
+        .build_tuple(&[
+            &x.clip(-2, 5),
+            &x.clamp(&b.constant(i32::MIN), &b.constant(i32::MAX)),
+            &u.clip(5u8, 200u8),
+            // lo > hi: the result is hi.
+            &x.clip(4, -4),
+            &p.clamp(&plo, &b.constant(true)),
+        ])
+        .unwrap();
+    let plos = [false, false, true, true];
+    let r = run(
+        &m,
+        &[
+            &upload(&xs, &[7]),
+            &upload(&us, &[5]),
+            &upload(&ps, &[4]),
+            &upload(&plos, &[4]),
+        ],
+    );
+    assert_eq!(
+        fetch::<i32>(&r[0], &[7], "clip"),
+        map(&xs, |v| v.clamp(-2, 5))
+    );
+    assert_eq!(fetch::<i32>(&r[1], &[7], "clamp to the type's range"), xs);
+    assert_eq!(
+        fetch::<u8>(&r[2], &[5], "u8"),
+        map(&us, |v| v.clamp(5, 200))
+    );
+    assert_eq!(fetch::<i32>(&r[3], &[7], "lo > hi"), vec![-4; 7]);
+    // pred orders false < true: clamp(lo, p, true) = p or lo.
+    let want: Vec<bool> = (0..4).map(|i| ps[i] || plos[i]).collect();
+    assert_eq!(fetch::<bool>(&r[4], &[4], "pred"), want);
+}
+
+#[test]
+fn clamp_errors_name_the_op_the_shapes_and_the_line() {
+    let b = Builder::new("clamp_bad");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let lo_i = b.parameter(1, Shape::of::<i32>(&[]), "lo");
+    let hi = b.constant(1f32);
+    let (y, line) = (x.clamp(&lo_i, &hi), line!());
+    let e = b.build(&y).unwrap_err().to_string();
+    assert!(e.contains("`clamp` on (s32[], f32[2,3], f32[])"), "{e}");
+    assert!(e.contains(&format!("ops_elementwise.rs:{line}:")), "{e}");
+    assert!(e.contains("one element type"), "{e}");
+
+    let b = Builder::new("clamp_dims");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let lo = b.parameter(1, Shape::of::<f32>(&[4]), "lo");
+    let e = b.build(&x.clamp(&lo, &lo)).unwrap_err().to_string();
+    assert!(e.contains("`clamp` on (f32[4], f32[2,3], f32[4])"), "{e}");
+    assert!(e.contains("cannot broadcast"), "{e}");
+
+    // A Rust number the element type cannot hold.
+    let b = Builder::new("clip_bad");
+    let x = b.parameter(0, Shape::of::<u8>(&[3]), "x");
+    let e = b.build(&x.clip(-1, 5)).unwrap_err().to_string();
+    assert!(e.contains("does not fit element type u8"), "{e}");
+
+    let b = Builder::new("clamp_complex");
+    let c = b
+        .parameter(0, Shape::of::<f32>(&[2]), "c")
+        .convert(ElementType::C64);
+    let e = b.build(&c.clamp(&c, &c)).unwrap_err().to_string();
+    assert!(e.contains("`clamp`") && e.contains("ordered"), "{e}");
+}
+
+#[test]
+fn the_new_unary_ops_and_clamp_on_scalars_and_empty_arrays() {
+    let b = Builder::new("small");
+    let s = b.parameter(0, Shape::of::<f32>(&[]), "s");
+    let e = b.parameter(1, Shape::of::<f32>(&[0, 3]), "e");
+    let ops = |x: &Op| {
+        vec![
+            x.round(),
+            x.round_even(),
+            x.cbrt(),
+            x.tan(),
+            x.erf(),
+            x.is_finite(),
+            x.clamp(&b.constant(-1f32), &b.constant(1f32)),
+        ]
+    };
+    let mut outs = ops(&s);
+    outs.extend(ops(&e));
+    let m = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let r = run(
+        &m,
+        &[&upload(&[-2.5f32], &[]), &upload::<f32>(&[], &[0, 3])],
+    );
+    let v = -2.5f32;
+    let want = [
+        v.round(),
+        v.round_ties_even(),
+        v.cbrt(),
+        f64::from(v).tan() as f32,
+        erf_ref(f64::from(v)) as f32,
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert_close(&fetch::<f32>(&r[i], &[], "scalar"), &[*w], 1e-6);
+    }
+    assert_eq!(fetch::<bool>(&r[5], &[], "is_finite"), vec![true]);
+    assert_eq!(fetch::<f32>(&r[6], &[], "clamp"), vec![-1.0]);
+    for (i, buf) in r[7..].iter().enumerate() {
+        if i == 5 {
+            assert!(fetch::<bool>(buf, &[0, 3], "empty is_finite").is_empty());
+        } else {
+            assert!(fetch::<f32>(buf, &[0, 3], "empty").is_empty());
+        }
+    }
 }

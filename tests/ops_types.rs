@@ -1,10 +1,10 @@
 //! The builder's element-type rules checked against XLA's own: for each element-wise
-//! op, compare, select, convert (every pair), dot and reduce, and each element type,
-//! the builder accepts exactly when the plugin compiles the op. XLA's answer comes
-//! from a module built on `f32` with every `f32` in its proto replaced by the type
-//! under test (so the builder's rules play no part in it), compiled in a child
-//! process: a type XLA does not support may crash its compiler. Also: shapes whose
-//! element counts overflow `i64` are errors (never a panic), and nested-tuple
+//! op, compare, select, clamp, convert (every pair), dot and reduce, and each
+//! element type, the builder accepts exactly when the plugin compiles the op. XLA's
+//! answer comes from a module built on `f32` with every `f32` in its proto replaced
+//! by the type under test (so the builder's rules play no part in it), compiled in a
+//! child process: a type XLA does not support may crash its compiler. Also: shapes
+//! whose element counts overflow `i64` are errors (never a panic), and nested-tuple
 //! results are refused at `build`.
 
 mod common;
@@ -32,6 +32,7 @@ enum Case {
     Convert(ElementType, ElementType),
     Dot(ElementType),
     Reduce(ElementType),
+    Clamp(ElementType),
 }
 
 const DIRS: [Comparison; 6] = [
@@ -53,6 +54,7 @@ fn cases() -> Vec<Case> {
         v.extend(ElementType::ALL.iter().map(|to| Case::Convert(t, *to)));
         v.push(Case::Dot(t));
         v.push(Case::Reduce(t));
+        v.push(Case::Clamp(t));
     }
     v
 }
@@ -90,6 +92,12 @@ fn build(case: Case, t: ElementType) -> xlaclient::Result<Computation> {
             UnaryOp::Sign => x.sign(),
             UnaryOp::ExponentialMinusOne => x.expm1(),
             UnaryOp::LogPlusOne => x.log1p(),
+            UnaryOp::RoundNearestAfz => x.round(),
+            UnaryOp::RoundNearestEven => x.round_even(),
+            UnaryOp::Cbrt => x.cbrt(),
+            UnaryOp::Tan => x.tan(),
+            UnaryOp::Erf => x.erf(),
+            UnaryOp::IsFinite => x.is_finite(),
         },
         Case::Binary(op, _) => {
             let y = param(&b, 1, t, &DIMS);
@@ -116,6 +124,7 @@ fn build(case: Case, t: ElementType) -> xlaclient::Result<Computation> {
             let init = param(&b, 1, t, &[]);
             x.reduce(&init, &[1], |a, e| a + e)
         }
+        Case::Clamp(_) => x.clamp(&param(&b, 1, t, &[]), &param(&b, 2, t, &DIMS)),
     };
     b.build(&out)
 }
@@ -128,7 +137,8 @@ fn types(case: Case) -> (ElementType, Option<ElementType>) {
         | Case::Compare(_, t)
         | Case::Select(t)
         | Case::Dot(t)
-        | Case::Reduce(t) => (t, None),
+        | Case::Reduce(t)
+        | Case::Clamp(t) => (t, None),
         Case::Convert(from, to) => (from, Some(to)),
     }
 }

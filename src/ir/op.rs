@@ -211,6 +211,20 @@ opcodes! {
     Cholesky = "cholesky", Fixed(1);
     /// Solves triangular systems.
     TriangularSolve = "triangular-solve", Fixed(2);
+    /// Rounds to the nearest integer, halfway cases away from zero.
+    RoundNearestAfz = "round-nearest-afz", Fixed(1);
+    /// Rounds to the nearest integer, halfway cases to even.
+    RoundNearestEven = "round-nearest-even", Fixed(1);
+    /// Cube root.
+    Cbrt = "cbrt", Fixed(1);
+    /// Tangent.
+    Tan = "tan", Fixed(1);
+    /// The error function.
+    Erf = "erf", Fixed(1);
+    /// True where an element is neither infinite nor NaN (`pred` result).
+    IsFinite = "is-finite", Fixed(1);
+    /// `min(max(operand, min), max)`: min, operand, max; the bounds are scalars or of the operand's shape.
+    Clamp = "clamp", Fixed(3);
 }
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
@@ -240,6 +254,8 @@ pub enum OpKind {
     Compare(Comparison),
     /// `select(pred, on_true, on_false)`.
     Select,
+    /// `clamp(min, operand, max)`.
+    Clamp,
     /// BroadcastInDim: operand axis `i` becomes output axis `dims[i]`.
     Broadcast {
         /// Output axis of each operand axis.
@@ -395,6 +411,7 @@ impl OpKind {
             OpKind::BitwiseUnary(u) => u.opcode(),
             OpKind::Compare(_) => Opcode::Compare,
             OpKind::Select => Opcode::Select,
+            OpKind::Clamp => Opcode::Clamp,
             OpKind::Broadcast { .. } => Opcode::Broadcast,
             OpKind::Reshape => Opcode::Reshape,
             OpKind::Transpose { .. } => Opcode::Transpose,
@@ -500,7 +517,7 @@ impl OpKind {
             OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Bitwise(_) | OpKind::BitwiseUnary(_) => {
             }
             OpKind::Compare(c) => c.hash(h),
-            OpKind::Select | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
+            OpKind::Select | OpKind::Clamp | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
             OpKind::Broadcast { dims } => dims.hash(h),
             OpKind::Transpose { perm } => perm.hash(h),
             OpKind::GetTupleElement { index } => index.hash(h),
@@ -582,6 +599,7 @@ pub fn infer(
         OpKind::BitwiseUnary(u) => bitwise::infer_bitwise_unary(*u, operands[0]),
         OpKind::Compare(c) => elementwise::infer_compare(*c, operands[0], operands[1]),
         OpKind::Select => elementwise::infer_select(operands[0], operands[1], operands[2]),
+        OpKind::Clamp => elementwise::infer_clamp(operands[0], operands[1], operands[2]),
         OpKind::Broadcast { dims } => {
             shape_ops::infer_broadcast_in_dim(operands[0], need_target()?.dims(), dims)
         }
@@ -770,6 +788,7 @@ pub(crate) fn lower_attrs(
         | OpKind::Bitwise(_)
         | OpKind::BitwiseUnary(_)
         | OpKind::Select
+        | OpKind::Clamp
         | OpKind::Reshape
         | OpKind::Convert
         | OpKind::Tuple => {}
@@ -831,6 +850,7 @@ pub(crate) fn raise(
         }
         Opcode::Compare => OpKind::Compare(elementwise::raise_compare(p)?),
         Opcode::Select => OpKind::Select,
+        Opcode::Clamp => OpKind::Clamp,
         Opcode::Broadcast => OpKind::Broadcast {
             dims: p.dimensions.as_slice().into(),
         },

@@ -1,5 +1,5 @@
-//! Element-wise ops: unary and binary arithmetic, comparison and select, with numpy
-//! broadcasting and Rust operators on top.
+//! Element-wise ops: unary and binary arithmetic, comparison, select and clamp, with
+//! numpy broadcasting and Rust operators on top.
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::panic::Location;
@@ -123,6 +123,21 @@ unary_ops! {
     expm1 => ExponentialMinusOne, Float;
     /// `ln(1 + x)`, accurate near 0.
     log1p => LogPlusOne, Float;
+    /// Rounds to the nearest integer, halfway cases away from zero (Rust's
+    /// `f32::round`: `round(2.5) = 3`, `round(-0.4) = -0.0`).
+    round => RoundNearestAfz, RealFloat;
+    /// Rounds to the nearest integer, halfway cases to the even one (Rust's
+    /// `f32::round_ties_even`: `round_even(2.5) = 2`).
+    round_even => RoundNearestEven, RealFloat;
+    /// Cube root (real: `cbrt(-8) = -2`).
+    cbrt => Cbrt, RealFloat;
+    /// Tangent.
+    tan => Tan, Float;
+    /// The error function `2/sqrt(pi) * integral of e^(-t^2) from 0 to x`.
+    erf => Erf, RealFloat;
+    /// True where an element is neither infinite nor NaN: a `pred` array of the
+    /// operand's dimensions.
+    is_finite => IsFinite, RealFloat;
 }
 
 macro_rules! binary_ops {
@@ -252,9 +267,10 @@ pub(crate) fn lower_compare(c: Comparison, lhs: &Shape, p: &mut proto::HloInstru
 // ---------------------------------------------------------------------------------
 // Shape rules.
 
-/// Unary element-wise rule: an array of an accepted type; same shape out.
+/// Unary element-wise rule: an array of an accepted type; the same shape out, but
+/// for `is-finite` (see [`infer_is_finite`]).
 pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
-    let (ty, _) = array_of(op.hlo_name(), x)?;
+    let (ty, dims) = array_of(op.hlo_name(), x)?;
     if !op.type_class().accepts(ty) {
         return Err(ShapeError::new(
             op.hlo_name(),
@@ -263,7 +279,16 @@ pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
             format!("needs {}, got {ty}", op.type_class().describe()),
         ));
     }
+    if op == UnaryOp::IsFinite {
+        return Ok(infer_is_finite(dims));
+    }
     Ok(x.clone())
+}
+
+/// `is-finite` rule, after the type check of [`infer_unary`] (a real float): `pred`
+/// of the operand's dimensions.
+pub fn infer_is_finite(dims: &[i64]) -> Shape {
+    Shape::array(ElementType::Pred, dims)
 }
 
 /// Binary element-wise rule (after broadcasting): identical shapes and types.
@@ -357,6 +382,48 @@ pub fn infer_compare(dir: Comparison, lhs: &Shape, rhs: &Shape) -> Result<Shape,
         ));
     }
     Ok(Shape::array(ElementType::Pred, ld))
+}
+
+/// Clamp's element types: min, operand and max the same, and ordered (not complex:
+/// clamp is `min(max(operand, min), max)`, as [`BinaryOp::Maximum`] takes).
+fn clamp_types(lo: ElementType, x: ElementType, hi: ElementType) -> Result<(), String> {
+    if lo != x || hi != x {
+        return Err(format!(
+            "min, operand and max must have one element type, got {lo}, {x}, {hi}; convert first"
+        ));
+    }
+    if !TypeClass::Ordered.accepts(x) {
+        return Err(format!("needs {}, got {x}", TypeClass::Ordered.describe()));
+    }
+    Ok(())
+}
+
+/// Clamp rule: `min`, `operand`, `max` of one ordered element type; each bound is a
+/// scalar or has the operand's dimensions. The result is the operand's shape.
+pub fn infer_clamp(lo: &Shape, x: &Shape, hi: &Shape) -> Result<Shape, ShapeError> {
+    const OP: &str = "clamp";
+    let (lt, ld) = array_of(OP, lo)?;
+    let (xt, xd) = array_of(OP, x)?;
+    let (ht, hd) = array_of(OP, hi)?;
+    if let Err(reason) = clamp_types(lt, xt, ht) {
+        return Err(ShapeError::new(
+            OP,
+            &[lo, x, hi],
+            ShapeErrorKind::ElementType,
+            reason,
+        ));
+    }
+    for (what, d) in [("min", ld), ("max", hd)] {
+        if !d.is_empty() && d != xd {
+            return Err(ShapeError::new(
+                OP,
+                &[lo, x, hi],
+                ShapeErrorKind::Dimension,
+                format!("{what} must be a scalar or have the operand's dimensions"),
+            ));
+        }
+    }
+    Ok(x.clone())
 }
 
 /// Select rule: a `pred` predicate and two branches of one shape, all the same dims.
@@ -601,6 +668,58 @@ impl Builder {
 }
 
 impl Op {
+    /// XLA's [Clamp](https://openxla.org/xla/operation_semantics#clamp): each element
+    /// limited to `[lo, hi]`, as `min(max(x, lo), hi)` (so a NaN anywhere gives NaN,
+    /// and `lo > hi` gives `hi`). `lo` and `hi` have this op's element type; shapes
+    /// broadcast the numpy way. [`Op::clip`] is the form with Rust numbers.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Shape};
+    /// let b = Builder::new("clamp");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let lo = b.constant(0f32);
+    /// let hi = b.parameter(1, Shape::of::<f32>(&[3]), "hi");
+    /// assert_eq!(x.clamp(&lo, &hi).dims()?, vec![2, 3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn clamp(&self, lo: &Op, hi: &Op) -> Op {
+        self.clamp_at(lo, hi, Location::caller())
+    }
+
+    pub(crate) fn clamp_at(&self, lo: &Op, hi: &Op, loc: &'static Location<'static>) -> Op {
+        const OP: &str = "clamp";
+        let b = self.builder();
+        if let Err(failed) = b.target(&[lo, self, hi], OP, loc) {
+            return failed;
+        }
+        let (Ok(ls), Ok(xs), Ok(hs)) = (lo.shape(), self.shape(), hi.shape()) else {
+            unreachable!("operands were checked above");
+        };
+        let err =
+            |kind, reason: String| b.fail(ShapeError::new(OP, &[&ls, &xs, &hs], kind, reason), loc);
+        let (Some(lt), Some(xt), Some(ht)) =
+            (ls.element_type(), xs.element_type(), hs.element_type())
+        else {
+            return err(ShapeErrorKind::Rank, "expects array operands".into());
+        };
+        if let Err(reason) = clamp_types(lt, xt, ht) {
+            return err(ShapeErrorKind::ElementType, reason);
+        }
+        let dims = broadcast_dims(ls.dims(), xs.dims()).and_then(|d| broadcast_dims(&d, hs.dims()));
+        let dims = match dims {
+            Ok(d) => d,
+            Err(reason) => return err(ShapeErrorKind::Dimension, reason),
+        };
+        // Scalar bounds are broadcast too, as JAX lowers clamp: XLA's rule takes
+        // them, but the CPU plugin of PJRT C API 0.115 fails to compile them
+        // ("xtile.extract": tile shape does not match rank of buffer: 0).
+        let l = lo.broadcast_to_at(&dims, loc);
+        let h = hi.broadcast_to_at(&dims, loc);
+        let x = self.broadcast_to_at(&dims, loc);
+        b.emit(OpKind::Clamp, &[&l, &x, &h], None, loc)
+    }
+
     pub(crate) fn unary(&self, op: UnaryOp, loc: &'static Location<'static>) -> Op {
         self.builder().emit(OpKind::Unary(op), &[self], None, loc)
     }
@@ -824,8 +943,50 @@ pub(crate) fn vjp_unary(op: UnaryOp, n: &crate::autodiff::Node, ct: &Op) -> Opti
         UnaryOp::Logistic => mul(ct, &mul(y, &k(1.0).binary(Subtract, y, loc))),
         UnaryOp::ExponentialMinusOne => mul(ct, &y.binary(Add, &k(1.0), loc)),
         UnaryOp::LogPlusOne => ct.binary(Divide, &x.binary(Add, &k(1.0), loc), loc),
-        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Sign => return None,
+        UnaryOp::Cbrt => ct.binary(Divide, &mul(&k(3.0), &mul(y, y)), loc),
+        UnaryOp::Tan => mul(ct, &k(1.0).binary(Add, &mul(y, y), loc)),
+        UnaryOp::Erf => {
+            let e = mul(x, x)
+                .unary(UnaryOp::Negate, loc)
+                .unary(UnaryOp::Exponential, loc);
+            mul(ct, &mul(&k(std::f64::consts::FRAC_2_SQRT_PI), &e))
+        }
+        UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Sign
+        | UnaryOp::RoundNearestAfz
+        | UnaryOp::RoundNearestEven
+        | UnaryOp::IsFinite => return None,
     })
+}
+
+/// `clamp(lo, x, hi)`: the cotangent goes to `x` where it is strictly inside, to
+/// `lo` where `lo` is above `x` (and below `hi`), to `hi` where `hi` is below `x`
+/// (JAX's rule); a scalar bound gets the sum over the array.
+pub(crate) fn vjp_clamp(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (lo, x, hi, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
+    let b = x.builder();
+    let zero = crate::autodiff::zeros_like(ct, loc);
+    let both = |p: Op, q: Op| p.bitwise_at(crate::ops::bitwise::BitwiseOp::And, &q, loc);
+    let pick = |p: &Op| b.select_at(p, ct, &zero, loc);
+    let fit = |g: Op, bound: &Op| -> Op {
+        if bound.rank().unwrap_or(0) == 0 && ct.rank().unwrap_or(0) > 0 {
+            let all: Vec<i64> = (0..ct.rank().unwrap_or(0) as i64).collect();
+            g.reduce_binary_at(&all, BinaryOp::Add, loc)
+        } else {
+            g
+        }
+    };
+    let g_lo = pick(&both(
+        lo.compare_at(x, Comparison::Gt, loc),
+        lo.compare_at(hi, Comparison::Lt, loc),
+    ));
+    let g_x = pick(&both(
+        x.compare_at(lo, Comparison::Gt, loc),
+        x.compare_at(hi, Comparison::Lt, loc),
+    ));
+    let g_hi = pick(&hi.compare_at(x, Comparison::Lt, loc));
+    vec![Some(fit(g_lo, lo)), Some(g_x), Some(fit(g_hi, hi))]
 }
 
 /// The cotangents of a binary op's operands. `max`/`min` split the cotangent
@@ -946,6 +1107,40 @@ mod tests {
         assert_eq!(names.len(), n, "two ops share an opcode");
         assert_eq!(UnaryOp::Exponential.hlo_name(), "exponential");
         assert_eq!(BinaryOp::Subtract.hlo_name(), "subtract");
+    }
+
+    #[test]
+    fn is_finite_gives_pred_of_real_floats_only() {
+        assert_eq!(
+            infer_unary(UnaryOp::IsFinite, &f32s(&[2, 0])).unwrap(),
+            Shape::of::<bool>(&[2, 0])
+        );
+        assert!(infer_unary(UnaryOp::IsFinite, &Shape::of::<i32>(&[2])).is_err());
+        let c = Shape::array(ElementType::C64, &[2]);
+        assert!(infer_unary(UnaryOp::IsFinite, &c).is_err());
+        for u in [UnaryOp::RoundNearestAfz, UnaryOp::Cbrt, UnaryOp::Erf] {
+            assert!(infer_unary(u, &c).is_err(), "{u:?}");
+            assert_eq!(infer_unary(u, &f32s(&[])).unwrap(), f32s(&[]));
+        }
+        assert!(infer_unary(UnaryOp::Tan, &c).is_ok());
+    }
+
+    #[test]
+    fn clamp_rule() {
+        let x = f32s(&[2, 3]);
+        let s = f32s(&[]);
+        assert_eq!(infer_clamp(&s, &x, &s).unwrap(), x);
+        assert_eq!(infer_clamp(&x, &x, &s).unwrap(), x);
+        let e = infer_clamp(&f32s(&[3]), &x, &s).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Dimension);
+        assert!(e.reason.contains("min must be"), "{e}");
+        let e = infer_clamp(&s, &x, &Shape::of::<i32>(&[])).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        assert!(e.reason.contains("f32, f32, s32"), "{e}");
+        let c = Shape::array(ElementType::C64, &[]);
+        assert!(infer_clamp(&c, &c, &c).is_err());
+        let p = Shape::of::<bool>(&[2]);
+        assert!(infer_clamp(&p, &p, &p).is_ok());
     }
 
     #[test]

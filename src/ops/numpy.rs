@@ -243,12 +243,20 @@ impl Op {
             .convert_at(ty, loc)
     }
 
-    /// Each element limited to `[lo, hi]` (numpy's `clip`).
+    /// Each element limited to `[lo, hi]` (numpy's `clip`): XLA's `clamp` with Rust
+    /// numbers as bounds, which take this op's element type (an error if they do
+    /// not fit it, as for `&x + 2.5` on integers). See [`Op::clamp`].
     #[track_caller]
-    pub fn clip(&self, lo: f64, hi: f64) -> Op {
+    pub fn clip(&self, lo: impl Into<Scalar>, hi: impl Into<Scalar>) -> Op {
         let loc = Location::caller();
-        self.binary_scalar(BinaryOp::Maximum, Scalar::Float(lo), false, loc)
-            .binary_scalar(BinaryOp::Minimum, Scalar::Float(hi), false, loc)
+        let ty = match self.element_type() {
+            Ok(ty) => ty,
+            Err(_) => return self.builder().fail_not_array(self, "clamp", loc),
+        };
+        let b = self.builder();
+        let lo = b.scalar_of(ty, lo.into(), loc);
+        let hi = b.scalar_of(ty, hi.into(), loc);
+        self.clamp_at(&lo, &hi, loc)
     }
 
     /// `x * x`.

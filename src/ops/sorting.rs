@@ -1,5 +1,6 @@
 //! Sorting: XLA's `sort` of several arrays together along one axis, ordered by a
-//! comparator built from a Rust closure (which may use outside scalars).
+//! comparator built from a Rust closure (which may use outside scalars), and
+//! `top_k` on top of it (the `k` largest along the last axis, with their indices).
 
 use std::panic::Location;
 
@@ -7,7 +8,8 @@ use super::{array_of, resolve_axis};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
-use crate::ops::elementwise::Comparison;
+use crate::ops::bitwise::BitwiseOp;
+use crate::ops::elementwise::{Comparison, Scalar};
 use crate::shape::{ElementType, Shape};
 
 /// Sort rule: one or more arrays of equal dimensions, `dimension` in range; the
@@ -73,6 +75,50 @@ pub fn infer_sort(
     } else {
         Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect())
     })
+}
+
+/// Top-k rule (`jax.lax.top_k`'s): an array of rank 1 or more of an ordered (not
+/// complex) element type, `0 <= k <=` the size of the last axis, which `s32` indices
+/// must be able to count. The results are `(values, indices)`: the operand's shape
+/// with the last axis `k` long, and the same dimensions in `s32`.
+pub fn infer_top_k(operand: &Shape, k: i64) -> Result<(Shape, Shape), ShapeError> {
+    const OP: &str = "top_k";
+    let (ty, dims) = array_of(OP, operand)?;
+    let Some(&n) = dims.last() else {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Rank,
+            "needs an operand of rank 1 or more (it works along the last axis)",
+        ));
+    };
+    if ty.is_complex() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::ElementType,
+            format!("complex numbers have no order, got {ty}"),
+        ));
+    }
+    if k < 0 || k > n {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Attribute,
+            format!("k = {k} must lie in 0..={n} (the size of the last axis)"),
+        ));
+    }
+    if n > i64::from(i32::MAX) + 1 {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Dimension,
+            format!("the last axis ({n}) is too long for s32 indices"),
+        ));
+    }
+    let mut out = dims.to_vec();
+    *out.last_mut().expect("rank >= 1") = k;
+    Ok((Shape::array(ty, &out), Shape::array(ElementType::S32, &out)))
 }
 
 impl Builder {
@@ -234,6 +280,82 @@ pub(crate) fn vjp_sort(
     out
 }
 
+impl Op {
+    /// The `k` largest elements along the last axis, largest first, and their
+    /// indices (`s32`), as `jax.lax.top_k`: equal elements come in index order, and
+    /// floats are ordered totally (NaN above +inf, +0 above -0, NaNs with the sign
+    /// bit set below -inf). Returns `(values, indices)`.
+    ///
+    /// Built as a stable sort of the values (descending, in that total order) with
+    /// an iota of indices, then a slice: XLA's `topk` op, which JAX emits, breaks
+    /// ties in no fixed order on the CPU plugin of PJRT C API 0.115 (it sorts
+    /// unstably), and the sort gives the same answer on every plugin.
+    ///
+    /// ```
+    /// use xlaclient::{Builder, ElementType, Shape};
+    /// let b = Builder::new("topk");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 10]), "x");
+    /// let (values, indices) = x.top_k(3);
+    /// assert_eq!(values.dims()?, vec![4, 3]);
+    /// assert_eq!(indices.element_type()?, ElementType::S32);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn top_k(&self, k: i64) -> (Op, Op) {
+        let loc = Location::caller();
+        let b = self.builder();
+        let s = match self.shape() {
+            Ok(s) => s,
+            Err(_) => return (self.clone(), self.clone()),
+        };
+        let (values, _) = match infer_top_k(&s, k) {
+            Ok(r) => r,
+            Err(e) => {
+                let f = b.fail(e, loc);
+                return (f.clone(), f);
+            }
+        };
+        let dims = s.dims().to_vec();
+        let axis = dims.len() - 1;
+        let idx = b.iota(ElementType::S32, &dims, axis as i64);
+        let sorted = b.sort(&[self, &idx], axis as i64, true, |l, r| {
+            total_order_key(&l[0], loc).compare_at(
+                &total_order_key(&r[0], loc),
+                Comparison::Gt,
+                loc,
+            )
+        });
+        let start = vec![0; dims.len()];
+        let strides = vec![1; dims.len()];
+        let limit = values.dims().to_vec();
+        (
+            sorted[0].slice_at(&start, &limit, &strides, loc),
+            sorted[1].slice_at(&start, &limit, &strides, loc),
+        )
+    }
+}
+
+/// A value whose order is the IEEE total order of float `x` (XLA's TOTALORDER
+/// comparison, which `jax.lax.top_k` and `jnp.sort` use): its bits as a signed
+/// integer, with all but the sign bit flipped where the sign bit is set. `x` itself
+/// for other element types.
+fn total_order_key(x: &Op, loc: &'static Location<'static>) -> Op {
+    let ty = x.element_type().unwrap_or(ElementType::S32);
+    let (ity, max) = match ty {
+        ElementType::F16 | ElementType::Bf16 => (ElementType::S16, i64::from(i16::MAX)),
+        ElementType::F32 => (ElementType::S32, i64::from(i32::MAX)),
+        ElementType::F64 => (ElementType::S64, i64::MAX),
+        _ => return x.clone(),
+    };
+    let b = x.builder();
+    let bits = x.bitcast_convert_at(ity, loc);
+    let zero = b.scalar_of(ity, Scalar::Int(0), loc);
+    let mask = b.scalar_of(ity, Scalar::Int(max), loc);
+    let negative = bits.compare_at(&zero, Comparison::Lt, loc);
+    let flipped = bits.bitwise_at(BitwiseOp::Xor, &mask, loc);
+    b.select_at(&negative, &flipped, &bits, loc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,5 +377,38 @@ mod tests {
             infer_sort(&[&x], 0, Some(&bad)).unwrap_err().kind,
             ShapeErrorKind::Body
         );
+    }
+
+    #[test]
+    fn top_k_rule() {
+        let x = Shape::of::<f32>(&[2, 5]);
+        assert_eq!(
+            infer_top_k(&x, 3).unwrap(),
+            (Shape::of::<f32>(&[2, 3]), Shape::of::<i32>(&[2, 3]))
+        );
+        assert!(infer_top_k(&x, 0).is_ok());
+        assert!(infer_top_k(&x, 5).is_ok());
+        let e = infer_top_k(&x, 6).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Attribute);
+        assert!(e.reason.contains("0..=5"), "{e}");
+        assert_eq!(
+            infer_top_k(&x, -1).unwrap_err().kind,
+            ShapeErrorKind::Attribute
+        );
+        assert_eq!(
+            infer_top_k(&Shape::of::<f32>(&[]), 0).unwrap_err().kind,
+            ShapeErrorKind::Rank
+        );
+        let c = Shape::array(ElementType::C64, &[4]);
+        assert_eq!(
+            infer_top_k(&c, 1).unwrap_err().kind,
+            ShapeErrorKind::ElementType
+        );
+        let long = Shape::of::<u8>(&[1 << 32]);
+        assert_eq!(
+            infer_top_k(&long, 1).unwrap_err().kind,
+            ShapeErrorKind::Dimension
+        );
+        assert!(infer_top_k(&Shape::of::<u8>(&[1 << 31]), 1).is_ok());
     }
 }

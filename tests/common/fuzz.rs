@@ -950,6 +950,9 @@ impl Gen {
     }
 
     fn sort(&mut self) -> Op {
+        if self.rng.chance(0.3) {
+            return self.top_k();
+        }
         let x = self.pick_typed(|t| !t.is_complex());
         let r = dims_of(&x).len() as i64;
         let axis = if r == 0 || self.bad(0.3) {
@@ -967,6 +970,50 @@ impl Gen {
             l[0].compare(&rr[0], xlaclient::Comparison::Lt)
         });
         outs[1].clone()
+    }
+
+    /// Top-k of a value of rank 1 or more, `k` within the last axis (or, in a graph
+    /// that may be invalid, sometimes one past it); either result.
+    fn top_k(&mut self) -> Op {
+        let mut x = self.pick_typed(|t| !t.is_complex());
+        if dims_of(&x).is_empty() && !self.bad(0.5) {
+            x = x.reshape(&[1]);
+        }
+        let n = dims_of(&x).last().copied().unwrap_or(0);
+        let k = if self.bad(0.3) {
+            n + 1
+        } else {
+            self.rng.below(n as usize + 1) as i64
+        };
+        let (values, indices) = x.top_k(k);
+        if self.rng.chance(0.5) {
+            values
+        } else {
+            indices
+        }
+    }
+
+    /// Clamp of a value between bounds that are scalars, of its shape, or (numpy
+    /// broadcasting) of a compatible shape.
+    fn clamp(&mut self) -> Op {
+        let x = self.pick_typed(|t| !t.is_complex());
+        let ty = ty_of(&x);
+        let bound = |g: &mut Self| {
+            if g.rng.chance(0.5) {
+                let d = if g.bad(0.2) { g.dims() } else { vec![] };
+                g.fresh(ty, &d)
+            } else {
+                g.partner(&x)
+            }
+        };
+        let lo = bound(self);
+        let hi = bound(self);
+        if self.rng.chance(0.3) {
+            let (lo, hi) = (self.number(ty), self.number(ty));
+            x.clip(lo.min(hi), lo.max(hi))
+        } else {
+            x.clamp(&lo, &hi)
+        }
     }
 
     fn gather(&mut self) -> Op {
@@ -1146,6 +1193,13 @@ impl Gen {
             Opcode::Sign => self.unary(U::Sign, Op::sign),
             Opcode::ExponentialMinusOne => self.unary(U::ExponentialMinusOne, Op::expm1),
             Opcode::LogPlusOne => self.unary(U::LogPlusOne, Op::log1p),
+            Opcode::RoundNearestAfz => self.unary(U::RoundNearestAfz, Op::round),
+            Opcode::RoundNearestEven => self.unary(U::RoundNearestEven, Op::round_even),
+            Opcode::Cbrt => self.unary(U::Cbrt, Op::cbrt),
+            Opcode::Tan => self.unary(U::Tan, Op::tan),
+            Opcode::Erf => self.unary(U::Erf, Op::erf),
+            Opcode::IsFinite => self.unary(U::IsFinite, Op::is_finite),
+            Opcode::Clamp => self.clamp(),
             Opcode::Add => self.binary(B::Add, |a, b| a + b, Some('+')),
             Opcode::Subtract => self.binary(B::Subtract, Op::sub, Some('-')),
             Opcode::Multiply => self.binary(B::Multiply, |a, b| a * b, Some('*')),
