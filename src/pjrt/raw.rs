@@ -603,6 +603,9 @@ pjrt_args!(PJRT_Executable_GetCompiledMemoryStats_Args {
     host_output_size_in_bytes: i64,
     host_alias_size_in_bytes: i64,
     host_temp_size_in_bytes: i64,
+    // A trailing field of newer API versions (the 0.115 plugin refuses the struct
+    // without it, 104 bytes, and asks for 112); not read: older plugins leave it.
+    peak_memory_in_bytes: i64,
 });
 pjrt_args!(PJRT_Executable_OutputElementTypes_Args {
     executable: *mut PJRT_Executable,
