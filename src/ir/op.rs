@@ -1091,6 +1091,9 @@ pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) ->
             if a.feature_group_count != 1 {
                 let _ = write!(out, ", feature_group_count={}", a.feature_group_count);
             }
+            if a.batch_group_count != 1 {
+                let _ = write!(out, ", batch_group_count={}", a.batch_group_count);
+            }
         }
         OpKind::ReduceWindow { window: w, body } => {
             out.push_str(&window::text_window(w));

@@ -778,6 +778,25 @@ impl Op {
             feature_group_count,
             batch_group_count: 1,
         };
+        self.convolution_at(kernel, attrs, loc)
+    }
+
+    /// XLA's Convolution with all its attributes ([`ConvAttrs`]): what
+    /// [`conv_general_dilated`](Op::conv_general_dilated) builds, plus a batch group
+    /// count (the batch split into groups, output feature group `g` seeing batch
+    /// group `g`, as `lax.conv_general_dilated`'s `batch_group_count`). The window
+    /// sizes must be the kernel's spatial sizes.
+    #[track_caller]
+    pub fn convolution(&self, kernel: &Op, attrs: &ConvAttrs) -> Op {
+        self.convolution_at(kernel, attrs.clone(), Location::caller())
+    }
+
+    pub(crate) fn convolution_at(
+        &self,
+        kernel: &Op,
+        attrs: ConvAttrs,
+        loc: &'static Location<'static>,
+    ) -> Op {
         self.builder().emit(
             OpKind::Convolution(Box::new(attrs)),
             &[self, kernel],
@@ -941,12 +960,17 @@ impl Op {
     /// this triangular matrix (batched in leading axes).
     #[track_caller]
     pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
-        self.builder().emit(
-            OpKind::TriangularSolve(options),
-            &[self, b],
-            None,
-            Location::caller(),
-        )
+        self.triangular_solve_at(b, options, Location::caller())
+    }
+
+    pub(crate) fn triangular_solve_at(
+        &self,
+        b: &Op,
+        options: TriangularSolveOptions,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder()
+            .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
     }
 }
 
@@ -1048,6 +1072,341 @@ pub(crate) fn vjp_dot(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<O
         out[1] = Some(arrange(r, names));
     }
     out
+}
+
+/// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
+/// `_reshape_axis_out_of`).
+fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(mut d) = x.dims() else {
+        return x.clone();
+    };
+    let s = src as usize;
+    let rest = d[s] / size;
+    d.splice(s..s + 1, [size, rest]);
+    x.reshape_at(&d, loc)
+}
+
+/// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
+/// the major part (JAX's `_reshape_axis_into`).
+fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(d) = x.dims() else {
+        return x.clone();
+    };
+    let mut perm: Vec<i64> = (0..d.len() as i64).filter(|a| *a != src).collect();
+    perm.insert(dst as usize, src);
+    let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
+    to.remove(dst as usize);
+    to[dst as usize] *= d[src as usize];
+    x.transpose_at(&perm, loc).reshape_at(&to, loc)
+}
+
+/// Convolution: the cotangents of the input and the kernel (JAX's
+/// `_conv_general_dilated_transpose_lhs` and `_rhs`), for any dimension numbers,
+/// strides, padding (negative too), dilations and group counts.
+///
+/// - Input: the output cotangent convolved with the kernel reversed in space and
+///   its feature axes swapped; the forward strides become the input dilation and
+///   the input dilation the strides, the padding makes the result the input's size.
+///   Feature groups move into the kernel's new output features; batch groups too,
+///   and the result's feature groups back into the batch.
+/// - Kernel: the input convolved with the output cotangent as the kernel, batch
+///   and feature axes swapped on both; the forward strides become the kernel
+///   dilation and the kernel dilation the strides; feature groups become batch
+///   groups and batch groups feature groups.
+///
+/// An output with no elements gives zeros.
+pub(crate) fn vjp_conv(
+    a: &ConvAttrs,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use crate::autodiff::{wants, zeros_like};
+    use crate::ops::window::dilated;
+    let (x, k, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (Ok(xd), Ok(kd), Ok(gd)) = (x.dims(), k.dims(), ct.dims()) else {
+        return Ok(vec![None, None]);
+    };
+    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
+    if fg > 1 && bg > 1 {
+        return Err(format!(
+            "a convolution with both feature groups ({fg}) and batch groups ({bg}) has no gradient"
+        ));
+    }
+    let d = &a.dims;
+    let mut out = vec![None, None];
+    if gd.contains(&0) || xd.contains(&0) || kd.contains(&0) {
+        for (slot, v) in out.iter_mut().zip([x, k]) {
+            if wants(v) {
+                *slot = Some(zeros_like(v, loc));
+            }
+        }
+        return Ok(out);
+    }
+    let ns = a.window.len();
+    let at = |axes: &[i64], dims: &[i64], i: usize| dims[axes[i] as usize];
+    if wants(x) {
+        let groups = fg.max(bg);
+        let mut kernel = k.clone();
+        if groups > 1 {
+            kernel = axis_out_of(&kernel, d.kernel_output_feature, groups, loc);
+            kernel = axis_into(
+                &kernel,
+                d.kernel_output_feature,
+                d.kernel_input_feature,
+                loc,
+            );
+        }
+        let axes: Vec<i64> = d.kernel_spatial.clone();
+        let kernel =
+            n.b.emit(OpKind::Reverse { axes: axes.into() }, &[&kernel], None, loc);
+        let window: Vec<WindowDim> = (0..ns)
+            .map(|i| {
+                let w = &a.window[i];
+                let kext = dilated(w.size, w.window_dilation);
+                let before = kext - w.padding_low - 1;
+                let after = dilated(at(&d.input_spatial, &xd, i), w.base_dilation) + kext
+                    - 1
+                    - dilated(at(&d.output_spatial, &gd, i), w.stride)
+                    - before;
+                WindowDim {
+                    size: w.size,
+                    stride: w.base_dilation,
+                    padding_low: before,
+                    padding_high: after,
+                    window_dilation: w.window_dilation,
+                    base_dilation: w.stride,
+                }
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: ConvDims {
+                input_batch: d.output_batch,
+                input_feature: d.output_feature,
+                input_spatial: d.output_spatial.clone(),
+                kernel_input_feature: d.kernel_output_feature,
+                kernel_output_feature: d.kernel_input_feature,
+                kernel_spatial: d.kernel_spatial.clone(),
+                output_batch: d.input_batch,
+                output_feature: d.input_feature,
+                output_spatial: d.input_spatial.clone(),
+            },
+            feature_group_count: groups,
+            batch_group_count: 1,
+        };
+        let mut g = ct.convolution_at(&kernel, attrs, loc);
+        if bg > 1 {
+            g = axis_out_of(&g, d.input_feature, bg, loc);
+            g = axis_into(&g, d.input_feature, d.input_batch, loc);
+        }
+        out[0] = Some(g);
+    }
+    if wants(k) {
+        let window: Vec<WindowDim> = (0..ns)
+            .map(|i| {
+                let w = &a.window[i];
+                let gext = dilated(at(&d.output_spatial, &gd, i), w.stride);
+                let after = gext - dilated(at(&d.input_spatial, &xd, i), w.base_dilation)
+                    + dilated(w.size, w.window_dilation)
+                    - w.padding_low
+                    - 1;
+                WindowDim {
+                    size: at(&d.output_spatial, &gd, i),
+                    stride: w.window_dilation,
+                    padding_low: w.padding_low,
+                    padding_high: after,
+                    window_dilation: w.stride,
+                    base_dilation: w.base_dilation,
+                }
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: ConvDims {
+                input_batch: d.input_feature,
+                input_feature: d.input_batch,
+                input_spatial: d.input_spatial.clone(),
+                kernel_input_feature: d.output_batch,
+                kernel_output_feature: d.output_feature,
+                kernel_spatial: d.output_spatial.clone(),
+                output_batch: d.kernel_input_feature,
+                output_feature: d.kernel_output_feature,
+                output_spatial: d.kernel_spatial.clone(),
+            },
+            feature_group_count: bg,
+            batch_group_count: fg,
+        };
+        out[1] = Some(x.convolution_at(ct, attrs, loc));
+    }
+    Ok(out)
+}
+
+/// Which part of the last two axes a mask keeps.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Row ≥ column (`strict`: row > column).
+    Lower { strict: bool },
+    /// Row ≤ column (`strict`: row < column).
+    Upper { strict: bool },
+}
+
+/// `x` with the elements outside `part` of each matrix (last two axes) zeroed.
+fn mask(x: &Op, part: Part, loc: &'static Location<'static>) -> Op {
+    use crate::Comparison;
+    let (Ok(d), Ok(ty)) = (x.dims(), x.element_type()) else {
+        return x.clone();
+    };
+    let b = x.builder();
+    let r = d.len() as i64;
+    let shape = Shape::array(ElementType::S32, &d);
+    let row = b.emit(
+        OpKind::Iota { dimension: r - 2 },
+        &[],
+        Some(shape.clone()),
+        loc,
+    );
+    let col = b.emit(OpKind::Iota { dimension: r - 1 }, &[], Some(shape), loc);
+    let dir = match part {
+        Part::Lower { strict: false } => Comparison::Ge,
+        Part::Lower { strict: true } => Comparison::Gt,
+        Part::Upper { strict: false } => Comparison::Le,
+        Part::Upper { strict: true } => Comparison::Lt,
+    };
+    let keep = row.compare_at(&col, dir, loc);
+    let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
+    b.select_at(&keep, x, &zero, loc)
+}
+
+/// `x` with its last two axes swapped.
+fn swap_last(x: &Op, loc: &'static Location<'static>) -> Op {
+    let r = x.rank().unwrap_or(2) as i64;
+    let mut perm: Vec<i64> = (0..r).collect();
+    perm.swap(r as usize - 2, r as usize - 1);
+    x.transpose_at(&perm, loc)
+}
+
+/// The batched product of the matrices in the last two axes of `x` and `y`,
+/// contracting axis `xc` of `x` (`r - 2` or `r - 1`) with axis `yc` of `y`.
+fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) -> Op {
+    let r = x.rank().unwrap_or(2) as i64;
+    let dims = DotDims {
+        lhs_contracting: vec![xc],
+        rhs_contracting: vec![yc],
+        lhs_batch: (0..r - 2).collect(),
+        rhs_batch: (0..r - 2).collect(),
+    };
+    x.dot_general_at(
+        y,
+        &dims,
+        DotOptions::new().precision(Precision::Highest),
+        loc,
+    )
+}
+
+/// Cholesky: with `L` the factor as a lower-triangular matrix (the transpose of
+/// the upper factor when `!lower`; the unspecified triangle of the result is
+/// masked out, and so is that of its cotangent `L̄`), `S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹` is the
+/// cotangent of the symmetric matrix factored (Φ: the lower triangle with the
+/// diagonal halved; JAX's rule). That matrix is built from the one triangle the op
+/// reads, so the cotangent of the input is `S + Sᵀ` in that triangle off the
+/// diagonal, `S` on it, and zero in the other triangle.
+pub(crate) fn vjp_cholesky(
+    lower: bool,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use crate::BinaryOp;
+    let (l, loc) = (n.out(), n.loc);
+    let Ok(r) = l.rank() else {
+        return Ok(vec![None]);
+    };
+    let r = r as i64;
+    let low = Part::Lower { strict: false };
+    let (l, lbar) = if lower {
+        (mask(l, low, loc), mask(ct, low, loc))
+    } else {
+        (
+            mask(&swap_last(l, loc), low, loc),
+            mask(&swap_last(ct, loc), low, loc),
+        )
+    };
+    // Φ(X): the strict lower triangle plus half the diagonal.
+    let phi = |x: &Op| {
+        let strict = mask(x, Part::Lower { strict: true }, loc);
+        let half = mask(&mask(x, low, loc), Part::Upper { strict: false }, loc).binary_scalar(
+            BinaryOp::Multiply,
+            crate::Scalar::Float(0.5),
+            false,
+            loc,
+        );
+        strict.binary(BinaryOp::Add, &half, loc)
+    };
+    let p = phi(&batch_dot(&l, &lbar, r - 2, r - 2, loc));
+    let solve = |left_side, transpose_a, b: &Op| {
+        let o = TriangularSolveOptions {
+            left_side,
+            lower: true,
+            unit_diagonal: false,
+            transpose_a,
+        };
+        l.triangular_solve_at(b, o, loc)
+    };
+    // Lᵀ Y = P, then S L = Y.
+    let y = solve(true, Transpose::Transpose, &p);
+    let s = solve(false, Transpose::No, &y);
+    let g = phi(&s.binary(BinaryOp::Add, &swap_last(&s, loc), loc));
+    Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
+}
+
+/// TriangularSolve (`op(A) X = B` or `X op(A) = B`, `op` the identity or the
+/// transpose; real types, so `Adjoint` is `Transpose`): the cotangent of `B` is
+/// the solve of the transposed system with `X̄`; that of `A` is `−B̄ Xᵀ` (left
+/// side) or `−Xᵀ B̄` (right side), transposed when `op` is, kept in the triangle
+/// the op reads (without the diagonal when it is taken as ones).
+pub(crate) fn vjp_triangular_solve(
+    o: &TriangularSolveOptions,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use crate::autodiff::wants;
+    let (a, b, x, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
+    let Ok(r) = a.rank() else {
+        return Ok(vec![None, None]);
+    };
+    let r = r as i64;
+    let transposed = o.transpose_a != Transpose::No;
+    let back = TriangularSolveOptions {
+        transpose_a: if transposed {
+            Transpose::No
+        } else {
+            Transpose::Transpose
+        },
+        ..*o
+    };
+    let bbar = a.triangular_solve_at(ct, back, loc);
+    let mut out = vec![None, None];
+    if wants(a) {
+        let m = if o.left_side {
+            batch_dot(&bbar, x, r - 1, r - 1, loc)
+        } else {
+            batch_dot(x, &bbar, r - 2, r - 2, loc)
+        };
+        let m = if transposed { swap_last(&m, loc) } else { m };
+        let part = if o.lower {
+            Part::Lower {
+                strict: o.unit_diagonal,
+            }
+        } else {
+            Part::Upper {
+                strict: o.unit_diagonal,
+            }
+        };
+        out[0] = Some(mask(&m, part, loc).unary(crate::UnaryOp::Negate, loc));
+    }
+    if wants(b) {
+        out[1] = Some(bbar);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -477,8 +477,9 @@ impl Op {
 // ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
-/// `1 + d (s - 1)`: the extent of `s` elements spaced `d` apart (0 for none).
-fn dilated(s: i64, d: i64) -> i64 {
+/// `1 + d (s - 1)`: the extent of `s` elements spaced `d` apart (0 for none; JAX's
+/// `_dilate_shape`).
+pub(crate) fn dilated(s: i64, d: i64) -> i64 {
     if s == 0 { 0 } else { 1 + d * (s - 1) }
 }
 
