@@ -74,7 +74,7 @@ fn main() -> xlaclient::Result<()> {
         ("gradient, checkpointed", true, true),
     ] {
         let t = Instant::now();
-        let exe = client.compile(&program(steps, batch, width, grad, ckpt))?;
+        let exe = client.compile(program(steps, batch, width, grad, ckpt))?;
         let compile = t.elapsed().as_secs_f64();
         let m = exe.memory_stats()?;
         exes.push((name, exe, compile, m.temp_bytes));
