@@ -741,3 +741,97 @@ pub(crate) fn inline_values(
     };
     (roots, Box::new(values))
 }
+
+/// What reverse mode does with an op (the README's gradient column is checked
+/// against this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gradient {
+    /// A rule, tested against finite differences (`tests/grad*.rs`).
+    Rule,
+    /// A rule for some forms, an error naming the op for the others.
+    Partial(&'static str),
+    /// No gradient flows: the results are integers, predicates, bits or constants.
+    None,
+    /// No rule yet: asking is an error naming the op and the line.
+    Missing,
+}
+
+/// How reverse mode treats `op` (see [`Gradient`]).
+pub fn gradient(op: crate::ir::Opcode) -> Gradient {
+    use crate::ir::Opcode as O;
+    match op {
+        O::Negate
+        | O::Exponential
+        | O::Log
+        | O::Tanh
+        | O::Abs
+        | O::Sqrt
+        | O::Rsqrt
+        | O::Sine
+        | O::Cosine
+        | O::Logistic
+        | O::ExponentialMinusOne
+        | O::LogPlusOne
+        | O::Cbrt
+        | O::Tan
+        | O::Erf
+        | O::Add
+        | O::Subtract
+        | O::Multiply
+        | O::Divide
+        | O::Maximum
+        | O::Minimum
+        | O::Power
+        | O::Remainder
+        | O::Select
+        | O::Clamp
+        | O::Broadcast
+        | O::Reshape
+        | O::Transpose
+        | O::Convert
+        | O::Tuple
+        | O::GetTupleElement
+        | O::Dot
+        | O::Call
+        | O::Slice
+        | O::DynamicSlice
+        | O::DynamicUpdateSlice
+        | O::Concatenate
+        | O::Pad
+        | O::Reverse
+        | O::Sort
+        | O::Gather
+        | O::Conditional
+        | O::Convolution
+        | O::Cholesky
+        | O::TriangularSolve => Gradient::Rule,
+        O::Floor
+        | O::Ceil
+        | O::Sign
+        | O::RoundNearestAfz
+        | O::RoundNearestEven
+        | O::IsFinite
+        | O::Compare
+        | O::Parameter
+        | O::Constant
+        | O::Iota
+        | O::BitcastConvert
+        | O::RngBitGenerator
+        | O::And
+        | O::Or
+        | O::Xor
+        | O::Not
+        | O::ShiftLeft
+        | O::ShiftRightArithmetic
+        | O::ShiftRightLogical
+        | O::Popcnt
+        | O::CountLeadingZeros => Gradient::None,
+        O::Reduce => Gradient::Partial("sum, max, min"),
+        O::ReduceWindow => Gradient::Partial("sum; max and min without dilation"),
+        O::Scatter => Gradient::Partial("scatter-add"),
+        O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
+        O::SelectAndScatter | O::Map | O::OptimizationBarrier | O::CustomCall => {
+            Gradient::Missing
+        }
+    }
+}
