@@ -783,6 +783,7 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::Minimum
         | O::Power
         | O::Remainder
+        | O::Atan2
         | O::Select
         | O::Clamp
         | O::Broadcast
