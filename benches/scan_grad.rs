@@ -43,7 +43,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> xlaclient::Result<()> {
-    let args: Vec<i64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<i64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let (steps, batch, width) = (
         *args.first().unwrap_or(&1000),
         *args.get(1).unwrap_or(&32),

@@ -827,12 +827,10 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::ShiftRightLogical
         | O::Popcnt
         | O::CountLeadingZeros => Gradient::None,
-        O::Reduce => Gradient::Partial("sum, max, min"),
+        O::Reduce => Gradient::Partial("sum, product, max, min"),
         O::ReduceWindow => Gradient::Partial("sum; max and min without dilation"),
         O::Scatter => Gradient::Partial("scatter-add"),
         O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
-        O::SelectAndScatter | O::Map | O::OptimizationBarrier | O::CustomCall => {
-            Gradient::Missing
-        }
+        O::SelectAndScatter | O::Map | O::OptimizationBarrier | O::CustomCall => Gradient::Missing,
     }
 }

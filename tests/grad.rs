@@ -130,6 +130,16 @@ fn reductions() {
         p[0].reduce_min(&[0])
     });
     check("mean", &[&[3, 4]], -1.0, 1.0, |p| p[0].mean(&[0, 1]));
+    check("prod", &[&[3, 4, 2]], 0.5, 1.5, |p| {
+        p[0].prod(&[1, 2], false)
+    });
+    // A zero among the factors: the others' product, no division by it.
+    check_at(
+        "prod_with_zero",
+        &[&[2, 3]],
+        &[vec![0.0, 2.0, 3.0, 0.5, 0.0, 0.0]],
+        |p| p[0].prod(&[1], false),
+    );
     check("logsumexp", &[&[3, 5]], -2.0, 2.0, |p| {
         p[0].logsumexp(1, false)
     });
@@ -271,10 +281,13 @@ fn gradient_errors_name_the_value_and_the_line() {
     let b = Builder::new("e4");
     let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
     let built = line!() + 1;
-    let s = x.prod(&[0], false);
-    let e = b.build(&b.grad(&s, &x)).unwrap_err().to_string();
+    let s = b.map(&[&x], |p| p[0].exp());
+    let e = b
+        .build(&b.grad(&s.reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
     assert!(
-        e.contains("`reduce`") && e.contains(&format!("grad.rs:{built}")),
+        e.contains("`map`") && e.contains(&format!("grad.rs:{built}")),
         "{e}"
     );
 }

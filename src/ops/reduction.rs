@@ -409,6 +409,54 @@ fn highest(ty: ElementType) -> Scalar {
 // ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
+/// A product's gradient without dividing (right at zeros): each element gets the
+/// cotangent times the product of the others, as the exclusive prefix product times
+/// the exclusive suffix product along the reduced elements (reduce-windows of
+/// multiplication reaching left and right).
+fn vjp_prod(x: &Op, axes: &[i64], ct: &Op, loc: &'static Location<'static>) -> Op {
+    use crate::ops::window::WindowDim;
+    let dims = x.dims().unwrap_or_default();
+    let r = dims.len() as i64;
+    let kept: Vec<i64> = (0..r).filter(|a| !axes.contains(a)).collect();
+    let n: i64 = axes.iter().map(|a| dims[*a as usize]).product();
+    if n == 0 || dims.contains(&0) {
+        return crate::autodiff::zeros_like(x, loc);
+    }
+    let m: i64 = kept.iter().map(|a| dims[*a as usize]).product();
+    // Rows of the kept axes, the reduced elements along each row.
+    let perm: Vec<i64> = kept.iter().chain(axes).copied().collect();
+    let rows = x.transpose_at(&perm, loc).reshape_at(&[m, n], loc);
+    let ty = x.element_type().unwrap_or(ElementType::F32);
+    let one = x.builder().scalar_of(ty, Scalar::Int(1), loc);
+    let scan = |lo: i64, hi: i64| {
+        let w = [
+            WindowDim::new(1, 1),
+            WindowDim {
+                size: n,
+                stride: 1,
+                padding_low: lo,
+                padding_high: hi,
+                window_dilation: 1,
+                base_dilation: 1,
+            },
+        ];
+        rows.reduce_window(&one, &w, |a, e| a * e)
+    };
+    let others = scan(n, -1).binary(BinaryOp::Multiply, &scan(-1, n), loc);
+    let g = others.binary(
+        BinaryOp::Multiply,
+        &ct.reshape_at(&[m], loc)
+            .broadcast_in_dim_at(&[m, n], &[0], loc),
+        loc,
+    );
+    let permuted: Vec<i64> = perm.iter().map(|a| dims[*a as usize]).collect();
+    let mut inv = vec![0i64; perm.len()];
+    for (i, p) in perm.iter().enumerate() {
+        inv[*p as usize] = i as i64;
+    }
+    g.reshape_at(&permuted, loc).transpose_at(&inv, loc)
+}
+
 /// The binary op a reduce body consists of (`body(a, e) = a op e` or `e op a`), if
 /// it is that simple.
 pub(crate) fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<BinaryOp> {
@@ -461,7 +509,11 @@ pub(crate) fn vjp_reduce(
                 None,
             ])
         }
-        _ => Err("this `reduce` combiner has no gradient rule yet (sum, max and min have)".into()),
+        Some(BinaryOp::Multiply) => Ok(vec![Some(vjp_prod(x, axes, &ct, loc)), None]),
+        _ => Err(
+            "this `reduce` combiner has no gradient rule yet (sum, product, max and min have)"
+                .into(),
+        ),
     }
 }
 
