@@ -1,8 +1,10 @@
 //! The README's op table lists every entry of the opcode table exactly once, with a
-//! family file and numeric test files that exist: it cannot drift from the code.
+//! family file and numeric test files that exist, and a gradient column equal to
+//! what `autodiff::gradient` says: it cannot drift from the code.
 
 use std::collections::BTreeSet;
 
+use xlaclient::autodiff::{Gradient, gradient};
 use xlaclient::ir::Opcode;
 
 #[test]
@@ -30,6 +32,18 @@ fn the_readme_op_table_matches_the_opcode_table() {
                 assert!(root.join(file).exists(), "{name}: no test file {file}");
             }
         }
+        let op = Opcode::ALL
+            .iter()
+            .find(|o| o.name() == name)
+            .unwrap_or_else(|| panic!("{name}: not in ir::Opcode::ALL"));
+        let want = match gradient(*op) {
+            Gradient::Rule => "rule".to_string(),
+            Gradient::Partial(forms) => format!("partial: {forms}"),
+            Gradient::None => "none".to_string(),
+            Gradient::Missing => "missing".to_string(),
+        };
+        let got = cells.get(5).copied().unwrap_or("");
+        assert_eq!(got, want, "{name}: the gradient column");
         listed.push(name.to_string());
     }
     let set: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
