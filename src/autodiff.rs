@@ -86,6 +86,7 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::Binary(op) => elementwise::vjp_binary(*op, node, &ct()),
         OpKind::Select => Ok(elementwise::vjp_select(node, &ct())),
         OpKind::Clamp => Ok(elementwise::vjp_clamp(node, &ct())),
+        OpKind::Map { body, .. } => Ok(crate::ops::misc::vjp_map(*body, node, &ct())),
         OpKind::Compare(_) | OpKind::Iota { .. } => Ok(vec![None; node.operands.len()]),
         OpKind::Broadcast { dims } => Ok(vec![Some(shape_ops::vjp_broadcast(dims, node, &ct()))]),
         OpKind::Reshape => Ok(vec![Some(shape_ops::vjp_reshape(node, &ct()))]),
@@ -495,6 +496,11 @@ pub(crate) fn backprop(
                 }
                 continue;
             }
+            (OpKind::OptimizationBarrier, Some(ct)) => {
+                // The barrier's values are its operand's.
+                add(&mut cts, operands[i][0], ct, locs[i]);
+                continue;
+            }
             (OpKind::GetTupleElement { index }, Some(Ct::Array(c))) => {
                 let arity = match ops[0].shape() {
                     Ok(Shape::Tuple(e)) => e.len(),
@@ -524,6 +530,8 @@ pub(crate) fn backprop(
             loc: locs[i],
             b,
         };
+        // The ops the rule builds carry this instruction's line.
+        let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
         let got = if let OpKind::While { cond, body } = &kinds[i] {
             // One cotangent per element of the loop's tuple operand.
             use crate::ops::control::Trips;
@@ -565,6 +573,7 @@ pub(crate) fn backprop(
         } else {
             rule(&node, &res_cts).map(|g| g.into_iter().map(|c| c.map(Ct::Array)).collect())
         };
+        b.g.borrow_mut().origin = outer_origin;
         let got = match got {
             Ok(g) => g,
             Err(reason) => {
@@ -805,7 +814,9 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::Conditional
         | O::Convolution
         | O::Cholesky
-        | O::TriangularSolve => Gradient::Rule,
+        | O::TriangularSolve
+        | O::Map
+        | O::OptimizationBarrier => Gradient::Rule,
         O::Floor
         | O::Ceil
         | O::Sign
@@ -831,6 +842,6 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         O::ReduceWindow => Gradient::Partial("sum; max and min without dilation"),
         O::Scatter => Gradient::Partial("scatter-add"),
         O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
-        O::SelectAndScatter | O::Map | O::OptimizationBarrier | O::CustomCall => Gradient::Missing,
+        O::SelectAndScatter | O::CustomCall => Gradient::Missing,
     }
 }

@@ -280,14 +280,17 @@ fn gradient_errors_name_the_value_and_the_line() {
     // An op without a rule yet names itself and the line that built it.
     let b = Builder::new("e4");
     let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    // Max pooling's gradient is a select-and-scatter, which has no rule yet: a
+    // second derivative through it is an error naming it and the max pool's line.
     let built = line!() + 1;
-    let s = b.map(&[&x], |p| p[0].exp());
+    let s = x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1)]);
+    let g = b.grad(&(&s * &s).reduce_sum(&[0]), &x);
     let e = b
-        .build(&b.grad(&s.reduce_sum(&[0]), &x))
+        .build(&b.grad(&g.reduce_sum(&[0]), &x))
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("`map`") && e.contains(&format!("grad.rs:{built}")),
+        e.contains("`select-and-scatter`") && e.contains(&format!("grad.rs:{built}")),
         "{e}"
     );
 }
@@ -707,4 +710,17 @@ fn through_clamp() {
         |p| p[0].clamp(&p[1], &p[2]).exp(),
     );
     check("clip", &[&[8]], -2.0, 2.0, |p| p[0].clip(-1.0, 1.0).sin());
+}
+
+#[test]
+fn through_map_and_optimization_barrier() {
+    check("map", &[&[2, 3], &[2, 3]], 0.5, 1.5, |p| {
+        let b = p[0].builder();
+        b.map(&[&p[0], &p[1]], |q| (&q[0] * &q[1]).sin() + q[0].log())
+    });
+    check("opt_barrier", &[&[3], &[3]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let v = b.optimization_barrier(&[&p[0].exp(), &p[1]]);
+        &v[0] * &v[1]
+    });
 }

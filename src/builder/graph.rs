@@ -24,6 +24,9 @@ pub(crate) struct Graph {
     pub(crate) trip_counts: std::collections::HashMap<(CompId, u32), i64>,
     /// The bounds of while loops built by `while_loop_bounded`.
     pub(crate) loop_bounds: std::collections::HashMap<(CompId, u32), i64>,
+    /// While a gradient rule runs: the line of the op it differentiates, which the
+    /// ops it builds (and their errors) carry instead of the rule's own lines.
+    pub(crate) origin: Option<&'static Location<'static>>,
     /// While loops whose backward pass recomputes each step's body instead of
     /// storing its values (`ScanOptions::checkpoint`).
     pub(crate) checkpointed: std::collections::HashSet<(CompId, u32)>,
@@ -57,6 +60,7 @@ impl Graph {
             loop_bounds: Default::default(),
             custom_vjps: Default::default(),
             checkpointed: Default::default(),
+            origin: None,
         }
     }
 

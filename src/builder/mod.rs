@@ -359,7 +359,7 @@ impl Builder {
 
     /// Records `e` (with `loc`) and returns a failed op that carries it.
     pub(crate) fn fail(&self, mut e: ShapeError, loc: &'static Location<'static>) -> Op {
-        e.location = Some(loc);
+        e.location = Some(self.g.borrow().origin.unwrap_or(loc));
         self.fail_with(Error::Shape(e))
     }
 
@@ -436,6 +436,8 @@ impl Builder {
         target: Option<Shape>,
         loc: &'static Location<'static>,
     ) -> Op {
+        // Ops a gradient rule builds carry the line of the op they differentiate.
+        let loc = self.g.borrow().origin.unwrap_or(loc);
         let name = kind.opcode().name();
         let comp = match self.target(operands, name, loc) {
             Ok(c) => c,

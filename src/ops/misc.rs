@@ -239,6 +239,34 @@ impl Builder {
     }
 }
 
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// Map: per operand, a map of the scalar function's derivative times the
+/// cotangent (the function recomputed and differentiated inside each map body).
+pub(crate) fn vjp_map(
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> Vec<Option<Op>> {
+    use crate::autodiff::{inline, vjp_at, wants};
+    let (k, loc) = (n.operands.len(), n.loc);
+    (0..k)
+        .map(|i| {
+            if !wants(&n.operands[i]) {
+                return None;
+            }
+            let ops: Vec<&Op> = n.operands.iter().chain([ct]).collect();
+            Some(n.b.map(&ops, |p| {
+                let bb = p[0].builder();
+                let out = inline(&bb, body, &p[..k]).swap_remove(0);
+                let wrt: Vec<&Op> = p[..k].iter().collect();
+                vjp_at(&bb, &[&out], &[&p[k]], &wrt, loc).swap_remove(i)
+            }))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
