@@ -172,3 +172,31 @@ fn einsum_forms() {
     };
     assert!(e.contains("einsum"), "{e}");
 }
+
+#[test]
+fn where_and_the_like_constructors() {
+    let b = Builder::new("where");
+    let x = b.parameter(0, f32s(&[2, 3]), "x");
+    let k = b.parameter(1, Shape::of::<i32>(&[3]), "k");
+    let pos = x.compare(&b.constant(0f32), xlaclient::Comparison::Gt);
+    // Broadcast: a [2, 3] condition, a [2, 3] and a scalar branch.
+    let w = b.where_(&pos, &x, &b.constant(-1f32));
+    let m = b
+        .build_tuple(&[&w, &x.zeros_like(), &x.ones_like(), &k.full_like(7.0)])
+        .unwrap();
+    let xs = [0.5f32, -2.0, 0.0, 3.0, -0.1, 1.0];
+    let out = run(&m, &[&upload(&xs, &[2, 3]), &upload(&[1i32, 2, 3], &[3])]);
+    let want: Vec<f32> = xs
+        .iter()
+        .map(|v| if *v > 0.0 { *v } else { -1.0 })
+        .collect();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), vec![0.0; 6]);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), vec![1.0; 6]);
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), vec![7; 3]);
+    // A value the type cannot hold is a build error.
+    let b = Builder::new("bad");
+    let k = b.parameter(0, Shape::of::<u8>(&[3]), "k");
+    assert!(b.build(&k.full_like(-1.0)).is_err());
+    let _ = ElementType::F32;
+}

@@ -28,6 +28,39 @@ fn fail(
 }
 
 impl Op {
+    /// Zeros of this array's type and dimensions (`jnp.zeros_like`).
+    #[track_caller]
+    pub fn zeros_like(&self) -> Op {
+        self.full_like(0.0)
+    }
+
+    /// Ones of this array's type and dimensions (`jnp.ones_like`).
+    #[track_caller]
+    pub fn ones_like(&self) -> Op {
+        self.full_like(1.0)
+    }
+
+    /// `value` in this array's type and dimensions (`jnp.full_like`); a value the
+    /// type cannot hold is a build error.
+    #[track_caller]
+    pub fn full_like(&self, value: f64) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        match self.shape() {
+            Ok(s) if s.is_array() => {
+                let ty = s.element_type().expect("an array");
+                let v = if value.fract() == 0.0 && !ty.is_float() {
+                    Scalar::Int(value as i64)
+                } else {
+                    Scalar::Float(value)
+                };
+                b.scalar_of(ty, v, loc).broadcast_to_at(s.dims(), loc)
+            }
+            Ok(_) => b.fail_not_array(self, "broadcast", loc),
+            Err(_) => self.clone(),
+        }
+    }
+
     fn array_shape(
         &self,
         name: &'static str,
@@ -432,6 +465,22 @@ impl Builder {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Int(1), loc)
             .broadcast_to_at(dims, loc)
+    }
+
+    /// `jnp.where(cond, x, y)`: `x` where `cond` holds, else `y`, with numpy
+    /// broadcasting of the three (`cond` is `pred`; `x` and `y` of one type).
+    ///
+    /// ```
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// let b = Builder::new("w");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let y = b.where_(&x.compare(&b.constant(0f32), Comparison::Gt), &x, &b.constant(0f32));
+    /// assert_eq!(y.dims()?, vec![2, 3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn where_(&self, cond: &Op, x: &Op, y: &Op) -> Op {
+        self.select_at(cond, x, y, Location::caller())
     }
 
     /// Two-operand `einsum` (`"bij,bjk->bik"`): each letter names an axis; letters in
