@@ -750,7 +750,7 @@ fn assert_trail(name: &str, got: &[Vec<f32>], want: &[Vec<f64>]) {
 /// optax.sgd: trace t ← g + m·t; update −lr·t (Nesterov −lr·(g + m·t)).
 fn sgd_reference(lr: f64, momentum: f64, nesterov: bool, steps: usize) -> Vec<Vec<f64>> {
     let mut p = start();
-    let mut t = vec![0.0; 6];
+    let mut t = [0.0; 6];
     let mut out = Vec::new();
     for s in 0..steps {
         let g = grads(s);
