@@ -47,6 +47,7 @@ pub mod error;
 pub mod install;
 pub mod ir;
 pub mod jit;
+pub mod nn;
 pub mod ops;
 pub mod pjrt;
 pub mod shape;
