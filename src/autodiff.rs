@@ -5,7 +5,7 @@
 //! The engine here walks the instructions between the outputs and the values
 //! differentiated against, latest first, and asks each instruction's gradient rule
 //! for the cotangents of its operands. The rules live with their ops, in each family
-//! file (`vjp_*` functions in [`crate::ops`]); [`rule`] only dispatches on the op.
+//! file (`vjp_*` functions in [`crate::ops`]); `rule` here only dispatches on the op.
 //!
 //! Only floating-point values carry gradients. Integer and `pred` values (indices,
 //! comparisons, random bits) pass none; asking for the gradient of or with respect
