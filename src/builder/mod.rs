@@ -569,18 +569,19 @@ impl Builder {
 
     /// A body computation for the `OpKind` given to
     /// [`emit_unchecked`](Self::emit_unchecked): parameters of `params`, built by `f`
-    /// from them with ordinary (checked) ops, its result `f`'s values (a tuple of
-    /// them if several). It may not use values from outside it.
+    /// (given the body's builder and parameters) with ordinary, checked ops; its
+    /// result is `f`'s values (a tuple of them if several). It may not use values
+    /// from outside it.
     #[doc(hidden)]
     #[track_caller]
     pub fn body_unchecked(
         &self,
         params: &[Shape],
-        f: impl FnOnce(&[Op]) -> Vec<Op>,
+        f: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
     ) -> Result<CompId> {
         let loc = Location::caller();
         let (comp, roots) = self
-            .body(self.comp, "body", params, loc, |_, p| f(p))
+            .body(self.comp, "body", params, loc, f)
             .map_err(|failed| failed.shape().expect_err("a failed op"))?;
         if !self.g.borrow().comp(comp).captures.is_empty() {
             return Err(Error::Graph {

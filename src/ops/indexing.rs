@@ -366,6 +366,18 @@ pub fn infer_scatter(
     let (_, od) = array_of(OP, inputs[0])?;
     let d = &a.dims;
     let (batch, len) = index_parts(OP, operands, indices, d.index_vector_dim)?;
+    if od.is_empty() && !batch.is_empty() {
+        // XLA's CPU compiler fails on it (an internal error in its scatter
+        // rewriting, "call" vs the update's shape; found by tests/rules_vs_xla.rs).
+        return Err(bad(
+            OP,
+            operands,
+            ShapeErrorKind::Rank,
+            format!(
+                "a scatter into a rank-0 array takes one update, not a batch {batch:?} (XLA fails to compile it): combine the updates first"
+            ),
+        ));
+    }
     if len != d.scatter_dims_to_operand_dims.len() as i64 {
         return Err(bad(
             OP,
@@ -418,6 +430,14 @@ pub fn infer_scatter(
     for (x, u) in inputs.iter().zip(updates.iter()) {
         let (t, xd) = array_of(OP, x)?;
         let (ut, ud) = array_of(OP, u)?;
+        if ud != updates[0].dims() {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "all updates must have the same dimensions".into(),
+            ));
+        }
         if xd != od {
             return Err(bad(
                 OP,
@@ -486,6 +506,7 @@ pub fn infer_scatter(
         }
         types.push(t);
     }
+    super::check_one_float_type(OP, operands)?;
     let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
     if let Some((params, result)) = body {
         let want: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();

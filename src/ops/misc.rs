@@ -57,6 +57,7 @@ pub fn infer_map(
         }
         types.push(Shape::scalar(t));
     }
+    super::check_one_float_type(OP, operands)?;
     if dims.len() != d0.len() || dims.iter().enumerate().any(|(i, a)| *a != i as i64) {
         return Err(ShapeError::new(
             OP,

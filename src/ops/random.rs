@@ -52,7 +52,9 @@ impl RngAlgorithm {
 
 /// Bitcast-convert rule: the same bits seen as another element type. Equal widths
 /// keep the dimensions; a narrower type adds a last axis of the width ratio; a wider
-/// one consumes a last axis that must be that ratio. `pred` is not accepted.
+/// one consumes a last axis that must be that ratio. `pred` only to itself: XLA
+/// would reinterpret it as a byte, but a byte other than 0 or 1 is no boolean (JAX
+/// refuses it too).
 pub fn infer_bitcast_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
     const OP: &str = "bitcast-convert";
     let (ty, dims) = array_of(OP, operand)?;
@@ -64,7 +66,7 @@ pub fn infer_bitcast_convert(operand: &Shape, to: ElementType) -> Result<Shape, 
             format!("XLA does not bitcast between complex and real types ({ty} to {to})"),
         ));
     }
-    if ty == ElementType::Pred || to == ElementType::Pred {
+    if (ty == ElementType::Pred || to == ElementType::Pred) && ty != to {
         return Err(ShapeError::new(
             OP,
             &[operand],
