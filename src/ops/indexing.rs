@@ -216,6 +216,7 @@ fn batching_ok(
 /// Gather rule (XLA's semantics): the output's rank is the indices' batch rank plus
 /// the number of offset axes; the offset axes (at `offset_dims`) take the slice
 /// sizes of the uncollapsed operand axes, the other axes the indices' batch sizes.
+/// A collapsed axis has slice size 1.
 pub fn infer_gather(
     operand: &Shape,
     indices: &Shape,
@@ -295,13 +296,15 @@ pub fn infer_gather(
         .iter()
         .chain(&d.operand_batching_dims)
     {
-        if a.slice_sizes[*c as usize] > 1 {
+        // Size 1 only: XLA also takes 0, but then the result claims elements of an
+        // empty slice, and XLA's simplifier aborts on it (tests/rules_vs_xla.rs).
+        if a.slice_sizes[*c as usize] != 1 {
             return Err(bad(
                 OP,
                 &s,
                 ShapeErrorKind::Dimension,
                 format!(
-                    "collapsed or batch axis {c} has slice size {}",
+                    "collapsed or batch axis {c} has slice size {}; such an axis takes 1",
                     a.slice_sizes[*c as usize]
                 ),
             ));
@@ -366,7 +369,7 @@ pub fn infer_scatter(
     let (_, od) = array_of(OP, inputs[0])?;
     let d = &a.dims;
     let (batch, len) = index_parts(OP, operands, indices, d.index_vector_dim)?;
-    if od.is_empty() && !batch.is_empty() {
+    if od.is_empty() && batch.iter().product::<i64>() > 1 {
         // XLA's CPU compiler fails on it (an internal error in its scatter
         // rewriting, "call" vs the update's shape; found by tests/rules_vs_xla.rs).
         return Err(bad(

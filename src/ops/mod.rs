@@ -113,8 +113,8 @@ pub fn check_axes(
 
 /// XLA's verifier refuses an instruction whose operands mix floating-point
 /// precisions ("Seen floating point types of different precisions"), but for a few
-/// ops (sort, dot, convolution); an integer operand next to a float is fine. For
-/// the variadic ops that take several types: reduce, reduce-window, scatter, map.
+/// ops (sort, dot, convolution, reduce-window); an integer operand next to a float
+/// is fine. For the variadic ops that take several types: reduce, scatter, map.
 pub(crate) fn check_one_float_type(
     op: &'static str,
     operands: &[&Shape],

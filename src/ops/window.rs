@@ -204,7 +204,6 @@ pub fn infer_reduce_window(
         }
         types.push(t);
     }
-    super::check_one_float_type(OP, operands)?;
     if let Some((params, result)) = body {
         let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
         let want: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
