@@ -1108,4 +1108,74 @@ mod tests {
         assert!(infer_scatter(&[&x, &i, &Shape::of::<f32>(&[2, 4])], &a, None).is_err());
         assert!(infer_scatter(&[&x, &i], &a, None).is_err());
     }
+
+    #[test]
+    fn scatter_rule_cases_xla_refuses() {
+        // Found by tests/rules_vs_xla.rs, each once accepted here and refused (or
+        // failed) by XLA.
+        let a = |uwd: Vec<i64>, ins: Vec<i64>, sd: Vec<i64>, ivd| ScatterAttrs {
+            dims: ScatterDims {
+                update_window_dims: uwd,
+                inserted_window_dims: ins,
+                scatter_dims_to_operand_dims: sd,
+                index_vector_dim: ivd,
+            },
+            indices_are_sorted: false,
+            unique_indices: false,
+        };
+        let s = |t: ElementType, d: &[i64]| Shape::array(t, d);
+        // Two updates of different dims.
+        let one = a(vec![0], vec![], vec![], 0);
+        let (x, y, i) = (
+            s(ElementType::S32, &[2]),
+            s(ElementType::F16, &[2]),
+            s(ElementType::U64, &[0]),
+        );
+        let (u, v) = (s(ElementType::S32, &[2]), s(ElementType::F16, &[1]));
+        assert!(infer_scatter(&[&x, &y, &i, &u, &s(ElementType::F16, &[2])], &one, None).is_ok());
+        let e = infer_scatter(&[&x, &y, &i, &u, &v], &one, None).unwrap_err();
+        assert!(e.reason.contains("same dimensions"), "{e}");
+        // Inputs mixing float precisions.
+        let (x, y) = (s(ElementType::F16, &[2]), s(ElementType::F32, &[2]));
+        let i = s(ElementType::S32, &[1, 1]);
+        let (u, v) = (s(ElementType::F16, &[1]), s(ElementType::F32, &[1]));
+        let rows = a(vec![], vec![0], vec![0], 1);
+        let e = infer_scatter(&[&x, &y, &i, &u, &v], &rows, None).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType, "{e}");
+        // A batch of updates into a rank-0 array: one update is fine, 3x3 are not.
+        let x = s(ElementType::S8, &[]);
+        let none = a(vec![], vec![], vec![], 0);
+        let single = [&x, &s(ElementType::U32, &[0, 1]), &s(ElementType::S8, &[1])];
+        assert!(infer_scatter(&single, &none, None).is_ok());
+        let batch = [
+            &x,
+            &s(ElementType::U32, &[0, 3, 3]),
+            &s(ElementType::S8, &[3, 3]),
+        ];
+        let e = infer_scatter(&batch, &none, None).unwrap_err();
+        assert!(e.reason.contains("rank-0"), "{e}");
+    }
+
+    #[test]
+    fn gather_collapses_slices_of_one() {
+        // Collapsing a slice of size 0 made the result claim elements of an empty
+        // slice; XLA's simplifier aborts on it (tests/rules_vs_xla.rs).
+        let x = Shape::of::<f32>(&[2, 1, 1]);
+        let i = Shape::of::<u8>(&[0]);
+        let a = |sizes: Vec<i64>| GatherAttrs {
+            dims: GatherDims {
+                offset_dims: vec![0, 1],
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![],
+                index_vector_dim: 0,
+            },
+            slice_sizes: sizes,
+            indices_are_sorted: true,
+        };
+        assert_eq!(
+            infer_gather(&x, &i, &a(vec![2, 1, 1])).unwrap(),
+            Shape::of::<f32>(&[2, 1])
+        );
+        assert!(infer_gather(&x, &i, &a(vec![2, 0, 1])).is_err());
+    }
 }

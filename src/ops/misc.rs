@@ -291,6 +291,12 @@ mod tests {
             infer_map(&[&x, &i], &[0, 1], Some(&bad)).unwrap_err().kind,
             ShapeErrorKind::Body
         );
+        // Operands mixing float precisions: XLA's verifier refuses them (found by
+        // tests/rules_vs_xla.rs); an integer beside a float is fine.
+        let h = Shape::array(crate::shape::ElementType::F16, &[2, 3]);
+        let e = infer_map(&[&h, &x], &[0, 1], None).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        assert!(infer_map(&[&h, &i], &[0, 1], None).is_ok());
     }
 
     #[test]

@@ -701,6 +701,11 @@ mod tests {
         assert!(infer_pad(&f(&[3]), &z, &[p(-2, -2, 0)]).is_err());
         assert!(infer_pad(&f(&[0]), &z, &[p(0, 0, 3)]).is_ok());
         assert!(infer_reverse(&f(&[2, 3]), &[1, 1]).is_err());
+        // An instruction's axes are 0..rank: XLA refuses -1 ("One of the reverse
+        // dimensions (-1) is out-of-bounds", tests/rules_vs_xla.rs); `reverse` and
+        // `concatenate` resolve negative axes before emitting.
+        assert!(infer_reverse(&f(&[2, 3]), &[-1]).is_err());
+        assert!(infer_concatenate(&[&f(&[2, 3]), &f(&[2, 1])], -1).is_err());
     }
 
     #[test]
@@ -726,5 +731,6 @@ mod tests {
         assert!(infer_iota(&Shape::of::<i32>(&[3]), 0).is_ok());
         assert!(infer_iota(&Shape::of::<i32>(&[3]), 1).is_err());
         assert!(infer_iota(&Shape::of::<bool>(&[3]), 0).is_err());
+        assert!(infer_iota(&Shape::of::<i32>(&[3]), -1).is_err());
     }
 }
