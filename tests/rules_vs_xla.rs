@@ -1555,10 +1555,17 @@ fn stricter_on_purpose(case: &Case, ours: &str) -> Option<&'static str> {
             "a group count below 1: XLA reads it in a proto as unset (1), as \
                  check_proto does; in the IR it is a mistake",
         ),
-        Kind::Scatter(..) if says("all inputs must have the same dimensions") => Some(
-            "a scatter of inputs with different dims: XLA compiles it (each input \
-             scattered on its own); ours take one shape, as JAX's and XLA's docs do",
-        ),
+        Kind::Scatter(..)
+            if says("all inputs must have the same dimensions")
+                || says("all updates must have the same dimensions") =>
+        {
+            Some(
+                "a scatter of inputs or updates of different dims: XLA's verifier takes \
+                 them (each input scattered on its own), but its CPU pipeline fails on \
+                 some (\"Slice dim size 2 greater than dynamic slice dimension: 1\"); ours \
+                 take one shape, as JAX's and XLA's docs do",
+            )
+        }
         Kind::Scatter(..) if says("rank-0 array") => Some(
             "a batch of several updates into a rank-0 array: XLA fails on it (an internal \
              error) unless the combiner ignores the updates, when it drops the scatter",
@@ -1660,16 +1667,20 @@ struct KnownAbort {
     example: fn() -> Built,
 }
 
-/// A convolution with a spatial axis whose window cuts more than the (dilated,
-/// padded) input has: a negative size.
-fn conv_window_cuts(c: &Case) -> bool {
-    let (Kind::Conv, Some(x)) = (&c.kind, c.args.first()) else {
+/// A convolution or select-and-scatter with an axis whose window cuts more than
+/// the (dilated, padded) input has: a negative size.
+fn window_cuts(c: &Case) -> bool {
+    let Some(x) = c.args.first() else {
         return false;
     };
-    let (OpKind::Convolution(a), _) = c.instruction(&[]) else {
-        return false;
+    let (window, axes): (Vec<WindowDim>, Vec<i64>) = match c.instruction(&[]).0 {
+        OpKind::Convolution(a) => (a.window, a.dims.input_spatial),
+        OpKind::SelectAndScatter { window, .. } => {
+            (window.to_vec(), (0..x.dims.len() as i64).collect())
+        }
+        _ => return false,
     };
-    a.window.iter().zip(&a.dims.input_spatial).any(|(w, axis)| {
+    window.iter().zip(&axes).any(|(w, axis)| {
         let n = usize::try_from(*axis).ok().and_then(|i| x.dims.get(i));
         n.is_some_and(|n| w.output_size(*n).is_err_and(|e| e.contains("cuts more")))
     })
@@ -1812,7 +1823,7 @@ const KNOWN_ABORTS: &[KnownAbort] = &[
     KnownAbort {
         what: "convolution whose window cuts more than the padded input: XLA aborts in \
                window_util (found by this test)",
-        matches: conv_window_cuts,
+        matches: |c| matches!(c.kind, Kind::Conv) && window_cuts(c),
         example: || {
             let case = Case::with(
                 Kind::Conv,
@@ -1833,6 +1844,30 @@ const KNOWN_ABORTS: &[KnownAbort] = &[
                     vec![1, 1],
                 ],
             );
+            build(&case, &case.stand_in())
+        },
+    },
+    KnownAbort {
+        what: "select-and-scatter whose window cuts more than the padded operand: XLA \
+               aborts in window_util (found by this test)",
+        matches: |c| matches!(c.kind, Kind::SelectAndScatter) && window_cuts(c),
+        example: || {
+            let (x, s) = (Arg::new(S64, &[0]), Arg::new(S64, &[]));
+            let case = Case {
+                kind: Kind::SelectAndScatter,
+                args: vec![x.clone(), x, s.clone()],
+                ints: vec![vec![1], vec![1], vec![0], vec![-1], vec![1], vec![2]],
+                bodies: vec![
+                    Body {
+                        params: vec![s.clone(), s.clone()],
+                        results: vec![(0, Pred)],
+                    },
+                    Body {
+                        params: vec![s.clone(), s],
+                        results: vec![(1, S64)],
+                    },
+                ],
+            };
             build(&case, &case.stand_in())
         },
     },
