@@ -2408,7 +2408,7 @@ fn the_escape_hatch_reaches_xla() {
     let wrong = build(&case, &Shape::array(Pred, &[3]));
     assert!(wrong.rejected.is_some());
     let e = common::client()
-        .compile(&wrong.module.expect("unchecked module"))
+        .compile(wrong.module.expect("unchecked module"))
         .map(|_| ())
         .expect_err("declared pred[3]");
     let (s, instr) = xla_inferred(&e.to_string()).unwrap_or_else(|| panic!("{e}"));
@@ -2416,7 +2416,7 @@ fn the_escape_hatch_reaches_xla() {
     assert!(instr.contains(" add("), "{instr}");
     let right = build(&case, &s);
     common::client()
-        .compile(&right.module.expect("unchecked module"))
+        .compile(right.module.expect("unchecked module"))
         .expect("XLA compiles add on pred");
     assert_eq!(
         parse_shape("(f32[2,3]{1,0}, pred[], s8[0]{0})").map(|x| x.0),
