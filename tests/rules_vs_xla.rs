@@ -64,7 +64,9 @@ use proptest::test_runner::{Config, TestRng, TestRunner};
 use xlaclient::ir::{CompId, OpKind};
 use xlaclient::ops::bitwise::{BitwiseOp, BitwiseUnary};
 use xlaclient::ops::indexing::{GatherAttrs, GatherDims, ScatterAttrs, ScatterDims};
-use xlaclient::ops::linalg::{ConvAttrs, ConvDims, Transpose, TriangularSolveOptions};
+use xlaclient::ops::linalg::{
+    ConvAttrs, ConvDims, DotAttrs, Precision, Transpose, TriangularSolveOptions,
+};
 use xlaclient::ops::random::RngAlgorithm;
 use xlaclient::ops::slicing::{PadDim, SliceAttrs};
 use xlaclient::ops::window::WindowDim;
@@ -150,6 +152,8 @@ enum Kind {
     Numpy(BinaryOp),
     Compare(Comparison),
     Select,
+    /// Operands: min, x, max.
+    Clamp,
     Bitwise(BitwiseOp),
     BitwiseUnary(BitwiseUnary),
     /// ints: output dims, broadcast dimensions.
@@ -179,8 +183,9 @@ enum Kind {
     ReduceWindow,
     /// ints: as reduce-window.
     SelectAndScatter,
-    /// ints: lhs contracting, rhs contracting, lhs batch, rhs batch.
-    Dot,
+    /// ints: lhs contracting, rhs contracting, lhs batch, rhs batch. The preferred
+    /// element type, the operands' precisions.
+    Dot(Option<ElementType>, [Precision; 2]),
     /// ints: [input batch, input feature], input spatial, [kernel input feature,
     /// kernel output feature], kernel spatial, [output batch, output feature],
     /// output spatial, then the window as reduce-window's (sizes, strides, low,
@@ -189,10 +194,12 @@ enum Kind {
     Cholesky(bool),
     TriangularSolve(TriangularSolveOptions),
     /// ints: offset dims, collapsed slice dims, start index map, [index vector
-    /// dim], slice sizes. Indices sorted.
+    /// dim], slice sizes, operand batching dims, start indices batching dims.
+    /// Indices sorted.
     Gather(bool),
     /// ints: update window dims, inserted window dims, scatter dims to operand
-    /// dims, [index vector dim]. Indices sorted, unique.
+    /// dims, [index vector dim], input batching dims, scatter indices batching
+    /// dims. Indices sorted, unique.
     Scatter(bool, bool),
     /// ints: [dimension]. Stable.
     Sort(bool),
@@ -222,6 +229,7 @@ impl Kind {
     fn set_type(&mut self, t: ElementType) {
         match self {
             Kind::Convert(x) | Kind::Iota(x) | Kind::BitcastConvert(x) | Kind::Rng(_, x) => *x = t,
+            Kind::Dot(p, _) => *p = Some(t),
             _ => {}
         }
     }
@@ -275,9 +283,10 @@ impl Case {
         let first = || self.args.first().map_or(Shape::scalar(F32), Arg::shape);
         match &self.kind {
             Kind::Compare(_) => Shape::array(Pred, &self.dims0()),
-            Kind::Select => self.args.get(1).map_or(first(), Arg::shape),
+            Kind::Select | Kind::Clamp => self.args.get(1).map_or(first(), Arg::shape),
             Kind::Broadcast | Kind::Reshape => Shape::array(self.ty0(), &self.int_list(0)),
             Kind::Convert(t) | Kind::BitcastConvert(t) => Shape::array(*t, &self.dims0()),
+            Kind::Dot(p, _) => Shape::array(p.unwrap_or(self.ty0()), &self.dims0()),
             Kind::Iota(t) => Shape::array(*t, &self.int_list(0)),
             Kind::Rng(_, t) => Shape::Tuple(vec![first(), Shape::array(*t, &self.int_list(0))]),
             Kind::Reduce | Kind::ReduceWindow if n > 2 => tuple(&self.args[..n / 2]),
@@ -322,6 +331,7 @@ impl Case {
             Kind::Binary(b) | Kind::Numpy(b) => (OpKind::Binary(*b), None),
             Kind::Compare(c) => (OpKind::Compare(*c), None),
             Kind::Select => (OpKind::Select, None),
+            Kind::Clamp => (OpKind::Clamp, None),
             Kind::Bitwise(b) => (OpKind::Bitwise(*b), None),
             Kind::BitwiseUnary(u) => (OpKind::BitwiseUnary(*u), None),
             Kind::Broadcast => (
@@ -393,14 +403,18 @@ impl Case {
                 },
                 None,
             ),
-            Kind::Dot => (
-                OpKind::Dot(Box::new(DotDims {
-                    lhs_contracting: l(0),
-                    rhs_contracting: l(1),
-                    lhs_batch: l(2),
-                    rhs_batch: l(3),
+            Kind::Dot(preferred, precision) => (
+                OpKind::Dot(Box::new(DotAttrs {
+                    dims: DotDims {
+                        lhs_contracting: l(0),
+                        rhs_contracting: l(1),
+                        lhs_batch: l(2),
+                        rhs_batch: l(3),
+                    },
+                    precision: *precision,
                 })),
-                None,
+                // The rule reads the preferred element type from the target.
+                preferred.map(Shape::scalar),
             ),
             Kind::Conv => {
                 let dims = ConvDims {
@@ -431,6 +445,8 @@ impl Case {
                         collapsed_slice_dims: l(1),
                         start_index_map: l(2),
                         index_vector_dim: self.int(3, 0),
+                        operand_batching_dims: l(5),
+                        start_indices_batching_dims: l(6),
                     },
                     slice_sizes: l(4),
                     indices_are_sorted: *sorted,
@@ -445,6 +461,8 @@ impl Case {
                             inserted_window_dims: l(1),
                             scatter_dims_to_operand_dims: l(2),
                             index_vector_dim: self.int(3, 0),
+                            input_batching_dims: l(4),
+                            scatter_indices_batching_dims: l(5),
                         },
                         indices_are_sorted: *sorted,
                         unique_indices: *unique,
@@ -673,8 +691,9 @@ fn with_perturbations(valid: BoxedStrategy<Case>) -> BoxedStrategy<Case> {
     .boxed()
 }
 
-/// Element-wise unary, binary, compare and select on operands of one shape, and
-/// binary ops through the typed methods on numpy-broadcastable operands.
+/// Element-wise unary, binary, compare, select and clamp on operands of one shape
+/// (clamp's bounds may be scalars), and binary ops through the typed methods on
+/// numpy-broadcastable operands.
 fn elementwise() -> BoxedStrategy<Case> {
     let numpy = (
         select(BinaryOp::ALL),
@@ -704,7 +723,13 @@ fn elementwise() -> BoxedStrategy<Case> {
         (select(DIRS.to_vec()), arg(0..=4))
             .prop_map(|(d, x)| Case::op(Kind::Compare(d), vec![x.clone(), x])),
         arg(0..=4)
-            .prop_map(|x| { Case::op(Kind::Select, vec![Arg::new(Pred, &x.dims), x.clone(), x]) }),
+            .prop_map(|x| Case::op(Kind::Select, vec![Arg::new(Pred, &x.dims), x.clone(), x])),
+        // Bounds scalar or of the operand's dims.
+        (arg(0..=4), any::<bool>(), any::<bool>()).prop_map(|(x, lo_scalar, hi_scalar)| {
+            let bound = |scalar: bool| Arg::new(x.ty, if scalar { &[] } else { &x.dims });
+            let (lo, hi) = (bound(lo_scalar), bound(hi_scalar));
+            Case::op(Kind::Clamp, vec![lo, x, hi])
+        }),
         numpy,
     ]
     .boxed()
@@ -989,27 +1014,40 @@ fn linalg() -> BoxedStrategy<Case> {
         .prop_flat_map(|(batch, contract, lf, rf, t)| {
             let lr = batch.len() + contract.len() + lf.len();
             let rr = batch.len() + contract.len() + rf.len();
-            (Just((batch, contract, lf, rf, t)), perm(lr), perm(rr))
-        })
-        .prop_map(|((batch, contract, lf, rf, t), lp, rp)| {
-            // Logical axes (batch, contracting, free) placed by the permutations.
-            let place = |free: &[i64], p: &[i64]| -> (Vec<i64>, Vec<i64>, Vec<i64>) {
-                let logical = [batch.clone(), contract.clone(), free.to_vec()].concat();
-                let mut d = vec![0; logical.len()];
-                for (i, x) in logical.iter().enumerate() {
-                    d[p[i] as usize] = *x;
-                }
-                let nb = batch.len();
-                (d, p[..nb].to_vec(), p[nb..nb + contract.len()].to_vec())
-            };
-            let (ld, lb, lc) = place(&lf, &lp);
-            let (rd, rb, rc) = place(&rf, &rp);
-            Case::with(
-                Kind::Dot,
-                vec![Arg::new(t, &ld), Arg::new(t, &rd)],
-                vec![lc, rc, lb, rb],
+            let precisions = select(vec![
+                Precision::Default,
+                Precision::High,
+                Precision::Highest,
+            ]);
+            (
+                Just((batch, contract, lf, rf, t)),
+                perm(lr),
+                perm(rr),
+                prop_oneof![2 => Just(None), 1 => ty().prop_map(Some)],
+                [precisions.clone(), precisions],
             )
-        });
+        })
+        .prop_map(
+            |((batch, contract, lf, rf, t), lp, rp, preferred, precision)| {
+                // Logical axes (batch, contracting, free) placed by the permutations.
+                let place = |free: &[i64], p: &[i64]| -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+                    let logical = [batch.clone(), contract.clone(), free.to_vec()].concat();
+                    let mut d = vec![0; logical.len()];
+                    for (i, x) in logical.iter().enumerate() {
+                        d[p[i] as usize] = *x;
+                    }
+                    let nb = batch.len();
+                    (d, p[..nb].to_vec(), p[nb..nb + contract.len()].to_vec())
+                };
+                let (ld, lb, lc) = place(&lf, &lp);
+                let (rd, rb, rc) = place(&rf, &rp);
+                Case::with(
+                    Kind::Dot(preferred, precision),
+                    vec![Arg::new(t, &ld), Arg::new(t, &rd)],
+                    vec![lc, rc, lb, rb],
+                )
+            },
+        );
     let conv = (
         0..=2usize,
         ty(),
@@ -1156,7 +1194,15 @@ fn indexing() -> BoxedStrategy<Case> {
                 Case::with(
                     Kind::Gather(sorted),
                     vec![x, idx],
-                    vec![offset, collapsed, start_map, vec![ivd], sizes],
+                    vec![
+                        offset,
+                        collapsed,
+                        start_map,
+                        vec![ivd],
+                        sizes,
+                        vec![],
+                        vec![],
+                    ],
                 )
             },
         );
@@ -1223,7 +1269,7 @@ fn indexing() -> BoxedStrategy<Case> {
                 Case {
                     kind: Kind::Scatter(sorted, unique),
                     args,
-                    ints: vec![uwd, inserted, to_operand, vec![ivd]],
+                    ints: vec![uwd, inserted, to_operand, vec![ivd], vec![], vec![]],
                     bodies: vec![Body::combiner(&types, &elem)],
                 }
             },
@@ -1548,12 +1594,23 @@ fn stricter_on_purpose(case: &Case, ours: &str) -> Option<&'static str> {
         {
             Some("add/multiply on pred: XLA adds 1-bit integers, not a clear or/and")
         }
-        Kind::Dot | Kind::Conv if pred && says("got pred") => {
+        Kind::Dot(..) | Kind::Conv
+            if case.args.iter().any(|a| a.ty == Pred) && says("got pred") =>
+        {
             Some("dot/convolution on pred: 1-bit integer arithmetic")
         }
-        Kind::Dot | Kind::Conv if says("element types differ") => Some(
-            "dot/convolution of two element types: XLA gives the declared result type \
-             (its preferred_element_type); our DotDims/ConvAttrs have no result type yet",
+        Kind::Dot(..) if says("is narrower than the operands") => Some(
+            "a dot of integers with a narrower preferred element type: XLA's HLO verifier \
+             takes any declared type (both plugins); XLA's builder (MaybeUpcast) and JAX \
+             refuse it, as do we",
+        ),
+        Kind::Dot(..) if says("preferred element type pred") => {
+            Some("a dot giving pred: 1-bit integer arithmetic")
+        }
+        Kind::Dot(..) | Kind::Conv if says("element types differ") => Some(
+            "dot without a preferred element type, or convolution, of two element types: \
+             XLA gives the declared result type (its preferred_element_type); ours asks \
+             for one (dot) or one operand type (convolution), never promoting silently",
         ),
         Kind::Conv if says("group counts") && (case.int(12, 0) < 1 || case.int(12, 1) < 1) => Some(
             "a group count below 1: XLA reads it in a proto as unset (1), as \
@@ -1649,6 +1706,7 @@ fn non_empty(case: &Case) -> Option<Case> {
             | Kind::Numpy(_)
             | Kind::Compare(_)
             | Kind::Select
+            | Kind::Clamp
             | Kind::Bitwise(_)
             | Kind::BitwiseUnary(_)
     );
@@ -1671,15 +1729,15 @@ struct KnownAbort {
     example: fn() -> Built,
 }
 
-/// A convolution or select-and-scatter with an axis whose window cuts more than
-/// the (dilated, padded) input has: a negative size.
+/// A convolution, reduce-window or select-and-scatter with an axis whose window
+/// cuts more than the (dilated, padded) input has: a negative size.
 fn window_cuts(c: &Case) -> bool {
     let Some(x) = c.args.first() else {
         return false;
     };
     let (window, axes): (Vec<WindowDim>, Vec<i64>) = match c.instruction(&[]).0 {
         OpKind::Convolution(a) => (a.window, a.dims.input_spatial),
-        OpKind::SelectAndScatter { window, .. } => {
+        OpKind::SelectAndScatter { window, .. } | OpKind::ReduceWindow { window, .. } => {
             (window.to_vec(), (0..x.dims.len() as i64).collect())
         }
         _ => return false,
@@ -1871,6 +1929,20 @@ const KNOWN_ABORTS: &[KnownAbort] = &[
                         results: vec![(1, S64)],
                     },
                 ],
+            };
+            build(&case, &case.stand_in())
+        },
+    },
+    KnownAbort {
+        what: "reduce-window whose window cuts more than the padded operand: XLA aborts \
+               in window_util (found by this test)",
+        matches: |c| matches!(c.kind, Kind::ReduceWindow) && window_cuts(c),
+        example: || {
+            let case = Case {
+                kind: Kind::ReduceWindow,
+                args: vec![Arg::new(F32, &[0]), Arg::new(F32, &[])],
+                ints: vec![vec![3], vec![1], vec![0], vec![-1], vec![1], vec![1]],
+                bodies: vec![Body::combiner(&[F32], &[false])],
             };
             build(&case, &case.stand_in())
         },

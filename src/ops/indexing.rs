@@ -1119,6 +1119,7 @@ mod tests {
                 inserted_window_dims: ins,
                 scatter_dims_to_operand_dims: sd,
                 index_vector_dim: ivd,
+                ..Default::default()
             },
             indices_are_sorted: false,
             unique_indices: false,
@@ -1168,6 +1169,7 @@ mod tests {
                 collapsed_slice_dims: vec![1],
                 start_index_map: vec![],
                 index_vector_dim: 0,
+                ..Default::default()
             },
             slice_sizes: sizes,
             indices_are_sorted: true,
