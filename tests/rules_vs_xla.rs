@@ -724,7 +724,7 @@ fn elementwise() -> BoxedStrategy<Case> {
             .prop_map(|(d, x)| Case::op(Kind::Compare(d), vec![x.clone(), x])),
         arg(0..=4)
             .prop_map(|x| Case::op(Kind::Select, vec![Arg::new(Pred, &x.dims), x.clone(), x])),
-        // Bounds scalar or of the operand's dims.
+        // Bounds scalar (refused: see `stricter_on_purpose`) or of the operand's dims.
         (arg(0..=4), any::<bool>(), any::<bool>()).prop_map(|(x, lo_scalar, hi_scalar)| {
             let bound = |scalar: bool| Arg::new(x.ty, if scalar { &[] } else { &x.dims });
             let (lo, hi) = (bound(lo_scalar), bound(hi_scalar));
@@ -1641,6 +1641,11 @@ fn stricter_on_purpose(case: &Case, ours: &str) -> Option<&'static str> {
                  the scalar",
             )
         }
+        Kind::Clamp if says("scalar bound") => Some(
+            "clamp with scalar bounds: XLA's rule takes them and the 0.81 plugin compiles \
+             them, the 0.115 one fails (\"xtile.extract\"); ours want the operand's \
+             dims, and `clamp` broadcasts (plugins differ)",
+        ),
         Kind::Broadcast if says("twice") => Some(
             "broadcast dimensions naming an output axis twice: XLA takes a diagonal (each \
              operand axis indexed by the output's), JAX refuses duplicates; so do we",
@@ -2271,6 +2276,16 @@ const FOUND: &[(&str, fn() -> Case, bool)] = &[
                 vec![Arg::new(F32, &[2, 1, 1]), Arg::new(U8, &[0])],
                 vec![vec![0, 1], vec![1], vec![], vec![0], vec![2, 0, 1]],
             )
+        },
+        false,
+    ),
+    (
+        "clamp of s32[2,1] between scalar bounds: ours accepted (XLA's rule takes \
+         scalar bounds), the 0.115 plugin failed (\"'xtile.extract' op full tile shape \
+         size: 2 does not match rank of buffer: 0\")",
+        || {
+            let (s, x) = (Arg::new(S32, &[]), Arg::new(S32, &[2, 1]));
+            Case::op(Kind::Clamp, vec![s.clone(), x, s])
         },
         false,
     ),
