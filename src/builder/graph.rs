@@ -173,14 +173,54 @@ impl Graph {
         target: Option<&Shape>,
         loc: &'static Location<'static>,
     ) -> std::result::Result<Value, ShapeError> {
-        let shape = {
-            let c = self.comp(comp);
-            let shapes: Vec<&Shape> = operands
-                .iter()
-                .map(|v| value_shape(c, &self.shapes, *v).expect("imported operands exist"))
-                .collect();
-            op::infer(&kind, &shapes, target, self)?
+        let shape = self.infer(comp, &kind, &operands, target)?;
+        Ok(self.append(comp, kind, operands, shape, loc))
+    }
+
+    /// Test-only (see [`Builder::emit_unchecked`](super::Builder::emit_unchecked)):
+    /// runs the op's shape rule and appends the instruction even when the rule
+    /// rejects it, then declared `stand_in`; returns the rule's error too.
+    pub(crate) fn push_unchecked(
+        &mut self,
+        comp: CompId,
+        kind: OpKind,
+        operands: Operands,
+        target: Option<&Shape>,
+        stand_in: Shape,
+        loc: &'static Location<'static>,
+    ) -> (Value, Option<ShapeError>) {
+        let (shape, rejected) = match self.infer(comp, &kind, &operands, target) {
+            Ok(s) => (s, None),
+            Err(e) => (stand_in, Some(e)),
         };
+        (self.append(comp, kind, operands, shape, loc), rejected)
+    }
+
+    /// The shape rule of `kind` on `operands` (values of `comp`).
+    fn infer(
+        &self,
+        comp: CompId,
+        kind: &OpKind,
+        operands: &Operands,
+        target: Option<&Shape>,
+    ) -> std::result::Result<Shape, ShapeError> {
+        let c = self.comp(comp);
+        let shapes: Vec<&Shape> = operands
+            .iter()
+            .map(|v| value_shape(c, &self.shapes, *v).expect("imported operands exist"))
+            .collect();
+        op::infer(kind, &shapes, target, self)
+    }
+
+    /// Appends an instruction of result `shape` to `comp`.
+    fn append(
+        &mut self,
+        comp: CompId,
+        kind: OpKind,
+        operands: Operands,
+        shape: Shape,
+        loc: &'static Location<'static>,
+    ) -> Value {
         let shape = self.shapes.intern(shape);
         let c = self.comp_mut(comp);
         c.instrs.push(Instr {
@@ -189,7 +229,7 @@ impl Graph {
             shape,
             loc,
         });
-        Ok(Value::of(c.instrs.len() as u32 - 1))
+        Value::of(c.instrs.len() as u32 - 1)
     }
 
     /// The finished module with computation `entry` as entry and `root` as its

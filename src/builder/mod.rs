@@ -282,7 +282,16 @@ impl Builder {
     /// results).
     #[track_caller]
     pub fn build(&self, root: &Op) -> Result<Computation> {
-        let loc = Location::caller();
+        self.finish_module(root, true, Location::caller())
+    }
+
+    /// `build`, with or without the verifier.
+    fn finish_module(
+        &self,
+        root: &Op,
+        verify: bool,
+        loc: &'static Location<'static>,
+    ) -> Result<Computation> {
         if let Some(e) = self.g.borrow().errors.first() {
             return Err(e.clone());
         }
@@ -294,7 +303,9 @@ impl Builder {
         }
         check_result(&root.shape()?, loc)?;
         let module = self.g.borrow().finish(self.comp, root.v)?;
-        ir::verify::verify(&module)?;
+        if verify {
+            ir::verify::verify(&module)?;
+        }
         Ok(Computation {
             ir: Some(Arc::new(module)),
             proto: Arc::new(OnceLock::new()),
@@ -506,6 +517,90 @@ impl Builder {
             roots.push(self.g.borrow_mut().import(o.comp, o.v, comp));
         }
         Ok((comp, roots))
+    }
+}
+
+/// The test-only escape hatch. These methods exist only so that tests can compare
+/// the crate's shape rules with XLA's own (`tests/rules_vs_xla.rs`): they emit an
+/// instruction exactly as given, even one its shape rule rejects, and finish a
+/// module without the verifier, so that XLA can be asked about the program our rule
+/// refuses. They are hidden from the docs and not part of the API: a module built
+/// with them may be refused by XLA, and on some such modules XLA aborts the process.
+impl Builder {
+    /// Emits `kind` on `operands` exactly as given (none of the typed methods'
+    /// help: no broadcasting, no negative axes) and returns its results (one op, or
+    /// one per result of a multi-result op). The op's shape rule runs as usual; when
+    /// it accepts, this is an ordinary instruction and the error is `None`. When it
+    /// rejects, the instruction is emitted anyway, declared `stand_in` (a tuple of
+    /// the results for a multi-result op), and the rule's error is returned. `target`
+    /// is the result shape that ops with attributes in it read (parameter, reshape,
+    /// broadcast, convert, iota, bitcast-convert, rng-bit-generator's bits).
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn emit_unchecked(
+        &self,
+        kind: OpKind,
+        operands: &[&Op],
+        target: Option<Shape>,
+        stand_in: Shape,
+    ) -> (Vec<Op>, Option<ShapeError>) {
+        let loc = Location::caller();
+        let comp = match self.target(operands, kind.opcode().name(), loc) {
+            Ok(c) => c,
+            Err(failed) => return (vec![failed], None),
+        };
+        let multi = kind.multi_result(operands.len());
+        let (v, n, rejected) = {
+            let mut g = self.g.borrow_mut();
+            let vals: ir::Operands = operands
+                .iter()
+                .map(|o| g.import(o.comp, o.v, comp))
+                .collect();
+            let (v, rejected) = g.push_unchecked(comp, kind, vals, target.as_ref(), stand_in, loc);
+            let shape = g.shapes.get(g.comp(comp).instrs[v.instr as usize].shape);
+            let n = match shape {
+                Shape::Tuple(e) if multi => e.len(),
+                _ => 1,
+            };
+            (v, n, rejected)
+        };
+        (self.results(self.op(comp, v), n, multi), rejected)
+    }
+
+    /// A body computation for the `OpKind` given to
+    /// [`emit_unchecked`](Self::emit_unchecked): parameters of `params`, built by `f`
+    /// (given the body's builder and parameters) with ordinary, checked ops; its
+    /// result is `f`'s values (a tuple of them if several). It may not use values
+    /// from outside it.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn body_unchecked(
+        &self,
+        params: &[Shape],
+        f: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+    ) -> Result<CompId> {
+        let loc = Location::caller();
+        let (comp, roots) = self
+            .body(self.comp, "body", params, loc, f)
+            .map_err(|failed| failed.shape().expect_err("a failed op"))?;
+        if !self.g.borrow().comp(comp).captures.is_empty() {
+            return Err(Error::Graph {
+                reason: "a body for emit_unchecked uses a value from outside it".into(),
+                location: Some(loc),
+            });
+        }
+        self.finish_body(comp, &roots, loc)
+            .map_err(|failed| failed.shape().expect_err("a failed op"))?;
+        Ok(comp)
+    }
+
+    /// Finishes the module like [`build`](Self::build) but without the verifier,
+    /// so that instructions from [`emit_unchecked`](Self::emit_unchecked) that their
+    /// rules reject stay as emitted. Compiling the result hands it to XLA as is.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn build_unverified(&self, root: &Op) -> Result<Computation> {
+        self.finish_module(root, false, Location::caller())
     }
 }
 

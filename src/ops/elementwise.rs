@@ -398,8 +398,11 @@ fn clamp_types(lo: ElementType, x: ElementType, hi: ElementType) -> Result<(), S
     Ok(())
 }
 
-/// Clamp rule: `min`, `operand`, `max` of one ordered element type; each bound is a
-/// scalar or has the operand's dimensions. The result is the operand's shape.
+/// Clamp rule: `min`, `operand`, `max` of one ordered element type and of one shape.
+/// (XLA's rule also takes scalar bounds, but the CPU plugin of PJRT C API 0.115
+/// fails to compile them, "xtile.extract: tile shape does not match rank of buffer:
+/// 0", found by `tests/rules_vs_xla.rs`; `clamp` broadcasts them, as JAX lowers
+/// clamp.) The result is the operand's shape.
 pub fn infer_clamp(lo: &Shape, x: &Shape, hi: &Shape) -> Result<Shape, ShapeError> {
     const OP: &str = "clamp";
     let (lt, ld) = array_of(OP, lo)?;
@@ -414,12 +417,15 @@ pub fn infer_clamp(lo: &Shape, x: &Shape, hi: &Shape) -> Result<Shape, ShapeErro
         ));
     }
     for (what, d) in [("min", ld), ("max", hd)] {
-        if !d.is_empty() && d != xd {
+        if d != xd {
             return Err(ShapeError::new(
                 OP,
                 &[lo, x, hi],
                 ShapeErrorKind::Dimension,
-                format!("{what} must be a scalar or have the operand's dimensions"),
+                format!(
+                    "{what} must have the operand's dimensions (a scalar bound fails to \
+                     compile on the 0.115 CPU plugin; broadcast it, as `clamp` does)"
+                ),
             ));
         }
     }
@@ -1129,12 +1135,16 @@ mod tests {
     fn clamp_rule() {
         let x = f32s(&[2, 3]);
         let s = f32s(&[]);
-        assert_eq!(infer_clamp(&s, &x, &s).unwrap(), x);
-        assert_eq!(infer_clamp(&x, &x, &s).unwrap(), x);
-        let e = infer_clamp(&f32s(&[3]), &x, &s).unwrap_err();
+        assert_eq!(infer_clamp(&x, &x, &x).unwrap(), x);
+        assert_eq!(infer_clamp(&s, &s, &s).unwrap(), s);
+        // Scalar bounds: XLA's rule takes them, the 0.115 CPU plugin fails to
+        // compile them (tests/rules_vs_xla.rs); `clamp` broadcasts them.
+        assert!(infer_clamp(&s, &x, &s).is_err());
+        assert!(infer_clamp(&x, &x, &s).is_err());
+        let e = infer_clamp(&f32s(&[3]), &x, &x).unwrap_err();
         assert_eq!(e.kind, ShapeErrorKind::Dimension);
-        assert!(e.reason.contains("min must be"), "{e}");
-        let e = infer_clamp(&s, &x, &Shape::of::<i32>(&[])).unwrap_err();
+        assert!(e.reason.contains("min must have"), "{e}");
+        let e = infer_clamp(&s, &s, &Shape::of::<i32>(&[])).unwrap_err();
         assert_eq!(e.kind, ShapeErrorKind::ElementType);
         assert!(e.reason.contains("f32, f32, s32"), "{e}");
         let c = Shape::array(ElementType::C64, &[]);

@@ -216,6 +216,7 @@ fn batching_ok(
 /// Gather rule (XLA's semantics): the output's rank is the indices' batch rank plus
 /// the number of offset axes; the offset axes (at `offset_dims`) take the slice
 /// sizes of the uncollapsed operand axes, the other axes the indices' batch sizes.
+/// A collapsed axis has slice size 1.
 pub fn infer_gather(
     operand: &Shape,
     indices: &Shape,
@@ -295,13 +296,15 @@ pub fn infer_gather(
         .iter()
         .chain(&d.operand_batching_dims)
     {
-        if a.slice_sizes[*c as usize] > 1 {
+        // Size 1 only: XLA also takes 0, but then the result claims elements of an
+        // empty slice, and XLA's simplifier aborts on it (tests/rules_vs_xla.rs).
+        if a.slice_sizes[*c as usize] != 1 {
             return Err(bad(
                 OP,
                 &s,
                 ShapeErrorKind::Dimension,
                 format!(
-                    "collapsed or batch axis {c} has slice size {}",
+                    "collapsed or batch axis {c} has slice size {}; such an axis takes 1",
                     a.slice_sizes[*c as usize]
                 ),
             ));
@@ -366,6 +369,18 @@ pub fn infer_scatter(
     let (_, od) = array_of(OP, inputs[0])?;
     let d = &a.dims;
     let (batch, len) = index_parts(OP, operands, indices, d.index_vector_dim)?;
+    if od.is_empty() && batch.iter().product::<i64>() > 1 {
+        // XLA's CPU compiler fails on it (an internal error in its scatter
+        // rewriting, "call" vs the update's shape; found by tests/rules_vs_xla.rs).
+        return Err(bad(
+            OP,
+            operands,
+            ShapeErrorKind::Rank,
+            format!(
+                "a scatter into a rank-0 array takes one update, not a batch {batch:?} (XLA fails to compile it): combine the updates first"
+            ),
+        ));
+    }
     if len != d.scatter_dims_to_operand_dims.len() as i64 {
         return Err(bad(
             OP,
@@ -418,6 +433,14 @@ pub fn infer_scatter(
     for (x, u) in inputs.iter().zip(updates.iter()) {
         let (t, xd) = array_of(OP, x)?;
         let (ut, ud) = array_of(OP, u)?;
+        if ud != updates[0].dims() {
+            return Err(bad(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "all updates must have the same dimensions".into(),
+            ));
+        }
         if xd != od {
             return Err(bad(
                 OP,
@@ -486,6 +509,7 @@ pub fn infer_scatter(
         }
         types.push(t);
     }
+    super::check_one_float_type(OP, operands)?;
     let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
     if let Some((params, result)) = body {
         let want: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
@@ -1083,5 +1107,77 @@ mod tests {
         assert!(infer_scatter(&[&x, &i, &Shape::of::<f32>(&[3, 3])], &a, None).is_err());
         assert!(infer_scatter(&[&x, &i, &Shape::of::<f32>(&[2, 4])], &a, None).is_err());
         assert!(infer_scatter(&[&x, &i], &a, None).is_err());
+    }
+
+    #[test]
+    fn scatter_rule_cases_xla_refuses() {
+        // Found by tests/rules_vs_xla.rs, each once accepted here and refused (or
+        // failed) by XLA.
+        let a = |uwd: Vec<i64>, ins: Vec<i64>, sd: Vec<i64>, ivd| ScatterAttrs {
+            dims: ScatterDims {
+                update_window_dims: uwd,
+                inserted_window_dims: ins,
+                scatter_dims_to_operand_dims: sd,
+                index_vector_dim: ivd,
+                ..Default::default()
+            },
+            indices_are_sorted: false,
+            unique_indices: false,
+        };
+        let s = |t: ElementType, d: &[i64]| Shape::array(t, d);
+        // Two updates of different dims.
+        let one = a(vec![0], vec![], vec![], 0);
+        let (x, y, i) = (
+            s(ElementType::S32, &[2]),
+            s(ElementType::F16, &[2]),
+            s(ElementType::U64, &[0]),
+        );
+        let (u, v) = (s(ElementType::S32, &[2]), s(ElementType::F16, &[1]));
+        assert!(infer_scatter(&[&x, &y, &i, &u, &s(ElementType::F16, &[2])], &one, None).is_ok());
+        let e = infer_scatter(&[&x, &y, &i, &u, &v], &one, None).unwrap_err();
+        assert!(e.reason.contains("same dimensions"), "{e}");
+        // Inputs mixing float precisions.
+        let (x, y) = (s(ElementType::F16, &[2]), s(ElementType::F32, &[2]));
+        let i = s(ElementType::S32, &[1, 1]);
+        let (u, v) = (s(ElementType::F16, &[1]), s(ElementType::F32, &[1]));
+        let rows = a(vec![], vec![0], vec![0], 1);
+        let e = infer_scatter(&[&x, &y, &i, &u, &v], &rows, None).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType, "{e}");
+        // A batch of updates into a rank-0 array: one update is fine, 3x3 are not.
+        let x = s(ElementType::S8, &[]);
+        let none = a(vec![], vec![], vec![], 0);
+        let single = [&x, &s(ElementType::U32, &[0, 1]), &s(ElementType::S8, &[1])];
+        assert!(infer_scatter(&single, &none, None).is_ok());
+        let batch = [
+            &x,
+            &s(ElementType::U32, &[0, 3, 3]),
+            &s(ElementType::S8, &[3, 3]),
+        ];
+        let e = infer_scatter(&batch, &none, None).unwrap_err();
+        assert!(e.reason.contains("rank-0"), "{e}");
+    }
+
+    #[test]
+    fn gather_collapses_slices_of_one() {
+        // Collapsing a slice of size 0 made the result claim elements of an empty
+        // slice; XLA's simplifier aborts on it (tests/rules_vs_xla.rs).
+        let x = Shape::of::<f32>(&[2, 1, 1]);
+        let i = Shape::of::<u8>(&[0]);
+        let a = |sizes: Vec<i64>| GatherAttrs {
+            dims: GatherDims {
+                offset_dims: vec![0, 1],
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![],
+                index_vector_dim: 0,
+                ..Default::default()
+            },
+            slice_sizes: sizes,
+            indices_are_sorted: true,
+        };
+        assert_eq!(
+            infer_gather(&x, &i, &a(vec![2, 1, 1])).unwrap(),
+            Shape::of::<f32>(&[2, 1])
+        );
+        assert!(infer_gather(&x, &i, &a(vec![2, 0, 1])).is_err());
     }
 }

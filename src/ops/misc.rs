@@ -57,6 +57,7 @@ pub fn infer_map(
         }
         types.push(Shape::scalar(t));
     }
+    super::check_one_float_type(OP, operands)?;
     if dims.len() != d0.len() || dims.iter().enumerate().any(|(i, a)| *a != i as i64) {
         return Err(ShapeError::new(
             OP,
@@ -290,6 +291,12 @@ mod tests {
             infer_map(&[&x, &i], &[0, 1], Some(&bad)).unwrap_err().kind,
             ShapeErrorKind::Body
         );
+        // Operands mixing float precisions: XLA's verifier refuses them (found by
+        // tests/rules_vs_xla.rs); an integer beside a float is fine.
+        let h = Shape::array(crate::shape::ElementType::F16, &[2, 3]);
+        let e = infer_map(&[&h, &x], &[0, 1], None).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        assert!(infer_map(&[&h, &i], &[0, 1], None).is_ok());
     }
 
     #[test]

@@ -81,6 +81,63 @@ pub fn resolve_axes(
     Ok(out)
 }
 
+/// Checks an axis attribute of an instruction: XLA's instructions take axes in
+/// `0..rank` (a negative one, which the typed methods resolve before emitting, is
+/// an error there: XLA refuses it, and aborts the process on some ops).
+pub fn check_axis(op: &'static str, operand: &Shape, axis: i64) -> Result<usize, ShapeError> {
+    if axis < 0 {
+        return Err(ShapeError::new(
+            op,
+            &[operand],
+            ShapeErrorKind::Axis,
+            format!(
+                "axis {axis} is negative: an instruction's axes are 0..{}",
+                operand.rank()
+            ),
+        ));
+    }
+    resolve_axis(op, operand, axis)
+}
+
+/// Checks a list of axis attributes of an instruction: distinct, each in `0..rank`.
+pub fn check_axes(
+    op: &'static str,
+    operand: &Shape,
+    axes: &[i64],
+) -> Result<Vec<usize>, ShapeError> {
+    for a in axes {
+        check_axis(op, operand, *a)?;
+    }
+    resolve_axes(op, operand, axes)
+}
+
+/// XLA's verifier refuses an instruction whose operands mix floating-point
+/// precisions ("Seen floating point types of different precisions"), but for a few
+/// ops (sort, dot, convolution, reduce-window); an integer operand next to a float
+/// is fine. For the variadic ops that take several types: reduce, scatter, map.
+pub(crate) fn check_one_float_type(
+    op: &'static str,
+    operands: &[&Shape],
+) -> Result<(), ShapeError> {
+    let mut floats = operands
+        .iter()
+        .filter_map(|s| s.element_type())
+        .filter(|t| t.is_float());
+    if let Some(first) = floats.next() {
+        if let Some(other) = floats.find(|t| *t != first) {
+            return Err(ShapeError::new(
+                op,
+                operands,
+                ShapeErrorKind::ElementType,
+                format!(
+                    "operands mix floating-point types {first} and {other}; convert them to one"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The array parts of a shape, or an error naming the op if it is not an array.
 pub(crate) fn array_of<'a>(
     op: &'static str,

@@ -52,7 +52,9 @@ impl RngAlgorithm {
 
 /// Bitcast-convert rule: the same bits seen as another element type. Equal widths
 /// keep the dimensions; a narrower type adds a last axis of the width ratio; a wider
-/// one consumes a last axis that must be that ratio. `pred` is not accepted.
+/// one consumes a last axis that must be that ratio. `pred` only to itself: XLA
+/// would reinterpret it as a byte, but a byte other than 0 or 1 is no boolean (JAX
+/// refuses it too).
 pub fn infer_bitcast_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
     const OP: &str = "bitcast-convert";
     let (ty, dims) = array_of(OP, operand)?;
@@ -64,7 +66,7 @@ pub fn infer_bitcast_convert(operand: &Shape, to: ElementType) -> Result<Shape, 
             format!("XLA does not bitcast between complex and real types ({ty} to {to})"),
         ));
     }
-    if ty == ElementType::Pred || to == ElementType::Pred {
+    if (ty == ElementType::Pred || to == ElementType::Pred) && ty != to {
         return Err(ShapeError::new(
             OP,
             &[operand],
@@ -216,5 +218,38 @@ impl Op {
         let word = mantissa.binary(crate::BinaryOp::Add, &one, loc);
         let f = word.bitcast_convert_at(ElementType::F32, loc);
         (next, f - 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitcast_convert_rule() {
+        let s = |t: ElementType, d: &[i64]| Shape::array(t, d);
+        use ElementType::*;
+        assert_eq!(
+            infer_bitcast_convert(&s(F32, &[3]), S32).unwrap(),
+            s(S32, &[3])
+        );
+        assert_eq!(
+            infer_bitcast_convert(&s(F32, &[3]), U8).unwrap(),
+            s(U8, &[3, 4])
+        );
+        assert_eq!(
+            infer_bitcast_convert(&s(U8, &[3, 4]), F32).unwrap(),
+            s(F32, &[3])
+        );
+        assert!(infer_bitcast_convert(&s(U8, &[3, 2]), F32).is_err());
+        // pred only to itself (XLA also takes pred as a byte; JAX refuses that, as
+        // do we; pred to pred was refused until tests/rules_vs_xla.rs showed XLA
+        // compiles it).
+        assert_eq!(
+            infer_bitcast_convert(&s(Pred, &[2, 3]), Pred).unwrap(),
+            s(Pred, &[2, 3])
+        );
+        assert!(infer_bitcast_convert(&s(Pred, &[4]), F32).is_err());
+        assert!(infer_bitcast_convert(&s(U32, &[]), Pred).is_err());
     }
 }

@@ -4,7 +4,7 @@
 use std::panic::Location;
 
 use super::elementwise::{BinaryOp, Scalar};
-use super::{array_of, resolve_axes};
+use super::{array_of, check_axes, check_one_float_type, resolve_axes};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
@@ -55,19 +55,10 @@ pub fn infer_reduce(
         }
         types.push(ty);
     }
-    // XLA's verifier refuses an instruction whose operands mix floating-point
-    // precisions ("Seen floating point types of different precisions"; fuzz seeds
-    // 5362, 8634): a variadic reduce may mix an integer and a float, not f16 and f32.
-    let mut floats = types.iter().filter(|t| t.is_float());
-    if let Some(first) = floats.next() {
-        if let Some(other) = floats.find(|t| *t != first) {
-            return Err(err(
-                ShapeErrorKind::ElementType,
-                format!("inputs mix floating-point types {first} and {other}; convert them to one"),
-            ));
-        }
-    }
-    let axes = resolve_axes("reduce", inputs[0], axes)?;
+    // A variadic reduce may mix an integer and a float, not f16 and f32 (fuzz
+    // seeds 5362, 8634).
+    check_one_float_type("reduce", operands)?;
+    let axes = check_axes("reduce", inputs[0], axes)?;
     let kept: Vec<i64> = (0..dims.len())
         .filter(|i| !axes.contains(i))
         .map(|i| dims[i])
@@ -302,7 +293,20 @@ impl Builder {
                 loc,
             ));
         }
-        if let Err(e) = infer_reduce(&refs, axes, None) {
+        // Negative axes count from the end; the instruction holds them resolved
+        // and sorted.
+        let axes: Vec<i64> = match shapes.first().filter(|s| s.is_array()) {
+            Some(s) => match resolve_axes("reduce", s, axes) {
+                Ok(a) => {
+                    let mut a: Vec<i64> = a.into_iter().map(|a| a as i64).collect();
+                    a.sort_unstable();
+                    a
+                }
+                Err(e) => return failed(self.fail(e, loc)),
+            },
+            None => axes.to_vec(),
+        };
+        if let Err(e) = infer_reduce(&refs, &axes, None) {
             return failed(self.fail(e, loc));
         }
         let n = inputs.len();
@@ -357,15 +361,9 @@ impl Builder {
             .chain(inits.iter().copied())
             .chain(&caps)
             .collect();
-        let mut sorted: Vec<i64> = resolve_axes("reduce", &shapes[0], axes)
-            .expect("checked")
-            .into_iter()
-            .map(|a| a as i64)
-            .collect();
-        sorted.sort_unstable();
         let r = self.emit(
             OpKind::Reduce {
-                axes: sorted.into(),
+                axes: axes.into(),
                 body: comp,
             },
             &operands,
@@ -530,10 +528,16 @@ mod tests {
             Shape::of::<f32>(&[2, 4])
         );
         assert_eq!(
-            infer_reduce(&[&x, &z], &[-1, 0], None).unwrap(),
+            infer_reduce(&[&x, &z], &[2, 0], None).unwrap(),
             Shape::of::<f32>(&[3])
         );
         let axis = |r: Result<Shape, ShapeError>| r.unwrap_err().kind;
+        // The instruction's axes are resolved: XLA refuses -1 ("Reducing
+        // out-of-bounds dimension -1", tests/rules_vs_xla.rs); `reduce` resolves it.
+        assert_eq!(
+            axis(infer_reduce(&[&x, &z], &[-1, 0], None)),
+            ShapeErrorKind::Axis
+        );
         assert_eq!(
             axis(infer_reduce(&[&x, &z], &[3], None)),
             ShapeErrorKind::Axis

@@ -2,7 +2,7 @@
 
 use std::panic::Location;
 
-use super::{array_of, resolve_axes};
+use super::{array_of, check_axes, resolve_axes};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
@@ -145,7 +145,7 @@ pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeErro
             ),
         ));
     }
-    let axes = resolve_axes("transpose", operand, perm)?;
+    let axes = check_axes("transpose", operand, perm)?;
     let dims: Vec<i64> = axes.iter().map(|a| od[*a]).collect();
     Ok(Shape::array(ty, &dims))
 }
@@ -485,7 +485,9 @@ mod tests {
             infer_transpose(&f(&[2, 3, 4]), &[2, 0, 1]).unwrap(),
             f(&[4, 2, 3])
         );
-        assert_eq!(infer_transpose(&f(&[2, 3]), &[-1, 0]).unwrap(), f(&[3, 2]));
+        assert_eq!(infer_transpose(&f(&[2, 3]), &[1, 0]).unwrap(), f(&[3, 2]));
+        // Negative axes are the typed method's convenience, not the instruction's.
+        assert!(infer_transpose(&f(&[2, 3]), &[-1, 0]).is_err());
         assert!(infer_transpose(&f(&[2, 3]), &[0, 0]).is_err());
         assert!(infer_transpose(&f(&[2, 3]), &[0]).is_err());
     }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::panic::Location;
 
-use super::{array_of, resolve_axes, resolve_axis};
+use super::{array_of, check_axes, check_axis, resolve_axes, resolve_axis};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
@@ -61,7 +61,7 @@ pub fn infer_iota(shape: &Shape, dimension: i64) -> Result<Shape, ShapeError> {
             format!("negative dimension in {shape}"),
         ));
     }
-    resolve_axis("iota", shape, dimension)?;
+    check_axis("iota", shape, dimension)?;
     Ok(shape.clone())
 }
 
@@ -221,7 +221,7 @@ pub fn infer_concatenate(operands: &[&Shape], dimension: i64) -> Result<Shape, S
         ));
     };
     let (ty, dims) = array_of(OP, first)?;
-    let axis = resolve_axis(OP, first, dimension)?;
+    let axis = check_axis(OP, first, dimension)?;
     let mut out = dims.to_vec();
     out[axis] = 0;
     for s in operands {
@@ -305,7 +305,7 @@ pub fn infer_pad(operand: &Shape, value: &Shape, config: &[PadDim]) -> Result<Sh
 /// Reverse rule: distinct axes in range; the shape is unchanged.
 pub fn infer_reverse(operand: &Shape, axes: &[i64]) -> Result<Shape, ShapeError> {
     array_of("reverse", operand)?;
-    resolve_axes("reverse", operand, axes)?;
+    check_axes("reverse", operand, axes)?;
     Ok(operand.clone())
 }
 
@@ -701,6 +701,11 @@ mod tests {
         assert!(infer_pad(&f(&[3]), &z, &[p(-2, -2, 0)]).is_err());
         assert!(infer_pad(&f(&[0]), &z, &[p(0, 0, 3)]).is_ok());
         assert!(infer_reverse(&f(&[2, 3]), &[1, 1]).is_err());
+        // An instruction's axes are 0..rank: XLA refuses -1 ("One of the reverse
+        // dimensions (-1) is out-of-bounds", tests/rules_vs_xla.rs); `reverse` and
+        // `concatenate` resolve negative axes before emitting.
+        assert!(infer_reverse(&f(&[2, 3]), &[-1]).is_err());
+        assert!(infer_concatenate(&[&f(&[2, 3]), &f(&[2, 1])], -1).is_err());
     }
 
     #[test]
@@ -726,5 +731,6 @@ mod tests {
         assert!(infer_iota(&Shape::of::<i32>(&[3]), 0).is_ok());
         assert!(infer_iota(&Shape::of::<i32>(&[3]), 1).is_err());
         assert!(infer_iota(&Shape::of::<bool>(&[3]), 0).is_err());
+        assert!(infer_iota(&Shape::of::<i32>(&[3]), -1).is_err());
     }
 }

@@ -4,7 +4,7 @@
 
 use std::panic::Location;
 
-use super::{array_of, resolve_axis};
+use super::{array_of, check_axis, resolve_axis};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::OpKind;
@@ -44,7 +44,7 @@ pub fn infer_sort(
         }
         types.push(t);
     }
-    resolve_axis(OP, first, dimension)?;
+    check_axis(OP, first, dimension)?;
     if let Some((params, result)) = comparator {
         let want: Vec<Shape> = types
             .iter()
@@ -158,10 +158,17 @@ impl Builder {
             .map(|o| o.shape().expect("checked"))
             .collect();
         let refs: Vec<&Shape> = shapes.iter().collect();
+        // A negative axis counts from the end; the instruction holds it resolved.
+        let axis = match shapes.first().filter(|s| s.is_array()) {
+            Some(s) => match resolve_axis("sort", s, axis) {
+                Ok(a) => a as i64,
+                Err(e) => return failed(self.fail(e, loc)),
+            },
+            None => axis,
+        };
         if let Err(e) = infer_sort(&refs, axis, None) {
             return failed(self.fail(e, loc));
         }
-        let axis = resolve_axis("sort", &shapes[0], axis).expect("checked") as i64;
         let n = operands.len();
         let types: Vec<ElementType> = shapes
             .iter()
@@ -366,9 +373,11 @@ mod tests {
         let i = Shape::of::<i32>(&[2, 3]);
         assert_eq!(infer_sort(&[&x], 1, None).unwrap(), x);
         assert_eq!(
-            infer_sort(&[&x, &i], -1, None).unwrap(),
+            infer_sort(&[&x, &i], 1, None).unwrap(),
             Shape::Tuple(vec![x.clone(), i.clone()])
         );
+        // The instruction's dimension is resolved (`sort` resolves a negative one).
+        assert!(infer_sort(&[&x, &i], -1, None).is_err());
         assert!(infer_sort(&[&x, &Shape::of::<i32>(&[3, 2])], 0, None).is_err());
         assert!(infer_sort(&[&x], 2, None).is_err());
         let f = Shape::of::<f32>(&[]);
