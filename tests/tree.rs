@@ -379,10 +379,7 @@ impl<T: Leaf> Tree<T> for Pair<T> {
         f(&self.a);
         f(&self.b);
     }
-    fn try_map_ref<U: Leaf, E>(
-        &self,
-        f: &mut dyn FnMut(&T) -> Result<U, E>,
-    ) -> Result<Pair<U>, E> {
+    fn try_map_ref<U: Leaf, E>(&self, f: &mut dyn FnMut(&T) -> Result<U, E>) -> Result<Pair<U>, E> {
         Ok(Pair {
             a: f(&self.a)?,
             b: f(&self.b)?,
