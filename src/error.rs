@@ -317,6 +317,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Saving or loading a checkpoint failed: the file could not be read or written,
+    /// is cut short or corrupt, or does not match the tree (a missing or extra
+    /// tensor, another dtype or shape).
+    Checkpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong (boxed: keeps `Error` small).
+        error: Box<crate::checkpoint::CheckpointError>,
+    },
 }
 
 impl Error {
@@ -418,6 +427,9 @@ impl fmt::Display for Error {
             Error::HostData { reason } => write!(f, "host data mismatch: {reason}"),
             Error::Tree(e) => write!(f, "{e}"),
             Error::InvalidModule { reason } => write!(f, "invalid HLO module: {reason}"),
+            Error::Checkpoint { path, error } => {
+                write!(f, "checkpoint {}: {error}", path.display())
+            }
         }
     }
 }
@@ -427,6 +439,7 @@ impl std::error::Error for Error {
         match self {
             Error::Shape(e) => Some(e),
             Error::Install(e) => Some(e),
+            Error::Checkpoint { error, .. } => Some(&**error),
             _ => None,
         }
     }

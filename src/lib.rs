@@ -43,6 +43,7 @@ extern crate self as xlaclient;
 
 pub mod autodiff;
 pub mod builder;
+pub mod checkpoint;
 pub mod error;
 pub mod install;
 pub mod ir;

@@ -164,6 +164,50 @@ pub trait Tree<L: Leaf>: Sized {
     /// when these lists are equal.
     fn structure(&self, out: &mut Vec<usize>);
 
+    /// Calls `f` on each leaf with its path, in flattening order: the segments from
+    /// the root to the leaf, joined by `.` and appended to `path` (see
+    /// [`Tree::leaf_paths`]). `path` is left as it was given.
+    ///
+    /// Derived types name each field (an enum also names its current variant);
+    /// `Vec`, arrays and tuples name each element by its index; `Option` adds no
+    /// segment; a leaf adds none. A hand-written impl that does not override this
+    /// numbers its leaves `0`, `1`, … in flattening order.
+    fn visit_paths<'a>(&'a self, path: &mut String, f: &mut dyn FnMut(&str, &'a L)) {
+        let mut i = 0usize;
+        self.visit(&mut |leaf| {
+            let len = push_path(path, i);
+            f(path, leaf);
+            path.truncate(len);
+            i += 1;
+        });
+    }
+
+    /// The path of each leaf, in flattening order: field names and element indices
+    /// from the root down, joined by `.` (`"layers.0.w"`). A bare leaf's path is
+    /// empty. Distinct leaves of a derived tree have distinct paths; they name a
+    /// checkpoint's tensors ([`checkpoint`](crate::checkpoint)).
+    ///
+    /// ```
+    /// use xlaclient::{Shape, Tree};
+    ///
+    /// #[derive(Tree)]
+    /// struct Layer<T> { w: T, b: Option<T> }
+    ///
+    /// #[derive(Tree)]
+    /// struct Model<T> { layers: Vec<Layer<T>>, step: T }
+    ///
+    /// let m = Model {
+    ///     layers: vec![Layer { w: 1.0f32, b: Some(2.0) }, Layer { w: 3.0, b: None }],
+    ///     step: 4.0,
+    /// };
+    /// assert_eq!(m.leaf_paths(), ["layers.0.w", "layers.0.b", "layers.1.w", "step"]);
+    /// ```
+    fn leaf_paths(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.visit_paths(&mut String::new(), &mut |p, _| out.push(p.to_string()));
+        out
+    }
+
     /// The leaves, in flattening order.
     fn leaves(&self) -> Vec<&L> {
         let mut out = Vec::new();
@@ -283,6 +327,28 @@ pub trait Tree<L: Leaf>: Sized {
 struct Hole;
 impl Leaf for Hole {}
 
+/// Appends one segment to a leaf path (after a `.` unless `path` is empty) and
+/// returns the length to truncate back to: the building block of
+/// [`Tree::visit_paths`], for hand-written impls and the derive.
+///
+/// ```
+/// let mut path = String::from("layers");
+/// let len = xlaclient::tree::push_path(&mut path, 3);
+/// assert_eq!(path, "layers.3");
+/// path.truncate(len);
+/// assert_eq!(xlaclient::tree::push_path(&mut String::new(), "w"), 0);
+/// ```
+pub fn push_path(path: &mut String, segment: impl fmt::Display) -> usize {
+    use fmt::Write as _;
+    let len = path.len();
+    if len > 0 {
+        path.push('.');
+    }
+    // Writing into a `String` cannot fail.
+    let _ = write!(path, "{segment}");
+    len
+}
+
 /// A mismatch between a tree and the leaves or tree it is combined with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -337,6 +403,10 @@ impl<L: Leaf> Tree<L> for L {
     }
 
     fn structure(&self, _out: &mut Vec<usize>) {}
+
+    fn visit_paths<'a>(&'a self, path: &mut String, f: &mut dyn FnMut(&str, &'a L)) {
+        f(path, self)
+    }
 }
 
 impl<L: Leaf, X: Tree<L>> Tree<L> for Vec<X> {
@@ -363,6 +433,14 @@ impl<L: Leaf, X: Tree<L>> Tree<L> for Vec<X> {
         out.push(self.len());
         for x in self {
             x.structure(out);
+        }
+    }
+
+    fn visit_paths<'a>(&'a self, path: &mut String, f: &mut dyn FnMut(&str, &'a L)) {
+        for (i, x) in self.iter().enumerate() {
+            let len = push_path(path, i);
+            x.visit_paths(path, f);
+            path.truncate(len);
         }
     }
 }
@@ -398,6 +476,14 @@ impl<L: Leaf, X: Tree<L>, const N: usize> Tree<L> for [X; N] {
     fn structure(&self, out: &mut Vec<usize>) {
         for x in self {
             x.structure(out);
+        }
+    }
+
+    fn visit_paths<'a>(&'a self, path: &mut String, f: &mut dyn FnMut(&str, &'a L)) {
+        for (i, x) in self.iter().enumerate() {
+            let len = push_path(path, i);
+            x.visit_paths(path, f);
+            path.truncate(len);
         }
     }
 }
@@ -436,6 +522,12 @@ impl<L: Leaf, X: Tree<L>> Tree<L> for Option<X> {
             x.structure(out);
         }
     }
+
+    fn visit_paths<'a>(&'a self, path: &mut String, f: &mut dyn FnMut(&str, &'a L)) {
+        if let Some(x) = self {
+            x.visit_paths(path, f);
+        }
+    }
 }
 
 /// No leaves: lets a struct generic over its leaf type mark that it uses it only
@@ -460,6 +552,8 @@ impl<L: Leaf> Tree<L> for PhantomData<L> {
     }
 
     fn structure(&self, _out: &mut Vec<usize>) {}
+
+    fn visit_paths<'a>(&'a self, _path: &mut String, _f: &mut dyn FnMut(&str, &'a L)) {}
 }
 
 /// Tuples of trees with the same leaf type, elements in order; `()` has no leaves.
@@ -488,6 +582,18 @@ macro_rules! tuple_tree {
 
             fn structure(&self, _out: &mut Vec<usize>) {
                 $(self.$i.structure(_out);)*
+            }
+
+            fn visit_paths<'a>(
+                &'a self,
+                _path: &mut String,
+                _f: &mut dyn FnMut(&str, &'a L),
+            ) {
+                $(
+                    let len = push_path(_path, $i);
+                    self.$i.visit_paths(_path, _f);
+                    _path.truncate(len);
+                )*
             }
         }
     };

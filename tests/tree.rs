@@ -366,3 +366,113 @@ fn recursive_trees_flatten_depth_first() {
     let negated = root.map(|v| -i64::from(v));
     assert_eq!(negated.children[0].children[1].value, -4);
 }
+
+/// A hand-written tree that does not override `visit_paths`: its leaves are numbered.
+struct Pair<T> {
+    a: T,
+    b: T,
+}
+
+impl<T: Leaf> Tree<T> for Pair<T> {
+    type With<U: Leaf> = Pair<U>;
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a T)) {
+        f(&self.a);
+        f(&self.b);
+    }
+    fn try_map_ref<U: Leaf, E>(&self, f: &mut dyn FnMut(&T) -> Result<U, E>) -> Result<Pair<U>, E> {
+        Ok(Pair {
+            a: f(&self.a)?,
+            b: f(&self.b)?,
+        })
+    }
+    fn try_map<U: Leaf, E>(self, f: &mut dyn FnMut(T) -> Result<U, E>) -> Result<Pair<U>, E> {
+        Ok(Pair {
+            a: f(self.a)?,
+            b: f(self.b)?,
+        })
+    }
+    fn structure(&self, _out: &mut Vec<usize>) {}
+}
+
+#[derive(Tree)]
+struct Mixed<T> {
+    named: Named<T>,
+    acts: Vec<Act<T>>,
+    pair: Pair<T>,
+    r#type: T,
+}
+
+#[test]
+fn leaf_paths_name_fields_indices_and_variants() {
+    assert_eq!(
+        state().leaf_paths(),
+        [
+            "params.w1",
+            "params.b1",
+            "params.layers.0.w",
+            "params.layers.0.b",
+            "params.layers.1.w",
+            "params.layers.1.b",
+            "step",
+            "hist.0",
+            "hist.1",
+            "hist.2",
+            "opt",
+            "pair.0",
+            "pair.1.0",
+            "pair.1.1",
+        ]
+    );
+    let m = Mixed {
+        named: Named {
+            name: "dense".to_string(),
+            weight: 1.0f32,
+            sizes: vec![],
+            act: Relu,
+            scale: Scaled(2.0, 7, vec![3.0, 4.0]),
+        },
+        acts: vec![
+            Act::Affine {
+                a: 5.0,
+                b: vec![6.0],
+            },
+            Act::Identity,
+            Act::Scale(7.0),
+        ],
+        pair: Pair { a: 8.0, b: 9.0 },
+        r#type: 10.0,
+    };
+    let paths = m.leaf_paths();
+    assert_eq!(
+        paths,
+        [
+            // Skipped fields and the leafless unit struct add nothing; tuple fields
+            // go by index.
+            "named.weight",
+            "named.scale.0",
+            "named.scale.2.0",
+            "named.scale.2.1",
+            // Enum fields sit under the variant's name.
+            "acts.0.Affine.a",
+            "acts.0.Affine.b.0",
+            "acts.2.Scale.0",
+            // The default for hand-written impls: leaves numbered.
+            "pair.0",
+            "pair.1",
+            // A raw identifier without its `r#`.
+            "type",
+        ]
+    );
+    // Paths and leaves come in the same order, and `path` is restored afterwards.
+    let mut pairs = Vec::new();
+    let mut prefix = String::from("root");
+    m.visit_paths(&mut prefix, &mut |p, x| pairs.push((p.to_string(), *x)));
+    assert_eq!(prefix, "root");
+    assert_eq!(pairs.len(), m.num_leaves());
+    assert_eq!(pairs[0], ("root.named.weight".to_string(), 1.0));
+    assert_eq!(pairs[9], ("root.type".to_string(), 10.0));
+    let leaves: Vec<f32> = pairs.iter().map(|(_, x)| *x).collect();
+    assert_eq!(leaves, m.into_leaves());
+    // A bare leaf's path is empty.
+    assert_eq!(1.0f32.leaf_paths(), [""]);
+}

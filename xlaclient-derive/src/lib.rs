@@ -8,6 +8,7 @@
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{
     Data, DeriveInput, Error, Fields, GenericParam, Generics, Ident, Member, Result, Type,
@@ -28,6 +29,9 @@ use syn::{
 ///
 /// Leaves are visited field by field in declaration order, depth first; an enum visits
 /// the fields of its current variant (and records the variant in `Tree::structure`).
+/// `Tree::visit_paths` names each leaf by the path of field names (tuple fields by
+/// index, an enum's fields under the variant's name) that leads to it, `w1` or
+/// `layers.0.w`.
 /// Named-field, tuple and unit structs and all kinds of enum variants are supported.
 ///
 /// Rules, each a compile error with its own message:
@@ -60,6 +64,8 @@ struct FieldInfo {
 /// One constructor: the struct itself, or one enum variant.
 struct VariantInfo {
     path: TokenStream2,
+    /// The variant's name as a leaf-path segment (`None` for a struct).
+    segment: Option<String>,
     fields: Vec<FieldInfo>,
 }
 
@@ -78,6 +84,7 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
     let variants = match &input.data {
         Data::Struct(s) => vec![VariantInfo {
             path: quote!(#name),
+            segment: None,
             fields: fields(&s.fields, leaf.as_ref())?,
         }],
         Data::Enum(e) => {
@@ -92,6 +99,7 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
                 let ident = &v.ident;
                 out.push(VariantInfo {
                     path: quote!(#name::#ident),
+                    segment: Some(ident.unraw().to_string()),
                     fields: fields(&v.fields, leaf.as_ref())?,
                 });
             }
@@ -133,6 +141,7 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
     let with_args = with_args(&input.generics, leaf.as_ref(), &u);
 
     let mut visit_arms = Vec::new();
+    let mut path_arms = Vec::new();
     let mut structure_arms = Vec::new();
     let mut map_ref_arms = Vec::new();
     let mut map_arms = Vec::new();
@@ -160,6 +169,32 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
             quote_spanned!(ty.span()=> <#ty as #tree<#leaf_ty>>::visit(#b, __tree_f);)
         });
         visit_arms.push(quote!(#path { #(#tree_pat,)* .. } => { #(#visits)* }));
+
+        // Each field under its name (an enum's under its variant's name first).
+        let path_visits = tree_fields.iter().map(|f| {
+            let (ty, b) = (&f.ty, &f.binding);
+            let segment = match &f.member {
+                Member::Named(id) => id.unraw().to_string(),
+                Member::Unnamed(i) => i.index.to_string(),
+            };
+            quote_spanned!(ty.span()=> {
+                let __tree_len = ::xlaclient::tree::push_path(__tree_path, #segment);
+                <#ty as #tree<#leaf_ty>>::visit_paths(#b, __tree_path, __tree_f);
+                __tree_path.truncate(__tree_len);
+            })
+        });
+        let (push_variant_name, pop_variant_name) = match &v.segment {
+            Some(segment) => (
+                quote!(let __tree_len0 = ::xlaclient::tree::push_path(__tree_path, #segment);),
+                quote!(__tree_path.truncate(__tree_len0);),
+            ),
+            None => (TokenStream2::new(), TokenStream2::new()),
+        };
+        path_arms.push(quote!(#path { #(#tree_pat,)* .. } => {
+            #push_variant_name
+            #(#path_visits)*
+            #pop_variant_name
+        }));
 
         let structures = tree_fields.iter().map(|f| {
             let (ty, b) = (&f.ty, &f.binding);
@@ -210,6 +245,14 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
                 __tree_f: &mut dyn ::core::ops::FnMut(&'__tree_a #leaf_ty),
             ) {
                 match #scrutinee_ref { #(#visit_arms)* }
+            }
+
+            fn visit_paths<'__tree_a>(
+                &'__tree_a self,
+                __tree_path: &mut ::std::string::String,
+                __tree_f: &mut dyn ::core::ops::FnMut(&str, &'__tree_a #leaf_ty),
+            ) {
+                match #scrutinee_ref { #(#path_arms)* }
             }
 
             fn try_map_ref<#u: #leaf_trait, __TreeE>(
@@ -470,6 +513,12 @@ mod tests {
             out.contains("name : :: core :: clone :: Clone :: clone (__tree_1)"),
             "{out}"
         );
+        // Leaf paths name the field; the skipped field has none.
+        assert!(
+            out.contains(":: xlaclient :: tree :: push_path (__tree_path , \"a\")"),
+            "{out}"
+        );
+        assert!(!out.contains("push_path (__tree_path , \"name\")"), "{out}");
     }
 
     #[test]
