@@ -64,13 +64,20 @@ pub(crate) fn differentiable(t: ElementType) -> bool {
 
 /// Zeros of `x`'s shape and type.
 pub(crate) fn zeros_like(x: &Op, loc: &'static Location<'static>) -> Op {
-    let (ty, dims) = match x.shape() {
-        Ok(Shape::Array { ty, dims }) => (ty, dims),
-        _ => return x.clone(),
-    };
-    x.builder()
-        .scalar_of(ty, crate::Scalar::Int(0), loc)
-        .broadcast_to_at(&dims, loc)
+    x.full_like_at(0.0, loc)
+}
+
+/// The cotangent `cts[j]`, or zeros like `like` where none arrived.
+pub(crate) fn ct_or_zeros(
+    cts: &[Option<Op>],
+    j: usize,
+    like: &Op,
+    loc: &'static Location<'static>,
+) -> Op {
+    match cts.get(j) {
+        Some(Some(c)) => c.clone(),
+        _ => zeros_like(like, loc),
+    }
 }
 
 /// The rule for `node`, given the cotangent of each result (`None` where none
@@ -669,19 +676,23 @@ pub(crate) fn inline_values(
         (instrs, c.root, tuple_param)
     };
     let mut map: Vec<Option<Op>> = vec![None; instrs.len()];
-    let get = |map: &Vec<Option<Op>>, v: Value| -> Op {
-        let base = map[v.instr as usize].clone().expect("operands come first");
-        if v.result == 0 {
+    // Result `r` of the copy of an instruction, from the copy's op (result 0).
+    let result = |b: &Builder, base: Op, r: u32| -> Op {
+        if r == 0 {
             base
         } else {
             b.op(
                 base.comp,
                 Value {
                     instr: base.v.instr,
-                    result: v.result,
+                    result: r,
                 },
             )
         }
+    };
+    let get = |map: &Vec<Option<Op>>, v: Value| -> Op {
+        let base = map[v.instr as usize].clone().expect("operands come first");
+        result(b, base, v.result)
     };
     for (i, (kind, operands, shape, loc)) in instrs.iter().enumerate() {
         let op = match kind {
@@ -734,19 +745,9 @@ pub(crate) fn inline_values(
         _ => vec![get(&map, root)],
     };
     let bb = b.clone();
-    let values = move |instr: u32, result: u32| -> Op {
+    let values = move |instr: u32, r: u32| -> Op {
         let base = map[instr as usize].clone().expect("copied");
-        if result == 0 {
-            base
-        } else {
-            bb.op(
-                base.comp,
-                Value {
-                    instr: base.v.instr,
-                    result,
-                },
-            )
-        }
+        result(&bb, base, r)
     };
     (roots, Box::new(values))
 }

@@ -1048,7 +1048,7 @@ pub(crate) fn vjp_conditional(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Result<Vec<Option<Vec<Option<Op>>>>, String> {
-    use crate::autodiff::{differentiable, inline, local, vjp_at, zeros_like};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
     let (b, loc) = (n.b, n.loc);
     let elems: Vec<Vec<Op>> = n.operands[1..]
         .iter()
@@ -1060,10 +1060,7 @@ pub(crate) fn vjp_conditional(
         .collect();
     let ct: Vec<Op> = res_float
         .iter()
-        .map(|j| match cts.get(*j).cloned().flatten() {
-            Some(c) => c,
-            None => zeros_like(&n.results[*j], loc),
-        })
+        .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
         .collect();
     // The float elements of every branch's operand, in branch order.
     let slots: Vec<(usize, usize)> = elems
@@ -1278,7 +1275,7 @@ pub(crate) fn vjp_while(
         Trips::Exactly(t) => (false, t),
         Trips::AtMost(t) => (true, t),
     };
-    use crate::autodiff::{differentiable, inline, inline_values, local, vjp_at, zeros_like};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, inline_values, local, vjp_at};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
     // Without checkpointing, the body's intermediate values are stored too (when
@@ -1307,11 +1304,13 @@ pub(crate) fn vjp_while(
     let less = |i: &Op| i.compare_at(&s32(&i.builder(), trips), crate::Comparison::Lt, loc);
     let plus_one = |i: Op| i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
 
-    // Forward again, storing the carry entering each step.
+    // Forward again, storing the carry entering each step (and, without
+    // checkpointing, the body's values): one stack of `trips` rows per value.
     let stacks0: Vec<Op> = stacked
         .iter()
-        .map(|j| {
-            let s = &shapes[*j];
+        .map(|j| &shapes[*j])
+        .chain(stored.iter().map(|(_, _, s)| s))
+        .map(|s| {
             let dims: Vec<i64> = std::iter::once(trips)
                 .chain(s.dims().iter().copied())
                 .collect();
@@ -1319,17 +1318,6 @@ pub(crate) fn vjp_while(
                 .broadcast_to_at(&dims, loc)
         })
         .collect();
-    let values0: Vec<Op> = stored
-        .iter()
-        .map(|(_, _, s)| {
-            let dims: Vec<i64> = std::iter::once(trips)
-                .chain(s.dims().iter().copied())
-                .collect();
-            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
-                .broadcast_to_at(&dims, loc)
-        })
-        .collect();
-    let stacks0: Vec<Op> = stacks0.into_iter().chain(values0).collect();
     let (fwd_i, _, stacks) = b.while_at(
         (s32(b, 0), init.clone(), stacks0),
         |(i, c, _)| {
@@ -1380,10 +1368,7 @@ pub(crate) fn vjp_while(
         .collect();
     let ct0: Vec<Op> = float
         .iter()
-        .map(|j| match cts.get(*j).cloned().flatten() {
-            Some(c) => c,
-            None => zeros_like(&n.results[*j], loc),
-        })
+        .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
         .collect();
     let (bwd_i, ct_in) = b.while_at(
         (s32(b, 0), ct0),
@@ -1397,17 +1382,19 @@ pub(crate) fn vjp_while(
                 loc,
             );
             let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+            // Row `t` of a stack.
+            let slice = |stack: &Op, shape: &Shape| {
+                let starts = at_step(&t, shape.rank());
+                let refs: Vec<&Op> = starts.iter().collect();
+                local(&bb, stack)
+                    .dynamic_slice_at(&refs, &with_step_axis(shape), loc)
+                    .reshape_at(shape.dims(), loc)
+            };
             let c_t: Vec<Op> = (0..k)
                 .map(|j| {
                     let dims = shapes[j].dims().to_vec();
                     match stacked.iter().position(|x| *x == j) {
-                        Some(p) => {
-                            let starts = at_step(&t, dims.len());
-                            let refs: Vec<&Op> = starts.iter().collect();
-                            local(&bb, &stacks[p])
-                                .dynamic_slice_at(&refs, &with_step_axis(&shapes[j]), loc)
-                                .reshape_at(&dims, loc)
-                        }
+                        Some(p) => slice(&stacks[p], &shapes[j]),
                         // A value of its own for each element, so that two elements
                         // holding the same outside value get separate cotangents.
                         None => {
@@ -1423,13 +1410,6 @@ pub(crate) fn vjp_while(
                 .collect();
             let back = if store {
                 // The step's values, read back from the stacks.
-                let slice = |stack: &Op, shape: &Shape| {
-                    let starts = at_step(&t, shape.rank());
-                    let refs: Vec<&Op> = starts.iter().collect();
-                    local(&bb, stack)
-                        .dynamic_slice_at(&refs, &with_step_axis(shape), loc)
-                        .reshape_at(shape.dims(), loc)
-                };
                 let vals: HashMap<(u32, u32), Op> = stored
                     .iter()
                     .enumerate()

@@ -31,20 +31,23 @@ impl Op {
     /// Zeros of this array's type and dimensions (`jnp.zeros_like`).
     #[track_caller]
     pub fn zeros_like(&self) -> Op {
-        self.full_like(0.0)
+        self.full_like_at(0.0, Location::caller())
     }
 
     /// Ones of this array's type and dimensions (`jnp.ones_like`).
     #[track_caller]
     pub fn ones_like(&self) -> Op {
-        self.full_like(1.0)
+        self.full_like_at(1.0, Location::caller())
     }
 
     /// `value` in this array's type and dimensions (`jnp.full_like`); a value the
     /// type cannot hold is a build error.
     #[track_caller]
     pub fn full_like(&self, value: f64) -> Op {
-        let loc = Location::caller();
+        self.full_like_at(value, Location::caller())
+    }
+
+    pub(crate) fn full_like_at(&self, value: f64, loc: &'static Location<'static>) -> Op {
         let b = self.builder();
         match self.shape() {
             Ok(s) if s.is_array() => {

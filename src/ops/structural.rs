@@ -476,7 +476,7 @@ pub(crate) fn vjp_call(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Vec<Option<Op>> {
-    use crate::autodiff::{inline, vjp_at, wants, zeros_like};
+    use crate::autodiff::{ct_or_zeros, inline, vjp_at, wants};
     let (b, loc) = (n.b, n.loc);
     // A value of its own per operand: an argument passed twice gets two cotangents.
     let args: Vec<Op> = n
@@ -488,10 +488,7 @@ pub(crate) fn vjp_call(
     let float: Vec<usize> = (0..outs.len()).filter(|j| wants(&outs[*j])).collect();
     let ct: Vec<Op> = float
         .iter()
-        .map(|j| match cts.get(*j).cloned().flatten() {
-            Some(c) => c,
-            None => zeros_like(&outs[*j], loc),
-        })
+        .map(|j| ct_or_zeros(cts, *j, &outs[*j], loc))
         .collect();
     let wrt: Vec<usize> = (0..args.len()).filter(|k| wants(&args[*k])).collect();
     let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
@@ -518,10 +515,7 @@ pub(crate) fn vjp_custom(
     };
     let results = call_results(n, count);
     let ct: Vec<Op> = (0..count)
-        .map(|j| match cts.get(j).cloned().flatten() {
-            Some(c) => c,
-            None => crate::autodiff::zeros_like(&results[j], loc),
-        })
+        .map(|j| crate::autodiff::ct_or_zeros(cts, j, &results[j], loc))
         .collect();
     let user = rule(&n.operands[..*n_args], &results, &ct);
     (0..n.operands.len())
