@@ -1,0 +1,3 @@
+//! Reinforcement learning: environments and agents.
+
+pub mod catch_device;
