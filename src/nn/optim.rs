@@ -341,6 +341,19 @@ impl Optimizer {
                     .zip(&nu)
                     .map(|(g, t)| &(&(g * g) * (1.0 - b2)) + &(t * b2))
                     .collect();
+                // The new moments go through an optimization barrier, so the
+                // parameter update reads them rather than recomputing them from the
+                // old ones: XLA then updates all three in place without first
+                // copying the old moments (two fewer passes over the state).
+                let (m, v): (Vec<Op>, Vec<Op>) = m
+                    .iter()
+                    .zip(&v)
+                    .map(|(m, v)| {
+                        let mut mv = b.optimization_barrier(&[m, v]);
+                        let v = mv.pop().expect("two values");
+                        (mv.pop().expect("two values"), v)
+                    })
+                    .unzip();
                 // tree_bias_correction: 1 − decay^count in f32, then the
                 // moment's type.
                 let t = count.convert(ElementType::F32);

@@ -143,6 +143,7 @@ pub struct CompileOptions {
     proto: proto::CompileOptionsProto,
     xla_debug_defaults: bool,
     fast_min_max: bool,
+    dump_to: Option<String>,
 }
 
 impl Default for CompileOptions {
@@ -158,6 +159,9 @@ impl Default for CompileOptions {
             },
             xla_debug_defaults: true,
             fast_min_max: false,
+            dump_to: std::env::var("XLACLIENT_DUMP_TO")
+                .ok()
+                .filter(|d| !d.is_empty()),
         }
     }
 }
@@ -215,6 +219,17 @@ impl CompileOptions {
     /// [`CompileOptions::xla_debug_defaults`].
     pub fn fast_min_max(mut self, on: bool) -> Self {
         self.fast_min_max = on;
+        self
+    }
+
+    /// Asks XLA to write the module before and after its optimisation passes, as
+    /// HLO text, into the directory `dir` (XLA's `--xla_dump_to` with
+    /// `--xla_dump_hlo_as_text`): what the compiler made of a program, for
+    /// performance work. The default comes from the environment variable
+    /// `XLACLIENT_DUMP_TO` (the plugin does not read `XLA_FLAGS` when it is given
+    /// debug options, as it is here). Needs [`CompileOptions::xla_debug_defaults`].
+    pub fn dump_to(mut self, dir: impl Into<String>) -> Self {
+        self.dump_to = Some(dir.into());
         self
     }
 
@@ -369,6 +384,8 @@ impl CompileOptions {
             let settings = proto::DebugOptions {
                 xla_cpu_enable_fast_min_max: Some(self.fast_min_max),
                 xla_gpu_enable_fast_min_max: Some(self.fast_min_max),
+                xla_dump_to: self.dump_to.clone(),
+                xla_dump_hlo_as_text: self.dump_to.as_ref().map(|_| true),
                 ..Default::default()
             }
             .encode_to_vec();

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Side by side: the plain-JAX Anakin anchor (../shared/bench-anchors/jax_anakin_catch.py)
+# and examples/anakin.rs, run alternately in one session on this machine, for both
+# layouts (the notebook's 128 parameter copies, and one shared copy). Prints, per
+# layout, the median frames/s of each over the repetitions, the ratio (ours / JAX),
+# and the compile times (JAX: lower + compile; ours: trace + compile).
+#
+#   bench/anakin_vs_jax.sh [REPS] [CALLS]      (defaults 5 repetitions, 5 timed calls each)
+#
+# JAX is installed (pinned, as the anchors were measured) into target/jax-venv on
+# the first run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${1:-5}
+CALLS=${2:-5}
+ANCHOR=${ANCHOR:-../shared/bench-anchors/jax_anakin_catch.py}
+VENV=${JAX_VENV:-target/jax-venv}
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import jax' 2>/dev/null; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet jax==0.10.2
+fi
+cargo build --release --quiet --example anakin
+OURS=target/release/examples/anakin
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+for layout in notebook shared; do
+    flag=""
+    [ "$layout" = shared ] && flag="--shared-params"
+    for rep in $(seq 1 "$REPS"); do
+        # Alternate which goes first, so neither always runs on a warmer machine.
+        if [ $((rep % 2)) = 1 ]; then order="jax ours"; else order="ours jax"; fi
+        for who in $order; do
+            if [ "$who" = jax ]; then
+                "$VENV/bin/python" "$ANCHOR" --calls "$CALLS" --eval-every 1000000 --json $flag \
+                    | tail -1 >>"$OUT/jax-$layout.jsonl"
+            else
+                "$OURS" --calls "$CALLS" --timed-calls "$CALLS" --eval-every 1000000 \
+                    --output-dir "$OUT/run" $flag | tail -1 >>"$OUT/ours-$layout.txt" || true
+            fi
+        done
+        echo "layout $layout: repetition $rep of $REPS done" >&2
+    done
+done
+
+python3 - "$OUT" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+print(f"{'layout':<10} {'JAX fps':>10} {'ours fps':>10} {'ratio':>6} {'JAX compile s':>14} {'ours compile s':>15}")
+for layout in ("notebook", "shared"):
+    jax = [json.loads(l) for l in open(f"{out}/jax-{layout}.jsonl") if l.strip()]
+    ours = []
+    for line in open(f"{out}/ours-{layout}.txt"):
+        kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+        if "fps" in kv:
+            ours.append(kv)
+    jf = statistics.median(r["fps_median"] for r in jax)
+    jc = statistics.median(r["lower_s"] + r["compile_s"] for r in jax)
+    of = statistics.median(float(r["fps"]) for r in ours)
+    oc = statistics.median(float(r["compile_s"]) for r in ours)
+    print(f"{layout:<10} {jf:>10.3e} {of:>10.3e} {of / jf:>6.2f} {jc:>14.2f} {oc:>15.2f}")
+print(f"(medians over {len(jax)} runs of each, alternated; fps = frames per second of a call's median)")
+PY
