@@ -1,3 +1,4 @@
 //! Reinforcement learning: environments and agents.
 
+pub mod anakin;
 pub mod catch_device;
