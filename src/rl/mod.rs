@@ -1,0 +1,3 @@
+//! Reinforcement learning on the crate: path-space reweighting ([`reweight`]).
+
+pub mod reweight;
