@@ -586,6 +586,11 @@ impl Metrics {
             .headers()
             .map_err(|e| m.corrupt(e.to_string()))?
             .clone();
+        if header.is_empty() {
+            // A run that logged nothing before it stopped.
+            m.rewrite()?;
+            return Ok(m);
+        }
         if header.get(0) != Some("step") {
             return Err(m.corrupt("the first column is not `step`"));
         }

@@ -48,7 +48,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Tree)]
+#[derive(Tree, Debug)]
 struct Params<T> {
     w: T,
     b: T,
@@ -256,7 +256,12 @@ fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
     let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
     assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
     assert!(svg.trim_end().ends_with("</svg>"));
-    assert!(svg.contains(">loss<") && svg.contains(">reward<"));
+    // One titled panel per metric: a <text> element holding the name.
+    let texts: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|piece| piece.rsplit_once('>').map(|(_, t)| t.trim()))
+        .collect();
+    assert!(texts.contains(&"loss") && texts.contains(&"reward"), "{texts:?}");
     assert!(svg.contains("<polyline"), "no line drawn");
 
     // A fresh run into the same directory is refused.
