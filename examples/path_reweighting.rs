@@ -209,7 +209,10 @@ fn run() -> xlaclient::Result<()> {
     }
     let client = Client::cpu()?;
     let t0 = std::time::Instant::now();
-    let net = Mlp::new(&[OBS as i64, c.hidden, c.hidden, ACTIONS as i64], Activation::Tanh);
+    let net = Mlp::new(
+        &[OBS as i64, c.hidden, c.hidden, ACTIONS as i64],
+        Activation::Tanh,
+    );
     let pairs = c.paths * c.horizon;
     let fit = PolicyFit::new(
         &client,

@@ -232,7 +232,11 @@ impl fmt::Display for RunnerError {
                 f.write_str(" resume without --config/--set to use the saved configuration")
             }
             RunnerError::NothingToResume { dir, reason } => {
-                write!(f, "--resume: nothing to resume in {}: {reason}", dir.display())
+                write!(
+                    f,
+                    "--resume: nothing to resume in {}: {reason}",
+                    dir.display()
+                )
             }
             RunnerError::RunExists { dir } => write!(
                 f,
@@ -647,9 +651,7 @@ impl Metrics {
             let mut names = BTreeSet::new();
             for (n, _) in metrics {
                 if *n == "step" || !names.insert(*n) {
-                    return Err(self.corrupt(format!(
-                        "metric name `{n}` is `step` or given twice"
-                    )));
+                    return Err(self.corrupt(format!("metric name `{n}` is `step` or given twice")));
                 }
             }
             self.columns = metrics.iter().map(|(n, _)| n.to_string()).collect();
@@ -706,7 +708,11 @@ fn plot(path: &Path, columns: &[String], rows: &[(u64, Vec<f64>)]) -> Result<()>
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let panels = root.split_evenly((columns.len(), 1));
     let (x0, x1) = (rows[0].0 as f64, rows[rows.len() - 1].0 as f64);
-    let (x0, x1) = if x1 > x0 { (x0, x1) } else { (x0 - 1.0, x0 + 1.0) };
+    let (x0, x1) = if x1 > x0 {
+        (x0, x1)
+    } else {
+        (x0 - 1.0, x0 + 1.0)
+    };
     for (c, (name, panel)) in columns.iter().zip(&panels).enumerate() {
         let pts: Vec<(f64, f64)> = rows
             .iter()
@@ -840,7 +846,9 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
     fn command(program: &str) -> clap::Command {
         let defaults = toml::to_string(&C::default())
             .unwrap_or_else(|e| format!("(the defaults do not serialize to TOML: {e})"));
-        let mut text = String::from("Config keys and their defaults (TOML; set with --config FILE or --set KEY=VALUE):\n\n");
+        let mut text = String::from(
+            "Config keys and their defaults (TOML; set with --config FILE or --set KEY=VALUE):\n\n",
+        );
         for line in defaults.lines() {
             text.push_str("    ");
             text.push_str(line);
@@ -874,7 +882,11 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         let program = args
             .first()
-            .and_then(|a| Path::new(a).file_stem().map(|s| s.to_string_lossy().to_string()))
+            .and_then(|a| {
+                Path::new(a)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().to_string())
+            })
             .unwrap_or_else(|| "run".to_string());
         let matches = Self::command(&program)
             .try_get_matches_from(&args)
@@ -919,7 +931,10 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
             let (step, path) = latest_checkpoint(&dir)?
                 .ok_or_else(|| nothing(format!("no checkpoint in {CHECKPOINT_DIR}/")))?;
             let ckpt = Checkpoint::read(&path)?;
-            let meta_step = ckpt.metadata().get("step").and_then(|s| s.parse::<u64>().ok());
+            let meta_step = ckpt
+                .metadata()
+                .get("step")
+                .and_then(|s| s.parse::<u64>().ok());
             if meta_step != Some(step) {
                 return Err(Error::Checkpoint {
                     path: path.clone(),

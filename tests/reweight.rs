@@ -139,7 +139,11 @@ fn probs(w: &[f64], b: &[f64], obs: &[f32]) -> Vec<Vec<f64>> {
     (0..BATCH)
         .map(|r| {
             let logits: Vec<f64> = (0..ACTIONS)
-                .map(|a| b[a] + (0..OBS).map(|i| obs[r * OBS + i] as f64 * w[i * ACTIONS + a]).sum::<f64>())
+                .map(|a| {
+                    b[a] + (0..OBS)
+                        .map(|i| obs[r * OBS + i] as f64 * w[i * ACTIONS + a])
+                        .sum::<f64>()
+                })
                 .collect();
             let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let z: f64 = logits.iter().map(|l| (l - m).exp()).sum();
@@ -187,10 +191,20 @@ fn fit_step_matches_plain_rust_gradient_steps() -> xlaclient::Result<()> {
         let net = Mlp::new(&[OBS as i64, ACTIONS as i64], Activation::Tanh);
         let fit = PolicyFit::new(&client, net, optim::sgd(lr, 0.0, false), BATCH, k, BATCH)?;
         let state = fit.init(3)?;
-        let mut w: Vec<f64> = state.params[0].w.to_vec::<f32>()?.into_iter().map(f64::from).collect();
+        let mut w: Vec<f64> = state.params[0]
+            .w
+            .to_vec::<f32>()?
+            .into_iter()
+            .map(f64::from)
+            .collect();
         // Haiku's zero bias; make it nonzero through a first call so the reference
         // covers it too: compare after the first call's update, then after a second.
-        let mut b: Vec<f64> = state.params[0].b.to_vec::<f32>()?.into_iter().map(f64::from).collect();
+        let mut b: Vec<f64> = state.params[0]
+            .b
+            .to_vec::<f32>()?
+            .into_iter()
+            .map(f64::from)
+            .collect();
         assert!(w.iter().any(|x| *x != 0.0), "random init expected");
 
         // The forward pass against plain Rust.
@@ -218,7 +232,10 @@ fn fit_step_matches_plain_rust_gradient_steps() -> xlaclient::Result<()> {
                 assert!((*g as f64 - r).abs() < 1e-5, "K {k}: b {g} vs {r}");
             }
             let loss = state.loss.to_scalar::<f32>()? as f64;
-            assert!((loss - last_loss).abs() < 1e-5, "K {k}: loss {loss} vs {last_loss}");
+            assert!(
+                (loss - last_loss).abs() < 1e-5,
+                "K {k}: loss {loss} vs {last_loss}"
+            );
         }
     }
     Ok(())

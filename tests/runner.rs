@@ -1,6 +1,7 @@
 //! The experiment runner (`xlaclient::runner`): configuration overrides, errors for
 //! unknown keys and wrong types, the metrics CSV, checkpoints and `--resume`, the
 //! plot, and the refusal of another configuration on resume.
+#![cfg(feature = "runner")]
 
 use std::path::Path;
 
@@ -138,7 +139,10 @@ fn unknown_keys_are_named() {
     let file = tmp.path().join("bad.toml");
     std::fs::write(&file, "[net]\nhiden = 1\n").unwrap();
     let e = open(&tmp.path().join("b"), &["--config", file.to_str().unwrap()]).unwrap_err();
-    assert!(e.to_string().contains("unknown config key `net.hiden`"), "{e}");
+    assert!(
+        e.to_string().contains("unknown config key `net.hiden`"),
+        "{e}"
+    );
     // Nothing was written for a refused configuration.
     assert!(!tmp.path().join("b").exists());
 }
@@ -175,7 +179,9 @@ fn wrong_types_name_key_and_type() {
     let e = runner_error(open(&tmp.path().join("c"), &["--set", "lr"]).unwrap_err());
     assert!(matches!(e, RunnerError::SetSyntax { .. }), "{e}");
     std::fs::write(&file, "lr = = 1\n").unwrap();
-    let e = runner_error(open(&tmp.path().join("c"), &["--config", file.to_str().unwrap()]).unwrap_err());
+    let e = runner_error(
+        open(&tmp.path().join("c"), &["--config", file.to_str().unwrap()]).unwrap_err(),
+    );
     assert!(matches!(e, RunnerError::ConfigFile { .. }), "{e}");
     let e = runner_error(open(&tmp.path().join("c"), &["--bogus"]).unwrap_err());
     assert!(matches!(e, RunnerError::Usage { .. }), "{e}");
@@ -235,7 +241,10 @@ fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
     assert_eq!(run.start_step(), 0);
     assert!(run.restore(&client, &spec())?.is_none());
     for step in 1..=5u64 {
-        run.log(step, &[("loss", 1.0 / step as f64), ("reward", step as f64)])?;
+        run.log(
+            step,
+            &[("loss", 1.0 / step as f64), ("reward", step as f64)],
+        )?;
         if step == 3 {
             let path = run.checkpoint(step, &params(&client, step)?)?;
             assert!(path.ends_with("checkpoints/step-0000000003.safetensors"));
@@ -254,14 +263,21 @@ fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
     assert_eq!(rows[2], ["2", "0.5", "2"]);
 
     let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
-    assert!(svg.trim_start().starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
+    assert!(
+        svg.trim_start().starts_with("<svg"),
+        "{}",
+        &svg[..80.min(svg.len())]
+    );
     assert!(svg.trim_end().ends_with("</svg>"));
     // One titled panel per metric: a <text> element holding the name.
     let texts: Vec<&str> = svg
         .split("</text>")
         .filter_map(|piece| piece.rsplit_once('>').map(|(_, t)| t.trim()))
         .collect();
-    assert!(texts.contains(&"loss") && texts.contains(&"reward"), "{texts:?}");
+    assert!(
+        texts.contains(&"loss") && texts.contains(&"reward"),
+        "{texts:?}"
+    );
     assert!(svg.contains("<polyline"), "no line drawn");
 
     // A fresh run into the same directory is refused.
@@ -309,7 +325,13 @@ fn resume_refuses_another_config_and_bad_checkpoints() -> xlaclient::Result<()> 
     run.checkpoint(1, &params(&client, 1)?)?;
     run.finish()?;
 
-    match runner_error(open(&dir, &["--resume", "--set", "lr=0.5", "--set", "net.hidden=16"]).unwrap_err()) {
+    match runner_error(
+        open(
+            &dir,
+            &["--resume", "--set", "lr=0.5", "--set", "net.hidden=16"],
+        )
+        .unwrap_err(),
+    ) {
         RunnerError::ConfigMismatch { differences } => {
             assert_eq!(
                 differences,

@@ -294,10 +294,7 @@ impl PolicyFit {
             |b, (s, data): (FitState<Op>, FitBatch<Op>)| {
                 b.fori_loop(0, steps as i32, s, |_, s| {
                     let (loss, (), grads) = b.value_and_grad(s.params.clone(), |p| {
-                        (
-                            mean_nll(&net3, &p, &data.observations, &data.actions),
-                            (),
-                        )
+                        (mean_nll(&net3, &p, &data.observations, &data.actions), ())
                     });
                     let (params, opt) = opt.update(&grads, s.opt, &s.params);
                     FitState { params, opt, loss }
@@ -305,10 +302,7 @@ impl PolicyFit {
             },
         )?;
         let net4 = net.clone();
-        let probs_spec = (
-            net.spec(),
-            Shape::of::<f32>(&[probs_batch as i64, obs_dim]),
-        );
+        let probs_spec = (net.spec(), Shape::of::<f32>(&[probs_batch as i64, obs_dim]));
         let probs = client.jit("policy_probs", &probs_spec, |_, (p, x)| {
             net4.apply(&p, &x).softmax(-1)
         })?;
@@ -376,11 +370,7 @@ impl PolicyFit {
         if let Some(actions) = actions {
             if actions.len() != self.batch {
                 return Err(Error::HostData {
-                    reason: format!(
-                        "{} actions for a batch of {}",
-                        actions.len(),
-                        self.batch
-                    ),
+                    reason: format!("{} actions for a batch of {}", actions.len(), self.batch),
                 });
             }
             if let Some((i, a)) = actions
@@ -423,9 +413,10 @@ impl PolicyFit {
     /// on the device; only the observations go up and the probabilities come back.
     pub fn probs(&self, params: &MlpParams<Buffer>, observations: &[f32]) -> Result<Vec<f32>> {
         self.check_batch(observations, None)?;
-        let x = self
-            .client
-            .buffer_from_host(observations, &[self.probs_batch as i64, self.obs_dim as i64])?;
+        let x = self.client.buffer_from_host(
+            observations,
+            &[self.probs_batch as i64, self.obs_dim as i64],
+        )?;
         let mut args: Vec<&Buffer> = params.leaves();
         args.push(&x);
         let out = self.probs.executable().execute(&args)?;
