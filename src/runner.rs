@@ -349,6 +349,41 @@ fn lookup<'a>(t: &'a Table, key: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
+/// Removes the dotted key from a table (nothing if absent).
+fn remove(t: &mut Table, key: &str) {
+    match key.split_once('.') {
+        None => {
+            t.remove(key);
+        }
+        Some((head, rest)) => {
+            if let Some(Value::Table(inner)) = t.get_mut(head) {
+                remove(inner, rest);
+            }
+        }
+    }
+}
+
+/// Puts a value at the dotted key, creating tables on the way (replacing a value
+/// that is not one).
+fn insert(t: &mut Table, key: &str, value: Value) {
+    match key.split_once('.') {
+        None => {
+            t.insert(key.to_string(), value);
+        }
+        Some((head, rest)) => {
+            let entry = t
+                .entry(head.to_string())
+                .or_insert_with(|| Value::Table(Table::new()));
+            if !entry.is_table() {
+                *entry = Value::Table(Table::new());
+            }
+            if let Value::Table(inner) = entry {
+                insert(inner, rest, value);
+            }
+        }
+    }
+}
+
 /// The configuration being assembled: the defaults' table (the type reference), the
 /// merged values, and the keys given that the defaults do not have.
 struct Merge {
@@ -408,11 +443,14 @@ impl Merge {
                 .or_insert_with(|| Value::Table(Table::new()));
             table = match entry {
                 Value::Table(t) => t,
-                other => {
-                    return Err(RunnerError::WrongType {
+                _ => {
+                    // A key below a key that is not a table: no such key.
+                    let mut known = Vec::new();
+                    leaf_keys(&self.defaults, "", &mut known);
+                    known.sort();
+                    return Err(RunnerError::UnknownKey {
                         key: path.join("."),
-                        expected: type_name(other),
-                        found: format!("a key inside `{p}`, which is not a table"),
+                        known,
                     }
                     .into());
                 }
@@ -510,32 +548,56 @@ fn assemble<C: Serialize + DeserializeOwned + Default>(
         k.sort();
         k
     };
-    let config: C = match Value::Table(m.merged.clone()).try_into() {
+    let deserialize = |t: &Table| -> std::result::Result<C, String> {
+        Value::Table(t.clone())
+            .try_into()
+            .map_err(|e| e.to_string())
+    };
+    let unknown = |key: &str| -> Error {
+        RunnerError::UnknownKey {
+            key: key.to_string(),
+            known: known(),
+        }
+        .into()
+    };
+    let config: C = match deserialize(&m.merged) {
         Ok(c) => c,
-        Err(e) => {
-            if let Some(key) = m.extra.first() {
-                return Err(RunnerError::UnknownKey {
-                    key: key.clone(),
-                    known: known(),
+        Err(message) if m.extra.is_empty() => {
+            return Err(RunnerError::Invalid { message }.into());
+        }
+        Err(message) => {
+            // Find which key the defaults lack is at fault: each alone on top of the
+            // others' absence.
+            let mut base = m.merged.clone();
+            for key in &m.extra {
+                remove(&mut base, key);
+            }
+            if deserialize(&base).is_err() {
+                return Err(RunnerError::Invalid { message }.into());
+            }
+            for key in &m.extra {
+                let mut trial = base.clone();
+                if let Some(v) = lookup(&m.merged, key) {
+                    insert(&mut trial, key, v.clone());
                 }
-                .into());
+                if let Err(message) = deserialize(&trial) {
+                    // A struct with `deny_unknown_fields` names the field.
+                    if message.contains("unknown field") {
+                        return Err(unknown(key));
+                    }
+                    return Err(RunnerError::Invalid {
+                        message: format!("config key `{key}`: {message}"),
+                    }
+                    .into());
+                }
             }
-            return Err(RunnerError::Invalid {
-                message: e.to_string(),
-            }
-            .into());
+            return Err(RunnerError::Invalid { message }.into());
         }
     };
     let table = to_table(&config)?;
     // A key the struct ignored does not come back when it is serialized again.
-    for key in &m.extra {
-        if lookup(&table, key).is_none() {
-            return Err(RunnerError::UnknownKey {
-                key: key.clone(),
-                known: known(),
-            }
-            .into());
-        }
+    if let Some(key) = m.extra.iter().find(|k| lookup(&table, k).is_none()) {
+        return Err(unknown(key));
     }
     Ok((config, table))
 }
@@ -753,6 +815,9 @@ struct Progress {
     bar: Option<indicatif::ProgressBar>,
     started: Instant,
     first_step: u64,
+    /// The first logged step and when it was logged: the rate is measured from
+    /// there (the time before it includes compiling).
+    anchor: Option<(u64, Instant)>,
     last_print: Option<Instant>,
     interval: Duration,
 }
@@ -768,6 +833,7 @@ impl Progress {
             bar,
             started: Instant::now(),
             first_step,
+            anchor: None,
             last_print: None,
             interval: Duration::from_secs(2),
         }
@@ -786,8 +852,13 @@ impl Progress {
     }
 
     fn update(&mut self, step: u64, metrics: &[(&str, f64)]) {
-        let secs = self.started.elapsed().as_secs_f64();
-        let rate = step.saturating_sub(self.first_step) as f64 / secs.max(1e-9);
+        let (from_step, from) = *self.anchor.get_or_insert((step, Instant::now()));
+        let rate = if step > from_step {
+            (step - from_step) as f64 / from.elapsed().as_secs_f64().max(1e-9)
+        } else {
+            step.saturating_sub(self.first_step) as f64
+                / self.started.elapsed().as_secs_f64().max(1e-9)
+        };
         let mut msg = format!("{rate:.1} steps/s");
         for (n, v) in metrics {
             msg.push_str(&format!(" {n}={v:.4}"));
@@ -826,6 +897,7 @@ pub struct Runner<C> {
     metrics: Metrics,
     progress: Progress,
     config_text: String,
+    keep: Option<usize>,
 }
 
 impl<C> fmt::Debug for Runner<C> {
@@ -955,6 +1027,7 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
                 resumed: Some(ckpt),
                 metrics,
                 config_text,
+                keep: None,
             });
         }
         let (config, _table): (C, Table) = assemble(None, cli.config.as_deref(), &cli.sets)?;
@@ -993,6 +1066,7 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
             resumed: None,
             metrics,
             config_text,
+            keep: None,
         })
     }
 }
@@ -1002,17 +1076,25 @@ fn clap_error(e: &clap::Error) -> Error {
     let text = e.render().to_string();
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => RunnerError::Help { text }.into(),
-        _ => RunnerError::Usage { message: text }.into(),
+        _ => RunnerError::Usage {
+            message: text.strip_prefix("error: ").unwrap_or(&text).to_string(),
+        }
+        .into(),
     }
 }
 
 /// The checkpoint with the highest step in `dir/checkpoints`.
 fn latest_checkpoint(dir: &Path) -> Result<Option<(u64, PathBuf)>> {
+    Ok(list_checkpoints(dir)?.pop())
+}
+
+/// The checkpoints in `dir/checkpoints` (files named `step-N.safetensors`), by step.
+fn list_checkpoints(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let ck = dir.join(CHECKPOINT_DIR);
     if !ck.exists() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let mut best: Option<(u64, PathBuf)> = None;
+    let mut found = Vec::new();
     for entry in std::fs::read_dir(&ck).map_err(io_err(&ck, "listing"))? {
         let entry = entry.map_err(io_err(&ck, "listing"))?;
         let name = entry.file_name().to_string_lossy().to_string();
@@ -1021,12 +1103,11 @@ fn latest_checkpoint(dir: &Path) -> Result<Option<(u64, PathBuf)>> {
             .and_then(|s| s.strip_suffix(".safetensors"))
             .and_then(|s| s.parse::<u64>().ok());
         if let Some(step) = step {
-            if best.as_ref().is_none_or(|(b, _)| step > *b) {
-                best = Some((step, entry.path()));
-            }
+            found.push((step, entry.path()));
         }
     }
-    Ok(best)
+    found.sort();
+    Ok(found)
 }
 
 impl<C> Runner<C> {
@@ -1100,8 +1181,21 @@ impl<C> Runner<C> {
             tree,
             [("step", step_text.as_str()), ("config", &self.config_text)],
         )?;
+        if let Some(keep) = self.keep {
+            let all = list_checkpoints(&self.dir)?;
+            for (_, old) in &all[..all.len().saturating_sub(keep)] {
+                std::fs::remove_file(old).map_err(io_err(old, "removing"))?;
+            }
+        }
         self.plot()?;
         Ok(path)
+    }
+
+    /// Keeps only the `n` latest checkpoints (at least 1): each
+    /// [`checkpoint`](Runner::checkpoint) then deletes older ones. All are kept by
+    /// default.
+    pub fn keep_checkpoints(&mut self, n: usize) {
+        self.keep = Some(n.max(1));
     }
 
     /// Redraws `curves.svg` from the metrics so far (nothing before the first row).

@@ -33,6 +33,7 @@ struct Config {
     steps: u64,
     shared_params: bool,
     sizes: Vec<i64>,
+    clip: Option<f64>,
     net: Net,
 }
 
@@ -44,6 +45,7 @@ impl Default for Config {
             steps: 10,
             shared_params: false,
             sizes: vec![4, 4],
+            clip: None,
             net: Net::default(),
         }
     }
@@ -95,6 +97,8 @@ fn file_and_set_overrides_nested_and_typed() -> xlaclient::Result<()> {
             "shared_params=true",
             "--set",
             "steps=7",
+            "--set",
+            "clip=0.5",
         ],
     )?;
     let want = Config {
@@ -103,6 +107,7 @@ fn file_and_set_overrides_nested_and_typed() -> xlaclient::Result<()> {
         steps: 7,
         shared_params: true,
         sizes: vec![1, 2, 3],
+        clip: Some(0.5),
         net: Net {
             hidden: 8,
             layers: 3,
@@ -123,6 +128,7 @@ fn file_and_set_overrides_nested_and_typed() -> xlaclient::Result<()> {
     assert_eq!(run.config.lr, 4.0);
     assert_eq!(run.config.name, "plain");
     assert_eq!(run.config.net, Net::default());
+    assert_eq!(run.config.clip, None);
     Ok(())
 }
 
@@ -143,6 +149,16 @@ fn unknown_keys_are_named() {
         e.to_string().contains("unknown config key `net.hiden`"),
         "{e}"
     );
+    // A key below a key that is not a table.
+    let e = runner_error(open(&tmp.path().join("a"), &["--set", "lr.x=1"]).unwrap_err());
+    assert!(
+        matches!(&e, RunnerError::UnknownKey { key, .. } if key == "lr.x"),
+        "{e}"
+    );
+    // A value for an optional key (absent from the defaults) must have its type.
+    let e = runner_error(open(&tmp.path().join("a"), &["--set", "clip=\"x\""]).unwrap_err());
+    assert!(matches!(e, RunnerError::Invalid { .. }), "{e}");
+    assert!(e.to_string().contains("config key `clip`"), "{e}");
     // Nothing was written for a refused configuration.
     assert!(!tmp.path().join("b").exists());
 }
@@ -304,11 +320,25 @@ fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
     assert_eq!(rows[3], ["3", &(1.0f64 / 3.0).to_string(), "3"]);
     assert_eq!(rows[4], ["4", "104", "0"]);
 
-    // Resuming again takes the latest checkpoint (step 6), with the same --set.
+    // Resuming again takes the latest checkpoint (step 6), with the same --set;
+    // keeping 2 checkpoints deletes the older ones at the next save.
+    let mut run = open(&dir, &["--resume", "--set", "lr=0.25"])?;
+    run.keep_checkpoints(2);
+    run.checkpoint(7, &params(&client, 7)?)?;
+    let mut kept: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        ["step-0000000006.safetensors", "step-0000000007.safetensors"]
+    );
+    drop(run);
     let run = open(&dir, &["--resume", "--set", "lr=0.25"])?;
-    assert_eq!(run.start_step(), 6);
+    assert_eq!(run.start_step(), 7);
     let p = run.restore(&client, &spec())?.expect("a checkpoint");
-    assert_eq!(p.b.to_scalar::<f32>()?, 6.5);
+    assert_eq!(p.b.to_scalar::<f32>()?, 7.5);
     Ok(())
 }
 
@@ -368,5 +398,51 @@ fn resume_refuses_another_config_and_bad_checkpoints() -> xlaclient::Result<()> 
     };
     let e = run.restore(&client, &wrong).unwrap_err();
     assert!(matches!(e, Error::Checkpoint { .. }), "{e}");
+    Ok(())
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq, Default)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    #[default]
+    Fast,
+    Slow,
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+struct Strict {
+    mode: Mode,
+    n: u32,
+}
+
+/// A struct with `deny_unknown_fields` and an enum: the unknown key is still named;
+/// a value serde refuses (an enum variant, a negative `u32`) is `Invalid` with
+/// serde's reason.
+#[test]
+fn strict_structs_and_enums() -> xlaclient::Result<()> {
+    let tmp = tempfile::tempdir().unwrap();
+    let open = |dir: &str, set: &str| {
+        let d = tmp.path().join(dir).display().to_string();
+        Runner::<Strict>::from_args_iter(["prog", "--output-dir", &d, "--set", set])
+    };
+    assert_eq!(open("a", "mode=slow")?.config.mode, Mode::Slow);
+    match runner_error(open("b", "extra=1").unwrap_err()) {
+        RunnerError::UnknownKey { key, known } => {
+            assert_eq!(key, "extra");
+            assert_eq!(known, ["mode", "n"]);
+        }
+        other => panic!("{other}"),
+    }
+    let e = runner_error(open("c", "mode=medium").unwrap_err());
+    assert!(
+        matches!(e, RunnerError::Invalid { .. }) && e.to_string().contains("medium"),
+        "{e}"
+    );
+    let e = runner_error(open("d", "n=-1").unwrap_err());
+    assert!(
+        matches!(e, RunnerError::Invalid { .. }) && e.to_string().contains("-1"),
+        "{e}"
+    );
     Ok(())
 }
