@@ -197,8 +197,8 @@ fn fit_step_matches_plain_rust_gradient_steps() -> xlaclient::Result<()> {
             .into_iter()
             .map(f64::from)
             .collect();
-        // Haiku's zero bias; make it nonzero through a first call so the reference
-        // covers it too: compare after the first call's update, then after a second.
+        // The bias starts at zero (Haiku's default); the first call's update makes it
+        // nonzero, so the second call's comparison covers a nonzero bias too.
         let mut b: Vec<f64> = state.params[0]
             .b
             .to_vec::<f32>()?
