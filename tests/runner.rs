@@ -294,7 +294,20 @@ fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
         texts.contains(&"loss") && texts.contains(&"reward"),
         "{texts:?}"
     );
-    assert!(svg.contains("<polyline"), "no line drawn");
+    // Each metric's curve is a polyline through its 5 points (axes and ticks are
+    // 2-point polylines).
+    let curves = svg
+        .split("<polyline")
+        .skip(1)
+        .filter(|el| {
+            let points = el
+                .split("points=\"")
+                .nth(1)
+                .and_then(|p| p.split('"').next());
+            points.is_some_and(|p| p.split_whitespace().count() == 5)
+        })
+        .count();
+    assert_eq!(curves, 2, "one 5-point curve per metric");
 
     // A fresh run into the same directory is refused.
     let e = runner_error(open(&dir, &[]).unwrap_err());
