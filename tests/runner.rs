@@ -201,6 +201,14 @@ fn wrong_types_name_key_and_type() {
     assert!(matches!(e, RunnerError::ConfigFile { .. }), "{e}");
     let e = runner_error(open(&tmp.path().join("c"), &["--bogus"]).unwrap_err());
     assert!(matches!(e, RunnerError::Usage { .. }), "{e}");
+    // --resume needs --output-dir, and excludes --overwrite.
+    let e = runner_error(Runner::<Config>::from_args_iter(["prog", "--resume"]).unwrap_err());
+    assert!(
+        matches!(&e, RunnerError::Usage { message } if message.contains("--output-dir")),
+        "{e}"
+    );
+    let e = runner_error(open(&tmp.path().join("c"), &["--resume", "--overwrite"]).unwrap_err());
+    assert!(matches!(e, RunnerError::Usage { .. }), "{e}");
 }
 
 #[test]
