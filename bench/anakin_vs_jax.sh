@@ -25,8 +25,8 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 for layout in notebook shared; do
-    flag=""
-    [ "$layout" = shared ] && flag="--shared-params"
+    flag=""; ours_flag=""
+    [ "$layout" = shared ] && flag="--shared-params" && ours_flag="--set shared_params=true"
     for rep in $(seq 1 "$REPS"); do
         # Alternate which goes first, so neither always runs on a warmer machine.
         if [ $((rep % 2)) = 1 ]; then order="jax ours"; else order="ours jax"; fi
@@ -35,8 +35,9 @@ for layout in notebook shared; do
                 "$VENV/bin/python" "$ANCHOR" --calls "$CALLS" --eval-every 1000000 --json $flag \
                     | tail -1 >>"$OUT/jax-$layout.jsonl"
             else
-                "$OURS" --calls "$CALLS" --timed-calls "$CALLS" --eval-every 1000000 \
-                    --output-dir "$OUT/run" $flag | tail -1 >>"$OUT/ours-$layout.txt" || true
+                "$OURS" --set calls="$CALLS" --set timed_calls="$CALLS" --set min_reward=-1 \
+                    --output-dir "$OUT/run-$layout-$rep" $ours_flag 2>/dev/null \
+                    | tail -1 >>"$OUT/ours-$layout.txt"
             fi
         done
         echo "layout $layout: repetition $rep of $REPS done" >&2

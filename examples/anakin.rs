@@ -10,70 +10,100 @@
 //! learners, each with its own parameters and Adam state, gradients averaged
 //! across them) or `--shared-params` (one copy; the same learning).
 //!
-//! Run: `cargo run --release --example anakin [-- --help]`. It prints the compile
-//! time and the frames per second (frames = iterations × rollout × batch per call,
-//! the median over `--timed-calls` calls), trains on for `--calls` calls in all,
-//! evaluating the greedy policy exactly every `--eval-every` calls (its expected
-//! terminal reward over the 5 start columns, computed in plain Rust from the
-//! downloaded parameters), and ends with
+//! Run: `cargo run --release --example anakin [-- --help]`; options are set with
+//! `--set key=value` (or a TOML file, `--config FILE`), e.g. `--set
+//! shared_params=true`, and `--help` lists every key with its default. It prints
+//! the compile time and the frames per second (frames = iterations × rollout ×
+//! batch per call; the median over the first `timed_calls` calls), trains on for
+//! `calls` calls in all, evaluating the greedy policy exactly after each call (its
+//! expected terminal reward over the 5 start columns, computed in plain Rust from
+//! the downloaded parameters), and ends with
 //! `eval_mean_reward=<value> fps=<value> compile_s=<value>`. It exits with an error
-//! if the greedy policy's reward is below 0.9.
+//! if the greedy policy's reward is below `min_reward` (0.9).
+//!
+//! The run's directory (`--output-dir`, by default `runs/anakin/<time>`) receives
+//! the configuration, the learning curve (`metrics.csv`: per call the frames per
+//! second, the loss and the greedy reward) and its plot (`curves.svg`), and
+//! checkpoints of the whole state (parameters, Adam, environments, key), so that
+//! `--resume` continues a run where it stopped. Progress shows as a bar on a
+//! terminal, as periodic lines otherwise.
 
 use std::time::Instant;
 
-use clap::Parser;
+use serde::{Deserialize, Serialize};
 use xlaclient::Client;
 use xlaclient::rl::anakin::{Anakin, AnakinConfig};
+use xlaclient::runner::Runner;
 
-/// Podracer's Anakin on Catch: the whole training loop in one XLA program.
-#[derive(Parser, Debug, Clone)]
-struct Args {
+/// The run's configuration; the defaults are the notebook's.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(default, deny_unknown_fields)]
+struct Config {
     /// Environments (and learners) per iteration.
-    #[arg(long, default_value_t = 128)]
     batch: i64,
     /// Steps per rollout.
-    #[arg(long, default_value_t = 16)]
     rollout_len: i64,
     /// Updates per call of the compiled program (its fori_loop).
-    #[arg(long, default_value_t = 100)]
     iterations: i32,
     /// Calls to train for (training = calls × iterations updates).
-    #[arg(long, default_value_t = 20)]
-    calls: usize,
+    calls: u64,
     /// Adam's learning rate.
-    #[arg(long, default_value_t = 1e-4)]
     lr: f64,
     /// λ of the TD(λ) targets.
-    #[arg(long, default_value_t = 0.99)]
     lambda: f64,
     /// PRNG seed (parameters and environments).
-    #[arg(long, default_value_t = 42)]
     seed: u32,
     /// One shared parameter copy instead of one per learner (same learning).
-    #[arg(long)]
     shared_params: bool,
     /// Differentiate through the rollout scan, as the notebook does.
-    #[arg(long)]
     grad_through_scan: bool,
-    /// Evaluate the greedy policy every this many calls.
-    #[arg(long, default_value_t = 5)]
-    eval_every: usize,
-    /// Calls timed for the frames-per-second figure (the first calls).
-    #[arg(long, default_value_t = 5)]
+    /// Calls timed for the frames-per-second figure (the first ones of the process).
     timed_calls: usize,
+    /// A checkpoint every this many calls (and after the last).
+    checkpoint_every: u64,
+    /// The greedy reward the run must reach.
+    min_reward: f64,
 }
 
-fn main() -> xlaclient::Result<()> {
-    let args = Args::parse();
+impl Default for Config {
+    fn default() -> Self {
+        let a = AnakinConfig::default();
+        Config {
+            batch: a.batch,
+            rollout_len: a.rollout_len,
+            iterations: a.iterations,
+            calls: 20,
+            lr: a.lr,
+            lambda: a.lambda,
+            seed: a.seed,
+            shared_params: a.shared_params,
+            grad_through_scan: a.grad_through_scan,
+            timed_calls: 5,
+            checkpoint_every: 10,
+            min_reward: 0.9,
+        }
+    }
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> xlaclient::Result<()> {
+    let mut run = Runner::<Config>::from_args()?;
+    let c = run.config.clone();
     let config = AnakinConfig {
-        batch: args.batch,
-        rollout_len: args.rollout_len,
-        iterations: args.iterations,
-        lr: args.lr,
-        lambda: args.lambda,
-        seed: args.seed,
-        shared_params: args.shared_params,
-        grad_through_scan: args.grad_through_scan,
+        batch: c.batch,
+        rollout_len: c.rollout_len,
+        iterations: c.iterations,
+        lr: c.lr,
+        lambda: c.lambda,
+        seed: c.seed,
+        shared_params: c.shared_params,
+        grad_through_scan: c.grad_through_scan,
         ..AnakinConfig::default()
     };
     let client = Client::cpu()?;
@@ -94,36 +124,53 @@ fn main() -> xlaclient::Result<()> {
     );
     println!("compile_s={compile_s:.3}");
 
-    let mut state = anakin.init()?;
+    let mut state = match run.restore(&client, anakin.learner().input_spec())? {
+        Some(state) => state,
+        None => anakin.init()?,
+    };
     let reward = anakin.greedy_reward(&state)?;
-    println!("iteration {:>6}  greedy reward {reward:+.2}", 0);
+    let start = run.start_step();
+    println!(
+        "iteration {:>6}  greedy reward {reward:+.2}",
+        start * config.iterations as u64
+    );
+    run.set_total(c.calls);
     let mut call_s = Vec::new();
-    let calls = args.calls.max(args.timed_calls).max(1);
-    for call in 1..=calls {
+    for call in start + 1..=c.calls.max(start + 1) {
         let t = Instant::now();
         state = anakin.step(state)?;
-        let loss = state.loss.to_scalar::<f32>()?;
-        if call_s.len() < args.timed_calls {
-            call_s.push(t.elapsed().as_secs_f64());
+        let loss = state.loss.to_scalar::<f32>()? as f64;
+        let secs = t.elapsed().as_secs_f64();
+        if call_s.len() < c.timed_calls {
+            call_s.push(secs);
         }
-        if call % args.eval_every.max(1) == 0 || call == calls {
-            let reward = anakin.greedy_reward(&state)?;
-            let it = call * config.iterations as usize;
-            println!("iteration {it:>6}  greedy reward {reward:+.2}  loss {loss:.4}");
+        let reward = anakin.greedy_reward(&state)?;
+        let fps = config.frames_per_call() / secs;
+        run.log(call, &[("fps", fps), ("loss", loss), ("reward", reward)])?;
+        run.println(&format!(
+            "iteration {:>6}  greedy reward {reward:+.2}  loss {loss:.4}  {fps:.3e} frames/s",
+            call * config.iterations as u64
+        ));
+        if call % c.checkpoint_every.max(1) == 0 || call >= c.calls {
+            run.checkpoint(call, &state)?;
         }
     }
     call_s.sort_by(f64::total_cmp);
     let median = call_s.get(call_s.len() / 2).copied().unwrap_or(f64::NAN);
     let fps = config.frames_per_call() / median;
-    println!(
+    run.println(&format!(
         "{} calls timed: median {median:.4} s per call ({} frames) -> {fps:.3e} frames/s",
         call_s.len(),
         config.frames_per_call()
-    );
+    ));
     let reward = anakin.greedy_reward(&state)?;
+    run.finish()?;
     println!("eval_mean_reward={reward:.3} fps={fps:.4e} compile_s={compile_s:.3}");
-    if reward < 0.9 {
-        eprintln!("the greedy policy did not learn Catch (mean reward {reward:.3} < 0.9)");
+    if reward < c.min_reward {
+        eprintln!(
+            "the greedy policy did not learn Catch (mean reward {reward:.3} < {})",
+            c.min_reward
+        );
         std::process::exit(1);
     }
     Ok(())

@@ -326,6 +326,17 @@ pub enum Error {
         /// What is wrong (boxed: keeps `Error` small).
         error: Box<crate::checkpoint::CheckpointError>,
     },
+    /// The experiment runner ([`crate::runner`]) failed: a bad command line or
+    /// configuration key, a configuration that differs from the one being resumed, a
+    /// file of the run that cannot be read or written.
+    #[cfg(feature = "runner")]
+    Runner(Box<crate::runner::RunnerError>),
+    /// Weights given to a resampler ([`crate::rl::reweight`]) that do not define a
+    /// distribution: negative, NaN or infinite, all zero, or none.
+    InvalidWeights {
+        /// What is wrong, naming the first bad weight's index and value.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -430,6 +441,9 @@ impl fmt::Display for Error {
             Error::Checkpoint { path, error } => {
                 write!(f, "checkpoint {}: {error}", path.display())
             }
+            #[cfg(feature = "runner")]
+            Error::Runner(e) => write!(f, "{e}"),
+            Error::InvalidWeights { reason } => write!(f, "invalid weights: {reason}"),
         }
     }
 }
@@ -440,6 +454,8 @@ impl std::error::Error for Error {
             Error::Shape(e) => Some(e),
             Error::Install(e) => Some(e),
             Error::Checkpoint { error, .. } => Some(&**error),
+            #[cfg(feature = "runner")]
+            Error::Runner(e) => Some(&**e),
             _ => None,
         }
     }

@@ -52,6 +52,8 @@ pub mod nn;
 pub mod ops;
 pub mod pjrt;
 pub mod rl;
+#[cfg(feature = "runner")]
+pub mod runner;
 pub mod shape;
 pub mod tree;
 
