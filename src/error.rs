@@ -326,6 +326,14 @@ pub enum Error {
         /// What is wrong (boxed: keeps `Error` small).
         error: Box<crate::checkpoint::CheckpointError>,
     },
+    /// An environment or the batch stepper of [`rl`](crate::rl) was misused: an
+    /// action or state out of range, an observation of the wrong size, more
+    /// requests in one tick than the largest compiled batch, agents waiting on
+    /// something other than the network.
+    Rl {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -430,6 +438,7 @@ impl fmt::Display for Error {
             Error::Checkpoint { path, error } => {
                 write!(f, "checkpoint {}: {error}", path.display())
             }
+            Error::Rl { reason } => write!(f, "rl: {reason}"),
         }
     }
 }

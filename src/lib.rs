@@ -51,6 +51,7 @@ pub mod jit;
 pub mod nn;
 pub mod ops;
 pub mod pjrt;
+pub mod rl;
 pub mod shape;
 pub mod tree;
 
