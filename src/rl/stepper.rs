@@ -34,6 +34,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::channel::oneshot;
@@ -145,6 +146,7 @@ pub struct BatchedNet {
     compiled: BTreeMap<usize, LoadedExecutable>,
     compiles: usize,
     calls: usize,
+    busy: Duration,
     padded: Vec<f32>,
 }
 
@@ -219,6 +221,7 @@ impl BatchedNet {
             compiled: BTreeMap::new(),
             compiles: 0,
             calls: 0,
+            busy: Duration::ZERO,
             padded: Vec::new(),
         })
     }
@@ -273,6 +276,12 @@ impl BatchedNet {
     /// How many times an executable was run.
     pub fn calls(&self) -> usize {
         self.calls
+    }
+
+    /// The time spent in calls so far (padding, upload, execution, download;
+    /// compiles not included).
+    pub fn busy(&self) -> Duration {
+        self.busy
     }
 
     /// Compiles every batch size now (instead of when first needed).
@@ -337,6 +346,13 @@ impl BatchedNet {
             });
         };
         self.executable(size)?;
+        let start = Instant::now();
+        let result = self.run_padded(obs, n, size);
+        self.busy += start.elapsed();
+        result
+    }
+
+    fn run_padded(&mut self, obs: &[f32], n: usize, size: usize) -> Result<Vec<f32>> {
         let mut padded = std::mem::take(&mut self.padded);
         padded.clear();
         padded.extend_from_slice(obs);
@@ -710,5 +726,11 @@ impl<T: 'static> Stepper<T> {
     /// The network, mutably (e.g. to [`compile_all`](BatchedNet::compile_all)).
     pub fn net_mut(&mut self) -> &mut BatchedNet {
         &mut self.net
+    }
+
+    /// Gives the network back (with its compiled sizes), e.g. for a new stepper.
+    /// Agents still running are dropped; their pending predictions then fail.
+    pub fn into_net(self) -> BatchedNet {
+        self.net
     }
 }

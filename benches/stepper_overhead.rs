@@ -1,0 +1,144 @@
+//! What the async batch stepper costs over a plain batched loop, side by side.
+//!
+//! Workload: `N` Catch environments, each played greedily (argmax of the Q-values)
+//! by a randomly initialised MLP 50 → 64 → relu → 3, for `TICKS` steps:
+//!   - `plain`: one loop over the batch: `VecEnv::observations` →
+//!     `BatchedNet::predict_batch` → argmax → `VecEnv::step` (the anchors' host loop,
+//!     `jax_hostloop_catch.py`, in Rust);
+//!   - `stepper`: `N` agents written as `async` code, each awaiting one prediction per
+//!     step of its own environment, driven by `Stepper::tick`.
+//!
+//! Same seeds and the same network, so both make the same moves: the bench checks
+//! that their returns are equal. Rounds alternate between the two; it prints the
+//! min / median µs per tick (one batched call each), the ratio of medians, the share
+//! of the stepper's tick spent in the network call (padding, upload, execute,
+//! download) and environment steps per second.
+//!
+//! Run: `cargo bench --bench stepper_overhead` (env `TICKS`, default 900 = 100
+//! episodes; `ROUNDS`, default 7).
+
+use std::time::{Duration, Instant};
+
+use xlaclient::nn::{Activation, Mlp};
+use xlaclient::rl::catch::Catch;
+use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Stepper, VecEnv};
+use xlaclient::{Client, Result};
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn argmax(q: &[f32]) -> usize {
+    (0..q.len()).fold(0, |best, i| if q[i] > q[best] { i } else { best })
+}
+
+fn net(client: &Client, n: usize) -> Result<BatchedNet> {
+    let mlp = Mlp::new(&[50, 64, 3], Activation::Relu);
+    let params = client
+        .jit("init", &(), |b, ()| mlp.init(&b.prng_key(0)))?
+        .call(&())?;
+    let mut net = BatchedNet::new(
+        client,
+        params,
+        &[50],
+        BatchSizes::new(&[n])?,
+        move |p, obs| mlp.apply(p, obs),
+    )?;
+    net.compile_all()?;
+    Ok(net)
+}
+
+/// The plain loop: (seconds, total return).
+fn plain(net: &mut BatchedNet, n: usize, ticks: usize) -> Result<(Duration, f32)> {
+    let mut envs = VecEnv::new((0..n as u64).map(Catch::new).collect())?;
+    let mut total = 0.0;
+    let start = Instant::now();
+    for _ in 0..ticks {
+        let q = net.predict_batch(&envs.observations(), n)?;
+        let actions: Vec<usize> = q.chunks_exact(3).map(argmax).collect();
+        total += envs.step(&actions)?.iter().map(|t| t.reward).sum::<f32>();
+    }
+    Ok((start.elapsed(), total))
+}
+
+/// The stepper, a new one on `net` (compiled already): (seconds, total return,
+/// seconds in the network calls) and the network back.
+fn stepper(
+    net: BatchedNet,
+    n: usize,
+    ticks: usize,
+) -> Result<(Duration, f32, Duration, BatchedNet)> {
+    let mut stepper = Stepper::new(net);
+    for i in 0..n as u64 {
+        stepper.spawn(move |net| async move {
+            let mut env = Catch::new(i);
+            let mut total = 0.0;
+            for _ in 0..ticks {
+                let q = net.predict(env.observation()).await?;
+                total += env.step(argmax(&q))?.reward;
+            }
+            Ok(total)
+        });
+    }
+    let busy = stepper.net().busy();
+    let start = Instant::now();
+    // `ticks` ticks with a call each, and one in which the agents finish.
+    let returns = stepper.run()?;
+    let elapsed = start.elapsed();
+    let total = returns.into_iter().sum::<Result<f32>>()?;
+    let busy = stepper.net().busy() - busy;
+    Ok((elapsed, total, busy, stepper.into_net()))
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let ticks = env_or("TICKS", 900);
+    let rounds = env_or("ROUNDS", 7);
+    let client = Client::cpu()?;
+    println!("Catch, greedy MLP 50 -> 64 -> relu -> 3, {ticks} ticks per round, {rounds} rounds");
+    println!(
+        "{:>5} | {:>16} | {:>16} | {:>15} | {:>15} | {:>13}",
+        "N", "plain min / med", "stepper min / med", "stepper/plain", "net share", "env-steps/s"
+    );
+    for n in [1usize, 16, 64, 256] {
+        let mut plain_net = net(&client, n)?;
+        let stepper_net = net(&client, n)?;
+        // Warm-up, and the check that both make the same moves.
+        let (_, want) = plain(&mut plain_net, n, 90)?;
+        let (_, got, _, mut stepper_net) = stepper(stepper_net, n, 90)?;
+        assert_eq!(want, got, "plain and stepper runs differ");
+        let (mut tp, mut ts, mut share) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let (d, r1) = plain(&mut plain_net, n, ticks)?;
+            tp.push(d.as_secs_f64() * 1e6 / ticks as f64);
+            let (d, r2, busy, back) = stepper(stepper_net, n, ticks)?;
+            stepper_net = back;
+            // Per batched call (the last tick, in which the agents finish, has none).
+            ts.push(d.as_secs_f64() * 1e6 / ticks as f64);
+            share.push(busy.as_secs_f64() / d.as_secs_f64());
+            if r1 != r2 {
+                eprintln!("plain and stepper returns differ: {r1} vs {r2}");
+                std::process::exit(1);
+            }
+        }
+        let (pmin, smin) = (
+            tp.iter().copied().fold(f64::MAX, f64::min),
+            ts.iter().copied().fold(f64::MAX, f64::min),
+        );
+        let (pmed, smed) = (median(&mut tp), median(&mut ts));
+        println!(
+            "{n:>5} | {pmin:>7.1} / {pmed:>6.1} | {smin:>7.1} / {smed:>6.1} | {:>15.3} | {:>15.2} | {:>13.0}",
+            smed / pmed,
+            median(&mut share),
+            n as f64 * 1e6 / smed
+        );
+    }
+    Ok(())
+}
