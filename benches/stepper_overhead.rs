@@ -19,14 +19,16 @@
 //! wait dominates and varies.
 //!
 //! Run: `cargo bench --bench stepper_overhead` (env `TICKS`, default 900 = 100
-//! episodes; `ROUNDS`, default 7).
+//! episodes; `ROUNDS`, default 7; `WAIT=spin` or `WAIT=park` for another
+//! `WaitPolicy` than the default `auto`).
 
 use std::time::{Duration, Instant};
 
 use xlaclient::nn::{Activation, Mlp};
+use xlaclient::pjrt::WaitPolicy;
 use xlaclient::rl::catch::Catch;
 use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Stepper, VecEnv};
-use xlaclient::{Client, Result};
+use xlaclient::{Client, ClientOptions, Plugin, Result};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -105,8 +107,21 @@ fn median(xs: &mut [f64]) -> f64 {
 fn main() -> Result<()> {
     let ticks = env_or("TICKS", 900);
     let rounds = env_or("ROUNDS", 7);
-    let client = Client::cpu()?;
-    println!("Catch, greedy MLP 50 -> 64 -> relu -> 3, {ticks} ticks per round, {rounds} rounds");
+    let (name, policy) = match std::env::var("WAIT").as_deref() {
+        Ok("spin") => (
+            "spin (poll up to 1 ms)",
+            WaitPolicy::Spin(Duration::from_millis(1)),
+        ),
+        Ok("park") => ("park", WaitPolicy::Park),
+        _ => ("auto", WaitPolicy::Auto),
+    };
+    let client = Client::new(
+        &Plugin::default_plugin()?,
+        &ClientOptions::new().wait_policy(policy),
+    )?;
+    println!(
+        "Catch, greedy MLP 50 -> 64 -> relu -> 3, {ticks} ticks per round, {rounds} rounds, wait {name}"
+    );
     println!(
         "µs per tick (one batched call), median over rounds; host = the tick outside the network call"
     );
