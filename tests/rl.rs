@@ -550,3 +550,75 @@ fn bad_requests_are_errors_not_panics() {
             .contains("7 values for 2 observations")
     );
 }
+
+#[test]
+fn agents_spawned_between_ticks_join_the_next_batch() {
+    let client = client();
+    let mut stepper = Stepper::new(linear_net(&client, BatchSizes::powers_of_two(8).unwrap()));
+    let agent = |i: usize| {
+        move |net: xlaclient::rl::NetHandle| async move {
+            let mut seen = Seen::new();
+            for step in 0..3 {
+                let o = obs(i, step, 2);
+                seen.push((o.clone(), net.predict(o).await.unwrap()));
+            }
+            seen
+        }
+    };
+    assert_eq!(stepper.spawn(agent(0)), 0);
+    assert_eq!(stepper.tick().unwrap().requests, 1);
+    assert_eq!(stepper.spawn(agent(1)), 1);
+    // Agent 0's second request and agent 1's first: one call.
+    let t = stepper.tick().unwrap();
+    assert_eq!((t.requests, t.calls), (2, 1));
+    assert_eq!(stepper.tick().unwrap().requests, 2);
+    // Agent 0 finishes; agent 1 asks its third.
+    let t = stepper.tick().unwrap();
+    assert_eq!((t.requests, t.finished), (1, vec![0]));
+    let all = stepper.run().unwrap();
+    assert_eq!(all.len(), 2);
+    check_answers(&all);
+    assert_eq!(stepper.net().calls(), 4);
+
+    // The network, compiled sizes included, goes on to a new stepper.
+    let net = stepper.into_net();
+    let compiled = net.compiled_sizes();
+    assert_eq!(compiled, [1, 2]);
+    let mut again = Stepper::new(net);
+    again.spawn(agent(5));
+    again.spawn(agent(6));
+    check_answers(&again.run().unwrap());
+    assert_eq!((again.net().compiles(), again.net().calls()), (2, 7));
+}
+
+#[test]
+fn handles_that_outlive_the_stepper_get_errors() {
+    use futures::FutureExt;
+    let client = client();
+    let kept = Rc::new(RefCell::new(None));
+    let pending = Rc::new(RefCell::new(None));
+    let mut stepper: Stepper<()> =
+        Stepper::new(linear_net(&client, BatchSizes::powers_of_two(4).unwrap()));
+    let (k, p) = (Rc::clone(&kept), Rc::clone(&pending));
+    stepper.spawn(move |net| {
+        // The handle and an unanswered prediction leave the agent.
+        *p.borrow_mut() = Some(net.predict(obs(0, 0, 0)));
+        *k.borrow_mut() = Some(net);
+        async {}
+    });
+    drop(stepper);
+    // The queued request was dropped with the stepper: its prediction ends.
+    let answer = pending.borrow_mut().take().unwrap().now_or_never();
+    let e = answer
+        .expect("a dropped stepper's prediction is ready")
+        .unwrap_err();
+    assert!(e.to_string().contains("dropped before answering"), "{e}");
+    // A new prediction through the kept handle fails at once.
+    let net = kept.borrow_mut().take().unwrap();
+    let e = net
+        .predict(obs(0, 1, 0))
+        .now_or_never()
+        .unwrap()
+        .unwrap_err();
+    assert!(e.to_string().contains("the stepper was dropped"), "{e}");
+}

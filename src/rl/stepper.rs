@@ -25,7 +25,7 @@
 //! them) would never be woken; the stepper reports that as an error instead of
 //! waiting forever.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -385,6 +385,8 @@ struct Request {
 /// What the handles and the stepper share: the queue of requests of this tick.
 struct Shared {
     queue: RefCell<Vec<Request>>,
+    /// Set when the stepper is dropped: nobody will answer any more.
+    closed: Cell<bool>,
     obs_dims: Vec<i64>,
     obs_len: usize,
     out_len: usize,
@@ -441,6 +443,14 @@ impl NetHandle {
                     obs.len(),
                     self.shared.obs_dims,
                     self.shared.obs_len
+                ),
+            })));
+        }
+        if self.shared.closed.get() {
+            return Prediction(State::Failed(Some(Error::Rl {
+                reason: format!(
+                    "agent {}: the stepper was dropped; nothing will answer this prediction",
+                    self.agent
                 ),
             })));
         }
@@ -530,7 +540,7 @@ pub struct TickStats {
 /// that calls [`tick`](Self::tick).
 pub struct Stepper<T> {
     net: BatchedNet,
-    shared: Rc<Shared>,
+    shared: Owner,
     agents: Vec<Agent<T>>,
     ticks: usize,
     max_calls_in_a_tick: usize,
@@ -554,13 +564,14 @@ impl<T: 'static> Stepper<T> {
     pub fn new(net: BatchedNet) -> Stepper<T> {
         let shared = Rc::new(Shared {
             queue: RefCell::new(Vec::new()),
+            closed: Cell::new(false),
             obs_dims: net.obs_dims.clone(),
             obs_len: net.obs_len,
             out_len: net.out_len,
         });
         Stepper {
             net,
-            shared,
+            shared: Owner(shared),
             agents: Vec::new(),
             ticks: 0,
             max_calls_in_a_tick: 0,
@@ -579,7 +590,7 @@ impl<T: 'static> Stepper<T> {
     {
         let id = self.agents.len();
         let handle = NetHandle {
-            shared: Rc::clone(&self.shared),
+            shared: Rc::clone(&self.shared.0),
             agent: id,
         };
         let ready = Arc::new(ReadyFlag(AtomicBool::new(true)));
@@ -628,7 +639,7 @@ impl<T: 'static> Stepper<T> {
             }
         }
         stats.running = self.running();
-        let requests = std::mem::take(&mut *self.shared.queue.borrow_mut());
+        let requests = std::mem::take(&mut *self.shared.0.queue.borrow_mut());
         if requests.is_empty() {
             if stats.running > 0 {
                 return Err(Error::Rl {
@@ -729,8 +740,22 @@ impl<T: 'static> Stepper<T> {
     }
 
     /// Gives the network back (with its compiled sizes), e.g. for a new stepper.
-    /// Agents still running are dropped; their pending predictions then fail.
+    /// Agents still running are dropped; a prediction asked through a handle that
+    /// outlives them fails.
     pub fn into_net(self) -> BatchedNet {
         self.net
+    }
+}
+
+/// The stepper's own reference to the queue: when the stepper goes, it marks the
+/// queue closed and drops the requests in it (their senders with them), so a
+/// prediction asked or awaited through a handle kept elsewhere ends with an error
+/// instead of waiting forever.
+struct Owner(Rc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.closed.set(true);
+        self.0.queue.borrow_mut().clear();
     }
 }
