@@ -2,7 +2,7 @@
 //! written as `async` code whose network predictions are batched into one compiled
 //! call per tick (the design of Alpacka's batch stepper).
 //!
-//! - [`env`]: the [`Environment`] trait, [`VecEnv`] (many environments stepped at
+//! - [`env`](mod@env): the [`Environment`] trait, [`VecEnv`] (many environments stepped at
 //!   once) and [`Rng`], a small seedable generator (SplitMix64).
 //! - [`catch`]: the Catch environment (10 × 5), with its dynamics as a pure function
 //!   ([`catch::step`]) so that other implementations can be checked against it.
