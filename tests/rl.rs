@@ -31,9 +31,10 @@ fn st(a: [i32; 4]) -> CatchState {
 #[test]
 fn catch_follows_a_hand_written_trajectory() {
     // Ball in column 3; the paddle goes right, stays, left, right ×3 (clamped at the
-    // wall on the third), left, stay, stay: it ends under the ball: +1, then the
-    // episode restarts in the reset column 1 with the paddle back in the middle.
-    let actions = [RIGHT, STAY, LEFT, RIGHT, RIGHT, RIGHT, LEFT, STAY, STAY];
+    // wall on the third), stays twice, then moves left under the ball on the last
+    // step: +1 (the paddle's new column counts), and the episode restarts in the
+    // reset column 1 with the paddle back in the middle.
+    let actions = [RIGHT, STAY, LEFT, RIGHT, RIGHT, RIGHT, STAY, STAY, LEFT];
     let expected = [
         ([1, 3, 9, 3], 0.0, 1.0),
         ([2, 3, 9, 3], 0.0, 1.0),
@@ -41,9 +42,9 @@ fn catch_follows_a_hand_written_trajectory() {
         ([4, 3, 9, 3], 0.0, 1.0),
         ([5, 3, 9, 4], 0.0, 1.0),
         ([6, 3, 9, 4], 0.0, 1.0), // clamped at column 4
-        ([7, 3, 9, 3], 0.0, 1.0),
-        ([8, 3, 9, 3], 0.0, 1.0),
-        ([0, 1, 9, 2], 1.0, 0.0), // terminal, caught; reset to column 1
+        ([7, 3, 9, 4], 0.0, 1.0),
+        ([8, 3, 9, 4], 0.0, 1.0),
+        ([0, 1, 9, 2], 1.0, 0.0), // terminal, caught (4 -> 3); reset to column 1
     ];
     let mut s = catch::initial_state(3).unwrap();
     assert_eq!(s.to_array(), [0, 3, 9, 2]);
@@ -79,6 +80,94 @@ fn catch_follows_a_hand_written_trajectory() {
     let (a, _, _) = catch::step(st([2, 0, 9, 2]), STAY, 0).unwrap();
     let (b, _, _) = catch::step(st([2, 0, 9, 2]), STAY, 4).unwrap();
     assert_eq!(a, b);
+}
+
+/// The anchor's own numpy Catch (`NumpyCatch` of `jax_hostloop_catch.py`), recorded
+/// by `scripts/record_catch_anchor.py`: 8 environments, 60 random actions each, with
+/// the reset columns it drew. Replayed through `catch::step` with the same columns.
+#[test]
+fn catch_matches_the_anchors_numpy_catch() {
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/catch_anchor.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let ints = |v: &serde_json::Value| -> Vec<i64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect()
+    };
+    let ones = |v: &serde_json::Value| -> Vec<Vec<i64>> {
+        v.as_array().unwrap().iter().map(ints).collect()
+    };
+    assert_eq!(
+        (data["rows"].as_i64(), data["columns"].as_i64()),
+        (Some(10), Some(5))
+    );
+    let n = data["envs"].as_u64().unwrap() as usize;
+    let mut columns = ints(&data["columns_drawn"]).into_iter();
+    let board_ones = |s: &CatchState| -> Vec<i64> {
+        let b = s.render();
+        (0..50).filter(|&i| b[i] == 1.0).map(|i| i as i64).collect()
+    };
+    let init = &data["initial"];
+    let mut states: Vec<CatchState> = (0..n)
+        .map(|_| catch::initial_state(columns.next().unwrap() as usize).unwrap())
+        .collect();
+    assert_eq!(
+        states.iter().map(|s| s.ball_x as i64).collect::<Vec<_>>(),
+        ints(&init["ball_x"])
+    );
+    assert_eq!(
+        states.iter().map(board_ones).collect::<Vec<_>>(),
+        ones(&init["board_ones"])
+    );
+    let mut terminals = 0;
+    for (t, step) in data["steps"].as_array().unwrap().iter().enumerate() {
+        let actions = ints(&step["actions"]);
+        let term: Vec<bool> = step["terminal"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_bool().unwrap())
+            .collect();
+        let reward: Vec<f64> = step["reward"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        for i in 0..n {
+            // The anchor draws a column for each terminal environment, in order.
+            let column = if term[i] {
+                columns.next().unwrap() as usize
+            } else {
+                0
+            };
+            let (next, r, d) = catch::step(states[i], actions[i] as usize, column).unwrap();
+            assert_eq!(r as f64, reward[i], "step {t} env {i}");
+            assert_eq!(d == 0.0, term[i], "step {t} env {i}");
+            states[i] = next;
+            terminals += term[i] as usize;
+        }
+        let got =
+            |f: fn(&CatchState) -> i32| states.iter().map(|s| f(s) as i64).collect::<Vec<_>>();
+        assert_eq!(got(|s| s.ball_y), ints(&step["ball_y"]), "step {t}");
+        assert_eq!(got(|s| s.ball_x), ints(&step["ball_x"]), "step {t}");
+        assert_eq!(got(|s| s.paddle_x), ints(&step["paddle_x"]), "step {t}");
+        assert_eq!(
+            states.iter().map(board_ones).collect::<Vec<_>>(),
+            ones(&step["board_ones"]),
+            "step {t}"
+        );
+    }
+    assert_eq!(terminals, 6 * n);
+    assert!(columns.next().is_none(), "every recorded column was used");
 }
 
 #[test]
