@@ -24,6 +24,12 @@
 //! poll. An agent that awaits anything other than predictions (or futures built from
 //! them) would never be woken; the stepper reports that as an error instead of
 //! waiting forever.
+//!
+//! Why not `FuturesUnordered` (which also tracks which futures were woken): it polls
+//! in wake order and returns `Pending` after a polling budget even while futures
+//! are ready, so "every agent waits on the network" could not be read from it; a
+//! flag per agent, scanned in spawn order, keeps the batch order deterministic and
+//! the end of the polling phase exact.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
