@@ -337,6 +337,14 @@ pub enum Error {
         /// What is wrong, naming the first bad weight's index and value.
         reason: String,
     },
+    /// An environment or the batch stepper of [`rl`](crate::rl) was misused: an
+    /// action or state out of range, an observation of the wrong size, more
+    /// requests in one tick than the largest compiled batch, agents waiting on
+    /// something other than the network.
+    Rl {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -444,6 +452,7 @@ impl fmt::Display for Error {
             #[cfg(feature = "runner")]
             Error::Runner(e) => write!(f, "{e}"),
             Error::InvalidWeights { reason } => write!(f, "invalid weights: {reason}"),
+            Error::Rl { reason } => write!(f, "rl: {reason}"),
         }
     }
 }

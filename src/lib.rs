@@ -31,9 +31,10 @@
 //! HLO text, verifier, fingerprint), [`builder`] (the graph under construction,
 //! closure conversion), [`ops`] (one file per op family: attribute types, shape rule,
 //! builder methods, lowering, tests), [`tree`] and [`jit`] (trees of arrays and
-//! compiled functions on them), [`pjrt`] (the only `unsafe` code), [`install`]
-//! (finding or installing the plugin), [`proto`] (our own declarations of XLA's
-//! protos).
+//! compiled functions on them), [`rl`] (environments and async agents whose
+//! predictions are batched into one call per tick), [`pjrt`] (the only `unsafe`
+//! code), [`install`] (finding or installing the plugin), [`proto`] (our own
+//! declarations of XLA's protos).
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use super::catch_device::{self as catch, CatchState};
 use crate::nn::{Activation, Mlp, MlpParams, OptState, layers::split_keys, optim};
-use crate::{Buffer, Client, Jit, Op, Result, Shape, Tree};
+use crate::{Buffer, Client, DotDims, Jit, Op, Result, Shape, Tree};
 
 /// What to train, and how; the default is the notebook's configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +60,8 @@ pub struct AnakinConfig {
     pub shared_params: bool,
     /// Differentiate through the rollout scan (see the module docs). Default false.
     pub grad_through_scan: bool,
+    #[doc(hidden)]
+    pub variant: u32,
 }
 
 impl Default for AnakinConfig {
@@ -74,6 +76,7 @@ impl Default for AnakinConfig {
             seed: 42,
             shared_params: false,
             grad_through_scan: false,
+            variant: 0,
         }
     }
 }
@@ -239,6 +242,23 @@ fn q_values(net: &Mlp, params: &MlpParams<Op>, obs: &Op, per_learner: bool) -> O
     &h.matmul(&l2.w) + &l2.b.expand_dims(1)
 }
 
+/// Q-values `[batch, 3]` for one observation per row (`[batch, 50]`): a matrix
+/// product for the shared network, a batched matrix-vector product per learner.
+fn step_q_values(net: &Mlp, params: &MlpParams<Op>, obs: &Op, per_learner: bool) -> Op {
+    if !per_learner {
+        return net.apply(params, obs);
+    }
+    let per_row = DotDims {
+        lhs_contracting: vec![1],
+        rhs_contracting: vec![1],
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+    };
+    let (l1, l2) = (&params[0], &params[1]);
+    let h = (&obs.dot_general(&l1.w, &per_row) + &l1.b).relu();
+    &h.dot_general(&l2.w, &per_row) + &l2.b
+}
+
 /// λ-returns (rlax's `lambda_returns`) of rewards `r`, discounts `d` and bootstrap
 /// values `v`, each `[batch, T]`, time on axis 1: `G_t = r_t + d_t ((1 − λ) v_t + λ
 /// G_{t+1})` with `G_T = v_{T−1}`; unrolled, as `T` is small and static.
@@ -307,8 +327,12 @@ fn update(
     let rollout = |params: &MlpParams<Op>, record_q: bool| {
         b.scan(s.env.clone(), resets.clone(), None, false, |env, reset| {
             let obs = catch::render(&env);
-            let q = q_values(net, params, &obs.expand_dims(1), per_learner)
-                .reshape(&[batch, catch::ACTIONS]);
+            let q = if c.variant == 1 {
+                q_values(net, params, &obs.expand_dims(1), per_learner)
+                    .reshape(&[batch, catch::ACTIONS])
+            } else {
+                step_q_values(net, params, &obs, per_learner)
+            };
             let a = q.argmax(1);
             let (next, r, d) = catch::step(&env, &a, &reset);
             (next, (if record_q { q } else { obs }, a, r, d))

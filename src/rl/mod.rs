@@ -1,6 +1,56 @@
-//! Reinforcement learning on the crate: Catch on the device ([`catch_device`]),
-//! the Anakin learner ([`anakin`]) and path-space reweighting ([`reweight`]).
+//! Reinforcement learning: environments stepped in plain Rust and agents written as
+//! `async` code whose network predictions are batched into one compiled call per tick
+//! (the design of Alpacka's batch stepper), Catch on the device and the Anakin
+//! learner, and path-space reweighting.
+//!
+//! - [`env`](mod@env): the [`Environment`] trait, [`VecEnv`] (many environments stepped at
+//!   once) and [`Rng`], a small seedable generator (SplitMix64).
+//! - [`catch`]: the Catch environment (10 × 5), with its dynamics as a pure function
+//!   ([`catch::step`]) so that other implementations can be checked against it.
+//! - [`catch_device`]: Catch as ops, a batch of environments stepped inside a program.
+//! - [`anakin`]: Podracer's Anakin learner on Catch, one compiled program.
+//! - [`reweight`]: path-space reweighting (resampler, divergence estimate, fit step).
+//! - [`stepper`]: [`BatchedNet`] (a network compiled for a fixed set of padded batch
+//!   sizes, parameters resident on the device) and [`Stepper`], the executor that
+//!   polls every agent until it waits on the network, gathers all pending requests
+//!   into one batched execution and hands each agent its slice of the result.
+//!
+//! ```no_run
+//! use xlaclient::nn::{Activation, Mlp};
+//! use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Stepper, catch::Catch};
+//! use xlaclient::Client;
+//!
+//! let client = Client::cpu()?;
+//! let mlp = Mlp::new(&[50, 64, 3], Activation::Relu);
+//! let params = client.jit("init", &(), |b, ()| mlp.init(&b.prng_key(0)))?.call(&())?;
+//! let net = BatchedNet::new(&client, params, &[50], BatchSizes::powers_of_two(64)?,
+//!     move |p, obs| mlp.apply(p, obs))?;
+//! let mut stepper = Stepper::new(net);
+//! for seed in 0..8 {
+//!     stepper.spawn(move |net| async move {
+//!         let mut env = Catch::new(seed);
+//!         let mut total = 0.0;
+//!         loop {
+//!             let q = net.predict(env.observation()).await?;
+//!             let action = (0..3).max_by(|&a, &b| q[a].total_cmp(&q[b])).unwrap();
+//!             let t = env.step(action)?;
+//!             total += t.reward;
+//!             if t.terminal {
+//!                 return Ok::<f32, xlaclient::Error>(total);
+//!             }
+//!         }
+//!     });
+//! }
+//! let returns = stepper.run()?; // one batched call per tick
+//! # Ok::<(), xlaclient::Error>(())
+//! ```
 
 pub mod anakin;
+pub mod catch;
 pub mod catch_device;
+pub mod env;
 pub mod reweight;
+pub mod stepper;
+
+pub use env::{Environment, Rng, Transition, VecEnv};
+pub use stepper::{BatchSizes, BatchedNet, NetHandle, Prediction, Stepper, TickStats};
