@@ -735,6 +735,44 @@ pub(crate) fn inline_values(
         };
         map[i] = Some(op);
     }
+    // Loops served by their residual-storing copies (see `Graph::forwarded`) are in
+    // the copy too.
+    {
+        let copied = |v: Value| -> Option<Value> {
+            if !matches!(instrs[v.instr as usize].0, OpKind::While { .. }) {
+                return None;
+            }
+            let o = map[v.instr as usize].as_ref()?;
+            (!o.is_poisoned() && o.comp == b.comp).then_some(Value {
+                instr: o.v.instr,
+                result: v.result,
+            })
+        };
+        let mut g = b.g.borrow_mut();
+        let fw: Vec<(Value, Value)> = g
+            .forwarded
+            .iter()
+            .filter(|((c, _), _)| *c == src)
+            .filter_map(|((_, v), t)| Some((copied(*v)?, copied(*t)?)))
+            .collect();
+        for (v, t) in fw {
+            g.forwarded.insert((b.comp, v), t);
+        }
+        let st: Vec<(u32, crate::builder::StoringLoop)> = g
+            .storing
+            .iter()
+            .filter(|((c, _), _)| *c == src)
+            .filter_map(|((_, i), s)| {
+                let l = copied(Value::of(*i))?;
+                let count = copied(s.count)?;
+                let stacks = s.stacks.iter().map(|v| copied(*v)).collect::<Option<_>>()?;
+                Some((l.instr, crate::builder::StoringLoop { count, stacks }))
+            })
+            .collect();
+        for (i, s) in st {
+            g.storing.insert((b.comp, i), s);
+        }
+    }
     let root = root.expect("a finished body");
     let roots = match &instrs[root.instr as usize].0 {
         OpKind::Tuple => instrs[root.instr as usize]

@@ -354,6 +354,142 @@ fn through_nested_loops() {
     });
 }
 
+/// How many while loops a module runs (each `while` instruction of its HLO text).
+fn whiles(m: &xlaclient::Computation) -> usize {
+    m.to_hlo_text().matches(" while(").count()
+}
+
+/// The forward scan of the loop tests below in plain Rust: `h' = tanh(w·h + x_t)`,
+/// `y_t = h'²`; returns the final `h` and the `ys`.
+fn rnn_reference(w: &[f64], h0: &[f64], xs: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let mut h = h0.to_vec();
+    let mut ys = Vec::new();
+    for x in xs.chunks(h.len()) {
+        for j in 0..h.len() {
+            h[j] = (w[j] * h[j] + x[j]).tanh();
+        }
+        ys.extend(h.iter().map(|v| v * v));
+    }
+    (h, ys)
+}
+
+#[test]
+fn value_and_grad_through_a_scan_runs_the_forward_loop_once() {
+    // loss = Σ ys + Σ h_final, with (h_final, ys) also returned as auxiliary
+    // outputs: the program has one forward loop (which stores the residuals and
+    // serves the loss and the auxiliary values) and one backward loop, stored or
+    // checkpointed. Values against the plain-Rust forward pass, gradients against
+    // its central differences.
+    let (w, h0) = ([0.7f64, -1.2], [0.3f64, -0.5]);
+    let xs = [0.1f64, 0.4, -0.3, 0.2, 0.5, -0.6, 0.05, 0.9, -0.2, 0.3];
+    let rust_loss = |w: &[f64], h0: &[f64]| {
+        let (h, ys) = rnn_reference(w, h0, &xs);
+        ys.iter().sum::<f64>() + h.iter().sum::<f64>()
+    };
+    for checkpoint in [false, true] {
+        let b = Builder::new("vg_scan");
+        let wp = b.parameter(0, Shape::of::<f64>(&[2]), "w");
+        let hp = b.parameter(1, Shape::of::<f64>(&[2]), "h0");
+        let xsp = b.constant_vec(&xs).reshape(&[5, 2]);
+        let opts = xlaclient::ScanOptions::new().checkpoint(checkpoint);
+        let (loss, (h, ys), (gw, gh)) = b.value_and_grad((wp, hp), |(w, h0)| {
+            let (h, ys) = b.scan_with(h0, xsp.clone(), &opts, |h, x| {
+                let h2 = (&(&w * &h) + &x).tanh();
+                (h2.clone(), &h2 * &h2)
+            });
+            (&ys.reduce_sum(&[0, 1]) + &h.reduce_sum(&[0]), (h, ys))
+        });
+        let m = b.build_tuple(&[&loss, &h, &ys, &gw, &gh]).unwrap();
+        assert_eq!(
+            whiles(&m),
+            2,
+            "checkpoint {checkpoint}: {}",
+            m.to_hlo_text()
+        );
+        let out = run(&m, &[&upload(&w, &[2]), &upload(&h0, &[2])]);
+        let got = |k: usize| -> Vec<f64> { out[k].to_vec().unwrap() };
+        let (h_want, ys_want) = rnn_reference(&w, &h0, &xs);
+        let close = |a: &[f64], b: &[f64], tol: f64| {
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{a:?} vs {b:?}");
+            }
+        };
+        close(&got(0), &[rust_loss(&w, &h0)], 1e-12);
+        close(&got(1), &h_want, 1e-12);
+        close(&got(2), &ys_want, 1e-12);
+        for (k, x) in [(3usize, &w), (4, &h0)] {
+            let fd: Vec<f64> = (0..2)
+                .map(|i| {
+                    let moved = |d: f64| {
+                        let mut v = *x;
+                        v[i] += d;
+                        if k == 3 {
+                            rust_loss(&v, &h0)
+                        } else {
+                            rust_loss(&w, &v)
+                        }
+                    };
+                    (moved(1e-6) - moved(-1e-6)) / 2e-6
+                })
+                .collect();
+            close(&got(k), &fd, 1e-6);
+        }
+    }
+}
+
+#[test]
+fn each_loop_runs_forward_once_nested_bounded_and_twice_differentiated() {
+    // The number of while instructions of each gradient program: every forward
+    // loop once (the loop storing residuals serves the original's results).
+    let b = Builder::new("counts");
+    let x = b.parameter(0, Shape::of::<f64>(&[2]), "x");
+    let w = b.parameter(1, Shape::of::<f64>(&[2]), "w");
+    // A plain loop and its gradient: one forward, one backward.
+    let y = b.fori_loop(0, 4, x.clone(), |_, v| (&v * &w).sin());
+    let loss = y.reduce_sum(&[0]);
+    let g = b.grad(&loss, &w);
+    let m = b.build_tuple(&[&loss, &y, &g]).unwrap();
+    assert_eq!(whiles(&m), 2, "{}", m.to_hlo_text());
+    // The gradient alone, the forward results unused: still one forward loop.
+    assert_eq!(whiles(&b.build(&g).unwrap()), 2);
+    // Only the forward value: the original loop, storing nothing.
+    assert_eq!(whiles(&b.build(&loss).unwrap()), 1);
+    // A second gradient of the same loop reuses the first one's stored values.
+    let g2 = b.grad(&(&loss * 2.0), &x);
+    assert_eq!(whiles(&b.build_tuple(&[&g, &g2]).unwrap()), 3);
+    // Grad of grad: the first gradient's storing loop is served by the one the
+    // second gradient builds for it, and the first backward loop by its own
+    // storing copy: the forward steps run once, the first backward steps once, plus
+    // the second gradient's two backward loops.
+    let hv = b.grad(&(&g * &w).reduce_sum(&[0]), &w);
+    assert_eq!(whiles(&b.build_tuple(&[&loss, &g, &hv]).unwrap()), 4);
+    // A bounded while: one forward loop, one backward.
+    let z = b.while_loop_bounded(
+        x.clone(),
+        20,
+        |v| {
+            v.reduce_sum(&[0])
+                .compare(&b.constant(3f64), Comparison::Lt)
+        },
+        |v| &v * &w.exp(),
+    );
+    let gz = b.grad(&z.reduce_sum(&[0]), &w);
+    assert_eq!(whiles(&b.build_tuple(&[&z, &gz]).unwrap()), 2);
+    // A loop in a scan body: forward, the inner loop inside it; backward, the
+    // inner loop's storing loop and its backward loop (the body's recomputed
+    // inner loop is served by the storing one).
+    let (h, ys) = b.scan(x.clone(), (), Some(3), false, |h, ()| {
+        let inner = h
+            .builder()
+            .fori_loop(0, 2, h.clone(), |_, v| (&v * &w).sin());
+        (inner.clone(), &inner * &inner)
+    });
+    let ln = &h.reduce_sum(&[0]) + &ys.reduce_sum(&[0, 1]);
+    let gn = b.grad(&ln, &w);
+    assert_eq!(whiles(&b.build_tuple(&[&ln, &gn]).unwrap()), 5);
+}
+
 #[test]
 fn a_loop_gradient_equals_the_unrolled_programs() {
     // The same recurrence as a fori_loop and written out step by step: gradients

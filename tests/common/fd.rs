@@ -66,6 +66,16 @@ pub fn check_at(name: &str, shapes: &[&[i64]], inputs: &[Vec<f64>], f: impl Fn(&
         .collect();
     let refs: Vec<_> = bufs.iter().collect();
     let outs = run(&grad_module, &refs);
+    // The gradient program computes the loss too (through the loops that store
+    // residuals, which serve the forward values): the same as the loss alone.
+    let loss: f64 = outs[0].to_vec::<f64>().unwrap()[0];
+    let alone: f64 = loss_module.execute(&refs).unwrap()[0]
+        .to_vec::<f64>()
+        .unwrap()[0];
+    assert!(
+        (loss - alone).abs() <= 1e-12 * (1.0 + alone.abs()),
+        "{name}: the gradient program's loss {loss} vs the loss alone {alone}"
+    );
     for (k, d) in shapes.iter().enumerate() {
         let got: Vec<f64> = outs[k + 1].to_vec().unwrap();
         assert_eq!(got.len(), count(d), "{name}: gradient {k} size");
