@@ -125,6 +125,11 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::ReduceWindow { window, body } => {
             crate::ops::window::vjp_reduce_window(window, *body, node, &ct())
         }
+        OpKind::SelectAndScatter {
+            window,
+            select,
+            scatter,
+        } => crate::ops::window::vjp_select_and_scatter(window, *select, *scatter, node, &ct()),
         OpKind::Scatter { attrs, body } => indexing::vjp_scatter(attrs, *body, node, &ct()),
         other => Err(format!(
             "`{}` has no gradient rule yet",
@@ -878,9 +883,10 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::Popcnt
         | O::CountLeadingZeros => Gradient::None,
         O::Reduce => Gradient::Partial("sum, product, max, min"),
-        O::ReduceWindow => Gradient::Partial("sum; max and min without dilation"),
+        O::ReduceWindow => Gradient::Partial("sum, max, min"),
+        O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
         O::Scatter => Gradient::Partial("scatter-add"),
         O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
-        O::SelectAndScatter | O::CustomCall => Gradient::Missing,
+        O::CustomCall => Gradient::Missing,
     }
 }

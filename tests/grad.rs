@@ -280,13 +280,19 @@ fn gradient_errors_name_the_value_and_the_line() {
     // An op without a rule yet names itself and the line that built it.
     let b = Builder::new("e4");
     let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
-    // Max pooling's gradient is a select-and-scatter, which has no rule yet: a
-    // second derivative through it is an error naming it and the max pool's line.
+    // A select-and-scatter that scatters by multiplying has no rule: the error names
+    // it and the line that built it.
+    let src = b.parameter(1, Shape::of::<f32>(&[3]), "src");
     let built = line!() + 1;
-    let s = x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1)]);
-    let g = b.grad(&(&s * &s).reduce_sum(&[0]), &x);
+    let s = x.select_and_scatter(
+        &src,
+        &b.constant(1f32),
+        &[xlaclient::ops::window::WindowDim::new(2, 1)],
+        |a, e| a.compare(e, Comparison::Ge),
+        |a, e| a * e,
+    );
     let e = b
-        .build(&b.grad(&g.reduce_sum(&[0]), &x))
+        .build(&b.grad(&s.reduce_sum(&[0]), &src))
         .unwrap_err()
         .to_string();
     assert!(
@@ -812,6 +818,93 @@ fn through_pooling() {
     check("max_pool", &[&[6, 6]], -1.0, 1.0, |p| {
         p[0].max_pool(&[w(2, 2, 0, 0), w(3, 1, 1, 1)])
     });
+    // Dilated max and min pooling (window dilation, base dilation, padding; every
+    // window holds at least one element, so every output is finite).
+    let mut d = w(2, 1, 1, 0);
+    d.window_dilation = 2;
+    let mut e = w(3, 2, 1, 1);
+    e.base_dilation = 2;
+    let mut f = w(2, 1, 0, 0);
+    f.window_dilation = 3;
+    f.base_dilation = 2;
+    check("max_pool_dilated", &[&[5, 6]], -1.0, 1.0, |p| {
+        p[0].max_pool(&[d, e])
+    });
+    check("max_pool_both_dilations", &[&[4, 7]], -1.0, 1.0, |p| {
+        p[0].max_pool(&[f, w(3, 2, 0, 0)])
+    });
+    check("min_pool_dilated", &[&[5, 6]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        p[0].reduce_window(&b.constant(f64::INFINITY), &[d, e], |a, x| a.min(x))
+    });
+}
+
+#[test]
+fn through_select_and_scatter() {
+    // The source's gradient gathers the cotangent at each window's pick, for the
+    // four comparisons; the initial value's is the cotangent's sum; the operand
+    // only picks (its finite differences are zero away from ties).
+    use xlaclient::ops::window::WindowDim;
+    let mut pad = WindowDim::new(3, 2);
+    pad.padding_low = 1;
+    pad.padding_high = 1;
+    for (name, dir) in [
+        ("sas_ge", Comparison::Ge),
+        ("sas_gt", Comparison::Gt),
+        ("sas_le", Comparison::Le),
+        ("sas_lt", Comparison::Lt),
+    ] {
+        check(name, &[&[6, 6], &[3, 3], &[]], -1.0, 1.0, |p| {
+            p[0].select_and_scatter(
+                &p[1],
+                &p[2],
+                &[WindowDim::new(2, 2), pad],
+                |a, e| a.compare(e, dir),
+                |a, e| a + e,
+            )
+        });
+        // With ties in the operand (a constant here), the picks follow XLA's own:
+        // the first of equal elements for `>=`/`<=`, the last for `>`/`<`. The
+        // result is linear in the source, so finite differences are exact there.
+        let ties: Vec<f64> = (0..36).map(|i| ((i * 5) % 3) as f64).collect();
+        check(&format!("{name}_ties"), &[&[3, 3], &[]], -1.0, 1.0, |p| {
+            let b = p[0].builder();
+            let x = b.constant_vec(&ties).reshape(&[6, 6]);
+            x.select_and_scatter(
+                &p[0],
+                &p[1],
+                &[WindowDim::new(2, 2), pad],
+                |a, e| a.compare(e, dir),
+                |a, e| a + e,
+            )
+        });
+    }
+}
+
+#[test]
+fn second_order_through_pooling() {
+    // Hessian-vector products through max pooling (whose gradient is a
+    // select-and-scatter), plain and dilated, against central differences of the
+    // first derivative.
+    use xlaclient::ops::window::WindowDim;
+    let mut dil = WindowDim::new(2, 1);
+    dil.window_dilation = 2;
+    let windows = [
+        ("plain", [WindowDim::new(2, 2), WindowDim::new(3, 1)]),
+        ("dilated", [dil, WindowDim::new(2, 1)]),
+    ];
+    for (name, window) in windows {
+        let v: Vec<f64> = (0..24)
+            .map(|i| ((i * 7) % 11) as f64 / 10.0 - 0.5)
+            .collect();
+        check(&format!("hvp_pool_{name}"), &[&[4, 6]], -1.0, 1.0, |p| {
+            let b = p[0].builder();
+            let pooled = p[0].sin().max_pool(&window);
+            let inner = (&pooled * &pooled * &pooled).reduce_sum(&[0, 1]);
+            let g = b.grad(&inner, &p[0]);
+            &g * &b.constant_vec(&v).reshape(&[4, 6])
+        });
+    }
 }
 
 #[test]
