@@ -37,6 +37,9 @@ pub(crate) struct Node<'a> {
     pub loc: &'static Location<'static>,
     /// The builder of the computation.
     pub b: &'a Builder,
+    /// Per operand: whether its cotangent is used (it depends on a value
+    /// differentiated against); a rule may skip, or not refuse, the others.
+    pub wanted: &'a [bool],
 }
 
 impl Node<'_> {
@@ -535,12 +538,17 @@ pub(crate) fn backprop(
             })
             .collect();
         let outs: Vec<Op> = res.iter().map(|v| value(*v)).collect();
+        let wanted: Vec<bool> = operands[i]
+            .iter()
+            .map(|v| active[v.instr as usize])
+            .collect();
         let node = Node {
             kind: &kinds[i],
             operands: &ops,
             results: &outs,
             loc: locs[i],
             b,
+            wanted: &wanted,
         };
         // The ops the rule builds carry this instruction's line.
         let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
@@ -885,7 +893,9 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         O::Reduce => Gradient::Partial("sum, product, max, min"),
         O::ReduceWindow => Gradient::Partial("sum, max, min"),
         O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
-        O::Scatter => Gradient::Partial("scatter-add"),
+        O::Scatter => Gradient::Partial(
+            "one array combined by add, multiply (unique indices), max, min or replace",
+        ),
         O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
         O::CustomCall => Gradient::Missing,
     }

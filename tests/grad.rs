@@ -793,6 +793,81 @@ fn through_gather_and_scatter_add() {
     });
 }
 
+/// Rows [2, 0, 2, 9] of a `[4, 2]` array (row 2 twice, row 9 out of range and
+/// dropped) combined with `f`.
+#[track_caller]
+fn scatter_rows(x: &Op, u: &Op, unique: bool, rows: &[i32], f: fn(&Op, &Op) -> Op) -> Op {
+    let b = x.builder();
+    let dims = xlaclient::ops::indexing::ScatterDims {
+        update_window_dims: vec![1],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: 1,
+        ..Default::default()
+    };
+    let idx = b.constant_vec(rows);
+    b.scatter(&[x], &idx, &[u], &dims, false, unique, |o, v| {
+        vec![f(&o[0], &v[0])]
+    })
+    .remove(0)
+}
+
+#[test]
+fn through_scatter_with_other_combiners() {
+    const ROWS: [i32; 4] = [2, 0, 2, 9];
+    // Multiply with unique indices (row 9 dropped): both gradients.
+    check("scatter_mul", &[&[4, 2], &[3, 2]], -1.0, 1.0, |p| {
+        scatter_rows(&p[0], &p[1].sin(), true, &[2, 0, 9], |o, v| o * v)
+    });
+    // Multiply with a repeated row: the operand's gradient (the updates are
+    // constants here, as JAX has no updates' gradient without unique indices).
+    check("scatter_mul_repeated", &[&[4, 2]], -1.0, 1.0, |p| {
+        let u = p[0]
+            .builder()
+            .constant_vec(&[0.5f64, -1.5, 2.0, 0.7, -0.3, 1.1, 0.9, 3.0]);
+        scatter_rows(&p[0], &u.reshape(&[4, 2]), false, &ROWS, |o, v| o * v)
+    });
+    // Max, min and replace with the repeated row.
+    for (name, f) in [
+        (
+            "scatter_max",
+            (|o: &Op, v: &Op| o.max(v)) as fn(&Op, &Op) -> Op,
+        ),
+        ("scatter_min", |o, v| o.min(v)),
+        ("scatter_replace", |_, v| v.clone()),
+    ] {
+        check(name, &[&[4, 2], &[4, 2]], -1.0, 1.0, |p| {
+            let out = scatter_rows(&p[0], &p[1].sin(), false, &ROWS, f);
+            &out * &out
+        });
+    }
+    // Two-way ties of a max: the operand and an update (row 2, column 0), two
+    // updates (row 2, column 1). Each gets half the cotangent, which is what
+    // central differences give at a two-way tie.
+    let x = vec![0.1, 0.2, -0.4, 0.6, 0.5, -0.3, 0.8, -0.7];
+    let u = vec![0.5, 0.2, 0.9, -0.2, -0.9, 0.2, 0.3, 0.4];
+    check_at("scatter_max_ties", &[&[4, 2], &[4, 2]], &[x, u], |p| {
+        scatter_rows(&p[0], &p[1], false, &ROWS, |o, v| o.max(v))
+    });
+    // The updates' gradient of a multiplying scatter without unique indices is an
+    // error naming the op and the line.
+    let b = Builder::new("mul_err");
+    let x = b.parameter(0, Shape::of::<f64>(&[4, 2]), "x");
+    let u = b.parameter(1, Shape::of::<f64>(&[4, 2]), "u");
+    let line = line!() + 1;
+    let out = scatter_rows(&x, &u, false, &ROWS, |o, v| o * v);
+    let e = b
+        .build(&b.grad(&out.reduce_sum(&[0, 1]), &u))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unique indices")
+            && e.contains("`scatter`")
+            && e.contains(&format!("grad.rs:{line}")),
+        "{e}"
+    );
+}
+
 #[test]
 fn through_pooling() {
     use xlaclient::ops::window::WindowDim;
