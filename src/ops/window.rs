@@ -677,9 +677,12 @@ pub(crate) fn window_choice(
                 ]
             },
         )
-        .map_err(|f| format!("{:?}", f.shape().err()))?;
-    b.finish_body(comp, &roots, loc)
-        .map_err(|f| format!("{:?}", f.shape().err()))?;
+        .map_err(
+            |_| "its window choice (a reduce-window over value-index pairs) failed to build",
+        )?;
+    b.finish_body(comp, &roots, loc).map_err(
+        |_| "its window choice (a reduce-window over value-index pairs) failed to build",
+    )?;
     let r = b.emit(
         OpKind::ReduceWindow {
             window: window.into(),
