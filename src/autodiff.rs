@@ -9,9 +9,9 @@
 //!
 //! Only floating-point values carry gradients. Integer and `pred` values (indices,
 //! comparisons, random bits) pass none; asking for the gradient of or with respect
-//! to one is an error naming the value and the caller's line. An op without a rule
-//! yet (loops and conditionals among them, for now) is an error naming the op and
-//! the line that built it, never a silent zero.
+//! to one is an error naming the value and the caller's line. An op (or a form of
+//! one) without a rule ([`gradient`] lists them) is an error naming the op and the
+//! line that built it, never a silent zero.
 
 use std::collections::HashMap;
 use std::panic::Location;
