@@ -9,9 +9,9 @@
 //!
 //! Only floating-point values carry gradients. Integer and `pred` values (indices,
 //! comparisons, random bits) pass none; asking for the gradient of or with respect
-//! to one is an error naming the value and the caller's line. An op without a rule
-//! yet (loops and conditionals among them, for now) is an error naming the op and
-//! the line that built it, never a silent zero.
+//! to one is an error naming the value and the caller's line. An op (or a form of
+//! one) without a rule ([`gradient`] lists them) is an error naming the op and the
+//! line that built it, never a silent zero.
 
 use std::collections::HashMap;
 use std::panic::Location;
@@ -37,6 +37,9 @@ pub(crate) struct Node<'a> {
     pub loc: &'static Location<'static>,
     /// The builder of the computation.
     pub b: &'a Builder,
+    /// Per operand: whether its cotangent is used (it depends on a value
+    /// differentiated against); a rule may skip, or not refuse, the others.
+    pub wanted: &'a [bool],
 }
 
 impl Node<'_> {
@@ -125,6 +128,11 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
         OpKind::ReduceWindow { window, body } => {
             crate::ops::window::vjp_reduce_window(window, *body, node, &ct())
         }
+        OpKind::SelectAndScatter {
+            window,
+            select,
+            scatter,
+        } => crate::ops::window::vjp_select_and_scatter(window, *select, *scatter, node, &ct()),
         OpKind::Scatter { attrs, body } => indexing::vjp_scatter(attrs, *body, node, &ct()),
         other => Err(format!(
             "`{}` has no gradient rule yet",
@@ -530,12 +538,17 @@ pub(crate) fn backprop(
             })
             .collect();
         let outs: Vec<Op> = res.iter().map(|v| value(*v)).collect();
+        let wanted: Vec<bool> = operands[i]
+            .iter()
+            .map(|v| active[v.instr as usize])
+            .collect();
         let node = Node {
             kind: &kinds[i],
             operands: &ops,
             results: &outs,
             loc: locs[i],
             b,
+            wanted: &wanted,
         };
         // The ops the rule builds carry this instruction's line.
         let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
@@ -735,6 +748,44 @@ pub(crate) fn inline_values(
         };
         map[i] = Some(op);
     }
+    // Loops served by their residual-storing copies (see `Graph::forwarded`) are in
+    // the copy too.
+    {
+        let copied = |v: Value| -> Option<Value> {
+            if !matches!(instrs[v.instr as usize].0, OpKind::While { .. }) {
+                return None;
+            }
+            let o = map[v.instr as usize].as_ref()?;
+            (!o.is_poisoned() && o.comp == b.comp).then_some(Value {
+                instr: o.v.instr,
+                result: v.result,
+            })
+        };
+        let mut g = b.g.borrow_mut();
+        let fw: Vec<(Value, Value)> = g
+            .forwarded
+            .iter()
+            .filter(|((c, _), _)| *c == src)
+            .filter_map(|((_, v), t)| Some((copied(*v)?, copied(*t)?)))
+            .collect();
+        for (v, t) in fw {
+            g.forwarded.insert((b.comp, v), t);
+        }
+        let st: Vec<(u32, crate::builder::StoringLoop)> = g
+            .storing
+            .iter()
+            .filter(|((c, _), _)| *c == src)
+            .filter_map(|((_, i), s)| {
+                let l = copied(Value::of(*i))?;
+                let count = copied(s.count)?;
+                let stacks = s.stacks.iter().map(|v| copied(*v)).collect::<Option<_>>()?;
+                Some((l.instr, crate::builder::StoringLoop { count, stacks }))
+            })
+            .collect();
+        for (i, s) in st {
+            g.storing.insert((b.comp, i), s);
+        }
+    }
     let root = root.expect("a finished body");
     let roots = match &instrs[root.instr as usize].0 {
         OpKind::Tuple => instrs[root.instr as usize]
@@ -840,9 +891,12 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::Popcnt
         | O::CountLeadingZeros => Gradient::None,
         O::Reduce => Gradient::Partial("sum, product, max, min"),
-        O::ReduceWindow => Gradient::Partial("sum; max and min without dilation"),
-        O::Scatter => Gradient::Partial("scatter-add"),
+        O::ReduceWindow => Gradient::Partial("sum, max, min"),
+        O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
+        O::Scatter => Gradient::Partial(
+            "one array combined by add, multiply (unique indices), max, min or replace",
+        ),
         O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
-        O::SelectAndScatter | O::CustomCall => Gradient::Missing,
+        O::CustomCall => Gradient::Missing,
     }
 }

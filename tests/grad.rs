@@ -1,105 +1,186 @@
 //! Reverse-mode gradients on the real plugin, each checked against central finite
-//! differences of the same program in f64 (`tests/common/fd.rs` says how and with
-//! what tolerance), through every op with a rule, loops, conditionals, calls and
-//! second order; JAX's conventions at kinks; and the errors. Inputs stay away from
-//! kinks (ties, 0 for abs, integer steps) except where a test is about them.
+//! differences of the same program in f64, through every op with a rule, loops,
+//! conditionals, calls and second order; JAX's conventions at kinks; and the errors.
+//!
+//! **Tolerance.** A gradient element passes when `|autodiff − fd| ≤ 1e-6 · (1 +
+//! |fd|)`, where `fd = (L(x + h·e_i) − L(x − h·e_i)) / 2h` with `h = 1e-6` and `L =
+//! Σ f(x) ⊙ W` for a fixed random `W` (`tests/common/fd.rs`). In f64 the truncation
+//! error of central differences is `O(h²·L''')` ≈ 1e-12 and the rounding error
+//! `O(ε·|L|/h)` ≈ 1e-10 for the small, O(1) inputs used here, so 1e-6 leaves three to
+//! four orders of margin while a wrong rule (a missing factor, a transposed axis, a
+//! cotangent sent to the wrong element) is off by O(1). The gradient program's loss
+//! must also equal the loss alone to 1e-12.
+//!
+//! **Drawn cases.** The per-op tests (`prop`) draw the parameters' dimensions (small:
+//! ranks 0–4, at most 7 per axis), the op's attributes (axes, permutations, slices,
+//! padding, windows) and the f64 inputs with proptest strategies, uniformly within
+//! ranges that keep away from kinks (ties, 0 for abs, integer steps, bounds) except
+//! where a test is about them — a kink within `h` of a draw is possible but has
+//! probability of order 1e-6. `XLACLIENT_PROPTEST_CASES=N` runs `N` cases per
+//! property (default [`fd::DEFAULT_CASES`], 1: each case compiles two programs, and
+//! one keeps the suite's time what it was with fixed inputs);
+//! `XLACLIENT_PROPTEST_SEED=S` draws other cases (the default seed makes every run
+//! the same). Loops, conditionals, custom rules, index edge cases and ties keep
+//! hand-picked inputs, which is what they test.
 
 mod common;
 #[path = "common/fd.rs"]
 mod fd;
 
 use common::*;
-use fd::{check, check_at};
+use fd::{check, check_at, dims, one, prop};
+use proptest::prelude::*;
+use proptest::sample::subsequence;
 use xlaclient::{Builder, Comparison, DotDims, Op, Shape};
+
+/// Two-parameter cases: dimensions drawn, no attributes.
+fn two(
+    a: impl Strategy<Value = Vec<i64>> + 'static,
+) -> impl Strategy<Value = (Vec<Vec<i64>>, ())> + 'static {
+    a.prop_map(|d| (vec![d.clone(), d], ()))
+}
+
+/// One parameter of dimensions `d` and a non-empty set of its axes.
+fn with_axes(d: BoxedStrategy<Vec<i64>>) -> BoxedStrategy<(Vec<Vec<i64>>, Vec<i64>)> {
+    d.prop_flat_map(|d| {
+        let r = d.len();
+        let axes = subsequence((0..r as i64).collect::<Vec<_>>(), 1..=r);
+        (Just(vec![d]), axes)
+    })
+    .boxed()
+}
+
+/// One parameter of dimensions `d` and one of its axes.
+fn with_axis(d: BoxedStrategy<Vec<i64>>) -> BoxedStrategy<(Vec<Vec<i64>>, i64)> {
+    d.prop_flat_map(|d| {
+        let r = d.len() as i64;
+        (Just(vec![d]), 0..r)
+    })
+    .boxed()
+}
 
 #[test]
 fn unary_ops() {
-    let s: &[&[i64]] = &[&[2, 3]];
-    check("neg", s, -2.0, 2.0, |p| -&p[0]);
-    check("exp", s, -2.0, 2.0, |p| p[0].exp());
-    check("log", s, 0.5, 3.0, |p| p[0].log());
-    check("tanh", s, -2.0, 2.0, |p| p[0].tanh());
-    check("abs", s, 0.1, 2.0, |p| (&p[0] - 1.0).abs());
-    check("sqrt", s, 0.5, 3.0, |p| p[0].sqrt());
-    check("rsqrt", s, 0.5, 3.0, |p| p[0].rsqrt());
-    check("sin", s, -3.0, 3.0, |p| p[0].sin());
-    check("cos", s, -3.0, 3.0, |p| p[0].cos());
-    check("logistic", s, -3.0, 3.0, |p| p[0].logistic());
-    check("expm1", s, -1.0, 1.0, |p| p[0].expm1());
-    check("log1p", s, -0.5, 2.0, |p| p[0].log1p());
+    let s = || one(dims(0..=3, 3));
+    prop("neg", -2.0, 2.0, s(), |p, _| -&p[0]);
+    prop("exp", -2.0, 2.0, s(), |p, _| p[0].exp());
+    prop("log", 0.5, 3.0, s(), |p, _| p[0].log());
+    prop("tanh", -2.0, 2.0, s(), |p, _| p[0].tanh());
+    prop("abs", 0.1, 2.0, s(), |p, _| (&p[0] - 1.0).abs());
+    prop("sqrt", 0.5, 3.0, s(), |p, _| p[0].sqrt());
+    prop("rsqrt", 0.5, 3.0, s(), |p, _| p[0].rsqrt());
+    prop("sin", -3.0, 3.0, s(), |p, _| p[0].sin());
+    prop("cos", -3.0, 3.0, s(), |p, _| p[0].cos());
+    prop("logistic", -3.0, 3.0, s(), |p, _| p[0].logistic());
+    prop("expm1", -1.0, 1.0, s(), |p, _| p[0].expm1());
+    prop("log1p", -0.5, 2.0, s(), |p, _| p[0].log1p());
     // Piecewise constant: zero gradient away from the steps.
-    check("floor", s, 0.1, 0.9, |p| &p[0].floor() + &p[0]);
-    check("ceil_sign", s, 0.1, 0.9, |p| {
+    prop("floor", 0.1, 0.9, s(), |p, _| &p[0].floor() + &p[0]);
+    prop("ceil_sign", 0.1, 0.9, s(), |p, _| {
         &(&p[0].ceil() + &p[0].sign()) * &p[0]
     });
-    check("round", s, 0.1, 0.4, |p| {
+    prop("round", 0.1, 0.4, s(), |p, _| {
         &(&p[0].round() + &p[0].round_even()) + &p[0]
     });
-    check("cbrt", s, 0.5, 3.0, |p| p[0].cbrt());
-    check("tan", s, -1.0, 1.0, |p| p[0].tan());
-    check("erf", s, -2.0, 2.0, |p| p[0].erf());
+    prop("cbrt", 0.5, 3.0, s(), |p, _| p[0].cbrt());
+    prop("tan", -1.0, 1.0, s(), |p, _| p[0].tan());
+    prop("erf", -2.0, 2.0, s(), |p, _| p[0].erf());
 }
 
 #[test]
 fn binary_ops_with_broadcasting() {
-    let s: &[&[i64]] = &[&[2, 3], &[3]];
-    check("add", s, -2.0, 2.0, |p| &p[0] + &p[1]);
-    check("sub", s, -2.0, 2.0, |p| &p[1] - &p[0]);
-    check("mul", s, -2.0, 2.0, |p| &p[0] * &p[1]);
-    check("div", s, 0.5, 2.0, |p| &p[0] / &p[1]);
-    check("max", s, -2.0, 2.0, |p| p[0].max(&p[1]));
-    check("min", s, -2.0, 2.0, |p| p[1].min(&p[0]));
-    check("pow", s, 0.5, 2.0, |p| p[0].pow(&p[1]));
-    check("rem", s, 1.1, 1.9, |p| (&p[0] * 3.0).rem(&p[1]));
-    check("atan2", s, -2.0, 2.0, |p| p[0].atan2(&p[1]));
-    check("scalar_ops", &[&[4]], 0.5, 2.0, |p| {
+    // `[m, n]` with `[n]`, broadcast along the leading axis.
+    let s = || (1i64..=3, 1i64..=4).prop_map(|(m, n)| (vec![vec![m, n], vec![n]], ()));
+    prop("add", -2.0, 2.0, s(), |p, _| &p[0] + &p[1]);
+    prop("sub", -2.0, 2.0, s(), |p, _| &p[1] - &p[0]);
+    prop("mul", -2.0, 2.0, s(), |p, _| &p[0] * &p[1]);
+    prop("div", 0.5, 2.0, s(), |p, _| &p[0] / &p[1]);
+    prop("max", -2.0, 2.0, s(), |p, _| p[0].max(&p[1]));
+    prop("min", -2.0, 2.0, s(), |p, _| p[1].min(&p[0]));
+    prop("pow", 0.5, 2.0, s(), |p, _| p[0].pow(&p[1]));
+    prop("rem", 1.1, 1.9, s(), |p, _| (&p[0] * 3.0).rem(&p[1]));
+    prop("atan2", -2.0, 2.0, s(), |p, _| p[0].atan2(&p[1]));
+    prop("scalar_ops", 0.5, 2.0, one(dims(0..=2, 4)), |p, _| {
         &(&(2.0 - &p[0]) * 3.0) / &(&p[0] + 1.0)
     });
 }
 
 #[test]
 fn select_and_compare() {
-    check("select", &[&[5], &[5]], -1.0, 1.0, |p| {
+    prop("select", -1.0, 1.0, two(dims(1..=2, 4)), |p, _| {
         let c = p[0].compare(&p[1], Comparison::Gt);
         p[0].builder().select(&c, &(&p[0] * 2.0), &p[1].exp())
     });
-    check("relu", &[&[6]], -1.0, 1.0, |p| p[0].relu());
+    prop("relu", -1.0, 1.0, one(dims(1..=2, 6)), |p, _| p[0].relu());
 }
 
 #[test]
 fn shape_ops() {
-    check("broadcast_in_dim", &[&[3, 1]], -1.0, 1.0, |p| {
-        p[0].broadcast_in_dim(&[2, 3, 4], &[1, 2])
-    });
-    check("broadcast_permuting", &[&[3, 2]], -1.0, 1.0, |p| {
-        p[0].broadcast_in_dim(&[2, 4, 3], &[2, 0])
-    });
-    check("reshape", &[&[2, 6]], -1.0, 1.0, |p| {
-        p[0].reshape(&[3, 4]).exp()
-    });
-    check("transpose", &[&[2, 3, 4]], -1.0, 1.0, |p| {
-        p[0].transpose(&[2, 0, 1]).sin()
-    });
-    check("convert_roundtrip", &[&[4]], -1.0, 1.0, |p| {
-        (&p[0] * &p[0]).convert(xlaclient::ElementType::F64).tanh()
-    });
+    let sizes = || (1i64..=3, 1i64..=3, 1i64..=4);
+    prop(
+        "broadcast_in_dim",
+        -1.0,
+        1.0,
+        sizes().prop_map(|(x, a, y)| (vec![vec![a, 1]], [x, a, y])),
+        |p, out| p[0].broadcast_in_dim(out, &[1, 2]),
+    );
+    // Input axes 0 and 1 go to output axes 2 and 0.
+    prop(
+        "broadcast_permuting",
+        -1.0,
+        1.0,
+        sizes().prop_map(|(a, b, c)| (vec![vec![a, b]], [b, c, a])),
+        |p, out| p[0].broadcast_in_dim(out, &[2, 0]),
+    );
+    prop(
+        "reshape",
+        -1.0,
+        1.0,
+        (1i64..=3, 1i64..=4).prop_map(|(a, b)| (vec![vec![a, b]], [b, a])),
+        |p, out| p[0].reshape(out).exp(),
+    );
+    prop(
+        "transpose",
+        -1.0,
+        1.0,
+        (dims(3..=3, 3), Just(vec![0i64, 1, 2]).prop_shuffle())
+            .prop_map(|(d, perm)| (vec![d], perm)),
+        |p, perm| p[0].transpose(perm).sin(),
+    );
+    prop(
+        "convert_roundtrip",
+        -1.0,
+        1.0,
+        one(dims(0..=2, 4)),
+        |p, _| (&p[0] * &p[0]).convert(xlaclient::ElementType::F64).tanh(),
+    );
 }
 
 #[test]
 fn dot_general() {
-    check("matmul", &[&[3, 4], &[4, 2]], -1.0, 1.0, |p| {
-        p[0].matmul(&p[1])
-    });
-    check("matvec", &[&[3, 4], &[4]], -1.0, 1.0, |p| {
-        p[0].matmul(&p[1])
-    });
-    // Batch axis first on one side, last on the other; contracting axes out of order.
-    check(
-        "dot_general",
-        &[&[2, 3, 4, 5], &[4, 6, 3, 2]],
+    let mkn = || (1i64..=4, 1i64..=4, 1i64..=4);
+    prop(
+        "matmul",
         -1.0,
         1.0,
-        |p| {
+        mkn().prop_map(|(m, k, n)| (vec![vec![m, k], vec![k, n]], ())),
+        |p, _| p[0].matmul(&p[1]),
+    );
+    prop(
+        "matvec",
+        -1.0,
+        1.0,
+        mkn().prop_map(|(m, k, _)| (vec![vec![m, k], vec![k]], ())),
+        |p, _| p[0].matmul(&p[1]),
+    );
+    // Batch axis first on one side, last on the other; contracting axes out of order.
+    prop(
+        "dot_general",
+        -1.0,
+        1.0,
+        (1i64..=2, 1i64..=3, 1i64..=3, 1i64..=3, 1i64..=3)
+            .prop_map(|(b, c1, c0, x, y)| (vec![vec![b, c1, c0, x], vec![c0, y, c1, b]], ())),
+        |p, _| {
             let d = DotDims {
                 lhs_contracting: vec![2, 1],
                 rhs_contracting: vec![0, 2],
@@ -109,30 +190,29 @@ fn dot_general() {
             p[0].dot_general(&p[1], &d)
         },
     );
-    check(
+    prop(
         "batched_matmul",
-        &[&[2, 3, 4], &[2, 4, 5]],
         -1.0,
         1.0,
-        |p| p[0].matmul(&p[1]),
+        (1i64..=3, mkn()).prop_map(|(b, (m, k, n))| (vec![vec![b, m, k], vec![b, k, n]], ())),
+        |p, _| p[0].matmul(&p[1]),
     );
 }
 
 #[test]
 fn reductions() {
-    check("reduce_sum", &[&[3, 4, 2]], -1.0, 1.0, |p| {
-        p[0].reduce_sum(&[0, 2])
+    let s = || with_axes(dims(1..=3, 3));
+    prop("reduce_sum", -1.0, 1.0, s(), |p, axes| {
+        p[0].reduce_sum(axes)
     });
-    check("reduce_max", &[&[3, 4]], -1.0, 1.0, |p| {
-        p[0].reduce_max(&[1])
+    prop("reduce_max", -1.0, 1.0, s(), |p, axes| {
+        p[0].reduce_max(axes)
     });
-    check("reduce_min", &[&[3, 4]], -1.0, 1.0, |p| {
-        p[0].reduce_min(&[0])
+    prop("reduce_min", -1.0, 1.0, s(), |p, axes| {
+        p[0].reduce_min(axes)
     });
-    check("mean", &[&[3, 4]], -1.0, 1.0, |p| p[0].mean(&[0, 1]));
-    check("prod", &[&[3, 4, 2]], 0.5, 1.5, |p| {
-        p[0].prod(&[1, 2], false)
-    });
+    prop("mean", -1.0, 1.0, s(), |p, axes| p[0].mean(axes));
+    prop("prod", 0.5, 1.5, s(), |p, axes| p[0].prod(axes, false));
     // A zero among the factors: the others' product, no division by it.
     check_at(
         "prod_with_zero",
@@ -140,56 +220,90 @@ fn reductions() {
         &[vec![0.0, 2.0, 3.0, 0.5, 0.0, 0.0]],
         |p| p[0].prod(&[1], false),
     );
-    check("logsumexp", &[&[3, 5]], -2.0, 2.0, |p| {
-        p[0].logsumexp(1, false)
+    let a = || with_axis(dims(1..=3, 4));
+    prop("logsumexp", -2.0, 2.0, a(), |p, axis| {
+        p[0].logsumexp(*axis, false)
     });
-    check("softmax", &[&[2, 5]], -2.0, 2.0, |p| p[0].softmax(1));
+    prop("softmax", -2.0, 2.0, a(), |p, axis| p[0].softmax(*axis));
 }
 
 #[test]
 fn slicing_ops() {
-    check("slice_strided", &[&[5, 7]], -1.0, 1.0, |p| {
-        p[0].slice(&[1, 0], &[5, 7], &[2, 3])
+    // Per axis of 2 to 6 elements: a start, a limit after it and a stride.
+    let strided = dims(1..=3, 6)
+        .prop_map(|d| d.into_iter().map(|n| n + 1).collect::<Vec<i64>>())
+        .prop_flat_map(|d| {
+            let axes: Vec<_> = d
+                .iter()
+                .map(|n| {
+                    let n = *n;
+                    (0..n).prop_flat_map(move |s| (Just(s), s + 1..=n, 1i64..=3))
+                })
+                .collect();
+            (Just(vec![d]), axes)
+        });
+    prop("slice_strided", -1.0, 1.0, strided, |p, axes| {
+        let start: Vec<i64> = axes.iter().map(|a| a.0).collect();
+        let limit: Vec<i64> = axes.iter().map(|a| a.1).collect();
+        let stride: Vec<i64> = axes.iter().map(|a| a.2).collect();
+        p[0].slice(&start, &limit, &stride)
     });
-    check("pad", &[&[3, 4]], -1.0, 1.0, |p| {
+    // Padding of -1 to 2 before, 0 to 2 after and 0 to 2 inside, per axis.
+    let padded = dims(1..=2, 4)
+        .prop_map(|d| d.into_iter().map(|n| n + 1).collect::<Vec<i64>>())
+        .prop_flat_map(|d| {
+            let r = d.len();
+            (
+                Just(vec![d]),
+                prop::collection::vec((-1i64..=2, 0i64..=2, 0i64..=2), r),
+            )
+        });
+    prop("pad", -1.0, 1.0, padded, |p, config| {
         let v = p[0].builder().constant(0.5f64);
-        p[0].pad(
-            &v,
-            &[
-                xlaclient::ops::slicing::PadDim {
-                    lo: -1,
-                    hi: 2,
-                    interior: 1,
-                },
-                xlaclient::ops::slicing::PadDim {
-                    lo: 2,
-                    hi: -1,
-                    interior: 0,
-                },
-            ],
-        )
+        let config: Vec<_> = config
+            .iter()
+            .map(|(lo, hi, interior)| xlaclient::ops::slicing::PadDim {
+                lo: *lo,
+                hi: *hi,
+                interior: *interior,
+            })
+            .collect();
+        p[0].pad(&v, &config)
     });
-    check("concatenate", &[&[2, 3], &[2, 1]], -1.0, 1.0, |p| {
-        p[0].builder().concatenate(&[&p[0], &p[1], &p[0]], 1)
-    });
-    check("reverse", &[&[3, 4]], -1.0, 1.0, |p| {
-        p[0].reverse(&[0, 1]).exp()
-    });
-    check("dynamic_slice", &[&[5, 4]], -1.0, 1.0, |p| {
-        let b = p[0].builder();
-        p[0].dynamic_slice(&[&b.constant(3i32), &b.constant(1i32)], &[2, 2])
-    });
-    check(
-        "dynamic_update_slice",
-        &[&[4, 4], &[2, 3]],
+    prop(
+        "concatenate",
         -1.0,
         1.0,
-        |p| {
-            let b = p[0].builder();
-            (&p[0] * &p[0])
-                .dynamic_update_slice(&p[1].exp(), &[&b.constant(1i32), &b.constant(5i32)])
-        },
+        (1i64..=3, 1i64..=3, 1i64..=3).prop_map(|(a, b, c)| (vec![vec![a, b], vec![a, c]], ())),
+        |p, _| p[0].builder().concatenate(&[&p[0], &p[1], &p[0]], 1),
     );
+    prop(
+        "reverse",
+        -1.0,
+        1.0,
+        with_axes(dims(1..=3, 3)),
+        |p, axes| p[0].reverse(axes).exp(),
+    );
+    // Starts from -1 to past the end: clamped, as XLA does.
+    let window = (2i64..=5, 2i64..=5).prop_flat_map(|(a, b)| {
+        (
+            Just(vec![vec![a, b]]),
+            (1..=a, 1..=b, -1i64..=a + 1, -1i64..=b + 1),
+        )
+    });
+    prop("dynamic_slice", -1.0, 1.0, window, |p, (sa, sb, i, j)| {
+        let b = p[0].builder();
+        p[0].dynamic_slice(
+            &[&b.constant(*i as i32), &b.constant(*j as i32)],
+            &[*sa, *sb],
+        )
+    });
+    let update = (1i64..=4, 1i64..=4)
+        .prop_flat_map(|(ua, ub)| (Just(vec![vec![4, 4], vec![ua, ub]]), (-1i32..=5, -1i32..=5)));
+    prop("dynamic_update_slice", -1.0, 1.0, update, |p, (i, j)| {
+        let b = p[0].builder();
+        (&p[0] * &p[0]).dynamic_update_slice(&p[1].exp(), &[&b.constant(*i), &b.constant(*j)])
+    });
 }
 
 #[test]
@@ -280,13 +394,19 @@ fn gradient_errors_name_the_value_and_the_line() {
     // An op without a rule yet names itself and the line that built it.
     let b = Builder::new("e4");
     let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
-    // Max pooling's gradient is a select-and-scatter, which has no rule yet: a
-    // second derivative through it is an error naming it and the max pool's line.
+    // A select-and-scatter that scatters by multiplying has no rule: the error names
+    // it and the line that built it.
+    let src = b.parameter(1, Shape::of::<f32>(&[3]), "src");
     let built = line!() + 1;
-    let s = x.max_pool(&[xlaclient::ops::window::WindowDim::new(2, 1)]);
-    let g = b.grad(&(&s * &s).reduce_sum(&[0]), &x);
+    let s = x.select_and_scatter(
+        &src,
+        &b.constant(1f32),
+        &[xlaclient::ops::window::WindowDim::new(2, 1)],
+        |a, e| a.compare(e, Comparison::Ge),
+        |a, e| a * e,
+    );
     let e = b
-        .build(&b.grad(&g.reduce_sum(&[0]), &x))
+        .build(&b.grad(&s.reduce_sum(&[0]), &src))
         .unwrap_err()
         .to_string();
     assert!(
@@ -352,6 +472,142 @@ fn through_nested_loops() {
         });
         b.concatenate(&[&h, &ys.reshape(&[8])], 0)
     });
+}
+
+/// How many while loops a module runs (each `while` instruction of its HLO text).
+fn whiles(m: &xlaclient::Computation) -> usize {
+    m.to_hlo_text().matches(" while(").count()
+}
+
+/// The forward scan of the loop tests below in plain Rust: `h' = tanh(w·h + x_t)`,
+/// `y_t = h'²`; returns the final `h` and the `ys`.
+fn rnn_reference(w: &[f64], h0: &[f64], xs: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let mut h = h0.to_vec();
+    let mut ys = Vec::new();
+    for x in xs.chunks(h.len()) {
+        for j in 0..h.len() {
+            h[j] = (w[j] * h[j] + x[j]).tanh();
+        }
+        ys.extend(h.iter().map(|v| v * v));
+    }
+    (h, ys)
+}
+
+#[test]
+fn value_and_grad_through_a_scan_runs_the_forward_loop_once() {
+    // loss = Σ ys + Σ h_final, with (h_final, ys) also returned as auxiliary
+    // outputs: the program has one forward loop (which stores the residuals and
+    // serves the loss and the auxiliary values) and one backward loop, stored or
+    // checkpointed. Values against the plain-Rust forward pass, gradients against
+    // its central differences.
+    let (w, h0) = ([0.7f64, -1.2], [0.3f64, -0.5]);
+    let xs = [0.1f64, 0.4, -0.3, 0.2, 0.5, -0.6, 0.05, 0.9, -0.2, 0.3];
+    let rust_loss = |w: &[f64], h0: &[f64]| {
+        let (h, ys) = rnn_reference(w, h0, &xs);
+        ys.iter().sum::<f64>() + h.iter().sum::<f64>()
+    };
+    for checkpoint in [false, true] {
+        let b = Builder::new("vg_scan");
+        let wp = b.parameter(0, Shape::of::<f64>(&[2]), "w");
+        let hp = b.parameter(1, Shape::of::<f64>(&[2]), "h0");
+        let xsp = b.constant_vec(&xs).reshape(&[5, 2]);
+        let opts = xlaclient::ScanOptions::new().checkpoint(checkpoint);
+        let (loss, (h, ys), (gw, gh)) = b.value_and_grad((wp, hp), |(w, h0)| {
+            let (h, ys) = b.scan_with(h0, xsp.clone(), &opts, |h, x| {
+                let h2 = (&(&w * &h) + &x).tanh();
+                (h2.clone(), &h2 * &h2)
+            });
+            (&ys.reduce_sum(&[0, 1]) + &h.reduce_sum(&[0]), (h, ys))
+        });
+        let m = b.build_tuple(&[&loss, &h, &ys, &gw, &gh]).unwrap();
+        assert_eq!(
+            whiles(&m),
+            2,
+            "checkpoint {checkpoint}: {}",
+            m.to_hlo_text()
+        );
+        let out = run(&m, &[&upload(&w, &[2]), &upload(&h0, &[2])]);
+        let got = |k: usize| -> Vec<f64> { out[k].to_vec().unwrap() };
+        let (h_want, ys_want) = rnn_reference(&w, &h0, &xs);
+        let close = |a: &[f64], b: &[f64], tol: f64| {
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{a:?} vs {b:?}");
+            }
+        };
+        close(&got(0), &[rust_loss(&w, &h0)], 1e-12);
+        close(&got(1), &h_want, 1e-12);
+        close(&got(2), &ys_want, 1e-12);
+        for (k, x) in [(3usize, &w), (4, &h0)] {
+            let fd: Vec<f64> = (0..2)
+                .map(|i| {
+                    let moved = |d: f64| {
+                        let mut v = *x;
+                        v[i] += d;
+                        if k == 3 {
+                            rust_loss(&v, &h0)
+                        } else {
+                            rust_loss(&w, &v)
+                        }
+                    };
+                    (moved(1e-6) - moved(-1e-6)) / 2e-6
+                })
+                .collect();
+            close(&got(k), &fd, 1e-6);
+        }
+    }
+}
+
+#[test]
+fn each_loop_runs_forward_once_nested_bounded_and_twice_differentiated() {
+    // The number of while instructions of each gradient program: every forward
+    // loop once (the loop storing residuals serves the original's results).
+    let b = Builder::new("counts");
+    let x = b.parameter(0, Shape::of::<f64>(&[2]), "x");
+    let w = b.parameter(1, Shape::of::<f64>(&[2]), "w");
+    // A plain loop and its gradient: one forward, one backward.
+    let y = b.fori_loop(0, 4, x.clone(), |_, v| (&v * &w).sin());
+    let loss = y.reduce_sum(&[0]);
+    let g = b.grad(&loss, &w);
+    let m = b.build_tuple(&[&loss, &y, &g]).unwrap();
+    assert_eq!(whiles(&m), 2, "{}", m.to_hlo_text());
+    // The gradient alone, the forward results unused: still one forward loop.
+    assert_eq!(whiles(&b.build(&g).unwrap()), 2);
+    // Only the forward value: the original loop, storing nothing.
+    assert_eq!(whiles(&b.build(&loss).unwrap()), 1);
+    // A second gradient of the same loop reuses the first one's stored values.
+    let g2 = b.grad(&(&loss * 2.0), &x);
+    assert_eq!(whiles(&b.build_tuple(&[&g, &g2]).unwrap()), 3);
+    // Grad of grad: the first gradient's storing loop is served by the one the
+    // second gradient builds for it, and the first backward loop by its own
+    // storing copy: the forward steps run once, the first backward steps once, plus
+    // the second gradient's two backward loops.
+    let hv = b.grad(&(&g * &w).reduce_sum(&[0]), &w);
+    assert_eq!(whiles(&b.build_tuple(&[&loss, &g, &hv]).unwrap()), 4);
+    // A bounded while: one forward loop, one backward.
+    let z = b.while_loop_bounded(
+        x.clone(),
+        20,
+        |v| {
+            v.reduce_sum(&[0])
+                .compare(&b.constant(3f64), Comparison::Lt)
+        },
+        |v| &v * &w.exp(),
+    );
+    let gz = b.grad(&z.reduce_sum(&[0]), &w);
+    assert_eq!(whiles(&b.build_tuple(&[&z, &gz]).unwrap()), 2);
+    // A loop in a scan body: forward, the inner loop inside it; backward, the
+    // inner loop's storing loop and its backward loop (the body's recomputed
+    // inner loop is served by the storing one).
+    let (h, ys) = b.scan(x.clone(), (), Some(3), false, |h, ()| {
+        let inner = h
+            .builder()
+            .fori_loop(0, 2, h.clone(), |_, v| (&v * &w).sin());
+        (inner.clone(), &inner * &inner)
+    });
+    let ln = &h.reduce_sum(&[0]) + &ys.reduce_sum(&[0, 1]);
+    let gn = b.grad(&ln, &w);
+    assert_eq!(whiles(&b.build_tuple(&[&ln, &gn]).unwrap()), 5);
 }
 
 #[test]
@@ -651,6 +907,81 @@ fn through_gather_and_scatter_add() {
     });
 }
 
+/// Rows [2, 0, 2, 9] of a `[4, 2]` array (row 2 twice, row 9 out of range and
+/// dropped) combined with `f`.
+#[track_caller]
+fn scatter_rows(x: &Op, u: &Op, unique: bool, rows: &[i32], f: fn(&Op, &Op) -> Op) -> Op {
+    let b = x.builder();
+    let dims = xlaclient::ops::indexing::ScatterDims {
+        update_window_dims: vec![1],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: 1,
+        ..Default::default()
+    };
+    let idx = b.constant_vec(rows);
+    b.scatter(&[x], &idx, &[u], &dims, false, unique, |o, v| {
+        vec![f(&o[0], &v[0])]
+    })
+    .remove(0)
+}
+
+#[test]
+fn through_scatter_with_other_combiners() {
+    const ROWS: [i32; 4] = [2, 0, 2, 9];
+    // Multiply with unique indices (row 9 dropped): both gradients.
+    check("scatter_mul", &[&[4, 2], &[3, 2]], -1.0, 1.0, |p| {
+        scatter_rows(&p[0], &p[1].sin(), true, &[2, 0, 9], |o, v| o * v)
+    });
+    // Multiply with a repeated row: the operand's gradient (the updates are
+    // constants here, as JAX has no updates' gradient without unique indices).
+    check("scatter_mul_repeated", &[&[4, 2]], -1.0, 1.0, |p| {
+        let u = p[0]
+            .builder()
+            .constant_vec(&[0.5f64, -1.5, 2.0, 0.7, -0.3, 1.1, 0.9, 3.0]);
+        scatter_rows(&p[0], &u.reshape(&[4, 2]), false, &ROWS, |o, v| o * v)
+    });
+    // Max, min and replace with the repeated row.
+    for (name, f) in [
+        (
+            "scatter_max",
+            (|o: &Op, v: &Op| o.max(v)) as fn(&Op, &Op) -> Op,
+        ),
+        ("scatter_min", |o, v| o.min(v)),
+        ("scatter_replace", |_, v| v.clone()),
+    ] {
+        check(name, &[&[4, 2], &[4, 2]], -1.0, 1.0, |p| {
+            let out = scatter_rows(&p[0], &p[1].sin(), false, &ROWS, f);
+            &out * &out
+        });
+    }
+    // Two-way ties of a max: the operand and an update (row 2, column 0), two
+    // updates (row 2, column 1). Each gets half the cotangent, which is what
+    // central differences give at a two-way tie.
+    let x = vec![0.1, 0.2, -0.4, 0.6, 0.5, -0.3, 0.8, -0.7];
+    let u = vec![0.5, 0.2, 0.9, -0.2, -0.9, 0.2, 0.3, 0.4];
+    check_at("scatter_max_ties", &[&[4, 2], &[4, 2]], &[x, u], |p| {
+        scatter_rows(&p[0], &p[1], false, &ROWS, |o, v| o.max(v))
+    });
+    // The updates' gradient of a multiplying scatter without unique indices is an
+    // error naming the op and the line.
+    let b = Builder::new("mul_err");
+    let x = b.parameter(0, Shape::of::<f64>(&[4, 2]), "x");
+    let u = b.parameter(1, Shape::of::<f64>(&[4, 2]), "u");
+    let line = line!() + 1;
+    let out = scatter_rows(&x, &u, false, &ROWS, |o, v| o * v);
+    let e = b
+        .build(&b.grad(&out.reduce_sum(&[0, 1]), &u))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unique indices")
+            && e.contains("`scatter`")
+            && e.contains(&format!("grad.rs:{line}")),
+        "{e}"
+    );
+}
+
 #[test]
 fn through_pooling() {
     use xlaclient::ops::window::WindowDim;
@@ -662,8 +993,24 @@ fn through_pooling() {
         window_dilation: 1,
         base_dilation: 1,
     };
-    check("sum_pool", &[&[5, 6]], -1.0, 1.0, |p| {
-        p[0].sum_pool(&[w(2, 1, 0, 0), w(3, 2, 1, 1)])
+    // Per axis of 3 to 6 elements: a window of 1 to 3 (2 to 3 for max pooling, so
+    // that every window holds an element), a stride of 1 or 2, padding of 0 or 1
+    // each side.
+    let windows = |min: i64| {
+        dims(2..=2, 4)
+            .prop_map(|d| d.into_iter().map(|n| n + 2).collect::<Vec<i64>>())
+            .prop_flat_map(move |d| {
+                let axes = prop::collection::vec((min..=3i64, 1i64..=2, 0i64..=1, 0i64..=1), 2);
+                (Just(vec![d]), axes)
+            })
+    };
+    prop("sum_pool", -1.0, 1.0, windows(1), |p, ws| {
+        let ws: Vec<WindowDim> = ws.iter().map(|(s, t, l, h)| w(*s, *t, *l, *h)).collect();
+        p[0].sum_pool(&ws)
+    });
+    prop("max_pool_drawn", -1.0, 1.0, windows(2), |p, ws| {
+        let ws: Vec<WindowDim> = ws.iter().map(|(s, t, l, h)| w(*s, *t, *l, *h)).collect();
+        p[0].max_pool(&ws)
     });
     check("sum_pool_dilated", &[&[7, 5]], -1.0, 1.0, |p| {
         let b = p[0].builder();
@@ -676,13 +1023,104 @@ fn through_pooling() {
     check("max_pool", &[&[6, 6]], -1.0, 1.0, |p| {
         p[0].max_pool(&[w(2, 2, 0, 0), w(3, 1, 1, 1)])
     });
+    // Dilated max and min pooling (window dilation, base dilation, padding; every
+    // window holds at least one element, so every output is finite).
+    let mut d = w(2, 1, 1, 0);
+    d.window_dilation = 2;
+    let mut e = w(3, 2, 1, 1);
+    e.base_dilation = 2;
+    let mut f = w(2, 1, 0, 0);
+    f.window_dilation = 3;
+    f.base_dilation = 2;
+    check("max_pool_dilated", &[&[5, 6]], -1.0, 1.0, |p| {
+        p[0].max_pool(&[d, e])
+    });
+    check("max_pool_both_dilations", &[&[4, 7]], -1.0, 1.0, |p| {
+        p[0].max_pool(&[f, w(3, 2, 0, 0)])
+    });
+    check("min_pool_dilated", &[&[5, 6]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        p[0].reduce_window(&b.constant(f64::INFINITY), &[d, e], |a, x| a.min(x))
+    });
+}
+
+#[test]
+fn through_select_and_scatter() {
+    // The source's gradient gathers the cotangent at each window's pick, for the
+    // four comparisons; the initial value's is the cotangent's sum; the operand
+    // only picks (its finite differences are zero away from ties).
+    use xlaclient::ops::window::WindowDim;
+    let mut pad = WindowDim::new(3, 2);
+    pad.padding_low = 1;
+    pad.padding_high = 1;
+    for (name, dir) in [
+        ("sas_ge", Comparison::Ge),
+        ("sas_gt", Comparison::Gt),
+        ("sas_le", Comparison::Le),
+        ("sas_lt", Comparison::Lt),
+    ] {
+        check(name, &[&[6, 6], &[3, 3], &[]], -1.0, 1.0, |p| {
+            p[0].select_and_scatter(
+                &p[1],
+                &p[2],
+                &[WindowDim::new(2, 2), pad],
+                |a, e| a.compare(e, dir),
+                |a, e| a + e,
+            )
+        });
+        // With ties in the operand (a constant here), the picks follow XLA's own:
+        // the first of equal elements for `>=`/`<=`, the last for `>`/`<`. The
+        // result is linear in the source, so finite differences are exact there.
+        let ties: Vec<f64> = (0..36).map(|i| ((i * 5) % 3) as f64).collect();
+        check(&format!("{name}_ties"), &[&[3, 3], &[]], -1.0, 1.0, |p| {
+            let b = p[0].builder();
+            let x = b.constant_vec(&ties).reshape(&[6, 6]);
+            x.select_and_scatter(
+                &p[0],
+                &p[1],
+                &[WindowDim::new(2, 2), pad],
+                |a, e| a.compare(e, dir),
+                |a, e| a + e,
+            )
+        });
+    }
+}
+
+#[test]
+fn second_order_through_pooling() {
+    // Hessian-vector products through max pooling (whose gradient is a
+    // select-and-scatter), plain and dilated, against central differences of the
+    // first derivative.
+    use xlaclient::ops::window::WindowDim;
+    let mut dil = WindowDim::new(2, 1);
+    dil.window_dilation = 2;
+    let windows = [
+        ("plain", [WindowDim::new(2, 2), WindowDim::new(3, 1)]),
+        ("dilated", [dil, WindowDim::new(2, 1)]),
+    ];
+    for (name, window) in windows {
+        let v: Vec<f64> = (0..24)
+            .map(|i| ((i * 7) % 11) as f64 / 10.0 - 0.5)
+            .collect();
+        check(&format!("hvp_pool_{name}"), &[&[4, 6]], -1.0, 1.0, |p| {
+            let b = p[0].builder();
+            let pooled = p[0].sin().max_pool(&window);
+            let inner = (&pooled * &pooled * &pooled).reduce_sum(&[0, 1]);
+            let g = b.grad(&inner, &p[0]);
+            &g * &b.constant_vec(&v).reshape(&[4, 6])
+        });
+    }
 }
 
 #[test]
 fn through_sort() {
-    check("sort_ascending", &[&[3, 5]], -1.0, 1.0, |p| {
-        p[0].sort_ascending(1).exp()
-    });
+    prop(
+        "sort_ascending",
+        -1.0,
+        1.0,
+        with_axis(dims(1..=2, 5)),
+        |p, axis| p[0].sort_ascending(*axis).exp(),
+    );
     // Two operands sorted by the first, descending, with a captured threshold in the
     // comparator: both get their cotangents back in place.
     check("sort_pairs", &[&[6], &[6]], -1.0, 1.0, |p| {
@@ -709,12 +1147,14 @@ fn through_clamp() {
         ],
         |p| p[0].clamp(&p[1], &p[2]).exp(),
     );
-    check("clip", &[&[8]], -2.0, 2.0, |p| p[0].clip(-1.0, 1.0).sin());
+    prop("clip", -2.0, 2.0, one(dims(1..=2, 5)), |p, _| {
+        p[0].clip(-1.0, 1.0).sin()
+    });
 }
 
 #[test]
 fn through_map_and_optimization_barrier() {
-    check("map", &[&[2, 3], &[2, 3]], 0.5, 1.5, |p| {
+    prop("map", 0.5, 1.5, two(dims(0..=2, 3)), |p, _| {
         let b = p[0].builder();
         b.map(&[&p[0], &p[1]], |q| (&q[0] * &q[1]).sin() + q[0].log())
     });

@@ -33,6 +33,26 @@ pub(crate) struct Graph {
     /// User-given backward rules of `call` instructions made by `custom_vjp`.
     pub(crate) custom_vjps:
         std::collections::HashMap<(CompId, u32), (usize, crate::ops::structural::BackwardRule)>,
+    /// Values served by another value of the same computation, computed the same
+    /// way: a while loop's results, once its gradient rule has built the loop that
+    /// runs the same steps and also stores what the backward pass needs. When the
+    /// module is finished, each use of a key reads its target instead (when the
+    /// target is live anyway), so the original loop is dead and never emitted: the
+    /// forward loop runs once.
+    pub(crate) forwarded: std::collections::HashMap<(CompId, Value), Value>,
+    /// The residual-storing loop built for a while loop (by computation and
+    /// instruction): a second gradient of the same loop reuses it.
+    pub(crate) storing: std::collections::HashMap<(CompId, u32), StoringLoop>,
+}
+
+/// What the gradient rule of a while loop stored for it: values of the loop's
+/// computation.
+#[derive(Clone, Debug)]
+pub(crate) struct StoringLoop {
+    /// The number of steps taken.
+    pub(crate) count: Value,
+    /// One stack of per-step rows per stored value.
+    pub(crate) stacks: Vec<Value>,
 }
 
 impl Signatures for Graph {
@@ -60,6 +80,8 @@ impl Graph {
             loop_bounds: Default::default(),
             custom_vjps: Default::default(),
             checkpointed: Default::default(),
+            forwarded: Default::default(),
+            storing: Default::default(),
             origin: None,
         }
     }
@@ -245,14 +267,12 @@ impl Graph {
         reach[entry.0 as usize] = true;
         while let Some(ci) = work.pop() {
             let c = &self.comps[ci];
-            let live = live_instrs(
-                c,
-                if ci == entry.0 as usize {
-                    Some(root)
-                } else {
-                    c.root
-                },
-            );
+            let r = if ci == entry.0 as usize {
+                Some(root)
+            } else {
+                c.root
+            };
+            let (_, live) = self.forwarding(CompId(ci as u32), r);
             for (i, ins) in c.instrs.iter().enumerate() {
                 if live[i] {
                     for callee in ins.kind.called() {
@@ -305,14 +325,23 @@ impl Graph {
                     location: None,
                 })?
             };
-            let live = live_instrs(c, Some(r));
+            let (operands, live) = self.forwarding(CompId(ci as u32), Some(r));
+            let r = operands.root.expect("a root");
             let mut remap = vec![u32::MAX; c.instrs.len()];
             let mut instrs = Vec::with_capacity(live.iter().filter(|l| **l).count());
-            for (i, ins) in c.instrs.iter().enumerate() {
-                if !live[i] {
-                    continue;
-                }
-                let mut ins = ins.clone();
+            let order = emission_order(&operands.of, &live);
+            if order.len() != live.iter().filter(|l| **l).count() {
+                return Err(Error::Graph {
+                    reason: format!(
+                        "the values forwarded in `{}` depend on each other (a bug: please report it)",
+                        c.name
+                    ),
+                    location: None,
+                });
+            }
+            for i in order {
+                let mut ins = c.instrs[i].clone();
+                ins.operands = operands.of[i].clone();
                 for v in ins.operands.iter_mut() {
                     v.instr = remap[v.instr as usize];
                 }
@@ -346,22 +375,95 @@ impl Graph {
     }
 }
 
-/// Which instructions of `c` the root depends on, plus every parameter (walking
-/// backwards: instructions are in topological order).
-fn live_instrs(c: &Comp, root: Option<Value>) -> Vec<bool> {
+/// A computation's operands (and root) with the forwarded values replaced.
+struct Forwarded {
+    of: Vec<Operands>,
+    root: Option<Value>,
+}
+
+impl Graph {
+    /// The operands of computation `comp` with each forwarded value replaced by
+    /// its target (see [`Graph::forwarded`]), and which instructions the result
+    /// `root` then depends on. A value is replaced only by a target that the root
+    /// depends on without any replacement: a loop whose gradient is built but not
+    /// used keeps the original loop (which stores nothing).
+    fn forwarding(&self, comp: CompId, root: Option<Value>) -> (Forwarded, Vec<bool>) {
+        let c = self.comp(comp);
+        let plain: Vec<Operands> = c.instrs.iter().map(|i| i.operands.clone()).collect();
+        let live0 = live_instrs(c, &plain, root);
+        if !self.forwarded.keys().any(|(k, _)| *k == comp) {
+            return (Forwarded { of: plain, root }, live0);
+        }
+        let resolve = |mut v: Value| -> Value {
+            let mut hops = 0;
+            while let Some(t) = self.forwarded.get(&(comp, v)) {
+                hops += 1;
+                if !live0[t.instr as usize] || hops > c.instrs.len() {
+                    break;
+                }
+                v = *t;
+            }
+            v
+        };
+        let of: Vec<Operands> = plain
+            .iter()
+            .map(|ops| ops.iter().map(|v| resolve(*v)).collect())
+            .collect();
+        let root = root.map(resolve);
+        let live = live_instrs(c, &of, root);
+        (Forwarded { of, root }, live)
+    }
+}
+
+/// Which instructions of `c` (with operands `operands`) the root depends on, plus
+/// every parameter.
+fn live_instrs(c: &Comp, operands: &[Operands], root: Option<Value>) -> Vec<bool> {
     let mut live = vec![false; c.instrs.len()];
+    let mut work: Vec<usize> = Vec::new();
     if let Some(r) = root {
-        live[r.instr as usize] = true;
+        work.push(r.instr as usize);
     }
-    for p in c.param_instrs() {
-        live[p as usize] = true;
-    }
-    for i in (0..c.instrs.len()).rev() {
+    work.extend(c.param_instrs().map(|p| p as usize));
+    while let Some(i) = work.pop() {
         if live[i] {
-            for o in &c.instrs[i].operands {
-                live[o.instr as usize] = true;
+            continue;
+        }
+        live[i] = true;
+        work.extend(operands[i].iter().map(|o| o.instr as usize));
+    }
+    live
+}
+
+/// The live instructions in an order where operands come first: creation order,
+/// except that an instruction waits for a forwarded operand created after it
+/// (among the instructions ready, the earliest created goes first, so without
+/// forwarding this is exactly creation order).
+fn emission_order(operands: &[Operands], live: &[bool]) -> Vec<usize> {
+    let n = operands.len();
+    let mut waiting = vec![0usize; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in (0..n).filter(|i| live[*i]) {
+        let mut seen: Vec<usize> = operands[i].iter().map(|v| v.instr as usize).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        waiting[i] = seen.len();
+        for o in seen {
+            users[o].push(i);
+        }
+    }
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..n)
+        .filter(|i| live[*i] && waiting[*i] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(std::cmp::Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &u in &users[i] {
+            waiting[u] -= 1;
+            if waiting[u] == 0 {
+                ready.push(std::cmp::Reverse(u));
             }
         }
     }
-    live
+    order
 }

@@ -17,6 +17,7 @@ use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
 use graph::Graph;
+pub(crate) use graph::StoringLoop;
 
 use crate::error::{Error, Result, ShapeError};
 use crate::ir::{self, CompId, OpKind, Value};

@@ -1255,13 +1255,14 @@ pub(crate) enum Trips {
     AtMost(i64),
 }
 
-/// A while loop of `trips` iterations (or at most that many), reversed: the forward loop runs again and
-/// stores the carry of every step (all but the invariant and write-only
-/// elements), then a backward loop walks the steps from the last, recomputing each
-/// step's body from its stored carry and pulling the cotangent back through it.
-/// Memory is one carry per step, not every intermediate of the body (recomputing
-/// the body is the checkpointing trade, at every step). Values the body captured
-/// are carry elements passed through, so their cotangents add up over the steps.
+/// A while loop of `trips` iterations (or at most that many), reversed: a forward
+/// loop of the same steps stores the carry of every step (all but the invariant
+/// and write-only elements) and, unless checkpointed, the body's values; it also
+/// serves the original loop's results, which is then dead (the forward steps run
+/// once). A backward loop walks the steps from the last, reading each step's
+/// values back (or recomputing the body from its stored carry) and pulling the
+/// cotangent back through it. Values the body captured are carry elements passed
+/// through, so their cotangents add up over the steps.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn vjp_while(
     cond: CompId,
@@ -1275,7 +1276,7 @@ pub(crate) fn vjp_while(
         Trips::Exactly(t) => (false, t),
         Trips::AtMost(t) => (true, t),
     };
-    use crate::autodiff::{ct_or_zeros, differentiable, inline, inline_values, local, vjp_at};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
     // Without checkpointing, the body's intermediate values are stored too (when
@@ -1301,66 +1302,47 @@ pub(crate) fn vjp_while(
     };
     let with_step_axis =
         |s: &Shape| -> Vec<i64> { std::iter::once(1).chain(s.dims().iter().copied()).collect() };
-    let less = |i: &Op| i.compare_at(&s32(&i.builder(), trips), crate::Comparison::Lt, loc);
     let plus_one = |i: Op| i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
 
-    // Forward again, storing the carry entering each step (and, without
-    // checkpointing, the body's values): one stack of `trips` rows per value.
-    let stacks0: Vec<Op> = stacked
-        .iter()
-        .map(|j| &shapes[*j])
-        .chain(stored.iter().map(|(_, _, s)| s))
-        .map(|s| {
-            let dims: Vec<i64> = std::iter::once(trips)
-                .chain(s.dims().iter().copied())
-                .collect();
-            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
-                .broadcast_to_at(&dims, loc)
-        })
-        .collect();
-    let (fwd_i, _, stacks) = b.while_at(
-        (s32(b, 0), init.clone(), stacks0),
-        |(i, c, _)| {
-            if bounded {
-                // The loop's own condition (its bound included) decides.
-                inline(&i.builder(), cond, c).swap_remove(0)
-            } else {
-                less(i)
+    // The loop that runs the forward steps and stores the carry entering each step
+    // (and, without checkpointing, the body's values): one stack of `trips` rows
+    // per value. It computes the original loop's results too, which it then serves
+    // (`Graph::forwarded`): the original is dead, the forward loop runs once. A
+    // second gradient of the same loop reuses it.
+    let here = n
+        .results
+        .first()
+        .filter(|r| !r.is_poisoned() && r.comp == b.comp)
+        .map(|r| (r.comp, r.v.instr));
+    let cached = here.and_then(|key| b.g.borrow().storing.get(&key).cloned());
+    let (count, stacks) = match cached {
+        Some(s) => (
+            b.op(b.comp, s.count),
+            s.stacks.iter().map(|v| b.op(b.comp, *v)).collect(),
+        ),
+        None => {
+            let (count, outs, stacks) = storing_loop(
+                b, cond, body, bounded, trips, &init, &stacked, &stored, &shapes, loc,
+            );
+            let all_ok = !count.is_poisoned()
+                && outs.iter().chain(&stacks).all(|o| !o.is_poisoned())
+                && outs.len() == n.results.len();
+            if let (Some(key), true) = (here, all_ok) {
+                let mut g = b.g.borrow_mut();
+                for (orig, new) in n.results.iter().zip(&outs) {
+                    g.forwarded.insert((key.0, orig.v), new.v);
+                }
+                g.storing.insert(
+                    key,
+                    crate::builder::StoringLoop {
+                        count: count.v,
+                        stacks: stacks.iter().map(|s| s.v).collect(),
+                    },
+                );
             }
-        },
-        |(i, c, st)| {
-            let bb = i.builder();
-            let (c2, vals) = inline_values(&bb, body, &c);
-            let rows = stacked
-                .iter()
-                .map(|j| c[*j].clone())
-                .chain(stored.iter().map(|(ins, r, _)| vals(*ins, *r)));
-            let st2: Vec<Op> = st
-                .iter()
-                .zip(rows)
-                .map(|(buf, v)| {
-                    let s = v.shape().expect("an array");
-                    let row = v.reshape_at(&with_step_axis(&s), loc);
-                    let starts = at_step(&i, s.rank());
-                    let refs: Vec<&Op> = starts.iter().collect();
-                    buf.dynamic_update_slice_at(&row, &refs, loc)
-                })
-                .collect();
-            (plus_one(i), c2, st2)
-        },
-        loc,
-    );
-    let record = |r: &Op| {
-        if bounded {
-            b.record_bound(r, trips)
-        } else {
-            b.record_trip_count(r, trips)
+            (count, stacks)
         }
     };
-    record(&fwd_i);
-    // The steps taken: `trips` for a counted loop, the count at run time for a
-    // bounded one.
-    let count = fwd_i.clone();
 
     // Backward: step t = count - 1 - s.
     let float: Vec<usize> = (0..k)
@@ -1429,12 +1411,97 @@ pub(crate) fn vjp_while(
         },
         loc,
     );
-    // Both loops have trip counts or bounds too: the gradient is differentiable
-    // again.
-    record(&bwd_i);
+    // The backward loop has a trip count or bound too: the gradient is
+    // differentiable again.
+    if bounded {
+        b.record_bound(&bwd_i, trips)
+    } else {
+        b.record_trip_count(&bwd_i, trips)
+    }
     let mut out = vec![None; k];
     for (c, j) in ct_in.into_iter().zip(&float) {
         out[*j] = Some(c);
     }
     Ok(out)
+}
+
+/// The loop of [`vjp_while`]'s forward steps: the original loop's steps (its
+/// condition when `bounded`, else `trips` steps), storing at each step `t` row `t`
+/// of one stack per stored carry element (`stacked`, the carry entering the step)
+/// and per body value (`stored`). Returns the number of steps taken, the final
+/// carry (the original loop's results) and the stacks.
+#[allow(clippy::too_many_arguments)]
+fn storing_loop(
+    b: &Builder,
+    cond: CompId,
+    body: CompId,
+    bounded: bool,
+    trips: i64,
+    init: &[Op],
+    stacked: &[usize],
+    stored: &[(u32, u32, Shape)],
+    shapes: &[Shape],
+    loc: &'static Location<'static>,
+) -> (Op, Vec<Op>, Vec<Op>) {
+    use crate::autodiff::{inline, inline_values};
+    let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
+    let stacks0: Vec<Op> = stacked
+        .iter()
+        .map(|j| &shapes[*j])
+        .chain(stored.iter().map(|(_, _, s)| s))
+        .map(|s| {
+            let dims: Vec<i64> = std::iter::once(trips)
+                .chain(s.dims().iter().copied())
+                .collect();
+            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+                .broadcast_to_at(&dims, loc)
+        })
+        .collect();
+    let (count, outs, stacks) = b.while_at(
+        (s32(b, 0), init.to_vec(), stacks0),
+        |(i, c, _)| {
+            if bounded {
+                // The loop's own condition (its bound included) decides.
+                inline(&i.builder(), cond, c).swap_remove(0)
+            } else {
+                i.compare_at(&s32(&i.builder(), trips), crate::Comparison::Lt, loc)
+            }
+        },
+        |(i, c, st)| {
+            let bb = i.builder();
+            let (c2, vals) = inline_values(&bb, body, &c);
+            let rows = stacked
+                .iter()
+                .map(|j| c[*j].clone())
+                .chain(stored.iter().map(|(ins, r, _)| vals(*ins, *r)));
+            let st2: Vec<Op> = st
+                .iter()
+                .zip(rows)
+                .map(|(buf, v)| {
+                    let s = v.shape().expect("an array");
+                    let row = v.reshape_at(
+                        &std::iter::once(1)
+                            .chain(s.dims().iter().copied())
+                            .collect::<Vec<i64>>(),
+                        loc,
+                    );
+                    let starts: Vec<Op> = std::iter::once(i.clone())
+                        .chain(std::iter::repeat_n(s32(&bb, 0), s.rank()))
+                        .collect();
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    buf.dynamic_update_slice_at(&row, &refs, loc)
+                })
+                .collect();
+            let next = i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
+            (next, c2, st2)
+        },
+        loc,
+    );
+    // A trip count or bound of its own: the gradient is differentiable again.
+    if bounded {
+        b.record_bound(&count, trips)
+    } else {
+        b.record_trip_count(&count, trips)
+    }
+    (count, outs, stacks)
 }

@@ -969,22 +969,63 @@ pub(crate) fn vjp_gather(a: &GatherAttrs, n: &crate::autodiff::Node, ct: &Op) ->
     vec![out.into_iter().next(), None]
 }
 
-/// Scatter-add: the operand's cotangent passes through; each update's is the
-/// cotangent gathered at its window, zero for windows the scatter dropped (out of
-/// bounds). Other combiners have no rule yet.
+/// How a scatter's update computation combines the old value `o` with the update
+/// `u`, for the forms that have gradient rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Combiner {
+    /// `o + u`, `o * u`, `max(o, u)`, `min(o, u)` (either order).
+    Binary(crate::BinaryOp),
+    /// `u`: the update replaces the value.
+    Replace,
+}
+
+fn combiner(b: &crate::builder::Builder, body: crate::ir::CompId) -> Option<Combiner> {
+    if let Some(op) = crate::ops::reduction::simple_combiner(b, body) {
+        return Some(Combiner::Binary(op));
+    }
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let root = c.root?;
+    let params: Vec<u32> = c.params.iter().filter_map(|p| *p).collect();
+    (params.len() == 2 && root.instr == params[1] && root.result == 0).then_some(Combiner::Replace)
+}
+
+/// Scatter of one array, as JAX differentiates it (`jax.lax.scatter_*`):
+/// - add: the operand's cotangent passes through; each update's is the cotangent
+///   gathered at its window;
+/// - multiply: the operand's is the cotangent times the product of the updates
+///   that reached each element; an update's, the cotangent times the operand
+///   there, which needs unique indices (declared), as in JAX;
+/// - max and min: every contributor equal to the result (the operand's element,
+///   the updates that reached it) gets an equal share of the cotangent;
+/// - replace: each element's cotangent goes to the update that was written there
+///   last (found by scattering each update's number the same way), or to the
+///   operand where none was.
+///
+/// Updates whose window the scatter dropped (out of bounds) get zero; the indices
+/// get none.
 pub(crate) fn vjp_scatter(
     a: &ScatterAttrs,
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     ct: &Op,
 ) -> crate::autodiff::Cotangents {
-    if n.operands.len() != 3
-        || crate::ops::reduction::simple_combiner(n.b, body) != Some(crate::BinaryOp::Add)
-    {
-        return Err(
-            "only a scatter of one array that adds (scatter-add) has a gradient rule yet".into(),
-        );
-    }
+    use crate::BinaryOp as B;
+    let comb = match (n.operands.len(), combiner(n.b, body)) {
+        (
+            3,
+            Some(
+                c @ (Combiner::Replace
+                | Combiner::Binary(B::Add | B::Multiply | B::Maximum | B::Minimum)),
+            ),
+        ) => c,
+        _ => {
+            return Err(
+                "only a `scatter` of one array that adds, multiplies, takes the max or min, or replaces has a gradient rule"
+                    .into(),
+            );
+        }
+    };
     let (x, idx, u, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
     let (od, ud) = (x.dims().unwrap_or_default(), u.dims().unwrap_or_default());
     let d = &a.dims;
@@ -1006,7 +1047,22 @@ pub(crate) fn vjp_scatter(
         operand_batching_dims: d.input_batching_dims.clone(),
         start_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
     };
-    let g = ct.gather(idx, &gd, &sizes, a.indices_are_sorted);
+    // An operand-shaped array read at each update's window (updates-shaped).
+    let at_updates = |v: &Op| v.gather(idx, &gd, &sizes, a.indices_are_sorted);
+    // The same scatter with another combiner.
+    let scatter_with = |into: &Op, upd: &Op, f: fn(&Op, &Op) -> Op| -> Op {
+        idx.builder()
+            .scatter(
+                &[into],
+                idx,
+                &[upd],
+                d,
+                a.indices_are_sorted,
+                a.unique_indices,
+                |o, u| vec![f(&o[0], &u[0])],
+            )
+            .remove(0)
+    };
     // Which windows the scatter kept: every start within [0, dim - size].
     let ity = idx.element_type().unwrap_or(ElementType::S32);
     let b = idx.builder();
@@ -1043,8 +1099,63 @@ pub(crate) fn vjp_scatter(
         .filter(|a| !d.update_window_dims.contains(a))
         .collect();
     let keep = keep.broadcast_in_dim_at(&ud, &scatter_axes, loc);
-    let ct_u = b.select_at(&keep, &g, &crate::autodiff::zeros_like(&g, loc), loc);
-    Ok(vec![Some(ct.clone()), None, Some(ct_u)])
+    let only = |pred: &Op, v: &Op| b.select_at(pred, v, &crate::autodiff::zeros_like(v, loc), loc);
+    let and = |p: &Op, q: &Op| p.bitwise_at(crate::ops::bitwise::BitwiseOp::And, q, loc);
+    let (ct_x, ct_u) = match comb {
+        Combiner::Binary(B::Add) => (ct.clone(), only(&keep, &at_updates(ct))),
+        Combiner::Binary(B::Multiply) => {
+            let ones = x.full_like_at(1.0, loc);
+            let ct_x = ct.binary(B::Multiply, &scatter_with(&ones, u, |o, v| o * v), loc);
+            if !a.unique_indices && n.wanted.get(2).copied().unwrap_or(true) {
+                return Err(
+                    "a `scatter` that multiplies has a gradient with respect to its updates only with unique indices (declared `unique_indices`), as in JAX"
+                        .into(),
+                );
+            }
+            let ct_u = only(&keep, &at_updates(&ct.binary(B::Multiply, x, loc)));
+            (ct_x, ct_u)
+        }
+        Combiner::Binary(_) => {
+            // Max or min: the result's contributors share its cotangent equally.
+            let out = n.out();
+            let won = and(
+                &keep,
+                &u.compare_at(&at_updates(out), crate::Comparison::Eq, loc),
+            );
+            let kept = x.compare_at(out, crate::Comparison::Eq, loc);
+            let as_float = |p: &Op| only(p, &x.full_like_at(1.0, loc));
+            let count = scatter_with(
+                &as_float(&kept),
+                &only(&won, &u.full_like_at(1.0, loc)),
+                |o, v| o + v,
+            );
+            let share = ct.binary(B::Divide, &count, loc);
+            (only(&kept, &share), only(&won, &at_updates(&share)))
+        }
+        Combiner::Replace => {
+            // Number each update window 1, 2, …, scatter the numbers the same way
+            // and read back which one each element holds.
+            let s32 = ElementType::S32;
+            let scatter_dims: Vec<i64> = scatter_axes.iter().map(|a| ud[*a as usize]).collect();
+            let m: i64 = scatter_dims.iter().product();
+            let numbers = b
+                .iota(s32, &[m], 0)
+                .binary_scalar(B::Add, crate::Scalar::Int(1), false, loc)
+                .reshape_at(&scatter_dims, loc)
+                .broadcast_in_dim_at(&ud, &scatter_axes, loc);
+            let none = b
+                .scalar_of(s32, crate::Scalar::Int(0), loc)
+                .broadcast_to_at(&od, loc);
+            let holds = scatter_with(&none, &numbers, |_, v| v.clone());
+            let untouched = holds.compare_at(&none, crate::Comparison::Eq, loc);
+            let won = and(
+                &keep,
+                &at_updates(&holds).compare_at(&numbers, crate::Comparison::Eq, loc),
+            );
+            (only(&untouched, ct), only(&won, &at_updates(ct)))
+        }
+    };
+    Ok(vec![Some(ct_x), None, Some(ct_u)])
 }
 
 #[cfg(test)]

@@ -538,26 +538,209 @@ pub(crate) fn vjp_reduce_window(
             Ok(vec![Some(g), None])
         }
         Some(op @ (BinaryOp::Maximum | BinaryOp::Minimum)) => {
-            if window
-                .iter()
-                .any(|w| w.window_dilation != 1 || w.base_dilation != 1)
-            {
-                return Err(
-                    "a max or min `reduce-window` with dilation has no gradient rule yet".into(),
-                );
-            }
+            // The cotangent goes to the first maximum (minimum) of each window in
+            // the window's order, as JAX's select-and-scatter-add with `ge` (`le`).
             let dir = if op == BinaryOp::Maximum {
                 crate::Comparison::Ge
             } else {
                 crate::Comparison::Le
             };
-            let g = x.select_and_scatter(ct, &zero, window, |a, e| a.compare(e, dir), |a, e| a + e);
+            if window
+                .iter()
+                .all(|w| w.window_dilation == 1 && w.base_dilation == 1)
+            {
+                let g =
+                    x.select_and_scatter(ct, &zero, window, |a, e| a.compare(e, dir), |a, e| a + e);
+                return Ok(vec![Some(g), None]);
+            }
+            // With dilation (which select-and-scatter has not): each window's
+            // choice as a flat index, and the cotangent scatter-added there.
+            let (at, kept) = window_choice(x, window, dir, loc)?;
+            let xd = x.dims().unwrap_or_default();
+            let ct = b.select_at(&kept, ct, &crate::autodiff::zeros_like(ct, loc), loc);
+            let flat = b
+                .scalar_of(ty, crate::Scalar::Int(0), loc)
+                .broadcast_to_at(&[xd.iter().product()], loc);
+            let dims = crate::ops::indexing::ScatterDims {
+                update_window_dims: vec![],
+                inserted_window_dims: vec![0],
+                scatter_dims_to_operand_dims: vec![0],
+                index_vector_dim: xd.len() as i64,
+                input_batching_dims: vec![],
+                scatter_indices_batching_dims: vec![],
+            };
+            let g = b
+                .scatter(&[&flat], &at, &[&ct], &dims, false, false, |o, u| {
+                    vec![&o[0] + &u[0]]
+                })
+                .remove(0)
+                .reshape_at(&xd, loc);
             Ok(vec![Some(g), None])
         }
         _ => Err(
             "this `reduce-window` combiner has no gradient rule yet (sum, max and min have)".into(),
         ),
     }
+}
+
+/// The direction of a select-and-scatter's `select` body when it is one comparison
+/// of its two parameters in order (`a >= b` for max pooling's gradient).
+pub(crate) fn simple_select(
+    b: &crate::builder::Builder,
+    body: crate::ir::CompId,
+) -> Option<crate::Comparison> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let ins = c.instrs.get(c.root?.instr as usize)?;
+    let OpKind::Compare(dir) = ins.kind else {
+        return None;
+    };
+    let params: Vec<u32> = c.params.iter().filter_map(|p| *p).collect();
+    let ops: Vec<u32> = ins.operands.iter().map(|v| v.instr).collect();
+    (params.len() == 2 && ops == params).then_some(dir)
+}
+
+/// For each window of `x` (one element per output position of a reduce-window of
+/// `window`): the row-major flat index into `x` of the element a select-and-scatter
+/// with `select = a <dir> b` picks: the greatest (`Ge`, `Gt`) or least (`Le`, `Lt`),
+/// among equals the first in the window's order (`Ge`, `Le`) or the last (`Gt`,
+/// `Lt`). Padding and base-dilation holes are never picked; a window of nothing
+/// else has no pick. Returns the indices (`s32`, clamped into `x`) and whether
+/// each window picked an element. Built as a reduce-window over (value, index)
+/// pairs, so it handles every window, dilated or not.
+pub(crate) fn window_choice(
+    x: &Op,
+    window: &[WindowDim],
+    dir: crate::Comparison,
+    loc: &'static Location<'static>,
+) -> Result<(Op, Op), String> {
+    use crate::Comparison as C;
+    let b = x.builder();
+    let ty = x.element_type().map_err(|e| e.to_string())?;
+    if !ty.is_float() {
+        return Err(format!("a window choice over {ty} values has no gradient"));
+    }
+    let xd = x.dims().map_err(|e| e.to_string())?;
+    let n: i64 = xd.iter().product();
+    if n >= i64::from(i32::MAX) {
+        return Err(format!("{n} elements are too many to index with s32"));
+    }
+    let (greater, first) = match dir {
+        C::Ge => (true, true),
+        C::Gt => (true, false),
+        C::Le => (false, true),
+        C::Lt => (false, false),
+        other => {
+            return Err(format!(
+                "a `select` comparing with {other:?} has no gradient rule"
+            ));
+        }
+    };
+    let s32 = ElementType::S32;
+    let index = b.iota(s32, &[n], 0).reshape_at(&xd, loc);
+    let init_v = b.scalar_of(
+        ty,
+        Scalar::Float(if greater {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }),
+        loc,
+    );
+    // Among equal values the preferred index wins; padding's index never is.
+    let init_i = b.scalar_of(
+        s32,
+        Scalar::Int(if first { i64::from(i32::MAX) } else { -1 }),
+        loc,
+    );
+    let (vs, is) = (Shape::scalar(ty), Shape::scalar(s32));
+    let (comp, roots) = b
+        .body(
+            x.comp,
+            "window_choice",
+            &[vs.clone(), is.clone(), vs, is],
+            loc,
+            |bb, p| {
+                let (av, ai, ev, ei) = (&p[0], &p[1], &p[2], &p[3]);
+                let better = av.compare_at(ev, if greater { C::Gt } else { C::Lt }, loc);
+                let tie = av.compare_at(ev, C::Eq, loc);
+                let earlier = ai.compare_at(ei, if first { C::Lt } else { C::Gt }, loc);
+                use crate::ops::bitwise::BitwiseOp;
+                let keep = better.bitwise_at(
+                    BitwiseOp::Or,
+                    &tie.bitwise_at(BitwiseOp::And, &earlier, loc),
+                    loc,
+                );
+                vec![
+                    bb.select_at(&keep, av, ev, loc),
+                    bb.select_at(&keep, ai, ei, loc),
+                ]
+            },
+        )
+        .map_err(
+            |_| "its window choice (a reduce-window over value-index pairs) failed to build",
+        )?;
+    b.finish_body(comp, &roots, loc).map_err(
+        |_| "its window choice (a reduce-window over value-index pairs) failed to build",
+    )?;
+    let r = b.emit(
+        OpKind::ReduceWindow {
+            window: window.into(),
+            body: comp,
+        },
+        &[x, &index, &init_v, &init_i],
+        None,
+        loc,
+    );
+    let at = b.results(r, 2, true).remove(1);
+    let zero = b.scalar_of(s32, Scalar::Int(0), loc);
+    let last = b.scalar_of(s32, Scalar::Int(n - 1), loc);
+    let kept = at.compare_at(&zero, C::Ge, loc).bitwise_at(
+        crate::ops::bitwise::BitwiseOp::And,
+        &at.compare_at(&last, C::Le, loc),
+        loc,
+    );
+    let at = at
+        .binary(BinaryOp::Maximum, &zero, loc)
+        .binary(BinaryOp::Minimum, &last, loc);
+    Ok((at, kept))
+}
+
+/// Select-and-scatter with `select = a <dir> b` and `scatter = acc + x` (the
+/// gradient of max or min pooling): each source element's cotangent is the
+/// cotangent at the element its window picked (JAX's select-and-gather-add), zero
+/// for a window that picked none; the initial value, added to every element, gets
+/// the cotangent's sum; the operand only decides the picks, so it gets none.
+pub(crate) fn vjp_select_and_scatter(
+    window: &[WindowDim],
+    select: crate::ir::CompId,
+    scatter: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    let dir = simple_select(n.b, select);
+    let add = crate::ops::reduction::simple_combiner(n.b, scatter) == Some(BinaryOp::Add);
+    let Some(dir) = dir.filter(|_| add) else {
+        return Err(
+            "only a `select-and-scatter` that selects with one comparison (a >= b, a > b, a <= b, a < b) and scatters by adding has a gradient rule"
+                .into(),
+        );
+    };
+    let (x, loc) = (&n.operands[0], n.loc);
+    let b = x.builder();
+    let (at, kept) = window_choice(x, window, dir, loc)?;
+    let n_all: i64 = ct.dims().unwrap_or_default().iter().product();
+    let picked = ct.reshape_at(&[n_all], loc).take(&at, 0);
+    let ct_src = b.select_at(
+        &kept,
+        &picked,
+        &crate::autodiff::zeros_like(&picked, loc),
+        loc,
+    );
+    let rank = ct.dims().unwrap_or_default().len() as i64;
+    let all: Vec<i64> = (0..rank).collect();
+    let ct_init = ct.reduce_binary_at(&all, BinaryOp::Add, loc);
+    Ok(vec![None, Some(ct_src), Some(ct_init)])
 }
 
 #[cfg(test)]
