@@ -25,18 +25,20 @@
 //!   `batch` times less optimizer work.
 //!
 //! Two ways to the gradient ([`AnakinConfig::grad_through_scan`]): by default the
-//! rollout records observations, actions, rewards and discounts, and the loss
-//! evaluates the Q-network on all `rollout_len × batch` recorded observations at
-//! once, so the backward pass is a few large matrix products. With
-//! `grad_through_scan` the Q-values come out of the rollout scan as the notebook
-//! computes them and the gradient flows back through the scan (a reverse loop of
-//! `rollout_len` small products). The two give the same gradient: the Q-values are
-//! the same function of the parameters either way.
+//! rollout records the observations, the first layer's activations, the actions,
+//! rewards and discounts, and the loss is one batched pass over all `rollout_len ×
+//! batch` steps that reuses the recorded activations (a `custom_vjp` whose value is
+//! the rollout's activations and whose gradient is the first layer's), so the
+//! backward pass is a few large matrix products. With `grad_through_scan` the
+//! Q-values come out of the rollout scan as the notebook computes them and the
+//! gradient flows back through the scan (a reverse loop of `rollout_len` small
+//! products). The two give the same gradient (`tests/anakin.rs` checks it): the
+//! Q-values are the same function of the parameters either way.
 
 use std::time::Instant;
 
 use super::catch_device::{self as catch, CatchState};
-use crate::nn::{Activation, Mlp, MlpParams, OptState, layers::split_keys, optim};
+use crate::nn::{Activation, LinearParams, Mlp, MlpParams, OptState, layers::split_keys, optim};
 use crate::{Buffer, Client, DotDims, Jit, Op, Result, Shape, Tree};
 
 /// What to train, and how; the default is the notebook's configuration.
@@ -60,8 +62,6 @@ pub struct AnakinConfig {
     pub shared_params: bool,
     /// Differentiate through the rollout scan (see the module docs). Default false.
     pub grad_through_scan: bool,
-    #[doc(hidden)]
-    pub variant: u32,
 }
 
 impl Default for AnakinConfig {
@@ -76,7 +76,6 @@ impl Default for AnakinConfig {
             seed: 42,
             shared_params: false,
             grad_through_scan: false,
-            variant: 0,
         }
     }
 }
@@ -144,7 +143,7 @@ impl Anakin {
         })?;
         let t = Instant::now();
         let learner = client.jit_donating("anakin", init.output_spec(), |b, s| {
-            b.fori_loop(0, c.iterations, s, |_, s| update(&c, &net, &opt, s))
+            b.fori_loop(0, c.iterations, s, |_, s| update(&c, &opt, s))
         })?;
         let compile_s = t.elapsed().as_secs_f64();
         Ok(Anakin {
@@ -229,34 +228,65 @@ impl Anakin {
     }
 }
 
-/// Q-values for observations `obs` of `[batch, n, 50]`: one network for all rows,
-/// or, per learner, the `b`-th network (parameters with a leading batch axis) for
-/// row `b`.
-fn q_values(net: &Mlp, params: &MlpParams<Op>, obs: &Op, per_learner: bool) -> Op {
+/// One matrix product per learner (row `b` of `x` with learner `b`'s `w`), or one
+/// for all rows with the shared `w`; `x` is `[batch, in]` or `[batch, n, in]`.
+fn affine(x: &Op, p: &LinearParams<Op>, per_learner: bool) -> Op {
     if !per_learner {
-        return net.apply(params, obs);
+        return &x.matmul(&p.w) + &p.b;
     }
-    // Batched products [B, n, in] × [B, in, out] with biases [B, 1, out].
-    let (l1, l2) = (&params[0], &params[1]);
-    let h = (&obs.matmul(&l1.w) + &l1.b.expand_dims(1)).relu();
-    &h.matmul(&l2.w) + &l2.b.expand_dims(1)
+    if x.dims().map(|d| d.len()).unwrap_or(0) == 2 {
+        // [B, in] · [B, in, out]: a matrix-vector product per learner.
+        let per_row = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![1],
+            lhs_batch: vec![0],
+            rhs_batch: vec![0],
+        };
+        return &x.dot_general(&p.w, &per_row) + &p.b;
+    }
+    // [B, n, in] × [B, in, out] with biases [B, 1, out].
+    &x.matmul(&p.w) + &p.b.expand_dims(1)
 }
 
-/// Q-values `[batch, 3]` for one observation per row (`[batch, 50]`): a matrix
-/// product for the shared network, a batched matrix-vector product per learner.
-fn step_q_values(net: &Mlp, params: &MlpParams<Op>, obs: &Op, per_learner: bool) -> Op {
-    if !per_learner {
-        return net.apply(params, obs);
-    }
-    let per_row = DotDims {
-        lhs_contracting: vec![1],
-        rhs_contracting: vec![1],
-        lhs_batch: vec![0],
-        rhs_batch: vec![0],
+/// The first layer's activations, `relu(obs · w1 + b1)`, of the observations
+/// `obs` recorded by the rollout, as a function of `w1` and `b1` whose value is the
+/// rollout's own activations `h` (`[batch, T, hidden]`, computed with the same
+/// parameters) and whose gradient is the layer's: `dz = dh ⊙ [h > 0]` (relu's
+/// derivative, 0 at 0 as in JAX), `dw1 = obsᵀ dz`, `db1 = Σ dz`. The loss thus
+/// reuses the rollout's forward pass instead of computing it a second time.
+fn first_layer(l1: &LinearParams<Op>, h: &Op, obs: &Op, per_learner: bool) -> Op {
+    let b = h.builder();
+    let backward = move |args: &[Op], out: &[Op], ct: &[Op]| {
+        let (obs, h) = (&args[3], &out[0]);
+        let live = h.compare(&h.zeros_like(), crate::Comparison::Gt);
+        let dz = h.builder().select(&live, &ct[0], &ct[0].zeros_like());
+        let (dw, db) = if per_learner {
+            // Per learner: contract the time axis, keep the batch axis.
+            let dims = DotDims {
+                lhs_contracting: vec![1],
+                rhs_contracting: vec![1],
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+            };
+            (obs.dot_general(&dz, &dims), dz.sum(&[1], false))
+        } else {
+            let dims = DotDims {
+                lhs_contracting: vec![0, 1],
+                rhs_contracting: vec![0, 1],
+                lhs_batch: vec![],
+                rhs_batch: vec![],
+            };
+            (obs.dot_general(&dz, &dims), dz.sum(&[0, 1], false))
+        };
+        vec![dw, db, args[2].zeros_like(), args[3].zeros_like()]
     };
-    let (l1, l2) = (&params[0], &params[1]);
-    let h = (&obs.dot_general(&l1.w, &per_row) + &l1.b).relu();
-    &h.dot_general(&l2.w, &per_row) + &l2.b
+    b.custom_vjp(
+        "first_layer",
+        &[&l1.w, &l1.b, h, obs],
+        |_, a| vec![a[2].clone()],
+        backward,
+    )
+    .remove(0)
 }
 
 /// λ-returns (rlax's `lambda_returns`) of rewards `r`, discounts `d` and bootstrap
@@ -309,12 +339,7 @@ fn batch_major(x: &Op) -> Op {
 }
 
 /// One update: rollout, loss, gradient, Adam.
-fn update(
-    c: &AnakinConfig,
-    net: &Mlp,
-    opt: &optim::Optimizer,
-    s: AnakinState<Op>,
-) -> AnakinState<Op> {
+fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> AnakinState<Op> {
     let b = s.key.builder();
     let per_learner = !c.shared_params;
     let (batch, lambda) = (c.batch, c.lambda);
@@ -324,18 +349,17 @@ fn update(
     let resets = keys[1].randint(&[c.rollout_len, batch], 0, catch::COLUMNS);
     // The rollout; per step it records the Q-values (to differentiate through the
     // scan) or the observation (to evaluate the loss after it).
-    let rollout = |params: &MlpParams<Op>, record_q: bool| {
+    // The rollout: greedy actions from the Q-network, recording per step the
+    // observation, the first layer's activations, the Q-values, the action, the
+    // reward and the discount.
+    let rollout = |params: &MlpParams<Op>| {
         b.scan(s.env.clone(), resets.clone(), None, false, |env, reset| {
             let obs = catch::render(&env);
-            let q = if c.variant == 1 {
-                q_values(net, params, &obs.expand_dims(1), per_learner)
-                    .reshape(&[batch, catch::ACTIONS])
-            } else {
-                step_q_values(net, params, &obs, per_learner)
-            };
+            let h = affine(&obs, &params[0], per_learner).relu();
+            let q = affine(&h, &params[1], per_learner);
             let a = q.argmax(1);
             let (next, r, d) = catch::step(&env, &a, &reset);
-            (next, (if record_q { q } else { obs }, a, r, d))
+            (next, (obs, h, q, a, r, d))
         })
     };
     // Per learner, each loss is its own learner's (their sum's gradient is each
@@ -348,16 +372,21 @@ fn update(
         }
     };
     let (loss, env, grads) = if c.grad_through_scan {
+        // As the notebook: the Q-values come out of the scan, and the gradient
+        // flows back through it.
         b.value_and_grad(s.params.clone(), |p| {
-            let (env, (q, a, r, d)) = rollout(&p, true);
+            let (env, (_, _, q, a, r, d)) = rollout(&p);
             let [q, a, r, d] = [q, a, r, d].map(|x| batch_major(&x));
             (total(&td_loss(&q, &a, &r, &d, lambda)), env)
         })
     } else {
-        let (env, (obs, a, r, d)) = rollout(&s.params, false);
-        let [obs, a, r, d] = [obs, a, r, d].map(|x| batch_major(&x));
+        // The loss on the recorded rollout: its activations reused (see
+        // `first_layer`), the second layer and the loss in one batched pass.
+        let (env, (obs, h, _, a, r, d)) = rollout(&s.params);
+        let [obs, h, a, r, d] = [obs, h, a, r, d].map(|x| batch_major(&x));
         let (loss, (), g) = b.value_and_grad(s.params.clone(), |p| {
-            let q = q_values(net, &p, &obs, per_learner);
+            let h = first_layer(&p[0], &h, &obs, per_learner);
+            let q = affine(&h, &p[1], per_learner);
             (total(&td_loss(&q, &a, &r, &d, lambda)), ())
         });
         (loss, env, g)
