@@ -34,7 +34,7 @@ fn host_board(s: &[i32; 4]) -> Vec<f32> {
 }
 
 #[test]
-fn device_catch_equals_plain_rust_catch_for_the_same_actions() {
+fn device_catch_equals_the_host_catch_for_the_same_actions() {
     let (batch, steps) = (6i64, 40i64);
     let mut rng = Rng(7);
     let starts: Vec<i32> = (0..batch).map(|_| (rng.next_u64() % 5) as i32).collect();
@@ -81,8 +81,22 @@ fn device_catch_equals_plain_rust_catch_for_the_same_actions() {
             let i = t * batch as usize + e;
             let board = &boards[i * 50..(i + 1) * 50];
             assert_eq!(board, host_board(&s), "board of env {e} at step {t}");
+            // The crate's host Catch (`rl::catch`) agrees too.
+            let lib = xlaclient::rl::catch::CatchState::from_array(s).unwrap();
+            assert_eq!(
+                lib.render().to_vec(),
+                host_board(&s),
+                "host render, env {e} step {t}"
+            );
+            let (lib_next, lib_r, lib_d) =
+                xlaclient::rl::catch::step(lib, actions[i] as usize, resets[i] as usize).unwrap();
             let (r, d) = host_step(&mut s, actions[i], resets[i]);
             assert_eq!((rewards[i], discounts[i]), (r, d), "env {e} step {t}");
+            assert_eq!(
+                (lib_next.to_array(), lib_r, lib_d),
+                (s, r, d),
+                "host Catch, env {e} step {t}"
+            );
             terminals += (d == 0.0) as usize;
         }
     }
