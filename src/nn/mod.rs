@@ -48,6 +48,7 @@ pub mod init;
 pub mod layers;
 pub mod losses;
 pub mod optim;
+pub mod schedule;
 
 pub use init::Initializer;
 pub use layers::{
@@ -55,3 +56,4 @@ pub use layers::{
     relu, sigmoid, silu, softmax, softplus, swish,
 };
 pub use optim::{OptState, Optimizer};
+pub use schedule::Schedule;

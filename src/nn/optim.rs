@@ -46,6 +46,7 @@
 //! # Ok::<(), xlaclient::Error>(())
 //! ```
 
+use super::schedule::Schedule;
 use crate::tree::Leaf;
 use crate::{Builder, Comparison, ElementType, Op, Shape, Tree};
 
@@ -103,12 +104,12 @@ impl<L: Leaf, P: Tree<L>> Tree<L> for OptState<L, P> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Rule {
     Sgd {
-        lr: f64,
+        lr: Schedule,
         momentum: f64,
         nesterov: bool,
     },
     Adam {
-        lr: f64,
+        lr: Schedule,
         b1: f64,
         b2: f64,
         eps: f64,
@@ -129,10 +130,10 @@ pub struct Optimizer {
 /// `t ← g + momentum·t` and the update `−lr·t` (Nesterov: `−lr·(g + momentum·t)`);
 /// with `momentum == 0` and no Nesterov, `−lr·g` and no trace in the state
 /// (optax's `momentum=None`).
-pub fn sgd(lr: f64, momentum: f64, nesterov: bool) -> Optimizer {
+pub fn sgd(lr: impl Into<Schedule>, momentum: f64, nesterov: bool) -> Optimizer {
     Optimizer {
         rule: Rule::Sgd {
-            lr,
+            lr: lr.into(),
             momentum,
             nesterov,
         },
@@ -143,17 +144,17 @@ pub fn sgd(lr: f64, momentum: f64, nesterov: bool) -> Optimizer {
 /// `optax.adam(lr, b1, b2, eps)`: `m ← (1−b1)·g + b1·m`, `v ← (1−b2)·g² + b2·v`,
 /// update `−lr · m̂ / (√v̂ + eps)` with `m̂ = m / (1 − b1ᵗ)`, `v̂ = v / (1 − b2ᵗ)` at
 /// step `t` (counted from 1; `b^t` in `f32`).
-pub fn adam(lr: f64, b1: f64, b2: f64, eps: f64) -> Optimizer {
+pub fn adam(lr: impl Into<Schedule>, b1: f64, b2: f64, eps: f64) -> Optimizer {
     adamw(lr, b1, b2, eps, 0.0)
 }
 
 /// `optax.adamw(lr, b1, b2, eps, weight_decay)`: Adam's direction plus
 /// `weight_decay · params` (`add_decayed_weights`), then scaled by `−lr` (optax's
 /// default `weight_decay` is `1e-4`).
-pub fn adamw(lr: f64, b1: f64, b2: f64, eps: f64, weight_decay: f64) -> Optimizer {
+pub fn adamw(lr: impl Into<Schedule>, b1: f64, b2: f64, eps: f64, weight_decay: f64) -> Optimizer {
     Optimizer {
         rule: Rule::Adam {
-            lr,
+            lr: lr.into(),
             b1,
             b2,
             eps,
@@ -290,6 +291,17 @@ impl Optimizer {
                 p.len()
             );
         }
+        // The learning rate of this update: the schedule at the updates applied
+        // before it (optax's scale_by_learning_rate), times −1.
+        let lr_schedule = match self.rule {
+            Rule::Sgd { lr, .. } | Rule::Adam { lr, .. } => lr,
+        };
+        let lr_now = (!lr_schedule.is_constant()).then(|| lr_schedule.at(&state.count));
+        let scale = |x: &Op| match (&lr_now, lr_schedule) {
+            (Some(lr), _) => x * &(-&convert_like(lr, x)),
+            (None, Schedule::Constant(lr)) => x * -lr,
+            (None, _) => unreachable!("a schedule that is not constant has an op"),
+        };
         // numerics.safe_increment: the count stops at i32::MAX.
         let count = &state.count;
         let below = count.compare(&b.constant(i32::MAX), Comparison::Lt);
@@ -298,9 +310,7 @@ impl Optimizer {
         let (updates, new_mu, new_nu): (Vec<Op>, Option<Vec<Op>>, Option<Vec<Op>>) = match self.rule
         {
             Rule::Sgd {
-                lr,
-                momentum,
-                nesterov,
+                momentum, nesterov, ..
             } => match mu {
                 // transform.trace: t ← g + decay·t; Nesterov: g + decay·t.
                 Some(mu) => {
@@ -317,17 +327,17 @@ impl Optimizer {
                     } else {
                         trace.clone()
                     };
-                    let u = dir.iter().map(|d| d * -lr).collect();
+                    let u = dir.iter().map(&scale).collect();
                     (u, Some(trace), None)
                 }
-                None => (g.iter().map(|g| g * -lr).collect(), None, None),
+                None => (g.iter().map(&scale).collect(), None, None),
             },
             Rule::Adam {
-                lr,
                 b1,
                 b2,
                 eps,
                 weight_decay,
+                ..
             } => {
                 let (mu, nu) = (mu.expect("adam keeps mu"), nu.expect("adam keeps nu"));
                 // tree_update_moment: (1 − decay)·g^order + decay·t.
@@ -371,7 +381,7 @@ impl Optimizer {
                             // add_decayed_weights: g + wd·p.
                             u = &u + &(p * weight_decay);
                         }
-                        &u * -lr
+                        scale(&u)
                     })
                     .collect();
                 (u, Some(m), Some(v))
