@@ -15,7 +15,8 @@ use fd::check;
 use serde_json::Value;
 use xlaclient::nn::init::{self, Initializer};
 use xlaclient::nn::{
-    self, Activation, Linear, LinearParams, Mlp, MlpParams, OptState, Schedule, losses, optim,
+    self, Activation, KeySequence, Linear, LinearParams, Mlp, MlpParams, OptState, Schedule,
+    losses, optim,
 };
 use xlaclient::{Builder, ElementType, Op, Shape, Tree};
 
@@ -1091,4 +1092,36 @@ fn optimizers_follow_a_schedule() {
     let constant = sgd_reference(|_| 0.1, 0.9, false, 3);
     let with = sgd_reference(lr, 0.9, false, 3);
     assert!((constant[2][0] - with[2][0]).abs() > 1e-3);
+}
+
+/// `KeySequence` is `hk.PRNGSequence`: each key is the second half of a split of
+/// the current key, which becomes the first half (checked against splits written
+/// out by hand; `random_split` itself is checked against JAX in tests/samplers.rs).
+#[test]
+fn key_sequence_is_haikus_prng_sequence() {
+    let keys = |f: &dyn Fn(&Builder) -> Vec<Op>| -> Vec<Vec<u32>> {
+        let jit = client().jit("keys", &(), |b, ()| f(b)).unwrap();
+        jit.call(&())
+            .unwrap()
+            .iter()
+            .map(|k| k.to_vec::<u32>().unwrap())
+            .collect()
+    };
+    let got = keys(&|b| {
+        let seq = KeySequence::new(&b.prng_key(42));
+        vec![seq.next(), seq.next(), seq.next()]
+    });
+    let want = keys(&|b| {
+        let mut key = b.prng_key(42);
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            let s = key.random_split(2);
+            out.push(s.slice(&[1, 0], &[2, 2], &[1, 1]).reshape(&[2]));
+            key = s.slice(&[0, 0], &[1, 2], &[1, 1]).reshape(&[2]);
+        }
+        out
+    });
+    assert_eq!(got, want);
+    assert_ne!(got[0], got[1]);
+    assert_ne!(got[1], got[2]);
 }

@@ -235,6 +235,51 @@ pub fn split_keys(key: &Op, n: i64) -> Vec<Op> {
         .collect()
 }
 
+/// A sequence of fresh keys from one key (`hk.PRNGSequence`): each
+/// [`next`](KeySequence::next) splits the current key into a new current key and
+/// the key it returns (`key, subkey = jax.random.split(key)`), so initialisers
+/// and samplers can each take their own key without splitting by hand.
+///
+/// ```
+/// use xlaclient::Builder;
+/// use xlaclient::nn::KeySequence;
+/// let b = Builder::new("keys");
+/// let keys = KeySequence::new(&b.prng_key(0));
+/// let (k1, k2) = (keys.next(), keys.next());
+/// assert_eq!(k1.dims()?, vec![2]);
+/// # let _ = k2;
+/// # Ok::<(), xlaclient::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct KeySequence {
+    key: std::cell::RefCell<Op>,
+}
+
+impl KeySequence {
+    /// The sequence that starts from `key` (a threefry or rbg key).
+    pub fn new(key: &Op) -> KeySequence {
+        KeySequence {
+            key: std::cell::RefCell::new(key.clone()),
+        }
+    }
+
+    /// The next key.
+    #[track_caller]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&self) -> Op {
+        let mut key = self.key.borrow_mut();
+        let mut pair = split_keys(&key, 2);
+        let sub = pair.pop().expect("two keys");
+        *key = pair.pop().expect("two keys");
+        sub
+    }
+
+    /// The current key (what the next split starts from).
+    pub fn key(&self) -> Op {
+        self.key.borrow().clone()
+    }
+}
+
 /// All axes but the first (the batch axis) flattened into one (`hk.Flatten`):
 /// `[b, d1, d2, …]` becomes `[b, d1·d2·…]`; a vector `[b]` becomes `[b, 1]`.
 #[track_caller]

@@ -52,8 +52,8 @@ pub mod schedule;
 
 pub use init::Initializer;
 pub use layers::{
-    Activation, Linear, LinearParams, Mlp, MlpParams, elu, flatten, gelu, leaky_relu, log_softmax,
-    relu, sigmoid, silu, softmax, softplus, swish,
+    Activation, KeySequence, Linear, LinearParams, Mlp, MlpParams, elu, flatten, gelu, leaky_relu,
+    log_softmax, relu, sigmoid, silu, softmax, softplus, swish,
 };
 pub use optim::{OptState, Optimizer};
 pub use schedule::Schedule;
