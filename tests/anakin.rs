@@ -75,8 +75,8 @@ fn device_catch_equals_plain_rust_catch_for_the_same_actions() {
         discounts.to_vec::<f32>().unwrap(),
     );
     let mut terminals = 0;
-    for e in 0..batch as usize {
-        let mut s = [0, starts[e], 9, 2];
+    for (e, &start) in starts.iter().enumerate().take(batch as usize) {
+        let mut s = [0, start, 9, 2];
         for t in 0..steps as usize {
             let i = t * batch as usize + e;
             let board = &boards[i * 50..(i + 1) * 50];
