@@ -20,14 +20,17 @@
 //!     plugin then runs the program on the calling thread), `LoadedExecutable::execute`
 //!     on resident parameter buffers, the observations uploaded from one reused host
 //!     array, the Q-values read straight from the output's memory into one reused
-//!     host slice (`Buffer::read_in_place`); waits poll for up to 1 ms, then park
-//!     (`--wait spin`, the default; `--wait auto|park` for the others);
+//!     host slice (`Buffer::read_in_place`);
 //!   - `fast-copy`: the same, the Q-values copied with `Buffer::copy_to_host` (the
 //!     plugin's device-to-host copy);
 //!   - `fast-async`: `fast` on a default (asynchronous) client;
 //!   - `plain-sync`: `Client::jit` + `Jit::call` + `Buffer::to_vec` (a new vector per
 //!     step) on the `asynchronous=false` client;
 //!   - `plain`: the same on a default client: what a first program would write.
+//!
+//! Every path waits by the crate's default `WaitPolicy::Auto` (poll up to 50 µs when
+//! recent waits were that short, else park); `--wait spin` polls up to 1 ms, then
+//! parks, `--wait park` never polls.
 //!
 //! For N = 1, 64 and 1024 (`--n`) it prints environment steps per second
 //! (N × steps / seconds), best and median over rounds, as the anchor does (3000 steps
@@ -53,7 +56,7 @@ const OBS: usize = 50;
 const HID: usize = 256;
 const ACT: usize = NUM_ACTIONS;
 const MAX_ERR: f32 = 1e-4;
-/// The polling budget of `--wait spin` (the default): then park.
+/// The polling budget of `--wait spin`: then park.
 const SPIN: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +121,7 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
         epsilon: 0.0,
         modes: vec![Mode::Fast],
         breakdown: false,
-        wait: WaitPolicy::Spin(SPIN),
+        wait: WaitPolicy::Auto,
     };
     let mut i = 0;
     let value = |i: usize, flag: &str| -> Result<&String, String> {
