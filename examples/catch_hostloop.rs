@@ -15,7 +15,8 @@
 //! differ from the anchor's, their distribution does not (the policy is untrained in
 //! both; the cost of a step does not depend on the values).
 //!
-//! Call paths (`--mode`, or all of them alternated with `--compare`):
+//! Call paths (`--mode M[,M...]`, alternated within each round; `--compare` = the
+//! first five):
 //!   - `fast` (default): a client created with `asynchronous=false` (the 0.115 CPU
 //!     plugin then runs the program on the calling thread), `LoadedExecutable::execute`
 //!     on resident parameter buffers, the observations uploaded from one reused host
@@ -26,7 +27,10 @@
 //!   - `fast-async`: `fast` on a default (asynchronous) client;
 //!   - `plain-sync`: `Client::jit` + `Jit::call` + `Buffer::to_vec` (a new vector per
 //!     step) on the `asynchronous=false` client;
-//!   - `plain`: the same on a default client: what a first program would write.
+//!   - `plain`: the same on a default client: what a first program would write;
+//!   - `sharded` (not in `--compare`; even N only): two CPU devices on an
+//!     asynchronous client, each computing half the batch with its own parameter
+//!     copy, launched by one `execute_replicated` call, Q-values read in place.
 //!
 //! Every path waits by the crate's default `WaitPolicy::Auto` (poll up to 50 µs when
 //! recent waits were that short, else park); `--wait spin` polls up to 1 ms, then
@@ -41,9 +45,10 @@
 //! program fails above 1e-4).
 //!
 //! Run: `cargo run --release --example catch_hostloop -- [--n 1 64 1024] [--steps S]
-//! [--rounds R] [--epsilon E] [--mode fast|fast-async|plain|plain-sync | --plain |
-//! --compare] [--breakdown] [--quick]`. The last line is `steps_per_s_1024=<median>`
-//! (of the last N given when 1024 is not among them).
+//! [--rounds R] [--epsilon E] [--mode M[,M...] | --plain | --compare]
+//! [--wait auto|spin|park] [--breakdown] [--quick]`. `--quick` (CI): 300 steps, 3
+//! rounds, 50 warm-up steps. The last line is `steps_per_s_1024=<median>` of the last
+//! mode given (of the last N when 1024 is not among them).
 
 use std::time::{Duration, Instant};
 
@@ -66,6 +71,7 @@ enum Mode {
     FastAsync,
     Plain,
     PlainSync,
+    Sharded,
 }
 
 impl Mode {
@@ -76,6 +82,7 @@ impl Mode {
             Mode::FastAsync => "fast-async",
             Mode::Plain => "plain",
             Mode::PlainSync => "plain-sync",
+            Mode::Sharded => "sharded",
         }
     }
 
@@ -86,8 +93,9 @@ impl Mode {
             "fast-async" => Ok(Mode::FastAsync),
             "plain" => Ok(Mode::Plain),
             "plain-sync" => Ok(Mode::PlainSync),
+            "sharded" => Ok(Mode::Sharded),
             _ => Err(format!(
-                "--mode {s}: expected fast, fast-copy, fast-async, plain or plain-sync"
+                "--mode {s}: expected fast, fast-copy, fast-async, plain, plain-sync or sharded"
             )),
         }
     }
@@ -109,7 +117,7 @@ struct Config {
 }
 
 const USAGE: &str = "usage: catch_hostloop [--n N...] [--steps S] [--rounds R] [--epsilon E] \
-[--mode fast|fast-copy|fast-async|plain|plain-sync] [--plain] [--compare] [--wait spin|auto|park] \
+[--mode M[,M...]] (M: fast|fast-copy|fast-async|plain|plain-sync|sharded) [--plain] [--compare] [--wait spin|auto|park] \
 [--breakdown] [--quick]";
 
 fn parse_args(args: &[String]) -> Result<Config, String> {
@@ -175,7 +183,10 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
                 i += 1;
             }
             "--mode" => {
-                cfg.modes = vec![Mode::parse(value(i, a)?)?];
+                cfg.modes = value(i, a)?
+                    .split(',')
+                    .map(Mode::parse)
+                    .collect::<Result<_, _>>()?;
                 i += 1;
             }
             "--plain" => cfg.modes = vec![Mode::Plain],
@@ -323,6 +334,16 @@ enum Policy {
         /// Q-values read with `Buffer::read_in_place`, else `copy_to_host`.
         in_place: bool,
     },
+    /// The batch split in two halves, one per CPU device, run by one
+    /// `execute_replicated` call (the devices compute in parallel); per device its
+    /// own parameter copy; Q-values read in place.
+    Sharded {
+        exe: LoadedExecutable,
+        devices: Vec<xlaclient::Device>,
+        params: Vec<Vec<Buffer>>,
+        dims: [i64; 2],
+        q: Vec<f32>,
+    },
     /// `Jit::call` on `[w1, b1, w2, b2, obs]`, Q-values read with `to_vec`.
     Plain {
         client: Client,
@@ -357,6 +378,43 @@ impl Policy {
                     dims,
                     q: vec![0.0; n * ACT],
                     in_place: mode != Mode::FastCopy,
+                })
+            }
+            Mode::Sharded => {
+                let devices = client.addressable_devices();
+                if devices.len() < 2 || n % 2 != 0 {
+                    return Err(xlaclient::Error::Rl {
+                        reason: format!(
+                            "mode sharded needs 2 CPU devices ({} here) and an even N ({n})",
+                            devices.len()
+                        ),
+                    });
+                }
+                let half = n / 2;
+                let b = Builder::new("catch_policy_sharded");
+                let ps: Vec<_> = param_shapes(half)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| b.parameter(i, s, &format!("p{i}")))
+                    .collect();
+                let module = b.build(&mlp_ops(&ps[0], &ps[1], &ps[2], &ps[3], &ps[4]))?;
+                let exe = client
+                    .compile_with(&module, &xlaclient::CompileOptions::new().num_replicas(2))?;
+                let mut per_device = Vec::new();
+                for d in &devices[..2] {
+                    per_device.push(vec![
+                        d.buffer_from_host(&params.w1, &[OBS as i64, HID as i64])?,
+                        d.buffer_from_host(&params.b1, &[HID as i64])?,
+                        d.buffer_from_host(&params.w2, &[HID as i64, ACT as i64])?,
+                        d.buffer_from_host(&params.b2, &[ACT as i64])?,
+                    ]);
+                }
+                Ok(Policy::Sharded {
+                    exe,
+                    devices: devices[..2].to_vec(),
+                    params: per_device,
+                    dims: [half as i64, OBS as i64],
+                    q: vec![0.0; n * ACT],
                 })
             }
             Mode::Plain | Mode::PlainSync => {
@@ -410,6 +468,27 @@ impl Policy {
                 bd.upload += t1 - t0;
                 bd.execute += t2 - t1;
                 bd.download += t3 - t2;
+                Ok(q)
+            }
+            Policy::Sharded {
+                exe,
+                devices,
+                params,
+                dims,
+                q,
+            } => {
+                let (o0, o1) = obs.split_at(obs.len() / 2);
+                let a = devices[0].buffer_from_host(o0, dims)?;
+                let b = devices[1].buffer_from_host(o1, dims)?;
+                let (p0, p1) = (&params[0], &params[1]);
+                let out = exe.execute_replicated(&[
+                    vec![&p0[0], &p0[1], &p0[2], &p0[3], &a],
+                    vec![&p1[0], &p1[1], &p1[2], &p1[3], &b],
+                ])?;
+                let half = q.len() / 2;
+                let (q0, q1) = q.split_at_mut(half);
+                out[0][0].read_in_place(q0)?;
+                out[1][0].read_in_place(q1)?;
                 Ok(q)
             }
             Policy::Plain {
@@ -540,6 +619,8 @@ fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
     let base = ClientOptions::new().wait_policy(cfg.wait);
     let async_client = Client::new(&plugin, &base)?;
     let sync_client = Client::new(&plugin, &base.clone().asynchronous(false))?;
+    // Two CPU devices, asynchronous: `execute_replicated` runs them in parallel.
+    let sharded_client = Client::new(&plugin, &base.clone().cpu_device_count(2))?;
     println!(
         "plugin {} (PJRT C API {}.{}); modes {:?}; wait {:?}; epsilon {}; untrained policy, params N(0,1)/sqrt(fan_in) from rl::Rng(0)",
         plugin.path().display(),
@@ -563,10 +644,10 @@ fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
         let mut world = World::new(n, cfg.epsilon)?;
         let mut policies = Vec::new();
         for &m in &cfg.modes {
-            let client = if m.synchronous() {
-                &sync_client
-            } else {
-                &async_client
+            let client = match m {
+                Mode::Sharded => &sharded_client,
+                _ if m.synchronous() => &sync_client,
+                _ => &async_client,
             };
             let mut p = Policy::new(m, client, &host, n)?;
             run(&mut world, &mut p, cfg.warmup, None)?;
