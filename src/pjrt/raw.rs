@@ -284,7 +284,7 @@ slots!(
     PJRT_Buffer_Dimensions: PJRT_Buffer_Dimensions_Args,
     PJRT_Buffer_UnpaddedDimensions: Unused,
     PJRT_Buffer_DynamicDimensionIndices: Unused,
-    PJRT_Buffer_GetMemoryLayout: Unused,
+    PJRT_Buffer_GetMemoryLayout: PJRT_Buffer_GetMemoryLayout_Args,
     PJRT_Buffer_OnDeviceSizeInBytes: PJRT_Buffer_OnDeviceSizeInBytes_Args,
     PJRT_Buffer_Device: PJRT_Buffer_Device_Args,
     PJRT_Buffer_Memory: Unused,
@@ -718,6 +718,27 @@ pjrt_args!(PJRT_Buffer_UnsafePointer_Args {
     buffer: *mut PJRT_Buffer,
     buffer_pointer: usize,
 });
+pjrt_args!(PJRT_Buffer_MemoryLayout_Tiled {
+    minor_to_major: *const i64,
+    minor_to_major_size: usize,
+    tile_dims: *const i64,
+    tile_dim_sizes: *const usize,
+    num_tiles: usize,
+});
+/// `PJRT_Buffer_MemoryLayout_Type_Tiled`: the layout's union holds `tiled`.
+pub const PJRT_Buffer_MemoryLayout_Type_Tiled: c_int = 0;
+// The header's union of `PJRT_Buffer_MemoryLayout_Tiled` and the smaller
+// `PJRT_Buffer_MemoryLayout_Strides` (4 words, same alignment) is declared as the
+// larger member: same size, same offset of `type_`. Strides are never read (only a
+// tiled layout is used, checked through `type_` first).
+pjrt_args!(PJRT_Buffer_MemoryLayout {
+    tiled: PJRT_Buffer_MemoryLayout_Tiled,
+    type_: c_int,
+});
+pjrt_args!(PJRT_Buffer_GetMemoryLayout_Args {
+    buffer: *mut PJRT_Buffer,
+    layout: PJRT_Buffer_MemoryLayout,
+});
 pjrt_args!(PJRT_Buffer_CopyToDevice_Args {
     buffer: *mut PJRT_Buffer,
     dst_device: *mut PJRT_Device,
@@ -733,6 +754,11 @@ mod tests {
     #[test]
     fn struct_sizes_match_the_header() {
         assert_eq!(PJRT_Api_Version::STRUCT_SIZE, 24);
+        // (API 0.115 header, `PJRT_*_STRUCT_SIZE` printed by a C program.)
+        assert_eq!(PJRT_Buffer_MemoryLayout_Tiled::STRUCT_SIZE, 56);
+        assert_eq!(PJRT_Buffer_MemoryLayout::STRUCT_SIZE, 76);
+        assert_eq!(PJRT_Buffer_GetMemoryLayout_Args::STRUCT_SIZE, 104);
+        assert_eq!(PJRT_Buffer_UnsafePointer_Args::STRUCT_SIZE, 32);
         assert_eq!(FN_TABLE_OFFSET, 40);
         assert_eq!(PJRT_Error_Destroy_Args::STRUCT_SIZE, 24);
         assert_eq!(PJRT_Error_Message_Args::STRUCT_SIZE, 40);
