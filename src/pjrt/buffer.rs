@@ -281,30 +281,54 @@ impl Buffer {
         // failure); after this the memory holds the final values.
         self.ready()?;
         let b = self.raw;
-        // SAFETY: a live buffer we own (not donated: `ready` checked); the pointer is
-        // only read below, while `self` is borrowed.
-        let a = match unsafe {
+        // An external reference holds the memory for the read: while it is held the
+        // plugin refuses to donate the buffer (another thread may offer it, as
+        // `Buffer` is `Sync`), and a buffer already donated refuses the reference.
+        // SAFETY: a live buffer we own; the answer is nothing.
+        if unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_IncreaseExternalReferenceCount, |a| {
+                    a.buffer = b
+                })
+        }
+        .is_err()
+        {
+            return self.copy_to_host(out);
+        }
+        // SAFETY: a live buffer we own, held by the reference taken above.
+        let pointer = match unsafe {
             self.client
                 .api
                 .query(slot::PJRT_Buffer_UnsafePointer, |a| a.buffer = b)
         } {
-            Ok(a) if a.buffer_pointer != 0 => a,
-            _ => return self.copy_to_host(out),
+            Ok(a) if a.buffer_pointer != 0 => Some(a.buffer_pointer),
+            _ => None,
         };
-        // SAFETY: the buffer is on the CPU, ready, dense row-major with exactly
-        // `size` bytes on the device (checked by `host_readable`), so `size` bytes
-        // from its pointer are its elements in `out`'s order; the buffer is alive
-        // and no computation writes it any more (it is ready and we hold it; a
-        // later donation needs `&self` to end first). `out` is a distinct, writable
-        // slice of `size` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                a.buffer_pointer as *const u8,
-                out.as_mut_ptr().cast::<u8>(),
-                size,
-            );
+        if let Some(p) = pointer {
+            // SAFETY: the buffer is on the CPU, ready, dense row-major with exactly
+            // `size` bytes on the device (checked by `host_readable`), so `size`
+            // bytes from its pointer are its elements in `out`'s order; the external
+            // reference keeps the memory alive and undonated, and a ready buffer is
+            // not written any more. `out` is a distinct, writable slice of `size`
+            // bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr().cast::<u8>(), size);
+            }
         }
-        Ok(())
+        // SAFETY: drops the reference taken above, once.
+        let released = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_DecreaseExternalReferenceCount, |a| {
+                    a.buffer = b
+                })
+        };
+        released?;
+        match pointer {
+            Some(_) => Ok(()),
+            None => self.copy_to_host(out),
+        }
     }
 
     /// Whether the buffer may be read in place: on the CPU, dense row-major layout

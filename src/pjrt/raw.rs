@@ -295,8 +295,8 @@ slots!(
     PJRT_Buffer_IsOnCpu: PJRT_Buffer_IsOnCpu_Args,
     PJRT_Buffer_ReadyEvent: PJRT_Buffer_ReadyEvent_Args,
     PJRT_Buffer_UnsafePointer: PJRT_Buffer_UnsafePointer_Args,
-    PJRT_Buffer_IncreaseExternalReferenceCount: Unused,
-    PJRT_Buffer_DecreaseExternalReferenceCount: Unused,
+    PJRT_Buffer_IncreaseExternalReferenceCount: PJRT_Buffer_IncreaseExternalReferenceCount_Args,
+    PJRT_Buffer_DecreaseExternalReferenceCount: PJRT_Buffer_DecreaseExternalReferenceCount_Args,
     PJRT_Buffer_OpaqueDeviceMemoryDataPointer: Unused,
     PJRT_CopyToDeviceStream_Destroy: Unused,
     PJRT_CopyToDeviceStream_AddChunk: Unused,
@@ -699,6 +699,12 @@ pjrt_args!(PJRT_Buffer_IsDeleted_Args {
     buffer: *mut PJRT_Buffer,
     is_deleted: bool,
 });
+pjrt_args!(PJRT_Buffer_IncreaseExternalReferenceCount_Args {
+    buffer: *mut PJRT_Buffer,
+});
+pjrt_args!(PJRT_Buffer_DecreaseExternalReferenceCount_Args {
+    buffer: *mut PJRT_Buffer,
+});
 pjrt_args!(PJRT_Buffer_IsOnCpu_Args {
     buffer: *mut PJRT_Buffer,
     is_on_cpu: bool,
@@ -759,6 +765,14 @@ mod tests {
         assert_eq!(PJRT_Buffer_MemoryLayout::STRUCT_SIZE, 76);
         assert_eq!(PJRT_Buffer_GetMemoryLayout_Args::STRUCT_SIZE, 104);
         assert_eq!(PJRT_Buffer_UnsafePointer_Args::STRUCT_SIZE, 32);
+        assert_eq!(
+            PJRT_Buffer_IncreaseExternalReferenceCount_Args::STRUCT_SIZE,
+            24
+        );
+        assert_eq!(
+            PJRT_Buffer_DecreaseExternalReferenceCount_Args::STRUCT_SIZE,
+            24
+        );
         assert_eq!(FN_TABLE_OFFSET, 40);
         assert_eq!(PJRT_Error_Destroy_Args::STRUCT_SIZE, 24);
         assert_eq!(PJRT_Error_Message_Args::STRUCT_SIZE, 40);
