@@ -890,7 +890,7 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::ShiftRightLogical
         | O::Popcnt
         | O::CountLeadingZeros => Gradient::None,
-        O::Reduce => Gradient::Partial("sum, product, max, min"),
+        O::Reduce => Gradient::Partial("sum, product, max, min, bodies that select (argmax)"),
         O::ReduceWindow => Gradient::Partial("sum, max, min"),
         O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
         O::Scatter => Gradient::Partial(

@@ -473,18 +473,157 @@ pub(crate) fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<Bi
     (params.len() == 2 && ops == ps).then_some(op)
 }
 
+/// Whether every result of a reduce (or reduce-window) body with `m` results is a
+/// *selection*: one of the body's two parameters for its position (accumulator `j`
+/// or element `m + j`), chosen by `select`s (whose predicates may be anything) or by
+/// `max`/`min` of such choices, as an argmax's body. Then each result of the reduce
+/// equals its input at some position along the reduced axes (or the initial value).
+pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> bool {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let Some(root) = c.root else {
+        return false;
+    };
+    let roots: Vec<crate::ir::Value> = if m == 1 {
+        vec![root]
+    } else {
+        match c.instrs.get(root.instr as usize) {
+            Some(ins) if matches!(ins.kind, OpKind::Tuple) && ins.operands.len() == m => {
+                ins.operands.to_vec()
+            }
+            _ => return false,
+        }
+    };
+    let param = |k: usize| c.params.get(k).copied().flatten();
+    roots.iter().enumerate().all(|(j, r)| {
+        let leaves = [param(j), param(m + j)];
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![*r];
+        while let Some(v) = stack.pop() {
+            if !seen.insert(v) || leaves.contains(&Some(v.instr)) {
+                continue;
+            }
+            let Some(ins) = c.instrs.get(v.instr as usize) else {
+                return false;
+            };
+            match ins.kind {
+                OpKind::Select => stack.extend(ins.operands.iter().skip(1).copied()),
+                OpKind::Binary(BinaryOp::Maximum | BinaryOp::Minimum) => {
+                    stack.extend(ins.operands.iter().copied())
+                }
+                _ => return false,
+            }
+        }
+        true
+    })
+}
+
+/// The logical and of two predicate arrays of one shape.
+fn and_at(x: &Op, y: &Op, loc: &'static Location<'static>) -> Op {
+    x.builder().select_at(x, y, x, loc)
+}
+
+/// A reduce whose body is a selection ([`selection_body`]): each floating-point
+/// result's cotangent goes to the positions along the reduced axes where the whole
+/// input tuple equals the result tuple (all operands compared with their results and
+/// the masks and-ed; an integer operand such as an argmax's index makes the match
+/// unique), split equally among several (ties in every operand, as JAX splits
+/// `reduce_max`'s ties). Where no position matches the whole tuple (results chosen
+/// independently of each other), result `j` falls back to the positions where input
+/// `j` alone equals it, again split among ties; where none does (the result is the
+/// initial value) it gets nothing. Integer and predicate results carry no gradient;
+/// initial values get none.
+fn vjp_selection_reduce(
+    axes: &[i64],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> crate::autodiff::Cotangents {
+    let m = n.operands.len() / 2;
+    let (inputs, loc) = (&n.operands[..m], n.loc);
+    let mut out = vec![None; 2 * m];
+    let todo: Vec<usize> = (0..m)
+        .filter(|j| {
+            n.wanted[*j]
+                && crate::autodiff::wants(&inputs[*j])
+                && matches!(cts.get(*j), Some(Some(_)))
+        })
+        .collect();
+    let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
+        return Ok(out);
+    };
+    let dims = inputs[0].dims().unwrap_or_default();
+    let kept: Vec<i64> = (0..dims.len() as i64)
+        .filter(|a| !axes.contains(a))
+        .collect();
+    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
+    let count = |mask: &Op| mask.reduce_binary_at(axes, BinaryOp::Add, loc);
+    let b = inputs[0].builder();
+    let one = b.scalar_of(ty, Scalar::Int(1), loc);
+    let equal: Vec<Op> = (0..m)
+        .map(|j| inputs[j].compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc))
+        .collect();
+    // The whole tuple's match and its count (one reduce for all results).
+    let whole = (m > 1).then(|| {
+        let all = equal[1..]
+            .iter()
+            .fold(equal[0].clone(), |a, e| and_at(&a, e, loc))
+            .convert_at(ty, loc);
+        let c = count(&all);
+        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        let any = c.compare_at(&zero, crate::Comparison::Gt, loc);
+        (all, c, any)
+    });
+    for j in todo {
+        let ct = cts[j].clone().expect("filtered");
+        let own = equal[j].convert_at(ty, loc);
+        let own_count = count(&own);
+        let (mask, k) = match &whole {
+            None => (own, own_count),
+            Some((all, c, any)) => (
+                b.select_at(&back(any), all, &own, loc),
+                b.select_at(any, c, &own_count, loc),
+            ),
+        };
+        // No match at all (the initial value won): nothing, not 0/0.
+        let share = ct.binary(
+            BinaryOp::Divide,
+            &k.binary(BinaryOp::Maximum, &one, loc),
+            loc,
+        );
+        out[j] = Some(mask.binary(BinaryOp::Multiply, &back(&share), loc));
+    }
+    Ok(out)
+}
+
 /// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
 /// shares it among the elements equal to the result (JAX's rule for
-/// `reduce_max`); the initial value gets none. Other combiners and variadic
-/// reduces have no rule yet.
+/// `reduce_max`); a product multiplies it by the other factors; a body that
+/// selects (an argmax: see [`vjp_selection_reduce`]) sends each float result's
+/// cotangent to the position it was taken from. The initial value gets none. Other
+/// bodies have no rule yet.
 pub(crate) fn vjp_reduce(
     axes: &[i64],
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> crate::autodiff::Cotangents {
-    if n.operands.len() != 2 {
-        return Err("a variadic `reduce` has no gradient rule yet".into());
+    let m = n.operands.len() / 2;
+    let combiner = if m == 1 {
+        simple_combiner(n.b, body)
+    } else {
+        None
+    };
+    if combiner.is_none() {
+        if selection_body(n.b, body, m) {
+            return vjp_selection_reduce(axes, n, cts);
+        }
+        return Err(if m == 1 {
+            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
+                .into()
+        } else {
+            "a variadic `reduce` has a gradient rule only when its body selects: each result one of its accumulator or element parameters for that position, chosen by `select` (or `max`/`min`), as an argmax; this body computes its results otherwise"
+                .into()
+        });
     }
     let (x, loc) = (&n.operands[0], n.loc);
     let ct = cts[0].clone().expect("called with a cotangent");
@@ -493,7 +632,7 @@ pub(crate) fn vjp_reduce(
         .filter(|a| !axes.contains(a))
         .collect();
     let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
-    match simple_combiner(n.b, body) {
+    match combiner {
         Some(BinaryOp::Add) => Ok(vec![Some(back(&ct)), None]),
         Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
             let ty = x.element_type().unwrap_or(ElementType::F32);
@@ -509,7 +648,7 @@ pub(crate) fn vjp_reduce(
         }
         Some(BinaryOp::Multiply) => Ok(vec![Some(vjp_prod(x, axes, &ct, loc)), None]),
         _ => Err(
-            "this `reduce` combiner has no gradient rule yet (sum, product, max and min have)"
+            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
                 .into(),
         ),
     }
