@@ -31,6 +31,7 @@ use common::*;
 use fd::{check, check_at, dims, one, prop};
 use proptest::prelude::*;
 use proptest::sample::subsequence;
+use xlaclient::ops::window::WindowDim;
 use xlaclient::{Builder, Comparison, DotDims, ElementType, Op, Shape};
 
 /// Two-parameter cases: dimensions drawn, no attributes.
@@ -984,7 +985,6 @@ fn through_scatter_with_other_combiners() {
 
 #[test]
 fn through_pooling() {
-    use xlaclient::ops::window::WindowDim;
     let w = |size, stride, lo, hi| WindowDim {
         size,
         stride,
@@ -1049,7 +1049,6 @@ fn through_select_and_scatter() {
     // The source's gradient gathers the cotangent at each window's pick, for the
     // four comparisons; the initial value's is the cotangent's sum; the operand
     // only picks (its finite differences are zero away from ties).
-    use xlaclient::ops::window::WindowDim;
     let mut pad = WindowDim::new(3, 2);
     pad.padding_low = 1;
     pad.padding_high = 1;
@@ -1091,7 +1090,6 @@ fn second_order_through_pooling() {
     // Hessian-vector products through max pooling (whose gradient is a
     // select-and-scatter), plain and dilated, against central differences of the
     // first derivative.
-    use xlaclient::ops::window::WindowDim;
     let mut dil = WindowDim::new(2, 1);
     dil.window_dilation = 2;
     let windows = [
@@ -1396,4 +1394,148 @@ fn argmax_used_as_an_integer_needs_no_rule() {
     let want: Vec<f64> = xs.iter().map(|v| 2.0 * v).collect();
     assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
     assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![2.0, 0.0]);
+}
+
+/// `(best value, its flat index)` of each window of `x` with a variadic
+/// reduce-window whose body selects (as [`arg_best`]).
+fn arg_best_pool(x: &Op, window: &[WindowDim], max: bool) -> (Op, Op) {
+    let b = x.builder();
+    let dims = x.dims().unwrap();
+    let n: i64 = dims.iter().product();
+    let idx = b.iota(ElementType::S32, &[n], 0).reshape(&dims);
+    let (better, worst) = if max {
+        (Comparison::Gt, f64::NEG_INFINITY)
+    } else {
+        (Comparison::Lt, f64::INFINITY)
+    };
+    let out = b.reduce_window_many(
+        &[x, &idx],
+        &[&b.constant(worst), &b.constant(i32::MAX)],
+        window,
+        |a, e| {
+            let bb = a[0].builder();
+            let wins = e[0].compare(&a[0], better);
+            let tie = e[0]
+                .compare(&a[0], Comparison::Eq)
+                .and(&e[1].compare(&a[1], Comparison::Lt));
+            let take = wins.or(&tie);
+            vec![
+                bb.select(&take, &e[0], &a[0]),
+                bb.select(&take, &e[1], &a[1]),
+            ]
+        },
+    );
+    (out[0].clone(), out[1].clone())
+}
+
+#[test]
+fn through_a_variadic_reduce_window_that_selects() {
+    let w = |size, stride, lo, hi, wd, bd| WindowDim {
+        size,
+        stride,
+        padding_low: lo,
+        padding_high: hi,
+        window_dilation: wd,
+        base_dilation: bd,
+    };
+    // Overlapping windows (an element in several gets each window's cotangent),
+    // padding, window and base dilation, a negative padding.
+    let cases: [(&str, &[i64], Vec<WindowDim>, bool); 5] = [
+        (
+            "argmax_pool_overlapping",
+            &[4, 5],
+            vec![w(2, 1, 0, 0, 1, 1), w(3, 1, 0, 0, 1, 1)],
+            true,
+        ),
+        (
+            "argmax_pool_strided_padded",
+            &[5, 4],
+            vec![w(3, 2, 1, 1, 1, 1), w(2, 2, 0, 1, 1, 1)],
+            true,
+        ),
+        (
+            "argmin_pool_window_dilated",
+            &[5, 5],
+            vec![w(2, 1, 0, 0, 2, 1), w(3, 2, 1, 0, 2, 1)],
+            false,
+        ),
+        (
+            "argmax_pool_base_dilated",
+            &[3, 4],
+            vec![w(3, 1, 1, 1, 1, 2), w(2, 1, -1, 0, 1, 1)],
+            true,
+        ),
+        ("argmin_pool_1d", &[7], vec![w(3, 2, 1, 1, 1, 1)], false),
+    ];
+    for (name, shape, window, max) in cases {
+        check(name, &[shape], -1.0, 1.0, |p| {
+            let (v, i) = arg_best_pool(&p[0], &window, max);
+            &v.exp() + &(&i.convert(ElementType::F64) * 0.01)
+        });
+    }
+    // A one-input reduce-window whose body selects by a captured scalar: the
+    // capture makes it variadic.
+    check("select_pool_captured", &[&[6], &[]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let s = p[1].exp();
+        p[0].reduce_window(
+            &b.constant(f64::NEG_INFINITY),
+            &[WindowDim::new(3, 1)],
+            |a, e| {
+                a.builder()
+                    .select(&(e * &s).compare(&(a * &s), Comparison::Gt), e, a)
+            },
+        ) * &p[1]
+    });
+}
+
+/// Ties within windows: the index picks the first, which gets the whole cotangent;
+/// a window of padding only gets nothing.
+#[test]
+fn a_variadic_reduce_window_that_selects_at_ties() {
+    let b = Builder::new("pool_ties");
+    let x = b.parameter(0, Shape::of::<f64>(&[6]), "x");
+    let window = [WindowDim {
+        size: 2,
+        stride: 2,
+        padding_low: 0,
+        padding_high: 2,
+        window_dilation: 1,
+        base_dilation: 1,
+    }];
+    let (v, i) = arg_best_pool(&x, &window, true);
+    let g = b.grad(
+        &(&v * &b.constant_vec(&[1.0f64, 2.0, 3.0, 4.0])).reduce_sum(&[0]),
+        &x,
+    );
+    let m = b.build_tuple(&[&v, &i, &g]).unwrap();
+    let out = run(&m, &[&upload(&[2.0f64, 2.0, -1.0, 5.0, 4.0, 4.0], &[6])]);
+    assert_eq!(
+        out[0].to_vec::<f64>().unwrap(),
+        vec![2.0, 5.0, 4.0, f64::NEG_INFINITY]
+    );
+    assert_eq!(out[1].to_vec::<i32>().unwrap(), vec![0, 3, 4, i32::MAX]);
+    assert_eq!(
+        out[2].to_vec::<f64>().unwrap(),
+        vec![1.0, 0.0, 0.0, 2.0, 3.0, 0.0]
+    );
+    // A body that adds: the error names `reduce-window` and the line.
+    let b = Builder::new("pool_sum");
+    let x = b.parameter(0, Shape::of::<f64>(&[6]), "x");
+    let idx = b.iota(ElementType::S32, &[6], 0);
+    let built = line!() + 1;
+    let out = b.reduce_window_many(
+        &[&x, &idx],
+        &[&b.constant(0f64), &b.constant(0i32)],
+        &[WindowDim::new(2, 1)],
+        |a, e| vec![&a[0] + &e[0], &a[1] + &e[1]],
+    );
+    let e = b
+        .build(&b.grad(&out[0].reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`reduce-window`") && e.contains(&format!("grad.rs:{built}")),
+        "{e}"
+    );
 }

@@ -519,7 +519,7 @@ pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> 
 }
 
 /// The logical and of two predicate arrays of one shape.
-fn and_at(x: &Op, y: &Op, loc: &'static Location<'static>) -> Op {
+pub(crate) fn and_at(x: &Op, y: &Op, loc: &'static Location<'static>) -> Op {
     x.builder().select_at(x, y, x, loc)
 }
 
@@ -541,13 +541,7 @@ fn vjp_selection_reduce(
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
     let mut out = vec![None; 2 * m];
-    let todo: Vec<usize> = (0..m)
-        .filter(|j| {
-            n.wanted[*j]
-                && crate::autodiff::wants(&inputs[*j])
-                && matches!(cts.get(*j), Some(Some(_)))
-        })
-        .collect();
+    let todo = selection_todo(n, cts);
     let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
         return Ok(out);
     };
@@ -556,14 +550,48 @@ fn vjp_selection_reduce(
         .filter(|a| !axes.contains(a))
         .collect();
     let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
-    let count = |mask: &Op| mask.reduce_binary_at(axes, BinaryOp::Add, loc);
-    let b = inputs[0].builder();
-    let one = b.scalar_of(ty, Scalar::Int(1), loc);
     let equal: Vec<Op> = (0..m)
         .map(|j| inputs[j].compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc))
         .collect();
+    for (j, g) in selection_shares(&equal, axes, &back, cts, &todo, ty, loc) {
+        out[j] = Some(g);
+    }
+    Ok(out)
+}
+
+/// The operands of a selection (`reduce` or `reduce-window`) whose gradient is
+/// wanted: floating-point inputs whose result has a cotangent.
+pub(crate) fn selection_todo(n: &crate::autodiff::Node, cts: &[Option<Op>]) -> Vec<usize> {
+    let m = n.operands.len() / 2;
+    (0..m)
+        .filter(|j| {
+            n.wanted[*j]
+                && crate::autodiff::wants(&n.operands[*j])
+                && matches!(cts.get(*j), Some(Some(_)))
+        })
+        .collect()
+}
+
+/// The shared part of the selection rules. `equal[j]`: where input `j`, laid out
+/// so that reducing `axes` gives the result's shape, equals result `j` (false at
+/// padding); `back` broadcasts a result-shaped array to that layout. Returns, for
+/// each result `j` in `todo` (of float type `ty`), its cotangent spread over the
+/// positions whose whole tuple matches (split among several), or where none does,
+/// over the positions where input `j` alone matches.
+pub(crate) fn selection_shares(
+    equal: &[Op],
+    axes: &[i64],
+    back: &dyn Fn(&Op) -> Op,
+    cts: &[Option<Op>],
+    todo: &[usize],
+    ty: ElementType,
+    loc: &'static Location<'static>,
+) -> Vec<(usize, Op)> {
+    let count = |mask: &Op| mask.reduce_binary_at(axes, BinaryOp::Add, loc);
+    let b = equal[0].builder();
+    let one = b.scalar_of(ty, Scalar::Int(1), loc);
     // The whole tuple's match and its count (one reduce for all results).
-    let whole = (m > 1).then(|| {
+    let whole = (equal.len() > 1).then(|| {
         let all = equal[1..]
             .iter()
             .fold(equal[0].clone(), |a, e| and_at(&a, e, loc))
@@ -573,26 +601,24 @@ fn vjp_selection_reduce(
         let any = c.compare_at(&zero, crate::Comparison::Gt, loc);
         (all, c, any)
     });
-    for j in todo {
-        let ct = cts[j].clone().expect("filtered");
-        let own = equal[j].convert_at(ty, loc);
-        let own_count = count(&own);
-        let (mask, k) = match &whole {
-            None => (own, own_count),
-            Some((all, c, any)) => (
-                b.select_at(&back(any), all, &own, loc),
-                b.select_at(any, c, &own_count, loc),
-            ),
-        };
-        // No match at all (the initial value won): nothing, not 0/0.
-        let share = ct.binary(
-            BinaryOp::Divide,
-            &k.binary(BinaryOp::Maximum, &one, loc),
-            loc,
-        );
-        out[j] = Some(mask.binary(BinaryOp::Multiply, &back(&share), loc));
-    }
-    Ok(out)
+    todo.iter()
+        .map(|j| {
+            let ct = cts[*j].clone().expect("only results with a cotangent");
+            let own = equal[*j].convert_at(ty, loc);
+            let own_count = count(&own);
+            let (mask, k) = match &whole {
+                None => (own, own_count),
+                Some((all, c, any)) => (
+                    b.select_at(&back(any), all, &own, loc),
+                    b.select_at(any, c, &own_count, loc),
+                ),
+            };
+            // No match at all (the initial value won): nothing, not 0/0.
+            let k = k.binary(BinaryOp::Maximum, &one, loc);
+            let share = ct.binary(BinaryOp::Divide, &k, loc);
+            (*j, mask.binary(BinaryOp::Multiply, &back(&share), loc))
+        })
+        .collect()
 }
 
 /// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
