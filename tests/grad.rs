@@ -1250,6 +1250,26 @@ fn through_a_variadic_reduce_that_selects() {
         );
         out[0].sin()
     });
+    // A result that always keeps its accumulator is the initial value, whatever
+    // the input: no gradient even where the input equals it (y[1] = 0.5 here).
+    check_at(
+        "keeps_the_accumulator",
+        &[&[4], &[4]],
+        &[vec![0.3, -0.2, 0.9, 0.1], vec![0.1, 0.5, -0.4, 0.7]],
+        |p| {
+            let b = p[0].builder();
+            let out = b.reduce_many(
+                &[&p[0], &p[1]],
+                &[&b.constant(f64::NEG_INFINITY), &b.constant(0.5f64)],
+                &[0],
+                |a, e| {
+                    let take = e[0].compare(&a[0], Comparison::Gt);
+                    vec![a[0].builder().select(&take, &e[0], &a[0]), a[1].clone()]
+                },
+            );
+            &out[0] * &out[1]
+        },
+    );
     check("select_one_operand", &[&[3, 4]], -1.0, 1.0, |p| {
         let b = p[0].builder();
         p[0].reduce(&b.constant(f64::INFINITY), &[1], |a, e| {

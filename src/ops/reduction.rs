@@ -478,12 +478,13 @@ pub(crate) fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<Bi
 /// or element `m + j`), chosen by `select`s (whose predicates may be anything) or by
 /// `max`/`min` of such choices, as an argmax's body. Then each result of the reduce
 /// equals its input at some position along the reduced axes (or the initial value).
-pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> bool {
+/// Returns, per result, whether it can take the element at all (a result that only
+/// ever keeps its accumulator is the initial value, whatever the input), or `None`
+/// for a body that is no selection.
+pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> Option<Vec<bool>> {
     let g = b.g.borrow();
     let c = g.comp(body);
-    let Some(root) = c.root else {
-        return false;
-    };
+    let root = c.root?;
     let roots: Vec<crate::ir::Value> = if m == 1 {
         vec![root]
     } else {
@@ -491,31 +492,38 @@ pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> 
             Some(ins) if matches!(ins.kind, OpKind::Tuple) && ins.operands.len() == m => {
                 ins.operands.to_vec()
             }
-            _ => return false,
+            _ => return None,
         }
     };
     let param = |k: usize| c.params.get(k).copied().flatten();
-    roots.iter().enumerate().all(|(j, r)| {
-        let leaves = [param(j), param(m + j)];
-        let mut seen = std::collections::HashSet::new();
-        let mut stack = vec![*r];
-        while let Some(v) = stack.pop() {
-            if !seen.insert(v) || leaves.contains(&Some(v.instr)) {
-                continue;
-            }
-            let Some(ins) = c.instrs.get(v.instr as usize) else {
-                return false;
-            };
-            match ins.kind {
-                OpKind::Select => stack.extend(ins.operands.iter().skip(1).copied()),
-                OpKind::Binary(BinaryOp::Maximum | BinaryOp::Minimum) => {
-                    stack.extend(ins.operands.iter().copied())
+    roots
+        .iter()
+        .enumerate()
+        .map(|(j, r)| {
+            let (acc, elem) = (param(j)?, param(m + j)?);
+            let mut reads_element = false;
+            let mut seen = std::collections::HashSet::new();
+            let mut stack = vec![*r];
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v) || v.instr == acc {
+                    continue;
                 }
-                _ => return false,
+                if v.instr == elem {
+                    reads_element = true;
+                    continue;
+                }
+                let ins = c.instrs.get(v.instr as usize)?;
+                match ins.kind {
+                    OpKind::Select => stack.extend(ins.operands.iter().skip(1).copied()),
+                    OpKind::Binary(BinaryOp::Maximum | BinaryOp::Minimum) => {
+                        stack.extend(ins.operands.iter().copied())
+                    }
+                    _ => return None,
+                }
             }
-        }
-        true
-    })
+            Some(reads_element)
+        })
+        .collect()
 }
 
 /// The logical and of two predicate arrays of one shape.
@@ -531,17 +539,19 @@ pub(crate) fn and_at(x: &Op, y: &Op, loc: &'static Location<'static>) -> Op {
 /// `reduce_max`'s ties). Where no position matches the whole tuple (results chosen
 /// independently of each other), result `j` falls back to the positions where input
 /// `j` alone equals it, again split among ties; where none does (the result is the
-/// initial value) it gets nothing. Integer and predicate results carry no gradient;
-/// initial values get none.
+/// initial value) it gets nothing; nor does a result whose body never takes the
+/// element. Integer and predicate results carry no gradient; initial values get
+/// none.
 fn vjp_selection_reduce(
     axes: &[i64],
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
+    reads_element: &[bool],
 ) -> crate::autodiff::Cotangents {
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
     let mut out = vec![None; 2 * m];
-    let todo = selection_todo(n, cts);
+    let todo = selection_todo(n, cts, reads_element);
     let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
         return Ok(out);
     };
@@ -560,12 +570,17 @@ fn vjp_selection_reduce(
 }
 
 /// The operands of a selection (`reduce` or `reduce-window`) whose gradient is
-/// wanted: floating-point inputs whose result has a cotangent.
-pub(crate) fn selection_todo(n: &crate::autodiff::Node, cts: &[Option<Op>]) -> Vec<usize> {
+/// wanted: floating-point inputs whose result has a cotangent and can take them.
+pub(crate) fn selection_todo(
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+    reads_element: &[bool],
+) -> Vec<usize> {
     let m = n.operands.len() / 2;
     (0..m)
         .filter(|j| {
-            n.wanted[*j]
+            reads_element[*j]
+                && n.wanted[*j]
                 && crate::autodiff::wants(&n.operands[*j])
                 && matches!(cts.get(*j), Some(Some(_)))
         })
@@ -640,8 +655,8 @@ pub(crate) fn vjp_reduce(
         None
     };
     if combiner.is_none() {
-        if selection_body(n.b, body, m) {
-            return vjp_selection_reduce(axes, n, cts);
+        if let Some(reads_element) = selection_body(n.b, body, m) {
+            return vjp_selection_reduce(axes, n, cts, &reads_element);
         }
         return Err(if m == 1 {
             "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"

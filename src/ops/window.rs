@@ -581,12 +581,13 @@ fn vjp_selection_reduce_window(
     window: &[WindowDim],
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
+    reads_element: &[bool],
 ) -> crate::autodiff::Cotangents {
     use crate::ops::reduction::{and_at, selection_shares, selection_todo};
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
     let mut out = vec![None; 2 * m];
-    let todo = selection_todo(n, cts);
+    let todo = selection_todo(n, cts, reads_element);
     let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
         return Ok(out);
     };
@@ -698,8 +699,8 @@ pub(crate) fn vjp_reduce_window(
         None
     };
     if combiner.is_none() {
-        if crate::ops::reduction::selection_body(n.b, body, m) {
-            return vjp_selection_reduce_window(window, n, cts);
+        if let Some(reads_element) = crate::ops::reduction::selection_body(n.b, body, m) {
+            return vjp_selection_reduce_window(window, n, cts, &reads_element);
         }
         return Err(if m == 1 {
             "this `reduce-window` combiner has no gradient rule yet (sum, max, min and bodies that select one of their parameters have)"
