@@ -756,4 +756,45 @@ mod tests {
         let e = infer_reduce(&[&x, &Shape::of::<f64>(&[2, 3]), &zf, &zd], &[1], None).unwrap_err();
         assert!(e.reason.contains("f32 and f64"), "{e}");
     }
+
+    /// The body of the reduce that computed `out`.
+    fn body_of(out: &Op) -> crate::ir::CompId {
+        let g = out.g.borrow();
+        match &g.comp(out.comp).instrs[out.v.instr as usize].kind {
+            OpKind::Reduce { body, .. } => *body,
+            other => panic!("not a reduce: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn selection_bodies_are_recognised() {
+        use crate::Comparison;
+        let b = Builder::new("sel");
+        let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+        let i = b.iota(ElementType::S32, &[2, 3], 1);
+        let inits = [&b.constant(f32::NEG_INFINITY), &b.constant(0i32)];
+        type Body<'a> = &'a dyn Fn(&[Op], &[Op]) -> Vec<Op>;
+        let reduce = |f: Body| body_of(&b.reduce_many(&[&x, &i], &inits, &[1], f)[0]);
+        // Value by `max`, index by `select` (as `reduce_many`'s example).
+        let argmax = reduce(&|a, e| {
+            let take = e[0].compare(&a[0], Comparison::Gt);
+            vec![a[0].max(&e[0]), e[0].builder().select(&take, &e[1], &a[1])]
+        });
+        assert_eq!(selection_body(&b, argmax, 2), Some(vec![true, true]));
+        // The index always kept: that result never takes the element.
+        let kept = reduce(&|a, e| vec![a[0].max(&e[0]), a[1].clone()]);
+        assert_eq!(selection_body(&b, kept, 2), Some(vec![true, false]));
+        // Arithmetic, or another position's parameter: no selection.
+        let sum = reduce(&|a, e| vec![&a[0] + &e[0], a[1].clone()]);
+        assert_eq!(selection_body(&b, sum, 2), None);
+        let swapped = reduce(&|a, e| {
+            let take = e[0].compare(&a[0], Comparison::Gt);
+            let bb = e[0].builder();
+            vec![
+                bb.select(&take, &e[0], &a[0]),
+                bb.select(&take, &a[1], &e[0].convert(ElementType::S32)),
+            ]
+        });
+        assert_eq!(selection_body(&b, swapped, 2), None);
+    }
 }
