@@ -126,7 +126,7 @@ fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
             cts,
         )),
         OpKind::ReduceWindow { window, body } => {
-            crate::ops::window::vjp_reduce_window(window, *body, node, &ct())
+            crate::ops::window::vjp_reduce_window(window, *body, node, cts)
         }
         OpKind::SelectAndScatter {
             window,
@@ -890,8 +890,8 @@ pub fn gradient(op: crate::ir::Opcode) -> Gradient {
         | O::ShiftRightLogical
         | O::Popcnt
         | O::CountLeadingZeros => Gradient::None,
-        O::Reduce => Gradient::Partial("sum, product, max, min"),
-        O::ReduceWindow => Gradient::Partial("sum, max, min"),
+        O::Reduce => Gradient::Partial("sum, product, max, min, bodies that select (argmax)"),
+        O::ReduceWindow => Gradient::Partial("sum, max, min, bodies that select (argmax)"),
         O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
         O::Scatter => Gradient::Partial(
             "one array combined by add, multiply (unique indices), max, min or replace",

@@ -31,7 +31,8 @@ use common::*;
 use fd::{check, check_at, dims, one, prop};
 use proptest::prelude::*;
 use proptest::sample::subsequence;
-use xlaclient::{Builder, Comparison, DotDims, Op, Shape};
+use xlaclient::ops::window::WindowDim;
+use xlaclient::{Builder, Comparison, DotDims, ElementType, Op, Shape};
 
 /// Two-parameter cases: dimensions drawn, no attributes.
 fn two(
@@ -984,7 +985,6 @@ fn through_scatter_with_other_combiners() {
 
 #[test]
 fn through_pooling() {
-    use xlaclient::ops::window::WindowDim;
     let w = |size, stride, lo, hi| WindowDim {
         size,
         stride,
@@ -1049,7 +1049,6 @@ fn through_select_and_scatter() {
     // The source's gradient gathers the cotangent at each window's pick, for the
     // four comparisons; the initial value's is the cotangent's sum; the operand
     // only picks (its finite differences are zero away from ties).
-    use xlaclient::ops::window::WindowDim;
     let mut pad = WindowDim::new(3, 2);
     pad.padding_low = 1;
     pad.padding_high = 1;
@@ -1091,7 +1090,6 @@ fn second_order_through_pooling() {
     // Hessian-vector products through max pooling (whose gradient is a
     // select-and-scatter), plain and dilated, against central differences of the
     // first derivative.
-    use xlaclient::ops::window::WindowDim;
     let mut dil = WindowDim::new(2, 1);
     dil.window_dilation = 2;
     let windows = [
@@ -1163,4 +1161,401 @@ fn through_map_and_optimization_barrier() {
         let v = b.optimization_barrier(&[&p[0].exp(), &p[1]]);
         &v[0] * &v[1]
     });
+}
+
+/// `(best value, its flat index)` over `axes` of `x` with a variadic reduce built
+/// directly: the body compares the values (`>` for a maximum, `<` for a minimum),
+/// breaks ties by the smaller index (a total order, so XLA may combine in any
+/// grouping) and selects value and index together.
+fn arg_best(x: &Op, axes: &[i64], max: bool) -> (Op, Op) {
+    let b = x.builder();
+    let dims = x.dims().unwrap();
+    let n: i64 = dims.iter().product();
+    let idx = b.iota(ElementType::S32, &[n], 0).reshape(&dims);
+    let (better, worst) = if max {
+        (Comparison::Gt, f64::NEG_INFINITY)
+    } else {
+        (Comparison::Lt, f64::INFINITY)
+    };
+    let out = b.reduce_many(
+        &[x, &idx],
+        &[&b.constant(worst), &b.constant(i32::MAX)],
+        axes,
+        |a, e| {
+            let bb = a[0].builder();
+            let wins = e[0].compare(&a[0], better);
+            let tie = e[0]
+                .compare(&a[0], Comparison::Eq)
+                .and(&e[1].compare(&a[1], Comparison::Lt));
+            let take = wins.or(&tie);
+            vec![
+                bb.select(&take, &e[0], &a[0]),
+                bb.select(&take, &e[1], &a[1]),
+            ]
+        },
+    );
+    (out[0].clone(), out[1].clone())
+}
+
+#[test]
+fn through_a_variadic_reduce_that_selects() {
+    // Distinct random values: the value result's gradient goes to the chosen
+    // element; the index (added as a float) is piecewise constant, no gradient.
+    let cases: [(&str, &[i64], &[i64], bool); 6] = [
+        ("argmax_rows", &[3, 4], &[1], true),
+        ("argmax_cols", &[3, 4], &[0], true),
+        ("argmax_3d_outer", &[2, 3, 4], &[0, 2], true),
+        ("argmax_3d_all", &[2, 3, 4], &[0, 1, 2], true),
+        ("argmin_3d_middle", &[2, 3, 4], &[1], false),
+        ("argmin_3d_last_two", &[2, 3, 4], &[1, 2], false),
+    ];
+    for (name, shape, axes, max) in cases {
+        check(name, &[shape], -1.0, 1.0, |p| {
+            let (v, i) = arg_best(&p[0], axes, max);
+            &v.exp() + &(&i.convert(ElementType::F64) * 0.01)
+        });
+    }
+    // Two results chosen independently (a maximum of one input, a minimum of the
+    // other): no position holds both, each result's cotangent goes to where its
+    // own input equals it.
+    check("max_and_min_apart", &[&[3, 4], &[3, 4]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let out = b.reduce_many(
+            &[&p[0], &p[1]],
+            &[&b.constant(f64::NEG_INFINITY), &b.constant(f64::INFINITY)],
+            &[1],
+            |a, e| {
+                let bb = a[0].builder();
+                vec![
+                    bb.select(&e[0].compare(&a[0], Comparison::Gt), &e[0], &a[0]),
+                    bb.select(&e[1].compare(&a[1], Comparison::Lt), &e[1], &a[1]),
+                ]
+            },
+        );
+        &out[0] * &out[1]
+    });
+    // The value chosen by `max`, the index by `select` (as `Builder::reduce_many`'s
+    // example), and a one-operand reduce whose body selects.
+    check("max_and_select", &[&[4, 3]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let idx = b.iota(ElementType::S32, &[4, 3], 0);
+        let out = b.reduce_many(
+            &[&p[0], &idx],
+            &[&b.constant(f64::NEG_INFINITY), &b.constant(0i32)],
+            &[0],
+            |a, e| {
+                let take = e[0].compare(&a[0], Comparison::Gt);
+                vec![a[0].max(&e[0]), e[0].builder().select(&take, &e[1], &a[1])]
+            },
+        );
+        out[0].sin()
+    });
+    // A result that always keeps its accumulator is the initial value, whatever
+    // the input: no gradient even where the input equals it (y[1] = 0.5 here).
+    check_at(
+        "keeps_the_accumulator",
+        &[&[4], &[4]],
+        &[vec![0.3, -0.2, 0.9, 0.1], vec![0.1, 0.5, -0.4, 0.7]],
+        |p| {
+            let b = p[0].builder();
+            let out = b.reduce_many(
+                &[&p[0], &p[1]],
+                &[&b.constant(f64::NEG_INFINITY), &b.constant(0.5f64)],
+                &[0],
+                |a, e| {
+                    let take = e[0].compare(&a[0], Comparison::Gt);
+                    vec![a[0].builder().select(&take, &e[0], &a[0]), a[1].clone()]
+                },
+            );
+            &out[0] * &out[1]
+        },
+    );
+    check("select_one_operand", &[&[3, 4]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        p[0].reduce(&b.constant(f64::INFINITY), &[1], |a, e| {
+            a.builder().select(&e.compare(a, Comparison::Lt), e, a)
+        })
+    });
+}
+
+/// Ties in the values with distinct indices: the index makes the choice unique,
+/// and the whole cotangent goes to the position the forward pass picked (the first
+/// among equals), not split. Ties in every operand split it, as `reduce_max`.
+#[test]
+fn a_variadic_reduce_that_selects_at_ties() {
+    let b = Builder::new("arg_ties");
+    let x = b.parameter(0, Shape::of::<f64>(&[2, 4]), "x");
+    let w = b.constant_vec(&[1.0f64, 2.0]);
+    let (vmax, imax) = arg_best(&x, &[1], true);
+    let (vmin, imin) = arg_best(&x, &[1], false);
+    let gmax = b.grad(&(&vmax * &w).reduce_sum(&[0]), &x);
+    let gmin = b.grad(&(&vmin * &w).reduce_sum(&[0]), &x);
+    let m = b
+        .build_tuple(&[&vmax, &imax, &gmax, &vmin, &imin, &gmin])
+        .unwrap();
+    let xs = [1.0f64, 3.0, 3.0, 1.0, 2.0, 2.0, -1.0, -1.0];
+    let out = run(&m, &[&upload(&xs, &[2, 4])]);
+    // Plain Rust: the first best per row, as a flat index.
+    let first = |better: fn(f64, f64) -> bool| {
+        let mut v = Vec::new();
+        let mut i = Vec::new();
+        for r in 0..2 {
+            let row = &xs[4 * r..4 * r + 4];
+            let k = (1..4).fold(0, |k, c| if better(row[c], row[k]) { c } else { k });
+            v.push(row[k]);
+            i.push((4 * r + k) as i32);
+        }
+        (v, i)
+    };
+    let (want_vmax, want_imax) = first(|a, b| a > b);
+    let (want_vmin, want_imin) = first(|a, b| a < b);
+    assert_eq!(want_imax, vec![1, 4]);
+    assert_eq!(want_imin, vec![0, 6]);
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), want_vmax);
+    assert_eq!(out[1].to_vec::<i32>().unwrap(), want_imax);
+    assert_eq!(out[3].to_vec::<f64>().unwrap(), want_vmin);
+    assert_eq!(out[4].to_vec::<i32>().unwrap(), want_imin);
+    let one_hot = |at: &[i32]| {
+        let mut g = vec![0.0f64; 8];
+        for (r, k) in at.iter().enumerate() {
+            g[*k as usize] = [1.0, 2.0][r];
+        }
+        g
+    };
+    assert_eq!(out[2].to_vec::<f64>().unwrap(), one_hot(&want_imax));
+    assert_eq!(out[5].to_vec::<f64>().unwrap(), one_hot(&want_imin));
+
+    // Two float operands chosen by the first alone, tied in both at positions 0
+    // and 2: each gets half, as `reduce_max` splits ties.
+    let b = Builder::new("tuple_ties");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    let y = b.parameter(1, Shape::of::<f64>(&[3]), "y");
+    let out = b.reduce_many(
+        &[&x, &y],
+        &[&b.constant(f64::NEG_INFINITY), &b.constant(0f64)],
+        &[0],
+        |a, e| {
+            let take = e[0].compare(&a[0], Comparison::Gt);
+            let bb = a[0].builder();
+            vec![
+                bb.select(&take, &e[0], &a[0]),
+                bb.select(&take, &e[1], &a[1]),
+            ]
+        },
+    );
+    let (gx, gy) = b.grad(&(&out[0] + &(&out[1] * 3.0)), &(x.clone(), y.clone()));
+    let m = b.build_tuple(&[&out[0], &out[1], &gx, &gy]).unwrap();
+    let out = run(
+        &m,
+        &[
+            &upload(&[3.0f64, 1.0, 3.0], &[3]),
+            &upload(&[5.0f64, 0.0, 5.0], &[3]),
+        ],
+    );
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![3.0]);
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![5.0]);
+    assert_eq!(out[2].to_vec::<f64>().unwrap(), vec![0.5, 0.0, 0.5]);
+    assert_eq!(out[3].to_vec::<f64>().unwrap(), vec![1.5, 0.0, 1.5]);
+}
+
+#[test]
+fn a_variadic_reduce_that_computes_has_no_gradient() {
+    // A body that adds is no selection: the error names `reduce` and the line.
+    let b = Builder::new("variadic_sum");
+    let x = b.parameter(0, Shape::of::<f64>(&[2, 3]), "x");
+    let idx = b.iota(ElementType::S32, &[2, 3], 1);
+    let built = line!() + 1;
+    let out = b.reduce_many(
+        &[&x, &idx],
+        &[&b.constant(0f64), &b.constant(0i32)],
+        &[1],
+        |a, e| vec![&a[0] + &e[0], &a[1] + &e[1]],
+    );
+    let e = b
+        .build(&b.grad(&out[0].reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("variadic `reduce`") && e.contains(&format!("grad.rs:{built}")),
+        "{e}"
+    );
+    // A result taken from another position's parameter is no selection either.
+    let b = Builder::new("variadic_swap");
+    let x = b.parameter(0, Shape::of::<f64>(&[2, 3]), "x");
+    let y = b.parameter(1, Shape::of::<f64>(&[2, 3]), "y");
+    let built = line!() + 1;
+    let out = b.reduce_many(
+        &[&x, &y],
+        &[&b.constant(0f64), &b.constant(0f64)],
+        &[1],
+        |a, e| vec![e[1].clone(), a[0].clone()],
+    );
+    let e = b
+        .build(&b.grad(&out[0].reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("variadic `reduce`") && e.contains(&format!("grad.rs:{built}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn argmax_used_as_an_integer_needs_no_rule() {
+    // `argmax`'s index only counts as an integer: no cotangent reaches its reduce.
+    let b = Builder::new("argmax_int");
+    let x = b.parameter(0, Shape::of::<f64>(&[2, 3]), "x");
+    let k = x.argmax(1).convert(ElementType::F64);
+    let loss = (&x * &x).reduce_sum(&[0, 1]) + k.reduce_sum(&[0]);
+    let g = b.grad(&loss, &x);
+    let m = b.build_tuple(&[&g, &k]).unwrap();
+    let xs = [0.5f64, -1.0, 2.0, 3.0, 3.0, -2.0];
+    let out = run(&m, &[&upload(&xs, &[2, 3])]);
+    let want: Vec<f64> = xs.iter().map(|v| 2.0 * v).collect();
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), want);
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![2.0, 0.0]);
+}
+
+/// `(best value, its flat index)` of each window of `x` with a variadic
+/// reduce-window whose body selects (as [`arg_best`]).
+fn arg_best_pool(x: &Op, window: &[WindowDim], max: bool) -> (Op, Op) {
+    let b = x.builder();
+    let dims = x.dims().unwrap();
+    let n: i64 = dims.iter().product();
+    let idx = b.iota(ElementType::S32, &[n], 0).reshape(&dims);
+    let (better, worst) = if max {
+        (Comparison::Gt, f64::NEG_INFINITY)
+    } else {
+        (Comparison::Lt, f64::INFINITY)
+    };
+    let out = b.reduce_window_many(
+        &[x, &idx],
+        &[&b.constant(worst), &b.constant(i32::MAX)],
+        window,
+        |a, e| {
+            let bb = a[0].builder();
+            let wins = e[0].compare(&a[0], better);
+            let tie = e[0]
+                .compare(&a[0], Comparison::Eq)
+                .and(&e[1].compare(&a[1], Comparison::Lt));
+            let take = wins.or(&tie);
+            vec![
+                bb.select(&take, &e[0], &a[0]),
+                bb.select(&take, &e[1], &a[1]),
+            ]
+        },
+    );
+    (out[0].clone(), out[1].clone())
+}
+
+#[test]
+fn through_a_variadic_reduce_window_that_selects() {
+    let w = |size, stride, lo, hi, wd, bd| WindowDim {
+        size,
+        stride,
+        padding_low: lo,
+        padding_high: hi,
+        window_dilation: wd,
+        base_dilation: bd,
+    };
+    // Overlapping windows (an element in several gets each window's cotangent),
+    // padding, window and base dilation, a negative padding.
+    let cases: [(&str, &[i64], Vec<WindowDim>, bool); 5] = [
+        (
+            "argmax_pool_overlapping",
+            &[4, 5],
+            vec![w(2, 1, 0, 0, 1, 1), w(3, 1, 0, 0, 1, 1)],
+            true,
+        ),
+        (
+            "argmax_pool_strided_padded",
+            &[5, 4],
+            vec![w(3, 2, 1, 1, 1, 1), w(2, 2, 0, 1, 1, 1)],
+            true,
+        ),
+        (
+            "argmin_pool_window_dilated",
+            &[5, 5],
+            vec![w(2, 1, 0, 0, 2, 1), w(3, 2, 1, 0, 2, 1)],
+            false,
+        ),
+        (
+            "argmax_pool_base_dilated",
+            &[3, 4],
+            vec![w(3, 1, 1, 1, 1, 2), w(2, 1, -1, 0, 1, 1)],
+            true,
+        ),
+        ("argmin_pool_1d", &[7], vec![w(3, 2, 1, 1, 1, 1)], false),
+    ];
+    for (name, shape, window, max) in cases {
+        check(name, &[shape], -1.0, 1.0, |p| {
+            let (v, i) = arg_best_pool(&p[0], &window, max);
+            &v.exp() + &(&i.convert(ElementType::F64) * 0.01)
+        });
+    }
+    // A one-input reduce-window whose body selects by a captured scalar: the
+    // capture makes it variadic.
+    check("select_pool_captured", &[&[6], &[]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let s = p[1].exp();
+        p[0].reduce_window(
+            &b.constant(f64::NEG_INFINITY),
+            &[WindowDim::new(3, 1)],
+            |a, e| {
+                a.builder()
+                    .select(&(e * &s).compare(&(a * &s), Comparison::Gt), e, a)
+            },
+        ) * &p[1]
+    });
+}
+
+/// Ties within windows: the index picks the first, which gets the whole cotangent;
+/// a window of padding only gets nothing.
+#[test]
+fn a_variadic_reduce_window_that_selects_at_ties() {
+    let b = Builder::new("pool_ties");
+    let x = b.parameter(0, Shape::of::<f64>(&[6]), "x");
+    let window = [WindowDim {
+        size: 2,
+        stride: 2,
+        padding_low: 0,
+        padding_high: 2,
+        window_dilation: 1,
+        base_dilation: 1,
+    }];
+    let (v, i) = arg_best_pool(&x, &window, true);
+    let g = b.grad(
+        &(&v * &b.constant_vec(&[1.0f64, 2.0, 3.0, 4.0])).reduce_sum(&[0]),
+        &x,
+    );
+    let m = b.build_tuple(&[&v, &i, &g]).unwrap();
+    let out = run(&m, &[&upload(&[2.0f64, 2.0, -1.0, 5.0, 4.0, 4.0], &[6])]);
+    assert_eq!(
+        out[0].to_vec::<f64>().unwrap(),
+        vec![2.0, 5.0, 4.0, f64::NEG_INFINITY]
+    );
+    assert_eq!(out[1].to_vec::<i32>().unwrap(), vec![0, 3, 4, i32::MAX]);
+    assert_eq!(
+        out[2].to_vec::<f64>().unwrap(),
+        vec![1.0, 0.0, 0.0, 2.0, 3.0, 0.0]
+    );
+    // A body that adds: the error names `reduce-window` and the line.
+    let b = Builder::new("pool_sum");
+    let x = b.parameter(0, Shape::of::<f64>(&[6]), "x");
+    let idx = b.iota(ElementType::S32, &[6], 0);
+    let built = line!() + 1;
+    let out = b.reduce_window_many(
+        &[&x, &idx],
+        &[&b.constant(0f64), &b.constant(0i32)],
+        &[WindowDim::new(2, 1)],
+        |a, e| vec![&a[0] + &e[0], &a[1] + &e[1]],
+    );
+    let e = b
+        .build(&b.grad(&out[0].reduce_sum(&[0]), &x))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`reduce-window`") && e.contains(&format!("grad.rs:{built}")),
+        "{e}"
+    );
 }

@@ -473,18 +473,198 @@ pub(crate) fn simple_combiner(b: &Builder, body: crate::ir::CompId) -> Option<Bi
     (params.len() == 2 && ops == ps).then_some(op)
 }
 
+/// Whether every result of a reduce (or reduce-window) body with `m` results is a
+/// *selection*: one of the body's two parameters for its position (accumulator `j`
+/// or element `m + j`), chosen by `select`s (whose predicates may be anything) or by
+/// `max`/`min` of such choices, as an argmax's body. Then each result of the reduce
+/// equals its input at some position along the reduced axes (or the initial value).
+/// Returns, per result, whether it can take the element at all (a result that only
+/// ever keeps its accumulator is the initial value, whatever the input), or `None`
+/// for a body that is no selection.
+pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> Option<Vec<bool>> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let root = c.root?;
+    let roots: Vec<crate::ir::Value> = if m == 1 {
+        vec![root]
+    } else {
+        match c.instrs.get(root.instr as usize) {
+            Some(ins) if matches!(ins.kind, OpKind::Tuple) && ins.operands.len() == m => {
+                ins.operands.to_vec()
+            }
+            _ => return None,
+        }
+    };
+    let param = |k: usize| c.params.get(k).copied().flatten();
+    roots
+        .iter()
+        .enumerate()
+        .map(|(j, r)| {
+            let (acc, elem) = (param(j)?, param(m + j)?);
+            let mut reads_element = false;
+            let mut seen = std::collections::HashSet::new();
+            let mut stack = vec![*r];
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v) || v.instr == acc {
+                    continue;
+                }
+                if v.instr == elem {
+                    reads_element = true;
+                    continue;
+                }
+                let ins = c.instrs.get(v.instr as usize)?;
+                match ins.kind {
+                    OpKind::Select => stack.extend(ins.operands.iter().skip(1).copied()),
+                    OpKind::Binary(BinaryOp::Maximum | BinaryOp::Minimum) => {
+                        stack.extend(ins.operands.iter().copied())
+                    }
+                    _ => return None,
+                }
+            }
+            Some(reads_element)
+        })
+        .collect()
+}
+
+/// The logical and of two predicate arrays of one shape.
+pub(crate) fn and_at(x: &Op, y: &Op, loc: &'static Location<'static>) -> Op {
+    x.builder().select_at(x, y, x, loc)
+}
+
+/// A reduce whose body is a selection ([`selection_body`]): each floating-point
+/// result's cotangent goes to the positions along the reduced axes where the whole
+/// input tuple equals the result tuple (all operands compared with their results and
+/// the masks and-ed; an integer operand such as an argmax's index makes the match
+/// unique), split equally among several (ties in every operand, as JAX splits
+/// `reduce_max`'s ties). Where no position matches the whole tuple (results chosen
+/// independently of each other), result `j` falls back to the positions where input
+/// `j` alone equals it, again split among ties; where none does (the result is the
+/// initial value) it gets nothing; nor does a result whose body never takes the
+/// element. Integer and predicate results carry no gradient; initial values get
+/// none.
+fn vjp_selection_reduce(
+    axes: &[i64],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+    reads_element: &[bool],
+) -> crate::autodiff::Cotangents {
+    let m = n.operands.len() / 2;
+    let (inputs, loc) = (&n.operands[..m], n.loc);
+    let mut out = vec![None; 2 * m];
+    let todo = selection_todo(n, cts, reads_element);
+    let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
+        return Ok(out);
+    };
+    let dims = inputs[0].dims().unwrap_or_default();
+    let kept: Vec<i64> = (0..dims.len() as i64)
+        .filter(|a| !axes.contains(a))
+        .collect();
+    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
+    let equal: Vec<Op> = (0..m)
+        .map(|j| inputs[j].compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc))
+        .collect();
+    for (j, g) in selection_shares(&equal, axes, &back, cts, &todo, ty, loc) {
+        out[j] = Some(g);
+    }
+    Ok(out)
+}
+
+/// The operands of a selection (`reduce` or `reduce-window`) whose gradient is
+/// wanted: floating-point inputs whose result has a cotangent and can take them.
+pub(crate) fn selection_todo(
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+    reads_element: &[bool],
+) -> Vec<usize> {
+    let m = n.operands.len() / 2;
+    (0..m)
+        .filter(|j| {
+            reads_element[*j]
+                && n.wanted[*j]
+                && crate::autodiff::wants(&n.operands[*j])
+                && matches!(cts.get(*j), Some(Some(_)))
+        })
+        .collect()
+}
+
+/// The shared part of the selection rules. `equal[j]`: where input `j`, laid out
+/// so that reducing `axes` gives the result's shape, equals result `j` (false at
+/// padding); `back` broadcasts a result-shaped array to that layout. Returns, for
+/// each result `j` in `todo` (of float type `ty`), its cotangent spread over the
+/// positions whose whole tuple matches (split among several), or where none does,
+/// over the positions where input `j` alone matches.
+pub(crate) fn selection_shares(
+    equal: &[Op],
+    axes: &[i64],
+    back: &dyn Fn(&Op) -> Op,
+    cts: &[Option<Op>],
+    todo: &[usize],
+    ty: ElementType,
+    loc: &'static Location<'static>,
+) -> Vec<(usize, Op)> {
+    let count = |mask: &Op| mask.reduce_binary_at(axes, BinaryOp::Add, loc);
+    let b = equal[0].builder();
+    let one = b.scalar_of(ty, Scalar::Int(1), loc);
+    // The whole tuple's match and its count (one reduce for all results).
+    let whole = (equal.len() > 1).then(|| {
+        let all = equal[1..]
+            .iter()
+            .fold(equal[0].clone(), |a, e| and_at(&a, e, loc))
+            .convert_at(ty, loc);
+        let c = count(&all);
+        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        let any = c.compare_at(&zero, crate::Comparison::Gt, loc);
+        (all, c, any)
+    });
+    todo.iter()
+        .map(|j| {
+            let ct = cts[*j].clone().expect("only results with a cotangent");
+            let own = equal[*j].convert_at(ty, loc);
+            let own_count = count(&own);
+            let (mask, k) = match &whole {
+                None => (own, own_count),
+                Some((all, c, any)) => (
+                    b.select_at(&back(any), all, &own, loc),
+                    b.select_at(any, c, &own_count, loc),
+                ),
+            };
+            // No match at all (the initial value won): nothing, not 0/0.
+            let k = k.binary(BinaryOp::Maximum, &one, loc);
+            let share = ct.binary(BinaryOp::Divide, &k, loc);
+            (*j, mask.binary(BinaryOp::Multiply, &back(&share), loc))
+        })
+        .collect()
+}
+
 /// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
 /// shares it among the elements equal to the result (JAX's rule for
-/// `reduce_max`); the initial value gets none. Other combiners and variadic
-/// reduces have no rule yet.
+/// `reduce_max`); a product multiplies it by the other factors; a body that
+/// selects (an argmax: see [`vjp_selection_reduce`]) sends each float result's
+/// cotangent to the position it was taken from. The initial value gets none. Other
+/// bodies have no rule yet.
 pub(crate) fn vjp_reduce(
     axes: &[i64],
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> crate::autodiff::Cotangents {
-    if n.operands.len() != 2 {
-        return Err("a variadic `reduce` has no gradient rule yet".into());
+    let m = n.operands.len() / 2;
+    let combiner = if m == 1 {
+        simple_combiner(n.b, body)
+    } else {
+        None
+    };
+    if combiner.is_none() {
+        if let Some(reads_element) = selection_body(n.b, body, m) {
+            return vjp_selection_reduce(axes, n, cts, &reads_element);
+        }
+        return Err(if m == 1 {
+            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
+                .into()
+        } else {
+            "a variadic `reduce` has a gradient rule only when its body selects: each result one of its accumulator or element parameters for that position, chosen by `select` (or `max`/`min`), as an argmax; this body computes its results otherwise"
+                .into()
+        });
     }
     let (x, loc) = (&n.operands[0], n.loc);
     let ct = cts[0].clone().expect("called with a cotangent");
@@ -493,7 +673,7 @@ pub(crate) fn vjp_reduce(
         .filter(|a| !axes.contains(a))
         .collect();
     let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
-    match simple_combiner(n.b, body) {
+    match combiner {
         Some(BinaryOp::Add) => Ok(vec![Some(back(&ct)), None]),
         Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
             let ty = x.element_type().unwrap_or(ElementType::F32);
@@ -509,7 +689,7 @@ pub(crate) fn vjp_reduce(
         }
         Some(BinaryOp::Multiply) => Ok(vec![Some(vjp_prod(x, axes, &ct, loc)), None]),
         _ => Err(
-            "this `reduce` combiner has no gradient rule yet (sum, product, max and min have)"
+            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
                 .into(),
         ),
     }
@@ -575,5 +755,46 @@ mod tests {
         let zd = Shape::of::<f64>(&[]);
         let e = infer_reduce(&[&x, &Shape::of::<f64>(&[2, 3]), &zf, &zd], &[1], None).unwrap_err();
         assert!(e.reason.contains("f32 and f64"), "{e}");
+    }
+
+    /// The body of the reduce that computed `out`.
+    fn body_of(out: &Op) -> crate::ir::CompId {
+        let g = out.g.borrow();
+        match &g.comp(out.comp).instrs[out.v.instr as usize].kind {
+            OpKind::Reduce { body, .. } => *body,
+            other => panic!("not a reduce: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn selection_bodies_are_recognised() {
+        use crate::Comparison;
+        let b = Builder::new("sel");
+        let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+        let i = b.iota(ElementType::S32, &[2, 3], 1);
+        let inits = [&b.constant(f32::NEG_INFINITY), &b.constant(0i32)];
+        type Body<'a> = &'a dyn Fn(&[Op], &[Op]) -> Vec<Op>;
+        let reduce = |f: Body| body_of(&b.reduce_many(&[&x, &i], &inits, &[1], f)[0]);
+        // Value by `max`, index by `select` (as `reduce_many`'s example).
+        let argmax = reduce(&|a, e| {
+            let take = e[0].compare(&a[0], Comparison::Gt);
+            vec![a[0].max(&e[0]), e[0].builder().select(&take, &e[1], &a[1])]
+        });
+        assert_eq!(selection_body(&b, argmax, 2), Some(vec![true, true]));
+        // The index always kept: that result never takes the element.
+        let kept = reduce(&|a, e| vec![a[0].max(&e[0]), a[1].clone()]);
+        assert_eq!(selection_body(&b, kept, 2), Some(vec![true, false]));
+        // Arithmetic, or another position's parameter: no selection.
+        let sum = reduce(&|a, e| vec![&a[0] + &e[0], a[1].clone()]);
+        assert_eq!(selection_body(&b, sum, 2), None);
+        let swapped = reduce(&|a, e| {
+            let take = e[0].compare(&a[0], Comparison::Gt);
+            let bb = e[0].builder();
+            vec![
+                bb.select(&take, &e[0], &a[0]),
+                bb.select(&take, &a[1], &e[0].convert(ElementType::S32)),
+            ]
+        });
+        assert_eq!(selection_body(&b, swapped, 2), None);
     }
 }

@@ -310,62 +310,11 @@ impl Op {
         loc: &'static Location<'static>,
         body: impl FnOnce(&Op, &Op) -> Op,
     ) -> Op {
-        let b = self.builder();
-        let target = match b.target(&[self, init], "reduce-window", loc) {
-            Ok(t) => t,
-            Err(f) => return f,
-        };
-        let (s, is) = (
-            self.shape().expect("checked"),
-            init.shape().expect("checked"),
-        );
-        if let Err(e) = infer_reduce_window(&[&s, &is], window, None) {
-            return b.fail(e, loc);
-        }
-        let ty = s.element_type().expect("checked");
-        let scalar = Shape::scalar(ty);
-        let (comp, roots) = match b.body(
-            target,
-            &format!("reduce_window_{ty}"),
-            &[scalar.clone(), scalar],
-            loc,
-            |_, p| vec![body(&p[0], &p[1])],
-        ) {
-            Ok(r) => r,
-            Err(f) => return f,
-        };
-        // Captured scalars: one more windowed input each, the scalar as its initial
-        // value (see `scalar_captures`).
-        let captures = match b.scalar_captures(comp, target, "reduce-window", loc) {
-            Ok(c) => c,
-            Err(f) => return f,
-        };
-        let mut roots = roots;
-        b.captures_as_inputs(comp, 1, &mut roots);
-        if let Err(f) = b.finish_body(comp, &roots, loc) {
-            return f;
-        }
-        let caps: Vec<Op> = captures.iter().map(|c| b.op(target, *c)).collect();
-        let spread: Vec<Op> = caps
-            .iter()
-            .map(|c| c.broadcast_to_at(s.dims(), loc))
-            .collect();
-        let operands: Vec<&Op> = [self]
-            .into_iter()
-            .chain(&spread)
-            .chain([init])
-            .chain(&caps)
-            .collect();
-        let r = b.emit(
-            OpKind::ReduceWindow {
-                window: window.into(),
-                body: comp,
-            },
-            &operands,
-            None,
-            loc,
-        );
-        b.results(r, 1, operands.len() > 2).remove(0)
+        self.builder()
+            .reduce_window_many_at(&[self], &[init], window, loc, |a, e| {
+                vec![body(&a[0], &e[0])]
+            })
+            .remove(0)
     }
 
     /// XLA's SelectAndScatter: for each window position, `select(a, b)` (keep `a`
@@ -477,31 +426,296 @@ impl Op {
 // ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
+impl crate::builder::Builder {
+    /// XLA's variadic ReduceWindow: reduces `inputs` (arrays of equal dimensions)
+    /// together over each window of `window` (one [`WindowDim`] per axis), starting
+    /// from `inits` (one scalar each), with `body(accumulators, elements)` returning
+    /// the new accumulators. Returns one array per input. The body may use outside
+    /// scalars.
+    ///
+    /// ```
+    /// use xlaclient::ops::window::WindowDim;
+    /// use xlaclient::{Builder, Comparison, Shape};
+    /// // The maximum of each window of 2 and its index (an argmax pooling).
+    /// let b = Builder::new("argmax_pool");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
+    /// let idx = b.constant_array(&[0i32, 1, 2, 3, 4, 5], &[6]);
+    /// let out = b.reduce_window_many(
+    ///     &[&x, &idx],
+    ///     &[&b.constant(f32::NEG_INFINITY), &b.constant(0i32)],
+    ///     &[WindowDim::new(2, 2)],
+    ///     |acc, e| {
+    ///         let take = e[0].compare(&acc[0], Comparison::Gt);
+    ///         let bb = e[0].builder();
+    ///         vec![bb.select(&take, &e[0], &acc[0]), bb.select(&take, &e[1], &acc[1])]
+    ///     },
+    /// );
+    /// assert_eq!(out[1].dims()?, vec![3]);
+    /// # Ok::<(), xlaclient::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn reduce_window_many(
+        &self,
+        inputs: &[&Op],
+        inits: &[&Op],
+        window: &[WindowDim],
+        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
+    ) -> Vec<Op> {
+        self.reduce_window_many_at(inputs, inits, window, Location::caller(), body)
+    }
+
+    pub(crate) fn reduce_window_many_at(
+        &self,
+        inputs: &[&Op],
+        inits: &[&Op],
+        window: &[WindowDim],
+        loc: &'static Location<'static>,
+        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
+    ) -> Vec<Op> {
+        const OP: &str = "reduce-window";
+        let b = self;
+        let failed = |op: Op| vec![op; inputs.len().max(1)];
+        let all: Vec<&Op> = inputs.iter().chain(inits).copied().collect();
+        let target = match b.target(&all, OP, loc) {
+            Ok(t) => t,
+            Err(f) => return failed(f),
+        };
+        let shapes: Vec<Shape> = all.iter().map(|o| o.shape().expect("checked")).collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        if inputs.len() != inits.len() {
+            return failed(b.fail(
+                ShapeError::new(
+                    OP,
+                    &refs,
+                    ShapeErrorKind::Arity,
+                    format!("{} inputs but {} initial values", inputs.len(), inits.len()),
+                ),
+                loc,
+            ));
+        }
+        if let Err(e) = infer_reduce_window(&refs, window, None) {
+            return failed(b.fail(e, loc));
+        }
+        let n = inputs.len();
+        let types: Vec<ElementType> = shapes[..n]
+            .iter()
+            .map(|s| s.element_type().expect("checked"))
+            .collect();
+        let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
+        let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+        let (comp, mut roots) = match b.body(
+            target,
+            &format!("reduce_window_{}", types[0]),
+            &params,
+            loc,
+            |_, p| body(&p[..n], &p[n..]),
+        ) {
+            Ok(r) => r,
+            Err(f) => return failed(f),
+        };
+        if roots.len() != n {
+            return failed(b.fail(
+                ShapeError::new(
+                    OP,
+                    &refs,
+                    ShapeErrorKind::Body,
+                    format!(
+                        "the body must return {n} values, it returns {}",
+                        roots.len()
+                    ),
+                ),
+                loc,
+            ));
+        }
+        // Captured scalars: one more windowed input each, the scalar as its initial
+        // value (see `scalar_captures`).
+        let captures = match b.scalar_captures(comp, target, OP, loc) {
+            Ok(c) => c,
+            Err(f) => return failed(f),
+        };
+        let k = captures.len();
+        b.captures_as_inputs(comp, n, &mut roots);
+        if let Err(f) = b.finish_body(comp, &roots, loc) {
+            return failed(f);
+        }
+        let caps: Vec<Op> = captures.iter().map(|c| b.op(target, *c)).collect();
+        let spread: Vec<Op> = caps
+            .iter()
+            .map(|c| c.broadcast_to_at(shapes[0].dims(), loc))
+            .collect();
+        let operands: Vec<&Op> = inputs
+            .iter()
+            .copied()
+            .chain(&spread)
+            .chain(inits.iter().copied())
+            .chain(&caps)
+            .collect();
+        let r = b.emit(
+            OpKind::ReduceWindow {
+                window: window.into(),
+                body: comp,
+            },
+            &operands,
+            None,
+            loc,
+        );
+        b.results(r, n, n + k > 1)
+    }
+}
+
 /// `1 + d (s - 1)`: the extent of `s` elements spaced `d` apart (0 for none; JAX's
 /// `_dilate_shape`).
 pub(crate) fn dilated(s: i64, d: i64) -> i64 {
     if s == 0 { 0 } else { 1 + d * (s - 1) }
 }
 
+/// A reduce-window whose body is a selection
+/// ([`selection_body`](crate::ops::reduction::selection_body)), as an argmax
+/// pooling: per window, each float result's cotangent goes to the window's elements
+/// whose whole input tuple equals the result tuple (split among several), or where
+/// none does (results chosen independently) to those where its own input equals it;
+/// padding and base-dilation holes get nothing. Built from the window's taps: for
+/// each tap and window position the flat index of the element it reads (a constant
+/// per axis), the inputs gathered there, and the shares scatter-added back.
+fn vjp_selection_reduce_window(
+    window: &[WindowDim],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+    reads_element: &[bool],
+) -> crate::autodiff::Cotangents {
+    use crate::ops::reduction::{and_at, selection_shares, selection_todo};
+    let m = n.operands.len() / 2;
+    let (inputs, loc) = (&n.operands[..m], n.loc);
+    let mut out = vec![None; 2 * m];
+    let todo = selection_todo(n, cts, reads_element);
+    let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
+        return Ok(out);
+    };
+    let xd = inputs[0].dims().map_err(|e| e.to_string())?;
+    let od = n.results[0].dims().map_err(|e| e.to_string())?;
+    let r = xd.len();
+    let count: i64 = xd.iter().product();
+    let taps: i64 = window.iter().map(|w| w.size).product();
+    if count == 0 || taps * od.iter().product::<i64>() == 0 {
+        return Ok(out);
+    }
+    let b = inputs[0].builder();
+    let s64 = ElementType::S64;
+    let zero = b.scalar_of(s64, Scalar::Int(0), loc);
+    // Layout [tap axes..., window position axes...]: per axis, the input index tap
+    // `k` of window `o` reads, or -1 (padding, a base-dilation hole).
+    let full: Vec<i64> = window.iter().map(|w| w.size).chain(od.clone()).collect();
+    let mut flat: Option<Op> = None;
+    let mut valid: Option<Op> = None;
+    let mut row = 1i64;
+    for d in (0..r).rev() {
+        let w = window[d];
+        let mut at = Vec::with_capacity((w.size * od[d]) as usize);
+        for k in 0..w.size {
+            for o in 0..od[d] {
+                let c = o * w.stride + k * w.window_dilation - w.padding_low;
+                let hit = c >= 0 && c % w.base_dilation == 0 && c / w.base_dilation < xd[d];
+                at.push(if hit { c / w.base_dilation } else { -1 });
+            }
+        }
+        let at = b.constant_array(&at, &[w.size, od[d]]).broadcast_in_dim_at(
+            &full,
+            &[d as i64, (r + d) as i64],
+            loc,
+        );
+        let hit = at.compare_at(&zero, crate::Comparison::Ge, loc);
+        let term = at.binary(
+            BinaryOp::Multiply,
+            &b.scalar_of(s64, Scalar::Int(row), loc),
+            loc,
+        );
+        flat = Some(match flat {
+            None => term,
+            Some(f) => f.binary(BinaryOp::Add, &term, loc),
+        });
+        valid = Some(match valid {
+            None => hit,
+            Some(v) => and_at(&v, &hit, loc),
+        });
+        row *= xd[d];
+    }
+    let (flat, valid) = (flat.expect("rank >= 1"), valid.expect("rank >= 1"));
+    let wide: Vec<i64> = std::iter::once(taps).chain(od.clone()).collect();
+    let valid = valid.reshape_at(&wide, loc);
+    let index = b.select_at(
+        &valid,
+        &flat.reshape_at(&wide, loc),
+        &zero.broadcast_to_at(&wide, loc),
+        loc,
+    );
+    let position_axes: Vec<i64> = (1..=r as i64).collect();
+    let back = |v: &Op| v.broadcast_in_dim_at(&wide, &position_axes, loc);
+    let equal: Vec<Op> = (0..m)
+        .map(|j| {
+            let read = inputs[j].reshape_at(&[count], loc).take(&index, 0);
+            let eq = read.compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc);
+            and_at(&valid, &eq, loc)
+        })
+        .collect();
+    let dims = crate::ops::indexing::ScatterDims {
+        update_window_dims: vec![],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: r as i64 + 1,
+        input_batching_dims: vec![],
+        scatter_indices_batching_dims: vec![],
+    };
+    let zeros = b
+        .scalar_of(ty, Scalar::Int(0), loc)
+        .broadcast_to_at(&[count], loc);
+    for (j, g) in selection_shares(&equal, &[0], &back, cts, &todo, ty, loc) {
+        let g = b
+            .scatter(&[&zeros], &index, &[&g], &dims, false, false, |o, u| {
+                vec![&o[0] + &u[0]]
+            })
+            .remove(0)
+            .reshape_at(&xd, loc);
+        out[j] = Some(g);
+    }
+    Ok(out)
+}
+
 /// Reduce-window: a sum sends each window's cotangent back to the elements it
 /// covered (the cotangent, spread by the strides and padded, summed over windows
 /// again: JAX's transpose rule); a max or min sends it to the element the window
-/// chose (select-and-scatter, first of equals; no dilation). Other combiners have
-/// no rule yet.
+/// chose (select-and-scatter, first of equals; no dilation); a body that selects
+/// (an argmax pooling, [`vjp_selection_reduce_window`]) to the elements whose tuple
+/// each window's result is. Other bodies have no rule yet.
 pub(crate) fn vjp_reduce_window(
     window: &[WindowDim],
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
-    ct: &Op,
+    cts: &[Option<Op>],
 ) -> crate::autodiff::Cotangents {
-    if n.operands.len() != 2 {
-        return Err("a variadic `reduce-window` has no gradient rule yet".into());
+    let m = n.operands.len() / 2;
+    let combiner = if m == 1 {
+        crate::ops::reduction::simple_combiner(n.b, body)
+    } else {
+        None
+    };
+    if combiner.is_none() {
+        if let Some(reads_element) = crate::ops::reduction::selection_body(n.b, body, m) {
+            return vjp_selection_reduce_window(window, n, cts, &reads_element);
+        }
+        return Err(if m == 1 {
+            "this `reduce-window` combiner has no gradient rule yet (sum, max, min and bodies that select one of their parameters have)"
+                .into()
+        } else {
+            "a variadic `reduce-window` has a gradient rule only when its body selects: each result one of its accumulator or element parameters for that position, chosen by `select` (or `max`/`min`), as an argmax pooling; this body computes its results otherwise"
+                .into()
+        });
     }
+    let ct = &cts[0].clone().expect("called with a cotangent");
     let (x, loc) = (&n.operands[0], n.loc);
     let ty = x.element_type().unwrap_or(ElementType::F32);
     let b = x.builder();
     let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
-    match crate::ops::reduction::simple_combiner(n.b, body) {
+    match combiner {
         Some(BinaryOp::Add) => {
             let xd = x.dims().unwrap_or_default();
             let cd = ct.dims().unwrap_or_default();
@@ -578,7 +792,7 @@ pub(crate) fn vjp_reduce_window(
             Ok(vec![Some(g), None])
         }
         _ => Err(
-            "this `reduce-window` combiner has no gradient rule yet (sum, max and min have)".into(),
+            "this `reduce-window` combiner has no gradient rule yet (sum, max, min and bodies that select one of their parameters have)".into(),
         ),
     }
 }
