@@ -312,3 +312,29 @@ fn a_short_anakin_run_lowers_its_loss_and_improves_its_policy() {
             .all(|x| (0..5).contains(x))
     );
 }
+
+/// The learner's loops: by default the `fori_loop` and the rollout's scan only
+/// (the loss reuses the recorded rollout and no gradient enters the scan); with
+/// `grad_through_scan` also the backward loop (the forward loop runs once: it is
+/// the one that stores what the backward loop needs).
+#[test]
+fn the_learner_runs_the_rollout_once_and_reverses_it_only_when_asked() {
+    for (grad_through_scan, loops) in [(false, 2), (true, 3)] {
+        for shared_params in [false, true] {
+            let anakin = Anakin::new(
+                client(),
+                AnakinConfig {
+                    iterations: 1,
+                    ..small(shared_params, grad_through_scan)
+                },
+            )
+            .unwrap();
+            let text = anakin.learner().computation().to_hlo_text();
+            assert_eq!(
+                text.matches(" while(").count(),
+                loops,
+                "grad_through_scan {grad_through_scan}, shared {shared_params}"
+            );
+        }
+    }
+}

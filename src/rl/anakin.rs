@@ -280,9 +280,12 @@ fn first_layer(l1: &LinearParams<Op>, h: &Op, obs: &Op, per_learner: bool) -> Op
         };
         vec![dw, db, args[2].zeros_like(), args[3].zeros_like()]
     };
+    // The recorded values carry no gradient: without `stop_gradient` the zero
+    // cotangents given to them would be carried back through the rollout's scan.
+    let (h, obs) = (h.stop_gradient(), obs.stop_gradient());
     b.custom_vjp(
         "first_layer",
-        &[&l1.w, &l1.b, h, obs],
+        &[&l1.w, &l1.b, &h, &obs],
         |_, a| vec![a[2].clone()],
         backward,
     )
