@@ -309,27 +309,57 @@ impl Builder {
         if let Err(e) = infer_reduce(&refs, &axes, None) {
             return failed(self.fail(e, loc));
         }
+        let comp_name = format!("reduce_{}", shapes[0].element_type().expect("checked"));
+        self.emit_reducer(
+            ("reduce", &comp_name),
+            target,
+            (inputs, inits),
+            &shapes,
+            loc,
+            body,
+            |body| OpKind::Reduce {
+                axes: axes.into(),
+                body,
+            },
+        )
+    }
+
+    /// What `reduce` and `reduce-window` share once their operands are checked:
+    /// traces `body` on scalar parameters of the inputs' element types
+    /// (accumulators, then elements), checks that it returns one value per input,
+    /// turns the scalars it captures into more inputs (each spread to the inputs'
+    /// dims, with itself as initial value; see `scalar_captures`), emits
+    /// `kind(body)` and returns one result per input. `shapes` are the inputs'
+    /// shapes then the initial values'.
+    pub(crate) fn emit_reducer(
+        &self,
+        (op, comp_name): (&'static str, &str),
+        target: crate::ir::CompId,
+        (inputs, inits): (&[&Op], &[&Op]),
+        shapes: &[Shape],
+        loc: &'static Location<'static>,
+        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
+        kind: impl FnOnce(crate::ir::CompId) -> OpKind,
+    ) -> Vec<Op> {
         let n = inputs.len();
+        let failed = |op: Op| vec![op; n.max(1)];
+        let refs: Vec<&Shape> = shapes.iter().collect();
         let types: Vec<ElementType> = shapes[..n]
             .iter()
             .map(|s| s.element_type().expect("checked"))
             .collect();
         let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
         let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
-        let (comp, mut roots) = match self.body(
-            target,
-            &format!("reduce_{}", types[0]),
-            &params,
-            loc,
-            |_, p| body(&p[..n], &p[n..]),
-        ) {
+        let (comp, mut roots) = match self.body(target, comp_name, &params, loc, |_, p| {
+            body(&p[..n], &p[n..])
+        }) {
             Ok(r) => r,
             Err(f) => return failed(f),
         };
         if roots.len() != n {
             return failed(self.fail(
                 ShapeError::new(
-                    "reduce",
+                    op,
                     &refs,
                     ShapeErrorKind::Body,
                     format!(
@@ -340,9 +370,7 @@ impl Builder {
                 loc,
             ));
         }
-        // Captured scalars: one more reduced input each (see `scalar_captures`),
-        // with the scalar as its initial value.
-        let captures = match self.scalar_captures(comp, target, "reduce", loc) {
+        let captures = match self.scalar_captures(comp, target, op, loc) {
             Ok(c) => c,
             Err(f) => return failed(f),
         };
@@ -351,9 +379,11 @@ impl Builder {
         if let Err(f) = self.finish_body(comp, &roots, loc) {
             return failed(f);
         }
-        let dims = shapes[0].dims().to_vec();
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
-        let spread: Vec<Op> = caps.iter().map(|c| c.broadcast_to_at(&dims, loc)).collect();
+        let spread: Vec<Op> = caps
+            .iter()
+            .map(|c| c.broadcast_to_at(shapes[0].dims(), loc))
+            .collect();
         let operands: Vec<&Op> = inputs
             .iter()
             .copied()
@@ -361,15 +391,7 @@ impl Builder {
             .chain(inits.iter().copied())
             .chain(&caps)
             .collect();
-        let r = self.emit(
-            OpKind::Reduce {
-                axes: axes.into(),
-                body: comp,
-            },
-            &operands,
-            None,
-            loc,
-        );
+        let r = self.emit(kind(comp), &operands, None, loc);
         self.results(r, n, n + k > 1)
     }
 }

@@ -496,70 +496,22 @@ impl crate::builder::Builder {
         if let Err(e) = infer_reduce_window(&refs, window, None) {
             return failed(b.fail(e, loc));
         }
-        let n = inputs.len();
-        let types: Vec<ElementType> = shapes[..n]
-            .iter()
-            .map(|s| s.element_type().expect("checked"))
-            .collect();
-        let scalars: Vec<Shape> = types.iter().map(|t| Shape::scalar(*t)).collect();
-        let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
-        let (comp, mut roots) = match b.body(
-            target,
-            &format!("reduce_window_{}", types[0]),
-            &params,
-            loc,
-            |_, p| body(&p[..n], &p[n..]),
-        ) {
-            Ok(r) => r,
-            Err(f) => return failed(f),
-        };
-        if roots.len() != n {
-            return failed(b.fail(
-                ShapeError::new(
-                    OP,
-                    &refs,
-                    ShapeErrorKind::Body,
-                    format!(
-                        "the body must return {n} values, it returns {}",
-                        roots.len()
-                    ),
-                ),
-                loc,
-            ));
-        }
-        // Captured scalars: one more windowed input each, the scalar as its initial
-        // value (see `scalar_captures`).
-        let captures = match b.scalar_captures(comp, target, OP, loc) {
-            Ok(c) => c,
-            Err(f) => return failed(f),
-        };
-        let k = captures.len();
-        b.captures_as_inputs(comp, n, &mut roots);
-        if let Err(f) = b.finish_body(comp, &roots, loc) {
-            return failed(f);
-        }
-        let caps: Vec<Op> = captures.iter().map(|c| b.op(target, *c)).collect();
-        let spread: Vec<Op> = caps
-            .iter()
-            .map(|c| c.broadcast_to_at(shapes[0].dims(), loc))
-            .collect();
-        let operands: Vec<&Op> = inputs
-            .iter()
-            .copied()
-            .chain(&spread)
-            .chain(inits.iter().copied())
-            .chain(&caps)
-            .collect();
-        let r = b.emit(
-            OpKind::ReduceWindow {
-                window: window.into(),
-                body: comp,
-            },
-            &operands,
-            None,
-            loc,
+        let comp_name = format!(
+            "reduce_window_{}",
+            shapes[0].element_type().expect("checked")
         );
-        b.results(r, n, n + k > 1)
+        b.emit_reducer(
+            (OP, &comp_name),
+            target,
+            (inputs, inits),
+            &shapes,
+            loc,
+            body,
+            |body| OpKind::ReduceWindow {
+                window: window.into(),
+                body,
+            },
+        )
     }
 }
 
