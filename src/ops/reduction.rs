@@ -312,10 +312,9 @@ impl Builder {
         let comp_name = format!("reduce_{}", shapes[0].element_type().expect("checked"));
         self.emit_reducer(
             ("reduce", &comp_name),
-            target,
+            (target, loc),
             (inputs, inits),
             &shapes,
-            loc,
             body,
             |body| OpKind::Reduce {
                 axes: axes.into(),
@@ -329,15 +328,15 @@ impl Builder {
     /// (accumulators, then elements), checks that it returns one value per input,
     /// turns the scalars it captures into more inputs (each spread to the inputs'
     /// dims, with itself as initial value; see `scalar_captures`), emits
-    /// `kind(body)` and returns one result per input. `shapes` are the inputs'
-    /// shapes then the initial values'.
+    /// `kind(body)` in the computation `target` (for the user's line `loc`) and
+    /// returns one result per input. `shapes` are the inputs' shapes then the
+    /// initial values'.
     pub(crate) fn emit_reducer(
         &self,
         (op, comp_name): (&'static str, &str),
-        target: crate::ir::CompId,
+        (target, loc): (crate::ir::CompId, &'static Location<'static>),
         (inputs, inits): (&[&Op], &[&Op]),
         shapes: &[Shape],
-        loc: &'static Location<'static>,
         body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
         kind: impl FnOnce(crate::ir::CompId) -> OpKind,
     ) -> Vec<Op> {

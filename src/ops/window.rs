@@ -502,10 +502,9 @@ impl crate::builder::Builder {
         );
         b.emit_reducer(
             (OP, &comp_name),
-            target,
+            (target, loc),
             (inputs, inits),
             &shapes,
-            loc,
             body,
             |body| OpKind::ReduceWindow {
                 window: window.into(),
