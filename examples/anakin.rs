@@ -33,7 +33,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use xlaclient::Client;
 use xlaclient::rl::anakin::{Anakin, AnakinConfig};
-use xlaclient::runner::Runner;
+use xlaclient::runner::{Help, Runner};
 
 /// The run's configuration; the defaults are the notebook's.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -93,7 +93,39 @@ fn main() {
 }
 
 fn run() -> xlaclient::Result<()> {
-    let mut run = Runner::<Config>::from_args()?;
+    let help = Help {
+        about: "Podracer's Anakin on Catch: environments, Q-network, rollout, TD(λ) loss, \
+                gradient and Adam in one compiled XLA program (defaults: the notebook's \
+                configuration)."
+            .to_string(),
+        keys: vec![
+            ("batch", "environments (and learners) per update"),
+            ("rollout_len", "steps per rollout"),
+            ("iterations", "updates per call (the program's fori_loop)"),
+            ("calls", "calls to train for"),
+            ("lr", "Adam's learning rate"),
+            ("lambda", "λ of the TD(λ) targets"),
+            ("seed", "PRNG seed of parameters and environments"),
+            (
+                "shared_params",
+                "one parameter copy instead of one per learner",
+            ),
+            (
+                "grad_through_scan",
+                "differentiate through the rollout scan, as the notebook",
+            ),
+            (
+                "timed_calls",
+                "first calls timed for the frames-per-second figure",
+            ),
+            ("checkpoint_every", "a checkpoint every this many calls"),
+            (
+                "min_reward",
+                "greedy reward the run must reach, else exit 1",
+            ),
+        ],
+    };
+    let mut run = Runner::<Config>::from_args_with_help(&help)?;
     let c = run.config.clone();
     let config = AnakinConfig {
         batch: c.batch,

@@ -886,6 +886,25 @@ impl Progress {
     }
 }
 
+/// A program's own `--help` text for [`Runner::from_args_with_help`]: what it does,
+/// and a sentence for each top-level config key (shown next to its default).
+#[derive(Clone, Debug)]
+pub struct Help {
+    /// The first line of `--help`.
+    pub about: String,
+    /// `(key, sentence)` pairs.
+    pub keys: Vec<(&'static str, &'static str)>,
+}
+
+impl Default for Help {
+    fn default() -> Self {
+        Help {
+            about: "An experiment run by xlaclient's runner.".to_string(),
+            keys: Vec::new(),
+        }
+    }
+}
+
 /// An experiment run: its configuration, output directory, metrics, checkpoints and
 /// progress (see [the module docs](self)).
 pub struct Runner<C> {
@@ -912,30 +931,46 @@ impl<C> fmt::Debug for Runner<C> {
 impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
     /// The help text: the options, then every config key with its default.
     pub fn help() -> String {
-        Self::command("PROGRAM").render_help().to_string()
+        Self::command("PROGRAM", &Help::default())
+            .render_help()
+            .to_string()
     }
 
-    fn command(program: &str) -> clap::Command {
+    fn command(program: &str, help: &Help) -> clap::Command {
         let defaults = toml::to_string(&C::default())
             .unwrap_or_else(|e| format!("(the defaults do not serialize to TOML: {e})"));
         let mut text = String::from(
             "Config keys and their defaults (TOML; set with --config FILE or --set KEY=VALUE):\n\n",
         );
+        let width = defaults.lines().map(str::len).max().unwrap_or(0);
         for line in defaults.lines() {
             text.push_str("    ");
             text.push_str(line);
+            let key = line.split('=').next().unwrap_or("").trim();
+            if let Some((_, doc)) = help.keys.iter().find(|(k, _)| *k == key) {
+                text.push_str(&" ".repeat(width - line.len() + 2));
+                text.push_str("# ");
+                text.push_str(doc);
+            }
             text.push('\n');
         }
         Cli::command()
             .name(program.to_string())
-            .about("An experiment run by xlaclient's runner.")
+            .about(help.about.clone())
             .after_help(text)
     }
 
     /// Parses the process's command line and opens the run. `--help` prints the help
     /// and exits with status 0; every other error is returned.
     pub fn from_args() -> Result<Self> {
-        match Self::from_args_iter(std::env::args_os()) {
+        Self::from_args_with_help(&Help::default())
+    }
+
+    /// [`from_args`](Runner::from_args) with the program's own `--help` text: a
+    /// line saying what it does and a sentence per config key (shown next to the
+    /// key's default).
+    pub fn from_args_with_help(help: &Help) -> Result<Self> {
+        match Self::from_args_iter_with_help(std::env::args_os(), help) {
             Err(Error::Runner(e)) if matches!(*e, RunnerError::Help { .. }) => {
                 print!("{e}");
                 std::process::exit(0)
@@ -951,6 +986,15 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        Self::from_args_iter_with_help(args, &Help::default())
+    }
+
+    /// [`from_args_iter`](Runner::from_args_iter) with the program's own help text.
+    pub fn from_args_iter_with_help<I, T>(args: I, help: &Help) -> Result<Self>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         let program = args
             .first()
@@ -960,7 +1004,7 @@ impl<C: Serialize + DeserializeOwned + Default> Runner<C> {
                     .map(|s| s.to_string_lossy().to_string())
             })
             .unwrap_or_else(|| "run".to_string());
-        let matches = Self::command(&program)
+        let matches = Self::command(&program, help)
             .try_get_matches_from(&args)
             .map_err(|e| clap_error(&e))?;
         let cli = Cli::from_arg_matches(&matches).map_err(|e| clap_error(&e))?;

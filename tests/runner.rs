@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use xlaclient::runner::{Runner, RunnerError};
+use xlaclient::runner::{Help, Runner, RunnerError};
 use xlaclient::{Client, Error, Shape, Tree};
 
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
@@ -229,6 +229,31 @@ fn help_lists_options_and_config_defaults() {
     ] {
         assert!(text.contains(want), "help lacks {want:?}:\n{text}");
     }
+}
+
+#[test]
+fn a_programs_help_says_what_it_does_and_documents_its_keys() {
+    let help = Help {
+        about: "Fits a line.".to_string(),
+        keys: vec![("lr", "the learning rate"), ("steps", "updates to run")],
+    };
+    let e = runner_error(
+        Runner::<Config>::from_args_iter_with_help(["prog", "--help"], &help).unwrap_err(),
+    );
+    let RunnerError::Help { text } = e else {
+        panic!("{e}")
+    };
+    assert!(text.starts_with("Fits a line."), "{text}");
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("no line for {key}:\n{text}"))
+            .to_string()
+    };
+    assert!(line("lr").contains("lr = 0.001") && line("lr").ends_with("# the learning rate"));
+    assert!(line("steps").ends_with("# updates to run"));
+    // A key without a sentence keeps its plain line.
+    assert!(!line("hidden").contains('#'), "{}", line("hidden"));
 }
 
 fn params(client: &Client, step: u64) -> xlaclient::Result<Params<xlaclient::Buffer>> {
