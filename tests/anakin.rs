@@ -107,7 +107,7 @@ fn device_catch_equals_the_host_catch_for_the_same_actions() {
 #[test]
 fn greedy_eval_scores_a_perfect_and_a_lazy_policy() {
     // Follow the ball: move toward its column (read from the board).
-    let perfect = catch::greedy_eval(|board| {
+    let perfect = xlaclient::rl::catch::greedy_eval(|board| {
         let ball = board[..45].iter().position(|&v| v == 1.0).unwrap() % 5;
         let paddle = board[45..].iter().position(|&v| v == 1.0).unwrap();
         let mut q = [0f32; 3];
@@ -116,7 +116,7 @@ fn greedy_eval_scores_a_perfect_and_a_lazy_policy() {
     });
     assert_eq!(perfect, 1.0);
     // Always stay: catches only balls in the middle column (1 of 5).
-    let lazy = catch::greedy_eval(|_| [0.0, 1.0, 0.0]);
+    let lazy = xlaclient::rl::catch::greedy_eval(|_| [0.0, 1.0, 0.0]);
     assert!((lazy - (1.0 - 4.0) / 5.0).abs() < 1e-12, "{lazy}");
 }
 

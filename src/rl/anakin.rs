@@ -201,13 +201,13 @@ impl Anakin {
     }
 
     /// The greedy policy's exact expected terminal reward (see
-    /// [`catch::greedy_eval`]), computed in plain Rust from the downloaded
+    /// [`greedy_eval`](super::catch::greedy_eval)), computed in plain Rust from the downloaded
     /// parameters of learner 0.
     pub fn greedy_reward(&self, state: &AnakinState<Buffer>) -> Result<f64> {
         let p = self.host_params(state)?;
         let (obs, hidden) = (catch::OBS as usize, self.config.hidden as usize);
         let (w1, b1, w2, b2) = (&p[0], &p[1], &p[2], &p[3]);
-        Ok(catch::greedy_eval(|board| {
+        Ok(super::catch::greedy_eval(|board| {
             let h: Vec<f32> = (0..hidden)
                 .map(|j| {
                     let s: f32 = (0..obs).map(|i| board[i] * w1[i * hidden + j]).sum();

@@ -174,6 +174,31 @@ pub fn step(
     }
 }
 
+/// The greedy policy's exact expected terminal reward: one episode from each of
+/// the `COLUMNS` start columns, the paddle moved by the argmax of `q(board)` (the
+/// first maximum among equals, as `jnp.argmax`), the mean of the terminal rewards.
+/// Catch has no other randomness within an episode, so this is the expectation
+/// over the uniformly random start column.
+pub fn greedy_eval(q: impl Fn(&[f32]) -> [f32; NUM_ACTIONS]) -> f64 {
+    let mut total = 0.0;
+    for column in 0..COLUMNS as usize {
+        let mut state = initial_state(column).expect("a column of the board");
+        loop {
+            let values = q(&state.render());
+            let action =
+                (0..NUM_ACTIONS).fold(0, |best, a| if values[a] > values[best] { a } else { best });
+            let (next, reward, discount) =
+                step(state, action, column).expect("a valid state, action and column");
+            if discount == 0.0 {
+                total += f64::from(reward);
+                break;
+            }
+            state = next;
+        }
+    }
+    total / f64::from(COLUMNS)
+}
+
 /// The Catch environment: a [`CatchState`] and the [`Rng`] that draws each new
 /// episode's ball column. Cloning it copies the generator too, so a copy stepped
 /// ahead (a planner's simulation) sees the same future as the original would.

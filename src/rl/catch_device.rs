@@ -14,14 +14,14 @@
 
 use crate::{Comparison, ElementType, Op, Tree};
 
-/// Board rows.
-pub const ROWS: i64 = 10;
-/// Board columns.
-pub const COLUMNS: i64 = 5;
+/// Board rows ([`catch::ROWS`](super::catch::ROWS), as a dimension).
+pub const ROWS: i64 = super::catch::ROWS as i64;
+/// Board columns ([`catch::COLUMNS`](super::catch::COLUMNS), as a dimension).
+pub const COLUMNS: i64 = super::catch::COLUMNS as i64;
 /// Observation size: the flattened board.
 pub const OBS: i64 = ROWS * COLUMNS;
 /// Actions: left, stay, right.
-pub const ACTIONS: i64 = 3;
+pub const ACTIONS: i64 = super::catch::NUM_ACTIONS as i64;
 
 /// A batch of Catch states, each field `s32[batch]`.
 #[derive(Tree, Clone, Debug, PartialEq)]
@@ -93,32 +93,4 @@ pub fn step(s: &CatchState<Op>, actions: &Op, resets: &Op) -> (CatchState<Op>, O
         paddle_x: b.select(&terminal, &fresh.paddle_x, &paddle_x),
     };
     (next, reward, discount)
-}
-
-/// The greedy policy's exact expected terminal reward (plain Rust, on the host):
-/// one episode from each of the 5 start columns, the paddle moved by the argmax of
-/// `q(board)` (first maximum among equals), the mean of the 5 terminal rewards.
-/// Catch has no other randomness within an episode, so this is the expectation over
-/// the uniformly random start column.
-pub fn greedy_eval(q: impl Fn(&[f32]) -> [f32; 3]) -> f64 {
-    let mut total = 0.0;
-    for column in 0..COLUMNS {
-        let (mut ball_y, mut paddle_x) = (0i64, COLUMNS / 2);
-        while ball_y < ROWS - 1 {
-            let mut board = [0f32; OBS as usize];
-            board[(ball_y * COLUMNS + column) as usize] = 1.0;
-            board[((ROWS - 1) * COLUMNS + paddle_x) as usize] = 1.0;
-            let values = q(&board);
-            let mut action = 0;
-            for (a, v) in values.iter().enumerate() {
-                if *v > values[action] {
-                    action = a;
-                }
-            }
-            paddle_x = (paddle_x + action as i64 - 1).clamp(0, COLUMNS - 1);
-            ball_y += 1;
-        }
-        total += if paddle_x == column { 1.0 } else { -1.0 };
-    }
-    total / COLUMNS as f64
 }
