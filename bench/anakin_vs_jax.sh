@@ -14,11 +14,7 @@ cd "$(dirname "$0")/.."
 REPS=${1:-5}
 CALLS=${2:-5}
 ANCHOR=${ANCHOR:-../shared/bench-anchors/jax_anakin_catch.py}
-VENV=${JAX_VENV:-target/jax-venv}
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import jax' 2>/dev/null; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet jax==0.10.2
-fi
+. bench/jax_venv.sh
 cargo build --release --quiet --example anakin
 OURS=target/release/examples/anakin
 OUT=$(mktemp -d)

@@ -19,11 +19,7 @@ cd "$(dirname "$0")/.."
 REPS=${1:-5}
 COMPARE=${COMPARE:-1}
 ANCHOR=${ANCHOR:-../shared/bench-anchors/jax_hostloop_catch.py}
-VENV=${JAX_VENV:-target/jax-venv}
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import jax' 2>/dev/null; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet jax==0.10.2
-fi
+. bench/jax_venv.sh
 cargo build --release --quiet --example catch_hostloop
 OURS=target/release/examples/catch_hostloop
 OUT=$(mktemp -d)

@@ -1,0 +1,9 @@
+# Sourced (from the repository root) by the side-by-side scripts: sets VENV to a
+# virtual environment with the JAX the anchors were measured with, pinned here
+# once. It is target/jax-venv, made on first use; JAX_VENV=/path/to/venv uses
+# another one.
+VENV=${JAX_VENV:-target/jax-venv}
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import jax' 2>/dev/null; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet jax==0.10.2
+fi
