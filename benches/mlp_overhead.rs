@@ -95,7 +95,7 @@ fn params(client: &Client) -> xlaclient::Result<Vec<Buffer>> {
     let dims: [&[i64]; 4] = [&[OBS, HID], &[HID], &[HID, ACT], &[ACT]];
     host.iter()
         .zip(dims)
-        .map(|(p, d)| client.buffer_from_host(p, d))
+        .map(|(p, d)| Ok(client.buffer_from_host(p, d)?))
         .collect()
 }
 
@@ -109,7 +109,7 @@ fn safe_call(
 ) -> xlaclient::Result<()> {
     let o = client.buffer_from_host(obs, dims)?;
     let r = exe.execute(&[&params[0], &params[1], &params[2], &params[3], &o])?;
-    r[0].copy_to_host(out)
+    Ok(r[0].copy_to_host(out)?)
 }
 
 fn header() {

@@ -24,11 +24,13 @@
 
 use std::time::{Duration, Instant};
 
+use xlaclient::ClientExt;
 use xlaclient::nn::{Activation, Mlp};
 use xlaclient::pjrt::WaitPolicy;
+use xlaclient::rl::Result;
 use xlaclient::rl::catch::Catch;
 use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Stepper, VecEnv};
-use xlaclient::{Client, ClientOptions, Plugin, Result};
+use xlaclient::{Client, ClientOptions, Plugin};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)

@@ -92,7 +92,7 @@ fn main() {
     }
 }
 
-fn run() -> xlaclient::Result<()> {
+fn run() -> xlaclient::rl::Result<()> {
     let help = Help {
         about: "Podracer's Anakin on Catch: environments, Q-network, rollout, TD(λ) loss, \
                 gradient and Adam in one compiled XLA program (defaults: the notebook's \

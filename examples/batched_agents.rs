@@ -25,6 +25,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use futures::future::join_all;
+use xlaclient::ClientExt;
 use xlaclient::nn::{Activation, Mlp};
 use xlaclient::rl::catch::{Catch, NUM_ACTIONS};
 use xlaclient::rl::{BatchSizes, BatchedNet, Environment, NetHandle, Stepper};
@@ -58,7 +59,7 @@ async fn greedy(
     episodes: usize,
     tally: Rc<RefCell<Tally>>,
     seen: Seen,
-) -> xlaclient::Result<()> {
+) -> xlaclient::rl::Result<()> {
     let mut done = 0;
     let mut ret = 0.0;
     while done < episodes {
@@ -86,7 +87,7 @@ async fn planner(
     mut env: Catch,
     episodes: usize,
     tally: Rc<RefCell<Tally>>,
-) -> xlaclient::Result<()> {
+) -> xlaclient::rl::Result<()> {
     let mut done = 0;
     let mut ret = 0.0;
     while done < episodes {
@@ -130,7 +131,7 @@ fn reference(p: &[Vec<f32>], obs: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-fn main() -> xlaclient::Result<()> {
+fn main() -> xlaclient::rl::Result<()> {
     let args: Vec<Option<usize>> = std::env::args().skip(1).map(|a| a.parse().ok()).collect();
     let (n_greedy, n_planner, episodes) = match args[..] {
         [] => (16, 16, 20),
@@ -153,7 +154,7 @@ fn main() -> xlaclient::Result<()> {
         .leaves()
         .iter()
         .map(|b| b.to_vec::<f32>())
-        .collect::<xlaclient::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, xlaclient::RuntimeError>>()?;
     let max_batch = n_greedy + NUM_ACTIONS * n_planner;
     let sizes = BatchSizes::powers_of_two(max_batch.next_power_of_two())?;
     let t = Instant::now();

@@ -52,6 +52,7 @@
 
 use std::time::{Duration, Instant};
 
+use xlaclient::ClientExt;
 use xlaclient::pjrt::WaitPolicy;
 use xlaclient::rl::catch::{Catch, NUM_ACTIONS};
 use xlaclient::rl::{Environment, Rng};
@@ -257,7 +258,7 @@ impl HostParams {
         }
     }
 
-    fn upload(&self, client: &Client) -> xlaclient::Result<Vec<Buffer>> {
+    fn upload(&self, client: &Client) -> xlaclient::rl::Result<Vec<Buffer>> {
         Ok(vec![
             client.buffer_from_host(&self.w1, &[OBS as i64, HID as i64])?,
             client.buffer_from_host(&self.b1, &[HID as i64])?,
@@ -360,7 +361,7 @@ impl Policy {
         client: &Client,
         params: &HostParams,
         n: usize,
-    ) -> xlaclient::Result<Policy> {
+    ) -> xlaclient::rl::Result<Policy> {
         let dims = [n as i64, OBS as i64];
         match mode {
             Mode::Fast | Mode::FastCopy | Mode::FastAsync => {
@@ -383,7 +384,8 @@ impl Policy {
             Mode::Sharded => {
                 let devices = client.addressable_devices();
                 if devices.len() < 2 || n % 2 != 0 {
-                    return Err(xlaclient::Error::Rl {
+                    return Err(xlaclient::rl::Error::InvalidArgument {
+                        what: "mode",
                         reason: format!(
                             "mode sharded needs 2 CPU devices ({} here) and an even N ({n})",
                             devices.len()
@@ -435,7 +437,7 @@ impl Policy {
     }
 
     /// The Q-values `[n, 3]` for `obs [n, 50]`.
-    fn q(&mut self, obs: &[f32], bd: Option<&mut Breakdown>) -> xlaclient::Result<&[f32]> {
+    fn q(&mut self, obs: &[f32], bd: Option<&mut Breakdown>) -> xlaclient::rl::Result<&[f32]> {
         match self {
             Policy::Fast {
                 client,
@@ -517,7 +519,7 @@ struct World {
 }
 
 impl World {
-    fn new(n: usize, epsilon: f32) -> xlaclient::Result<World> {
+    fn new(n: usize, epsilon: f32) -> xlaclient::rl::Result<World> {
         let envs: Vec<Catch> = (0..n as u64).map(|i| Catch::new(1000 + i)).collect();
         let mut obs = vec![0.0; n * OBS];
         for (e, o) in envs.iter().zip(obs.chunks_exact_mut(OBS)) {
@@ -535,7 +537,7 @@ impl World {
 
     /// Acts on `q` (greedy, first maximum as numpy's argmax; epsilon-greedy when
     /// `epsilon > 0`), steps every environment and renders the next observations.
-    fn step(&mut self, q: &[f32]) -> xlaclient::Result<()> {
+    fn step(&mut self, q: &[f32]) -> xlaclient::rl::Result<()> {
         for ((env, qs), o) in self
             .envs
             .iter_mut()
@@ -568,7 +570,7 @@ fn run(
     policy: &mut Policy,
     steps: usize,
     mut bd: Option<&mut Breakdown>,
-) -> xlaclient::Result<f64> {
+) -> xlaclient::rl::Result<f64> {
     let t0 = Instant::now();
     for _ in 0..steps {
         let obs = std::mem::take(&mut world.obs);

@@ -120,7 +120,7 @@ fn simulate(
     fit: &PolicyFit,
     params: &MlpParams<xlaclient::Buffer>,
     stream: u64,
-) -> xlaclient::Result<Paths> {
+) -> xlaclient::rl::Result<Paths> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(c.seed.wrapping_mul(1_000_003) ^ stream);
     let n = c.paths;
     let mut pos: Vec<(i32, i32)> = Vec::with_capacity(n);
@@ -188,22 +188,22 @@ fn main() {
     }
 }
 
-fn run() -> xlaclient::Result<()> {
+fn run() -> xlaclient::rl::Result<()> {
     let mut run = Runner::<Config>::from_args()?;
     let c = &run.config;
     let method = match c.resampling.as_str() {
         "systematic" => Resampling::Systematic,
         "multinomial" => Resampling::Multinomial,
         other => {
-            return Err(xlaclient::Error::InvalidOption {
-                option: "resampling".into(),
+            return Err(xlaclient::rl::Error::InvalidArgument {
+                what: "resampling",
                 reason: format!("{other:?}; use \"systematic\" or \"multinomial\""),
             });
         }
     };
     if c.paths == 0 || c.horizon == 0 || c.grid < 2 {
-        return Err(xlaclient::Error::InvalidOption {
-            option: "paths/horizon/grid".into(),
+        return Err(xlaclient::rl::Error::InvalidArgument {
+            what: "paths/horizon/grid",
             reason: "paths and horizon need 1 or more, grid 2 or more".into(),
         });
     }

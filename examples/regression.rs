@@ -15,6 +15,7 @@
 
 use std::time::Instant;
 
+use xlaclient::ClientExt;
 use xlaclient::nn::{Activation, Mlp, MlpParams, OptState, init, losses, optim};
 use xlaclient::{Client, Op, Tree};
 
@@ -93,7 +94,7 @@ fn main() -> xlaclient::Result<()> {
         .leaves()
         .into_iter()
         .map(|b| b.to_vec::<f32>())
-        .collect::<xlaclient::Result<_>>()?;
+        .collect::<Result<_, xlaclient::RuntimeError>>()?;
     let [w1, b1, w2, b2, w3, b3] = &down[..] else {
         unreachable!("three layers of w and b")
     };

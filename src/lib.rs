@@ -1,12 +1,12 @@
 //! # xlaclient
 //!
 //! A pure-Rust XLA client. Write computations as Rust expressions on a typed op
-//! graph ([`Builder`], [`Op`]); the crate checks every shape and element type as each
-//! op is built and emits XLA's `HloModuleProto` itself. A thin backend ([`pjrt`])
-//! loads a vendor PJRT C API plugin at run time and compiles and runs the module on
-//! CPU, GPU or TPU.
+//! graph ([`Builder`], [`Op`]); every shape and element type is checked as each op
+//! is built, and the crate emits XLA's `HloModuleProto` itself. A thin runtime
+//! ([`pjrt`]) loads a vendor PJRT C API plugin at run time and compiles and runs the
+//! module on CPU, GPU or TPU.
 //!
-//! ```no_run
+//! ```
 //! use xlaclient::{Builder, Client, Shape};
 //!
 //! // Build: y = tanh(x @ w + 1)
@@ -23,62 +23,50 @@
 //! let xs = client.buffer_from_host(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
 //! let ws = client.buffer_from_host(&[0.1f32; 6], &[3, 2])?;
 //! let out = exe.execute(&[&xs, &ws])?;
-//! println!("{:?}", out[0].to_vec::<f32>()?);
+//! let y = out[0].to_vec::<f32>()?;
+//! assert!((y[0] - (0.6f32 + 1.0).tanh()).abs() < 1e-6);
 //! # Ok::<(), xlaclient::Error>(())
 //! ```
 //!
-//! Layout: [`ir`] (the typed IR: op kinds and the opcode table, lowering to protos,
-//! HLO text, verifier, fingerprint), [`builder`] (the graph under construction,
-//! closure conversion), [`ops`] (one file per op family: attribute types, shape rule,
-//! builder methods, lowering, tests), [`tree`] and [`jit`] (trees of arrays and
-//! compiled functions on them), [`rl`] (environments and async agents whose
-//! predictions are batched into one call per tick), [`pjrt`] (the only `unsafe`
-//! code), [`install`] (finding or installing the plugin), [`proto`] (our own
-//! declarations of XLA's protos).
+//! ## The layers
+//!
+//! This crate is the facade: it re-exports the crates of the workspace, each a
+//! layer that imports only the layers below it (cargo forbids the other way).
+//!
+//! | crate | what | re-exported as |
+//! |---|---|---|
+//! | `xlaclient-proto` | XLA's protos as prost types (our own `.proto` files) | [`proto`] |
+//! | `xlaclient-pjrt` | the runtime: plugin loading, client, devices, buffers, executables, plugin install; the only `unsafe` | [`pjrt`], [`install`], [`shape`] and the root types |
+//! | `xlaclient-core` | IR, op families, builder, autodiff, trees, jit | everything at the root |
+//! | `xlaclient-nn` (feature `nn`) | layers, losses, optimizers, schedules, checkpoints | [`nn`], [`checkpoint`] |
+//! | `xlaclient-rl` (feature `rl`) | environments, the stepper, Anakin, path reweighting; the runner (feature `runner`) | [`rl`], [`runner`] |
+//!
+//! Each crate has its own error type, and each wraps the one below: [`Error`] (the
+//! core's) wraps [`RuntimeError`] (the runtime's); `nn::Error` and `rl::Error` wrap
+//! [`Error`]. A user who needs only the client (build, differentiate, run) depends
+//! on this crate with `default-features = false, features = ["fetch-plugin"]`, or on
+//! `xlaclient-core`: no config, plotting or RL crate is compiled then.
 
 #![deny(missing_docs)]
-#![deny(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
 
-// `#[derive(Tree)]` names the trait `::xlaclient::tree::Tree`, inside this crate too.
-extern crate self as xlaclient;
+pub use xlaclient_core::*;
 
-pub mod autodiff;
-pub mod builder;
-pub mod checkpoint;
-pub mod error;
-pub mod install;
-pub mod ir;
-pub mod jit;
-pub mod nn;
-pub mod ops;
-pub mod pjrt;
-pub mod rl;
+/// Neural networks (the `xlaclient-nn` crate): layers, losses, optimizers,
+/// schedules, initializers, checkpoints.
+#[cfg(feature = "nn")]
+pub use xlaclient_nn as nn;
+
+/// Checkpoints of trees of arrays in the safetensors format (`xlaclient_nn::checkpoint`).
+#[cfg(feature = "nn")]
+pub use xlaclient_nn::checkpoint;
+
+/// Reinforcement learning (the `xlaclient-rl` crate): environments, the batch
+/// stepper, Anakin, path reweighting.
+#[cfg(feature = "rl")]
+pub use xlaclient_rl as rl;
+
+/// The experiment runner (`xlaclient_rl::runner`): config, `--set`, metrics CSV,
+/// SVG curves, checkpoints, `--resume`.
 #[cfg(feature = "runner")]
-pub mod runner;
-pub mod shape;
-pub mod tree;
-
-/// XLA's protocol buffers, generated from our own `.proto` declarations in
-/// `proto/xla/` (field numbers identical to upstream XLA).
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
-pub mod proto {
-    include!(concat!(env!("OUT_DIR"), "/xla.rs"));
-}
-
-pub use builder::{Builder, Computation, Op};
-pub use error::{Error, PjrtErrorCode, Result, ShapeError, ShapeErrorKind};
-/// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are this
-/// crate's host types for XLA's `f16` and `bf16` (re-exported so that the versions
-/// match).
-pub use half;
-pub use jit::Jit;
-pub use ops::control::ScanOptions;
-pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
-pub use ops::linalg::{DotDims, DotOptions, Precision};
-pub use ops::structural::Function;
-pub use pjrt::{
-    Arg, Buffer, Client, ClientOptions, CompileOptions, Device, LoadedExecutable, MemoryStats,
-    Plugin,
-};
-pub use shape::{ElementType, NativeType, Shape};
-pub use tree::{Leaf, Tree, TreeError};
+pub use xlaclient_rl::runner;

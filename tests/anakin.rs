@@ -7,6 +7,7 @@
 mod common;
 
 use common::{Rng, client};
+use xlaclient::ClientExt;
 use xlaclient::rl::anakin::{Anakin, AnakinConfig, lambda_returns, td_loss};
 use xlaclient::rl::catch_device::{self as catch, CatchState};
 use xlaclient::{Op, Shape, Tree};

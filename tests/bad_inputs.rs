@@ -13,6 +13,8 @@ use std::process::Command;
 
 use common::*;
 use prost::Message;
+use xlaclient::ClientExt;
+use xlaclient::RuntimeError;
 use xlaclient::pjrt::NamedValue;
 use xlaclient::{Builder, Client, ClientOptions, CompileOptions, Error, Plugin, Shape};
 
@@ -81,7 +83,7 @@ fn objects_from_another_client_are_refused_and_copies_keep_their_client() {
             let e = a
                 .copy_to_device(&other.addressable_devices()[1])
                 .unwrap_err();
-            assert!(matches!(e, Error::ForeignDevice), "{e:?}");
+            assert!(matches!(e, RuntimeError::ForeignDevice), "{e:?}");
             // A copy within the other client belongs to it and keeps it alive
             // after every other handle of that client is dropped.
             let theirs = other.buffer_from_host(&[5.0f32; 4], &[4]).unwrap();
@@ -90,13 +92,19 @@ fn objects_from_another_client_are_refused_and_copies_keep_their_client() {
                 .unwrap();
             // Its buffers are refused by this client's executable, on any device.
             let e = exe.execute(&[&copy]).unwrap_err();
-            assert!(matches!(e, Error::ForeignBuffer { argument: 0 }), "{e:?}");
+            assert!(
+                matches!(e, RuntimeError::ForeignBuffer { argument: 0 }),
+                "{e:?}"
+            );
             drop(theirs);
             drop(other);
             assert_eq!(copy.to_vec::<f32>().unwrap(), vec![5.0; 4]);
             assert_eq!(copy.device().unwrap().id().unwrap(), 1);
             let e = exe.execute(&[&copy]).unwrap_err();
-            assert!(matches!(e, Error::ForeignBuffer { argument: 0 }), "{e:?}");
+            assert!(
+                matches!(e, RuntimeError::ForeignBuffer { argument: 0 }),
+                "{e:?}"
+            );
             drop(copy);
             // This client is untouched.
             let out = exe.execute(&[&a]).unwrap();
@@ -172,7 +180,7 @@ fn compile_options_the_plugin_would_abort_on_are_errors() {
             for (option, opts) in cases {
                 let e = client().compile_with(&m, &opts).unwrap_err();
                 match &e {
-                    Error::InvalidOption { option: o, .. } => {
+                    RuntimeError::InvalidOption { option: o, .. } => {
                         assert_eq!(o, option, "{e}")
                     }
                     other => panic!("{option}: expected InvalidOption, got {other:?}"),
@@ -180,7 +188,10 @@ fn compile_options_the_plugin_would_abort_on_are_errors() {
                 let e = client()
                     .compile_hlo_bytes(&m.to_bytes(), &opts)
                     .unwrap_err();
-                assert!(matches!(e, Error::InvalidOption { .. }), "{e:?}");
+                assert!(
+                    matches!(e, Error::Runtime(RuntimeError::InvalidOption { .. })),
+                    "{e:?}"
+                );
             }
             // The same module with good options compiles.
             let ok = CompileOptions::new()
@@ -230,7 +241,7 @@ fn client_options_the_plugin_would_abort_on_are_errors() {
             ] {
                 let e = Client::new(p, &opts).unwrap_err();
                 match &e {
-                    Error::InvalidOption { option: o, .. } => assert_eq!(o, option, "{e}"),
+                    RuntimeError::InvalidOption { option: o, .. } => assert_eq!(o, option, "{e}"),
                     other => panic!("{option}: expected InvalidOption, got {other:?}"),
                 }
             }
@@ -240,7 +251,7 @@ fn client_options_the_plugin_would_abort_on_are_errors() {
                 &ClientOptions::new().set("no_such_option", NamedValue::Int64(1)),
             );
             if let Err(e) = e {
-                assert!(matches!(e, Error::Pjrt { .. }), "{e:?}");
+                assert!(matches!(e, RuntimeError::Pjrt { .. }), "{e:?}");
             }
             // Good values work.
             let c = Client::new(p, &ClientOptions::new().cpu_device_count(3)).unwrap();
@@ -253,7 +264,7 @@ fn client_options_the_plugin_would_abort_on_are_errors() {
 
 fn expect_plugin_load(path: &Path, what: &str, needle: &str) {
     match Plugin::load(path) {
-        Err(Error::PluginLoad { reason, .. }) => {
+        Err(RuntimeError::PluginLoad { reason, .. }) => {
             assert!(reason.contains(needle), "{what}: {reason}")
         }
         Err(other) => panic!("{what}: expected PluginLoad, got {other:?}"),
@@ -280,7 +291,7 @@ fn bad_plugin_files_are_errors() {
     in_child("bad_plugin_files_are_errors", || {
         let dir = temp_dir();
         let e = Plugin::load(dir.path().join("missing.so")).unwrap_err();
-        assert!(matches!(e, Error::PluginLoad { .. }), "{e:?}");
+        assert!(matches!(e, RuntimeError::PluginLoad { .. }), "{e:?}");
         let empty = dir.path().join("empty.so");
         std::fs::write(&empty, b"").unwrap();
         expect_plugin_load(&empty, "empty file", "not an ELF");
@@ -313,7 +324,7 @@ fn bad_plugin_files_are_errors() {
             .unwrap()
             .to_string();
         let e = Plugin::load(&libc).unwrap_err();
-        assert!(matches!(e, Error::NotAPlugin { .. }), "{e:?}");
+        assert!(matches!(e, RuntimeError::NotAPlugin { .. }), "{e:?}");
     });
 }
 
@@ -335,8 +346,8 @@ fn every_truncation_of_a_stablehlo_module_is_an_error() {
         let last = STABLEHLO.rfind('}').unwrap();
         for cut in 0..=last {
             match client().compile_mlir(&text[..cut], &opts) {
-                Err(Error::Pjrt { .. }) => {}
-                Err(other) => panic!("cut {cut}: expected Error::Pjrt, got {other:?}"),
+                Err(RuntimeError::Pjrt { .. }) => {}
+                Err(other) => panic!("cut {cut}: expected RuntimeError::Pjrt, got {other:?}"),
                 Ok(_) => panic!("cut {cut}: compiled {:?}", &STABLEHLO[..cut]),
             }
         }
@@ -391,7 +402,7 @@ fn arguments_of_the_wrong_type_or_shape_are_errors() {
     ] {
         let e = exe.execute(&[&bad]).unwrap_err();
         match &e {
-            Error::ArgumentShape {
+            RuntimeError::ArgumentShape {
                 device: 0,
                 argument: 0,
                 expected,
@@ -415,13 +426,13 @@ fn arguments_of_the_wrong_type_or_shape_are_errors() {
         .unwrap();
     let ints = conv.execute(&[&good]).unwrap();
     let e = exe.execute(&[&ints[0]]).unwrap_err();
-    assert!(matches!(e, Error::ArgumentShape { .. }), "{e:?}");
+    assert!(matches!(e, RuntimeError::ArgumentShape { .. }), "{e:?}");
     // Too few or too many.
     let e = exe.execute(&[]).unwrap_err();
     assert!(
         matches!(
             e,
-            Error::ParameterCount {
+            RuntimeError::ParameterCount {
                 device: 0,
                 given: 0,
                 expected: 1
@@ -430,7 +441,10 @@ fn arguments_of_the_wrong_type_or_shape_are_errors() {
         "{e:?}"
     );
     let e = exe.execute(&[&good, &good]).unwrap_err();
-    assert!(matches!(e, Error::ParameterCount { given: 2, .. }), "{e:?}");
+    assert!(
+        matches!(e, RuntimeError::ParameterCount { given: 2, .. }),
+        "{e:?}"
+    );
     // The right argument still works.
     let out = exe.execute(&[&good]).unwrap();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 4]);
@@ -454,7 +468,7 @@ fn multi_device_execution_checks_every_devices_arguments() {
     assert!(
         matches!(
             e,
-            Error::ArgumentShape {
+            RuntimeError::ArgumentShape {
                 device: 1,
                 argument: 0,
                 ..
@@ -465,10 +479,13 @@ fn multi_device_execution_checks_every_devices_arguments() {
     let e = exe
         .execute_replicated(&[vec![&a0], vec![&a1, &a1]])
         .unwrap_err();
-    assert!(matches!(e, Error::ArgumentCount { device: 1, .. }), "{e:?}");
+    assert!(
+        matches!(e, RuntimeError::ArgumentCount { device: 1, .. }),
+        "{e:?}"
+    );
     let e = exe.execute_replicated(&[vec![], vec![]]).unwrap_err();
     assert!(
-        matches!(e, Error::ParameterCount { device: 0, .. }),
+        matches!(e, RuntimeError::ParameterCount { device: 0, .. }),
         "{e:?}"
     );
     let other = Client::new(client().plugin(), &ClientOptions::new().cpu_device_count(2)).unwrap();
@@ -478,7 +495,10 @@ fn multi_device_execution_checks_every_devices_arguments() {
     let e = exe
         .execute_replicated(&[vec![&a0], vec![&foreign]])
         .unwrap_err();
-    assert!(matches!(e, Error::ForeignBuffer { argument: 0 }), "{e:?}");
+    assert!(
+        matches!(e, RuntimeError::ForeignBuffer { argument: 0 }),
+        "{e:?}"
+    );
     let out = exe.execute_replicated(&[vec![&a0], vec![&a1]]).unwrap();
     assert_eq!(out[0][0].to_vec::<f32>().unwrap(), vec![2.0; 4]);
     assert_eq!(out[1][0].to_vec::<f32>().unwrap(), vec![4.0; 4]);
@@ -497,7 +517,7 @@ fn garbage_and_truncated_module_bytes_are_errors() {
         let opts = CompileOptions::new();
         for cut in 0..bytes.len() {
             match client().compile_hlo_bytes(&bytes[..cut], &opts) {
-                Err(Error::InvalidModule { .. } | Error::Pjrt { .. }) => {}
+                Err(Error::InvalidModule { .. } | Error::Runtime(RuntimeError::Pjrt { .. })) => {}
                 Err(other) => panic!("cut {cut}: unexpected {other:?}"),
                 Ok(_) => panic!("cut {cut} of {} compiled", bytes.len()),
             }
@@ -507,7 +527,7 @@ fn garbage_and_truncated_module_bytes_are_errors() {
             let n = (rng.next_u64() % 300) as usize;
             let garbage: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
             match client().compile_hlo_bytes(&garbage, &opts) {
-                Err(Error::InvalidModule { .. } | Error::Pjrt { .. }) => {}
+                Err(Error::InvalidModule { .. } | Error::Runtime(RuntimeError::Pjrt { .. })) => {}
                 Err(other) => panic!("garbage: unexpected {other:?}"),
                 Ok(_) => panic!("garbage compiled"),
             }
@@ -527,20 +547,50 @@ fn wrong_uploads_and_downloads_are_errors() {
         (&[][..], &[0, -4][..]),
     ] {
         let e = c.buffer_from_host(data, dims).unwrap_err();
-        assert!(matches!(e, Error::HostData { .. }), "{dims:?}: {e:?}");
+        assert!(
+            matches!(
+                e,
+                RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+            ),
+            "{dims:?}: {e:?}"
+        );
         let e = c.addressable_devices()[1]
             .buffer_from_host(data, dims)
             .unwrap_err();
-        assert!(matches!(e, Error::HostData { .. }), "{dims:?}: {e:?}");
+        assert!(
+            matches!(
+                e,
+                RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+            ),
+            "{dims:?}: {e:?}"
+        );
     }
     let b = upload(&[1i32, 2, 3], &[3]);
     let e = b.to_vec::<f32>().unwrap_err();
-    assert!(matches!(e, Error::HostData { .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+        ),
+        "{e:?}"
+    );
     let e = b.to_scalar::<i32>().unwrap_err();
-    assert!(matches!(e, Error::HostData { .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+        ),
+        "{e:?}"
+    );
     let mut long = [0i32; 4];
     let e = b.copy_to_host(&mut long).unwrap_err();
-    assert!(matches!(e, Error::HostData { .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+        ),
+        "{e:?}"
+    );
     // Empty arrays are fine.
     let empty = c.buffer_from_host::<f32>(&[], &[0, 3]).unwrap();
     assert!(empty.to_vec::<f32>().unwrap().is_empty());

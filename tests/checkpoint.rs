@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 use common::*;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
+use xlaclient::ClientExt;
+use xlaclient::RuntimeError;
 use xlaclient::checkpoint::{self, Checkpoint, CheckpointError, HostArray, OnExtra};
 use xlaclient::half::{bf16, f16};
-use xlaclient::{Buffer, ElementType, Error, Shape, Tree};
+use xlaclient::nn::Error;
+use xlaclient::{Buffer, ElementType, Shape, Tree};
 
 #[derive(Tree, Debug)]
 struct Layer<T> {
@@ -91,7 +94,7 @@ fn host_values() -> Model<HostArray> {
         .map(|i| f64::from_bits(0x7ff8_0000_0000_0001 + i * 0x0101_0101))
         .collect();
     let f16s = vec![f16::from_bits(0x7e01), f16::from_bits(0x0001)];
-    let h = |r: xlaclient::Result<HostArray>| r.unwrap();
+    let h = |r: xlaclient::nn::Result<HostArray>| r.unwrap();
     Model {
         layers: vec![
             Layer {
@@ -630,7 +633,13 @@ fn saving_is_atomic() {
     match problem(e.clone(), &path) {
         CheckpointError::Transfer { name, error } => {
             assert_eq!(name, "step");
-            assert!(matches!(*error, Error::BufferDeleted), "{error:?}");
+            assert!(
+                matches!(
+                    *error,
+                    Error::Core(xlaclient::Error::Runtime(RuntimeError::BufferDeleted))
+                ),
+                "{error:?}"
+            );
         }
         other => panic!("{other:?}"),
     }

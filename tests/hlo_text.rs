@@ -98,5 +98,5 @@ fn broken_stablehlo_text_is_an_error() {
             &CompileOptions::new(),
         )
         .unwrap_err();
-    assert!(matches!(e, xlaclient::Error::Pjrt { .. }), "{e:?}");
+    assert!(matches!(e, xlaclient::RuntimeError::Pjrt { .. }), "{e:?}");
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use xlaclient::{Builder, Client, ClientOptions, Error, Shape};
+use xlaclient::{Builder, Client, ClientOptions, Shape};
 
 /// `[rows, cols]` input; outputs `x * 2 + 1` ([rows, cols]) and `transpose(x)`
 /// ([cols, rows]).
@@ -108,11 +108,11 @@ fn read_in_place_refuses_what_a_copy_refuses() {
     let mut short = [0.0f32; 2];
     assert!(matches!(
         b.read_in_place(&mut short),
-        Err(Error::HostData { .. })
+        Err(xlaclient::RuntimeError::HostLength { .. })
     ));
     let mut wrong_type = [0i32; 3];
     assert!(matches!(
         b.read_in_place(&mut wrong_type),
-        Err(Error::HostData { .. })
+        Err(xlaclient::RuntimeError::HostType { .. })
     ));
 }

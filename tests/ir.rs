@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
 use xlaclient::ir::{OpKind, Opcode};
 use xlaclient::{Builder, Comparison, DotDims, ElementType, Error, Shape, ShapeErrorKind};
 

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
 use xlaclient::{CompileOptions, Shape};
 
 fn case(name: &str) -> (Vec<u8>, serde_json::Value) {

@@ -5,6 +5,8 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
+use xlaclient::RuntimeError;
 use xlaclient::{Buffer, Error, Op, Shape, Tree};
 
 /// A linear model's parameters and the optimizer's step counter.
@@ -203,7 +205,7 @@ fn a_donating_step_consumes_its_state_and_keeps_the_batch() {
     }
     assert!(matches!(
         old_state.params.w.to_vec::<f32>(),
-        Err(Error::BufferDeleted)
+        Err(RuntimeError::BufferDeleted)
     ));
     assert!(!batch.x.is_deleted().unwrap());
     // Calling with a consumed state is an error too.

@@ -13,6 +13,7 @@ mod fd;
 use common::*;
 use fd::check;
 use serde_json::Value;
+use xlaclient::ClientExt;
 use xlaclient::nn::init::{self, Initializer};
 use xlaclient::nn::{
     self, Activation, KeySequence, Linear, LinearParams, Mlp, MlpParams, OptState, Schedule,

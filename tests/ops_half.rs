@@ -7,8 +7,9 @@
 mod common;
 use common::*;
 
+use xlaclient::RuntimeError;
 use xlaclient::half::{bf16, f16};
-use xlaclient::{Builder, ElementType, Error, NativeType, Op, Scalar, Shape};
+use xlaclient::{Builder, ElementType, NativeType, Op, Scalar, Shape};
 
 /// The bits of a value, so that `-0.0` and NaNs compare exactly.
 trait Bits: Copy {
@@ -128,16 +129,35 @@ fn downloads_check_the_element_type() {
     let hb = upload(&[f16::ONE; 4], &[4]);
     let e = hb.to_vec::<bf16>().unwrap_err();
     assert!(
-        matches!(&e, Error::HostData { reason } if reason.contains("buffer holds f16, host slice is bf16")),
+        matches!(
+            &e,
+            RuntimeError::HostType {
+                expected: ElementType::F16,
+                given: ElementType::Bf16,
+                ..
+            }
+        ),
         "{e}"
     );
     let e = hb.to_vec::<u16>().unwrap_err();
-    assert!(matches!(e, Error::HostData { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+        ),
+        "{e}"
+    );
     // Data that does not fit the dimensions.
     let e = client()
         .buffer_from_host(&[bf16::ONE; 3], &[2, 2])
         .unwrap_err();
-    assert!(matches!(e, Error::HostData { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::HostLength { .. } | RuntimeError::HostType { .. }
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
 use xlaclient::ops::indexing::{GatherDims, ScatterDims};
 use xlaclient::{Builder, Shape};
 

@@ -5,6 +5,8 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
+use xlaclient::RuntimeError;
 use xlaclient::ops::misc::CustomCallAttrs;
 use xlaclient::{Builder, Comparison, CompileOptions, Error, Shape};
 
@@ -72,5 +74,8 @@ fn a_custom_call_to_a_missing_kernel_is_a_compile_error() {
     let e = client()
         .compile_hlo_bytes(&m.to_bytes(), &CompileOptions::new())
         .unwrap_err();
-    assert!(matches!(e, Error::Pjrt { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Runtime(RuntimeError::Pjrt { .. })),
+        "{e}"
+    );
 }

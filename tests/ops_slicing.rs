@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
 use xlaclient::ops::slicing::PadDim;
 use xlaclient::{Builder, ElementType, Shape};
 

@@ -14,6 +14,7 @@ mod fuzz;
 use std::time::Duration;
 
 use prost::Message;
+use xlaclient::ClientExt;
 use xlaclient::proto::{self, HloModuleProto};
 use xlaclient::{
     BinaryOp, Builder, Client, Comparison, CompileOptions, Computation, DotDims, ElementType,
@@ -214,7 +215,10 @@ fn work(kind: &str, i: u64, client: &Client, hlo: &std::path::Path) -> Outcome {
     let ours = builder_accepts(case);
     let bytes = xla_module(case);
     let text = HloModuleProto::decode(bytes.as_slice())
-        .map(|p| Computation::from_proto(p).to_hlo_text())
+        .map(|p| {
+            Computation::from_proto(p)
+                .map_or_else(|e| format!("(rejected: {e})"), |c| c.to_hlo_text())
+        })
         .unwrap_or_default();
     let _ = std::fs::write(hlo, format!("{case:?}\n{text}"));
     let xla = client

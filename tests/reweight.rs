@@ -2,9 +2,10 @@
 //! against its weights, the divergence estimate against hand-computed values, and the
 //! compiled fit step against the same gradient steps computed in plain Rust.
 
+use xlaclient::Client;
 use xlaclient::nn::{Activation, Mlp, optim};
+use xlaclient::rl::Error;
 use xlaclient::rl::reweight::{self, PolicyFit, Resampling};
-use xlaclient::{Client, Error};
 
 const WEIGHTS: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 0.0, 2.5];
 
@@ -21,7 +22,7 @@ fn counts(idx: &[usize], k: usize) -> Vec<usize> {
 /// (4 degrees of freedom) must be below 18.47, the 0.999 quantile of chi-square(4).
 /// The zero-weight index is never drawn.
 #[test]
-fn multinomial_counts_follow_the_weights() -> xlaclient::Result<()> {
+fn multinomial_counts_follow_the_weights() -> xlaclient::rl::Result<()> {
     let n = 100_000;
     let idx = reweight::resample(&WEIGHTS, n, Resampling::Multinomial, 1)?;
     assert_eq!(idx.len(), n);
@@ -53,7 +54,7 @@ fn multinomial_counts_follow_the_weights() -> xlaclient::Result<()> {
 /// Systematic resampling: each index's count is `⌊n·p_i⌋` or `⌈n·p_i⌉` (for every
 /// seed tried), the counts sum to n and the indices come out sorted.
 #[test]
-fn systematic_counts_are_floor_or_ceil() -> xlaclient::Result<()> {
+fn systematic_counts_are_floor_or_ceil() -> xlaclient::rl::Result<()> {
     let total: f64 = WEIGHTS.iter().sum();
     for n in [1usize, 7, 10, 1000] {
         for seed in 0..20 {
@@ -100,7 +101,7 @@ fn bad_weights_are_errors() {
 
 /// `log2 N − H(p)` against values computed by hand.
 #[test]
-fn divergence_matches_hand_values() -> xlaclient::Result<()> {
+fn divergence_matches_hand_values() -> xlaclient::rl::Result<()> {
     // Equal weights: no information, 0 bits.
     assert!(reweight::divergence_bits(&[3.0; 16])?.abs() < 1e-12);
     // One nonzero weight among N: log2 N bits.
@@ -183,7 +184,7 @@ fn sgd_step(w: &mut [f64], b: &mut [f64], obs: &[f32], actions: &[i32], lr: f64)
 /// (linear) softmax policy equals the same steps computed in plain f64 Rust from the
 /// downloaded initial parameters; so does the reported loss and the forward pass.
 #[test]
-fn fit_step_matches_plain_rust_gradient_steps() -> xlaclient::Result<()> {
+fn fit_step_matches_plain_rust_gradient_steps() -> xlaclient::rl::Result<()> {
     let client = Client::cpu()?;
     let lr = 0.5;
     let (obs, actions) = batch();
@@ -242,18 +243,18 @@ fn fit_step_matches_plain_rust_gradient_steps() -> xlaclient::Result<()> {
 }
 
 #[test]
-fn fit_refuses_bad_batches() -> xlaclient::Result<()> {
+fn fit_refuses_bad_batches() -> xlaclient::rl::Result<()> {
     let client = Client::cpu()?;
     let net = Mlp::new(&[OBS as i64, ACTIONS as i64], Activation::Tanh);
     let fit = PolicyFit::new(&client, net, optim::sgd(0.1, 0.0, false), BATCH, 1, BATCH)?;
     let (obs, actions) = batch();
     let state = fit.init(0)?;
     let e = fit.probs(&state.params, &obs[1..]).unwrap_err();
-    assert!(matches!(e, Error::HostData { .. }), "{e}");
+    assert!(matches!(e, Error::Length { .. }), "{e}");
     let mut bad = actions.clone();
     bad[2] = ACTIONS as i32;
     let e = fit.fit(state, &obs, &bad).unwrap_err();
-    assert!(e.to_string().contains("action 2 is 4"), "{e}");
+    assert!(matches!(e, Error::InvalidAction { action: 4, .. }), "{e}");
     assert!(matches!(
         PolicyFit::new(
             &client,
@@ -263,7 +264,7 @@ fn fit_refuses_bad_batches() -> xlaclient::Result<()> {
             1,
             1
         ),
-        Err(Error::InvalidOption { .. })
+        Err(Error::InvalidArgument { .. })
     ));
     Ok(())
 }

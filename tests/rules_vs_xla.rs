@@ -2002,7 +2002,7 @@ fn parse_shape(s: &str) -> Option<(Shape, &str)> {
     Some((Shape::array(ty, &dims), rest))
 }
 
-fn first_line(e: &xlaclient::Error) -> String {
+fn first_line(e: &dyn std::error::Error) -> String {
     let s = e.to_string();
     s.lines().next().unwrap_or("").chars().take(300).collect()
 }
@@ -2013,7 +2013,7 @@ fn zeros(client: &Client, shape: &Shape) -> xlaclient::Result<Buffer> {
     let n = shape.element_count().expect("small") as usize;
     with_native!(ty, T => {
         let v: Vec<T> = vec![<T as NativeType>::from_f64(0.0); n];
-        client.buffer_from_host(&v, shape.dims())
+        Ok(client.buffer_from_host(&v, shape.dims())?)
     })
 }
 

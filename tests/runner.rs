@@ -6,8 +6,9 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use xlaclient::rl::Error;
 use xlaclient::runner::{Help, Runner, RunnerError};
-use xlaclient::{Client, Error, Shape, Tree};
+use xlaclient::{Client, Shape, Tree};
 
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
 #[serde(default)]
@@ -57,7 +58,7 @@ struct Params<T> {
     b: T,
 }
 
-fn open(dir: &Path, extra: &[&str]) -> xlaclient::Result<Runner<Config>> {
+fn open(dir: &Path, extra: &[&str]) -> xlaclient::rl::Result<Runner<Config>> {
     let mut args = vec![
         "prog".to_string(),
         "--output-dir".into(),
@@ -75,7 +76,7 @@ fn runner_error(e: Error) -> RunnerError {
 }
 
 #[test]
-fn file_and_set_overrides_nested_and_typed() -> xlaclient::Result<()> {
+fn file_and_set_overrides_nested_and_typed() -> xlaclient::rl::Result<()> {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("exp.toml");
     std::fs::write(&file, "lr = 0.5\nsteps = 3\n[net]\nhidden = 8\n").unwrap();
@@ -256,7 +257,7 @@ fn a_programs_help_says_what_it_does_and_documents_its_keys() {
     assert!(!line("hidden").contains('#'), "{}", line("hidden"));
 }
 
-fn params(client: &Client, step: u64) -> xlaclient::Result<Params<xlaclient::Buffer>> {
+fn params(client: &Client, step: u64) -> xlaclient::rl::Result<Params<xlaclient::Buffer>> {
     Ok(Params {
         w: client.buffer_from_host(&[step as f32, 2.0 * step as f32, -1.0], &[3])?,
         b: client.scalar(0.5f32 + step as f32)?,
@@ -282,7 +283,7 @@ fn read_csv(path: &Path) -> Vec<Vec<String>> {
 /// with the saved parameters, keeps rows 1..=3, drops 4 and 5 (work done again) and
 /// appends the new rows.
 #[test]
-fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
+fn csv_checkpoint_resume_and_plot() -> xlaclient::rl::Result<()> {
     let client = Client::cpu()?;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
@@ -389,7 +390,7 @@ fn csv_checkpoint_resume_and_plot() -> xlaclient::Result<()> {
 }
 
 #[test]
-fn resume_refuses_another_config_and_bad_checkpoints() -> xlaclient::Result<()> {
+fn resume_refuses_another_config_and_bad_checkpoints() -> xlaclient::rl::Result<()> {
     let client = Client::cpu()?;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
@@ -428,10 +429,16 @@ fn resume_refuses_another_config_and_bad_checkpoints() -> xlaclient::Result<()> 
     let bytes = std::fs::read(&ck).unwrap();
     std::fs::write(&ck, &bytes[..bytes.len() / 2]).unwrap();
     let e = open(&dir, &["--resume"]).unwrap_err();
-    assert!(matches!(e, Error::Checkpoint { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Nn(xlaclient::nn::Error::Checkpoint { .. })),
+        "{e}"
+    );
     std::fs::write(&ck, b"not a checkpoint").unwrap();
     let e = open(&dir, &["--resume"]).unwrap_err();
-    assert!(matches!(e, Error::Checkpoint { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Nn(xlaclient::nn::Error::Checkpoint { .. })),
+        "{e}"
+    );
 
     // A checkpoint whose tree differs from the spec is refused when restored.
     let mut run = open(&tmp.path().join("other"), &[])?;
@@ -443,7 +450,10 @@ fn resume_refuses_another_config_and_bad_checkpoints() -> xlaclient::Result<()> 
         b: Shape::of::<f32>(&[]),
     };
     let e = run.restore(&client, &wrong).unwrap_err();
-    assert!(matches!(e, Error::Checkpoint { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Nn(xlaclient::nn::Error::Checkpoint { .. })),
+        "{e}"
+    );
     Ok(())
 }
 
@@ -466,7 +476,7 @@ struct Strict {
 /// a value serde refuses (an enum variant, a negative `u32`) is `Invalid` with
 /// serde's reason.
 #[test]
-fn strict_structs_and_enums() -> xlaclient::Result<()> {
+fn strict_structs_and_enums() -> xlaclient::rl::Result<()> {
     let tmp = tempfile::tempdir().unwrap();
     let open = |dir: &str, set: &str| {
         let d = tmp.path().join(dir).display().to_string();

@@ -4,6 +4,8 @@
 mod common;
 
 use common::*;
+use xlaclient::ClientExt;
+use xlaclient::RuntimeError;
 use xlaclient::{
     Buffer, Builder, Client, Computation, ElementType, LoadedExecutable, NativeType, Plugin, Shape,
 };
@@ -161,7 +163,7 @@ fn executables_serialize_and_reload() {
             assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 1.0, -3.0]);
         }
         // A plugin may not implement serialization; then it must say so cleanly.
-        Err(xlaclient::Error::Pjrt { code, .. }) => {
+        Err(xlaclient::RuntimeError::Pjrt { code, .. }) => {
             assert_eq!(code, xlaclient::PjrtErrorCode::Unimplemented)
         }
         Err(e) => panic!("unexpected error: {e}"),
@@ -238,7 +240,7 @@ fn a_function_the_plugin_lacks_is_a_clean_error() {
             assert!(
                 matches!(
                     e,
-                    xlaclient::Error::Unsupported {
+                    xlaclient::RuntimeError::Unsupported {
                         function: "PJRT_Executable_GetCompileOptions",
                         ..
                     }
@@ -413,12 +415,12 @@ fn aliased_increment(kind: i32) -> Computation {
             kind,
         }],
     });
-    Computation::from_proto(proto)
+    Computation::from_proto(proto).unwrap()
 }
 
 #[test]
 fn donated_inputs_are_consumed_and_kept_inputs_are_not() {
-    use xlaclient::{Arg, Error};
+    use xlaclient::Arg;
     let exe = client().compile(aliased_increment(1)).unwrap();
 
     // Donated: the output reuses the input's memory; the input is gone.
@@ -429,10 +431,13 @@ fn donated_inputs_are_consumed_and_kept_inputs_are_not() {
         x.is_deleted().unwrap(),
         "a donated, aliased input is consumed"
     );
-    assert!(matches!(x.to_vec::<f32>(), Err(Error::BufferDeleted)));
-    assert!(matches!(x.ready(), Err(Error::BufferDeleted)));
+    assert!(matches!(
+        x.to_vec::<f32>(),
+        Err(RuntimeError::BufferDeleted)
+    ));
+    assert!(matches!(x.ready(), Err(RuntimeError::BufferDeleted)));
     let e = exe.execute(&[&x]).unwrap_err();
-    assert!(matches!(e, Error::BufferDeleted), "{e:?}");
+    assert!(matches!(e, RuntimeError::BufferDeleted), "{e:?}");
 
     // Kept (explicitly, or by plain `execute`): listed as non-donatable, so the
     // same aliased program leaves the input valid.

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::Rng;
+use xlaclient::ClientExt;
 use xlaclient::ir::Opcode;
 use xlaclient::ops::elementwise::{broadcast_dims, infer_binary, infer_unary};
 use xlaclient::ops::linalg::infer_dot_general;
@@ -1401,7 +1402,7 @@ fn argument(client: &Client, shape: &Shape, seed: u64) -> xlaclient::Result<Buff
         let xs: Vec<T> = (0..n)
             .map(|_| NativeType::from_f64(rng.below(5) as f64))
             .collect();
-        client.buffer_from_host(&xs, shape.dims())
+        Ok(client.buffer_from_host(&xs, shape.dims())?)
     })
 }
 
@@ -1682,7 +1683,8 @@ pub fn run_module(client: &Client, seed: u64, kinds: &[Mutation], hlo: &Path) ->
     let text = {
         use prost::Message;
         match HloModuleProto::decode(bytes.as_slice()) {
-            Ok(p) => Computation::from_proto(p).to_hlo_text(),
+            Ok(p) => Computation::from_proto(p)
+                .map_or_else(|e| format!("(does not verify: {e})"), |c| c.to_hlo_text()),
             Err(_) => "(does not decode)".into(),
         }
     };

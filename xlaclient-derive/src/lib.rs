@@ -44,7 +44,11 @@ use syn::{
 /// - unions are rejected; a type that implements `Drop` cannot be destructured, so
 ///   `try_map` does not compile for it.
 ///
-/// Generated code names the trait as `::xlaclient::tree::Tree`.
+/// Generated code names the trait through the crate that the deriving package
+/// depends on: `::xlaclient::tree::Tree` where it depends on the facade `xlaclient`
+/// (under whatever name), else `::xlaclient_core::tree::Tree` (the `nn` and `rl`
+/// crates, and the core itself, which declares `extern crate self as
+/// xlaclient_core`).
 #[proc_macro_derive(Tree, attributes(tree))]
 pub fn derive_tree(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as DeriveInput);
@@ -114,8 +118,9 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
     };
     let is_enum = matches!(input.data, Data::Enum(_));
 
-    let tree = quote!(::xlaclient::tree::Tree);
-    let leaf_trait = quote!(::xlaclient::tree::Leaf);
+    let root = crate_root();
+    let tree = quote!(#root::tree::Tree);
+    let leaf_trait = quote!(#root::tree::Leaf);
     let u = Ident::new("__TreeU", Span::call_site());
 
     // Impl generics: the type's own, with `T: Leaf` (or a fresh `__TreeL: Leaf` for a
@@ -178,14 +183,14 @@ fn expand(input: &DeriveInput) -> Result<TokenStream2> {
                 Member::Unnamed(i) => i.index.to_string(),
             };
             quote_spanned!(ty.span()=> {
-                let __tree_len = ::xlaclient::tree::push_path(__tree_path, #segment);
+                let __tree_len = #root::tree::push_path(__tree_path, #segment);
                 <#ty as #tree<#leaf_ty>>::visit_paths(#b, __tree_path, __tree_f);
                 __tree_path.truncate(__tree_len);
             })
         });
         let (push_variant_name, pop_variant_name) = match &v.segment {
             Some(segment) => (
-                quote!(let __tree_len0 = ::xlaclient::tree::push_path(__tree_path, #segment);),
+                quote!(let __tree_len0 = #root::tree::push_path(__tree_path, #segment);),
                 quote!(__tree_path.truncate(__tree_len0);),
             ),
             None => (TokenStream2::new(), TokenStream2::new()),
@@ -532,5 +537,30 @@ mod tests {
             out.contains("impl < __TreeL : :: xlaclient :: tree :: Leaf > :: xlaclient :: tree :: Tree < __TreeL > for Relu"),
             "{out}"
         );
+    }
+}
+
+/// The path of the crate that holds the `tree` module, as the deriving package
+/// names it in its `Cargo.toml` (found by `proc-macro-crate`).
+fn crate_root() -> proc_macro2::TokenStream {
+    use proc_macro_crate::{FoundCrate, crate_name};
+    match crate_name("xlaclient") {
+        // The facade's own tests and examples name it `xlaclient`.
+        Ok(FoundCrate::Itself) => return quote!(::xlaclient),
+        Ok(FoundCrate::Name(n)) => {
+            let n = Ident::new(&n, Span::call_site());
+            return quote!(::#n);
+        }
+        Err(_) => {}
+    }
+    match crate_name("xlaclient-core") {
+        Ok(FoundCrate::Name(n)) => {
+            let n = Ident::new(&n, Span::call_site());
+            quote!(::#n)
+        }
+        // The core itself (and its doc tests): it declares `extern crate self as
+        // xlaclient_core`, and its doc tests link it under that name.
+        Ok(FoundCrate::Itself) => quote!(::xlaclient_core),
+        Err(_) => quote!(::xlaclient),
     }
 }

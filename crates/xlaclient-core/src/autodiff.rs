@@ -1,0 +1,902 @@
+//! Reverse-mode automatic differentiation inside the program: the backward pass is
+//! emitted into the same computation as the forward one and compiles with it, as
+//! `jax.grad` inside `jit` does.
+//!
+//! The engine here walks the instructions between the outputs and the values
+//! differentiated against, latest first, and asks each instruction's gradient rule
+//! for the cotangents of its operands. The rules live with their ops, in each family
+//! file (`vjp_*` functions in [`crate::ops`]); `rule` here only dispatches on the op.
+//!
+//! Only floating-point values carry gradients. Integer and `pred` values (indices,
+//! comparisons, random bits) pass none; asking for the gradient of or with respect
+//! to one is an error naming the value and the caller's line. An op (or a form of
+//! one) without a rule ([`gradient`] lists them) is an error naming the op and the
+//! line that built it, never a silent zero.
+
+use std::collections::HashMap;
+use std::panic::Location;
+
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{OpKind, Value};
+use crate::ops::{elementwise, indexing, linalg, reduction, shape_ops, slicing};
+use crate::shape::{ElementType, Shape};
+use crate::tree::Tree;
+
+/// One instruction as a gradient rule sees it: its op, its operands and results as
+/// ops of the computation, and the user's line that built it (the backward ops get
+/// that line too, so an error in them points at the forward op).
+pub(crate) struct Node<'a> {
+    /// The op with its attributes.
+    pub kind: &'a OpKind,
+    /// The operands.
+    pub operands: &'a [Op],
+    /// One op per result (a single-result instruction has one).
+    pub results: &'a [Op],
+    /// Where the forward op was built.
+    pub loc: &'static Location<'static>,
+    /// The builder of the computation.
+    pub b: &'a Builder,
+    /// Per operand: whether its cotangent is used (it depends on a value
+    /// differentiated against); a rule may skip, or not refuse, the others.
+    pub wanted: &'a [bool],
+}
+
+impl Node<'_> {
+    /// The single result.
+    pub fn out(&self) -> &Op {
+        &self.results[0]
+    }
+}
+
+/// A rule's answer: one cotangent per operand (`None`: no gradient flows there, as
+/// for indices and predicates, or it is zero), or why there is no rule.
+pub(crate) type Cotangents = Result<Vec<Option<Op>>, String>;
+
+/// A cotangent: of an array, or of a tuple (per element; `None` is zero).
+#[derive(Clone)]
+enum Ct {
+    Array(Op),
+    Tuple(Vec<Option<Op>>),
+}
+
+/// True for the element types that carry gradients.
+pub(crate) fn differentiable(t: ElementType) -> bool {
+    t.is_float()
+}
+
+/// Zeros of `x`'s shape and type.
+pub(crate) fn zeros_like(x: &Op, loc: &'static Location<'static>) -> Op {
+    x.full_like_at(0.0, loc)
+}
+
+/// The cotangent `cts[j]`, or zeros like `like` where none arrived.
+pub(crate) fn ct_or_zeros(
+    cts: &[Option<Op>],
+    j: usize,
+    like: &Op,
+    loc: &'static Location<'static>,
+) -> Op {
+    match cts.get(j) {
+        Some(Some(c)) => c.clone(),
+        _ => zeros_like(like, loc),
+    }
+}
+
+/// The rule for `node`, given the cotangent of each result (`None` where none
+/// arrived). Dispatches to the op's family.
+fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
+    let ct = || {
+        cts[0]
+            .clone()
+            .expect("the engine only calls rules with a cotangent")
+    };
+    match node.kind {
+        OpKind::Unary(op) => Ok(vec![elementwise::vjp_unary(*op, node, &ct())]),
+        OpKind::Binary(op) => elementwise::vjp_binary(*op, node, &ct()),
+        OpKind::Select => Ok(elementwise::vjp_select(node, &ct())),
+        OpKind::Clamp => Ok(elementwise::vjp_clamp(node, &ct())),
+        OpKind::Map { body, .. } => Ok(crate::ops::misc::vjp_map(*body, node, &ct())),
+        OpKind::Compare(_) | OpKind::Iota { .. } => Ok(vec![None; node.operands.len()]),
+        OpKind::Broadcast { dims } => Ok(vec![Some(shape_ops::vjp_broadcast(dims, node, &ct()))]),
+        OpKind::Reshape => Ok(vec![Some(shape_ops::vjp_reshape(node, &ct()))]),
+        OpKind::Transpose { perm } => Ok(vec![Some(shape_ops::vjp_transpose(perm, node, &ct()))]),
+        OpKind::Convert => Ok(vec![shape_ops::vjp_convert(node, &ct())]),
+        OpKind::Dot(dims) => Ok(linalg::vjp_dot(dims, node, &ct())),
+        OpKind::Convolution(a) => linalg::vjp_conv(a, node, &ct()),
+        OpKind::Cholesky { lower } => linalg::vjp_cholesky(*lower, node, &ct()),
+        OpKind::TriangularSolve(o) => linalg::vjp_triangular_solve(o, node, &ct()),
+        OpKind::Reduce { axes, body } => reduction::vjp_reduce(axes, *body, node, cts),
+        OpKind::Slice(a) => Ok(vec![Some(slicing::vjp_slice(a, node, &ct()))]),
+        OpKind::Pad(config) => Ok(slicing::vjp_pad(config, node, &ct())),
+        OpKind::Concatenate { dimension } => Ok(slicing::vjp_concatenate(*dimension, node, &ct())),
+        OpKind::Reverse { axes } => Ok(vec![Some(slicing::vjp_reverse(axes, node, &ct()))]),
+        OpKind::DynamicSlice { .. } => Ok(slicing::vjp_dynamic_slice(node, &ct())),
+        OpKind::DynamicUpdateSlice => Ok(slicing::vjp_dynamic_update_slice(node, &ct())),
+        OpKind::Gather(a) => Ok(indexing::vjp_gather(a, node, &ct())),
+        OpKind::Sort {
+            dimension,
+            stable,
+            comparator,
+        } => Ok(crate::ops::sorting::vjp_sort(
+            *dimension,
+            *stable,
+            *comparator,
+            node,
+            cts,
+        )),
+        OpKind::ReduceWindow { window, body } => {
+            crate::ops::window::vjp_reduce_window(window, *body, node, cts)
+        }
+        OpKind::SelectAndScatter {
+            window,
+            select,
+            scatter,
+        } => crate::ops::window::vjp_select_and_scatter(window, *select, *scatter, node, &ct()),
+        OpKind::Scatter { attrs, body } => indexing::vjp_scatter(attrs, *body, node, &ct()),
+        other => Err(format!(
+            "`{}` has no gradient rule yet",
+            other.opcode().name()
+        )),
+    }
+}
+
+impl Builder {
+    /// Vector-Jacobian product: the cotangents of `wrt` given `cotangents` of
+    /// `outputs` (one each, of its shape), i.e. `Σ_k cotangents[k] · ∂outputs[k]/∂wrt`,
+    /// emitted into this computation. Values of `wrt` the outputs do not depend on
+    /// get zeros. All values must belong to one computation.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("vjp");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let y = x.sin();
+    /// let ct = b.parameter(1, Shape::of::<f32>(&[3]), "ct");
+    /// let g = b.vjp(&[&y], &[&ct], &[&x]); // ct * cos(x)
+    /// assert_eq!(g[0].dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn vjp(&self, outputs: &[&Op], cotangents: &[&Op], wrt: &[&Op]) -> Vec<Op> {
+        vjp_at(self, outputs, cotangents, wrt, Location::caller())
+    }
+
+    /// The gradient of the scalar `loss` with respect to every leaf of `params`, as
+    /// a tree of the same type (a parameter struct gives a gradient struct).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("grad");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[3]), "w");
+    /// let c = b.parameter(1, Shape::of::<f32>(&[]), "c");
+    /// let loss = (&w * &w).reduce_sum(&[0]) + &c;
+    /// let (gw, gc) = b.grad(&loss, &(w.clone(), c.clone()));
+    /// assert_eq!(gw.dims()?, vec![3]); // 2w
+    /// assert_eq!(gc.dims()?, Vec::<i64>::new()); // 1
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn grad<P>(&self, loss: &Op, params: &P) -> P
+    where
+        P: Tree<Op, With<Op> = P>,
+    {
+        grad_at(self, loss, params, Location::caller())
+    }
+
+    /// `jax.value_and_grad` with `has_aux`: calls `f(params)`, which returns a
+    /// scalar loss and anything else (auxiliary outputs, passed through), and
+    /// returns the loss, the auxiliary value and the gradient of the loss with
+    /// respect to `params` (a tree of the same type).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("vg");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[2, 2]), "w");
+    /// let x = b.parameter(1, Shape::of::<f32>(&[2]), "x");
+    /// let (loss, pred, gw) = b.value_and_grad(w, |w| {
+    ///     let pred = w.matmul(&x);
+    ///     ((&pred * &pred).reduce_sum(&[0]), pred)
+    /// });
+    /// assert_eq!(gw.dims()?, vec![2, 2]);
+    /// assert_eq!(pred.dims()?, vec![2]);
+    /// # let _ = loss;
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn value_and_grad<P, A>(&self, params: P, f: impl FnOnce(P) -> (Op, A)) -> (Op, A, P)
+    where
+        P: Tree<Op, With<Op> = P>,
+    {
+        let loc = Location::caller();
+        let (loss, aux) = f(params.map_ref(|p| p.clone()));
+        let g = grad_at(self, &loss, &params, loc);
+        (loss, aux, g)
+    }
+}
+
+impl Op {
+    /// The same value, through which no gradient flows (`lax.stop_gradient`): the
+    /// backward pass treats it as a constant.
+    #[track_caller]
+    pub fn stop_gradient(&self) -> Op {
+        self.stop_gradient_at(Location::caller())
+    }
+
+    pub(crate) fn stop_gradient_at(&self, loc: &'static Location<'static>) -> Op {
+        let dims = match self.shape() {
+            Ok(s) if s.is_array() => s.dims().to_vec(),
+            Ok(_) => return self.builder().fail_not_array(self, "stop_gradient", loc),
+            Err(_) => return self.clone(),
+        };
+        // A reshape to the same dimensions: XLA removes it; the graph remembers it.
+        let out = self.reshape_at(&dims, loc);
+        if !out.is_poisoned() {
+            out.g.borrow_mut().stopped.insert((out.comp, out.v));
+        }
+        out
+    }
+}
+
+fn grad_at<P>(b: &Builder, loss: &Op, params: &P, loc: &'static Location<'static>) -> P
+where
+    P: Tree<Op, With<Op> = P>,
+{
+    let leaves: Vec<&Op> = params.leaves();
+    let fail = |f: Op| params.map_ref(|_| f.clone());
+    let one = match loss.shape() {
+        Ok(s) if s.is_array() && s.rank() == 0 => {
+            loss.builder()
+                .scalar_of(s.element_type().expect("array"), crate::Scalar::Int(1), loc)
+        }
+        Ok(s) => {
+            return fail(b.fail(
+                ShapeError::new(
+                    "grad",
+                    &[&s],
+                    ShapeErrorKind::Rank,
+                    "the loss must be a scalar (use vjp for other outputs)".to_string(),
+                ),
+                loc,
+            ));
+        }
+        Err(_) => return fail(loss.clone()),
+    };
+    let g = vjp_at(b, &[loss], &[&one], &leaves, loc);
+    params.rebuild(g).expect("one gradient per leaf")
+}
+
+/// The engine: see [`Builder::vjp`].
+pub(crate) fn vjp_at(
+    b: &Builder,
+    outputs: &[&Op],
+    cotangents: &[&Op],
+    wrt: &[&Op],
+    loc: &'static Location<'static>,
+) -> Vec<Op> {
+    let n = wrt.len();
+    let all: Vec<&Op> = outputs
+        .iter()
+        .chain(cotangents)
+        .chain(wrt)
+        .copied()
+        .collect();
+    let fail_all = |f: Op| vec![f; n];
+    let comp = match b.target(&all, "vjp", loc) {
+        Ok(c) => c,
+        Err(f) => return fail_all(f),
+    };
+    let bad = |what: String, shapes: &[&Shape]| {
+        b.fail(
+            ShapeError::new("vjp", shapes, ShapeErrorKind::Attribute, what),
+            loc,
+        )
+    };
+    if outputs.len() != cotangents.len() {
+        return fail_all(bad(
+            format!(
+                "{} outputs but {} cotangents",
+                outputs.len(),
+                cotangents.len()
+            ),
+            &[],
+        ));
+    }
+    // Values of enclosing computations are used here through their captures: the
+    // gradient with respect to one is through its uses in this computation.
+    let inner = Builder {
+        g: b.g.clone(),
+        comp,
+    };
+    let b = &inner;
+    let outputs: Vec<Op> = outputs.iter().map(|o| local(&inner, o)).collect();
+    let cotangents: Vec<Op> = cotangents.iter().map(|o| local(&inner, o)).collect();
+    let wrt: Vec<Op> = wrt.iter().map(|o| local(&inner, o)).collect();
+    let all: Vec<&Op> = outputs.iter().chain(&cotangents).chain(&wrt).collect();
+    for (k, o) in all.iter().enumerate() {
+        let s = o.shape().expect("checked by target");
+        let what = if k < outputs.len() {
+            format!("output {k}")
+        } else if k < 2 * outputs.len() {
+            format!("cotangent {}", k - outputs.len())
+        } else {
+            format!("value {} differentiated against", k - 2 * outputs.len())
+        };
+        match s.element_type() {
+            Some(t) if differentiable(t) => {}
+            _ => {
+                return fail_all(bad(
+                    format!("{what} is {s}: only floating-point arrays have gradients"),
+                    &[&s],
+                ));
+            }
+        }
+    }
+    for (k, (o, c)) in outputs.iter().zip(&cotangents).enumerate() {
+        let (so, sc) = (o.shape().expect("checked"), c.shape().expect("checked"));
+        if so != sc {
+            return fail_all(bad(
+                format!("cotangent {k} is {sc}, its output {so}"),
+                &[&so, &sc],
+            ));
+        }
+    }
+
+    let last = outputs.iter().map(|o| o.v.instr).max().unwrap_or(0) as usize + 1;
+    let tape = Tape::of_comp(b, comp, last);
+    let seeds: Vec<(Value, Op)> = outputs
+        .iter()
+        .zip(&cotangents)
+        .map(|(o, c)| (o.v, c.clone()))
+        .collect();
+    let wrt_values: Vec<Value> = wrt.iter().map(|w| w.v).collect();
+    match backprop(b, &tape, &seeds, &wrt_values, loc) {
+        Ok(g) => g
+            .into_iter()
+            .zip(&wrt)
+            .map(|(g, w)| g.unwrap_or_else(|| zeros_like(w, loc)))
+            .collect(),
+        Err(failed) => fail_all(failed),
+    }
+}
+
+/// Instructions to pull cotangents back through: their ops, operands (values of
+/// the tape, in topological order) and results, with how to get each value as an
+/// op. A computation gives one ([`Tape::of_comp`]); a loop body whose values were
+/// stored step by step gives another, whose values are the stored ones.
+pub(crate) struct Tape<'a> {
+    /// The computation the instructions come from (the key of the graph's side
+    /// tables: stopped gradients, trip counts, custom rules).
+    pub src: crate::ir::CompId,
+    /// Each instruction's op.
+    pub kinds: Vec<OpKind>,
+    /// Each instruction's operands.
+    pub operands: Vec<Vec<Value>>,
+    /// Where each was built.
+    pub locs: Vec<&'static Location<'static>>,
+    /// How many results each has.
+    pub results: Vec<usize>,
+    /// The op holding a value.
+    pub value: Box<dyn Fn(Value) -> Op + 'a>,
+}
+
+impl Tape<'_> {
+    /// The first `end` instructions of computation `comp`, their values its own.
+    pub(crate) fn of_comp(b: &Builder, comp: crate::ir::CompId, end: usize) -> Tape<'static> {
+        let g = b.g.borrow();
+        let c = g.comp(comp);
+        let end = end.min(c.instrs.len());
+        let instrs = &c.instrs[..end];
+        let bb = Builder {
+            g: b.g.clone(),
+            comp,
+        };
+        Tape {
+            src: comp,
+            kinds: instrs.iter().map(|i| i.kind.clone()).collect(),
+            operands: instrs.iter().map(|i| i.operands.to_vec()).collect(),
+            locs: instrs.iter().map(|i| i.loc).collect(),
+            results: instrs
+                .iter()
+                .map(|i| {
+                    if i.kind.multi_result(i.operands.len()) {
+                        match g.shapes.get(i.shape) {
+                            Shape::Tuple(e) => e.len(),
+                            _ => 1,
+                        }
+                    } else {
+                        1
+                    }
+                })
+                .collect(),
+            value: Box::new(move |v| bb.op(comp, v)),
+        }
+    }
+}
+
+/// The engine: pulls the `seeds` (a cotangent per output value) back through the
+/// tape, latest instruction first, and returns the cotangent of each `wrt` value
+/// (`None`: no path, zero). Emits into `b`'s computation. `Err` is a failed op
+/// carrying the error (an op without a rule, a loop without a trip count).
+pub(crate) fn backprop(
+    b: &Builder,
+    tape: &Tape,
+    seeds: &[(Value, Op)],
+    wrt: &[Value],
+    loc: &'static Location<'static>,
+) -> Result<Vec<Option<Op>>, Op> {
+    let comp = tape.src;
+    let (kinds, operands, locs, results) = (&tape.kinds, &tape.operands, &tape.locs, &tape.results);
+    let end = kinds.len();
+    let value = |v: Value| (tape.value)(v);
+    let stopped = |v: Value| b.g.borrow().stopped.contains(&(comp, v));
+    let mut active = vec![false; end];
+    for w in wrt {
+        if (w.instr as usize) < end {
+            active[w.instr as usize] = true;
+        }
+    }
+    for i in 0..end {
+        if !active[i] && !stopped(Value::of(i as u32)) {
+            active[i] = operands[i].iter().any(|v| active[v.instr as usize]);
+        }
+        if stopped(Value::of(i as u32)) {
+            active[i] = false;
+        }
+    }
+    let mut needed = vec![false; end];
+    for (o, _) in seeds {
+        if (o.instr as usize) < end {
+            needed[o.instr as usize] = true;
+        }
+    }
+    for i in (0..end).rev() {
+        if needed[i] && active[i] {
+            for v in &operands[i] {
+                needed[v.instr as usize] = true;
+            }
+        }
+    }
+
+    let mut cts: HashMap<Value, Ct> = HashMap::new();
+    let add = |cts: &mut HashMap<Value, Ct>, v: Value, ct: Ct, loc| {
+        let sum = match (cts.remove(&v), ct) {
+            (None, ct) => ct,
+            (Some(Ct::Array(a)), Ct::Array(c)) => {
+                Ct::Array(a.binary(crate::BinaryOp::Add, &c, loc))
+            }
+            (Some(Ct::Tuple(a)), Ct::Tuple(c)) => Ct::Tuple(
+                a.into_iter()
+                    .zip(c)
+                    .map(|(x, y)| match (x, y) {
+                        (Some(x), Some(y)) => Some(x.binary(crate::BinaryOp::Add, &y, loc)),
+                        (x, None) => x,
+                        (None, y) => y,
+                    })
+                    .collect(),
+            ),
+            (Some(old), _) => old,
+        };
+        cts.insert(v, sum);
+    };
+    for (o, c) in seeds {
+        add(&mut cts, *o, Ct::Array(c.clone()), loc);
+    }
+    for i in (0..end).rev() {
+        if !(active[i] && needed[i]) {
+            continue;
+        }
+        let res: Vec<Value> = (0..results[i] as u32)
+            .map(|r| Value {
+                instr: i as u32,
+                result: r,
+            })
+            .collect();
+        if res.iter().all(|v| !cts.contains_key(v)) {
+            continue;
+        }
+        if matches!(kinds[i], OpKind::Parameter { .. } | OpKind::Constant(_)) {
+            continue;
+        }
+        let ops: Vec<Op> = operands[i].iter().map(|v| value(*v)).collect();
+        // Tuples and their elements: the cotangent is taken apart or put together.
+        match (&kinds[i], cts.get(&res[0]).cloned()) {
+            (OpKind::Tuple, Some(Ct::Tuple(parts))) => {
+                for (k, part) in parts.into_iter().enumerate() {
+                    if let Some(p) = part {
+                        if active[operands[i][k].instr as usize] && wants(&ops[k]) {
+                            add(&mut cts, operands[i][k], Ct::Array(p), locs[i]);
+                        }
+                    }
+                }
+                continue;
+            }
+            (OpKind::OptimizationBarrier, Some(ct)) => {
+                // The barrier's values are its operand's.
+                add(&mut cts, operands[i][0], ct, locs[i]);
+                continue;
+            }
+            (OpKind::GetTupleElement { index }, Some(Ct::Array(c))) => {
+                let arity = match ops[0].shape() {
+                    Ok(Shape::Tuple(e)) => e.len(),
+                    _ => 0,
+                };
+                let mut parts = vec![None; arity];
+                if let Some(slot) = parts.get_mut(*index as usize) {
+                    *slot = Some(c);
+                }
+                add(&mut cts, operands[i][0], Ct::Tuple(parts), locs[i]);
+                continue;
+            }
+            _ => {}
+        }
+        let res_cts: Vec<Option<Op>> = res
+            .iter()
+            .map(|v| match cts.get(v) {
+                Some(Ct::Array(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect();
+        let outs: Vec<Op> = res.iter().map(|v| value(*v)).collect();
+        let wanted: Vec<bool> = operands[i]
+            .iter()
+            .map(|v| active[v.instr as usize])
+            .collect();
+        let node = Node {
+            kind: &kinds[i],
+            operands: &ops,
+            results: &outs,
+            loc: locs[i],
+            b,
+            wanted: &wanted,
+        };
+        // The ops the rule builds carry this instruction's line.
+        let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
+        let got = if let OpKind::While { cond, body } = &kinds[i] {
+            // One cotangent per element of the loop's tuple operand.
+            use crate::ops::control::Trips;
+            let trips = {
+                let g = b.g.borrow();
+                let key = (comp, i as u32);
+                g.trip_counts
+                    .get(&key)
+                    .map(|n| Trips::Exactly(*n))
+                    .or_else(|| g.loop_bounds.get(&key).map(|n| Trips::AtMost(*n)))
+            };
+            match trips {
+                Some(n) => {
+                    let checkpoint = b.g.borrow().checkpointed.contains(&(comp, i as u32));
+                    crate::ops::control::vjp_while(*cond, *body, n, checkpoint, &node, &res_cts)
+                }
+                    .map(|parts| vec![Some(Ct::Tuple(parts))]),
+                None => Err(
+                    "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
+                        .into(),
+                ),
+            }
+        } else if let OpKind::Call { body } = &kinds[i] {
+            // One cotangent per result of the called computation.
+            let parts: Vec<Option<Op>> = match cts.get(&res[0]) {
+                Some(Ct::Array(a)) => vec![Some(a.clone())],
+                Some(Ct::Tuple(p)) => p.clone(),
+                None => Vec::new(),
+            };
+            let custom = b.g.borrow().custom_vjps.get(&(comp, i as u32)).cloned();
+            let g = match custom {
+                Some(rule) => crate::ops::structural::vjp_custom(&rule, &node, &parts),
+                None => crate::ops::structural::vjp_call(*body, &node, &parts),
+            };
+            Ok(g.into_iter().map(|c| c.map(Ct::Array)).collect())
+        } else if let OpKind::Conditional { branches } = &kinds[i] {
+            crate::ops::control::vjp_conditional(branches, &node, &res_cts)
+                .map(|g| g.into_iter().map(|c| c.map(Ct::Tuple)).collect())
+        } else {
+            rule(&node, &res_cts).map(|g| g.into_iter().map(|c| c.map(Ct::Array)).collect())
+        };
+        b.g.borrow_mut().origin = outer_origin;
+        let got = match got {
+            Ok(g) => g,
+            Err(reason) => {
+                let shapes: Vec<Shape> = ops.iter().filter_map(|o| o.shape().ok()).collect();
+                let refs: Vec<&Shape> = shapes.iter().collect();
+                let f = b.fail(
+                    ShapeError::new(
+                        "grad",
+                        &refs,
+                        ShapeErrorKind::Attribute,
+                        format!("{reason} (the op was built at {})", locs[i]),
+                    ),
+                    loc,
+                );
+                return Err(f);
+            }
+        };
+        for (k, g) in got.into_iter().enumerate() {
+            let Some(g) = g else { continue };
+            let v = operands[i][k];
+            if !active[v.instr as usize] {
+                continue;
+            }
+            let keep = match &g {
+                Ct::Array(_) => wants(&ops[k]),
+                Ct::Tuple(_) => true,
+            };
+            if keep {
+                add(&mut cts, v, g, locs[i]);
+            }
+        }
+    }
+    Ok(wrt
+        .iter()
+        .map(|w| match cts.get(w) {
+            Some(Ct::Array(g)) => Some(g.clone()),
+            _ => None,
+        })
+        .collect())
+}
+
+/// For rules: is `v` a value whose gradient matters (a float array)?
+pub(crate) fn wants(x: &Op) -> bool {
+    x.element_type().map(differentiable).unwrap_or(false)
+}
+
+/// `x`, a value of `b`'s computation or of one enclosing it, as a value of `b`'s
+/// computation (captured into the bodies between).
+pub(crate) fn local(b: &Builder, x: &Op) -> Op {
+    if x.is_poisoned() || x.comp == b.comp {
+        return x.clone();
+    }
+    let v = b.g.borrow_mut().import(x.comp, x.v, b.comp);
+    b.op(b.comp, v)
+}
+
+/// Copies the finished body `src` into `b`'s computation with `args` for its
+/// parameters (for a loop body, whose one parameter is the carry tuple, `args` are
+/// the tuple's elements) and returns its results (a tuple root gives its
+/// elements). Trip counts and stopped gradients of the copied instructions carry
+/// over.
+pub(crate) fn inline(b: &Builder, src: crate::ir::CompId, args: &[Op]) -> Vec<Op> {
+    inline_values(b, src, args).0
+}
+
+/// [`inline`], also giving each copied value: `values(instr, result)` is the copy
+/// of `src`'s value `(instr, result)`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn inline_values(
+    b: &Builder,
+    src: crate::ir::CompId,
+    args: &[Op],
+) -> (Vec<Op>, Box<dyn Fn(u32, u32) -> Op>) {
+    let (instrs, root, tuple_param) = {
+        let g = b.g.borrow();
+        let c = g.comp(src);
+        let instrs: Vec<(OpKind, Vec<Value>, Shape, &'static Location<'static>)> = c
+            .instrs
+            .iter()
+            .map(|i| {
+                (
+                    i.kind.clone(),
+                    i.operands.to_vec(),
+                    g.shapes.get(i.shape).clone(),
+                    i.loc,
+                )
+            })
+            .collect();
+        let tuple_param = c.params.len() == 1
+            && c.params[0]
+                .map(|p| matches!(g.shapes.get(c.instrs[p as usize].shape), Shape::Tuple(_)))
+                .unwrap_or(false);
+        (instrs, c.root, tuple_param)
+    };
+    let mut map: Vec<Option<Op>> = vec![None; instrs.len()];
+    // Result `r` of the copy of an instruction, from the copy's op (result 0).
+    let result = |b: &Builder, base: Op, r: u32| -> Op {
+        if r == 0 {
+            base
+        } else {
+            b.op(
+                base.comp,
+                Value {
+                    instr: base.v.instr,
+                    result: r,
+                },
+            )
+        }
+    };
+    let get = |map: &Vec<Option<Op>>, v: Value| -> Op {
+        let base = map[v.instr as usize].clone().expect("operands come first");
+        result(b, base, v.result)
+    };
+    for (i, (kind, operands, shape, loc)) in instrs.iter().enumerate() {
+        let op = match kind {
+            OpKind::Parameter { number, .. } => {
+                if tuple_param {
+                    continue;
+                }
+                args[*number as usize].clone()
+            }
+            OpKind::GetTupleElement { index }
+                if tuple_param
+                    && matches!(
+                        instrs[operands[0].instr as usize].0,
+                        OpKind::Parameter { .. }
+                    ) =>
+            {
+                args[*index as usize].clone()
+            }
+            _ => {
+                let ops: Vec<Op> = operands.iter().map(|v| get(&map, *v)).collect();
+                let refs: Vec<&Op> = ops.iter().collect();
+                let out = b.emit(kind.clone(), &refs, Some(shape.clone()), loc);
+                if !out.is_poisoned() {
+                    let mut g = b.g.borrow_mut();
+                    if let Some(n) = g.trip_counts.get(&(src, i as u32)).copied() {
+                        g.trip_counts.insert((out.comp, out.v.instr), n);
+                    }
+                    if let Some(n) = g.loop_bounds.get(&(src, i as u32)).copied() {
+                        g.loop_bounds.insert((out.comp, out.v.instr), n);
+                    }
+                    if g.checkpointed.contains(&(src, i as u32)) {
+                        g.checkpointed.insert((out.comp, out.v.instr));
+                    }
+                    if g.stopped.contains(&(src, Value::of(i as u32))) {
+                        g.stopped.insert((out.comp, out.v));
+                    }
+                }
+                out
+            }
+        };
+        map[i] = Some(op);
+    }
+    // Loops served by their residual-storing copies (see `Graph::forwarded`) are in
+    // the copy too.
+    {
+        let copied = |v: Value| -> Option<Value> {
+            if !matches!(instrs[v.instr as usize].0, OpKind::While { .. }) {
+                return None;
+            }
+            let o = map[v.instr as usize].as_ref()?;
+            (!o.is_poisoned() && o.comp == b.comp).then_some(Value {
+                instr: o.v.instr,
+                result: v.result,
+            })
+        };
+        let mut g = b.g.borrow_mut();
+        let fw: Vec<(Value, Value)> = g
+            .forwarded
+            .iter()
+            .filter(|((c, _), _)| *c == src)
+            .filter_map(|((_, v), t)| Some((copied(*v)?, copied(*t)?)))
+            .collect();
+        for (v, t) in fw {
+            g.forwarded.insert((b.comp, v), t);
+        }
+        let st: Vec<(u32, crate::builder::StoringLoop)> = g
+            .storing
+            .iter()
+            .filter(|((c, _), _)| *c == src)
+            .filter_map(|((_, i), s)| {
+                let l = copied(Value::of(*i))?;
+                let count = copied(s.count)?;
+                let stacks = s.stacks.iter().map(|v| copied(*v)).collect::<Option<_>>()?;
+                Some((l.instr, crate::builder::StoringLoop { count, stacks }))
+            })
+            .collect();
+        for (i, s) in st {
+            g.storing.insert((b.comp, i), s);
+        }
+    }
+    let root = root.expect("a finished body");
+    let roots = match &instrs[root.instr as usize].0 {
+        OpKind::Tuple => instrs[root.instr as usize]
+            .1
+            .iter()
+            .map(|v| get(&map, *v))
+            .collect(),
+        _ => vec![get(&map, root)],
+    };
+    let bb = b.clone();
+    let values = move |instr: u32, r: u32| -> Op {
+        let base = map[instr as usize].clone().expect("copied");
+        result(&bb, base, r)
+    };
+    (roots, Box::new(values))
+}
+
+/// What reverse mode does with an op (the README's gradient column is checked
+/// against this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gradient {
+    /// A rule, tested against finite differences (`tests/grad*.rs`).
+    Rule,
+    /// A rule for some forms, an error naming the op for the others.
+    Partial(&'static str),
+    /// No gradient flows: the results are integers, predicates, bits or constants.
+    None,
+    /// No rule yet: asking is an error naming the op and the line.
+    Missing,
+}
+
+/// How reverse mode treats `op` (see [`Gradient`]).
+pub fn gradient(op: crate::ir::Opcode) -> Gradient {
+    use crate::ir::Opcode as O;
+    match op {
+        O::Negate
+        | O::Exponential
+        | O::Log
+        | O::Tanh
+        | O::Abs
+        | O::Sqrt
+        | O::Rsqrt
+        | O::Sine
+        | O::Cosine
+        | O::Logistic
+        | O::ExponentialMinusOne
+        | O::LogPlusOne
+        | O::Cbrt
+        | O::Tan
+        | O::Erf
+        | O::Add
+        | O::Subtract
+        | O::Multiply
+        | O::Divide
+        | O::Maximum
+        | O::Minimum
+        | O::Power
+        | O::Remainder
+        | O::Atan2
+        | O::Select
+        | O::Clamp
+        | O::Broadcast
+        | O::Reshape
+        | O::Transpose
+        | O::Convert
+        | O::Tuple
+        | O::GetTupleElement
+        | O::Dot
+        | O::Call
+        | O::Slice
+        | O::DynamicSlice
+        | O::DynamicUpdateSlice
+        | O::Concatenate
+        | O::Pad
+        | O::Reverse
+        | O::Sort
+        | O::Gather
+        | O::Conditional
+        | O::Convolution
+        | O::Cholesky
+        | O::TriangularSolve
+        | O::Map
+        | O::OptimizationBarrier => Gradient::Rule,
+        O::Floor
+        | O::Ceil
+        | O::Sign
+        | O::RoundNearestAfz
+        | O::RoundNearestEven
+        | O::IsFinite
+        | O::Compare
+        | O::Parameter
+        | O::Constant
+        | O::Iota
+        | O::BitcastConvert
+        | O::RngBitGenerator
+        | O::And
+        | O::Or
+        | O::Xor
+        | O::Not
+        | O::ShiftLeft
+        | O::ShiftRightArithmetic
+        | O::ShiftRightLogical
+        | O::Popcnt
+        | O::CountLeadingZeros => Gradient::None,
+        O::Reduce => Gradient::Partial("sum, product, max, min, bodies that select (argmax)"),
+        O::ReduceWindow => Gradient::Partial("sum, max, min, bodies that select (argmax)"),
+        O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
+        O::Scatter => Gradient::Partial(
+            "one array combined by add, multiply (unique indices), max, min or replace",
+        ),
+        O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
+        O::CustomCall => Gradient::Missing,
+    }
+}

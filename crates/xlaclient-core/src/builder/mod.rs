@@ -1,0 +1,831 @@
+//! The graph under construction: [`Builder`] adds instructions to one computation of
+//! a typed IR graph ([`crate::ir`]), [`Op`] is a cheap handle to one value. Every op
+//! checks shapes and types when it is built (see [`crate::ops`]); the first error is
+//! recorded with the caller's source location and returned by [`Builder::build`], so
+//! that expressions can use plain operators (`&a + &b`) without `?` at every step.
+//!
+//! Bodies (reduce combiners today; loop bodies and branches later) are built from Rust
+//! closures and may use any value of an enclosing computation: the builder passes it
+//! in as an extra parameter of the body (closure conversion).
+
+mod graph;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::panic::Location;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+
+use graph::Graph;
+pub(crate) use graph::StoringLoop;
+
+use crate::error::{Error, Result, ShapeError};
+use crate::ir::{self, CompId, OpKind, Value};
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+/// Builds one XLA computation (and the sub-computations it calls).
+///
+/// ```
+/// use xlaclient_core::{Builder, Shape};
+/// let b = Builder::new("affine");
+/// let x = b.parameter(0, Shape::of::<f32>(&[4, 3]), "x");
+/// let w = b.parameter(1, Shape::of::<f32>(&[3, 2]), "w");
+/// let y = (x.matmul(&w) + 1.0).tanh();
+/// let module = b.build(&y)?;
+/// assert_eq!(module.result_shape(), Shape::of::<f32>(&[4, 2]));
+/// # Ok::<(), xlaclient_core::Error>(())
+/// ```
+///
+/// A shape mistake is reported by `build` with the op, the shapes and the line:
+///
+/// ```
+/// use xlaclient_core::{Builder, Shape};
+/// let b = Builder::new("bad");
+/// let x = b.parameter(0, Shape::of::<f32>(&[4, 3]), "x");
+/// let y = x.matmul(&x); // [4,3] x [4,3]
+/// let err = b.build(&y).unwrap_err().to_string();
+/// assert!(err.contains("dot_general") && err.contains("f32[4,3]"), "{err}");
+/// ```
+#[derive(Clone)]
+pub struct Builder {
+    pub(crate) g: Rc<RefCell<Graph>>,
+    pub(crate) comp: CompId,
+}
+
+/// A value in a computation under construction: one result of one instruction, or
+/// the result of a failed operation (whose error its shape queries return).
+///
+/// Cheap to clone. Operators (`+ - * /`, unary `-`) work on `Op` and `&Op`, and with
+/// Rust numbers on either side (a number takes the element type of the other operand,
+/// like a weakly-typed constant in JAX). Arrays of different shapes broadcast the
+/// numpy way.
+#[derive(Clone)]
+pub struct Op {
+    pub(crate) g: Rc<RefCell<Graph>>,
+    pub(crate) comp: CompId,
+    pub(crate) v: Value,
+}
+
+/// The most parameters a computation may declare (numbers are `u32` in the IR).
+const MAX_PARAMETERS: usize = 1 << 24;
+
+/// The computation index of failed ops; their `v.instr` indexes the graph's errors.
+const POISON: CompId = CompId(u32::MAX);
+
+/// A finished module, ready to compile: the typed IR of a built graph (lowered to an
+/// `HloModuleProto` on first use), or a module proto given from outside.
+#[derive(Clone)]
+pub struct Computation {
+    ir: Option<Arc<ir::Module>>,
+    proto: Arc<OnceLock<proto::HloModuleProto>>,
+}
+
+impl Computation {
+    /// A module given as a proto (e.g. exported by JAX), checked here: a malformed
+    /// module is an error, never an abort inside XLA when it is compiled.
+    pub fn from_proto(proto: proto::HloModuleProto) -> Result<Self> {
+        ir::check_proto::verify_module(&proto)?;
+        Ok(Computation {
+            ir: None,
+            proto: Arc::new(OnceLock::from(proto)),
+        })
+    }
+
+    /// A module given as a serialized `HloModuleProto` (e.g. JAX's
+    /// `as_serialized_hlo_module_proto()`), decoded and checked: garbage is
+    /// [`Error::InvalidModule`], never a crash.
+    pub fn from_hlo_bytes(bytes: &[u8]) -> Result<Self> {
+        use prost::Message;
+        let p = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
+            reason: format!("bytes do not decode as an HloModuleProto: {e}"),
+        })?;
+        Self::from_proto(p)
+    }
+
+    /// The typed IR of a module built here (`None` for one given as a proto).
+    pub fn ir(&self) -> Option<&ir::Module> {
+        self.ir.as_deref()
+    }
+
+    /// The module as a proto (lowered from the IR on first use).
+    pub fn proto(&self) -> &proto::HloModuleProto {
+        self.proto.get_or_init(|| match &self.ir {
+            Some(m) => ir::lower::to_proto(m),
+            None => proto::HloModuleProto::default(),
+        })
+    }
+
+    /// The serialized `HloModuleProto` (streamed from the IR without building the
+    /// whole proto, for a module built here).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        use prost::Message;
+        match (&self.ir, self.proto.get()) {
+            (Some(m), None) => ir::lower::to_bytes(m),
+            _ => self.proto().encode_to_vec(),
+        }
+    }
+
+    /// The module as HLO text, for people to read.
+    pub fn to_hlo_text(&self) -> String {
+        match &self.ir {
+            Some(m) => ir::text::module_to_text(m),
+            None => ir::text_proto::module_to_text(self.proto()),
+        }
+    }
+
+    /// A fingerprint for caching: structural (names and source locations ignored)
+    /// for a module built here, the SHA-256 of the proto's bytes otherwise.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        match &self.ir {
+            Some(m) => m.fingerprint(),
+            None => {
+                use sha2::{Digest, Sha256};
+                Sha256::digest(self.to_bytes()).into()
+            }
+        }
+    }
+
+    /// Shapes of the entry computation's parameters.
+    pub fn parameter_shapes(&self) -> Vec<Shape> {
+        match &self.ir {
+            Some(m) => m.parameter_shapes(),
+            None => self
+                .proto()
+                .host_program_shape
+                .as_ref()
+                .map(|p| p.parameters.iter().filter_map(Shape::from_proto).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Shape of the entry computation's result.
+    pub fn result_shape(&self) -> Shape {
+        match &self.ir {
+            Some(m) => m.result_shape(),
+            None => self
+                .proto()
+                .host_program_shape
+                .as_ref()
+                .and_then(|p| p.result.as_ref())
+                .and_then(Shape::from_proto)
+                .unwrap_or(Shape::Tuple(Vec::new())),
+        }
+    }
+}
+
+impl xlaclient_pjrt::HloModuleSource for Computation {
+    /// Streamed from the IR for a module built here (verified by `build`); a module
+    /// given as a proto was checked when it was made ([`Computation::from_proto`]).
+    fn hlo_module_bytes(&self) -> Vec<u8> {
+        self.to_bytes()
+    }
+
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        match &self.ir {
+            Some(m) => Some(m.parameter_shapes()),
+            None => ir::proto_parameter_shapes(self.proto()),
+        }
+    }
+}
+
+impl AsRef<proto::HloModuleProto> for Computation {
+    fn as_ref(&self) -> &proto::HloModuleProto {
+        self.proto()
+    }
+}
+
+impl PartialEq for Computation {
+    fn eq(&self, other: &Self) -> bool {
+        self.proto() == other.proto()
+    }
+}
+
+impl fmt::Debug for Computation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hlo_text())
+    }
+}
+
+impl fmt::Display for Computation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hlo_text())
+    }
+}
+
+impl Builder {
+    /// A builder for a new module whose entry computation is called `name`.
+    pub fn new(name: &str) -> Builder {
+        let g = Graph::new(name);
+        Builder {
+            g: Rc::new(RefCell::new(g)),
+            comp: CompId(0),
+        }
+    }
+
+    /// The first error recorded so far, if any (also returned by [`build`](Self::build)).
+    pub fn first_error(&self) -> Option<String> {
+        self.g.borrow().errors.first().map(|e| e.to_string())
+    }
+
+    /// Number of instructions in the graph so far (all computations, dead ones too).
+    pub fn instruction_count(&self) -> usize {
+        self.g.borrow().comps.iter().map(|c| c.instrs.len()).sum()
+    }
+
+    /// Declares parameter `number` of the computation, with a name for HLO text.
+    /// Parameters must be numbered 0, 1, 2, … without gaps.
+    #[track_caller]
+    pub fn parameter(&self, number: usize, shape: Shape, name: &str) -> Op {
+        self.parameter_at(number, shape, name, Location::caller())
+    }
+
+    pub(crate) fn parameter_at(
+        &self,
+        number: usize,
+        shape: Shape,
+        name: &str,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let declared = {
+            let g = self.g.borrow();
+            g.comps[self.comp.0 as usize]
+                .params
+                .get(number)
+                .copied()
+                .flatten()
+        };
+        if declared.is_some() {
+            return self.fail_graph(format!("parameter {number} is declared twice"), loc);
+        }
+        if number >= MAX_PARAMETERS {
+            // Numbers are dense (gaps are errors), so a huge one is a mistake; it
+            // would also size the parameter table.
+            return self.fail_graph(
+                format!(
+                    "parameter number {number} is too large (at most {} parameters)",
+                    MAX_PARAMETERS
+                ),
+                loc,
+            );
+        }
+        let kind = OpKind::Parameter {
+            number: number as u32,
+            name: name.into(),
+        };
+        let op = self.emit(kind, &[], Some(shape), loc);
+        if !op.is_poisoned() {
+            let mut g = self.g.borrow_mut();
+            let params = &mut g.comps[self.comp.0 as usize].params;
+            if params.len() <= number {
+                params.resize(number + 1, None);
+            }
+            params[number] = Some(op.v.instr);
+        }
+        op
+    }
+
+    /// Finishes the module with `root` as the result of the entry computation.
+    /// Returns the first error recorded while building, if any (every call does,
+    /// once an op has failed). The result is an array or a flat tuple of arrays: a
+    /// tuple containing a tuple is an [`Error::Graph`] (PJRT plugins refuse such
+    /// results).
+    #[track_caller]
+    pub fn build(&self, root: &Op) -> Result<Computation> {
+        self.finish_module(root, true, Location::caller())
+    }
+
+    /// `build`, with or without the verifier.
+    fn finish_module(
+        &self,
+        root: &Op,
+        verify: bool,
+        loc: &'static Location<'static>,
+    ) -> Result<Computation> {
+        if let Some(e) = self.g.borrow().errors.first() {
+            return Err(e.clone());
+        }
+        if !Rc::ptr_eq(&self.g, &root.g) || root.comp != self.comp {
+            return Err(Error::Graph {
+                reason: "the root belongs to another builder or computation".into(),
+                location: Some(loc),
+            });
+        }
+        check_result(&root.shape()?, loc)?;
+        let module = self.g.borrow().finish(self.comp, root.v)?;
+        if verify {
+            ir::verify::verify(&module)?;
+        }
+        Ok(Computation {
+            ir: Some(Arc::new(module)),
+            proto: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// Finishes the module with a tuple of `outputs` as its result.
+    #[track_caller]
+    pub fn build_tuple(&self, outputs: &[&Op]) -> Result<Computation> {
+        let t = self.tuple(outputs);
+        self.build(&t)
+    }
+
+    /// Finishes the module with a tuple of `outputs` as its result, where each
+    /// `(output, parameter)` pair lets the output reuse the parameter's buffer (XLA's
+    /// input/output aliasing; the parameter must be donated at execution for the
+    /// update to happen in place, else XLA copies). Shapes must match.
+    #[track_caller]
+    pub fn build_aliased(
+        &self,
+        outputs: &[&Op],
+        aliases: &[(usize, usize)],
+    ) -> Result<Computation> {
+        let loc = Location::caller();
+        let t = self.tuple(outputs);
+        if let Some(e) = self.g.borrow().errors.first() {
+            return Err(e.clone());
+        }
+        check_result(&t.shape()?, loc)?;
+        let mut module = self.g.borrow().finish(self.comp, t.v)?;
+        module.aliases = aliases
+            .iter()
+            .map(|(o, p)| ir::Alias {
+                output: vec![*o as i64],
+                parameter: *p as u32,
+            })
+            .collect();
+        ir::verify::verify(&module).map_err(|e| match e {
+            Error::InvalidModule { reason } => Error::Graph {
+                reason,
+                location: Some(loc),
+            },
+            e => e,
+        })?;
+        Ok(Computation {
+            ir: Some(Arc::new(module)),
+            proto: Arc::new(OnceLock::new()),
+        })
+    }
+
+    // ---------------------------------------------------------------------------
+    // Internals shared by the op families in `crate::ops`.
+
+    /// An op handle for value `v` of computation `comp`.
+    pub(crate) fn op(&self, comp: CompId, v: Value) -> Op {
+        Op {
+            g: self.g.clone(),
+            comp,
+            v,
+        }
+    }
+
+    /// Records `e` (with `loc`) and returns a failed op that carries it.
+    pub(crate) fn fail(&self, mut e: ShapeError, loc: &'static Location<'static>) -> Op {
+        e.location = Some(self.g.borrow().origin.unwrap_or(loc));
+        self.fail_with(Error::Shape(e))
+    }
+
+    pub(crate) fn fail_graph(&self, reason: String, loc: &'static Location<'static>) -> Op {
+        self.fail_with(Error::Graph {
+            reason,
+            location: Some(loc),
+        })
+    }
+
+    /// `op` if it failed, else a new failure: `name` needs an array, `op` is not one.
+    pub(crate) fn fail_not_array(
+        &self,
+        op: &Op,
+        name: &'static str,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        match op.shape() {
+            Err(_) => op.clone(),
+            Ok(s) => self.fail(
+                ShapeError::new(
+                    name,
+                    &[&s],
+                    crate::error::ShapeErrorKind::Rank,
+                    "expects an array operand",
+                ),
+                loc,
+            ),
+        }
+    }
+
+    fn fail_with(&self, e: Error) -> Op {
+        let idx = {
+            let mut g = self.g.borrow_mut();
+            g.errors.push(e);
+            g.errors.len() - 1
+        };
+        self.op(POISON, Value::of(idx as u32))
+    }
+
+    /// The computation an op on `operands` goes into: the innermost of this
+    /// builder's and the operands' computations (values of enclosing computations
+    /// are captured). Returns a failed op if an operand is failed or foreign.
+    pub(crate) fn target(
+        &self,
+        operands: &[&Op],
+        what: &str,
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<CompId, Op> {
+        for o in operands {
+            if o.is_poisoned() {
+                return Err((*o).clone());
+            }
+            if !Rc::ptr_eq(&self.g, &o.g) {
+                return Err(self.fail_graph(
+                    format!("`{what}`: an operand belongs to another builder"),
+                    loc,
+                ));
+            }
+        }
+        let comps: Vec<CompId> = operands.iter().map(|o| o.comp).collect();
+        let r = self.g.borrow().innermost(self.comp, &comps);
+        r.map_err(|reason| self.fail_graph(format!("`{what}`: {reason}"), loc))
+    }
+
+    /// Infer-then-push: resolves the operands into the target computation (capturing
+    /// outer values), runs the op's shape rule ([`ir::op::infer`], the same rule the
+    /// verifier runs) and appends the instruction. A failure is recorded (first error
+    /// wins in `build`) and returned as a failed op; failed operands propagate.
+    pub(crate) fn emit(
+        &self,
+        kind: OpKind,
+        operands: &[&Op],
+        target: Option<Shape>,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        // Ops a gradient rule builds carry the line of the op they differentiate.
+        let loc = self.g.borrow().origin.unwrap_or(loc);
+        let name = kind.opcode().name();
+        let comp = match self.target(operands, name, loc) {
+            Ok(c) => c,
+            Err(failed) => return failed,
+        };
+        let result = {
+            let mut g = self.g.borrow_mut();
+            let vals: ir::Operands = operands
+                .iter()
+                .map(|o| g.import(o.comp, o.v, comp))
+                .collect();
+            g.push(comp, kind, vals, target.as_ref(), loc)
+        };
+        match result {
+            Ok(v) => self.op(comp, v),
+            Err(e) => self.fail(e, loc),
+        }
+    }
+
+    /// Builds a body (a reduce combiner, a loop body, …) inside computation
+    /// `parent` from a closure that receives the body's builder and its declared
+    /// parameters and returns its results. Values of enclosing computations the
+    /// closure uses become extra parameters after the declared ones. Returns the
+    /// body and its results, which the caller turns into the root; `Err` is a failed
+    /// op carrying the recorded error.
+    pub(crate) fn body(
+        &self,
+        parent: CompId,
+        name: &str,
+        params: &[Shape],
+        loc: &'static Location<'static>,
+        f: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+    ) -> std::result::Result<(CompId, Vec<Value>), Op> {
+        let comp = self.g.borrow_mut().add_comp(name, Some(parent));
+        let sub = Builder {
+            g: self.g.clone(),
+            comp,
+        };
+        let args: Vec<Op> = params
+            .iter()
+            .enumerate()
+            .map(|(i, s)| sub.parameter_at(i, s.clone(), &format!("p{i}"), loc))
+            .collect();
+        let outs = f(&sub, &args);
+        let mut roots = Vec::with_capacity(outs.len());
+        for o in &outs {
+            if o.is_poisoned() {
+                return Err(o.clone());
+            }
+            if !Rc::ptr_eq(&self.g, &o.g) {
+                return Err(self.fail_graph(
+                    format!("the body of `{name}` returned an op of another builder"),
+                    loc,
+                ));
+            }
+            let r = self.g.borrow().innermost(comp, &[o.comp]);
+            match r {
+                Ok(c) if c == comp => {}
+                _ => {
+                    return Err(self.fail_graph(
+                        format!("the body of `{name}` returned a value of a computation it is not inside"),
+                        loc,
+                    ));
+                }
+            }
+            roots.push(self.g.borrow_mut().import(o.comp, o.v, comp));
+        }
+        Ok((comp, roots))
+    }
+}
+
+/// The test-only escape hatch. These methods exist only so that tests can compare
+/// the crate's shape rules with XLA's own (`tests/rules_vs_xla.rs`): they emit an
+/// instruction exactly as given, even one its shape rule rejects, and finish a
+/// module without the verifier, so that XLA can be asked about the program our rule
+/// refuses. They are hidden from the docs and not part of the API: a module built
+/// with them may be refused by XLA, and on some such modules XLA aborts the process.
+impl Builder {
+    /// Emits `kind` on `operands` exactly as given (none of the typed methods'
+    /// help: no broadcasting, no negative axes) and returns its results (one op, or
+    /// one per result of a multi-result op). The op's shape rule runs as usual; when
+    /// it accepts, this is an ordinary instruction and the error is `None`. When it
+    /// rejects, the instruction is emitted anyway, declared `stand_in` (a tuple of
+    /// the results for a multi-result op), and the rule's error is returned. `target`
+    /// is the result shape that ops with attributes in it read (parameter, reshape,
+    /// broadcast, convert, iota, bitcast-convert, rng-bit-generator's bits).
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn emit_unchecked(
+        &self,
+        kind: OpKind,
+        operands: &[&Op],
+        target: Option<Shape>,
+        stand_in: Shape,
+    ) -> (Vec<Op>, Option<ShapeError>) {
+        let loc = Location::caller();
+        let comp = match self.target(operands, kind.opcode().name(), loc) {
+            Ok(c) => c,
+            Err(failed) => return (vec![failed], None),
+        };
+        let multi = kind.multi_result(operands.len());
+        let (v, n, rejected) = {
+            let mut g = self.g.borrow_mut();
+            let vals: ir::Operands = operands
+                .iter()
+                .map(|o| g.import(o.comp, o.v, comp))
+                .collect();
+            let (v, rejected) = g.push_unchecked(comp, kind, vals, target.as_ref(), stand_in, loc);
+            let shape = g.shapes.get(g.comp(comp).instrs[v.instr as usize].shape);
+            let n = match shape {
+                Shape::Tuple(e) if multi => e.len(),
+                _ => 1,
+            };
+            (v, n, rejected)
+        };
+        (self.results(self.op(comp, v), n, multi), rejected)
+    }
+
+    /// A body computation for the `OpKind` given to
+    /// [`emit_unchecked`](Self::emit_unchecked): parameters of `params`, built by `f`
+    /// (given the body's builder and parameters) with ordinary, checked ops; its
+    /// result is `f`'s values (a tuple of them if several). It may not use values
+    /// from outside it.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn body_unchecked(
+        &self,
+        params: &[Shape],
+        f: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+    ) -> Result<CompId> {
+        let loc = Location::caller();
+        let (comp, roots) = self
+            .body(self.comp, "body", params, loc, f)
+            .map_err(|failed| failed.shape().expect_err("a failed op"))?;
+        if !self.g.borrow().comp(comp).captures.is_empty() {
+            return Err(Error::Graph {
+                reason: "a body for emit_unchecked uses a value from outside it".into(),
+                location: Some(loc),
+            });
+        }
+        self.finish_body(comp, &roots, loc)
+            .map_err(|failed| failed.shape().expect_err("a failed op"))?;
+        Ok(comp)
+    }
+
+    /// Finishes the module like [`build`](Self::build) but without the verifier,
+    /// so that instructions from [`emit_unchecked`](Self::emit_unchecked) that their
+    /// rules reject stay as emitted. Compiling the result hands it to XLA as is.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn build_unverified(&self, root: &Op) -> Result<Computation> {
+        self.finish_module(root, false, Location::caller())
+    }
+}
+
+/// A module's result may be an array or a tuple of arrays: every PJRT plugin
+/// refuses to compile a tuple containing a tuple as the result (its outputs are
+/// one flat list of buffers). Refused here with the advice to flatten.
+fn check_result(s: &Shape, loc: &'static Location<'static>) -> Result<()> {
+    if let Shape::Tuple(elems) = s {
+        if let Some(i) = elems.iter().position(Shape::is_tuple) {
+            return Err(Error::Graph {
+                reason: format!(
+                    "the result {s} is a nested tuple (element {i} is a tuple), which PJRT \
+                     plugins refuse: return its arrays in one flat tuple (get_tuple_element \
+                     then build_tuple)"
+                ),
+                location: Some(loc),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Closure conversion for bodies whose signature XLA fixes (reduce, reduce-window,
+/// sort, scatter, map): a captured scalar travels as one more operand whose every
+/// element is the value (broadcast), so the body receives it as one more parameter
+/// (or pair of parameters) and passes it on unchanged.
+impl Builder {
+    /// The values body `comp` captured from `target`, in order; each must be a
+    /// scalar (else a failed op naming `op`).
+    pub(crate) fn scalar_captures(
+        &self,
+        comp: CompId,
+        target: CompId,
+        op: &'static str,
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<Vec<Value>, Op> {
+        let captures: Vec<Value> = self
+            .g
+            .borrow()
+            .comp(comp)
+            .captures
+            .keys()
+            .copied()
+            .collect();
+        for c in &captures {
+            let s = self.g.borrow().value_shape(target, *c).clone();
+            if !(s.is_array() && s.rank() == 0) {
+                return Err(self.fail(
+                    ShapeError::new(
+                        op,
+                        &[&s],
+                        crate::error::ShapeErrorKind::Body,
+                        format!("a body of `{op}` can use outside values that are scalars; it uses a {s}"),
+                    ),
+                    loc,
+                ));
+            }
+        }
+        Ok(captures)
+    }
+
+    /// For a body with `declared` parameters followed by capture parameters: adds a
+    /// partner parameter for each capture (the other half of an accumulator/element
+    /// or lhs/rhs pair). Returns the declared, capture and partner parameters'
+    /// instructions; number them with [`order_params`](Self::order_params).
+    pub(crate) fn pair_captures(
+        &self,
+        comp: CompId,
+        declared: usize,
+    ) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let mut g = self.g.borrow_mut();
+        let c = g.comp_mut(comp);
+        let params: Vec<u32> = c.params.iter().map(|p| p.expect("declared")).collect();
+        let (decl, caps) = params.split_at(declared);
+        let partners = caps
+            .iter()
+            .map(|p| {
+                let copy = c.instrs[*p as usize].clone();
+                c.instrs.push(copy);
+                c.instrs.len() as u32 - 1
+            })
+            .collect();
+        (decl.to_vec(), caps.to_vec(), partners)
+    }
+
+    /// The accumulator/element layout of reduce-like bodies (reduce, reduce-window,
+    /// scatter): a body declared with `n` accumulators then `n` elements, followed
+    /// by capture parameters, gets a partner accumulator per capture; parameters
+    /// become (accumulators, capture accumulators, elements, captures), and each
+    /// capture is passed on as one more result in `roots`.
+    pub(crate) fn captures_as_inputs(&self, comp: CompId, n: usize, roots: &mut Vec<Value>) {
+        let (decl, caps, partners) = self.pair_captures(comp, 2 * n);
+        if caps.is_empty() {
+            return;
+        }
+        roots.extend(caps.iter().map(|c| Value::of(*c)));
+        self.order_params(comp, [&decl[..n], &partners, &decl[n..], &caps].concat());
+    }
+
+    /// Makes `order` (parameter instructions of `comp`) its parameters 0, 1, 2, ….
+    pub(crate) fn order_params(&self, comp: CompId, order: Vec<u32>) {
+        let mut g = self.g.borrow_mut();
+        let c = g.comp_mut(comp);
+        for (number, i) in order.iter().enumerate() {
+            if let OpKind::Parameter { number: n, .. } = &mut c.instrs[*i as usize].kind {
+                *n = number as u32;
+            }
+        }
+        c.params = order.into_iter().map(Some).collect();
+    }
+
+    /// Finishes body `comp` with `roots` as its result (a tuple of them if several).
+    pub(crate) fn finish_body(
+        &self,
+        comp: CompId,
+        roots: &[Value],
+        loc: &'static Location<'static>,
+    ) -> std::result::Result<(), Op> {
+        let root = if let [r] = roots {
+            *r
+        } else {
+            let pushed = self.g.borrow_mut().push(
+                comp,
+                OpKind::Tuple,
+                roots.iter().copied().collect(),
+                None,
+                loc,
+            );
+            pushed.map_err(|e| self.fail(e, loc))?
+        };
+        self.g.borrow_mut().comp_mut(comp).root = Some(root);
+        Ok(())
+    }
+
+    /// The results of instruction `r` (a multi-result one when `n_results > 1` or
+    /// it has extra results), or `r` itself repeated on failure.
+    pub(crate) fn results(&self, r: Op, n: usize, multi: bool) -> Vec<Op> {
+        if r.is_poisoned() || !multi {
+            return vec![r; n.max(1)];
+        }
+        (0..n)
+            .map(|i| {
+                self.op(
+                    r.comp,
+                    Value {
+                        instr: r.v.instr,
+                        result: i as u32,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl Op {
+    /// The builder this op belongs to.
+    pub fn builder(&self) -> Builder {
+        Builder {
+            g: self.g.clone(),
+            comp: if self.is_poisoned() {
+                CompId(0)
+            } else {
+                self.comp
+            },
+        }
+    }
+
+    /// The op's shape, or the error that made it fail.
+    pub fn shape(&self) -> Result<Shape> {
+        let g = self.g.borrow();
+        if self.is_poisoned() {
+            return Err(g.errors[self.v.instr as usize].clone());
+        }
+        Ok(g.value_shape(self.comp, self.v).clone())
+    }
+
+    /// Dimension sizes (an error for a failed op or a tuple).
+    pub fn dims(&self) -> Result<Vec<i64>> {
+        match self.shape()? {
+            Shape::Array { dims, .. } => Ok(dims.to_vec()),
+            s => Err(self.not_array(&s)),
+        }
+    }
+
+    /// Rank (an error for a failed op or a tuple).
+    pub fn rank(&self) -> Result<usize> {
+        self.dims().map(|d| d.len())
+    }
+
+    /// Element type (an error for a failed op or a tuple).
+    pub fn element_type(&self) -> Result<ElementType> {
+        match self.shape()? {
+            Shape::Array { ty, .. } => Ok(ty),
+            s => Err(self.not_array(&s)),
+        }
+    }
+
+    fn not_array(&self, s: &Shape) -> Error {
+        Error::Graph {
+            reason: format!("the value is a {s}, not an array"),
+            location: None,
+        }
+    }
+
+    /// True if building this op failed (the error is reported by `build`).
+    pub fn is_poisoned(&self) -> bool {
+        self.comp == POISON
+    }
+}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.shape() {
+            Ok(s) => write!(f, "Op(#{}.{} {s})", self.v.instr, self.v.result),
+            Err(_) => f.write_str("Op(failed)"),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The core's error type: one enum, a variant per kind of failure of building,
+//! checking or running a program, each carrying the data a user needs to act on
+//! it. It wraps the runtime's error ([`RuntimeError`]) and names nothing above the
+//! core; the `nn` and `rl` crates' errors wrap it in turn.
+
+use std::fmt;
+use std::panic::Location;
+
+/// The runtime's error (`xlaclient_pjrt::Error`), wrapped as [`Error::Runtime`].
+pub use xlaclient_pjrt::error::Error as RuntimeError;
+pub use xlaclient_pjrt::error::PjrtErrorCode;
+use xlaclient_pjrt::install::InstallError;
+
+use crate::shape::Shape;
+
+/// Result alias used throughout the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which kind of rule a [`ShapeError`] broke, so that code (and tests) can tell
+/// errors apart without matching their text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShapeErrorKind {
+    /// An element type is not accepted, or two operands' element types differ.
+    ElementType,
+    /// An operand has the wrong rank (or is a tuple where an array is needed).
+    Rank,
+    /// An axis is out of range or given twice.
+    Axis,
+    /// Dimension sizes do not agree (including element counts and broadcasting).
+    Dimension,
+    /// An attribute is malformed (dimension numbers, permutations, literal values).
+    Attribute,
+    /// A body (a reduce combiner, a loop body) has the wrong signature.
+    Body,
+    /// The number of operands is wrong.
+    Arity,
+}
+
+impl ShapeErrorKind {
+    /// A short name for the kind, as `Display` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShapeErrorKind::ElementType => "element type",
+            ShapeErrorKind::Rank => "rank",
+            ShapeErrorKind::Axis => "axis",
+            ShapeErrorKind::Dimension => "dimension",
+            ShapeErrorKind::Attribute => "attribute",
+            ShapeErrorKind::Body => "body",
+            ShapeErrorKind::Arity => "arity",
+        }
+    }
+}
+
+/// A shape or dtype rule violated while building a graph: names the op, the operand
+/// shapes, the kind of rule and the caller's source line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShapeError {
+    /// The operation being built (XLA's name, e.g. `"dot_general"`).
+    pub op: &'static str,
+    /// The operand shapes the op was given.
+    pub operands: Vec<Shape>,
+    /// Which kind of rule was broken.
+    pub kind: ShapeErrorKind,
+    /// What rule was broken, in words.
+    pub reason: String,
+    /// Where in the user's code the op was built.
+    pub location: Option<&'static Location<'static>>,
+}
+
+impl ShapeError {
+    /// A rule violation of `kind` for `op` on `operands` (no location yet).
+    pub fn new(
+        op: &'static str,
+        operands: &[&Shape],
+        kind: ShapeErrorKind,
+        reason: impl Into<String>,
+    ) -> Self {
+        ShapeError {
+            op,
+            operands: operands.iter().map(|s| (*s).clone()).collect(),
+            kind,
+            reason: reason.into(),
+            location: None,
+        }
+    }
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`", self.op)?;
+        if !self.operands.is_empty() {
+            f.write_str(" on (")?;
+            for (i, s) in self.operands.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{s}")?;
+            }
+            f.write_str(")")?;
+        }
+        if let Some(loc) = self.location {
+            write!(f, " at {}:{}:{}", loc.file(), loc.line(), loc.column())?;
+        }
+        write!(f, ": {} ({} rule)", self.reason, self.kind.name())
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// Everything that can go wrong while building, checking, compiling or running a
+/// program: the core's own failures, and the runtime's ([`Error::Runtime`]).
+///
+/// `Clone`, so that a stored error (a failed op's, a finished event's) can be handed
+/// out again.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An op was given operands of the wrong shape or type.
+    #[error("shape error in {0}")]
+    Shape(#[from] ShapeError),
+    /// A graph was used wrongly (an op from another builder, a parameter number given
+    /// twice, a module that is not well formed, …).
+    #[error("graph error{}: {reason}", at(location))]
+    Graph {
+        /// What is wrong.
+        reason: String,
+        /// Where in the user's code, when known.
+        location: Option<&'static Location<'static>>,
+    },
+    /// The runtime failed: loading the plugin, moving data, compiling or running
+    /// (see [`RuntimeError`] for the kinds).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Host data does not fit the program it is meant for.
+    #[error("host data mismatch: {reason}")]
+    HostData {
+        /// What does not fit.
+        reason: String,
+    },
+    /// A tree of values does not match the structure it is used with (a jitted
+    /// function called with another structure, leaves of the wrong count).
+    #[error(transparent)]
+    Tree(#[from] crate::tree::TreeError),
+    /// Bytes given as a serialized `HloModuleProto` do not decode or do not form a
+    /// well-formed module.
+    #[error("invalid HLO module: {reason}")]
+    InvalidModule {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// ` at file:line:col` for a known location, else nothing.
+fn at(location: &Option<&'static Location<'static>>) -> String {
+    match location {
+        Some(l) => format!(" at {}:{}:{}", l.file(), l.line(), l.column()),
+        None => String::new(),
+    }
+}
+
+impl Error {
+    /// The location in the user's code the error points at, for shape and graph errors.
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            Error::Shape(e) => e.location,
+            Error::Graph { location, .. } => *location,
+            _ => None,
+        }
+    }
+}
+
+impl From<InstallError> for Error {
+    fn from(e: InstallError) -> Self {
+        Error::Runtime(RuntimeError::Install(e))
+    }
+}

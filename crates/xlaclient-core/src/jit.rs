@@ -1,0 +1,255 @@
+//! Rust functions on trees of arrays, compiled: [`ClientExt::jit`] traces a function
+//! from a spec of shapes (any [`Tree`] of [`Shape`]s, e.g. a derived `State<Shape>`)
+//! to a compiled program called with the same tree of [`Buffer`]s, as JAX's `jit`.
+//! [`ClientExt::jit_donating`] also lets each output reuse the buffer of an input of the
+//! same shape, so that a training step updates its state in place.
+//!
+//! The methods are on [`Client`] (the runtime's type) through the extension trait
+//! [`ClientExt`]: `use xlaclient_core::ClientExt;`.
+
+use crate::builder::{Builder, Computation, Op};
+use crate::error::{Error, Result};
+use crate::pjrt::{Arg, Buffer, Client, CompileOptions, LoadedExecutable};
+use crate::shape::Shape;
+use crate::tree::Tree;
+
+/// A compiled function from trees of buffers shaped like `I` to trees shaped like
+/// `O` (both trees of [`Shape`]s: the input spec and the traced output's shapes).
+///
+/// ```no_run
+/// use xlaclient_core::{Client, ClientExt, Op, Shape, Tree};
+///
+/// #[derive(Tree)]
+/// struct State<T> {
+///     w: T,
+///     step: T,
+/// }
+///
+/// let client = Client::cpu()?;
+/// let spec = State { w: Shape::of::<f32>(&[3]), step: Shape::of::<f32>(&[]) };
+/// let update = client.jit_donating("update", &spec, |_, s: State<Op>| State {
+///     w: &s.w * 0.5,
+///     step: &s.step + 1.0,
+/// })?;
+/// let state = State {
+///     w: client.buffer_from_host(&[2.0f32, 4.0, 6.0], &[3])?,
+///     step: client.scalar(0.0f32)?,
+/// };
+/// let state = update.call_donated(state)?; // the old buffers are given up
+/// assert_eq!(state.w.to_vec::<f32>()?, vec![1.0, 2.0, 3.0]);
+/// # Ok::<(), xlaclient_core::Error>(())
+/// ```
+pub struct Jit<I, O> {
+    exe: LoadedExecutable,
+    module: Computation,
+    input: I,
+    output: O,
+    /// Per input leaf: whether an output may reuse its buffer.
+    aliased: Vec<bool>,
+}
+
+/// What the core adds to the runtime's [`Client`] (the runtime crate knows nothing
+/// of builders, trees or the verifier): `jit`, `jit_donating` and compiling checked
+/// HLO bytes. `use xlaclient_core::ClientExt;` brings them into scope.
+pub trait ClientExt {
+    /// Compiles a serialized `HloModuleProto` (e.g. from JAX's
+    /// `as_serialized_hlo_module_proto()`), decoded and checked first
+    /// ([`Computation::from_hlo_bytes`]): garbage is
+    /// [`Error::InvalidModule`](crate::Error::InvalidModule), never a crash.
+    fn compile_hlo_bytes(&self, bytes: &[u8], options: &CompileOptions)
+    -> Result<LoadedExecutable>;
+
+    /// Traces `f` on parameters shaped like `spec` (one parameter per leaf, in the
+    /// tree's order), compiles the program whose outputs are the leaves of the tree
+    /// `f` returns, and returns it ready to call with trees of buffers.
+    fn jit<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>;
+
+    /// As [`jit`](ClientExt::jit), and each input leaf may give its buffer to an output
+    /// leaf of the same shape (the first such output not yet taken, in order):
+    /// [`Jit::call_donated`] then updates those inputs in place.
+    fn jit_donating<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>;
+}
+
+impl ClientExt for Client {
+    fn compile_hlo_bytes(
+        &self,
+        bytes: &[u8],
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
+        let module = Computation::from_hlo_bytes(bytes)?;
+        Ok(self.compile_with(&module, options)?)
+    }
+
+    fn jit<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+    {
+        trace(self, name, spec, false, f)
+    }
+
+    fn jit_donating<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+    {
+        trace(self, name, spec, true, f)
+    }
+}
+
+fn trace<I, R>(
+    client: &Client,
+    name: &str,
+    spec: &I,
+    donate: bool,
+    f: impl FnOnce(&Builder, I::With<Op>) -> R,
+) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+where
+    I: Tree<Shape>,
+    R: Tree<Op>,
+{
+    let b = Builder::new(name);
+    let mut n = 0;
+    let params = spec.map_ref(|s| {
+        n += 1;
+        b.parameter(n - 1, s.clone(), &format!("arg{}", n - 1))
+    });
+    let out = f(&b, params);
+    let output: R::With<Shape> = out.try_map_ref(&mut |op: &Op| op.shape())?;
+    let outs = out.leaves();
+    let in_shapes = spec.leaves();
+    let out_shapes = output.leaves();
+    let mut aliases = Vec::new();
+    let mut aliased = vec![false; in_shapes.len()];
+    if donate {
+        let mut taken = vec![false; out_shapes.len()];
+        for (i, s) in in_shapes.iter().enumerate() {
+            if let Some(o) = (0..out_shapes.len()).find(|o| !taken[*o] && out_shapes[*o] == *s) {
+                taken[o] = true;
+                aliased[i] = true;
+                aliases.push((o, i));
+            }
+        }
+    }
+    let module = b.build_aliased(&outs, &aliases)?;
+    let exe = client.compile(&module)?;
+    Ok(Jit {
+        exe,
+        module,
+        input: spec.map_ref(Shape::clone),
+        output,
+        aliased,
+    })
+}
+
+impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
+    /// The traced module (e.g. to print as HLO text).
+    pub fn computation(&self) -> &Computation {
+        &self.module
+    }
+
+    /// The compiled executable.
+    pub fn executable(&self) -> &LoadedExecutable {
+        &self.exe
+    }
+
+    /// The input spec.
+    pub fn input_spec(&self) -> &I {
+        &self.input
+    }
+
+    /// The shapes of the outputs, in the tree `f` returned.
+    pub fn output_spec(&self) -> &O {
+        &self.output
+    }
+
+    /// For each input leaf (in the tree's order), whether an output may take over
+    /// its buffer when it is donated.
+    pub fn aliased_inputs(&self) -> &[bool] {
+        &self.aliased
+    }
+
+    /// Checks that `args` has the spec's structure and each buffer its leaf's shape.
+    fn check_args<'a>(&self, args: &'a I::With<Buffer>) -> Result<Vec<&'a Buffer>> {
+        if !self.input.same_structure(args) {
+            return Err(Error::HostData {
+                reason: format!(
+                    "`{}` is called with a tree of another structure than its spec",
+                    self.exe.name()
+                ),
+            });
+        }
+        let bufs: Vec<&'a Buffer> = args.leaves();
+        for (i, (b, s)) in bufs.iter().zip(self.input.leaves()).enumerate() {
+            let got = b.shape()?;
+            if &got != s {
+                return Err(Error::HostData {
+                    reason: format!(
+                        "`{}` argument {i} is a {got} buffer, the spec says {s}",
+                        self.exe.name()
+                    ),
+                });
+            }
+        }
+        Ok(bufs)
+    }
+
+    fn outputs(&self, outs: Vec<Buffer>) -> Result<O::With<Buffer>> {
+        Ok(self.output.rebuild(outs)?)
+    }
+
+    /// Runs the program on `args` (kept: never donated; an aliased output then gets
+    /// a copy) and returns the outputs in the traced tree's structure.
+    pub fn call(&self, args: &I::With<Buffer>) -> Result<O::With<Buffer>> {
+        let bufs = self.check_args(args)?;
+        let outs = self.exe.execute(&bufs)?;
+        self.outputs(outs)
+    }
+
+    /// Runs the program, donating every aliased input (see
+    /// [`aliased_inputs`](Self::aliased_inputs)): its output is written into the
+    /// input's memory, and the input's handle is deleted afterwards (reading it is
+    /// [`Error::BufferDeleted`]). Other inputs are kept.
+    pub fn call_donating(&self, args: &I::With<Buffer>) -> Result<O::With<Buffer>> {
+        let bufs = self.check_args(args)?;
+        let args: Vec<Arg<'_>> = bufs
+            .iter()
+            .zip(&self.aliased)
+            .map(|(b, a)| if *a { Arg::Donate(b) } else { Arg::Keep(b) })
+            .collect();
+        let outs = self.exe.execute_with(&args)?;
+        self.outputs(outs)
+    }
+
+    /// As [`call_donating`](Self::call_donating), taking the inputs: the usual way
+    /// to run a training step whose state is updated in place.
+    pub fn call_donated(&self, args: I::With<Buffer>) -> Result<O::With<Buffer>> {
+        self.call_donating(&args)
+    }
+}

@@ -1,0 +1,1507 @@
+//! Structured control flow over trees of values: `while_loop`, `fori_loop` (static
+//! trip count), `cond` and `switch` (XLA's conditional). Bodies are Rust closures
+//! that may use any value of an enclosing computation: those values travel in the
+//! loop's carry (or as branch operands), added by the builder.
+
+use std::collections::HashMap;
+use std::panic::Location;
+
+use indexmap::IndexSet;
+
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{CompId, OpKind, Operands, Value};
+use crate::shape::{ElementType, Shape};
+use crate::tree::Tree;
+
+/// While rule: one tuple operand (the carry); the condition maps it to `pred[]`, the
+/// body maps it to itself. The result is the final carry.
+pub fn infer_while(
+    operand: &Shape,
+    cond: Option<&(Vec<Shape>, Shape)>,
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "while";
+    if !operand.is_tuple() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Rank,
+            "the carry must be a tuple",
+        ));
+    }
+    let one = std::slice::from_ref(operand);
+    match cond {
+        Some((p, r)) if p.as_slice() == one && *r == Shape::scalar(ElementType::Pred) => {}
+        _ => {
+            return Err(ShapeError::new(
+                OP,
+                &[operand],
+                ShapeErrorKind::Body,
+                format!("the condition must map {operand} to pred[]"),
+            ));
+        }
+    }
+    match body {
+        Some((p, r)) if p.as_slice() == one && r == operand => Ok(operand.clone()),
+        Some((_, r)) => Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Body,
+            format!("the body must map the carry {operand} to itself, it gives {r}"),
+        )),
+        None => Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Body,
+            "the body is not finished",
+        )),
+    }
+}
+
+/// Conditional rule: an index (`s32[]`; out of range means the last branch) or a
+/// predicate (`pred[]`, with two branches: true first), then one operand per branch;
+/// branch `i` maps operand `i` to the common result shape.
+pub fn infer_conditional(
+    operands: &[&Shape],
+    branches: &[Option<(Vec<Shape>, Shape)>],
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "conditional";
+    let Some((sel, args)) = operands.split_first() else {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs a selector",
+        ));
+    };
+    if branches.is_empty() || args.len() != branches.len() {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            format!(
+                "{} branches for {} branch operands",
+                branches.len(),
+                args.len()
+            ),
+        ));
+    }
+    let pred = Shape::scalar(ElementType::Pred);
+    if !(**sel == Shape::scalar(ElementType::S32) || (**sel == pred && branches.len() == 2)) {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::ElementType,
+            format!("the selector must be s32[] (or pred[] with two branches), got {sel}"),
+        ));
+    }
+    let mut result: Option<&Shape> = None;
+    for (i, (b, a)) in branches.iter().zip(args).enumerate() {
+        let Some((p, r)) = b else {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("branch {i} is not finished"),
+            ));
+        };
+        if p.len() != 1 || &p[0] != *a {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("branch {i} must take its operand {a}"),
+            ));
+        }
+        if let Some(first) = result {
+            if r != first {
+                return Err(ShapeError::new(
+                    OP,
+                    operands,
+                    ShapeErrorKind::Body,
+                    format!("branch {i} gives {r}, branch 0 gives {first}"),
+                ));
+            }
+        }
+        result = Some(r);
+    }
+    Ok(result.expect("at least one branch").clone())
+}
+
+/// A body built with one tuple parameter whose elements the closure sees as its
+/// values; captured outside values are collected for the caller to thread in.
+struct TupleBody {
+    comp: CompId,
+    /// The tuple parameter's instruction.
+    param: u32,
+    roots: Vec<Value>,
+}
+
+/// The options of [`Builder::scan_with`], as `lax.scan` takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// The number of steps when `xs` has no leaves (else it must equal their
+    /// leading axis).
+    pub length: Option<i64>,
+    /// Walk the slices from the last (the stacked ys keep the slices' order).
+    pub reverse: bool,
+    /// Steps per iteration of the compiled loop (1: no unrolling; at least the
+    /// length: no loop at all).
+    pub unroll: usize,
+    /// For the gradient: recompute each step's body in the backward pass from the
+    /// stored carry instead of storing every value the body computes (less
+    /// memory: one carry per step; more time: the body runs once more).
+    pub checkpoint: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            length: None,
+            reverse: false,
+            unroll: 1,
+            checkpoint: false,
+        }
+    }
+}
+
+impl ScanOptions {
+    /// No `length`, forwards, no unrolling.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `length`.
+    pub fn length(mut self, n: i64) -> Self {
+        self.length = Some(n);
+        self
+    }
+
+    /// Sets `reverse`.
+    pub fn reverse(mut self, on: bool) -> Self {
+        self.reverse = on;
+        self
+    }
+
+    /// Sets `unroll` (0 counts as 1).
+    pub fn unroll(mut self, k: usize) -> Self {
+        self.unroll = k;
+        self
+    }
+
+    /// Sets `checkpoint`.
+    pub fn checkpoint(mut self, on: bool) -> Self {
+        self.checkpoint = on;
+        self
+    }
+}
+
+impl Builder {
+    /// Builds a body of `target` taking one tuple of `shapes`; `f` gets the elements.
+    fn tuple_body(
+        &self,
+        target: CompId,
+        name: &str,
+        shapes: &[Shape],
+        loc: &'static Location<'static>,
+        f: impl FnOnce(Vec<Op>) -> Vec<Op>,
+    ) -> Result<TupleBody, Op> {
+        let tuple = Shape::Tuple(shapes.to_vec());
+        let (comp, roots) = self.body(target, name, &[tuple], loc, |sb, p| {
+            let elems = (0..shapes.len())
+                .map(|i| {
+                    sb.emit(
+                        OpKind::GetTupleElement { index: i as u32 },
+                        &[&p[0]],
+                        None,
+                        loc,
+                    )
+                })
+                .collect();
+            f(elems)
+        })?;
+        let param = self.g.borrow().comp(comp).params[0].expect("declared");
+        Ok(TupleBody { comp, param, roots })
+    }
+
+    /// Turns body `b`'s captured values (values of `target`) into elements of its
+    /// tuple parameter after the `carry`'s, which become the carry's shapes then
+    /// every value of `union` in order. Returns the element value of each of `union`
+    /// in the body.
+    fn thread_captures(
+        &self,
+        b: &TupleBody,
+        target: CompId,
+        carry: &[Shape],
+        union: &IndexSet<Value>,
+        loc: &'static Location<'static>,
+    ) -> Vec<Value> {
+        let n = carry.len();
+        let mut g = self.g.borrow_mut();
+        let shapes: Vec<Shape> = carry
+            .iter()
+            .cloned()
+            .chain(union.iter().map(|v| g.value_shape(target, *v).clone()))
+            .collect();
+        let tuple = g.shapes.intern(Shape::Tuple(shapes.to_vec()));
+        let captured: Vec<(Value, u32)> = g
+            .comp(b.comp)
+            .captures
+            .iter()
+            .map(|(v, i)| (*v, *i))
+            .collect();
+        let c = g.comp_mut(b.comp);
+        c.instrs[b.param as usize].shape = tuple;
+        let mut elems = vec![None; union.len()];
+        for (pv, instr) in captured {
+            let j = union.get_index_of(&pv).expect("in the union");
+            let ins = &mut c.instrs[instr as usize];
+            ins.kind = OpKind::GetTupleElement {
+                index: (n + j) as u32,
+            };
+            ins.operands = Operands::from_slice(&[Value::of(b.param)]);
+            elems[j] = Some(Value::of(instr));
+        }
+        c.params = vec![Some(b.param)];
+        c.captures.clear();
+        elems
+            .into_iter()
+            .enumerate()
+            .map(|(j, e)| {
+                e.unwrap_or_else(|| {
+                    let shape = g.shapes.intern(shapes[n + j].clone());
+                    let c = g.comp_mut(b.comp);
+                    c.instrs.push(crate::ir::Instr {
+                        kind: OpKind::GetTupleElement {
+                            index: (n + j) as u32,
+                        },
+                        operands: Operands::from_slice(&[Value::of(b.param)]),
+                        shape,
+                        loc,
+                    });
+                    Value::of(c.instrs.len() as u32 - 1)
+                })
+            })
+            .collect()
+    }
+
+    /// Finishes `comp` with a tuple of `roots` as its result (even of one value).
+    fn finish_tuple_body(
+        &self,
+        comp: CompId,
+        roots: &[Value],
+        loc: &'static Location<'static>,
+    ) -> Result<(), Op> {
+        let pushed = self.g.borrow_mut().push(
+            comp,
+            OpKind::Tuple,
+            roots.iter().copied().collect(),
+            None,
+            loc,
+        );
+        let root = pushed.map_err(|e| self.fail(e, loc))?;
+        self.g.borrow_mut().comp_mut(comp).root = Some(root);
+        Ok(())
+    }
+
+    /// Checks that `outs` have the carry's `shapes`: which carry, expected vs got.
+    fn check_carry(
+        &self,
+        what: &'static str,
+        shapes: &[Shape],
+        outs: &[Value],
+        comp: CompId,
+        loc: &'static Location<'static>,
+    ) -> Result<(), Op> {
+        if outs.len() != shapes.len() {
+            return Err(self.fail(
+                ShapeError::new(
+                    what,
+                    &[],
+                    ShapeErrorKind::Body,
+                    format!(
+                        "the body returns {} values for a carry of {}",
+                        outs.len(),
+                        shapes.len()
+                    ),
+                ),
+                loc,
+            ));
+        }
+        for (i, (v, s)) in outs.iter().zip(shapes).enumerate() {
+            let got = self.g.borrow().value_shape(comp, *v).clone();
+            if &got != s {
+                return Err(self.fail(
+                    ShapeError::new(
+                        what,
+                        &[s, &got],
+                        ShapeErrorKind::Body,
+                        format!("carry {i} enters as {s} but the body returns {got}"),
+                    ),
+                    loc,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A loop: while `cond(&carry)` (a `pred[]` scalar) holds, `carry = body(carry)`.
+    /// The carry is any tree of arrays (a derived struct, a tuple, a `Vec`); each
+    /// leaf keeps its shape and type. Both closures may use outside values.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Comparison, Shape};
+    /// // Doubles x until it exceeds a limit, counting the steps.
+    /// let b = Builder::new("loop");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
+    /// let limit = b.parameter(1, Shape::of::<f32>(&[]), "limit");
+    /// let (y, n) = b.while_loop(
+    ///     (x, b.constant(0i32)),
+    ///     |(v, _)| v.compare(&limit, Comparison::Le),
+    ///     |(v, k)| (v * 2.0, k + 1),
+    /// );
+    /// assert_eq!(n.dims()?, Vec::<i64>::new());
+    /// # let _ = y;
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn while_loop<T>(
+        &self,
+        init: T,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        self.while_at(init, cond, body, Location::caller())
+    }
+
+    pub(crate) fn while_at<T>(
+        &self,
+        init: T,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+        loc: &'static Location<'static>,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
+        let refs: Vec<&Op> = leaves.iter().collect();
+        let target = match self.target(&refs, "while", loc) {
+            Ok(t) => t,
+            Err(f) => return init.map_ref(|_| f.clone()),
+        };
+        let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
+        let n = shapes.len();
+        let rebuild = |elems: Vec<Op>| init.rebuild(elems).expect("one element per leaf");
+        let c = match self.tuple_body(target, "cond", &shapes, loc, |e| vec![cond(&rebuild(e))]) {
+            Ok(b) => b,
+            Err(f) => return init.map_ref(|_| f.clone()),
+        };
+        let bd = match self.tuple_body(target, "body", &shapes, loc, |e| {
+            body(rebuild(e)).into_leaves()
+        }) {
+            Ok(b) => b,
+            Err(f) => return init.map_ref(|_| f.clone()),
+        };
+        if let Err(f) = self.check_carry("while", &shapes, &bd.roots, bd.comp, loc) {
+            return init.map_ref(|_| f.clone());
+        }
+        // Every value either body captured travels in the carry.
+        let union: IndexSet<Value> = {
+            let g = self.g.borrow();
+            g.comp(c.comp)
+                .captures
+                .keys()
+                .chain(g.comp(bd.comp).captures.keys())
+                .copied()
+                .collect()
+        };
+        self.thread_captures(&c, target, &shapes, &union, loc);
+        let passed = self.thread_captures(&bd, target, &shapes, &union, loc);
+        let roots: Vec<Value> = bd.roots.iter().copied().chain(passed).collect();
+        // The condition returns its predicate; the body, always a tuple (the carry).
+        let done = self
+            .finish_body(c.comp, &c.roots, loc)
+            .and_then(|()| self.finish_tuple_body(bd.comp, &roots, loc));
+        if let Err(f) = done {
+            return init.map_ref(|_| f.clone());
+        }
+        let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
+        let carry: Vec<&Op> = refs.iter().copied().chain(&captured).collect();
+        let tuple = self.tuple(&carry);
+        let r = self.emit(
+            OpKind::While {
+                cond: c.comp,
+                body: bd.comp,
+            },
+            &[&tuple],
+            None,
+            loc,
+        );
+        let outs = self.results(r, n, true);
+        init.rebuild(outs).expect("one result per leaf")
+    }
+
+    /// A loop of a static trip count: `carry = body(i, carry)` for `i` in `lo..hi`
+    /// (an `s32[]` counter). Lowered to a while loop whose counter runs from `lo` to
+    /// `hi`; the trip count `hi - lo` is known when the program is built.
+    #[track_caller]
+    pub fn fori_loop<T>(&self, lo: i32, hi: i32, init: T, body: impl FnOnce(&Op, T) -> T) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let loc = Location::caller();
+        let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(lo.into()), loc);
+        let (i_out, out) = self.while_at(
+            (i0, init),
+            |(i, _)| {
+                i.binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(hi.into()),
+                    false,
+                    loc,
+                )
+                .compare_at(
+                    &i.builder()
+                        .scalar_of(ElementType::S32, crate::Scalar::Int(0), loc),
+                    crate::Comparison::Lt,
+                    loc,
+                )
+            },
+            |(i, carry)| {
+                let next = body(&i, carry);
+                (
+                    i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc),
+                    next,
+                )
+            },
+            loc,
+        );
+        self.record_trip_count(&i_out, (i64::from(hi) - i64::from(lo)).max(0));
+        out
+    }
+
+    /// A while loop that stops after at most `max_steps` iterations: while
+    /// `cond(&carry)` holds and fewer than `max_steps` steps have run, `carry =
+    /// body(carry)`. The bound is what makes it differentiable: the backward pass
+    /// stores up to `max_steps` carries and reverses the steps actually taken
+    /// (`jax.lax.while_loop` has no reverse mode at all). Use it where a loop's
+    /// length depends on the data (an episode that ends early) and a bound is known.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Comparison, Shape};
+    /// let b = Builder::new("bounded");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
+    /// let y = b.while_loop_bounded(
+    ///     x.clone(),
+    ///     100,
+    ///     |v| v.compare(&v.builder().constant(10f32), Comparison::Lt),
+    ///     |v| &v * 1.5,
+    /// );
+    /// let g = b.grad(&y, &x); // 1.5^steps
+    /// assert_eq!(g.dims()?, Vec::<i64>::new());
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn while_loop_bounded<T>(
+        &self,
+        init: T,
+        max_steps: i64,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let loc = Location::caller();
+        let k0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+        let (k, out) = self.while_at(
+            (k0, init),
+            |(k, c)| {
+                let more = k.compare_at(
+                    &k.builder()
+                        .scalar_of(ElementType::S32, crate::Scalar::Int(max_steps), loc),
+                    crate::Comparison::Lt,
+                    loc,
+                );
+                cond(c).bitwise_at(crate::ops::bitwise::BitwiseOp::And, &more, loc)
+            },
+            |(k, c)| {
+                let next = k.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
+                (next, body(c))
+            },
+            loc,
+        );
+        self.record_bound(&k, max_steps.max(0));
+        out
+    }
+
+    /// Notes the bound of a while loop built by [`Builder::while_loop_bounded`].
+    fn record_bound(&self, result: &Op, n: i64) {
+        if !result.is_poisoned() {
+            self.g
+                .borrow_mut()
+                .loop_bounds
+                .insert((result.comp, result.v.instr), n);
+        }
+    }
+
+    /// Notes the static trip count of the while loop that produced `result`, which
+    /// is what lets the backward pass reverse it.
+    fn record_trip_count(&self, result: &Op, n: i64) {
+        if !result.is_poisoned() {
+            self.g
+                .borrow_mut()
+                .trip_counts
+                .insert((result.comp, result.v.instr), n);
+        }
+    }
+
+    /// `lax.scan`: runs `body(carry, x)` for each slice `x` of `xs` along their
+    /// leading axis (of length `length` when `xs` has no leaves), threading the
+    /// carry and stacking each step's `y` along a new leading axis; `reverse` walks
+    /// the slices from the last. Returns the final carry and the stacked `ys`. The
+    /// body runs twice while the program is built (once to learn the shapes of `y`),
+    /// hence `Fn`; it may use outside values. Lowered to a while loop with a static
+    /// trip count. [`Builder::scan_with`] takes the same arguments as
+    /// [`ScanOptions`], with `unroll`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// // Running sums of the rows of x.
+    /// let b = Builder::new("cumsum");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[5, 3]), "x");
+    /// let zero = b.zeros(xlaclient_core::ElementType::F32, &[3]);
+    /// let (total, sums) = b.scan(zero, x, None, false, |acc, row| {
+    ///     let next = &acc + &row;
+    ///     (next.clone(), next)
+    /// });
+    /// assert_eq!(sums.dims()?, vec![5, 3]);
+    /// assert_eq!(total.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn scan<C, X, Y>(
+        &self,
+        init: C,
+        xs: X,
+        length: Option<i64>,
+        reverse: bool,
+        body: impl Fn(C, X) -> (C, Y),
+    ) -> (C, Y)
+    where
+        C: Tree<Op, With<Op> = C>,
+        X: Tree<Op, With<Op> = X>,
+        Y: Tree<Op, With<Op> = Y>,
+    {
+        let options = ScanOptions {
+            length,
+            reverse,
+            ..ScanOptions::default()
+        };
+        self.scan_at(init, xs, &options, body, Location::caller())
+    }
+
+    /// [`Builder::scan`] with its options in one value, `unroll` among them: each
+    /// iteration of the while loop runs `unroll` steps of the body (the last
+    /// `length % unroll` steps run after the loop), so XLA sees `unroll` steps at
+    /// once and the loop's per-iteration overhead is paid `length / unroll` times.
+    /// The results do not depend on `unroll`; the body is traced `unroll + 1` times
+    /// (plus the remainder).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ScanOptions, Shape};
+    /// let b = Builder::new("cumsum");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[10, 3]), "x");
+    /// let zero = b.zeros(xlaclient_core::ElementType::F32, &[3]);
+    /// let opts = ScanOptions::new().reverse(true).unroll(4);
+    /// let (_, sums) = b.scan_with(zero, x, &opts, |acc, row| {
+    ///     let next = &acc + &row;
+    ///     (next.clone(), next)
+    /// });
+    /// assert_eq!(sums.dims()?, vec![10, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn scan_with<C, X, Y>(
+        &self,
+        init: C,
+        xs: X,
+        options: &ScanOptions,
+        body: impl Fn(C, X) -> (C, Y),
+    ) -> (C, Y)
+    where
+        C: Tree<Op, With<Op> = C>,
+        X: Tree<Op, With<Op> = X>,
+        Y: Tree<Op, With<Op> = Y>,
+    {
+        self.scan_at(init, xs, options, body, Location::caller())
+    }
+
+    fn scan_at<C, X, Y>(
+        &self,
+        init: C,
+        xs: X,
+        options: &ScanOptions,
+        body: impl Fn(C, X) -> (C, Y),
+        loc: &'static Location<'static>,
+    ) -> (C, Y)
+    where
+        C: Tree<Op, With<Op> = C>,
+        X: Tree<Op, With<Op> = X>,
+        Y: Tree<Op, With<Op> = Y>,
+    {
+        let ScanOptions {
+            length,
+            reverse,
+            unroll,
+            checkpoint,
+        } = *options;
+        let x_leaves: Vec<Op> = xs.leaves().into_iter().cloned().collect();
+        let c_leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
+        let all: Vec<&Op> = x_leaves.iter().chain(&c_leaves).collect();
+        let fail_out = |f: Op, init: C, xs: X| -> (C, Y) {
+            let c = init.map_ref(|_| f.clone());
+            let (_, y) = body(c.map_ref(|_| f.clone()), xs.map_ref(|_| f.clone()));
+            (c, y.map_ref(|_| f.clone()))
+        };
+        let target = match self.target(&all, "scan", loc) {
+            Ok(t) => t,
+            Err(f) => return fail_out(f, init, xs),
+        };
+        let x_shapes: Vec<Shape> = x_leaves
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let len = match (x_shapes.first(), length) {
+            (Some(s), _) if s.rank() == 0 => None,
+            (Some(s), l)
+                if l.is_none_or(|l| l == s.dims()[0])
+                    && x_shapes
+                        .iter()
+                        .all(|t| t.rank() > 0 && t.dims()[0] == s.dims()[0]) =>
+            {
+                Some(s.dims()[0])
+            }
+            (None, Some(l)) if l >= 0 => Some(l),
+            _ => None,
+        };
+        let Some(len) = len else {
+            let f = self.fail(
+                ShapeError::new(
+                    "scan",
+                    &x_shapes.iter().collect::<Vec<_>>(),
+                    ShapeErrorKind::Dimension,
+                    format!("every xs leaf needs the same leading axis (and `length`, {length:?}, must agree or be given without xs)"),
+                ),
+                loc,
+            );
+            return fail_out(f, init, xs);
+        };
+        let slice_dims: Vec<Vec<i64>> = x_shapes.iter().map(|s| s.dims()[1..].to_vec()).collect();
+        // The step's slice index: i, or len - 1 - i walking backwards.
+        let position = |i: &Op| -> Op {
+            if reverse {
+                i.binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(len - 1),
+                    false,
+                    loc,
+                )
+                .unary(crate::UnaryOp::Negate, loc)
+            } else {
+                i.clone()
+            }
+        };
+        let take = |i: &Op| -> X {
+            let b = i.builder();
+            let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let pos = position(i);
+            let slices: Vec<Op> = x_leaves
+                .iter()
+                .zip(&slice_dims)
+                .map(|(x, d)| {
+                    let mut start = vec![&pos];
+                    start.extend(std::iter::repeat_n(&zero, d.len()));
+                    let mut sizes = vec![1];
+                    sizes.extend(d);
+                    x.dynamic_slice_at(&start, &sizes, loc).reshape_at(d, loc)
+                })
+                .collect();
+            xs.rebuild(slices).expect("one slice per leaf")
+        };
+        // Learn the shapes of y from a trace the finished program never calls.
+        let c_shapes: Vec<Shape> = c_leaves
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let probe_params: Vec<Shape> = std::iter::once(Shape::scalar(ElementType::S32))
+            .chain(c_shapes.iter().cloned())
+            .collect();
+        let mut y_shapes: Vec<Shape> = Vec::new();
+        let probed = self.body(target, "scan_shapes", &probe_params, loc, |_, p| {
+            let c = init.rebuild(p[1..].to_vec()).expect("one value per leaf");
+            let (c2, y) = body(c, take(&p[0]));
+            let ys: Vec<Op> = y.leaves().into_iter().cloned().collect();
+            y_shapes = ys.iter().filter_map(|o| o.shape().ok()).collect();
+            c2.into_leaves().into_iter().chain(ys).collect()
+        });
+        if let Err(f) = probed {
+            return fail_out(f, init, xs);
+        }
+        let ys0: Vec<Op> = y_shapes
+            .iter()
+            .map(|s| {
+                let mut d = vec![len];
+                d.extend(s.dims());
+                self.scalar_of(
+                    s.element_type().expect("an array"),
+                    crate::Scalar::Int(0),
+                    loc,
+                )
+                .broadcast_to_at(&d, loc)
+            })
+            .collect();
+        // One step at counter `i`: the body on slice `i`, its y stored at row `i`.
+        let step = |i: &Op, c: C, ys: Vec<Op>| -> (C, Vec<Op>, Y) {
+            let b = i.builder();
+            let zero = b.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let pos = position(i);
+            let (c2, y) = body(c, take(i));
+            let ys2: Vec<Op> = ys
+                .iter()
+                .zip(y.leaves())
+                .map(|(buf, yv)| {
+                    let d = yv.dims().unwrap_or_default();
+                    let mut up = vec![1];
+                    up.extend(&d);
+                    let mut start = vec![&pos];
+                    start.extend(std::iter::repeat_n(&zero, d.len()));
+                    buf.dynamic_update_slice_at(&yv.reshape_at(&up, loc), &start, loc)
+                })
+                .collect();
+            (c2, ys2, y)
+        };
+        let unroll = unroll.max(1) as i64;
+        // Steps `0..full` run in the loop, `unroll` per iteration; `full..len` after
+        // it. A loop with no iteration is left out unless there is no step at all
+        // (then it still gives the shapes of y).
+        let full = len / unroll * unroll;
+        let mut y_template: Option<Y> = None;
+        let (mut c, mut ys) = if full > 0 || len == 0 {
+            let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
+            let (i_out, c, ys) = self.while_at(
+                (i0, init, ys0),
+                |(i, _, _)| {
+                    i.compare_at(
+                        &i.builder()
+                            .scalar_of(ElementType::S32, crate::Scalar::Int(full), loc),
+                        crate::Comparison::Lt,
+                        loc,
+                    )
+                },
+                |(i, mut c, mut ys)| {
+                    for k in 0..unroll.min(len.max(1)) {
+                        let ik = if k == 0 {
+                            i.clone()
+                        } else {
+                            i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(k), false, loc)
+                        };
+                        let (c2, ys2, y) = step(&ik, c, ys);
+                        (c, ys) = (c2, ys2);
+                        y_template = Some(y);
+                    }
+                    let next = i.binary_scalar(
+                        crate::BinaryOp::Add,
+                        crate::Scalar::Int(unroll),
+                        false,
+                        loc,
+                    );
+                    (next, c, ys)
+                },
+                loc,
+            );
+            self.record_trip_count(&i_out, if len == 0 { 0 } else { full / unroll });
+            if checkpoint && !i_out.is_poisoned() {
+                self.g
+                    .borrow_mut()
+                    .checkpointed
+                    .insert((i_out.comp, i_out.v.instr));
+            }
+            (c, ys)
+        } else {
+            (init, ys0)
+        };
+        for k in full..len {
+            let i = self.scalar_of(ElementType::S32, crate::Scalar::Int(k), loc);
+            let (c2, ys2, y) = step(&i, c, ys);
+            (c, ys) = (c2, ys2);
+            y_template = Some(y);
+        }
+        let y = y_template
+            .expect("the body ran")
+            .rebuild(ys)
+            .expect("one stack per leaf");
+        (c, y)
+    }
+
+    /// XLA's conditional on a `pred[]`: `on_true(x)` if `pred` holds, else
+    /// `on_false(x)`; both branches return trees of the same shapes. The branches
+    /// may use outside values.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Comparison, Shape};
+    /// let b = Builder::new("c");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let p = x.reduce_sum(&[0]).compare(&b.constant(0f32), Comparison::Gt);
+    /// let y = b.cond(&p, x, |x| x.exp(), |x| -x);
+    /// assert_eq!(y.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn cond<T, R>(
+        &self,
+        pred: &Op,
+        x: T,
+        on_true: impl FnOnce(T) -> R,
+        on_false: impl FnOnce(T) -> R,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        self.switch_at(
+            pred,
+            x,
+            Box::new(on_true),
+            vec![Box::new(on_false)],
+            Location::caller(),
+        )
+    }
+
+    /// XLA's N-way conditional: branch `index` (`s32[]`; an index out of range runs
+    /// the last branch, as XLA defines it) applied to `x`, the branches being `first`
+    /// then `rest`. All return trees of the same shapes; they may use outside values.
+    #[track_caller]
+    pub fn switch<'f, T, R>(
+        &self,
+        index: &Op,
+        x: T,
+        first: Box<dyn FnOnce(T) -> R + 'f>,
+        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        self.switch_at(index, x, first, rest, Location::caller())
+    }
+
+    fn switch_at<'f, T, R>(
+        &self,
+        sel: &Op,
+        x: T,
+        first: Box<dyn FnOnce(T) -> R + 'f>,
+        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
+        loc: &'static Location<'static>,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        let leaves: Vec<Op> = x.leaves().into_iter().cloned().collect();
+        let mut refs: Vec<&Op> = leaves.iter().collect();
+        refs.push(sel);
+        let target = match self.target(&refs, "conditional", loc) {
+            // The result's structure comes from running a branch: on failure, the
+            // first branch runs on failed values and every leaf carries the error.
+            Err(f) => return first(x.map_ref(|_| f.clone())).map_ref(|_| f.clone()),
+            Ok(t) => t,
+        };
+        let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
+        let mut built = Vec::new();
+        let mut template: Option<R> = None;
+        for (i, br) in std::iter::once(first).chain(rest).enumerate() {
+            let xx = x.clone();
+            let mut out = None;
+            let b = self.tuple_body(target, &format!("branch_{i}"), &shapes, loc, |e| {
+                let r = br(xx.rebuild(e).expect("one element per leaf"));
+                let leaves = r.leaves().into_iter().cloned().collect();
+                out = Some(r);
+                leaves
+            });
+            let out = out.expect("the branch ran");
+            match b {
+                Ok(b) => built.push(b),
+                Err(f) => return out.map_ref(|_| f.clone()),
+            }
+            template.get_or_insert(out);
+        }
+        let template = template.expect("at least the first branch");
+        // Each branch's captured values join its operand tuple; each branch returns
+        // a tuple of the result's leaves.
+        let mut operands: Vec<Op> = Vec::with_capacity(built.len());
+        for b in &built {
+            let union: IndexSet<Value> = self
+                .g
+                .borrow()
+                .comp(b.comp)
+                .captures
+                .keys()
+                .copied()
+                .collect();
+            self.thread_captures(b, target, &shapes, &union, loc);
+            if let Err(f) = self.finish_tuple_body(b.comp, &b.roots, loc) {
+                return template.map_ref(|_| f.clone());
+            }
+            let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
+            let elems: Vec<&Op> = leaves.iter().chain(&captured).collect();
+            operands.push(self.tuple(&elems));
+        }
+        let all: Vec<&Op> = std::iter::once(sel).chain(operands.iter()).collect();
+        let r = self.emit(
+            OpKind::Conditional {
+                branches: built.iter().map(|b| b.comp).collect(),
+            },
+            &all,
+            None,
+            loc,
+        );
+        let count = template.num_leaves();
+        template
+            .rebuild(self.results(r, count, true))
+            .expect("one result per leaf")
+    }
+}
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// How each element of a loop body's carry is used: passed through unchanged
+/// (`invariant`: captured values, constants of the loop), or only written into by
+/// a dynamic-update-slice of itself (`write_only`: the stacked outputs of a scan,
+/// whose values no gradient depends on). Neither kind is stored per step.
+fn carry_roles(b: &Builder, body: CompId, k: usize) -> (Vec<bool>, Vec<bool>) {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let mut invariant = vec![false; k];
+    let mut write_only = vec![false; k];
+    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
+        return (invariant, write_only);
+    };
+    let element = |v: Value| match c.instrs[v.instr as usize].kind {
+        OpKind::GetTupleElement { index } => {
+            (c.instrs[v.instr as usize].operands[0].instr == *param).then_some(index as usize)
+        }
+        _ => None,
+    };
+    let mut uses = vec![0usize; c.instrs.len()];
+    for ins in &c.instrs {
+        for v in &ins.operands {
+            uses[v.instr as usize] += 1;
+        }
+    }
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return (invariant, write_only);
+    }
+    for (j, r) in root_ins.operands.iter().enumerate().take(k) {
+        if element(*r) == Some(j) {
+            invariant[j] = true;
+            continue;
+        }
+        let ins = &c.instrs[r.instr as usize];
+        if matches!(ins.kind, OpKind::DynamicUpdateSlice) {
+            let base = ins.operands[0];
+            // The element's only use, and the update does not read it.
+            let reads_only_here = (0..c.instrs.len())
+                .filter(|i| element(Value::of(*i as u32)) == Some(j))
+                .all(|i| i == base.instr as usize && uses[i] == 1);
+            write_only[j] = element(base) == Some(j) && reads_only_here;
+        }
+    }
+    (invariant, write_only)
+}
+
+/// The elements of a tuple built by a `tuple` instruction.
+fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
+    let b = t.builder();
+    let g = t.g.borrow();
+    let ins = &g.comp(t.comp).instrs[t.v.instr as usize];
+    if !matches!(ins.kind, OpKind::Tuple) {
+        return Err("a `while` whose carry is not built in this program has no gradient".into());
+    }
+    Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
+}
+
+/// A conditional, reversed: a conditional on the same selector whose branch `k`
+/// recomputes forward branch `k` on its operands and pulls the result's cotangent
+/// back through it; the other branches' operands get zeros. Returns, per operand
+/// of the forward conditional (the selector, then one tuple per branch), the
+/// cotangents of the tuple's elements.
+#[allow(clippy::type_complexity)]
+pub(crate) fn vjp_conditional(
+    branches: &[CompId],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Result<Vec<Option<Vec<Option<Op>>>>, String> {
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
+    let (b, loc) = (n.b, n.loc);
+    let elems: Vec<Vec<Op>> = n.operands[1..]
+        .iter()
+        .map(tuple_elements)
+        .collect::<Result<_, _>>()?;
+    let float = |x: &Op| x.element_type().is_ok_and(differentiable);
+    let res_float: Vec<usize> = (0..n.results.len())
+        .filter(|j| float(&n.results[*j]))
+        .collect();
+    let ct: Vec<Op> = res_float
+        .iter()
+        .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
+        .collect();
+    // The float elements of every branch's operand, in branch order.
+    let slots: Vec<(usize, usize)> = elems
+        .iter()
+        .enumerate()
+        .flat_map(|(k, e)| {
+            (0..e.len())
+                .filter(move |j| float(&e[*j]))
+                .map(move |j| (k, j))
+        })
+        .collect();
+    let zeros_in = |bb: &Builder, x: &Op| -> Op {
+        let s = x.shape().expect("an array");
+        bb.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+            .broadcast_to_at(s.dims(), loc)
+    };
+    let branch = |k: usize| -> Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_> {
+        let (elems, slots, res_float) = (&elems, &slots, &res_float);
+        Box::new(move |ct: Vec<Op>| {
+            let bb = match ct.first() {
+                Some(c) => c.builder(),
+                None => b.clone(),
+            };
+            let mine: Vec<Op> = elems[k]
+                .iter()
+                .map(|e| {
+                    let d = e.dims().unwrap_or_default();
+                    local(&bb, e).reshape_at(&d, loc)
+                })
+                .collect();
+            let outs = inline(&bb, branches[k], &mine);
+            let outs_f: Vec<&Op> = res_float.iter().map(|j| &outs[*j]).collect();
+            let my_slots: Vec<usize> = slots
+                .iter()
+                .filter(|(kk, _)| *kk == k)
+                .map(|(_, j)| *j)
+                .collect();
+            let wrt: Vec<&Op> = my_slots.iter().map(|j| &mine[*j]).collect();
+            let ct_refs: Vec<&Op> = ct.iter().collect();
+            let mut grads = vjp_at(&bb, &outs_f, &ct_refs, &wrt, loc).into_iter();
+            slots
+                .iter()
+                .map(|(kk, j)| {
+                    if *kk == k {
+                        grads.next().expect("one per slot")
+                    } else {
+                        zeros_in(&bb, &elems[*kk][*j])
+                    }
+                })
+                .collect()
+        })
+    };
+    let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
+        (1..branches.len()).map(branch).collect();
+    let back: Vec<Op> = b.switch_at(&n.operands[0], ct, branch(0), rest, loc);
+    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
+    out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
+    for ((k, j), g) in slots.iter().zip(back) {
+        if let Some(Some(t)) = out.get_mut(k + 1) {
+            t[*j] = Some(g);
+        }
+    }
+    Ok(out)
+}
+
+/// The values of a loop body worth storing per step for the backward pass: every
+/// array result of its instructions but the carry's elements, constants and iotas
+/// (cheaper to make again). `None` when the body is not flat (it holds loops,
+/// branches, calls or tuples, whose gradients need their structure).
+fn stored_values(b: &Builder, body: CompId) -> Option<Vec<(u32, u32, Shape)>> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let param = (*c.params.first()?)?;
+    let root = c.root?;
+    let mut out = Vec::new();
+    for (i, ins) in c.instrs.iter().enumerate() {
+        let i = i as u32;
+        let shape = g.shapes.get(ins.shape);
+        match &ins.kind {
+            OpKind::Parameter { .. } if i == param => continue,
+            OpKind::GetTupleElement { .. } if ins.operands[0].instr == param => continue,
+            OpKind::Tuple if i == root.instr => continue,
+            OpKind::Constant(_) | OpKind::Iota { .. } => continue,
+            OpKind::While { .. }
+            | OpKind::Conditional { .. }
+            | OpKind::Call { .. }
+            | OpKind::Tuple
+            | OpKind::GetTupleElement { .. }
+            | OpKind::Parameter { .. } => return None,
+            k if k.multi_result(ins.operands.len()) => match shape {
+                Shape::Tuple(e) => {
+                    for (r, s) in e.iter().enumerate() {
+                        out.push((i, r as u32, s.clone()));
+                    }
+                }
+                _ => return None,
+            },
+            _ => match shape {
+                Shape::Array { .. } => out.push((i, 0, shape.clone())),
+                _ => return None,
+            },
+        }
+    }
+    Some(out)
+}
+
+/// One step of a loop body, pulled back over its stored values (no
+/// recomputation): the carry entering the step is `carry`, the other values are
+/// `vals` (constants and iotas are made again). Returns the cotangents of the
+/// carry's float elements (`float`), given those of the step's results (`ct`).
+fn backprop_stored(
+    bb: &Builder,
+    body: CompId,
+    carry: &[Op],
+    vals: &HashMap<(u32, u32), Op>,
+    float: &[usize],
+    ct: &[Op],
+    loc: &'static Location<'static>,
+) -> Vec<Op> {
+    use crate::autodiff::{Tape, backprop, zeros_like};
+    let tape = Tape::of_comp(bb, body, usize::MAX);
+    let (param, root) = {
+        let g = bb.g.borrow();
+        let c = g.comp(body);
+        (c.params[0].expect("a body"), c.root.expect("finished"))
+    };
+    // The values the tape reads: the carry for the parameter's elements, remade
+    // constants, stored values for the rest.
+    let mut table: HashMap<(u32, u32), Op> = vals.clone();
+    let mut elements: Vec<Vec<Value>> = vec![Vec::new(); carry.len()];
+    for (i, kind) in tape.kinds.iter().enumerate() {
+        let i32_ = i as u32;
+        match kind {
+            OpKind::GetTupleElement { index } if tape.operands[i][0].instr == param => {
+                table.insert((i32_, 0), carry[*index as usize].clone());
+                elements[*index as usize].push(Value::of(i32_));
+            }
+            OpKind::Constant(_) | OpKind::Iota { .. } => {
+                let shape = bb.g.borrow().comp(body).instrs[i].shape;
+                let shape = bb.g.borrow().shapes.get(shape).clone();
+                table.insert((i32_, 0), bb.emit(kind.clone(), &[], Some(shape), loc));
+            }
+            _ => {}
+        }
+    }
+    let root_elems: Vec<Value> = tape.operands[root.instr as usize].clone();
+    let fallback = zeros_like(&carry[0], loc);
+    let tape = Tape {
+        value: Box::new(move |v: Value| {
+            table
+                .get(&(v.instr, v.result))
+                .cloned()
+                .unwrap_or_else(|| fallback.clone())
+        }),
+        ..tape
+    };
+    let seeds: Vec<(Value, Op)> = float
+        .iter()
+        .zip(ct)
+        .map(|(j, c)| (root_elems[*j], c.clone()))
+        .collect();
+    let wrt: Vec<Value> = float.iter().flat_map(|j| elements[*j].clone()).collect();
+    let got = match backprop(bb, &tape, &seeds, &wrt, loc) {
+        Ok(g) => g,
+        Err(f) => return vec![f; float.len()],
+    };
+    // Each element's cotangent: the sum over the instructions that read it.
+    let mut got = got.into_iter();
+    float
+        .iter()
+        .map(|j| {
+            let mut sum: Option<Op> = None;
+            for _ in &elements[*j] {
+                if let Some(g) = got.next().flatten() {
+                    sum = Some(match sum {
+                        Some(s) => s.binary(crate::BinaryOp::Add, &g, loc),
+                        None => g,
+                    });
+                }
+            }
+            sum.unwrap_or_else(|| zeros_like(&carry[*j], loc))
+        })
+        .collect()
+}
+
+/// How many iterations a while loop runs, as far as the builder knows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Trips {
+    /// Exactly this many (`fori_loop`, `scan`).
+    Exactly(i64),
+    /// At most this many (`while_loop_bounded`); the count is known at run time.
+    AtMost(i64),
+}
+
+/// A while loop of `trips` iterations (or at most that many), reversed: a forward
+/// loop of the same steps stores the carry of every step (all but the invariant
+/// and write-only elements) and, unless checkpointed, the body's values; it also
+/// serves the original loop's results, which is then dead (the forward steps run
+/// once). A backward loop walks the steps from the last, reading each step's
+/// values back (or recomputing the body from its stored carry) and pulling the
+/// cotangent back through it. Values the body captured are carry elements passed
+/// through, so their cotangents add up over the steps.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn vjp_while(
+    cond: CompId,
+    body: CompId,
+    trips: Trips,
+    checkpoint: bool,
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Result<Vec<Option<Op>>, String> {
+    let (bounded, trips) = match trips {
+        Trips::Exactly(t) => (false, t),
+        Trips::AtMost(t) => (true, t),
+    };
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
+    let (b, loc) = (n.b, n.loc);
+    let init = tuple_elements(&n.operands[0])?;
+    // Without checkpointing, the body's intermediate values are stored too (when
+    // the body is flat: no loops, branches or calls inside).
+    let stored: Vec<(u32, u32, Shape)> = if checkpoint {
+        Vec::new()
+    } else {
+        stored_values(b, body).unwrap_or_default()
+    };
+    let store = !stored.is_empty();
+    let k = init.len();
+    let (invariant, write_only) = carry_roles(b, body, k);
+    let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
+    let stacked: Vec<usize> = (0..k)
+        .filter(|j| !invariant[*j] && !write_only[*j])
+        .collect();
+    let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
+    let at_step = |i: &Op, rank: usize| -> Vec<Op> {
+        let zero = s32(&i.builder(), 0);
+        std::iter::once(i.clone())
+            .chain(std::iter::repeat_n(zero, rank))
+            .collect()
+    };
+    let with_step_axis =
+        |s: &Shape| -> Vec<i64> { std::iter::once(1).chain(s.dims().iter().copied()).collect() };
+    let plus_one = |i: Op| i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
+
+    // The loop that runs the forward steps and stores the carry entering each step
+    // (and, without checkpointing, the body's values): one stack of `trips` rows
+    // per value. It computes the original loop's results too, which it then serves
+    // (`Graph::forwarded`): the original is dead, the forward loop runs once. A
+    // second gradient of the same loop reuses it.
+    let here = n
+        .results
+        .first()
+        .filter(|r| !r.is_poisoned() && r.comp == b.comp)
+        .map(|r| (r.comp, r.v.instr));
+    let cached = here.and_then(|key| b.g.borrow().storing.get(&key).cloned());
+    let (count, stacks) = match cached {
+        Some(s) => (
+            b.op(b.comp, s.count),
+            s.stacks.iter().map(|v| b.op(b.comp, *v)).collect(),
+        ),
+        None => {
+            let (count, outs, stacks) = storing_loop(
+                b, cond, body, bounded, trips, &init, &stacked, &stored, &shapes, loc,
+            );
+            let all_ok = !count.is_poisoned()
+                && outs.iter().chain(&stacks).all(|o| !o.is_poisoned())
+                && outs.len() == n.results.len();
+            if let (Some(key), true) = (here, all_ok) {
+                let mut g = b.g.borrow_mut();
+                for (orig, new) in n.results.iter().zip(&outs) {
+                    g.forwarded.insert((key.0, orig.v), new.v);
+                }
+                g.storing.insert(
+                    key,
+                    crate::builder::StoringLoop {
+                        count: count.v,
+                        stacks: stacks.iter().map(|s| s.v).collect(),
+                    },
+                );
+            }
+            (count, stacks)
+        }
+    };
+
+    // Backward: step t = count - 1 - s.
+    let float: Vec<usize> = (0..k)
+        .filter(|j| shapes[*j].element_type().is_some_and(differentiable))
+        .collect();
+    let ct0: Vec<Op> = float
+        .iter()
+        .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
+        .collect();
+    let (bwd_i, ct_in) = b.while_at(
+        (s32(b, 0), ct0),
+        |(s, _)| s.compare_at(&local(&s.builder(), &count), crate::Comparison::Lt, loc),
+        |(s, ct)| {
+            let bb = s.builder();
+            let last = local(&bb, &count).binary_scalar(
+                crate::BinaryOp::Subtract,
+                crate::Scalar::Int(1),
+                false,
+                loc,
+            );
+            let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+            // Row `t` of a stack.
+            let slice = |stack: &Op, shape: &Shape| {
+                let starts = at_step(&t, shape.rank());
+                let refs: Vec<&Op> = starts.iter().collect();
+                local(&bb, stack)
+                    .dynamic_slice_at(&refs, &with_step_axis(shape), loc)
+                    .reshape_at(shape.dims(), loc)
+            };
+            let c_t: Vec<Op> = (0..k)
+                .map(|j| {
+                    let dims = shapes[j].dims().to_vec();
+                    match stacked.iter().position(|x| *x == j) {
+                        Some(p) => slice(&stacks[p], &shapes[j]),
+                        // A value of its own for each element, so that two elements
+                        // holding the same outside value get separate cotangents.
+                        None => {
+                            let src = if invariant[j] {
+                                &init[j]
+                            } else {
+                                &n.results[j]
+                            };
+                            local(&bb, src).reshape_at(&dims, loc)
+                        }
+                    }
+                })
+                .collect();
+            let back = if store {
+                // The step's values, read back from the stacks.
+                let vals: HashMap<(u32, u32), Op> = stored
+                    .iter()
+                    .enumerate()
+                    .map(|(p, (ins, r, shape))| {
+                        ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                    })
+                    .collect();
+                backprop_stored(&bb, body, &c_t, &vals, &float, &ct, loc)
+            } else {
+                let outs = inline(&bb, body, &c_t);
+                let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                let ct_refs: Vec<&Op> = ct.iter().collect();
+                vjp_at(&bb, &outs_f, &ct_refs, &wrt_f, loc)
+            };
+            (plus_one(s), back)
+        },
+        loc,
+    );
+    // The backward loop has a trip count or bound too: the gradient is
+    // differentiable again.
+    if bounded {
+        b.record_bound(&bwd_i, trips)
+    } else {
+        b.record_trip_count(&bwd_i, trips)
+    }
+    let mut out = vec![None; k];
+    for (c, j) in ct_in.into_iter().zip(&float) {
+        out[*j] = Some(c);
+    }
+    Ok(out)
+}
+
+/// The loop of [`vjp_while`]'s forward steps: the original loop's steps (its
+/// condition when `bounded`, else `trips` steps), storing at each step `t` row `t`
+/// of one stack per stored carry element (`stacked`, the carry entering the step)
+/// and per body value (`stored`). Returns the number of steps taken, the final
+/// carry (the original loop's results) and the stacks.
+#[allow(clippy::too_many_arguments)]
+fn storing_loop(
+    b: &Builder,
+    cond: CompId,
+    body: CompId,
+    bounded: bool,
+    trips: i64,
+    init: &[Op],
+    stacked: &[usize],
+    stored: &[(u32, u32, Shape)],
+    shapes: &[Shape],
+    loc: &'static Location<'static>,
+) -> (Op, Vec<Op>, Vec<Op>) {
+    use crate::autodiff::{inline, inline_values};
+    let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
+    let stacks0: Vec<Op> = stacked
+        .iter()
+        .map(|j| &shapes[*j])
+        .chain(stored.iter().map(|(_, _, s)| s))
+        .map(|s| {
+            let dims: Vec<i64> = std::iter::once(trips)
+                .chain(s.dims().iter().copied())
+                .collect();
+            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+                .broadcast_to_at(&dims, loc)
+        })
+        .collect();
+    let (count, outs, stacks) = b.while_at(
+        (s32(b, 0), init.to_vec(), stacks0),
+        |(i, c, _)| {
+            if bounded {
+                // The loop's own condition (its bound included) decides.
+                inline(&i.builder(), cond, c).swap_remove(0)
+            } else {
+                i.compare_at(&s32(&i.builder(), trips), crate::Comparison::Lt, loc)
+            }
+        },
+        |(i, c, st)| {
+            let bb = i.builder();
+            let (c2, vals) = inline_values(&bb, body, &c);
+            let rows = stacked
+                .iter()
+                .map(|j| c[*j].clone())
+                .chain(stored.iter().map(|(ins, r, _)| vals(*ins, *r)));
+            let st2: Vec<Op> = st
+                .iter()
+                .zip(rows)
+                .map(|(buf, v)| {
+                    let s = v.shape().expect("an array");
+                    let row = v.reshape_at(
+                        &std::iter::once(1)
+                            .chain(s.dims().iter().copied())
+                            .collect::<Vec<i64>>(),
+                        loc,
+                    );
+                    let starts: Vec<Op> = std::iter::once(i.clone())
+                        .chain(std::iter::repeat_n(s32(&bb, 0), s.rank()))
+                        .collect();
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    buf.dynamic_update_slice_at(&row, &refs, loc)
+                })
+                .collect();
+            let next = i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
+            (next, c2, st2)
+        },
+        loc,
+    );
+    // A trip count or bound of its own: the gradient is differentiable again.
+    if bounded {
+        b.record_bound(&count, trips)
+    } else {
+        b.record_trip_count(&count, trips)
+    }
+    (count, outs, stacks)
+}

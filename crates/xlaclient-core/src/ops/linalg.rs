@@ -1,0 +1,1566 @@
+//! Linear algebra: `dot_general` and numpy-style `matmul`.
+
+use std::panic::Location;
+
+use super::array_of;
+use crate::builder::Op;
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
+use crate::ops::window::WindowDim;
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+/// Dimension numbers of a `dot_general`: which axes are contracted (summed over) and
+/// which are batch axes (kept, matched one-to-one).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DotDims {
+    /// Contracted axes of the left operand.
+    pub lhs_contracting: Vec<i64>,
+    /// Contracted axes of the right operand (paired with `lhs_contracting`).
+    pub rhs_contracting: Vec<i64>,
+    /// Batch axes of the left operand.
+    pub lhs_batch: Vec<i64>,
+    /// Batch axes of the right operand (paired with `lhs_batch`).
+    pub rhs_batch: Vec<i64>,
+}
+
+impl DotDims {
+    /// Contract `lhs` axis `l` with `rhs` axis `r`, no batch axes.
+    pub fn contract(l: i64, r: i64) -> Self {
+        DotDims {
+            lhs_contracting: vec![l],
+            rhs_contracting: vec![r],
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
+        DotDims {
+            lhs_contracting: p.lhs_contracting_dimensions.clone(),
+            rhs_contracting: p.rhs_contracting_dimensions.clone(),
+            lhs_batch: p.lhs_batch_dimensions.clone(),
+            rhs_batch: p.rhs_batch_dimensions.clone(),
+        }
+    }
+
+    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
+        proto::DotDimensionNumbers {
+            lhs_contracting_dimensions: self.lhs_contracting.clone(),
+            rhs_contracting_dimensions: self.rhs_contracting.clone(),
+            lhs_batch_dimensions: self.lhs_batch.clone(),
+            rhs_batch_dimensions: self.rhs_batch.clone(),
+        }
+    }
+}
+
+/// The precision of one operand of a dot (XLA's `PrecisionConfig.Precision`): how
+/// exactly a backend with fast low-precision units must compute with it. On TPUs
+/// and recent GPUs, `Default` may multiply `f32` values in one pass of `bf16` (or
+/// `tf32`), `High` in three passes, `Highest` in full `f32`. The CPU plugin
+/// computes in the operands' own precision at every setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// The backend's fastest (XLA's `DEFAULT`).
+    #[default]
+    Default,
+    /// More exact than the default (XLA's `HIGH`).
+    High,
+    /// The operand's full precision (XLA's `HIGHEST`).
+    Highest,
+}
+
+impl Precision {
+    /// The name in HLO text (`default`, `high`, `highest`).
+    pub fn hlo_name(self) -> &'static str {
+        match self {
+            Precision::Default => "default",
+            Precision::High => "high",
+            Precision::Highest => "highest",
+        }
+    }
+
+    fn to_proto(self) -> proto::precision_config::Precision {
+        use proto::precision_config::Precision as P;
+        match self {
+            Precision::Default => P::Default,
+            Precision::High => P::High,
+            Precision::Highest => P::Highest,
+        }
+    }
+
+    fn from_proto(v: i32) -> Result<Self, String> {
+        use proto::precision_config::Precision as P;
+        match P::try_from(v) {
+            Ok(P::Default) => Ok(Precision::Default),
+            Ok(P::High) => Ok(Precision::High),
+            Ok(P::Highest) => Ok(Precision::Highest),
+            _ => Err(format!("operand precision {v} is not one this crate knows")),
+        }
+    }
+}
+
+/// What a dot computes beyond its dimension numbers, for
+/// [`Op::dot_general_with`] and [`Op::matmul_with`]: each operand's
+/// [`Precision`], and the preferred element type of the result (XLA's
+/// `preferred_element_type`: `s8 × s8 → s32` or `bf16 × bf16 → f32` accumulate in
+/// the wider type; operands of different floating-point types need one).
+///
+/// ```
+/// use xlaclient_core::{Builder, DotDims, DotOptions, ElementType, Precision, Shape};
+/// let b = Builder::new("int8");
+/// let x = b.parameter(0, Shape::of::<i8>(&[2, 3]), "x");
+/// let w = b.parameter(1, Shape::of::<i8>(&[3, 4]), "w");
+/// let opts = DotOptions::new()
+///     .precision(Precision::Highest)
+///     .preferred_element_type(ElementType::S32);
+/// let y = x.dot_general_with(&w, &DotDims::contract(1, 0), opts);
+/// assert_eq!(y.shape()?, Shape::of::<i32>(&[2, 4]));
+/// # Ok::<(), xlaclient_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DotOptions {
+    /// The precision of the left and the right operand.
+    pub precision: [Precision; 2],
+    /// The result's element type; `None`: the operands' (which must then agree).
+    pub preferred_element_type: Option<ElementType>,
+}
+
+impl DotOptions {
+    /// Default precision, the operands' element type.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same precision for both operands.
+    pub fn precision(mut self, p: Precision) -> Self {
+        self.precision = [p, p];
+        self
+    }
+
+    /// A precision for each operand.
+    pub fn operand_precision(mut self, lhs: Precision, rhs: Precision) -> Self {
+        self.precision = [lhs, rhs];
+        self
+    }
+
+    /// The result's element type (see [`infer_dot_general`] for what is allowed).
+    pub fn preferred_element_type(mut self, ty: ElementType) -> Self {
+        self.preferred_element_type = Some(ty);
+        self
+    }
+}
+
+/// A dot's attributes in the IR: dimension numbers and operand precisions. The
+/// preferred element type is the result shape's element type (as in XLA's HLO,
+/// which has no field for it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DotAttrs {
+    /// Dimension numbers.
+    pub dims: DotDims,
+    /// Precision of the left and the right operand.
+    pub precision: [Precision; 2],
+}
+
+pub(crate) fn lower_dot(a: &DotAttrs, p: &mut proto::HloInstructionProto) {
+    p.dot_dimension_numbers = Some(a.dims.to_proto());
+    if a.precision != [Precision::Default; 2] {
+        p.precision_config = Some(proto::PrecisionConfig {
+            operand_precision: a.precision.iter().map(|x| x.to_proto() as i32).collect(),
+            ..Default::default()
+        });
+    }
+}
+
+/// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
+/// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
+/// precision this crate does not know, or an explicit dot algorithm is refused.
+pub(crate) fn raise_dot(p: &proto::HloInstructionProto) -> Result<DotAttrs, String> {
+    let dims = DotDims::from_proto(
+        p.dot_dimension_numbers
+            .as_ref()
+            .ok_or("a dot without dimension numbers")?,
+    );
+    let mut precision = [Precision::Default; 2];
+    if let Some(pc) = &p.precision_config {
+        match pc.operand_precision[..] {
+            [] => {}
+            [l, r] => precision = [Precision::from_proto(l)?, Precision::from_proto(r)?],
+            ref v => {
+                return Err(format!(
+                    "{} operand precisions for a dot of 2 operands",
+                    v.len()
+                ));
+            }
+        }
+        if pc.algorithm != 0 {
+            return Err(format!(
+                "dot algorithm {} is not supported by this crate",
+                pc.algorithm
+            ));
+        }
+    }
+    Ok(DotAttrs { dims, precision })
+}
+
+/// `, operand_precision={high,default}` unless both are the default (as XLA
+/// prints it).
+pub(crate) fn text_precision(p: &[Precision; 2]) -> String {
+    if *p == [Precision::Default; 2] {
+        return String::new();
+    }
+    format!(
+        ", operand_precision={{{},{}}}",
+        p[0].hlo_name(),
+        p[1].hlo_name()
+    )
+}
+
+/// XLA's order of precision among element types (`primitive_util`'s
+/// `HigherPrecisionType`, which JAX's dot rule copies): complex over real, then the
+/// larger exponent range, the more mantissa bits, the wider type, signed over
+/// unsigned. Integers have no exponent or mantissa, so any float is above them.
+fn precision_key(t: ElementType) -> (bool, i32, i32, usize, bool) {
+    use ElementType::*;
+    let real = match t {
+        C64 => F32,
+        C128 => F64,
+        t => t,
+    };
+    let (max_exp, mantissa) = match real {
+        F16 => (16, 10),
+        Bf16 => (128, 7),
+        F32 => (128, 23),
+        F64 => (1024, 52),
+        _ => (-1, -1),
+    };
+    (
+        t.is_complex(),
+        max_exp,
+        mantissa,
+        real.byte_size(),
+        !t.is_unsigned_int(),
+    )
+}
+
+/// The element-type part of the dot rule: the result type of `lhs × rhs` with
+/// preferred type `preferred`, or why there is none. XLA's rule (its shape
+/// inference with `MaybeUpcast`, as JAX 0.10's `dot_general` dtype rule
+/// replicates it), with three refusals of our own:
+///
+/// - The result is the preferred type, else the operands' type. Operands of
+///   different types (any mix: `f16 × f32`, `s8 × s16`, `s8 × bf16`) need a
+///   preferred type here (XLA would take the one of higher precision; like the
+///   element-wise ops, the builder does not promote silently).
+/// - A preferred type may not be narrower than the operands' (the higher
+///   precision one's) unless that is floating point: `s32 × s32 → s16` is refused,
+///   `f32 × f32 → bf16` is not.
+/// - Ours: no `pred` operands or result (XLA computes them as 1-bit integers), and
+///   no real result from complex operands (a complex-to-real `convert` crashed XLA's
+///   constant folder; see [`infer_convert`](super::shape_ops::infer_convert)).
+///
+/// Both CPU plugins (PJRT C API 0.81 and 0.115) compile and compute every
+/// combination of non-`pred` types, so this rule only refuses what XLA allows.
+pub fn dot_result_type(
+    lhs: ElementType,
+    rhs: ElementType,
+    preferred: Option<ElementType>,
+) -> Result<ElementType, String> {
+    if lhs == ElementType::Pred || rhs == ElementType::Pred {
+        return Err("needs numeric operands, got pred".into());
+    }
+    let wider = if precision_key(rhs) > precision_key(lhs) {
+        rhs
+    } else {
+        lhs
+    };
+    let Some(p) = preferred else {
+        if lhs != rhs {
+            return Err(format!(
+                "element types differ ({lhs} vs {rhs}): give a preferred element type \
+                 (DotOptions::preferred_element_type) or convert one operand"
+            ));
+        }
+        return Ok(lhs);
+    };
+    if p == ElementType::Pred {
+        return Err("preferred element type pred: a dot gives numbers".into());
+    }
+    if !wider.is_float() && p.byte_size() < wider.byte_size() {
+        return Err(format!(
+            "preferred element type {p} is narrower than the operands' {wider} \
+             (only floating-point results may narrow)"
+        ));
+    }
+    if wider.is_complex() && !p.is_complex() {
+        return Err(format!(
+            "preferred element type {p} is real; a product of complex {wider} is complex"
+        ));
+    }
+    Ok(p)
+}
+
+/// `dot_general` rule. Output axes: batch axes (in `lhs_batch` order), then the free
+/// axes of `lhs`, then the free axes of `rhs`, each in their original order. The
+/// element type is the operands' or `preferred` (see [`dot_result_type`]).
+pub fn infer_dot_general(
+    lhs: &Shape,
+    rhs: &Shape,
+    d: &DotDims,
+    preferred: Option<ElementType>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "dot_general";
+    let (lt, ld) = array_of(OP, lhs)?;
+    let (rt, rd) = array_of(OP, rhs)?;
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
+    let out_ty =
+        dot_result_type(lt, rt, preferred).map_err(|r| err(ShapeErrorKind::ElementType, r))?;
+    if d.lhs_contracting.len() != d.rhs_contracting.len() {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "{} lhs contracting axes vs {} rhs contracting axes",
+                d.lhs_contracting.len(),
+                d.rhs_contracting.len()
+            ),
+        ));
+    }
+    if d.lhs_batch.len() != d.rhs_batch.len() {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "{} lhs batch axes vs {} rhs batch axes",
+                d.lhs_batch.len(),
+                d.rhs_batch.len()
+            ),
+        ));
+    }
+    let check = |side: &str, axes: &[&[i64]], rank: usize| -> Result<(), ShapeError> {
+        let mut seen = vec![false; rank];
+        for a in axes.iter().flat_map(|x| x.iter()) {
+            if *a < 0 || *a as usize >= rank {
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{side} axis {a} is out of range for rank {rank}"),
+                ));
+            }
+            if seen[*a as usize] {
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{side} axis {a} is used twice"),
+                ));
+            }
+            seen[*a as usize] = true;
+        }
+        Ok(())
+    };
+    check("lhs", &[&d.lhs_contracting, &d.lhs_batch], ld.len())?;
+    check("rhs", &[&d.rhs_contracting, &d.rhs_batch], rd.len())?;
+    for (l, r) in d.lhs_contracting.iter().zip(&d.rhs_contracting) {
+        let (a, b) = (ld[*l as usize], rd[*r as usize]);
+        if a != b {
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "contracting axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"
+                ),
+            ));
+        }
+    }
+    for (l, r) in d.lhs_batch.iter().zip(&d.rhs_batch) {
+        let (a, b) = (ld[*l as usize], rd[*r as usize]);
+        if a != b {
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!("batch axes differ in size: lhs axis {l} is {a}, rhs axis {r} is {b}"),
+            ));
+        }
+    }
+    let mut out: Vec<i64> = d.lhs_batch.iter().map(|a| ld[*a as usize]).collect();
+    let free = |dims: &[i64], used: &[&[i64]]| -> Vec<i64> {
+        (0..dims.len())
+            .filter(|i| !used.iter().any(|u| u.contains(&(*i as i64))))
+            .map(|i| dims[i])
+            .collect()
+    };
+    out.extend(free(ld, &[&d.lhs_contracting, &d.lhs_batch]));
+    out.extend(free(rd, &[&d.rhs_contracting, &d.rhs_batch]));
+    let out = Shape::array(out_ty, &out);
+    super::check_size(OP, &[lhs, rhs], &out)?;
+    Ok(out)
+}
+
+impl Op {
+    /// XLA's DotGeneral: contraction over `dims.lhs_contracting`/`rhs_contracting`
+    /// with batch axes `lhs_batch`/`rhs_batch`. See [`infer_dot_general`] for the
+    /// output axis order.
+    #[track_caller]
+    pub fn dot_general(&self, rhs: &Op, dims: &DotDims) -> Op {
+        self.dot_general_at(rhs, dims, DotOptions::new(), Location::caller())
+    }
+
+    /// [`dot_general`](Op::dot_general) with operand precisions and a preferred
+    /// result element type ([`DotOptions`]): `s8 × s8 → s32`, `bf16 × bf16 → f32`,
+    /// `f16 × f32 → f32`.
+    #[track_caller]
+    pub fn dot_general_with(&self, rhs: &Op, dims: &DotDims, opts: DotOptions) -> Op {
+        self.dot_general_at(rhs, dims, opts, Location::caller())
+    }
+
+    pub(crate) fn dot_general_at(
+        &self,
+        rhs: &Op,
+        dims: &DotDims,
+        opts: DotOptions,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let kind = OpKind::Dot(Box::new(DotAttrs {
+            dims: dims.clone(),
+            precision: opts.precision,
+        }));
+        // The dot's rule reads only the element type of the target: the preferred
+        // element type (XLA keeps it in the result shape too).
+        let target = opts.preferred_element_type.map(Shape::scalar);
+        self.builder().emit(kind, &[self, rhs], target, loc)
+    }
+
+    /// Numpy's `matmul`: vector·vector, matrix·vector, vector·matrix, matrix·matrix,
+    /// and batched `[..., m, k] x [..., k, n]` whose batch axes broadcast the numpy
+    /// way (`[1, 2, 3] @ [4, 3, 5]` is `[4, 2, 5]`); a rank-2 right operand applies to
+    /// every batch of the left one without copies.
+    #[track_caller]
+    pub fn matmul(&self, rhs: &Op) -> Op {
+        self.matmul_at(rhs, DotOptions::new(), Location::caller())
+    }
+
+    /// [`matmul`](Op::matmul) with operand precisions and a preferred result
+    /// element type ([`DotOptions`]).
+    #[track_caller]
+    pub fn matmul_with(&self, rhs: &Op, opts: DotOptions) -> Op {
+        self.matmul_at(rhs, opts, Location::caller())
+    }
+
+    fn matmul_at(&self, rhs: &Op, opts: DotOptions, loc: &'static Location<'static>) -> Op {
+        if let Err(failed) = self.builder().target(&[self, rhs], "dot_general", loc) {
+            return failed;
+        }
+        let (Ok(ls), Ok(rs)) = (self.shape(), rhs.shape()) else {
+            unreachable!("operands were checked above");
+        };
+        let (lr, rr) = (ls.rank() as i64, rs.rank() as i64);
+        if lr == 0 || rr == 0 {
+            return self.builder().fail(
+                ShapeError::new(
+                    "dot_general",
+                    &[&ls, &rs],
+                    ShapeErrorKind::Rank,
+                    "matmul needs operands of rank 1 or more",
+                ),
+                loc,
+            );
+        }
+        if rr <= 2 || lr == 1 {
+            // Contract the last lhs axis with the first (rank 1) or second-to-last
+            // (rank ≥ 2) rhs axis: output = lhs free axes, then rhs free axes.
+            let rc = if rr == 1 { 0 } else { rr - 2 };
+            if lr == 1 && rr > 2 {
+                // [k] x [..., k, n] -> [..., n]
+                return self.dot_general_at(rhs, &DotDims::contract(0, rc), opts, loc);
+            }
+            return self.dot_general_at(rhs, &DotDims::contract(lr - 1, rc), opts, loc);
+        }
+        // Both ≥ 2, rhs batched: batch axes broadcast the numpy way; both operands are
+        // broadcast to the common batch shape, then contracted with batch axes.
+        let (ld, rd) = (ls.dims(), rs.dims());
+        let (lb, rb) = (&ld[..ld.len() - 2], &rd[..rd.len() - 2]);
+        let batch = match super::elementwise::broadcast_dims(lb, rb) {
+            Ok(b) => b,
+            Err(reason) => {
+                return self.builder().fail(
+                    ShapeError::new(
+                        "dot_general",
+                        &[&ls, &rs],
+                        ShapeErrorKind::Dimension,
+                        format!("matmul batch axes do not broadcast: {reason}"),
+                    ),
+                    loc,
+                );
+            }
+        };
+        let nb = batch.len() as i64;
+        let mut l_to = batch.clone();
+        l_to.extend_from_slice(&ld[ld.len() - 2..]);
+        let mut r_to = batch;
+        r_to.extend_from_slice(&rd[rd.len() - 2..]);
+        let l = self.broadcast_to_at(&l_to, loc);
+        let r = rhs.broadcast_to_at(&r_to, loc);
+        let dims = DotDims {
+            lhs_contracting: vec![nb + 1],
+            rhs_contracting: vec![nb],
+            lhs_batch: (0..nb).collect(),
+            rhs_batch: (0..nb).collect(),
+        };
+        l.dot_general_at(&r, &dims, opts, loc)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Convolution.
+
+/// Which axes of a convolution's input, kernel and output are batch, feature and
+/// spatial (XLA's ConvolutionDimensionNumbers).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConvDims {
+    /// Input batch axis.
+    pub input_batch: i64,
+    /// Input feature axis.
+    pub input_feature: i64,
+    /// Input spatial axes.
+    pub input_spatial: Vec<i64>,
+    /// Kernel input-feature axis.
+    pub kernel_input_feature: i64,
+    /// Kernel output-feature axis.
+    pub kernel_output_feature: i64,
+    /// Kernel spatial axes.
+    pub kernel_spatial: Vec<i64>,
+    /// Output batch axis.
+    pub output_batch: i64,
+    /// Output feature axis.
+    pub output_feature: i64,
+    /// Output spatial axes.
+    pub output_spatial: Vec<i64>,
+}
+
+impl ConvDims {
+    /// Channels-last layouts with `n` spatial axes: input and output `[batch,
+    /// spatial..., feature]`, kernel `[spatial..., in, out]` (TensorFlow's NHWC/HWIO).
+    pub fn channels_last(n: usize) -> Self {
+        let sp: Vec<i64> = (1..=n as i64).collect();
+        ConvDims {
+            input_batch: 0,
+            input_feature: n as i64 + 1,
+            input_spatial: sp.clone(),
+            kernel_input_feature: n as i64,
+            kernel_output_feature: n as i64 + 1,
+            kernel_spatial: (0..n as i64).collect(),
+            output_batch: 0,
+            output_feature: n as i64 + 1,
+            output_spatial: sp,
+        }
+    }
+
+    pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
+        proto::ConvolutionDimensionNumbers {
+            input_batch_dimension: self.input_batch,
+            input_feature_dimension: self.input_feature,
+            input_spatial_dimensions: self.input_spatial.clone(),
+            kernel_input_feature_dimension: self.kernel_input_feature,
+            kernel_output_feature_dimension: self.kernel_output_feature,
+            kernel_spatial_dimensions: self.kernel_spatial.clone(),
+            output_batch_dimension: self.output_batch,
+            output_feature_dimension: self.output_feature,
+            output_spatial_dimensions: self.output_spatial.clone(),
+        }
+    }
+
+    pub(crate) fn from_proto(p: &proto::ConvolutionDimensionNumbers) -> Self {
+        ConvDims {
+            input_batch: p.input_batch_dimension,
+            input_feature: p.input_feature_dimension,
+            input_spatial: p.input_spatial_dimensions.clone(),
+            kernel_input_feature: p.kernel_input_feature_dimension,
+            kernel_output_feature: p.kernel_output_feature_dimension,
+            kernel_spatial: p.kernel_spatial_dimensions.clone(),
+            output_batch: p.output_batch_dimension,
+            output_feature: p.output_feature_dimension,
+            output_spatial: p.output_spatial_dimensions.clone(),
+        }
+    }
+}
+
+/// A convolution's attributes: the window (its sizes are the kernel's spatial
+/// sizes; base dilation is the input (lhs) dilation, window dilation the kernel (rhs)
+/// dilation), the dimension numbers and the group counts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConvAttrs {
+    /// One entry per spatial axis.
+    pub window: Vec<WindowDim>,
+    /// Dimension numbers.
+    pub dims: ConvDims,
+    /// Input features split into this many groups (1: an ordinary convolution).
+    pub feature_group_count: i64,
+    /// Batch split into this many groups (1: an ordinary convolution).
+    pub batch_group_count: i64,
+}
+
+/// Convolution rule (XLA's): input and kernel of one type and rank `spatial + 2`,
+/// axes of each set distinct and in range; input features = kernel input features ×
+/// feature groups; output features divisible by the group counts; batch divisible by
+/// the batch groups; window sizes = kernel spatial sizes. Output spatial sizes follow
+/// the window ([`WindowDim::output_size`]).
+pub fn infer_convolution(lhs: &Shape, rhs: &Shape, a: &ConvAttrs) -> Result<Shape, ShapeError> {
+    const OP: &str = "convolution";
+    let (lt, ld) = array_of(OP, lhs)?;
+    let (rt, rd) = array_of(OP, rhs)?;
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
+    if lt != rt {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("element types differ ({lt} vs {rt})"),
+        ));
+    }
+    if lt == crate::shape::ElementType::Pred {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            "needs a numeric element type, got pred".into(),
+        ));
+    }
+    let d = &a.dims;
+    let n = d.input_spatial.len();
+    if d.kernel_spatial.len() != n || d.output_spatial.len() != n || a.window.len() != n {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "input, kernel, output and window must all have {n} spatial axes ({}, {}, {})",
+                d.kernel_spatial.len(),
+                d.output_spatial.len(),
+                a.window.len()
+            ),
+        ));
+    }
+    let rank = n + 2;
+    if ld.len() != rank || rd.len() != rank {
+        return Err(err(
+            ShapeErrorKind::Rank,
+            format!("input and kernel must have rank {rank}"),
+        ));
+    }
+    let distinct = |what: &str, v: Vec<i64>| -> Result<(), ShapeError> {
+        for (i, x) in v.iter().enumerate() {
+            if *x < 0 || *x as usize >= rank || v[..i].contains(x) {
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{what} axes {v:?} must be distinct and below {rank}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    distinct(
+        "input",
+        [
+            vec![d.input_batch, d.input_feature],
+            d.input_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    distinct(
+        "kernel",
+        [
+            vec![d.kernel_input_feature, d.kernel_output_feature],
+            d.kernel_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    distinct(
+        "output",
+        [
+            vec![d.output_batch, d.output_feature],
+            d.output_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
+    if fg < 1 || bg < 1 || (fg > 1 && bg > 1) {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!("group counts {fg} and {bg}: each at least 1, not both above 1"),
+        ));
+    }
+    let in_f = ld[d.input_feature as usize];
+    let k_in = rd[d.kernel_input_feature as usize];
+    let k_out = rd[d.kernel_output_feature as usize];
+    let batch = ld[d.input_batch as usize];
+    if in_f % fg != 0 || in_f / fg != k_in {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "input features ({in_f}) must be kernel input features ({k_in}) x feature groups ({fg})"
+            ),
+        ));
+    }
+    if k_out % fg != 0 || k_out % bg != 0 || batch % bg != 0 {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "output features ({k_out}) and batch ({batch}) must divide by the group counts ({fg}, {bg})"
+            ),
+        ));
+    }
+    let mut out = vec![0i64; rank];
+    out[d.output_batch as usize] = batch / bg;
+    out[d.output_feature as usize] = k_out;
+    for i in 0..n {
+        let w = &a.window[i];
+        let k = rd[d.kernel_spatial[i] as usize];
+        if w.size != k {
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "window size {} on spatial axis {i} is not the kernel's {k}",
+                    w.size
+                ),
+            ));
+        }
+        out[d.output_spatial[i] as usize] = w
+            .output_size(ld[d.input_spatial[i] as usize])
+            .map_err(|r| err(ShapeErrorKind::Attribute, r))?;
+    }
+    Ok(Shape::array(lt, &out))
+}
+
+impl Op {
+    /// XLA's ConvGeneralDilated (as `lax.conv_general_dilated`): this input with
+    /// `kernel`, per spatial axis a stride, `(low, high)` padding, an input (lhs)
+    /// dilation and a kernel (rhs) dilation; `dims` says which axes are which.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn conv_general_dilated(
+        &self,
+        kernel: &Op,
+        strides: &[i64],
+        padding: &[(i64, i64)],
+        lhs_dilation: &[i64],
+        rhs_dilation: &[i64],
+        dims: &ConvDims,
+        feature_group_count: i64,
+    ) -> Op {
+        let loc = Location::caller();
+        let ks = match kernel.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return self.builder().fail_not_array(kernel, "convolution", loc),
+        };
+        let n = dims.kernel_spatial.len();
+        let lens = [
+            strides.len(),
+            padding.len(),
+            lhs_dilation.len(),
+            rhs_dilation.len(),
+        ];
+        if lens.iter().any(|l| *l != n)
+            || dims
+                .kernel_spatial
+                .iter()
+                .any(|a| *a < 0 || *a as usize >= ks.rank())
+        {
+            return self.builder().fail(
+                ShapeError::new(
+                    "convolution",
+                    &[&ks],
+                    ShapeErrorKind::Attribute,
+                    format!("strides, padding and dilations need one entry per spatial axis ({n}), got {lens:?}"),
+                ),
+                loc,
+            );
+        }
+        let window = (0..n)
+            .map(|i| WindowDim {
+                size: ks.dims()[dims.kernel_spatial[i] as usize],
+                stride: strides[i],
+                padding_low: padding[i].0,
+                padding_high: padding[i].1,
+                window_dilation: rhs_dilation[i],
+                base_dilation: lhs_dilation[i],
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: dims.clone(),
+            feature_group_count,
+            batch_group_count: 1,
+        };
+        self.convolution_at(kernel, attrs, loc)
+    }
+
+    /// XLA's Convolution with all its attributes ([`ConvAttrs`]): what
+    /// [`conv_general_dilated`](Op::conv_general_dilated) builds, plus a batch group
+    /// count (the batch split into groups, output feature group `g` seeing batch
+    /// group `g`, as `lax.conv_general_dilated`'s `batch_group_count`). The window
+    /// sizes must be the kernel's spatial sizes.
+    #[track_caller]
+    pub fn convolution(&self, kernel: &Op, attrs: &ConvAttrs) -> Op {
+        self.convolution_at(kernel, attrs.clone(), Location::caller())
+    }
+
+    pub(crate) fn convolution_at(
+        &self,
+        kernel: &Op,
+        attrs: ConvAttrs,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder().emit(
+            OpKind::Convolution(Box::new(attrs)),
+            &[self, kernel],
+            None,
+            loc,
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Factorizations.
+
+/// How `a` enters a triangular solve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transpose {
+    /// `a` as is.
+    No,
+    /// `a` transposed.
+    Transpose,
+    /// `a` conjugate-transposed.
+    Adjoint,
+}
+
+/// A triangular solve's options (XLA's TriangularSolveOptions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TriangularSolveOptions {
+    /// Solve `op(a) x = b` (true) or `x op(a) = b` (false).
+    pub left_side: bool,
+    /// Use `a`'s lower triangle (else the upper one).
+    pub lower: bool,
+    /// Take `a`'s diagonal as ones.
+    pub unit_diagonal: bool,
+    /// How `a` enters.
+    pub transpose_a: Transpose,
+}
+
+fn square_batch(
+    op: &'static str,
+    a: &Shape,
+) -> Result<(crate::shape::ElementType, Vec<i64>), ShapeError> {
+    let (t, d) = array_of(op, a)?;
+    if !(t.is_float() || t.is_complex()) {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::ElementType,
+            format!("needs a floating-point type, got {t}"),
+        ));
+    }
+    if d.len() < 2 || d[d.len() - 1] != d[d.len() - 2] {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::Dimension,
+            "needs square matrices in its last two axes",
+        ));
+    }
+    Ok((t, d.to_vec()))
+}
+
+/// Cholesky rule: floating-point square matrices `[..., n, n]`; same shape out.
+pub fn infer_cholesky(a: &Shape) -> Result<Shape, ShapeError> {
+    square_batch("cholesky", a)?;
+    Ok(a.clone())
+}
+
+/// Triangular-solve rule: `a` square `[..., m, m]`, `b` of `a`'s type and batch with
+/// `m` rows (left side) or `m` columns (right side); `b`'s shape out.
+pub fn infer_triangular_solve(
+    a: &Shape,
+    b: &Shape,
+    o: &TriangularSolveOptions,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "triangular-solve";
+    let (t, ad) = square_batch(OP, a)?;
+    let (bt, bd) = array_of(OP, b)?;
+    let err = |k, r: String| ShapeError::new(OP, &[a, b], k, r);
+    if bt != t {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("a is {t}, b is {bt}"),
+        ));
+    }
+    if bd.len() != ad.len() || bd[..bd.len() - 2] != ad[..ad.len() - 2] {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            "a and b must have the same batch axes".into(),
+        ));
+    }
+    let m = ad[ad.len() - 1];
+    let k = if o.left_side {
+        bd[bd.len() - 2]
+    } else {
+        bd[bd.len() - 1]
+    };
+    if k != m {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "b's {} axis is {k}, a is {m}x{m}",
+                if o.left_side { "row" } else { "column" }
+            ),
+        ));
+    }
+    Ok(b.clone())
+}
+
+pub(crate) fn lower_triangular_solve(
+    o: &TriangularSolveOptions,
+    p: &mut proto::HloInstructionProto,
+) {
+    use proto::triangular_solve_options::Transpose as T;
+    p.triangular_solve_options = Some(proto::TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: (match o.transpose_a {
+            Transpose::No => T::NoTranspose,
+            Transpose::Transpose => T::Transpose,
+            Transpose::Adjoint => T::Adjoint,
+        }) as i32,
+    });
+}
+
+pub(crate) fn raise_triangular_solve(
+    p: &proto::HloInstructionProto,
+) -> Result<TriangularSolveOptions, String> {
+    use proto::triangular_solve_options::Transpose as T;
+    let o = p
+        .triangular_solve_options
+        .as_ref()
+        .ok_or("a triangular-solve without options")?;
+    Ok(TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: match T::try_from(o.transpose_a) {
+            Ok(T::NoTranspose) => Transpose::No,
+            Ok(T::Transpose) => Transpose::Transpose,
+            Ok(T::Adjoint) => Transpose::Adjoint,
+            _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
+        },
+    })
+}
+
+impl Op {
+    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
+    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
+    /// other triangle of the result is unspecified (XLA leaves it as is).
+    #[track_caller]
+    pub fn cholesky(&self, lower: bool) -> Op {
+        self.builder().emit(
+            OpKind::Cholesky { lower },
+            &[self],
+            None,
+            Location::caller(),
+        )
+    }
+
+    /// XLA's TriangularSolve: `x` with `op(a) x = b` (or `x op(a) = b`), `a` being
+    /// this triangular matrix (batched in leading axes).
+    #[track_caller]
+    pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
+        self.triangular_solve_at(b, options, Location::caller())
+    }
+
+    pub(crate) fn triangular_solve_at(
+        &self,
+        b: &Op,
+        options: TriangularSolveOptions,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder()
+            .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// DotGeneral: each operand's cotangent is a dot of the output cotangent with the
+/// other operand over the other operand's free axes, batched over the batch axes,
+/// then transposed into the operand's axis order (JAX's transpose rule).
+pub(crate) fn vjp_dot(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let d = &a.dims;
+    // The forward's precision; each result in its operand's type (operands of
+    // mixed types take it through the preferred type).
+    let opts = |t: &Op| DotOptions {
+        precision: a.precision,
+        preferred_element_type: t.element_type().ok(),
+    };
+    let (x, y, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (xr, yr) = match (x.rank(), y.rank()) {
+        (Ok(a), Ok(b)) => (a as i64, b as i64),
+        _ => return vec![None, None],
+    };
+    let free = |rank: i64, c: &[i64], b: &[i64]| -> Vec<i64> {
+        (0..rank)
+            .filter(|a| !c.contains(a) && !b.contains(a))
+            .collect()
+    };
+    let (xf, yf) = (
+        free(xr, &d.lhs_contracting, &d.lhs_batch),
+        free(yr, &d.rhs_contracting, &d.rhs_batch),
+    );
+    let nb = d.lhs_batch.len() as i64;
+    // Axes of the output cotangent: batch, x's free, y's free.
+    let ct_batch: Vec<i64> = (0..nb).collect();
+    let ct_xf: Vec<i64> = (nb..nb + xf.len() as i64).collect();
+    let ct_yf: Vec<i64> = (nb + xf.len() as i64..nb + (xf.len() + yf.len()) as i64).collect();
+    // Puts `r`, whose axes are `names` (axes of the operand), in operand order.
+    let arrange = |r: Op, names: Vec<i64>| -> Op {
+        let perm: Vec<i64> = (0..names.len() as i64)
+            .map(|a| names.iter().position(|x| *x == a).expect("every axis") as i64)
+            .collect();
+        if perm.iter().enumerate().all(|(i, p)| i as i64 == *p) {
+            r
+        } else {
+            r.transpose_at(&perm, loc)
+        }
+    };
+    let mut out = vec![None, None];
+    if crate::autodiff::wants(x) {
+        // ct · y over y's free axes: batch, x's free, then y's contracting axes in
+        // y's order (each standing for its paired x axis).
+        let dims = DotDims {
+            lhs_contracting: ct_yf.clone(),
+            rhs_contracting: yf.clone(),
+            lhs_batch: ct_batch.clone(),
+            rhs_batch: d.rhs_batch.clone(),
+        };
+        let r = ct.dot_general_at(y, &dims, opts(x), loc);
+        let mut yc: Vec<(i64, i64)> = d
+            .rhs_contracting
+            .iter()
+            .zip(&d.lhs_contracting)
+            .map(|(r, l)| (*r, *l))
+            .collect();
+        yc.sort();
+        let names: Vec<i64> = d
+            .lhs_batch
+            .iter()
+            .copied()
+            .chain(xf.iter().copied())
+            .chain(yc.iter().map(|(_, l)| *l))
+            .collect();
+        out[0] = Some(arrange(r, names));
+    }
+    if crate::autodiff::wants(y) {
+        // x · ct over x's free axes: batch, x's contracting axes in x's order (each
+        // standing for its paired y axis), then y's free.
+        let dims = DotDims {
+            lhs_contracting: xf.clone(),
+            rhs_contracting: ct_xf.clone(),
+            lhs_batch: d.lhs_batch.clone(),
+            rhs_batch: ct_batch.clone(),
+        };
+        let r = x.dot_general_at(ct, &dims, opts(y), loc);
+        let mut xc: Vec<(i64, i64)> = d
+            .lhs_contracting
+            .iter()
+            .zip(&d.rhs_contracting)
+            .map(|(l, r)| (*l, *r))
+            .collect();
+        xc.sort();
+        let names: Vec<i64> = d
+            .rhs_batch
+            .iter()
+            .copied()
+            .chain(xc.iter().map(|(_, r)| *r))
+            .chain(yf.iter().copied())
+            .collect();
+        out[1] = Some(arrange(r, names));
+    }
+    out
+}
+
+/// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
+/// `_reshape_axis_out_of`).
+fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(mut d) = x.dims() else {
+        return x.clone();
+    };
+    let s = src as usize;
+    let rest = d[s] / size;
+    d.splice(s..s + 1, [size, rest]);
+    x.reshape_at(&d, loc)
+}
+
+/// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
+/// the major part (JAX's `_reshape_axis_into`).
+fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(d) = x.dims() else {
+        return x.clone();
+    };
+    let mut perm: Vec<i64> = (0..d.len() as i64).filter(|a| *a != src).collect();
+    perm.insert(dst as usize, src);
+    let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
+    to.remove(dst as usize);
+    to[dst as usize] *= d[src as usize];
+    x.transpose_at(&perm, loc).reshape_at(&to, loc)
+}
+
+/// Convolution: the cotangents of the input and the kernel (JAX's
+/// `_conv_general_dilated_transpose_lhs` and `_rhs`), for any dimension numbers,
+/// strides, padding (negative too), dilations and group counts.
+///
+/// - Input: the output cotangent convolved with the kernel reversed in space and
+///   its feature axes swapped; the forward strides become the input dilation and
+///   the input dilation the strides, the padding makes the result the input's size.
+///   Feature groups move into the kernel's new output features; batch groups too,
+///   and the result's feature groups back into the batch.
+/// - Kernel: the input convolved with the output cotangent as the kernel, batch
+///   and feature axes swapped on both; the forward strides become the kernel
+///   dilation and the kernel dilation the strides; feature groups become batch
+///   groups and batch groups feature groups.
+///
+/// An output with no elements gives zeros.
+pub(crate) fn vjp_conv(
+    a: &ConvAttrs,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use crate::autodiff::{wants, zeros_like};
+    use crate::ops::window::dilated;
+    let (x, k, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (Ok(xd), Ok(kd), Ok(gd)) = (x.dims(), k.dims(), ct.dims()) else {
+        return Ok(vec![None, None]);
+    };
+    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
+    if fg > 1 && bg > 1 {
+        return Err(format!(
+            "a convolution with both feature groups ({fg}) and batch groups ({bg}) has no gradient"
+        ));
+    }
+    let d = &a.dims;
+    let mut out = vec![None, None];
+    if gd.contains(&0) || xd.contains(&0) || kd.contains(&0) {
+        for (slot, v) in out.iter_mut().zip([x, k]) {
+            if wants(v) {
+                *slot = Some(zeros_like(v, loc));
+            }
+        }
+        return Ok(out);
+    }
+    let ns = a.window.len();
+    let at = |axes: &[i64], dims: &[i64], i: usize| dims[axes[i] as usize];
+    if wants(x) {
+        let groups = fg.max(bg);
+        let mut kernel = k.clone();
+        if groups > 1 {
+            kernel = axis_out_of(&kernel, d.kernel_output_feature, groups, loc);
+            kernel = axis_into(
+                &kernel,
+                d.kernel_output_feature,
+                d.kernel_input_feature,
+                loc,
+            );
+        }
+        let axes: Vec<i64> = d.kernel_spatial.clone();
+        let kernel =
+            n.b.emit(OpKind::Reverse { axes: axes.into() }, &[&kernel], None, loc);
+        let window: Vec<WindowDim> = (0..ns)
+            .map(|i| {
+                let w = &a.window[i];
+                let kext = dilated(w.size, w.window_dilation);
+                let before = kext - w.padding_low - 1;
+                let after = dilated(at(&d.input_spatial, &xd, i), w.base_dilation) + kext
+                    - 1
+                    - dilated(at(&d.output_spatial, &gd, i), w.stride)
+                    - before;
+                WindowDim {
+                    size: w.size,
+                    stride: w.base_dilation,
+                    padding_low: before,
+                    padding_high: after,
+                    window_dilation: w.window_dilation,
+                    base_dilation: w.stride,
+                }
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: ConvDims {
+                input_batch: d.output_batch,
+                input_feature: d.output_feature,
+                input_spatial: d.output_spatial.clone(),
+                kernel_input_feature: d.kernel_output_feature,
+                kernel_output_feature: d.kernel_input_feature,
+                kernel_spatial: d.kernel_spatial.clone(),
+                output_batch: d.input_batch,
+                output_feature: d.input_feature,
+                output_spatial: d.input_spatial.clone(),
+            },
+            feature_group_count: groups,
+            batch_group_count: 1,
+        };
+        let mut g = ct.convolution_at(&kernel, attrs, loc);
+        if bg > 1 {
+            g = axis_out_of(&g, d.input_feature, bg, loc);
+            g = axis_into(&g, d.input_feature, d.input_batch, loc);
+        }
+        out[0] = Some(g);
+    }
+    if wants(k) {
+        let window: Vec<WindowDim> = (0..ns)
+            .map(|i| {
+                let w = &a.window[i];
+                let gext = dilated(at(&d.output_spatial, &gd, i), w.stride);
+                let after = gext - dilated(at(&d.input_spatial, &xd, i), w.base_dilation)
+                    + dilated(w.size, w.window_dilation)
+                    - w.padding_low
+                    - 1;
+                WindowDim {
+                    size: at(&d.output_spatial, &gd, i),
+                    stride: w.window_dilation,
+                    padding_low: w.padding_low,
+                    padding_high: after,
+                    window_dilation: w.stride,
+                    base_dilation: w.base_dilation,
+                }
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: ConvDims {
+                input_batch: d.input_feature,
+                input_feature: d.input_batch,
+                input_spatial: d.input_spatial.clone(),
+                kernel_input_feature: d.output_batch,
+                kernel_output_feature: d.output_feature,
+                kernel_spatial: d.output_spatial.clone(),
+                output_batch: d.kernel_input_feature,
+                output_feature: d.kernel_output_feature,
+                output_spatial: d.kernel_spatial.clone(),
+            },
+            feature_group_count: bg,
+            batch_group_count: fg,
+        };
+        out[1] = Some(x.convolution_at(ct, attrs, loc));
+    }
+    Ok(out)
+}
+
+/// Which part of the last two axes a mask keeps.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Row ≥ column (`strict`: row > column).
+    Lower { strict: bool },
+    /// Row ≤ column (`strict`: row < column).
+    Upper { strict: bool },
+}
+
+/// `x` with the elements outside `part` of each matrix (last two axes) zeroed.
+fn mask(x: &Op, part: Part, loc: &'static Location<'static>) -> Op {
+    use crate::Comparison;
+    let (Ok(d), Ok(ty)) = (x.dims(), x.element_type()) else {
+        return x.clone();
+    };
+    let b = x.builder();
+    let r = d.len() as i64;
+    let shape = Shape::array(ElementType::S32, &d);
+    let row = b.emit(
+        OpKind::Iota { dimension: r - 2 },
+        &[],
+        Some(shape.clone()),
+        loc,
+    );
+    let col = b.emit(OpKind::Iota { dimension: r - 1 }, &[], Some(shape), loc);
+    let dir = match part {
+        Part::Lower { strict: false } => Comparison::Ge,
+        Part::Lower { strict: true } => Comparison::Gt,
+        Part::Upper { strict: false } => Comparison::Le,
+        Part::Upper { strict: true } => Comparison::Lt,
+    };
+    let keep = row.compare_at(&col, dir, loc);
+    let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
+    b.select_at(&keep, x, &zero, loc)
+}
+
+/// `x` with its last two axes swapped.
+fn swap_last(x: &Op, loc: &'static Location<'static>) -> Op {
+    let r = x.rank().unwrap_or(2) as i64;
+    let mut perm: Vec<i64> = (0..r).collect();
+    perm.swap(r as usize - 2, r as usize - 1);
+    x.transpose_at(&perm, loc)
+}
+
+/// The batched product of the matrices in the last two axes of `x` and `y`,
+/// contracting axis `xc` of `x` (`r - 2` or `r - 1`) with axis `yc` of `y`.
+fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) -> Op {
+    let r = x.rank().unwrap_or(2) as i64;
+    let dims = DotDims {
+        lhs_contracting: vec![xc],
+        rhs_contracting: vec![yc],
+        lhs_batch: (0..r - 2).collect(),
+        rhs_batch: (0..r - 2).collect(),
+    };
+    x.dot_general_at(
+        y,
+        &dims,
+        DotOptions::new().precision(Precision::Highest),
+        loc,
+    )
+}
+
+/// Cholesky: with `L` the factor as a lower-triangular matrix (the transpose of
+/// the upper factor when `!lower`; the unspecified triangle of the result is
+/// masked out, and so is that of its cotangent `L̄`), `S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹` is the
+/// cotangent of the symmetric matrix factored (Φ: the lower triangle with the
+/// diagonal halved; JAX's rule). That matrix is built from the one triangle the op
+/// reads, so the cotangent of the input is `S + Sᵀ` in that triangle off the
+/// diagonal, `S` on it, and zero in the other triangle.
+pub(crate) fn vjp_cholesky(
+    lower: bool,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use crate::BinaryOp;
+    let (l, loc) = (n.out(), n.loc);
+    let Ok(r) = l.rank() else {
+        return Ok(vec![None]);
+    };
+    let r = r as i64;
+    let low = Part::Lower { strict: false };
+    let (l, lbar) = if lower {
+        (mask(l, low, loc), mask(ct, low, loc))
+    } else {
+        (
+            mask(&swap_last(l, loc), low, loc),
+            mask(&swap_last(ct, loc), low, loc),
+        )
+    };
+    // Φ(X): the strict lower triangle plus half the diagonal.
+    let phi = |x: &Op| {
+        let strict = mask(x, Part::Lower { strict: true }, loc);
+        let half = mask(&mask(x, low, loc), Part::Upper { strict: false }, loc).binary_scalar(
+            BinaryOp::Multiply,
+            crate::Scalar::Float(0.5),
+            false,
+            loc,
+        );
+        strict.binary(BinaryOp::Add, &half, loc)
+    };
+    let p = phi(&batch_dot(&l, &lbar, r - 2, r - 2, loc));
+    let solve = |left_side, transpose_a, b: &Op| {
+        let o = TriangularSolveOptions {
+            left_side,
+            lower: true,
+            unit_diagonal: false,
+            transpose_a,
+        };
+        l.triangular_solve_at(b, o, loc)
+    };
+    // Lᵀ Y = P, then S L = Y.
+    let y = solve(true, Transpose::Transpose, &p);
+    let s = solve(false, Transpose::No, &y);
+    let g = phi(&s.binary(BinaryOp::Add, &swap_last(&s, loc), loc));
+    Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
+}
+
+/// TriangularSolve (`op(A) X = B` or `X op(A) = B`, `op` the identity or the
+/// transpose; real types, so `Adjoint` is `Transpose`): the cotangent of `B` is
+/// the solve of the transposed system with `X̄`; that of `A` is `−B̄ Xᵀ` (left
+/// side) or `−Xᵀ B̄` (right side), transposed when `op` is, kept in the triangle
+/// the op reads (without the diagonal when it is taken as ones).
+pub(crate) fn vjp_triangular_solve(
+    o: &TriangularSolveOptions,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> crate::autodiff::Cotangents {
+    use crate::autodiff::wants;
+    let (a, b, x, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
+    let Ok(r) = a.rank() else {
+        return Ok(vec![None, None]);
+    };
+    let r = r as i64;
+    let transposed = o.transpose_a != Transpose::No;
+    let back = TriangularSolveOptions {
+        transpose_a: if transposed {
+            Transpose::No
+        } else {
+            Transpose::Transpose
+        },
+        ..*o
+    };
+    let bbar = a.triangular_solve_at(ct, back, loc);
+    let mut out = vec![None, None];
+    if wants(a) {
+        let m = if o.left_side {
+            batch_dot(&bbar, x, r - 1, r - 1, loc)
+        } else {
+            batch_dot(x, &bbar, r - 2, r - 2, loc)
+        };
+        let m = if transposed { swap_last(&m, loc) } else { m };
+        let part = if o.lower {
+            Part::Lower {
+                strict: o.unit_diagonal,
+            }
+        } else {
+            Part::Upper {
+                strict: o.unit_diagonal,
+            }
+        };
+        out[0] = Some(mask(&m, part, loc).unary(crate::UnaryOp::Negate, loc));
+    }
+    if wants(b) {
+        out[1] = Some(bbar);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(d: &[i64]) -> Shape {
+        Shape::of::<f32>(d)
+    }
+
+    #[test]
+    fn matrix_product_shape() {
+        let s =
+            infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(1, 0), None).unwrap();
+        assert_eq!(s, f(&[4, 2]));
+    }
+
+    #[test]
+    fn batch_axes_come_first() {
+        let d = DotDims {
+            lhs_contracting: vec![2],
+            rhs_contracting: vec![1],
+            lhs_batch: vec![0],
+            rhs_batch: vec![0],
+        };
+        assert_eq!(
+            infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d, None).unwrap(),
+            f(&[5, 4, 2])
+        );
+    }
+
+    #[test]
+    fn dot_element_types_follow_xla() {
+        use ElementType::*;
+        assert_eq!(dot_result_type(S8, S8, Some(S32)), Ok(S32));
+        assert_eq!(dot_result_type(U8, U8, Some(S32)), Ok(S32));
+        assert_eq!(dot_result_type(Bf16, Bf16, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(F16, F32, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(S8, Bf16, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(F32, F32, None), Ok(F32));
+        // Floating-point results may narrow (XLA's MaybeUpcast checks integers only).
+        assert_eq!(dot_result_type(F32, F32, Some(Bf16)), Ok(Bf16));
+        assert_eq!(dot_result_type(S32, F16, Some(S8)), Ok(S8));
+        let e = dot_result_type(S32, S32, Some(S16)).unwrap_err();
+        assert!(e.contains("narrower than the operands' s32"), "{e}");
+        // The wider operand counts: u16 is above s8 (bit width before signedness).
+        let e = dot_result_type(S8, U16, Some(S8)).unwrap_err();
+        assert!(e.contains("narrower than the operands' u16"), "{e}");
+        let e = dot_result_type(F16, F32, None).unwrap_err();
+        assert!(e.contains("give a preferred element type"), "{e}");
+        assert!(dot_result_type(Pred, Pred, Some(S32)).is_err());
+        assert!(dot_result_type(S32, S32, Some(Pred)).is_err());
+        let e = dot_result_type(C64, C64, Some(F64)).unwrap_err();
+        assert!(e.contains("complex"), "{e}");
+        assert_eq!(dot_result_type(C64, F64, Some(C128)), Ok(C128));
+        // XLA's order of precision.
+        assert!(precision_key(Bf16) > precision_key(F16));
+        assert!(precision_key(F32) > precision_key(Bf16));
+        assert!(precision_key(F16) > precision_key(U64));
+        assert!(precision_key(S32) > precision_key(U32));
+        assert!(precision_key(C64) > precision_key(F64));
+    }
+
+    #[test]
+    fn preferred_type_sets_the_result_and_precision_round_trips() {
+        let f = |d: &[i64]| Shape::of::<i8>(d);
+        let s = infer_dot_general(
+            &f(&[4, 3]),
+            &f(&[3, 2]),
+            &DotDims::contract(1, 0),
+            Some(ElementType::S32),
+        )
+        .unwrap();
+        assert_eq!(s, Shape::of::<i32>(&[4, 2]));
+        let e = infer_dot_general(
+            &f(&[4, 3]),
+            &f(&[3, 2]),
+            &DotDims::contract(1, 0),
+            Some(ElementType::Pred),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        let a = DotAttrs {
+            dims: DotDims::contract(1, 0),
+            precision: [Precision::Highest, Precision::Default],
+        };
+        let mut p = proto::HloInstructionProto::default();
+        lower_dot(&a, &mut p);
+        assert_eq!(
+            p.precision_config.as_ref().unwrap().operand_precision,
+            vec![2, 0]
+        );
+        assert_eq!(raise_dot(&p), Ok(a.clone()));
+        assert_eq!(
+            text_precision(&a.precision),
+            ", operand_precision={highest,default}"
+        );
+        // Default precision writes nothing (as XLA's printer and JAX's lowering).
+        let mut q = proto::HloInstructionProto::default();
+        lower_dot(
+            &DotAttrs {
+                dims: a.dims.clone(),
+                precision: Default::default(),
+            },
+            &mut q,
+        );
+        assert!(q.precision_config.is_none());
+        assert_eq!(text_precision(&Default::default()), "");
+        // An empty list is DEFAULT for both; three entries, an unknown precision or
+        // an algorithm are refused.
+        p.precision_config
+            .as_mut()
+            .unwrap()
+            .operand_precision
+            .clear();
+        assert_eq!(raise_dot(&p).unwrap().precision, [Precision::Default; 2]);
+        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 0, 0];
+        assert!(raise_dot(&p).unwrap_err().contains("3 operand precisions"));
+        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 3];
+        assert!(raise_dot(&p).unwrap_err().contains("precision 3"));
+        p.precision_config.as_mut().unwrap().operand_precision = vec![];
+        p.precision_config.as_mut().unwrap().algorithm = 11;
+        assert!(raise_dot(&p).unwrap_err().contains("algorithm 11"));
+    }
+
+    #[test]
+    fn each_invariant_has_its_message() {
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[4, 3]), &DotDims::contract(1, 0), None)
+            .unwrap_err();
+        assert!(e.reason.contains("contracting axes differ in size"), "{e}");
+        let e = infer_dot_general(
+            &f(&[4, 3]),
+            &Shape::of::<f64>(&[3, 2]),
+            &DotDims::contract(1, 0),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("element types differ"), "{e}");
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(2, 0), None)
+            .unwrap_err();
+        assert!(e.reason.contains("out of range"), "{e}");
+        let d = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![0],
+            lhs_batch: vec![1],
+            rhs_batch: vec![1],
+        };
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).unwrap_err();
+        assert!(e.reason.contains("used twice"), "{e}");
+        let d = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![],
+            ..Default::default()
+        };
+        assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).is_err());
+    }
+}

@@ -1,0 +1,325 @@
+//! Miscellaneous ops: `map` (a scalar function applied element-wise, from a
+//! closure), `opt-barrier` (values the compiler may not move computations across),
+//! and `custom-call` (a plugin's own kernel by name).
+
+use std::panic::Location;
+
+use super::array_of;
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
+use crate::proto;
+use crate::shape::Shape;
+
+/// A custom call's attributes: the kernel's name, its opaque configuration and the
+/// calling convention.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CustomCallAttrs {
+    /// The kernel's registered name.
+    pub target: String,
+    /// Bytes passed to the kernel unchanged (XLA's `backend_config`, the "opaque").
+    pub opaque: Vec<u8>,
+    /// XLA's `CustomCallApiVersion` number (1: original, 2/3: status returning, 4:
+    /// typed FFI).
+    pub api_version: i32,
+    /// The call has side effects (it is never removed or duplicated).
+    pub has_side_effect: bool,
+}
+
+/// Map rule: one or more arrays of equal dimensions; the function (when given) takes
+/// one scalar of each operand's type and returns a scalar, whose type the result
+/// has, with the operands' dimensions. `dims` must be all axes in order.
+pub fn infer_map(
+    operands: &[&Shape],
+    dims: &[i64],
+    f: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "map";
+    let Some(first) = operands.first() else {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs at least one operand",
+        ));
+    };
+    let (_, d0) = array_of(OP, first)?;
+    let mut types = Vec::new();
+    for s in operands {
+        let (t, d) = array_of(OP, s)?;
+        if d != d0 {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "all operands must have the same dimensions",
+            ));
+        }
+        types.push(Shape::scalar(t));
+    }
+    super::check_one_float_type(OP, operands)?;
+    if dims.len() != d0.len() || dims.iter().enumerate().any(|(i, a)| *a != i as i64) {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Attribute,
+            format!("map dimensions {dims:?} must be every axis in order"),
+        ));
+    }
+    let Some((params, result)) = f else {
+        return Ok((*first).clone());
+    };
+    let (rt, rd) = array_of(OP, result)?;
+    if *params != types || !rd.is_empty() {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Body,
+            format!(
+                "the function must map ({}) to a scalar",
+                types
+                    .iter()
+                    .map(Shape::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    Ok(Shape::array(rt, d0))
+}
+
+/// Custom-call rule: a kernel name and a known calling convention (API version 1 to
+/// 4: XLA aborts compiling a nameless one inside a body, found by the fuzzer), any
+/// operands; the result is the declared shape (arrays or a tuple of arrays), which the
+/// kernel must produce: nothing else can be checked.
+pub fn infer_custom_call(
+    attrs: &CustomCallAttrs,
+    operands: &[&Shape],
+    result: &Shape,
+) -> Result<Shape, ShapeError> {
+    if attrs.target.is_empty() || !(1..=4).contains(&attrs.api_version) {
+        return Err(ShapeError::new(
+            "custom-call",
+            operands,
+            ShapeErrorKind::Attribute,
+            format!(
+                "needs a kernel name and an API version 1 to 4 (got `{}`, {})",
+                attrs.target, attrs.api_version
+            ),
+        ));
+    }
+    fn ok(s: &Shape) -> bool {
+        match s {
+            Shape::Array { dims, .. } => dims.iter().all(|d| *d >= 0),
+            Shape::Tuple(e) => e.iter().all(|s| matches!(s, Shape::Array { .. }) && ok(s)),
+            Shape::Token => false,
+        }
+    }
+    if !ok(result) {
+        return Err(ShapeError::new(
+            "custom-call",
+            operands,
+            ShapeErrorKind::Attribute,
+            format!("a custom call returns arrays or a tuple of arrays, not {result}"),
+        ));
+    }
+    Ok(result.clone())
+}
+
+pub(crate) fn lower_custom_call(a: &CustomCallAttrs, p: &mut proto::HloInstructionProto) {
+    p.custom_call_target = a.target.clone();
+    p.backend_config = a.opaque.clone();
+    p.custom_call_api_version = a.api_version;
+    p.custom_call_has_side_effect = a.has_side_effect;
+}
+
+pub(crate) fn raise_custom_call(p: &proto::HloInstructionProto) -> CustomCallAttrs {
+    CustomCallAttrs {
+        target: p.custom_call_target.clone(),
+        opaque: p.backend_config.clone(),
+        api_version: p.custom_call_api_version,
+        has_side_effect: p.custom_call_has_side_effect,
+    }
+}
+
+impl Builder {
+    /// XLA's Map: applies `f` (scalars in, a scalar out) to the elements of
+    /// `operands` (arrays of equal dimensions) at each position. The function may
+    /// use outside scalars.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("map");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let y = b.parameter(1, Shape::of::<f32>(&[3]), "y");
+    /// let z = b.map(&[&x, &y], |s| (&s[0] * &s[1]).tanh());
+    /// assert_eq!(z.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn map(&self, operands: &[&Op], f: impl FnOnce(&[Op]) -> Op) -> Op {
+        let loc = Location::caller();
+        let target = match self.target(operands, "map", loc) {
+            Ok(t) => t,
+            Err(failed) => return failed,
+        };
+        let shapes: Vec<Shape> = operands
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        let rank = shapes.first().map_or(0, Shape::rank) as i64;
+        let dims: Vec<i64> = (0..rank).collect();
+        if let Err(e) = infer_map(&refs, &dims, None) {
+            return self.fail(e, loc);
+        }
+        let params: Vec<Shape> = shapes
+            .iter()
+            .map(|s| Shape::scalar(s.element_type().expect("checked")))
+            .collect();
+        let (comp, roots) = match self.body(target, "map", &params, loc, |_, p| vec![f(p)]) {
+            Ok(r) => r,
+            Err(failed) => return failed,
+        };
+        // Captured scalars come in as more mapped operands (see `scalar_captures`).
+        let captures = match self.scalar_captures(comp, target, "map", loc) {
+            Ok(c) => c,
+            Err(f) => return f,
+        };
+        if let Err(f) = self.finish_body(comp, &roots, loc) {
+            return f;
+        }
+        let d0 = shapes[0].dims().to_vec();
+        let spread: Vec<Op> = captures
+            .iter()
+            .map(|c| self.op(target, *c).broadcast_to_at(&d0, loc))
+            .collect();
+        let all: Vec<&Op> = operands.iter().copied().chain(&spread).collect();
+        self.emit(
+            OpKind::Map {
+                dims: dims.into(),
+                body: comp,
+            },
+            &all,
+            None,
+            loc,
+        )
+    }
+
+    /// XLA's OptimizationBarrier: the values unchanged, but the compiler may not move
+    /// computations across this point (e.g. to keep a rematerialization from being
+    /// undone).
+    #[track_caller]
+    pub fn optimization_barrier(&self, values: &[&Op]) -> Vec<Op> {
+        let loc = Location::caller();
+        let t = self.tuple(values);
+        let r = self.emit(OpKind::OptimizationBarrier, &[&t], None, loc);
+        (0..values.len())
+            .map(|i| {
+                self.emit(
+                    OpKind::GetTupleElement { index: i as u32 },
+                    &[&r],
+                    None,
+                    loc,
+                )
+            })
+            .collect()
+    }
+
+    /// XLA's CustomCall: the plugin's kernel `attrs.target` on `operands`, declared
+    /// to return `result` (arrays or a tuple of arrays). The crate cannot check what
+    /// the kernel does; a kernel the plugin does not have is a compile error.
+    #[track_caller]
+    pub fn custom_call(&self, attrs: &CustomCallAttrs, operands: &[&Op], result: Shape) -> Op {
+        self.emit(
+            OpKind::CustomCall(Box::new(attrs.clone())),
+            operands,
+            Some(result),
+            Location::caller(),
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// Map: per operand, a map of the scalar function's derivative times the
+/// cotangent (the function recomputed and differentiated inside each map body).
+pub(crate) fn vjp_map(
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> Vec<Option<Op>> {
+    use crate::autodiff::{inline, vjp_at, wants};
+    let (k, loc) = (n.operands.len(), n.loc);
+    (0..k)
+        .map(|i| {
+            if !wants(&n.operands[i]) {
+                return None;
+            }
+            let ops: Vec<&Op> = n.operands.iter().chain([ct]).collect();
+            Some(n.b.map(&ops, |p| {
+                let bb = p[0].builder();
+                let out = inline(&bb, body, &p[..k]).swap_remove(0);
+                let wrt: Vec<&Op> = p[..k].iter().collect();
+                vjp_at(&bb, &[&out], &[&p[k]], &wrt, loc).swap_remove(i)
+            }))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_rule() {
+        let x = Shape::of::<f32>(&[2, 3]);
+        let i = Shape::of::<i32>(&[2, 3]);
+        let f = (
+            vec![Shape::of::<f32>(&[]), Shape::of::<i32>(&[])],
+            Shape::of::<bool>(&[]),
+        );
+        assert_eq!(
+            infer_map(&[&x, &i], &[0, 1], Some(&f)).unwrap(),
+            Shape::of::<bool>(&[2, 3])
+        );
+        assert!(infer_map(&[&x, &i], &[1, 0], Some(&f)).is_err());
+        assert!(infer_map(&[&x, &Shape::of::<i32>(&[3, 2])], &[0, 1], None).is_err());
+        let bad = (vec![Shape::of::<f32>(&[])], Shape::of::<f32>(&[]));
+        assert_eq!(
+            infer_map(&[&x, &i], &[0, 1], Some(&bad)).unwrap_err().kind,
+            ShapeErrorKind::Body
+        );
+        // Operands mixing float precisions: XLA's verifier refuses them (found by
+        // tests/rules_vs_xla.rs); an integer beside a float is fine.
+        let h = Shape::array(crate::shape::ElementType::F16, &[2, 3]);
+        let e = infer_map(&[&h, &x], &[0, 1], None).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        assert!(infer_map(&[&h, &i], &[0, 1], None).is_ok());
+    }
+
+    #[test]
+    fn custom_call_rule() {
+        let a = CustomCallAttrs {
+            target: "k".into(),
+            opaque: vec![],
+            api_version: 1,
+            has_side_effect: false,
+        };
+        assert!(infer_custom_call(&a, &[], &Shape::of::<f32>(&[2])).is_ok());
+        assert!(infer_custom_call(&a, &[], &Shape::Token).is_err());
+        let nested = Shape::Tuple(vec![Shape::Tuple(vec![])]);
+        assert!(infer_custom_call(&a, &[], &nested).is_err());
+        let nameless = CustomCallAttrs {
+            target: String::new(),
+            ..a.clone()
+        };
+        assert!(infer_custom_call(&nameless, &[], &Shape::of::<f32>(&[2])).is_err());
+        let unversioned = CustomCallAttrs {
+            api_version: 0,
+            ..a
+        };
+        assert!(infer_custom_call(&unversioned, &[], &Shape::of::<f32>(&[2])).is_err());
+    }
+}

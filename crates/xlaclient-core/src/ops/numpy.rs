@@ -1,0 +1,565 @@
+//! A numpy-style layer on top of the XLA ops: reductions with `keepdims`,
+//! `argmax`/`argmin` (XLA's tie-breaking: the first index), `softmax`,
+//! `log_softmax`, `logsumexp`, `one_hot`, `clip`, `square`, `stack`, `split`,
+//! `squeeze`, `expand_dims`, `arange`, `zeros`/`ones`/`full` (and `_like`), two-operand
+//! `einsum`. Each compiles to the ops of the other families; nothing here has a rule
+//! of its own beyond checking its arguments.
+
+use std::panic::Location;
+
+use super::elementwise::{BinaryOp, Scalar};
+use super::linalg::DotDims;
+use super::{resolve_axes, resolve_axis};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ops::elementwise::Comparison;
+use crate::shape::{ElementType, Shape};
+
+fn fail(
+    op: &Op,
+    name: &'static str,
+    shapes: &[&Shape],
+    kind: ShapeErrorKind,
+    reason: String,
+    loc: &'static Location<'static>,
+) -> Op {
+    op.builder()
+        .fail(ShapeError::new(name, shapes, kind, reason), loc)
+}
+
+impl Op {
+    /// Zeros of this array's type and dimensions (`jnp.zeros_like`).
+    #[track_caller]
+    pub fn zeros_like(&self) -> Op {
+        self.full_like_at(0.0, Location::caller())
+    }
+
+    /// Ones of this array's type and dimensions (`jnp.ones_like`).
+    #[track_caller]
+    pub fn ones_like(&self) -> Op {
+        self.full_like_at(1.0, Location::caller())
+    }
+
+    /// `value` in this array's type and dimensions (`jnp.full_like`); a value the
+    /// type cannot hold is a build error.
+    #[track_caller]
+    pub fn full_like(&self, value: f64) -> Op {
+        self.full_like_at(value, Location::caller())
+    }
+
+    pub(crate) fn full_like_at(&self, value: f64, loc: &'static Location<'static>) -> Op {
+        let b = self.builder();
+        match self.shape() {
+            Ok(s) if s.is_array() => {
+                let ty = s.element_type().expect("an array");
+                let v = if value.fract() == 0.0 && !ty.is_float() {
+                    Scalar::Int(value as i64)
+                } else {
+                    Scalar::Float(value)
+                };
+                b.scalar_of(ty, v, loc).broadcast_to_at(s.dims(), loc)
+            }
+            Ok(_) => b.fail_not_array(self, "broadcast", loc),
+            Err(_) => self.clone(),
+        }
+    }
+
+    fn array_shape(
+        &self,
+        name: &'static str,
+        loc: &'static Location<'static>,
+    ) -> Result<Shape, Op> {
+        match self.shape() {
+            Ok(s) if s.is_array() => Ok(s),
+            _ => Err(self.builder().fail_not_array(self, name, loc)),
+        }
+    }
+
+    /// `reduced` with the reduced `axes` put back as size-1 axes.
+    fn keep(&self, reduced: Op, axes: &[i64], loc: &'static Location<'static>) -> Op {
+        let Ok(s) = self.array_shape("reduce", loc) else {
+            return reduced;
+        };
+        let Ok(axes) = resolve_axes("reduce", &s, axes) else {
+            return reduced;
+        };
+        let dims: Vec<i64> = (0..s.rank())
+            .map(|i| if axes.contains(&i) { 1 } else { s.dims()[i] })
+            .collect();
+        reduced.reshape_at(&dims, loc)
+    }
+
+    fn reduce_keep(
+        &self,
+        axes: &[i64],
+        keepdims: bool,
+        loc: &'static Location<'static>,
+        f: impl FnOnce(&Op) -> Op,
+    ) -> Op {
+        let r = f(self);
+        if keepdims { self.keep(r, axes, loc) } else { r }
+    }
+
+    /// Sum over `axes` (numpy's `sum`), keeping them as size-1 axes if `keepdims`.
+    #[track_caller]
+    pub fn sum(&self, axes: &[i64], keepdims: bool) -> Op {
+        let loc = Location::caller();
+        self.reduce_keep(axes, keepdims, loc, |x| {
+            x.reduce_binary_at(axes, BinaryOp::Add, loc)
+        })
+    }
+
+    /// Product over `axes`.
+    #[track_caller]
+    pub fn prod(&self, axes: &[i64], keepdims: bool) -> Op {
+        let loc = Location::caller();
+        self.reduce_keep(axes, keepdims, loc, |x| {
+            x.reduce_binary_at(axes, BinaryOp::Multiply, loc)
+        })
+    }
+
+    /// Maximum over `axes` (numpy's `amax`).
+    #[track_caller]
+    pub fn amax(&self, axes: &[i64], keepdims: bool) -> Op {
+        let loc = Location::caller();
+        self.reduce_keep(axes, keepdims, loc, |x| {
+            x.reduce_binary_at(axes, BinaryOp::Maximum, loc)
+        })
+    }
+
+    /// Minimum over `axes` (numpy's `amin`).
+    #[track_caller]
+    pub fn amin(&self, axes: &[i64], keepdims: bool) -> Op {
+        let loc = Location::caller();
+        self.reduce_keep(axes, keepdims, loc, |x| {
+            x.reduce_binary_at(axes, BinaryOp::Minimum, loc)
+        })
+    }
+
+    /// The index (`s32`) of the largest element along `axis`: the first one among
+    /// equals, and the first NaN if there is one (as `jnp.argmax`).
+    #[track_caller]
+    pub fn argmax(&self, axis: i64) -> Op {
+        self.arg_best(axis, Comparison::Gt, Location::caller())
+    }
+
+    /// The index (`s32`) of the smallest element along `axis`: the first one among
+    /// equals, and the first NaN if there is one (as `jnp.argmin`).
+    #[track_caller]
+    pub fn argmin(&self, axis: i64) -> Op {
+        self.arg_best(axis, Comparison::Lt, Location::caller())
+    }
+
+    fn arg_best(&self, axis: i64, better: Comparison, loc: &'static Location<'static>) -> Op {
+        let s = match self.array_shape("reduce", loc) {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let a = match resolve_axis("reduce", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return self.builder().fail(e, loc),
+        };
+        let b = self.builder();
+        let ty = s.element_type().expect("an array");
+        let idx = b.iota(ElementType::S32, s.dims(), a as i64);
+        let init_v = b.scalar_of(
+            ty,
+            if ty.is_float() {
+                Scalar::Float(f64::NAN)
+            } else {
+                Scalar::Int(0)
+            },
+            loc,
+        );
+        let init_i = b.scalar_of(ElementType::S32, Scalar::Int(-1), loc);
+        let float = ty.is_float();
+        let out = b.reduce_many_at(
+            &[self, &idx],
+            &[&init_v, &init_i],
+            &[a as i64],
+            loc,
+            |acc, e| {
+                // A total order with the index as tie-break, so XLA may combine partial
+                // results in any grouping: an initial value (index -1) is the identity;
+                // a NaN beats numbers; among equals (or two NaNs) the smaller index wins.
+                let bb = acc[0].builder();
+                let and = |x: &Op, y: &Op| bb.select_at(x, y, x, loc);
+                let or = |x: &Op, y: &Op| bb.select_at(x, x, y, loc);
+                let zero = bb.scalar_of(ElementType::S32, Scalar::Int(0), loc);
+                let no_false = bb.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
+                let acc_none = acc[1].compare_at(&zero, Comparison::Lt, loc);
+                let e_none = e[1].compare_at(&zero, Comparison::Lt, loc);
+                let lower = e[1].compare_at(&acc[1], Comparison::Lt, loc);
+                let wins = e[0].compare_at(&acc[0], better, loc);
+                let tie = and(&e[0].compare_at(&acc[0], Comparison::Eq, loc), &lower);
+                let mut take = or(&wins, &tie);
+                if float {
+                    let e_nan = e[0].compare_at(&e[0], Comparison::Ne, loc);
+                    let a_nan = acc[0].compare_at(&acc[0], Comparison::Ne, loc);
+                    take = bb.select_at(&a_nan, &and(&e_nan, &lower), &or(&e_nan, &take), loc);
+                }
+                let take = bb.select_at(&e_none, &no_false, &or(&acc_none, &take), loc);
+                vec![
+                    bb.select_at(&take, &e[0], &acc[0], loc),
+                    bb.select_at(&take, &e[1], &acc[1], loc),
+                ]
+            },
+        );
+        out.into_iter().nth(1).expect("two results")
+    }
+
+    /// `log(sum(exp(x)))` over `axis`, computed stably (the maximum taken out; an
+    /// axis of all −∞ gives −∞).
+    #[track_caller]
+    pub fn logsumexp(&self, axis: i64, keepdims: bool) -> Op {
+        let loc = Location::caller();
+        let ty = match self.element_type() {
+            Ok(t) => t,
+            Err(_) => return self.builder().fail_not_array(self, "reduce", loc),
+        };
+        let b = self.builder();
+        let mx = self.amax(&[axis], true);
+        let ninf = b.scalar_of(ty, Scalar::Float(f64::NEG_INFINITY), loc);
+        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        let is_ninf = mx.compare_at(&ninf, Comparison::Eq, loc);
+        let shift = b.select_at(&is_ninf, &zero, &mx, loc);
+        let e = self.binary(BinaryOp::Subtract, &shift, loc).exp();
+        let lse = e
+            .sum(&[axis], true)
+            .log()
+            .binary(BinaryOp::Add, &shift, loc);
+        if keepdims { lse } else { lse.squeeze(&[axis]) }
+    }
+
+    /// `exp(x) / sum(exp(x))` along `axis`, computed stably.
+    #[track_caller]
+    pub fn softmax(&self, axis: i64) -> Op {
+        let loc = Location::caller();
+        let z = self
+            .binary(BinaryOp::Subtract, &self.amax(&[axis], true), loc)
+            .exp();
+        z.binary(BinaryOp::Divide, &z.sum(&[axis], true), loc)
+    }
+
+    /// `x - logsumexp(x)` along `axis`.
+    #[track_caller]
+    pub fn log_softmax(&self, axis: i64) -> Op {
+        let loc = Location::caller();
+        self.binary(BinaryOp::Subtract, &self.logsumexp(axis, true), loc)
+    }
+
+    /// One-hot vectors: for integer indices `[...]`, an array `[..., n]` of `ty` with
+    /// 1 where the last axis equals the index (indices outside `0..n` give zeros).
+    #[track_caller]
+    pub fn one_hot(&self, n: i64, ty: ElementType) -> Op {
+        let loc = Location::caller();
+        let s = match self.array_shape("one_hot", loc) {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let ity = s.element_type().expect("an array");
+        if !ity.is_integer() {
+            return fail(
+                self,
+                "one_hot",
+                &[&s],
+                ShapeErrorKind::ElementType,
+                format!("indices must be integers, got {ity}"),
+                loc,
+            );
+        }
+        let mut dims = s.dims().to_vec();
+        dims.push(n);
+        let b = self.builder();
+        let classes = b.iota(ity, &dims, -1);
+        let bd: Vec<i64> = (0..s.rank() as i64).collect();
+        let idx = self.broadcast_in_dim_at(&dims, &bd, loc);
+        classes
+            .compare_at(&idx, Comparison::Eq, loc)
+            .convert_at(ty, loc)
+    }
+
+    /// Each element limited to `[lo, hi]` (numpy's `clip`): XLA's `clamp` with Rust
+    /// numbers as bounds, which take this op's element type (an error if they do
+    /// not fit it, as for `&x + 2.5` on integers). See [`Op::clamp`].
+    #[track_caller]
+    pub fn clip(&self, lo: impl Into<Scalar>, hi: impl Into<Scalar>) -> Op {
+        let loc = Location::caller();
+        let ty = match self.element_type() {
+            Ok(ty) => ty,
+            Err(_) => return self.builder().fail_not_array(self, "clamp", loc),
+        };
+        let b = self.builder();
+        let lo = b.scalar_of(ty, lo.into(), loc);
+        let hi = b.scalar_of(ty, hi.into(), loc);
+        self.clamp_at(&lo, &hi, loc)
+    }
+
+    /// `x * x`.
+    #[track_caller]
+    pub fn square(&self) -> Op {
+        self.binary(BinaryOp::Multiply, self, Location::caller())
+    }
+
+    /// Removes the size-1 `axes` (numpy's `squeeze`).
+    #[track_caller]
+    pub fn squeeze(&self, axes: &[i64]) -> Op {
+        let loc = Location::caller();
+        let s = match self.array_shape("reshape", loc) {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let axes = match resolve_axes("reshape", &s, axes) {
+            Ok(a) => a,
+            Err(e) => return self.builder().fail(e, loc),
+        };
+        if let Some(a) = axes.iter().find(|a| s.dims()[**a] != 1) {
+            return fail(
+                self,
+                "reshape",
+                &[&s],
+                ShapeErrorKind::Dimension,
+                format!("squeezed axis {a} has size {}", s.dims()[*a]),
+                loc,
+            );
+        }
+        let dims: Vec<i64> = (0..s.rank())
+            .filter(|i| !axes.contains(i))
+            .map(|i| s.dims()[i])
+            .collect();
+        self.reshape_at(&dims, loc)
+    }
+
+    /// Inserts a size-1 axis at `axis` of the result (negative counts from the end
+    /// of the result, as numpy's `expand_dims`).
+    #[track_caller]
+    pub fn expand_dims(&self, axis: i64) -> Op {
+        let loc = Location::caller();
+        let s = match self.array_shape("reshape", loc) {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let out = Shape::array(s.element_type().expect("an array"), &vec![1; s.rank() + 1]);
+        let a = match resolve_axis("reshape", &out, axis) {
+            Ok(a) => a,
+            Err(e) => return self.builder().fail(e, loc),
+        };
+        let mut dims = s.dims().to_vec();
+        dims.insert(a, 1);
+        self.reshape_at(&dims, loc)
+    }
+
+    /// Splits along `axis` into pieces of the given `sizes` (which must add up to the
+    /// axis's size).
+    #[track_caller]
+    pub fn split(&self, sizes: &[i64], axis: i64) -> Vec<Op> {
+        let loc = Location::caller();
+        let s = match self.array_shape("slice", loc) {
+            Ok(s) => s,
+            Err(f) => return vec![f; sizes.len().max(1)],
+        };
+        let a = match resolve_axis("slice", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return vec![self.builder().fail(e, loc); sizes.len().max(1)],
+        };
+        if sizes.iter().any(|z| *z < 0) || sizes.iter().sum::<i64>() != s.dims()[a] {
+            let f = fail(
+                self,
+                "slice",
+                &[&s],
+                ShapeErrorKind::Dimension,
+                format!(
+                    "split sizes {sizes:?} do not add up to axis {a}'s {}",
+                    s.dims()[a]
+                ),
+                loc,
+            );
+            return vec![f; sizes.len().max(1)];
+        }
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|z| {
+                let mut st = vec![0; s.rank()];
+                let mut lim = s.dims().to_vec();
+                st[a] = start;
+                lim[a] = start + z;
+                start += z;
+                self.slice_at(&st, &lim, &vec![1; s.rank()], loc)
+            })
+            .collect()
+    }
+}
+
+impl Builder {
+    /// Joins arrays of one shape along a new axis `axis` (numpy's `stack`).
+    #[track_caller]
+    pub fn stack(&self, ops: &[&Op], axis: i64) -> Op {
+        let loc = Location::caller();
+        let expanded: Vec<Op> = ops
+            .iter()
+            .map(|o| {
+                let Ok(s) = o.shape() else {
+                    return (*o).clone();
+                };
+                let out = Shape::array(
+                    s.element_type().unwrap_or(ElementType::F32),
+                    &vec![1; s.rank() + 1],
+                );
+                match resolve_axis("concatenate", &out, axis) {
+                    Ok(a) => {
+                        let mut d = s.dims().to_vec();
+                        d.insert(a.min(d.len()), 1);
+                        o.reshape_at(&d, loc)
+                    }
+                    Err(e) => self.fail(e, loc),
+                }
+            })
+            .collect();
+        let refs: Vec<&Op> = expanded.iter().collect();
+        let a = ops
+            .first()
+            .and_then(|o| o.rank().ok())
+            .map_or(axis, |r| if axis < 0 { axis + r as i64 + 1 } else { axis });
+        self.concatenate_at(&refs, a, loc)
+    }
+
+    /// `start, start + step, …` below `stop` as a rank-1 array of `ty` (numpy's
+    /// `arange`).
+    #[track_caller]
+    pub fn arange(&self, start: f64, stop: f64, step: f64, ty: ElementType) -> Op {
+        let loc = Location::caller();
+        if step == 0.0 || !start.is_finite() || !stop.is_finite() || !step.is_finite() {
+            return self.fail(
+                ShapeError::new(
+                    "iota",
+                    &[],
+                    ShapeErrorKind::Attribute,
+                    format!("arange({start}, {stop}, {step})"),
+                ),
+                loc,
+            );
+        }
+        let n = ((stop - start) / step).ceil().max(0.0) as i64;
+        let i = self.iota(ty, &[n], 0);
+        i.binary_scalar(BinaryOp::Multiply, Scalar::Float(step), false, loc)
+            .binary_scalar(BinaryOp::Add, Scalar::Float(start), false, loc)
+    }
+
+    /// An array of `ty` and `dims` holding `value` everywhere.
+    #[track_caller]
+    pub fn full(&self, ty: ElementType, dims: &[i64], value: f64) -> Op {
+        let loc = Location::caller();
+        self.scalar_of(ty, Scalar::Float(value), loc)
+            .broadcast_to_at(dims, loc)
+    }
+
+    /// Zeros of `ty` and `dims`.
+    #[track_caller]
+    pub fn zeros(&self, ty: ElementType, dims: &[i64]) -> Op {
+        let loc = Location::caller();
+        self.scalar_of(ty, Scalar::Int(0), loc)
+            .broadcast_to_at(dims, loc)
+    }
+
+    /// Ones of `ty` and `dims`.
+    #[track_caller]
+    pub fn ones(&self, ty: ElementType, dims: &[i64]) -> Op {
+        let loc = Location::caller();
+        self.scalar_of(ty, Scalar::Int(1), loc)
+            .broadcast_to_at(dims, loc)
+    }
+
+    /// `jnp.where(cond, x, y)`: `x` where `cond` holds, else `y`, with numpy
+    /// broadcasting of the three (`cond` is `pred`; `x` and `y` of one type).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Comparison, Shape};
+    /// let b = Builder::new("w");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let y = b.where_(&x.compare(&b.constant(0f32), Comparison::Gt), &x, &b.constant(0f32));
+    /// assert_eq!(y.dims()?, vec![2, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn where_(&self, cond: &Op, x: &Op, y: &Op) -> Op {
+        self.select_at(cond, x, y, Location::caller())
+    }
+
+    /// Two-operand `einsum` (`"bij,bjk->bik"`): each letter names an axis; letters in
+    /// both inputs and the output are batch axes, in both inputs only contracted, and
+    /// in one input and the output free. Letters summed within one input, repeated
+    /// letters and ellipses are not supported (an error says so).
+    #[track_caller]
+    pub fn einsum(&self, spec: &str, lhs: &Op, rhs: &Op) -> Op {
+        let loc = Location::caller();
+        let bad = |r: String| {
+            self.fail(
+                ShapeError::new(
+                    "dot_general",
+                    &[],
+                    ShapeErrorKind::Attribute,
+                    format!("einsum `{spec}`: {r}"),
+                ),
+                loc,
+            )
+        };
+        let Some((ins, out)) = spec.split_once("->") else {
+            return bad("needs an explicit output (`->`)".into());
+        };
+        let Some((l, r)) = ins.split_once(',') else {
+            return bad("needs two inputs".into());
+        };
+        let (l, r, out): (Vec<char>, Vec<char>, Vec<char>) = (
+            l.trim().chars().collect(),
+            r.trim().chars().collect(),
+            out.trim().chars().collect(),
+        );
+        let unique = |v: &[char]| {
+            v.iter()
+                .enumerate()
+                .all(|(i, c)| c.is_ascii_alphabetic() && !v[..i].contains(c))
+        };
+        if !unique(&l) || !unique(&r) || !unique(&out) {
+            return bad("each side must name distinct letters (no repeats, no ellipsis)".into());
+        }
+        if out.iter().any(|c| !l.contains(c) && !r.contains(c))
+            || l.iter()
+                .chain(&r)
+                .any(|c| !(out.contains(c) || (l.contains(c) && r.contains(c))))
+        {
+            return bad("every output letter must come from an input, and a letter dropped from the output must be in both inputs".into());
+        }
+        let pos = |v: &[char], c: &char| v.iter().position(|x| x == c).expect("present") as i64;
+        let batch: Vec<char> = out
+            .iter()
+            .copied()
+            .filter(|c| l.contains(c) && r.contains(c))
+            .collect();
+        let contract: Vec<char> = l
+            .iter()
+            .copied()
+            .filter(|c| r.contains(c) && !out.contains(c))
+            .collect();
+        let dims = DotDims {
+            lhs_contracting: contract.iter().map(|c| pos(&l, c)).collect(),
+            rhs_contracting: contract.iter().map(|c| pos(&r, c)).collect(),
+            lhs_batch: batch.iter().map(|c| pos(&l, c)).collect(),
+            rhs_batch: batch.iter().map(|c| pos(&r, c)).collect(),
+        };
+        let d = lhs.dot_general_at(rhs, &dims, super::linalg::DotOptions::new(), loc);
+        // dot_general's order: batch, lhs free, rhs free.
+        let order: Vec<char> = batch
+            .iter()
+            .copied()
+            .chain(l.iter().copied().filter(|c| !r.contains(c)))
+            .chain(r.iter().copied().filter(|c| !l.contains(c)))
+            .collect();
+        let perm: Vec<i64> = out.iter().map(|c| pos(&order, c)).collect();
+        if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
+            d
+        } else {
+            d.transpose_at(&perm, loc)
+        }
+    }
+}

@@ -1,0 +1,736 @@
+//! Slicing and assembling arrays: `iota`, `slice`, `dynamic-slice`,
+//! `dynamic-update-slice`, `concatenate`, `pad`, `reverse`.
+
+use std::fmt::Write;
+use std::panic::Location;
+
+use super::{array_of, check_axes, check_axis, resolve_axes, resolve_axis};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::OpKind;
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+
+/// A static slice: for each axis, the first index, one past the last, and the step.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SliceAttrs {
+    /// First index of each axis.
+    pub start: Vec<i64>,
+    /// One past the last index of each axis.
+    pub limit: Vec<i64>,
+    /// Step of each axis (at least 1).
+    pub strides: Vec<i64>,
+}
+
+/// Padding of one axis: `lo` elements before, `hi` after (negative values cut), and
+/// `interior` elements between each pair of neighbours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PadDim {
+    /// Elements added before the first (removed if negative).
+    pub lo: i64,
+    /// Elements added after the last (removed if negative).
+    pub hi: i64,
+    /// Elements added between neighbours (not negative).
+    pub interior: i64,
+}
+
+fn err(op: &'static str, operands: &[&Shape], k: ShapeErrorKind, r: String) -> ShapeError {
+    ShapeError::new(op, operands, k, r)
+}
+
+// ---------------------------------------------------------------------------------
+// Shape rules.
+
+/// Iota rule: a numeric array shape and an axis of it, along which the values count
+/// 0, 1, 2, ….
+pub fn infer_iota(shape: &Shape, dimension: i64) -> Result<Shape, ShapeError> {
+    let (ty, dims) = array_of("iota", shape)?;
+    if ty == ElementType::Pred {
+        return Err(err(
+            "iota",
+            &[],
+            ShapeErrorKind::ElementType,
+            "iota needs a numeric element type, got pred".into(),
+        ));
+    }
+    if dims.iter().any(|d| *d < 0) {
+        return Err(err(
+            "iota",
+            &[],
+            ShapeErrorKind::Dimension,
+            format!("negative dimension in {shape}"),
+        ));
+    }
+    check_axis("iota", shape, dimension)?;
+    Ok(shape.clone())
+}
+
+/// Slice rule: per axis `0 <= start <= limit <= size` and `stride >= 1`; the result
+/// has `ceil((limit - start) / stride)` elements on that axis.
+pub fn infer_slice(operand: &Shape, s: &SliceAttrs) -> Result<Shape, ShapeError> {
+    let (ty, dims) = array_of("slice", operand)?;
+    let e = |k, r| err("slice", &[operand], k, r);
+    if s.start.len() != dims.len() || s.limit.len() != dims.len() || s.strides.len() != dims.len() {
+        return Err(e(
+            ShapeErrorKind::Attribute,
+            format!(
+                "start {:?}, limit {:?} and strides {:?} must each have one entry per axis ({})",
+                s.start,
+                s.limit,
+                s.strides,
+                dims.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(dims.len());
+    for (i, d) in dims.iter().enumerate() {
+        let (a, b, st) = (s.start[i], s.limit[i], s.strides[i]);
+        if st < 1 {
+            return Err(e(
+                ShapeErrorKind::Attribute,
+                format!("stride {st} on axis {i} must be at least 1"),
+            ));
+        }
+        if a < 0 || a > b || b > *d {
+            return Err(e(
+                ShapeErrorKind::Dimension,
+                format!("axis {i}: need 0 <= start ({a}) <= limit ({b}) <= size ({d})"),
+            ));
+        }
+        let n = b - a; // 0 <= n, 1 <= st: ceil(n / st) without overflow
+        out.push(n / st + i64::from(n % st != 0));
+    }
+    Ok(Shape::array(ty, &out))
+}
+
+/// The shared check of start indices: `rank` integer scalars of one type.
+fn check_indices(
+    op: &'static str,
+    all: &[&Shape],
+    first: usize,
+    rank: usize,
+) -> Result<(), ShapeError> {
+    let idx = &all[first..];
+    if idx.len() != rank {
+        return Err(err(
+            op,
+            all,
+            ShapeErrorKind::Arity,
+            format!(
+                "needs {rank} start indices (one per axis), got {}",
+                idx.len()
+            ),
+        ));
+    }
+    let mut ty = None;
+    for s in idx {
+        let (t, d) = array_of(op, s)?;
+        if !d.is_empty() || !t.is_integer() || ty.is_some_and(|x| x != t) {
+            return Err(err(
+                op,
+                all,
+                ShapeErrorKind::ElementType,
+                "start indices must be integer scalars of one type".into(),
+            ));
+        }
+        ty = Some(t);
+    }
+    Ok(())
+}
+
+/// Dynamic-slice rule: an array, one integer scalar start index per axis (clamped
+/// into range at run time), and `0 <= size <= dim` per axis; the result has `sizes`.
+pub fn infer_dynamic_slice(operands: &[&Shape], sizes: &[i64]) -> Result<Shape, ShapeError> {
+    let Some(operand) = operands.first() else {
+        return Err(err(
+            "dynamic-slice",
+            operands,
+            ShapeErrorKind::Arity,
+            "needs an operand".into(),
+        ));
+    };
+    let (ty, dims) = array_of("dynamic-slice", operand)?;
+    check_indices("dynamic-slice", operands, 1, dims.len())?;
+    if sizes.len() != dims.len() || sizes.iter().zip(dims).any(|(s, d)| *s < 0 || s > d) {
+        return Err(err(
+            "dynamic-slice",
+            operands,
+            ShapeErrorKind::Dimension,
+            format!("slice sizes {sizes:?} must be within the operand's dimensions {dims:?}"),
+        ));
+    }
+    Ok(Shape::array(ty, sizes))
+}
+
+/// Dynamic-update-slice rule: an array, an update of its rank and type no larger on
+/// any axis, and one integer scalar start index per axis; the result is the operand's
+/// shape.
+pub fn infer_dynamic_update_slice(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    const OP: &str = "dynamic-update-slice";
+    if operands.len() < 2 {
+        return Err(err(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs an operand and an update".into(),
+        ));
+    }
+    let (ty, dims) = array_of(OP, operands[0])?;
+    let (ut, ud) = array_of(OP, operands[1])?;
+    if ut != ty {
+        return Err(err(
+            OP,
+            operands,
+            ShapeErrorKind::ElementType,
+            format!("the update is {ut}, the operand {ty}"),
+        ));
+    }
+    if ud.len() != dims.len() || ud.iter().zip(dims).any(|(u, d)| u > d) {
+        return Err(err(
+            OP,
+            operands,
+            ShapeErrorKind::Dimension,
+            "the update must have the operand's rank and fit inside it".into(),
+        ));
+    }
+    check_indices(OP, operands, 2, dims.len())?;
+    if ud.contains(&0) {
+        // XLA's simplifier aborts the process on an empty update (found by the
+        // fuzzer, seed 503852); it would change nothing anyway.
+        return Err(err(
+            OP,
+            operands,
+            ShapeErrorKind::Dimension,
+            "an empty update changes nothing (and XLA aborts on it): leave the operand as it is"
+                .into(),
+        ));
+    }
+    Ok(operands[0].clone())
+}
+
+/// Concatenate rule: one or more arrays of one element type and rank, equal on every
+/// axis but `dimension`, where the sizes add up.
+pub fn infer_concatenate(operands: &[&Shape], dimension: i64) -> Result<Shape, ShapeError> {
+    const OP: &str = "concatenate";
+    let Some(first) = operands.first() else {
+        return Err(err(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs at least one operand".into(),
+        ));
+    };
+    let (ty, dims) = array_of(OP, first)?;
+    let axis = check_axis(OP, first, dimension)?;
+    let mut out = dims.to_vec();
+    out[axis] = 0;
+    for s in operands {
+        let (t, d) = array_of(OP, s)?;
+        if t != ty {
+            return Err(err(
+                OP,
+                operands,
+                ShapeErrorKind::ElementType,
+                format!("element types differ ({ty} vs {t})"),
+            ));
+        }
+        if d.len() != dims.len() || (0..d.len()).any(|i| i != axis && d[i] != dims[i]) {
+            return Err(err(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                format!("operands must agree on every axis but {axis}"),
+            ));
+        }
+        out[axis] = out[axis].checked_add(d[axis]).ok_or_else(|| {
+            err(
+                OP,
+                operands,
+                ShapeErrorKind::Dimension,
+                "the size overflows".into(),
+            )
+        })?;
+    }
+    Ok(Shape::array(ty, &out))
+}
+
+/// Pad rule: an array and a scalar padding value of its type, one [`PadDim`] per
+/// axis with `interior >= 0`; each axis becomes `lo + hi + size + interior *
+/// (size - 1)` (for size > 0), which must not be negative.
+pub fn infer_pad(operand: &Shape, value: &Shape, config: &[PadDim]) -> Result<Shape, ShapeError> {
+    const OP: &str = "pad";
+    let (ty, dims) = array_of(OP, operand)?;
+    let (vt, vd) = array_of(OP, value)?;
+    if vt != ty || !vd.is_empty() {
+        return Err(err(
+            OP,
+            &[operand, value],
+            ShapeErrorKind::ElementType,
+            format!("the padding value must be a {ty} scalar, got {value}"),
+        ));
+    }
+    if config.len() != dims.len() {
+        return Err(err(
+            OP,
+            &[operand, value],
+            ShapeErrorKind::Attribute,
+            format!("{} padding entries for rank {}", config.len(), dims.len()),
+        ));
+    }
+    let mut out = Vec::with_capacity(dims.len());
+    for (i, (p, d)) in config.iter().zip(dims).enumerate() {
+        let bad = |r: String| err(OP, &[operand, value], ShapeErrorKind::Dimension, r);
+        if p.interior < 0 {
+            return Err(err(
+                OP,
+                &[operand, value],
+                ShapeErrorKind::Attribute,
+                format!("interior padding {} on axis {i} is negative", p.interior),
+            ));
+        }
+        let inner = (*d - 1).max(0).checked_mul(p.interior);
+        let size = inner
+            .and_then(|x| x.checked_add(*d))
+            .and_then(|x| x.checked_add(p.lo))
+            .and_then(|x| x.checked_add(p.hi))
+            .ok_or_else(|| bad(format!("axis {i}'s size overflows")))?;
+        if size < 0 {
+            return Err(bad(format!("axis {i} would have {size} elements")));
+        }
+        out.push(size);
+    }
+    Ok(Shape::array(ty, &out))
+}
+
+/// Reverse rule: distinct axes in range; the shape is unchanged.
+pub fn infer_reverse(operand: &Shape, axes: &[i64]) -> Result<Shape, ShapeError> {
+    array_of("reverse", operand)?;
+    check_axes("reverse", operand, axes)?;
+    Ok(operand.clone())
+}
+
+// ---------------------------------------------------------------------------------
+// Lowering and text.
+
+pub(crate) fn lower_slice(s: &SliceAttrs, p: &mut proto::HloInstructionProto) {
+    p.slice_dimensions = (0..s.start.len())
+        .map(|i| proto::hlo_instruction_proto::SliceDimensions {
+            start: s.start[i],
+            limit: s.limit[i],
+            stride: s.strides[i],
+        })
+        .collect();
+}
+
+pub(crate) fn raise_slice(p: &proto::HloInstructionProto) -> SliceAttrs {
+    SliceAttrs {
+        start: p.slice_dimensions.iter().map(|d| d.start).collect(),
+        limit: p.slice_dimensions.iter().map(|d| d.limit).collect(),
+        strides: p.slice_dimensions.iter().map(|d| d.stride).collect(),
+    }
+}
+
+pub(crate) fn text_slice(s: &SliceAttrs) -> String {
+    let parts: Vec<String> = (0..s.start.len())
+        .map(|i| format!("[{}:{}:{}]", s.start[i], s.limit[i], s.strides[i]))
+        .collect();
+    format!(", slice={{{}}}", parts.join(", "))
+}
+
+pub(crate) fn lower_pad(c: &[PadDim], p: &mut proto::HloInstructionProto) {
+    p.padding_config = Some(proto::PaddingConfig {
+        dimensions: c
+            .iter()
+            .map(|d| proto::padding_config::PaddingConfigDimension {
+                edge_padding_low: d.lo,
+                edge_padding_high: d.hi,
+                interior_padding: d.interior,
+            })
+            .collect(),
+    });
+}
+
+pub(crate) fn raise_pad(p: &proto::HloInstructionProto) -> Vec<PadDim> {
+    p.padding_config
+        .as_ref()
+        .map(|c| {
+            c.dimensions
+                .iter()
+                .map(|d| PadDim {
+                    lo: d.edge_padding_low,
+                    hi: d.edge_padding_high,
+                    interior: d.interior_padding,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn text_pad(c: &[PadDim]) -> String {
+    let mut out = String::from(", padding=");
+    for (i, d) in c.iter().enumerate() {
+        if i > 0 {
+            out.push('x');
+        }
+        let _ = write!(out, "{}_{}_{}", d.lo, d.hi, d.interior);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------
+// Builder methods.
+
+impl Builder {
+    /// XLA's Iota: an array of `ty` and `dims` whose values count 0, 1, 2, … along
+    /// axis `dimension` (negative counts from the end).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType};
+    /// let b = Builder::new("i");
+    /// let cols = b.iota(ElementType::S32, &[2, 3], 1); // [[0,1,2],[0,1,2]]
+    /// assert_eq!(cols.dims()?, vec![2, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn iota(&self, ty: ElementType, dims: &[i64], dimension: i64) -> Op {
+        let loc = Location::caller();
+        let shape = Shape::array(ty, dims);
+        let d = match resolve_axis("iota", &shape, dimension) {
+            Ok(d) => d as i64,
+            Err(e) => return self.fail(e, loc),
+        };
+        self.emit(OpKind::Iota { dimension: d }, &[], Some(shape), loc)
+    }
+
+    /// XLA's ConcatInDim: joins arrays along `axis` (negative counts from the end).
+    #[track_caller]
+    pub fn concatenate(&self, operands: &[&Op], axis: i64) -> Op {
+        self.concatenate_at(operands, axis, Location::caller())
+    }
+
+    pub(crate) fn concatenate_at(
+        &self,
+        operands: &[&Op],
+        axis: i64,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        if let Err(failed) = self.target(operands, "concatenate", loc) {
+            return failed;
+        }
+        let axis = match operands.first().map(|o| o.shape()) {
+            Some(Ok(s)) if s.is_array() => match resolve_axis("concatenate", &s, axis) {
+                Ok(a) => a as i64,
+                Err(e) => return self.fail(e, loc),
+            },
+            _ => axis,
+        };
+        self.emit(OpKind::Concatenate { dimension: axis }, operands, None, loc)
+    }
+}
+
+impl Op {
+    /// XLA's Slice: elements `start[i] .. limit[i]` of each axis, every `strides[i]`-th.
+    #[track_caller]
+    pub fn slice(&self, start: &[i64], limit: &[i64], strides: &[i64]) -> Op {
+        self.slice_at(start, limit, strides, Location::caller())
+    }
+
+    pub(crate) fn slice_at(
+        &self,
+        start: &[i64],
+        limit: &[i64],
+        strides: &[i64],
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let attrs = SliceAttrs {
+            start: start.to_vec(),
+            limit: limit.to_vec(),
+            strides: strides.to_vec(),
+        };
+        self.builder()
+            .emit(OpKind::Slice(Box::new(attrs)), &[self], None, loc)
+    }
+
+    /// A slice of one axis (`start..limit`, every `stride`-th), the others whole
+    /// (XLA's SliceInDim).
+    #[track_caller]
+    pub fn slice_in_dim(&self, start: i64, limit: i64, stride: i64, axis: i64) -> Op {
+        let loc = Location::caller();
+        let s = match self.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return self.builder().fail_not_array(self, "slice", loc),
+        };
+        let a = match resolve_axis("slice", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return self.builder().fail(e, loc),
+        };
+        let mut attrs = SliceAttrs {
+            start: vec![0; s.rank()],
+            limit: s.dims().to_vec(),
+            strides: vec![1; s.rank()],
+        };
+        (attrs.start[a], attrs.limit[a], attrs.strides[a]) = (start, limit, stride);
+        self.builder()
+            .emit(OpKind::Slice(Box::new(attrs)), &[self], None, loc)
+    }
+
+    /// XLA's DynamicSlice: a block of `sizes` starting at `start` (one integer
+    /// scalar per axis, computed at run time; clamped so the block stays inside).
+    #[track_caller]
+    pub fn dynamic_slice(&self, start: &[&Op], sizes: &[i64]) -> Op {
+        self.dynamic_slice_at(start, sizes, Location::caller())
+    }
+
+    pub(crate) fn dynamic_slice_at(
+        &self,
+        start: &[&Op],
+        sizes: &[i64],
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let operands: Vec<&Op> = std::iter::once(self).chain(start.iter().copied()).collect();
+        self.builder().emit(
+            OpKind::DynamicSlice {
+                sizes: sizes.into(),
+            },
+            &operands,
+            None,
+            loc,
+        )
+    }
+
+    /// XLA's DynamicUpdateSlice: this array with `update` written at `start` (one
+    /// integer scalar per axis, clamped so the block stays inside).
+    #[track_caller]
+    pub fn dynamic_update_slice(&self, update: &Op, start: &[&Op]) -> Op {
+        self.dynamic_update_slice_at(update, start, Location::caller())
+    }
+
+    pub(crate) fn dynamic_update_slice_at(
+        &self,
+        update: &Op,
+        start: &[&Op],
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let operands: Vec<&Op> = [self, update]
+            .into_iter()
+            .chain(start.iter().copied())
+            .collect();
+        self.builder()
+            .emit(OpKind::DynamicUpdateSlice, &operands, None, loc)
+    }
+
+    /// XLA's Pad: `config[i]` elements of `value` (a scalar of this type) before,
+    /// after and between the elements of axis `i`; negative edges cut.
+    #[track_caller]
+    pub fn pad(&self, value: &Op, config: &[PadDim]) -> Op {
+        self.builder().emit(
+            OpKind::Pad(config.into()),
+            &[self, value],
+            None,
+            Location::caller(),
+        )
+    }
+
+    /// XLA's Rev: reverses the order of elements along `axes`.
+    #[track_caller]
+    pub fn reverse(&self, axes: &[i64]) -> Op {
+        let loc = Location::caller();
+        let axes: Vec<i64> = match self.shape() {
+            Ok(s) => match resolve_axes("reverse", &s, axes) {
+                Ok(a) => a.into_iter().map(|a| a as i64).collect(),
+                Err(e) => return self.builder().fail(e, loc),
+            },
+            Err(_) => return self.clone(),
+        };
+        self.builder()
+            .emit(OpKind::Reverse { axes: axes.into() }, &[self], None, loc)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Gradients (see `crate::autodiff`).
+
+/// Pads `ct` with zeros of its type.
+fn pad_zeros(ct: &Op, config: &[PadDim], loc: &'static Location<'static>) -> Op {
+    let zero = match ct.element_type() {
+        Ok(t) => ct.builder().scalar_of(t, crate::Scalar::Int(0), loc),
+        Err(_) => return ct.clone(),
+    };
+    ct.builder()
+        .emit(OpKind::Pad(config.into()), &[ct, &zero], None, loc)
+}
+
+/// Slice: the cotangent put back where the elements came from, zeros elsewhere.
+pub(crate) fn vjp_slice(a: &SliceAttrs, n: &crate::autodiff::Node, ct: &Op) -> Op {
+    let xd = n.operands[0].dims().unwrap_or_default();
+    let cd = ct.dims().unwrap_or_default();
+    let config: Vec<PadDim> = (0..xd.len())
+        .map(|i| {
+            let (s, st, c) = (a.start[i], a.strides[i], cd[i]);
+            let last = if c > 0 { s + (c - 1) * st + 1 } else { s };
+            PadDim {
+                lo: s,
+                hi: xd[i] - last,
+                interior: if c > 0 { st - 1 } else { 0 },
+            }
+        })
+        .collect();
+    pad_zeros(ct, &config, n.loc)
+}
+
+/// Pad: the operand's elements picked out of the cotangent (undoing the edges, then
+/// striding over the interior); the padding value gets the rest.
+pub(crate) fn vjp_pad(config: &[PadDim], n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let loc = n.loc;
+    let unedged: Vec<PadDim> = config
+        .iter()
+        .map(|p| PadDim {
+            lo: -p.lo,
+            hi: -p.hi,
+            interior: 0,
+        })
+        .collect();
+    let t = pad_zeros(ct, &unedged, loc);
+    let td = t.dims().unwrap_or_default();
+    let ct_x = t.slice_at(
+        &vec![0; td.len()],
+        &td,
+        &config.iter().map(|p| p.interior + 1).collect::<Vec<_>>(),
+        loc,
+    );
+    let all: Vec<i64> = (0..td.len() as i64).collect();
+    let ct_v = ct.reduce_binary_at(&all, crate::BinaryOp::Add, loc).binary(
+        crate::BinaryOp::Subtract,
+        &ct_x.reduce_binary_at(&all, crate::BinaryOp::Add, loc),
+        loc,
+    );
+    vec![Some(ct_x), Some(ct_v)]
+}
+
+/// Concatenate: each operand gets its stretch of the cotangent.
+pub(crate) fn vjp_concatenate(axis: i64, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let cd = ct.dims().unwrap_or_default();
+    let mut at = 0;
+    n.operands
+        .iter()
+        .map(|x| {
+            let len = x.dims().map(|d| d[axis as usize]).unwrap_or(0);
+            let mut start = vec![0; cd.len()];
+            let mut limit = cd.clone();
+            start[axis as usize] = at;
+            limit[axis as usize] = at + len;
+            at += len;
+            Some(ct.slice_at(&start, &limit, &vec![1; cd.len()], n.loc))
+        })
+        .collect()
+}
+
+/// Reverse: the cotangent reversed the same way.
+pub(crate) fn vjp_reverse(axes: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+    ct.builder()
+        .emit(OpKind::Reverse { axes: axes.into() }, &[ct], None, n.loc)
+}
+
+/// DynamicSlice: the cotangent written into zeros at the (clamped) start.
+pub(crate) fn vjp_dynamic_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let starts: Vec<&Op> = n.operands[1..].iter().collect();
+    let zeros = crate::autodiff::zeros_like(&n.operands[0], n.loc);
+    let mut out = vec![Some(zeros.dynamic_update_slice_at(ct, &starts, n.loc))];
+    out.extend(std::iter::repeat_n(None, starts.len()));
+    out
+}
+
+/// DynamicUpdateSlice: the operand gets the cotangent outside the block, the update
+/// the block.
+pub(crate) fn vjp_dynamic_update_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (u, loc) = (&n.operands[1], n.loc);
+    let starts: Vec<&Op> = n.operands[2..].iter().collect();
+    let ct_x = ct.dynamic_update_slice_at(&crate::autodiff::zeros_like(u, loc), &starts, loc);
+    let ct_u = ct.dynamic_slice_at(&starts, &u.dims().unwrap_or_default(), loc);
+    let mut out = vec![Some(ct_x), Some(ct_u)];
+    out.extend(std::iter::repeat_n(None, starts.len()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(d: &[i64]) -> Shape {
+        Shape::of::<f32>(d)
+    }
+
+    #[test]
+    fn slice_rule() {
+        let s = SliceAttrs {
+            start: vec![1, 0],
+            limit: vec![5, 3],
+            strides: vec![2, 1],
+        };
+        assert_eq!(infer_slice(&f(&[6, 3]), &s).unwrap(), f(&[2, 3]));
+        let bad = SliceAttrs {
+            limit: vec![7, 3],
+            ..s.clone()
+        };
+        assert_eq!(
+            infer_slice(&f(&[6, 3]), &bad).unwrap_err().kind,
+            ShapeErrorKind::Dimension
+        );
+        let bad = SliceAttrs {
+            strides: vec![0, 1],
+            ..s
+        };
+        assert_eq!(
+            infer_slice(&f(&[6, 3]), &bad).unwrap_err().kind,
+            ShapeErrorKind::Attribute
+        );
+    }
+
+    #[test]
+    fn concatenate_pad_reverse_rules() {
+        assert_eq!(
+            infer_concatenate(&[&f(&[2, 3]), &f(&[2, 1])], 1).unwrap(),
+            f(&[2, 4])
+        );
+        assert!(infer_concatenate(&[&f(&[2, 3]), &f(&[3, 1])], 1).is_err());
+        assert!(infer_concatenate(&[], 0).is_err());
+        let z = f(&[]);
+        let p = |lo, hi, interior| PadDim { lo, hi, interior };
+        assert_eq!(infer_pad(&f(&[3]), &z, &[p(1, 2, 1)]).unwrap(), f(&[8]));
+        assert_eq!(infer_pad(&f(&[3]), &z, &[p(-1, -1, 0)]).unwrap(), f(&[1]));
+        assert!(infer_pad(&f(&[3]), &z, &[p(-2, -2, 0)]).is_err());
+        assert!(infer_pad(&f(&[0]), &z, &[p(0, 0, 3)]).is_ok());
+        assert!(infer_reverse(&f(&[2, 3]), &[1, 1]).is_err());
+        // An instruction's axes are 0..rank: XLA refuses -1 ("One of the reverse
+        // dimensions (-1) is out-of-bounds", tests/rules_vs_xla.rs); `reverse` and
+        // `concatenate` resolve negative axes before emitting.
+        assert!(infer_reverse(&f(&[2, 3]), &[-1]).is_err());
+        assert!(infer_concatenate(&[&f(&[2, 3]), &f(&[2, 1])], -1).is_err());
+    }
+
+    #[test]
+    fn dynamic_rules() {
+        let i = Shape::of::<i32>(&[]);
+        assert_eq!(
+            infer_dynamic_slice(&[&f(&[4, 5]), &i, &i], &[2, 5]).unwrap(),
+            f(&[2, 5])
+        );
+        assert!(infer_dynamic_slice(&[&f(&[4, 5]), &i], &[2, 5]).is_err());
+        assert!(infer_dynamic_slice(&[&f(&[4, 5]), &i, &f(&[])], &[2, 5]).is_err());
+        assert!(infer_dynamic_slice(&[&f(&[4, 5]), &i, &i], &[5, 5]).is_err());
+        assert!(infer_dynamic_slice(&[], &[]).is_err());
+        assert_eq!(
+            infer_dynamic_update_slice(&[&f(&[4, 5]), &f(&[1, 5]), &i, &i]).unwrap(),
+            f(&[4, 5])
+        );
+        assert!(infer_dynamic_update_slice(&[&f(&[4, 5]), &f(&[1, 6]), &i, &i]).is_err());
+    }
+
+    #[test]
+    fn iota_rule() {
+        assert!(infer_iota(&Shape::of::<i32>(&[3]), 0).is_ok());
+        assert!(infer_iota(&Shape::of::<i32>(&[3]), 1).is_err());
+        assert!(infer_iota(&Shape::of::<bool>(&[3]), 0).is_err());
+        assert!(infer_iota(&Shape::of::<i32>(&[3]), -1).is_err());
+    }
+}

@@ -1,0 +1,439 @@
+//! `PJRT_Buffer`: an array on a device.
+
+use std::ffi::c_int;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::client::ClientInner;
+use super::device::Device;
+use super::raw::{self, PJRT_Buffer, slot};
+use crate::error::{Error, Result};
+use crate::shape::{Dims, ElementType, NativeType, Shape};
+
+/// The C API's buffer type number for an element type.
+pub(crate) fn buffer_type_of(t: ElementType) -> c_int {
+    match t {
+        ElementType::Pred => raw::PJRT_Buffer_Type_PRED,
+        ElementType::S8 => raw::PJRT_Buffer_Type_S8,
+        ElementType::S16 => raw::PJRT_Buffer_Type_S16,
+        ElementType::S32 => raw::PJRT_Buffer_Type_S32,
+        ElementType::S64 => raw::PJRT_Buffer_Type_S64,
+        ElementType::U8 => raw::PJRT_Buffer_Type_U8,
+        ElementType::U16 => raw::PJRT_Buffer_Type_U16,
+        ElementType::U32 => raw::PJRT_Buffer_Type_U32,
+        ElementType::U64 => raw::PJRT_Buffer_Type_U64,
+        ElementType::F16 => raw::PJRT_Buffer_Type_F16,
+        ElementType::Bf16 => raw::PJRT_Buffer_Type_BF16,
+        ElementType::F32 => raw::PJRT_Buffer_Type_F32,
+        ElementType::F64 => raw::PJRT_Buffer_Type_F64,
+        ElementType::C64 => raw::PJRT_Buffer_Type_C64,
+        ElementType::C128 => raw::PJRT_Buffer_Type_C128,
+    }
+}
+
+/// The element type of a C API buffer type number, if the crate supports it.
+pub(crate) fn element_type_of(t: c_int) -> Option<ElementType> {
+    ElementType::ALL
+        .into_iter()
+        .find(|e| buffer_type_of(*e) == t)
+}
+
+/// An array on a device, owned: destroyed exactly once when dropped.
+///
+/// Buffers come from [`Client::buffer_from_host`](super::Client::buffer_from_host)
+/// or are the outputs of [`LoadedExecutable::execute`](super::LoadedExecutable::execute);
+/// an output can be passed straight back as an input, without a trip to the host.
+///
+/// # Thread safety
+/// `Buffer` is `Send` and `Sync`: PJRT buffers are thread-safe.
+pub struct Buffer {
+    pub(crate) client: Arc<ClientInner>,
+    pub(crate) raw: *mut PJRT_Buffer,
+    /// Element type and dims, when known without asking the plugin (uploads and
+    /// outputs of executables whose output shapes were read at compile time).
+    meta: OnceLock<(ElementType, Dims)>,
+    /// Set once the buffer was offered for donation: from then on every use asks
+    /// the plugin whether it was consumed (`PJRT_Buffer_IsDeleted`).
+    offered: AtomicBool,
+}
+
+// SAFETY: a PJRT buffer is owned by exactly one `Buffer` (destroyed once, in Drop)
+// and only used through the C API, which PJRT allows from any thread (buffers are
+// shared by JAX's threads); the `Arc` keeps the client, which owns the device
+// memory, alive.
+unsafe impl Send for Buffer {}
+// SAFETY: see `Send`; every method takes `&self` and the plugin synchronises.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    pub(crate) fn from_raw(client: &Arc<ClientInner>, raw: *mut PJRT_Buffer) -> Buffer {
+        Buffer {
+            client: client.clone(),
+            raw,
+            meta: OnceLock::new(),
+            offered: AtomicBool::new(false),
+        }
+    }
+
+    /// A buffer whose element type and dims are already known.
+    pub(crate) fn with_meta(
+        client: &Arc<ClientInner>,
+        raw: *mut PJRT_Buffer,
+        ty: ElementType,
+        dims: &[i64],
+    ) -> Buffer {
+        let b = Buffer::from_raw(client, raw);
+        let _ = b.meta.set((ty, dims.into()));
+        b
+    }
+
+    /// True once the buffer's memory is gone: it was donated to an execution that
+    /// reused it for an output. A deleted buffer can only be dropped; every other
+    /// use is [`Error::BufferDeleted`].
+    pub fn is_deleted(&self) -> Result<bool> {
+        let b = self.raw;
+        // SAFETY: `b` is a buffer we own (destroyed only in Drop); IsDeleted is one
+        // of the two functions the header allows on a deleted buffer (with Destroy).
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_IsDeleted, |a| a.buffer = b)?
+        };
+        Ok(a.is_deleted)
+    }
+
+    /// Marks the buffer as offered for donation: from now on every use checks
+    /// whether it was consumed.
+    pub(crate) fn mark_offered(&self) {
+        self.offered.store(true, Ordering::Relaxed);
+    }
+
+    /// [`Error::BufferDeleted`] if the buffer was donated away. Costs a C call only
+    /// for buffers that were ever offered for donation.
+    pub(crate) fn check_not_donated(&self) -> Result<()> {
+        if self.offered.load(Ordering::Relaxed) && self.is_deleted()? {
+            return Err(Error::BufferDeleted);
+        }
+        Ok(())
+    }
+
+    /// Element type and dims, asked of the plugin once.
+    pub(crate) fn meta(&self) -> Result<&(ElementType, Dims)> {
+        if let Some(m) = self.meta.get() {
+            return Ok(m);
+        }
+        let m = (self.query_element_type()?, self.query_dims()?.into());
+        Ok(self.meta.get_or_init(|| m))
+    }
+
+    /// The element type.
+    pub fn element_type(&self) -> Result<ElementType> {
+        Ok(self.meta()?.0)
+    }
+
+    /// The dimension sizes.
+    pub fn dims(&self) -> Result<Vec<i64>> {
+        Ok(self.meta()?.1.to_vec())
+    }
+
+    fn query_element_type(&self) -> Result<ElementType> {
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own; a plain out-parameter.
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_ElementType, |a| a.buffer = b)?
+        };
+        element_type_of(a.type_).ok_or(Error::UnsupportedElementType { pjrt_type: a.type_ })
+    }
+
+    fn query_dims(&self) -> Result<Vec<i64>> {
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own; the header: the dims "have the
+        // lifetime of `buffer`", and they are copied at once.
+        unsafe {
+            let a = self
+                .client
+                .api
+                .query(slot::PJRT_Buffer_Dimensions, |a| a.buffer = b)?;
+            Ok(super::api::raw_slice(a.dims, a.num_dims).to_vec())
+        }
+    }
+
+    /// The shape (element type and dimensions).
+    pub fn shape(&self) -> Result<Shape> {
+        Ok(Shape::array(self.element_type()?, &self.dims()?))
+    }
+
+    /// Bytes the buffer takes on its device.
+    pub fn on_device_size_in_bytes(&self) -> Result<usize> {
+        self.check_not_donated()?;
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own, not donated (checked above).
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_OnDeviceSizeInBytes, |a| a.buffer = b)?
+        };
+        Ok(a.on_device_size_in_bytes)
+    }
+
+    /// The device holding the buffer.
+    pub fn device(&self) -> Result<Device> {
+        let b = self.raw;
+        // SAFETY: `b` is a live buffer we own; the device it names is owned by the
+        // client, which `Device` keeps alive.
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_Device, |a| a.buffer = b)?
+        };
+        Ok(Device::new(&self.client, a.device))
+    }
+
+    /// Copies the buffer to another device.
+    pub fn copy_to_device(&self, device: &Device) -> Result<Buffer> {
+        self.check_not_donated()?;
+        if !Arc::ptr_eq(&device.client, &self.client) {
+            return Err(Error::ForeignDevice);
+        }
+        let (b, d) = (self.raw, device.raw);
+        // SAFETY: a live buffer and a device of the same live client; the new
+        // buffer is returned to us to own.
+        let a = unsafe {
+            self.client.api.query(slot::PJRT_Buffer_CopyToDevice, |a| {
+                a.buffer = b;
+                a.dst_device = d;
+            })?
+        };
+        // Owned by the destination device's client (the same client, checked
+        // above; taken from the device so that a copy can never outlive the
+        // client that holds its memory).
+        Ok(Buffer::from_raw(&device.client, a.dst_buffer))
+    }
+
+    /// Waits until the buffer's contents are computed (or their computation failed).
+    pub fn ready(&self) -> Result<()> {
+        self.check_not_donated()?;
+        let b = self.raw;
+        // SAFETY: a live buffer we own; the returned event is ours to destroy
+        // (`Event` does).
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_ReadyEvent, |a| a.buffer = b)?
+        };
+        super::event::wait_opt(self.client.event(a.event))
+    }
+
+    /// Copies the buffer to the host into `out`, whose length must equal the
+    /// buffer's element count and whose type must match its element type.
+    pub fn copy_to_host<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
+        let (ty, dims) = self.meta()?;
+        let ty = *ty;
+        if ty != T::TYPE {
+            return Err(Error::HostType {
+                what: "buffer",
+                expected: ty,
+                given: T::TYPE,
+            });
+        }
+        let n: i64 = dims.iter().product();
+        if n != out.len() as i64 {
+            return Err(Error::HostLength {
+                what: format!("the buffer's dimensions {dims:?}"),
+                expected: n,
+                given: out.len(),
+            });
+        }
+        // SAFETY: `out` is a writable slice of exactly the buffer's byte size (checked
+        // above: same element type, same count), alive until the copy event fires,
+        // which `copy_raw` waits for.
+        unsafe { self.copy_raw(out.as_mut_ptr().cast(), std::mem::size_of_val(out)) }
+    }
+
+    /// Like [`copy_to_host`](Self::copy_to_host), reading the buffer's memory
+    /// directly when it lives on the host (CPU devices): waits until the buffer is
+    /// ready, then copies its bytes with `memcpy`. This skips the plugin's
+    /// device-to-host copy, which the CPU plugin runs as a task on a worker thread
+    /// even for a client created with `asynchronous=false`: a thread hand-off that
+    /// costs tens of µs on a small, busy machine, for a copy of a few bytes.
+    ///
+    /// It reads in place only what it can read exactly: a buffer on the CPU, in the
+    /// dense row-major layout (minor-to-major `[rank-1, …, 0]`, no tiles) and exactly
+    /// `out`'s size on the device. Anything else (another device, another layout, a
+    /// plugin without the needed functions) goes through
+    /// [`copy_to_host`](Self::copy_to_host), so the result is the same either way.
+    ///
+    /// # Errors
+    /// As [`copy_to_host`](Self::copy_to_host): another element type or length than
+    /// the buffer's ([`Error::HostType`], [`Error::HostLength`]), a donated buffer, a failed computation.
+    pub fn read_in_place<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
+        let (ty, dims) = self.meta()?;
+        let ty = *ty;
+        let n: i64 = dims.iter().product();
+        if ty != T::TYPE || n != out.len() as i64 {
+            // The same checks and messages as a copy.
+            return self.copy_to_host(out);
+        }
+        let size = std::mem::size_of_val(out);
+        if !self.host_readable(dims.len(), size)? {
+            return self.copy_to_host(out);
+        }
+        // Waits for the computation that defines the buffer (and reports its
+        // failure); after this the memory holds the final values.
+        self.ready()?;
+        let b = self.raw;
+        // An external reference holds the memory for the read: while it is held the
+        // plugin refuses to donate the buffer (another thread may offer it, as
+        // `Buffer` is `Sync`), and a buffer already donated refuses the reference.
+        // SAFETY: a live buffer we own; the answer is nothing.
+        if unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_IncreaseExternalReferenceCount, |a| {
+                    a.buffer = b
+                })
+        }
+        .is_err()
+        {
+            return self.copy_to_host(out);
+        }
+        // SAFETY: a live buffer we own, held by the reference taken above.
+        let pointer = match unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_UnsafePointer, |a| a.buffer = b)
+        } {
+            Ok(a) if a.buffer_pointer != 0 => Some(a.buffer_pointer),
+            _ => None,
+        };
+        if let Some(p) = pointer {
+            // SAFETY: the buffer is on the CPU, ready, dense row-major with exactly
+            // `size` bytes on the device (checked by `host_readable`), so `size`
+            // bytes from its pointer are its elements in `out`'s order; the external
+            // reference keeps the memory alive and undonated, and a ready buffer is
+            // not written any more. `out` is a distinct, writable slice of `size`
+            // bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr().cast::<u8>(), size);
+            }
+        }
+        // SAFETY: drops the reference taken above, once.
+        let released = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_DecreaseExternalReferenceCount, |a| {
+                    a.buffer = b
+                })
+        };
+        released?;
+        match pointer {
+            Some(_) => Ok(()),
+            None => self.copy_to_host(out),
+        }
+    }
+
+    /// Whether the buffer may be read in place: on the CPU, dense row-major layout
+    /// of `rank` dimensions, `size` bytes on the device. Any query the plugin
+    /// refuses answers "no" (the caller then copies).
+    fn host_readable(&self, rank: usize, size: usize) -> Result<bool> {
+        self.check_not_donated()?;
+        let b = self.raw;
+        // SAFETY: a live buffer we own; the answer is a bool.
+        let on_cpu = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_IsOnCpu, |a| a.buffer = b)
+        };
+        if !matches!(on_cpu, Ok(a) if a.is_on_cpu) {
+            return Ok(false);
+        }
+        if !matches!(self.on_device_size_in_bytes(), Ok(s) if s == size) {
+            return Ok(false);
+        }
+        // SAFETY: a live buffer we own; the layout's arrays are owned by the buffer
+        // and read below while `self` is borrowed, with the lengths the plugin gave.
+        let layout = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_GetMemoryLayout, |a| {
+                    a.buffer = b;
+                    a.layout.struct_size = raw::PJRT_Buffer_MemoryLayout::STRUCT_SIZE;
+                    a.layout.tiled.struct_size = raw::PJRT_Buffer_MemoryLayout_Tiled::STRUCT_SIZE;
+                })
+        };
+        let Ok(a) = layout else { return Ok(false) };
+        let l = &a.layout;
+        if l.type_ != raw::PJRT_Buffer_MemoryLayout_Type_Tiled
+            || l.tiled.num_tiles != 0
+            || l.tiled.minor_to_major_size != rank
+        {
+            return Ok(false);
+        }
+        // SAFETY: `minor_to_major` holds `minor_to_major_size` values owned by the
+        // live buffer (null or empty is handled by `raw_slice`).
+        let m2m =
+            unsafe { super::api::raw_slice(l.tiled.minor_to_major, l.tiled.minor_to_major_size) };
+        Ok(m2m
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == (rank - 1 - i) as i64))
+    }
+
+    /// Copies the buffer to a new `Vec` on the host.
+    pub fn to_vec<T: NativeType>(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); self.element_count()?];
+        self.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    fn element_count(&self) -> Result<usize> {
+        Ok(self.meta()?.1.iter().product::<i64>().max(0) as usize)
+    }
+
+    /// Copies a rank-0 buffer to the host.
+    pub fn to_scalar<T: NativeType>(&self) -> Result<T> {
+        let mut v = [T::default()];
+        self.copy_to_host(&mut v)?;
+        Ok(v[0])
+    }
+
+    /// # Safety
+    /// `dst` must be writable for `size` bytes until this returns.
+    unsafe fn copy_raw(&self, dst: *mut std::ffi::c_void, size: usize) -> Result<()> {
+        self.check_not_donated()?;
+        let mut a = raw::PJRT_Buffer_ToHostBuffer_Args::new();
+        a.src = self.raw;
+        a.dst = dst;
+        a.dst_size = size;
+        // SAFETY: per the contract; we wait for the copy before returning, so `dst`
+        // is not written after we return.
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Buffer_ToHostBuffer, &mut a)?
+        };
+        super::event::wait_opt(self.client.event(a.event))
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let mut a = raw::PJRT_Buffer_Destroy_Args::new();
+        a.buffer = self.raw;
+        // SAFETY: we own the buffer and destroy it once. The runtime keeps the
+        // memory alive for work still using it (PJRT tracks usage).
+        let _ = unsafe { self.client.api.call(slot::PJRT_Buffer_Destroy, &mut a) };
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.shape() {
+            Ok(s) => write!(f, "Buffer({s})"),
+            Err(_) => f.write_str("Buffer(?)"),
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! `PJRT_Client`: devices, compilation and host-to-device transfers.
+
+use std::ffi::c_char;
+use std::fmt;
+use std::sync::Arc;
+
+use super::api::{Api, NamedValue, Plugin, copy_str};
+use super::buffer::Buffer;
+use super::device::Device;
+use super::event::{Event, WaitPolicy};
+use super::executable::LoadedExecutable;
+use super::options::{ClientOptions, CompileOptions};
+use super::raw::{self, PJRT_Client, PJRT_Device, slot};
+use crate::HloModuleSource;
+use crate::error::{Error, Result};
+use crate::shape::{NativeType, Shape};
+
+pub(crate) struct ClientInner {
+    pub(crate) api: Arc<Api>,
+    pub(crate) raw: *mut PJRT_Client,
+    pub(crate) addressable: Vec<*mut PJRT_Device>,
+    pub(crate) all: Vec<*mut PJRT_Device>,
+    pub(crate) plugin: Plugin,
+    /// How this client's events are waited for.
+    pub(crate) wait: WaitPolicy,
+}
+
+impl ClientInner {
+    /// Wraps an event the plugin returned for this client's work.
+    pub(crate) fn event(&self, raw: *mut raw::PJRT_Event) -> Option<Event> {
+        Event::from_raw(&self.api, raw, self.wait)
+    }
+}
+
+// SAFETY: the client is owned by exactly one `ClientInner` (destroyed once, in
+// Drop, after every handle made from it: they all hold this `Arc`). PJRT clients
+// are used from many threads at once (JAX compiles, uploads and executes from any
+// thread on one client); the device pointers are owned by the client ("same
+// lifetime as `client`") and only read.
+unsafe impl Send for ClientInner {}
+// SAFETY: see `Send`.
+unsafe impl Sync for ClientInner {}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        let mut a = raw::PJRT_Client_Destroy_Args::new();
+        a.client = self.raw;
+        // SAFETY: every buffer, executable, device and event of this client holds an
+        // `Arc` of this inner client (events through the buffers and executions
+        // that made them), so nothing made from it is alive; destroyed once.
+        let _ = unsafe { self.api.call(slot::PJRT_Client_Destroy, &mut a) };
+    }
+}
+
+/// A PJRT client: owns the devices of one plugin, compiles programs and moves data.
+///
+/// Cheap to clone (an `Arc`). Buffers, executables and devices keep their client
+/// alive.
+///
+/// The runtime alone runs programs it is handed: here a StableHLO text (with the
+/// core crate, a `Computation` built from Rust expressions goes to
+/// [`compile`](Client::compile) instead).
+///
+/// ```
+/// use xlaclient_pjrt::{Client, CompileOptions};
+/// let client = Client::cpu()?;
+/// let double = "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+///   %y = stablehlo.add %x, %x : tensor<3xf32>
+///   return %y : tensor<3xf32>
+/// }";
+/// let exe = client.compile_mlir(double.as_bytes(), &CompileOptions::new())?;
+/// let input = client.buffer_from_host(&[1.0f32, 2.0, 3.0], &[3])?;
+/// let out = exe.execute(&[&input])?;
+/// assert_eq!(out[0].to_vec::<f32>()?, vec![2.0, 4.0, 6.0]);
+/// # Ok::<(), xlaclient_pjrt::Error>(())
+/// ```
+///
+/// # Thread safety
+/// `Client` is `Send` and `Sync`: PJRT clients may be used from many threads at once.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+impl Client {
+    /// Creates a client of `plugin` with the given create options.
+    pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        options.validate()?;
+        let api = plugin.api.clone();
+        // The named values borrow the option names and strings from `options`,
+        // which outlives the call.
+        let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(options.values.len());
+        for (name, value) in &options.values {
+            let mut nv = raw::PJRT_NamedValue::new();
+            nv.name = name.as_ptr().cast::<c_char>();
+            nv.name_size = name.len();
+            match value {
+                NamedValue::String(s) => {
+                    nv.type_ = raw::PJRT_NamedValue_kString;
+                    nv.value.string_value = s.as_ptr().cast::<c_char>();
+                    nv.value_size = s.len();
+                }
+                NamedValue::Int64(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kInt64;
+                    nv.value.int64_value = *v;
+                    nv.value_size = 1;
+                }
+                NamedValue::Int64List(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kInt64List;
+                    nv.value.int64_array_value = v.as_ptr();
+                    nv.value_size = v.len();
+                }
+                NamedValue::Float(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kFloat;
+                    nv.value.float_value = *v;
+                    nv.value_size = 1;
+                }
+                NamedValue::Bool(v) => {
+                    nv.type_ = raw::PJRT_NamedValue_kBool;
+                    nv.value.bool_value = *v;
+                    nv.value_size = 1;
+                }
+            }
+            nvs.push(nv);
+        }
+        let mut a = raw::PJRT_Client_Create_Args::new();
+        a.create_options = nvs.as_ptr();
+        a.num_options = nvs.len();
+        // SAFETY: `nvs` and the names and strings it points into (owned by
+        // `options`) outlive the call; the plugin copies what it keeps. No
+        // key-value callbacks are given (all null). The new client is ours to
+        // destroy (`ClientInner` does).
+        unsafe { api.call(slot::PJRT_Client_Create, &mut a)? };
+        let raw_client = a.client;
+        let mut inner = ClientInner {
+            api: api.clone(),
+            raw: raw_client,
+            addressable: Vec::new(),
+            all: Vec::new(),
+            plugin: plugin.clone(),
+            wait: options.wait,
+        };
+        // SAFETY: the client was just created. The header: the device arrays and
+        // the devices are owned by the client and live as long as it; the arrays
+        // are copied at once.
+        unsafe {
+            let d = api.query(slot::PJRT_Client_AddressableDevices, |a| {
+                a.client = raw_client
+            })?;
+            inner.addressable = ptr_slice(d.addressable_devices, d.num_addressable_devices);
+            let d = api.query(slot::PJRT_Client_Devices, |a| a.client = raw_client)?;
+            inner.all = ptr_slice(d.devices, d.num_devices);
+        }
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// A client of the default plugin (see [`Plugin::default_plugin`]): the CPU plugin
+    /// unless `PJRT_PLUGIN_PATH` names another.
+    pub fn cpu() -> Result<Client> {
+        Plugin::default_plugin()?.client()
+    }
+
+    /// The plugin this client was made from.
+    pub fn plugin(&self) -> &Plugin {
+        &self.inner.plugin
+    }
+
+    /// The platform name (`"cpu"`, `"cuda"`, `"tpu"`, …).
+    pub fn platform_name(&self) -> Result<String> {
+        let c = self.inner.raw;
+        // SAFETY: the client is live; the header: the name "has the same lifetime as
+        // `client`. It is owned by `client`"; copied at once.
+        unsafe {
+            let a = self
+                .inner
+                .api
+                .query(slot::PJRT_Client_PlatformName, |a| a.client = c)?;
+            Ok(copy_str(a.platform_name, a.platform_name_size))
+        }
+    }
+
+    /// The platform version string.
+    pub fn platform_version(&self) -> Result<String> {
+        let c = self.inner.raw;
+        // SAFETY: as in `platform_name`.
+        unsafe {
+            let a = self
+                .inner
+                .api
+                .query(slot::PJRT_Client_PlatformVersion, |a| a.client = c)?;
+            Ok(copy_str(a.platform_version, a.platform_version_size))
+        }
+    }
+
+    /// The index of this process (0 unless running multi-process).
+    pub fn process_index(&self) -> Result<i32> {
+        let c = self.inner.raw;
+        // SAFETY: the client is live; a plain out-parameter.
+        let a = unsafe {
+            self.inner
+                .api
+                .query(slot::PJRT_Client_ProcessIndex, |a| a.client = c)?
+        };
+        Ok(a.process_index)
+    }
+
+    /// The devices this process can use.
+    pub fn addressable_devices(&self) -> Vec<Device> {
+        self.inner
+            .addressable
+            .iter()
+            .map(|d| Device::new(&self.inner, *d))
+            .collect()
+    }
+
+    /// Every device the runtime knows, addressable or not.
+    pub fn devices(&self) -> Vec<Device> {
+        self.inner
+            .all
+            .iter()
+            .map(|d| Device::new(&self.inner, *d))
+            .collect()
+    }
+
+    /// The first addressable device (where single-device work runs by default).
+    pub fn default_device(&self) -> Result<Device> {
+        self.inner
+            .addressable
+            .first()
+            .map(|d| Device::new(&self.inner, *d))
+            .ok_or(Error::NoDevice)
+    }
+
+    /// Compiles an HLO module (e.g. a `Computation` built with the core crate's
+    /// `Builder`) with default options.
+    pub fn compile(&self, module: impl HloModuleSource) -> Result<LoadedExecutable> {
+        self.compile_with(module, &CompileOptions::default())
+    }
+
+    /// Compiles an HLO module with the given options. The module is checked in Rust
+    /// first (XLA may abort the process on a malformed module instead of returning
+    /// an error).
+    pub fn compile_with(
+        &self,
+        module: impl HloModuleSource,
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
+        let bytes = module.hlo_module_bytes();
+        let params = module.entry_parameter_shapes();
+        self.compile_program(b"hlo", &bytes, options, params)
+    }
+
+    /// Compiles a serialized `HloModuleProto` as it is, unchecked. The runtime has
+    /// no verifier of its own: the core crate's `Computation::from_hlo_bytes`
+    /// decodes and verifies bytes and is the safe way in (`client.compile(&computation)`).
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must be a well-formed, complete `HloModuleProto` (host program shape,
+    /// layouts on every shape, the entry computation id; every instruction
+    /// well-typed): XLA checks weakly and may abort the process on a malformed
+    /// module instead of returning an error.
+    pub unsafe fn compile_hlo_bytes_unchecked(
+        &self,
+        bytes: &[u8],
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
+        self.compile_program(b"hlo", bytes, options, None)
+    }
+
+    /// Compiles a StableHLO/MLIR module (text or bytecode), as exported by JAX's
+    /// `lowered.as_text()`.
+    ///
+    /// The plugin is handed a NUL-terminated copy of `code` (MLIR's lexer in some
+    /// plugins reads past `code_size` up to a NUL: a truncated text crashed them).
+    /// Executions of the result check argument counts and shapes only as far as
+    /// the plugin does (byte sizes): the C API does not report an executable's
+    /// parameter shapes, and this crate does not parse MLIR.
+    pub fn compile_mlir(&self, code: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
+        let mut z = Vec::with_capacity(code.len() + 1);
+        z.extend_from_slice(code);
+        z.push(0);
+        self.compile_program(b"mlir", &z[..code.len()], options, None)
+    }
+
+    /// The ids of every device of the client (for checking device assignments).
+    fn device_ids(&self) -> Result<Vec<i64>> {
+        self.devices()
+            .iter()
+            .map(|d| d.id().map(i64::from))
+            .collect()
+    }
+
+    /// Checks `options`, then compiles on a thread with a [`COMPILE_STACK`] stack.
+    fn compile_program(
+        &self,
+        format: &[u8],
+        code: &[u8],
+        options: &CompileOptions,
+        params: Option<Vec<Shape>>,
+    ) -> Result<LoadedExecutable> {
+        options.validate(&self.device_ids()?)?;
+        let opts = options.to_bytes();
+        // Argument lists of tupled-argument programs are the tuple's elements:
+        // not checked against the (single, tuple) parameter.
+        let params = params.filter(|_| !options.proto().parameter_is_tupled_arguments);
+        // Kept for the fallback below (the closure is dropped when no thread
+        // starts); a few shapes, cloned once per compile.
+        let fallback = params.clone();
+        let compile = || self.compile_here(format, code, &opts, params);
+        std::thread::scope(|s| {
+            match std::thread::Builder::new()
+                .name("xlaclient-compile".into())
+                .stack_size(COMPILE_STACK)
+                .spawn_scoped(s, compile)
+            {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread to be had (address space or thread limits): compile
+                // here, as a plain C caller would.
+                Err(_) => self.compile_here(format, code, &opts, fallback),
+            }
+        })
+    }
+
+    /// Compiles on the calling thread.
+    fn compile_here(
+        &self,
+        format: &[u8],
+        code: &[u8],
+        opts: &[u8],
+        params: Option<Vec<Shape>>,
+    ) -> Result<LoadedExecutable> {
+        let mut prog = raw::PJRT_Program::new();
+        // The C API declares `code` mutable (it is an out-parameter for other calls);
+        // compilation only reads it.
+        prog.code = code.as_ptr() as *mut c_char;
+        prog.code_size = code.len();
+        prog.format = format.as_ptr().cast::<c_char>();
+        prog.format_size = format.len();
+        let mut a = raw::PJRT_Client_Compile_Args::new();
+        a.client = self.inner.raw;
+        a.program = &prog;
+        a.compile_options = opts.as_ptr().cast::<c_char>();
+        a.compile_options_size = opts.len();
+        // SAFETY: `prog`, `code`, `format` and `opts` outlive the call (the header:
+        // the program and options are owned by the caller and read during the
+        // call); the new executable is ours to destroy (`LoadedExecutable` does).
+        unsafe { self.inner.api.call(slot::PJRT_Client_Compile, &mut a)? };
+        LoadedExecutable::from_raw(&self.inner, a.executable, params)
+    }
+
+    /// Loads an executable serialized with
+    /// [`LoadedExecutable::serialize`](super::LoadedExecutable::serialize) by the
+    /// same plugin version. Its executions' arguments are checked only as far as
+    /// the plugin checks them (byte sizes): the C API does not report parameter
+    /// shapes.
+    pub fn deserialize_executable(&self, bytes: &[u8]) -> Result<LoadedExecutable> {
+        let mut a = raw::PJRT_Executable_DeserializeAndLoad_Args::new();
+        a.client = self.inner.raw;
+        a.serialized_executable = bytes.as_ptr().cast::<c_char>();
+        a.serialized_executable_size = bytes.len();
+        // SAFETY: `bytes` outlives the call (read during it); no compile-option
+        // override or load options (null); the new executable is ours to destroy.
+        unsafe {
+            self.inner
+                .api
+                .call(slot::PJRT_Executable_DeserializeAndLoad, &mut a)?
+        };
+        LoadedExecutable::from_raw(&self.inner, a.loaded_executable, None)
+    }
+
+    /// Copies host data to a new buffer on the default device. `dims` must multiply
+    /// to `data.len()`.
+    pub fn buffer_from_host<T: NativeType>(&self, data: &[T], dims: &[i64]) -> Result<Buffer> {
+        let dev = *self.inner.addressable.first().ok_or(Error::NoDevice)?;
+        self.upload(data, dims, dev)
+    }
+
+    /// Copies a scalar to a new rank-0 buffer on the default device.
+    pub fn scalar<T: NativeType>(&self, value: T) -> Result<Buffer> {
+        self.buffer_from_host(&[value], &[])
+    }
+
+    pub(crate) fn upload<T: NativeType>(
+        &self,
+        data: &[T],
+        dims: &[i64],
+        device: *mut PJRT_Device,
+    ) -> Result<Buffer> {
+        if element_count(dims) != Some(data.len() as i64) {
+            return Err(Error::HostLength {
+                what: format!("dimensions {dims:?}"),
+                expected: element_count(dims).unwrap_or(-1),
+                given: data.len(),
+            });
+        }
+        let mut a = raw::PJRT_Client_BufferFromHostBuffer_Args::new();
+        a.client = self.inner.raw;
+        a.data = data.as_ptr().cast();
+        a.type_ = super::buffer::buffer_type_of(T::TYPE);
+        a.dims = dims.as_ptr();
+        a.num_dims = dims.len();
+        a.host_buffer_semantics = raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+        a.device = device;
+        // SAFETY: `data` holds exactly the elements `dims` describe (checked above);
+        // with kImmutableOnlyDuringCall semantics the plugin reads `data` during the
+        // call only, and `dims` is read during the call. No strides, layout or
+        // memory (null); `device` is an addressable device of this client. The new
+        // buffer and event are ours to destroy.
+        unsafe {
+            self.inner
+                .api
+                .call(slot::PJRT_Client_BufferFromHostBuffer, &mut a)?
+        };
+        let buffer = Buffer::with_meta(&self.inner, a.buffer, T::TYPE, dims);
+        // The host data must stay untouched until this event fires. It has fired for
+        // every plugin we know when the semantics is "only during call" (then the
+        // wait is one IsReady call); when it has not, wait, so that `data` may be
+        // reused as soon as we return.
+        super::event::wait_opt(self.inner.event(a.done_with_host_buffer))?;
+        Ok(buffer)
+    }
+}
+
+/// The stack of the thread XLA compiles on: 512 MiB.
+///
+/// XLA's HLO passes recurse along operand chains, so the stack a compile needs
+/// grows with the depth of the graph: 100,000 chained adds overflowed the 8 MiB
+/// main-thread stack inside the 0.115 CPU plugin and aborted the process
+/// (measured: that chain needs between 10 and 12 MiB, about 120 bytes per level).
+/// 512 MiB covers a chain of about four million instructions, four times the
+/// largest graph the builder is measured with (1M instructions), whose compile
+/// alone takes many minutes. Only the pages a compile touches are committed; the
+/// rest is reserved address space. If no such thread can be started (address
+/// space or thread limits), the compile runs on the calling thread. One thread
+/// per compile (tens of microseconds) is noise next to an XLA compile
+/// (milliseconds at least).
+pub const COMPILE_STACK: usize = 512 << 20;
+
+/// The number of elements `dims` describe; `None` for a negative size or an
+/// overflow.
+pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
+    dims.iter().try_fold(
+        1i64,
+        |acc, d| if *d < 0 { None } else { acc.checked_mul(*d) },
+    )
+}
+
+/// Copies a C array of device pointers.
+///
+/// # Safety
+/// `p` must be null or point to `n` pointers.
+unsafe fn ptr_slice(p: *const *mut PJRT_Device, n: usize) -> Vec<*mut PJRT_Device> {
+    // SAFETY: per the contract.
+    unsafe { super::api::raw_slice(p, n).to_vec() }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("plugin", &self.inner.plugin)
+            .field("addressable_devices", &self.inner.addressable.len())
+            .finish()
+    }
+}

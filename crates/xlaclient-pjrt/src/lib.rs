@@ -1,0 +1,83 @@
+//! # xlaclient-pjrt
+//!
+//! The runtime layer of xlaclient: it loads a vendor **PJRT C API plugin** (a `.so`
+//! exporting `GetPjrtApi`) at run time and wraps its C objects in safe RAII types:
+//! [`Plugin`], [`Client`], [`Device`], [`Buffer`], [`LoadedExecutable`], [`Event`],
+//! with the compile and client options ([`CompileOptions`], [`ClientOptions`]),
+//! finding or installing the plugin ([`install`]) and the array types it moves
+//! ([`shape`]). It is the only crate of the workspace with `unsafe` code.
+//!
+//! **What it may import:** `xlaclient-proto` (the prost types of XLA's protos) and
+//! outside crates; nothing of the IR, the builder or anything above. It is usable
+//! alone by someone who only runs serialized modules: anything implementing
+//! [`HloModuleSource`] (the core crate's `Computation`) compiles, and so does a
+//! StableHLO text ([`Client::compile_mlir`]).
+//!
+//! Inside: `raw` declares the C structs and the function table's slots; `api`
+//! holds the loaded table and the one call funnel (every `PJRT_Error` becomes
+//! [`Error::Pjrt`]); the safe types sit on top, one per C object. Each handle owns
+//! an `Arc` of what it depends on (buffer → client → plugin).
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod api;
+#[doc(hidden)]
+pub mod bench_support;
+mod buffer;
+mod client;
+mod device;
+mod elf;
+pub mod error;
+mod event;
+mod executable;
+pub mod install;
+mod options;
+mod raw;
+pub mod shape;
+
+/// XLA's protocol buffers (the `xlaclient-proto` crate).
+pub use xlaclient_proto as proto;
+
+pub use api::{NamedValue, Plugin};
+pub use buffer::Buffer;
+pub use client::COMPILE_STACK;
+pub use client::Client;
+pub use device::Device;
+pub use error::{Error, PjrtErrorCode, Result};
+pub use event::{AUTO_SPIN, Event, WaitPolicy};
+pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
+pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES, XLA_DEBUG_DEFAULTS};
+pub use shape::{ElementType, NativeType, Shape};
+
+/// The PJRT C API major version this crate speaks (plugins of another major version
+/// are refused with [`Error::IncompatibleApi`]).
+pub const SUPPORTED_API_MAJOR: i32 = raw::PJRT_API_MAJOR;
+
+/// Something the runtime can compile as an HLO module: the serialized
+/// `HloModuleProto`, already checked by whoever made it (XLA aborts the process on
+/// some malformed modules, and the runtime has no verifier of its own). The core
+/// crate's `Computation` is one: it is verified when it is built or raised from a
+/// proto.
+pub trait HloModuleSource {
+    /// The module's serialized `HloModuleProto`.
+    fn hlo_module_bytes(&self) -> Vec<u8>;
+
+    /// The entry computation's parameter shapes, in parameter order, when known.
+    /// The runtime keeps them with the executable and checks every execution's
+    /// arguments against them (PJRT itself compares only byte sizes); `None` (the
+    /// default) leaves the check to the plugin.
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        None
+    }
+}
+
+impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
+    fn hlo_module_bytes(&self) -> Vec<u8> {
+        (**self).hlo_module_bytes()
+    }
+
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        (**self).entry_parameter_shapes()
+    }
+}

@@ -1,0 +1,470 @@
+//! Client create options and compile options.
+
+use prost::Message;
+
+use super::WaitPolicy;
+use crate::proto;
+
+/// Options for [`Client::new`](super::Client::new): the plugin's named create options,
+/// and how the client's threads wait for asynchronous work ([`WaitPolicy`]).
+///
+/// ```
+/// use xlaclient_pjrt::WaitPolicy;
+/// let opts = xlaclient_pjrt::ClientOptions::new()
+///     .cpu_device_count(1)
+///     .asynchronous(false)
+///     .wait_policy(WaitPolicy::Park);
+/// assert_eq!(opts.len(), 2);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientOptions {
+    pub(crate) values: Vec<(String, super::NamedValue)>,
+    pub(crate) wait: WaitPolicy,
+}
+
+impl ClientOptions {
+    /// No options: the plugin's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How waits for this client's events (transfers, executions) poll and park;
+    /// [`WaitPolicy::Auto`] by default.
+    pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
+        self.wait = policy;
+        self
+    }
+
+    /// Number of named create options set.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// True when no option is set.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Sets any named option (replacing an earlier value of the same name).
+    pub fn set(mut self, name: &str, value: super::NamedValue) -> Self {
+        self.values.retain(|(n, _)| n != name);
+        self.values.push((name.to_string(), value));
+        self
+    }
+
+    /// Checks the values of the options this crate knows (their type and range):
+    /// plugins abort the process on some bad values instead of returning an error.
+    /// Options of other names go to the plugin unchecked (it rejects names it does
+    /// not know).
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        use super::NamedValue as V;
+        for (name, value) in &self.values {
+            let bad = |reason: String| crate::Error::InvalidOption {
+                option: name.clone(),
+                reason,
+            };
+            if name.is_empty() {
+                return Err(bad("an option needs a name".into()));
+            }
+            let ty = match value {
+                V::String(_) => "a string",
+                V::Int64(_) => "an integer",
+                V::Int64List(_) => "a list of integers",
+                V::Float(_) => "a float",
+                V::Bool(_) => "a bool",
+            };
+            match (name.as_str(), value) {
+                ("cpu_device_count", V::Int64(n)) if !(1..=MAX_CPU_DEVICES).contains(n) => {
+                    return Err(bad(format!("{n} devices; give 1 to {MAX_CPU_DEVICES}")));
+                }
+                ("max_inflight_computations", V::Int64(n)) if *n < 1 => {
+                    return Err(bad(format!("{n}; give at least 1")));
+                }
+                ("cpu_device_count" | "max_inflight_computations", V::Int64(_)) => {}
+                ("asynchronous", V::Bool(_)) => {}
+                ("cpu_device_count" | "max_inflight_computations", _) => {
+                    return Err(bad(format!("{ty} was given; it takes an integer")));
+                }
+                ("asynchronous", _) => {
+                    return Err(bad(format!("{ty} was given; it takes a bool")));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU plugin: number of CPU devices to create (the plugin's default is 4;
+    /// 1 to 1024 are accepted, anything else is [`Error::InvalidOption`] when the
+    /// client is created).
+    ///
+    /// [`Error::InvalidOption`]: crate::Error::InvalidOption
+    pub fn cpu_device_count(self, n: i64) -> Self {
+        self.set("cpu_device_count", super::NamedValue::Int64(n))
+    }
+
+    /// CPU plugin: run work asynchronously on worker threads (`true`, the default) or
+    /// on the calling thread (`false`; honoured by recent plugins only, ignored by
+    /// older ones).
+    pub fn asynchronous(self, on: bool) -> Self {
+        self.set("asynchronous", super::NamedValue::Bool(on))
+    }
+}
+
+/// The most CPU devices a client may be asked for: each is a thread pool and a
+/// set of allocators in the plugin; more than this is certainly a mistake.
+pub const MAX_CPU_DEVICES: i64 = 1024;
+
+/// XLA's default `DebugOptions`, serialized: every field XLA sets to a non-zero
+/// default, recorded from jaxlib 0.10.2 by `scripts/record_debug_options.py`.
+///
+/// A `DebugOptions` message in the compile options replaces XLA's defaults as a
+/// whole (a message with one field set leaves the others at zero, and then every
+/// CPU compile fails), so [`CompileOptions::to_bytes`] sends this set first and the
+/// crate's and the user's settings after it; protobuf merges repeated occurrences of
+/// a message, and the last value of a scalar field wins. A plugin built from an older
+/// XLA ignores the fields it does not know.
+pub const XLA_DEBUG_DEFAULTS: &[u8] = include_bytes!("xla_debug_defaults.bin");
+
+/// XLA compile options (`CompileOptionsProto`), exposed in full.
+///
+/// The default is one replica and one partition, which every plugin accepts (an empty
+/// `CompileOptionsProto` aborts some plugins), XLA's default debug options (see
+/// [`XLA_DEBUG_DEFAULTS`]) and NaN-propagating `maximum`/`minimum`, as JAX compiles
+/// them (see [`CompileOptions::fast_min_max`]). Anything else can be set through
+/// [`CompileOptions::proto_mut`]; fields set there win over the defaults.
+///
+/// ```
+/// let opts = xlaclient_pjrt::CompileOptions::new().num_replicas(2);
+/// assert_eq!(opts.proto().executable_build_options.as_ref().unwrap().num_replicas, 2);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompileOptions {
+    proto: proto::CompileOptionsProto,
+    xla_debug_defaults: bool,
+    fast_min_max: bool,
+    dump_to: Option<String>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            proto: proto::CompileOptionsProto {
+                executable_build_options: Some(proto::ExecutableBuildOptionsProto {
+                    num_replicas: 1,
+                    num_partitions: 1,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            xla_debug_defaults: true,
+            fast_min_max: false,
+            dump_to: std::env::var("XLACLIENT_DUMP_TO")
+                .ok()
+                .filter(|d| !d.is_empty()),
+        }
+    }
+}
+
+impl CompileOptions {
+    /// One replica, one partition.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn build_options(&mut self) -> &mut proto::ExecutableBuildOptionsProto {
+        self.proto
+            .executable_build_options
+            .get_or_insert_with(Default::default)
+    }
+
+    /// Number of replicas (data-parallel copies of the program).
+    pub fn num_replicas(mut self, n: i64) -> Self {
+        self.build_options().num_replicas = n;
+        self
+    }
+
+    /// Number of partitions (model-parallel shards of the program).
+    pub fn num_partitions(mut self, n: i64) -> Self {
+        self.build_options().num_partitions = n;
+        self
+    }
+
+    /// Explicit device assignment: `devices[replica][partition]` = device id.
+    pub fn device_assignment(mut self, devices: &[Vec<i64>]) -> Self {
+        let replicas = devices.len() as i32;
+        let partitions = devices.first().map_or(0, |r| r.len()) as i32;
+        let computation_devices = (0..partitions as usize)
+            .map(|p| proto::device_assignment_proto::ComputationDevice {
+                replica_device_ids: devices
+                    .iter()
+                    .map(|r| r.get(p).copied().unwrap_or(-1))
+                    .collect(),
+            })
+            .collect();
+        self.build_options().device_assignment = Some(proto::DeviceAssignmentProto {
+            replica_count: replicas,
+            computation_count: partitions,
+            computation_devices,
+        });
+        self
+    }
+
+    /// Whether `maximum` and `minimum` (and so `relu`, `reduce_max`, pooling) may
+    /// skip NaN and signed-zero handling. Off by default, as in JAX: `max(0, NaN)`
+    /// is NaN, a NaN anywhere in a `reduce_max` gives NaN. On, XLA's CPU and GPU
+    /// backends use the plain compare-and-select form, which is a little faster and
+    /// returns the second operand when a NaN is involved. This setting travels as
+    /// `xla_cpu_enable_fast_min_max` and `xla_gpu_enable_fast_min_max` and needs
+    /// [`CompileOptions::xla_debug_defaults`].
+    pub fn fast_min_max(mut self, on: bool) -> Self {
+        self.fast_min_max = on;
+        self
+    }
+
+    /// Asks XLA to write the module before and after its optimisation passes, as
+    /// HLO text, into the directory `dir` (XLA's `--xla_dump_to` with
+    /// `--xla_dump_hlo_as_text`): what the compiler made of a program, for
+    /// performance work. The default comes from the environment variable
+    /// `XLACLIENT_DUMP_TO` (the plugin does not read `XLA_FLAGS` when it is given
+    /// debug options, as it is here). Needs [`CompileOptions::xla_debug_defaults`].
+    pub fn dump_to(mut self, dir: impl Into<String>) -> Self {
+        self.dump_to = Some(dir.into());
+        self
+    }
+
+    /// Whether [`CompileOptions::to_bytes`] sends XLA's default debug options
+    /// ([`XLA_DEBUG_DEFAULTS`]) before the proto (on by default). Off, the proto is
+    /// sent as it is: the plugin then uses its own defaults only if the proto holds
+    /// no `debug_options`, and [`CompileOptions::fast_min_max`] has no effect.
+    pub fn xla_debug_defaults(mut self, on: bool) -> Self {
+        self.xla_debug_defaults = on;
+        self
+    }
+
+    /// The options as a proto.
+    pub fn proto(&self) -> &proto::CompileOptionsProto {
+        &self.proto
+    }
+
+    /// The options as a proto, for fields without a helper.
+    pub fn proto_mut(&mut self) -> &mut proto::CompileOptionsProto {
+        &mut self.proto
+    }
+
+    /// Checks the options before they reach the plugin, which aborts the process
+    /// (or throws a C++ exception through the C API) on some bad values: the build
+    /// options must be present, replica and partition counts at least 1 and within
+    /// the client's `num_devices`, a device assignment consistent with them and
+    /// naming devices the client has (`device_ids`), and the other counts not
+    /// negative.
+    pub(crate) fn validate(&self, device_ids: &[i64]) -> crate::Result<()> {
+        let bad = |option: &str, reason: String| crate::Error::InvalidOption {
+            option: option.to_string(),
+            reason,
+        };
+        let b = self
+            .proto
+            .executable_build_options
+            .as_ref()
+            .ok_or_else(|| {
+                bad(
+                    "executable_build_options",
+                    "missing (some plugins abort without them); start from CompileOptions::new()"
+                        .into(),
+                )
+            })?;
+        let n = device_ids.len() as i64;
+        for (option, v) in [
+            ("num_replicas", b.num_replicas),
+            ("num_partitions", b.num_partitions),
+        ] {
+            if v < 1 {
+                return Err(bad(option, format!("{v}; give at least 1")));
+            }
+            if v > n {
+                return Err(bad(option, format!("{v}; the client has {n} device(s)")));
+            }
+        }
+        if b.num_replicas * b.num_partitions > n {
+            return Err(bad(
+                "num_replicas",
+                format!(
+                    "{} replicas × {} partitions need more devices than the client's {n}",
+                    b.num_replicas, b.num_partitions
+                ),
+            ));
+        }
+        if b.device_ordinal < -1 || b.device_ordinal >= n {
+            return Err(bad(
+                "device_ordinal",
+                format!("{}; give -1 (any) or 0 to {}", b.device_ordinal, n - 1),
+            ));
+        }
+        for (option, v) in [
+            ("device_memory_size", b.device_memory_size),
+            ("process_index", b.process_index),
+            ("process_count", b.process_count),
+            ("slice_size", b.slice_size),
+            ("profile_version", self.proto.profile_version),
+        ] {
+            if v < 0 {
+                return Err(bad(option, format!("{v} is negative")));
+            }
+        }
+        if let Some(da) = &b.device_assignment {
+            let what = "device_assignment";
+            if i64::from(da.replica_count) != b.num_replicas
+                || i64::from(da.computation_count) != b.num_partitions
+            {
+                return Err(bad(
+                    what,
+                    format!(
+                        "{} replicas × {} partitions, but num_replicas is {} and num_partitions {}",
+                        da.replica_count, da.computation_count, b.num_replicas, b.num_partitions
+                    ),
+                ));
+            }
+            if da.computation_devices.len() != da.computation_count as usize {
+                return Err(bad(
+                    what,
+                    format!(
+                        "{} partitions listed, computation_count is {}",
+                        da.computation_devices.len(),
+                        da.computation_count
+                    ),
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            for (p, c) in da.computation_devices.iter().enumerate() {
+                if c.replica_device_ids.len() != da.replica_count as usize {
+                    return Err(bad(
+                        what,
+                        format!(
+                            "partition {p} lists {} device(s), replica_count is {}",
+                            c.replica_device_ids.len(),
+                            da.replica_count
+                        ),
+                    ));
+                }
+                for id in &c.replica_device_ids {
+                    if !device_ids.contains(id) {
+                        return Err(bad(
+                            what,
+                            format!("device id {id} is not a device of the client {device_ids:?}"),
+                        ));
+                    }
+                    if !seen.insert(*id) {
+                        return Err(bad(what, format!("device id {id} is used twice")));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes serialized `CompileOptionsProto` bytes.
+    pub fn from_bytes(bytes: &[u8]) -> crate::Result<Self> {
+        let proto =
+            proto::CompileOptionsProto::decode(bytes).map_err(|e| crate::Error::Decode {
+                what: "compile options (CompileOptionsProto)",
+                reason: e.to_string(),
+            })?;
+        Ok(CompileOptions {
+            proto,
+            ..Default::default()
+        })
+    }
+
+    /// Serialized bytes, as `PJRT_Client_Compile` takes them: XLA's default debug
+    /// options and the min/max setting (unless [`CompileOptions::xla_debug_defaults`]
+    /// is off), then the proto, whose fields override both.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(XLA_DEBUG_DEFAULTS.len() + 64);
+        if self.xla_debug_defaults {
+            let settings = proto::DebugOptions {
+                xla_cpu_enable_fast_min_max: Some(self.fast_min_max),
+                xla_gpu_enable_fast_min_max: Some(self.fast_min_max),
+                xla_dump_to: self.dump_to.clone(),
+                xla_dump_hlo_as_text: self.dump_to.as_ref().map(|_| true),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            for debug in [XLA_DEBUG_DEFAULTS, &settings] {
+                // CompileOptionsProto.executable_build_options (3) holding
+                // ExecutableBuildOptionsProto.debug_options (3) holding `debug`.
+                let mut build = Vec::with_capacity(debug.len() + 4);
+                prost::encoding::encode_key(
+                    3,
+                    prost::encoding::WireType::LengthDelimited,
+                    &mut build,
+                );
+                prost::encoding::encode_varint(debug.len() as u64, &mut build);
+                build.extend_from_slice(debug);
+                prost::encoding::encode_key(
+                    3,
+                    prost::encoding::WireType::LengthDelimited,
+                    &mut out,
+                );
+                prost::encoding::encode_varint(build.len() as u64, &mut out);
+                out.extend_from_slice(&build);
+            }
+        }
+        self.proto.encode(&mut out).expect("a Vec grows as needed");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_debug_defaults_the_options_are_the_minimal_proto() {
+        // executable_build_options { num_replicas: 1 num_partitions: 1 }
+        assert_eq!(
+            CompileOptions::new().xla_debug_defaults(false).to_bytes(),
+            vec![0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]
+        );
+    }
+
+    #[test]
+    fn the_debug_defaults_decode_and_merge_under_the_settings() {
+        // The recorded set holds XLA's documented defaults.
+        let d = proto::DebugOptions::decode(XLA_DEBUG_DEFAULTS).unwrap();
+        assert_eq!(d.xla_backend_optimization_level, Some(3));
+        assert_eq!(d.xla_cpu_multi_thread_eigen, Some(true));
+        // Sent bytes decode to one proto: the defaults, then the min/max setting,
+        // then the user's fields, last wins.
+        let mut o = CompileOptions::new().fast_min_max(true).num_replicas(1);
+        o.proto_mut()
+            .executable_build_options
+            .as_mut()
+            .unwrap()
+            .debug_options = Some(proto::DebugOptions {
+            xla_backend_optimization_level: Some(1),
+            ..Default::default()
+        });
+        let back = proto::CompileOptionsProto::decode(&o.to_bytes()[..]).unwrap();
+        let b = back.executable_build_options.unwrap();
+        assert_eq!(b.num_replicas, 1);
+        let d = b.debug_options.unwrap();
+        assert_eq!(d.xla_backend_optimization_level, Some(1));
+        assert_eq!(d.xla_cpu_enable_fast_min_max, Some(true));
+        assert_eq!(d.xla_cpu_multi_thread_eigen, Some(true));
+        let plain = proto::CompileOptionsProto::decode(&CompileOptions::new().to_bytes()[..])
+            .unwrap()
+            .executable_build_options
+            .unwrap()
+            .debug_options
+            .unwrap();
+        assert_eq!(plain.xla_cpu_enable_fast_min_max, Some(false));
+    }
+
+    #[test]
+    fn client_options_replace_by_name() {
+        let o = ClientOptions::new().cpu_device_count(2).cpu_device_count(3);
+        assert_eq!(o.len(), 1);
+        assert_eq!(o.values[0].1, super::super::NamedValue::Int64(3));
+    }
+}

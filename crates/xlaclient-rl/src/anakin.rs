@@ -1,0 +1,416 @@
+//! Podracer's "Anakin" on Catch: a whole reinforcement-learning training loop —
+//! environments, Q-network, rollout, TD(λ) loss, its gradient and Adam — as one
+//! compiled XLA program, called with donated state so that nothing leaves the
+//! device between calls. A port of the notebook's demo (see
+//! `examples/anakin.rs` for the command-line program and
+//! `../shared/bench-anchors/jax_anakin_catch.py` for the same workload in JAX).
+//!
+//! One call of [`Anakin::step`] runs [`AnakinConfig::iterations`] updates in a
+//! `fori_loop`; each update:
+//! - draws the reset columns of the rollout's steps from the state's PRNG key;
+//! - rolls out [`AnakinConfig::rollout_len`] steps of [`AnakinConfig::batch`]
+//!   Catch environments with a `scan`, greedy actions from the Q-network
+//!   Flatten(10×5) → Linear 256 → relu → Linear 3;
+//! - computes per trajectory the TD(λ) errors of Q(s_t, a_t) against λ-returns
+//!   bootstrapped with max_a Q(s_{t+1}, a) (agent discount 1, targets held fixed by
+//!   `stop_gradient`), the loss being the mean squared TD error;
+//! - takes the gradient and applies optax's Adam.
+//!
+//! Two layouts ([`AnakinConfig::shared_params`]):
+//! - the notebook's: one learner per environment, each with its own copy of the
+//!   parameters and of Adam's state (the notebook's `vmap`, written with batched
+//!   ops: a leading axis of `batch` on every parameter), the gradients averaged
+//!   across learners before each update (its `pmean`), so the copies stay equal;
+//! - shared: one copy, the loss averaged over the batch; the same learning with
+//!   `batch` times less optimizer work.
+//!
+//! Two ways to the gradient ([`AnakinConfig::grad_through_scan`]): by default the
+//! rollout records the observations, the first layer's activations, the actions,
+//! rewards and discounts, and the loss is one batched pass over all `rollout_len ×
+//! batch` steps that reuses the recorded activations (a `custom_vjp` whose value is
+//! the rollout's activations and whose gradient is the first layer's), so the
+//! backward pass is a few large matrix products. With `grad_through_scan` the
+//! Q-values come out of the rollout scan as the notebook computes them and the
+//! gradient flows back through the scan (a reverse loop of `rollout_len` small
+//! products). The two give the same gradient (`tests/anakin.rs` checks it): the
+//! Q-values are the same function of the parameters either way.
+
+use std::time::Instant;
+
+use super::catch_device::{self as catch, CatchState};
+use crate::nn::{Activation, LinearParams, Mlp, MlpParams, OptState, layers::split_keys, optim};
+use crate::{Buffer, Client, DotDims, Jit, Op, Result, Shape, Tree};
+use xlaclient_core::ClientExt;
+
+/// What to train, and how; the default is the notebook's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnakinConfig {
+    /// Environments (and, in the notebook's layout, learners). Default 128.
+    pub batch: i64,
+    /// Steps per rollout. Default 16.
+    pub rollout_len: i64,
+    /// Updates per call (the program's `fori_loop`). Default 100.
+    pub iterations: i32,
+    /// Adam's learning rate. Default 1e-4.
+    pub lr: f64,
+    /// λ of the TD(λ) targets. Default 0.99.
+    pub lambda: f64,
+    /// Hidden units of the Q-network. Default 256.
+    pub hidden: i64,
+    /// Seed of the parameters and the environments. Default 42.
+    pub seed: u32,
+    /// One shared parameter copy instead of one per learner. Default false.
+    pub shared_params: bool,
+    /// Differentiate through the rollout scan (see the module docs). Default false.
+    pub grad_through_scan: bool,
+}
+
+impl Default for AnakinConfig {
+    fn default() -> Self {
+        AnakinConfig {
+            batch: 128,
+            rollout_len: 16,
+            iterations: 100,
+            lr: 1e-4,
+            lambda: 0.99,
+            hidden: 256,
+            seed: 42,
+            shared_params: false,
+            grad_through_scan: false,
+        }
+    }
+}
+
+impl AnakinConfig {
+    /// Frames (environment steps) per call: `iterations × rollout_len × batch`.
+    pub fn frames_per_call(&self) -> f64 {
+        self.iterations as f64 * self.rollout_len as f64 * self.batch as f64
+    }
+}
+
+/// Everything a call reads and writes (donated to each call).
+#[derive(Tree, Clone, Debug, PartialEq)]
+pub struct AnakinState<T> {
+    /// Q-network parameters: `[50, hidden]`, `[hidden]`, `[hidden, 3]`, `[3]`, with a
+    /// leading `batch` axis in the notebook's layout.
+    pub params: MlpParams<T>,
+    /// Adam's state.
+    pub opt: OptState<T, MlpParams<T>>,
+    /// The PRNG key the environments' resets are drawn from (`u32[2]`).
+    pub key: T,
+    /// The environments.
+    pub env: CatchState<T>,
+    /// The last update's loss (mean over learners), `f32[]`; NaN before the first.
+    pub loss: T,
+}
+
+/// The compiled initialiser and learner.
+pub struct Anakin {
+    config: AnakinConfig,
+    net: Mlp,
+    init: Jit<(), AnakinState<Shape>>,
+    learner: Jit<AnakinState<Shape>, AnakinState<Shape>>,
+    compile_s: f64,
+}
+
+impl Anakin {
+    /// Traces and compiles the initialiser and the learner for `config`.
+    pub fn new(client: &Client, config: AnakinConfig) -> Result<Anakin> {
+        let net = Mlp::new(
+            &[catch::OBS, config.hidden, catch::ACTIONS],
+            Activation::Relu,
+        );
+        let opt = optim::adam(config.lr, 0.9, 0.999, 1e-8);
+        let c = config.clone();
+        let per_learner = !c.shared_params;
+        let init = client.jit("anakin_init", &(), |b, ()| {
+            let keys = split_keys(&b.prng_key(c.seed), 3);
+            let mut params = net.init(&keys[0]);
+            if per_learner {
+                params = params.map_ref(|p: &Op| {
+                    let mut dims = vec![c.batch];
+                    dims.extend(p.dims().unwrap_or_default());
+                    p.expand_dims(0).broadcast_to(&dims)
+                });
+            }
+            let columns = keys[1].randint(&[c.batch], 0, catch::COLUMNS);
+            AnakinState {
+                opt: opt.init(&params),
+                params,
+                key: keys[2].clone(),
+                env: catch::initial_state(&columns),
+                loss: b.constant(f32::NAN),
+            }
+        })?;
+        let t = Instant::now();
+        let learner = client.jit_donating("anakin", init.output_spec(), |b, s| {
+            b.fori_loop(0, c.iterations, s, |_, s| update(&c, &opt, s))
+        })?;
+        let compile_s = t.elapsed().as_secs_f64();
+        Ok(Anakin {
+            config,
+            net,
+            init,
+            learner,
+            compile_s,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AnakinConfig {
+        &self.config
+    }
+
+    /// Seconds spent tracing and compiling the learner.
+    pub fn compile_s(&self) -> f64 {
+        self.compile_s
+    }
+
+    /// The learner program (e.g. for its HLO text).
+    pub fn learner(&self) -> &Jit<AnakinState<Shape>, AnakinState<Shape>> {
+        &self.learner
+    }
+
+    /// The initial state: one Haiku-initialised network (copied per learner in the
+    /// notebook's layout), Adam's zeros, environments at their initial states.
+    pub fn init(&self) -> Result<AnakinState<Buffer>> {
+        Ok(self.init.call(&())?)
+    }
+
+    /// One call: [`AnakinConfig::iterations`] updates; the state is donated.
+    pub fn step(&self, state: AnakinState<Buffer>) -> Result<AnakinState<Buffer>> {
+        Ok(self.learner.call_donated(state)?)
+    }
+
+    /// The parameters of learner 0 (all copies are equal), downloaded:
+    /// `w1, b1, w2, b2` flattened row-major.
+    pub fn host_params(&self, state: &AnakinState<Buffer>) -> Result<Vec<Vec<f32>>> {
+        let sizes: Vec<usize> = self
+            .net
+            .spec()
+            .leaves()
+            .iter()
+            .map(|s| s.dims().iter().product::<i64>() as usize)
+            .collect();
+        state
+            .params
+            .leaves()
+            .into_iter()
+            .zip(sizes)
+            .map(|(b, n)| Ok(b.to_vec::<f32>()?[..n].to_vec()))
+            .collect()
+    }
+
+    /// The greedy policy's exact expected terminal reward (see
+    /// [`greedy_eval`](super::catch::greedy_eval)), computed in plain Rust from the downloaded
+    /// parameters of learner 0.
+    pub fn greedy_reward(&self, state: &AnakinState<Buffer>) -> Result<f64> {
+        let p = self.host_params(state)?;
+        let (obs, hidden) = (catch::OBS as usize, self.config.hidden as usize);
+        let (w1, b1, w2, b2) = (&p[0], &p[1], &p[2], &p[3]);
+        Ok(super::catch::greedy_eval(|board| {
+            let h: Vec<f32> = (0..hidden)
+                .map(|j| {
+                    let s: f32 = (0..obs).map(|i| board[i] * w1[i * hidden + j]).sum();
+                    (s + b1[j]).max(0.0)
+                })
+                .collect();
+            let mut q = [0f32; 3];
+            for (k, qk) in q.iter_mut().enumerate() {
+                *qk = h
+                    .iter()
+                    .enumerate()
+                    .map(|(j, hj)| hj * w2[j * 3 + k])
+                    .sum::<f32>()
+                    + b2[k];
+            }
+            q
+        }))
+    }
+}
+
+/// One matrix product per learner (row `b` of `x` with learner `b`'s `w`), or one
+/// for all rows with the shared `w`; `x` is `[batch, in]` or `[batch, n, in]`.
+fn affine(x: &Op, p: &LinearParams<Op>, per_learner: bool) -> Op {
+    if !per_learner {
+        return &x.matmul(&p.w) + &p.b;
+    }
+    if x.dims().map(|d| d.len()).unwrap_or(0) == 2 {
+        // [B, in] · [B, in, out]: a matrix-vector product per learner.
+        let per_row = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![1],
+            lhs_batch: vec![0],
+            rhs_batch: vec![0],
+        };
+        return &x.dot_general(&p.w, &per_row) + &p.b;
+    }
+    // [B, n, in] × [B, in, out] with biases [B, 1, out].
+    &x.matmul(&p.w) + &p.b.expand_dims(1)
+}
+
+/// The first layer's activations, `relu(obs · w1 + b1)`, of the observations
+/// `obs` recorded by the rollout, as a function of `w1` and `b1` whose value is the
+/// rollout's own activations `h` (`[batch, T, hidden]`, computed with the same
+/// parameters) and whose gradient is the layer's: `dz = dh ⊙ [h > 0]` (relu's
+/// derivative, 0 at 0 as in JAX), `dw1 = obsᵀ dz`, `db1 = Σ dz`. The loss thus
+/// reuses the rollout's forward pass instead of computing it a second time.
+fn first_layer(l1: &LinearParams<Op>, h: &Op, obs: &Op, per_learner: bool) -> Op {
+    let b = h.builder();
+    let backward = move |args: &[Op], out: &[Op], ct: &[Op]| {
+        let (obs, h) = (&args[3], &out[0]);
+        let live = h.compare(&h.zeros_like(), crate::Comparison::Gt);
+        let dz = h.builder().select(&live, &ct[0], &ct[0].zeros_like());
+        let (dw, db) = if per_learner {
+            // Per learner: contract the time axis, keep the batch axis.
+            let dims = DotDims {
+                lhs_contracting: vec![1],
+                rhs_contracting: vec![1],
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+            };
+            (obs.dot_general(&dz, &dims), dz.sum(&[1], false))
+        } else {
+            let dims = DotDims {
+                lhs_contracting: vec![0, 1],
+                rhs_contracting: vec![0, 1],
+                lhs_batch: vec![],
+                rhs_batch: vec![],
+            };
+            (obs.dot_general(&dz, &dims), dz.sum(&[0, 1], false))
+        };
+        vec![dw, db, args[2].zeros_like(), args[3].zeros_like()]
+    };
+    // The recorded values carry no gradient: without `stop_gradient` the zero
+    // cotangents given to them would be carried back through the rollout's scan.
+    let (h, obs) = (h.stop_gradient(), obs.stop_gradient());
+    b.custom_vjp(
+        "first_layer",
+        &[&l1.w, &l1.b, &h, &obs],
+        |_, a| vec![a[2].clone()],
+        backward,
+    )
+    .remove(0)
+}
+
+/// λ-returns (rlax's `lambda_returns`) of rewards `r`, discounts `d` and bootstrap
+/// values `v`, each `[batch, T]`, time on axis 1: `G_t = r_t + d_t ((1 − λ) v_t + λ
+/// G_{t+1})` with `G_T = v_{T−1}`; unrolled, as `T` is small and static.
+pub fn lambda_returns(r: &Op, d: &Op, v: &Op, lambda: f64) -> Op {
+    let dims = r.dims().unwrap_or_default();
+    let (batch, t) = (dims[0], dims[1]);
+    let col = |x: &Op, i: i64| x.slice(&[0, i], &[batch, i + 1], &[1, 1]);
+    let mut acc = col(v, t - 1);
+    let mut out = vec![acc.clone(); t as usize];
+    for i in (0..t).rev() {
+        let mix = &(&col(v, i) * (1.0 - lambda)) + &(&acc * lambda);
+        acc = &col(r, i) + &(&col(d, i) * &mix);
+        out[i as usize] = acc.clone();
+    }
+    let refs: Vec<&Op> = out.iter().collect();
+    r.builder().concatenate(&refs, 1)
+}
+
+/// The TD(λ) loss of each trajectory, `[batch]`, from the Q-values `q` (`[batch, T,
+/// 3]`) of a rollout and its actions, rewards and discounts (`[batch, T]`).
+pub fn td_loss(q: &Op, actions: &Op, rewards: &Op, discounts: &Op, lambda: f64) -> Op {
+    let dims = q.dims().unwrap_or_default();
+    let (batch, t) = (dims[0], dims[1]);
+    let head = |x: &Op| {
+        let mut hi = x.dims().unwrap_or_default();
+        hi[1] = t - 1;
+        x.slice(&vec![0; hi.len()], &hi, &vec![1; hi.len()])
+    };
+    // Q(s_t, a_t) for t < T − 1.
+    let qa = (&head(q) * &head(actions).one_hot(catch::ACTIONS, crate::ElementType::F32))
+        .sum(&[2], false);
+    // max_a Q(s_{t+1}, a), held fixed.
+    let v = q
+        .slice(&[0, 1, 0], &[batch, t, catch::ACTIONS], &[1, 1, 1])
+        .stop_gradient()
+        .amax(&[2], false);
+    let target = lambda_returns(&head(rewards), &head(discounts), &v, lambda).stop_gradient();
+    let td = &target - &qa;
+    (&td * &td).sum(&[1], false) / (t - 1) as f64
+}
+
+/// `[T, batch, …]` to `[batch, T, …]`.
+fn batch_major(x: &Op) -> Op {
+    let rank = x.dims().map(|d| d.len()).unwrap_or(2) as i64;
+    let mut perm = vec![1, 0];
+    perm.extend(2..rank);
+    x.transpose(&perm)
+}
+
+/// One update: rollout, loss, gradient, Adam.
+fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> AnakinState<Op> {
+    let b = s.key.builder();
+    let per_learner = !c.shared_params;
+    let (batch, lambda) = (c.batch, c.lambda);
+    let keys = split_keys(&s.key, 2);
+    // The ball column each environment starts its next episode with, should step t
+    // end one.
+    let resets = keys[1].randint(&[c.rollout_len, batch], 0, catch::COLUMNS);
+    // The rollout; per step it records the Q-values (to differentiate through the
+    // scan) or the observation (to evaluate the loss after it).
+    // The rollout: greedy actions from the Q-network, recording per step the
+    // observation, the first layer's activations, the Q-values, the action, the
+    // reward and the discount.
+    let rollout = |params: &MlpParams<Op>| {
+        b.scan(s.env.clone(), resets.clone(), None, false, |env, reset| {
+            let obs = catch::render(&env);
+            let h = affine(&obs, &params[0], per_learner).relu();
+            let q = affine(&h, &params[1], per_learner);
+            let a = q.argmax(1);
+            let (next, r, d) = catch::step(&env, &a, &reset);
+            (next, (obs, h, q, a, r, d))
+        })
+    };
+    // Per learner, each loss is its own learner's (their sum's gradient is each
+    // learner's gradient); shared, the mean over the batch.
+    let total = |l: &Op| {
+        if per_learner {
+            l.sum(&[0], false)
+        } else {
+            l.sum(&[0], false) / batch as f64
+        }
+    };
+    let (loss, env, grads) = if c.grad_through_scan {
+        // As the notebook: the Q-values come out of the scan, and the gradient
+        // flows back through it.
+        b.value_and_grad(s.params.clone(), |p| {
+            let (env, (_, _, q, a, r, d)) = rollout(&p);
+            let [q, a, r, d] = [q, a, r, d].map(|x| batch_major(&x));
+            (total(&td_loss(&q, &a, &r, &d, lambda)), env)
+        })
+    } else {
+        // The loss on the recorded rollout: its activations reused (see
+        // `first_layer`), the second layer and the loss in one batched pass.
+        let (env, (obs, h, _, a, r, d)) = rollout(&s.params);
+        let [obs, h, a, r, d] = [obs, h, a, r, d].map(|x| batch_major(&x));
+        let (loss, (), g) = b.value_and_grad(s.params.clone(), |p| {
+            let h = first_layer(&p[0], &h, &obs, per_learner);
+            let q = affine(&h, &p[1], per_learner);
+            (total(&td_loss(&q, &a, &r, &d, lambda)), ())
+        });
+        (loss, env, g)
+    };
+    let (grads, loss) = if per_learner {
+        // The notebook's pmean over the batch axis.
+        let g = grads.map_ref(|g: &Op| {
+            let dims = g.dims().unwrap_or_default();
+            (g.sum(&[0], true) / batch as f64).broadcast_to(&dims)
+        });
+        (g, loss / batch as f64)
+    } else {
+        (grads, loss)
+    };
+    let (params, opt_state) = opt.update(&grads, s.opt, &s.params);
+    AnakinState {
+        params,
+        opt: opt_state,
+        key: keys[0].clone(),
+        env,
+        loss,
+    }
+}

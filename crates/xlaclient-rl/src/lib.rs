@@ -1,0 +1,78 @@
+//! # xlaclient-rl
+//!
+//! Reinforcement learning: environments stepped in plain Rust and agents written as
+//! `async` code whose network predictions are batched into one compiled call per tick
+//! (the design of Alpacka's batch stepper), Catch on the device and the Anakin
+//! learner, and path-space reweighting.
+//!
+//! - [`env`](mod@env): the [`Environment`] trait, [`VecEnv`] (many environments stepped at
+//!   once) and [`Rng`], a small seedable generator (SplitMix64).
+//! - [`catch`]: the Catch environment (10 × 5), with its dynamics as a pure function
+//!   ([`catch::step`]) so that other implementations can be checked against it.
+//! - [`catch_device`]: Catch as ops, a batch of environments stepped inside a program.
+//! - [`anakin`]: Podracer's Anakin learner on Catch, one compiled program.
+//! - [`reweight`]: path-space reweighting (resampler, divergence estimate, fit step).
+//! - [`stepper`]: [`BatchedNet`] (a network compiled for a fixed set of padded batch
+//!   sizes, parameters resident on the device) and [`Stepper`], the executor that
+//!   polls every agent until it waits on the network, gathers all pending requests
+//!   into one batched execution and hands each agent its slice of the result.
+//!
+//! ```no_run
+//! use xlaclient_nn::{Activation, Mlp};
+//! use xlaclient_rl::{BatchSizes, BatchedNet, Environment, Stepper, catch::Catch};
+//! use xlaclient_core::Client;
+//!
+//! let client = Client::cpu()?;
+//! let mlp = Mlp::new(&[50, 64, 3], Activation::Relu);
+//! let params = client.jit("init", &(), |b, ()| mlp.init(&b.prng_key(0)))?.call(&())?;
+//! let net = BatchedNet::new(&client, params, &[50], BatchSizes::powers_of_two(64)?,
+//!     move |p, obs| mlp.apply(p, obs))?;
+//! let mut stepper = Stepper::new(net);
+//! for seed in 0..8 {
+//!     stepper.spawn(move |net| async move {
+//!         let mut env = Catch::new(seed);
+//!         let mut total = 0.0;
+//!         loop {
+//!             let q = net.predict(env.observation()).await?;
+//!             let action = (0..3).max_by(|&a, &b| q[a].total_cmp(&q[b])).unwrap();
+//!             let t = env.step(action)?;
+//!             total += t.reward;
+//!             if t.terminal {
+//!                 return Ok::<f32, xlaclient_core::Error>(total);
+//!             }
+//!         }
+//!     });
+//! }
+//! let returns = stepper.run()?; // one batched call per tick
+//! # Ok::<(), xlaclient_core::Error>(())
+//! ```
+//!
+//! **What it may import:** the core (`xlaclient-core`) and `nn` (`xlaclient-nn`);
+//! the runner's command-line, config, plotting and progress crates only behind its
+//! feature `runner`. Its error type ([`Error`]) wraps theirs.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod error;
+#[cfg(feature = "runner")]
+pub mod runner;
+
+pub mod anakin;
+pub mod catch;
+pub mod catch_device;
+pub mod env;
+pub mod reweight;
+pub mod stepper;
+
+pub use env::{Environment, Rng, Transition, VecEnv};
+pub use stepper::{BatchSizes, BatchedNet, NetHandle, Prediction, Stepper, TickStats};
+
+pub use error::{Error, Result};
+
+use xlaclient_core::{
+    Buffer, Client, Comparison, DotDims, ElementType, Jit, Op, Shape, Tree, builder, pjrt, shape,
+    tree,
+};
+use xlaclient_nn as nn;
+use xlaclient_nn::checkpoint;
