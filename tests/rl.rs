@@ -608,7 +608,7 @@ fn bad_requests_are_errors_not_panics() {
     assert_eq!(
         *log.borrow(),
         [
-            "rl: agent 0: an observation of 3 values; the network takes [4] (4 values)",
+            "agent 0: observation values (the network takes [4]): 3 given, 4 needed",
             "true"
         ]
     );

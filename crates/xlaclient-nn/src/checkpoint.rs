@@ -49,7 +49,7 @@
 //!
 //! let file = Checkpoint::read("params.safetensors")?;
 //! assert_eq!(file.metadata().get("step"), Some(&"1000"));
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_nn::Error>(())
 //! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -369,7 +369,7 @@ fn decode_as<S: FromLe, T: NativeType>(bytes: &[u8]) -> Result<Vec<T>> {
 /// assert_eq!(a.bytes().len(), 12);
 /// assert_eq!(a.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
 /// assert!(a.to_vec::<f64>().is_err());
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostArray {
@@ -544,13 +544,14 @@ pub fn save<T: Tree<Buffer>>(path: impl AsRef<Path>, tree: &T) -> Result<()> {
 /// [`CheckpointError::DuplicateName`], [`CheckpointError::Io`].
 ///
 /// ```no_run
-/// use xlaclient_core::{checkpoint, Client};
+/// use xlaclient_core::Client;
+/// use xlaclient_nn::checkpoint;
 ///
 /// let client = Client::cpu()?;
 /// let state = (client.buffer_from_host(&[1.0f32, 2.0], &[2])?, client.scalar(7i64)?);
 /// // Tensors `0` (F32 [2]) and `1` (I64 []).
 /// checkpoint::save_with_metadata("state.safetensors", &state, [("format", "1")])?;
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 pub fn save_with_metadata<T, K, V>(
     path: impl AsRef<Path>,
@@ -601,7 +602,7 @@ where
 ///
 /// let tree = vec![HostArray::from_slice(&[true, false], &[2])?];
 /// checkpoint::save_host("mask.safetensors", &tree, [("step", "0")])?;
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 pub fn save_host<T, K, V>(
     path: impl AsRef<Path>,
@@ -719,13 +720,14 @@ fn checkpoint_error(path: &Path, error: CheckpointError) -> Error {
 /// [`CheckpointError::ElementType`], [`CheckpointError::Dims`], … .
 ///
 /// ```no_run
-/// use xlaclient_core::{checkpoint, Client, Shape};
+/// use xlaclient_core::{Client, Shape};
+/// use xlaclient_nn::checkpoint;
 ///
 /// let client = Client::cpu()?;
 /// let spec = (Shape::of::<f32>(&[2]), Shape::of::<i64>(&[]));
 /// let (x, step) = checkpoint::load(&client, "state.safetensors", &spec)?;
 /// println!("{:?} at step {}", x.to_vec::<f32>()?, step.to_scalar::<i64>()?);
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 pub fn load<T: Tree<Shape>>(
     client: &Client,
@@ -741,12 +743,13 @@ pub fn load<T: Tree<Shape>>(
 /// As [`load`].
 ///
 /// ```no_run
-/// use xlaclient_core::{checkpoint, Shape};
+/// use xlaclient_core::Shape;
+/// use xlaclient_nn::checkpoint;
 ///
 /// let spec = vec![Shape::of::<bool>(&[2])];
 /// let mask = checkpoint::load_host("mask.safetensors", &spec)?;
 /// assert_eq!(mask[0].to_vec::<bool>()?, [true, false]);
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 pub fn load_host<T: Tree<Shape>>(path: impl AsRef<Path>, spec: &T) -> Result<T::With<HostArray>> {
     Checkpoint::read(path)?.host(spec, OnExtra::Error)
@@ -775,7 +778,7 @@ pub enum OnExtra {
 /// }
 /// // Just one tensor, leaving the others.
 /// let step = file.host(&Shape::of::<i64>(&[]), OnExtra::Ignore);
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct Checkpoint {

@@ -41,7 +41,7 @@
 //! let b0 = init::Initializer::Constant(0.0).init(&key, &[256]);
 //! assert_eq!(w.dims()?, vec![50, 256]);
 //! assert_eq!(b0.dims()?, vec![256]);
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_nn::Error>(())
 //! ```
 
 use crate::{ElementType, Op};

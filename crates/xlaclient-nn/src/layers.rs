@@ -19,7 +19,7 @@
 //! let q = net.apply(&params, &xlaclient_nn::flatten(&obs));
 //! assert_eq!(q.dims()?, vec![64, 3]);
 //! assert_eq!(net.spec()[0].w.dims(), [50, 256]);
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_nn::Error>(())
 //! ```
 
 use super::init::{self, Initializer};
@@ -248,7 +248,7 @@ pub fn split_keys(key: &Op, n: i64) -> Vec<Op> {
 /// let (k1, k2) = (keys.next(), keys.next());
 /// assert_eq!(k1.dims()?, vec![2]);
 /// # let _ = k2;
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_nn::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct KeySequence {

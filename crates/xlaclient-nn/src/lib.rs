@@ -13,7 +13,7 @@
 //! same types are the shape spec, the traced values and the device buffers.
 //!
 //! ```no_run
-//! use xlaclient_core::{Client, Op, Tree};
+//! use xlaclient_core::{Client, ClientExt, Op, Tree};
 //! use xlaclient_nn::{losses, optim, Activation, Mlp, MlpParams, OptState};
 //!
 //! #[derive(Tree)]
@@ -43,7 +43,7 @@
 //! for _ in 0..100 {
 //!     state = step.call_donated(state)?;
 //! }
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_nn::Error>(())
 //! ```
 
 //!

@@ -13,7 +13,7 @@
 //! assert_eq!(ce.dims()?, vec![32]); // one value per example
 //! let loss = losses::mean(&ce);
 //! assert_eq!(loss.dims()?, Vec::<i64>::new());
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_nn::Error>(())
 //! ```
 
 use crate::Op;

@@ -43,7 +43,7 @@
 //! assert_eq!(next.num_leaves(), 4 + 1 + 2 * 4); // params, count, mu and nu
 //! let module = b.build_tuple(&next.leaves())?;
 //! # let _ = module;
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_nn::Error>(())
 //! ```
 
 use super::schedule::Schedule;

@@ -18,7 +18,7 @@
 //! assert_eq!(s, CatchState { ball_y: 0, ball_x: 3, paddle_y: 9, paddle_x: 2 });
 //! let (s, reward, discount) = catch::step(s, catch::RIGHT, 0)?;
 //! assert_eq!((s.ball_y, s.paddle_x, reward, discount), (1, 3, 0.0, 1.0));
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_rl::Error>(())
 //! ```
 
 use super::env::{Environment, Rng, Transition};

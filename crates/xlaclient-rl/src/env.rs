@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(a.next_u64(), b.next_u64());
 /// let x = a.below(5)?;
 /// assert!(x < 5);
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_rl::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rng {
@@ -138,7 +138,7 @@ pub trait Environment {
 /// let steps = envs.step(&[0, 1, 2, 1])?;
 /// assert_eq!(steps.len(), 4);
 /// assert!(envs.step(&[0, 1]).is_err());    // one action per environment
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_rl::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct VecEnv<E> {

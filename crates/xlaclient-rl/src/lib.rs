@@ -20,7 +20,7 @@
 //! ```no_run
 //! use xlaclient_nn::{Activation, Mlp};
 //! use xlaclient_rl::{BatchSizes, BatchedNet, Environment, Stepper, catch::Catch};
-//! use xlaclient_core::Client;
+//! use xlaclient_core::{Client, ClientExt};
 //!
 //! let client = Client::cpu()?;
 //! let mlp = Mlp::new(&[50, 64, 3], Activation::Relu);
@@ -38,13 +38,13 @@
 //!             let t = env.step(action)?;
 //!             total += t.reward;
 //!             if t.terminal {
-//!                 return Ok::<f32, xlaclient_core::Error>(total);
+//!                 return Ok::<f32, xlaclient_rl::Error>(total);
 //!             }
 //!         }
 //!     });
 //! }
 //! let returns = stepper.run()?; // one batched call per tick
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_rl::Error>(())
 //! ```
 //!
 //! **What it may import:** the core (`xlaclient-core`) and `nn` (`xlaclient-nn`);

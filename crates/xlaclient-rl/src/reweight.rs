@@ -38,7 +38,7 @@
 //! let obs = vec![0.5f32; 2 * 8];
 //! let actions = vec![1i32; 8];
 //! state = fit.fit(state, &obs, &actions)?;
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_rl::Error>(())
 //! ```
 
 use rand::rngs::Xoshiro256PlusPlus;
@@ -115,7 +115,7 @@ pub fn normalized(weights: &[f64]) -> Result<Vec<f64>> {
 /// assert_eq!(idx.iter().filter(|&&i| i == 2).count(), 6); // 8 · 3/4, exactly
 /// assert!(!idx.contains(&0));
 /// assert!(resample(&[0.0, 0.0], 2, Resampling::Multinomial, 0).is_err());
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_rl::Error>(())
 /// ```
 pub fn resample(weights: &[f64], n: usize, method: Resampling, seed: u64) -> Result<Vec<usize>> {
     let total = checked_total(weights)?;
@@ -164,7 +164,7 @@ pub fn resample(weights: &[f64], n: usize, method: Resampling, seed: u64) -> Res
 ///
 /// assert_eq!(divergence_bits(&[2.0; 8])?, 0.0);
 /// assert!((divergence_bits(&[0.0, 0.0, 5.0, 0.0])? - 2.0).abs() < 1e-12);
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_rl::Error>(())
 /// ```
 pub fn divergence_bits(weights: &[f64]) -> Result<f64> {
     let p = normalized(weights)?;

@@ -71,7 +71,7 @@
 //!     run.log(step, &[("loss", loss)])?;
 //! }
 //! run.finish()?;
-//! # Ok::<(), xlaclient_core::Error>(())
+//! # Ok::<(), xlaclient_rl::Error>(())
 //! ```
 
 use std::collections::BTreeSet;

@@ -84,7 +84,7 @@ impl BatchSizes {
     /// assert_eq!(BatchSizes::powers_of_two(20)?.sizes(), [1, 2, 4, 8, 16, 20]);
     /// assert_eq!(BatchSizes::powers_of_two(20)?.fit(5), Some(8));
     /// assert_eq!(BatchSizes::powers_of_two(20)?.fit(21), None);
-    /// # Ok::<(), xlaclient_core::Error>(())
+    /// # Ok::<(), xlaclient_rl::Error>(())
     /// ```
     ///
     /// # Errors
@@ -129,7 +129,7 @@ type TraceFn = Box<dyn Fn(&Builder, i64) -> Op>;
 /// ```no_run
 /// use xlaclient_nn::{Activation, Mlp};
 /// use xlaclient_rl::{BatchSizes, BatchedNet};
-/// use xlaclient_core::Client;
+/// use xlaclient_core::{Client, ClientExt};
 ///
 /// let client = Client::cpu()?;
 /// let mlp = Mlp::new(&[50, 64, 3], Activation::Relu);
@@ -139,7 +139,7 @@ type TraceFn = Box<dyn Fn(&Builder, i64) -> Op>;
 /// let q = net.predict_batch(&vec![0.0; 3 * 50], 3)?; // runs at batch 4
 /// assert_eq!(q.len(), 3 * 3);
 /// assert_eq!((net.calls(), net.compiles()), (1, 1));
-/// # Ok::<(), xlaclient_core::Error>(())
+/// # Ok::<(), xlaclient_rl::Error>(())
 /// ```
 pub struct BatchedNet {
     client: Client,
