@@ -46,6 +46,7 @@ pub mod autodiff;
 pub mod builder;
 pub mod checkpoint;
 pub mod error;
+pub mod guide;
 pub mod install;
 pub mod ir;
 pub mod jit;
