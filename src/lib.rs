@@ -70,3 +70,5 @@ pub use xlaclient_rl as rl;
 /// SVG curves, checkpoints, `--resume`.
 #[cfg(feature = "runner")]
 pub use xlaclient_rl::runner;
+
+pub mod guide;
