@@ -339,3 +339,111 @@ fn the_learner_runs_the_rollout_once_and_reverses_it_only_when_asked() {
         }
     }
 }
+
+/// Bad configurations, TD inputs of the wrong rank and a state of another
+/// configuration are errors naming what is wrong, never panics.
+#[test]
+fn bad_configs_inputs_and_states_are_errors() {
+    use xlaclient::rl::Error;
+    for (config, what) in [
+        (
+            AnakinConfig {
+                batch: 0,
+                ..small(true, false)
+            },
+            "batch",
+        ),
+        (
+            AnakinConfig {
+                hidden: -3,
+                ..small(true, false)
+            },
+            "hidden",
+        ),
+        (
+            AnakinConfig {
+                rollout_len: 1,
+                ..small(true, false)
+            },
+            "rollout_len",
+        ),
+        (
+            AnakinConfig {
+                iterations: -1,
+                ..small(true, false)
+            },
+            "iterations",
+        ),
+    ] {
+        match Anakin::new(client(), config) {
+            Err(Error::InvalidArgument { what: w, reason }) => {
+                assert_eq!(w, what);
+                assert!(
+                    reason.contains(&format!("AnakinConfig::{what}")),
+                    "{reason}"
+                );
+            }
+            Err(e) => panic!("{what}: {e}"),
+            Ok(_) => panic!("{what}: accepted"),
+        }
+    }
+
+    // The TD pieces on arrays of the wrong rank or too few steps: an error at the
+    // caller's line.
+    let b = xlaclient::Builder::new("td");
+    let f32s = |dims: &[i64]| b.zeros(xlaclient::ElementType::F32, dims);
+    let line = line!() + 1;
+    let g = lambda_returns(&f32s(&[4]), &f32s(&[4]), &f32s(&[4]), 0.9);
+    let e = b.build(&g).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("lambda_returns: rewards of dims [4]"),
+        "{e}"
+    );
+    assert_eq!(
+        e.location().map(|l| (l.file(), l.line())),
+        Some((file!(), line))
+    );
+    let b = xlaclient::Builder::new("td");
+    let (q, r) = (
+        b.zeros(xlaclient::ElementType::F32, &[2, 1, 3]),
+        b.zeros(xlaclient::ElementType::F32, &[2, 1]),
+    );
+    let a = b.zeros(xlaclient::ElementType::S32, &[2, 1]);
+    let line = line!() + 1;
+    let loss = td_loss(&q, &a, &r, &r, 0.9);
+    let e = b.build(&loss).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("td_loss: Q-values of dims [2, 1, 3]"),
+        "{e}"
+    );
+    assert_eq!(
+        e.location().map(|l| (l.file(), l.line())),
+        Some((file!(), line))
+    );
+
+    // A state of another configuration: its parameters are not this learner's.
+    let client = client();
+    let anakin = Anakin::new(
+        client,
+        AnakinConfig {
+            iterations: 1,
+            ..small(true, false)
+        },
+    )
+    .unwrap();
+    let mut state = anakin.init().unwrap();
+    assert!(anakin.greedy_reward(&state).is_ok());
+    state.params[0].w = client.buffer_from_host(&[0f32; 4], &[2, 2]).unwrap();
+    let e = anakin.greedy_reward(&state).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { what: "state", reason } if reason.contains("f32[2,2]")),
+        "{e}"
+    );
+    state.params.pop();
+    assert!(matches!(
+        anakin.host_params(&state),
+        Err(Error::InvalidArgument { what: "state", .. })
+    ));
+}

@@ -12,7 +12,9 @@ use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use xlaclient::ClientExt;
 use xlaclient::RuntimeError;
-use xlaclient::checkpoint::{self, Checkpoint, CheckpointError, HostArray, OnExtra};
+use xlaclient::checkpoint::{
+    self, Checkpoint, CheckpointError, HostArray, HostArrayError, OnExtra,
+};
 use xlaclient::half::{bf16, f16};
 use xlaclient::nn::Error;
 use xlaclient::{Buffer, ElementType, Shape, Tree};
@@ -676,16 +678,66 @@ fn saving_is_atomic() {
 
 #[test]
 fn host_arrays_check_their_bytes() {
-    assert!(HostArray::new(ElementType::F32, &[2], vec![0; 7]).is_err());
-    assert!(HostArray::new(ElementType::F32, &[-1], vec![]).is_err());
-    assert!(HostArray::new(ElementType::C64, &[1], vec![0; 8]).is_err());
-    let a = HostArray::new(ElementType::Pred, &[2], vec![1, 3]).unwrap();
-    assert!(a.to_vec::<bool>().is_err());
-    assert!(a.to_buffer(client()).is_err());
+    use ElementType::{C64, F32, Pred};
+    let kind = |r: xlaclient::nn::Result<HostArray>| match r {
+        Err(Error::HostArray(k)) => k,
+        other => panic!("not a host-array error: {other:?}"),
+    };
+    let e = kind(HostArray::new(F32, &[2], vec![0; 7]));
+    assert_eq!(
+        e,
+        HostArrayError::ByteCount {
+            shape: Shape::of::<f32>(&[2]),
+            expected: 8,
+            got: 7
+        }
+    );
+    assert_eq!(e.to_string(), "f32[2] needs 8 bytes, 7 given");
+    assert_eq!(
+        kind(HostArray::new(F32, &[3, -1], vec![])),
+        HostArrayError::NegativeDimension {
+            dims: vec![3, -1],
+            axis: 1
+        }
+    );
+    assert!(matches!(
+        kind(HostArray::new(F32, &[i64::MAX, 4], vec![])),
+        HostArrayError::TooLarge { ty: F32, .. }
+    ));
+    assert_eq!(
+        kind(HostArray::new(C64, &[1], vec![0; 8])),
+        HostArrayError::Unsupported { ty: C64 }
+    );
+    assert!(matches!(
+        kind(HostArray::from_slice(&[1.0f32, 2.0, 3.0], &[2])),
+        HostArrayError::ByteCount {
+            expected: 8,
+            got: 12,
+            ..
+        }
+    ));
+    let a = HostArray::new(Pred, &[2], vec![1, 3]).unwrap();
+    let bad_pred = HostArrayError::InvalidValue { ty: Pred, index: 1 };
+    assert!(matches!(a.to_vec::<bool>(), Err(Error::HostArray(k)) if k == bad_pred));
+    assert!(matches!(a.to_buffer(client()), Err(Error::HostArray(k)) if k == bad_pred));
     let s = HostArray::from_slice(&[1u16, 2], &[2]).unwrap();
     assert_eq!(s.bytes(), [1, 0, 2, 0]);
     assert_eq!(s.to_vec::<u16>().unwrap(), [1, 2]);
-    assert!(s.to_vec::<i16>().is_err());
+    let e = s.to_vec::<i16>().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::HostArray(HostArrayError::ElementType {
+                held: ElementType::U16,
+                wanted: ElementType::S16
+            })
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "host array: the array holds u16; s16 was asked for"
+    );
     let b = s.to_buffer(client()).unwrap();
     assert_eq!(HostArray::from_buffer(&b).unwrap(), s);
 }

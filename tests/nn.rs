@@ -1126,3 +1126,212 @@ fn key_sequence_is_haikus_prng_sequence() {
     assert_ne!(got[0], got[1]);
     assert_ne!(got[1], got[2]);
 }
+
+// ------------------------------------------------- refused arguments, not panics
+
+/// `build`'s error for `root` and the line it points at (in this file).
+fn refused(b: &Builder, root: &Op) -> (String, Option<u32>) {
+    let e = b
+        .build(root)
+        .expect_err("an error, recorded when the op was built");
+    let line = e
+        .location()
+        .filter(|l| l.file() == file!())
+        .map(|l| l.line());
+    (e.to_string(), line)
+}
+
+#[test]
+fn an_mlp_without_layers_records_an_error_at_the_callers_line() {
+    for sizes in [&[][..], &[3][..]] {
+        let net = Mlp::new(sizes, Activation::Relu);
+        assert!(net.layers.is_empty() && net.spec().is_empty());
+        // init: one layer of failed parameters carrying the error.
+        let b = Builder::new("mlp_init");
+        let line = line!() + 1;
+        let params = net.init(&b.prng_key(0));
+        assert!(params.leaves().iter().all(|p| p.shape().is_err()));
+        let (msg, at) = refused(&b, &params[0].w);
+        assert!(
+            msg.contains("Mlp has no layer")
+                && msg.contains("at least an input and an output size"),
+            "{msg}"
+        );
+        assert_eq!(at, Some(line), "{msg}");
+        // apply: a failed op.
+        let b = Builder::new("mlp_apply");
+        let x = b.zeros(ElementType::F32, &[2, 3]);
+        let line = line!() + 1;
+        let y = net.apply(&Vec::new(), &x);
+        let (msg, at) = refused(&b, &y);
+        assert!(msg.contains("Mlp has no layer"), "{msg}");
+        assert_eq!(at, Some(line), "{msg}");
+    }
+    // In a jit with an optimizer's state built on the parameters: the same error
+    // comes back from `jit`, nothing is compiled.
+    let net = Mlp::new(&[3], Activation::Relu);
+    let opt = optim::adam(1e-3, 0.9, 0.999, 1e-8);
+    let e = client()
+        .jit("mlp_and_opt", &(), |b, ()| {
+            let params = net.init(&b.prng_key(0));
+            (opt.init(&params), params)
+        })
+        .err()
+        .expect("an error");
+    assert!(matches!(e, xlaclient::Error::Graph { .. }), "{e}");
+    assert!(e.to_string().contains("Mlp has no layer"), "{e}");
+}
+
+#[test]
+fn mlp_parameters_of_another_depth_are_refused() {
+    let net = Mlp::new(&[3, 4, 2], Activation::Tanh);
+    let b = Builder::new("mlp_depth");
+    let params = net.init(&b.prng_key(0));
+    let x = b.zeros(ElementType::F32, &[5, 3]);
+    let line = line!() + 1;
+    let y = net.apply(&params[..1].to_vec(), &x);
+    let (msg, at) = refused(&b, &y);
+    assert!(
+        msg.contains("Mlp::apply: 1 layer(s) of parameters for a network of 2"),
+        "{msg}"
+    );
+    assert_eq!(at, Some(line));
+}
+
+#[test]
+fn split_keys_refuses_a_negative_count() {
+    let b = Builder::new("split");
+    let key = b.prng_key(0);
+    let line = line!() + 1;
+    let keys = nn::layers::split_keys(&key, -1);
+    assert!(keys.is_empty());
+    let (msg, at) = refused(&b, &key);
+    assert!(msg.contains("cannot split into -1 keys"), "{msg}");
+    assert_eq!(at, Some(line));
+}
+
+/// Gradients, a state, parameters and the optimizer to update them with.
+type UpdateCase<'a> = dyn Fn(
+        &Builder,
+    ) -> (
+        MlpParams<Op>,
+        OptState<Op, MlpParams<Op>>,
+        MlpParams<Op>,
+        optim::Optimizer,
+    ) + 'a;
+
+/// Two layers of parameters (and gradients) in `b`.
+fn two_layers(b: &Builder) -> MlpParams<Op> {
+    Mlp::new(&[2, 3, 1], Activation::Tanh).init(&b.prng_key(0))
+}
+
+#[test]
+fn optimizer_update_refuses_trees_that_do_not_fit() {
+    let adam = optim::adam(1e-3, 0.9, 0.999, 1e-8);
+    let sgd = optim::sgd(0.1, 0.9, false);
+    let cases: [(&str, &UpdateCase<'_>); 4] = [
+        (
+            "the gradients and the parameters differ in structure (2 leaves",
+            &|b| {
+                let p = two_layers(b);
+                (p[..1].to_vec(), adam.init(&p), p, adam)
+            },
+        ),
+        (
+            "the state's mu and the parameters differ in structure",
+            &|b| {
+                let p = two_layers(b);
+                (p.clone(), adam.init(&p[..1].to_vec()), p, adam)
+            },
+        ),
+        (
+            "the state holds no moment, this optimizer keeps mu and nu (was the state made by another optimizer?)",
+            &|b| {
+                let p = two_layers(b);
+                (p.clone(), optim::sgd(0.1, 0.0, false).init(&p), p, adam)
+            },
+        ),
+        (
+            "the state holds mu and nu, this optimizer keeps mu only",
+            &|b| {
+                let p = two_layers(b);
+                (p.clone(), adam.init(&p), p, sgd)
+            },
+        ),
+    ];
+    for (want, case) in cases {
+        let b = Builder::new("update");
+        let (g, state, p, opt) = case(&b);
+        let line = line!() + 1;
+        let (new_p, new_state) = opt.update(&g, state, &p);
+        // Every leaf returned fails, with the one error.
+        assert_eq!(new_p.num_leaves(), 4);
+        assert!(new_p.leaves().iter().all(|x| x.shape().is_err()));
+        assert!(new_state.leaves().iter().all(|x| x.shape().is_err()));
+        let (msg, at) = refused(&b, &new_state.count);
+        assert!(msg.contains(&format!("Optimizer::update: {want}")), "{msg}");
+        assert_eq!(at, Some(line), "{msg}");
+    }
+}
+
+/// optax on an empty tree: `init` gives a count of 0 and empty moments, `update`
+/// gives the empty tree and moves the count on; clipping gives the empty tree.
+#[test]
+fn optimizers_on_a_tree_without_leaves_follow_optax() {
+    let empty: MlpParams<Op> = Vec::new();
+    for opt in [
+        optim::adam(1e-3, 0.9, 0.999, 1e-8),
+        optim::sgd(0.1, 0.9, true).clip_by_global_norm(1.0),
+        optim::sgd(0.1, 0.0, false),
+    ] {
+        let jit = client()
+            .jit("empty_tree", &(), |b, ()| {
+                let state = opt.init_in(b, &empty);
+                let (p, state) = opt.update(&empty, state, &empty);
+                let (p, state) = opt.update(&p, state, &p);
+                assert!(p.is_empty());
+                assert_eq!(state.num_leaves(), 1);
+                state.count
+            })
+            .unwrap();
+        assert_eq!(jit.call(&()).unwrap().to_scalar::<i32>().unwrap(), 2);
+    }
+    assert!(optim::clip_by_global_norm(&empty, 1.0).is_empty());
+
+    // Without a builder there is no program to build in: `init`'s count and
+    // `global_norm` are failed ops carrying errors at the caller's line.
+    let line = line!() + 1;
+    let state = optim::adam(1e-3, 0.9, 0.999, 1e-8).init(&empty);
+    let e = state.count.shape().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Optimizer::init: the parameter tree has no leaves")
+            && e.to_string().contains("init_in"),
+        "{e}"
+    );
+    assert_eq!(
+        e.location().map(|l| (l.file(), l.line())),
+        Some((file!(), line))
+    );
+    let line = line!() + 1;
+    let norm = optim::global_norm(&empty);
+    let e = norm.shape().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("global_norm: the tree has no leaves"),
+        "{e}"
+    );
+    assert_eq!(
+        e.location().map(|l| (l.file(), l.line())),
+        Some((file!(), line))
+    );
+    // And `jit` returns it.
+    let opt = optim::adam(1e-3, 0.9, 0.999, 1e-8);
+    let e = client()
+        .jit("empty_init", &(), |_, ()| {
+            opt.init(&Vec::<LinearParams<Op>>::new())
+        })
+        .err()
+        .expect("an error");
+    assert!(e.to_string().contains("Optimizer::init"), "{e}");
+}

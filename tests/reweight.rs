@@ -4,8 +4,8 @@
 
 use xlaclient::Client;
 use xlaclient::nn::{Activation, Mlp, optim};
-use xlaclient::rl::Error;
 use xlaclient::rl::reweight::{self, PolicyFit, Resampling};
+use xlaclient::rl::{Error, WeightsError};
 
 const WEIGHTS: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 0.0, 2.5];
 
@@ -77,26 +77,61 @@ fn systematic_counts_are_floor_or_ceil() -> xlaclient::rl::Result<()> {
 
 #[test]
 fn bad_weights_are_errors() {
-    for (w, what) in [
-        (vec![], "no weights"),
-        (vec![0.0, 0.0, 0.0], "all 3 weights are zero"),
-        (vec![1.0, -0.5], "weight 1 is -0.5"),
-        (vec![f64::NAN, 1.0], "weight 0 is NaN"),
-        (vec![1.0, f64::INFINITY], "weight 1 is inf"),
+    let kind = |r: xlaclient::rl::Result<Vec<usize>>| match r {
+        Err(Error::InvalidWeights(k)) => k,
+        other => panic!("not a weights error: {other:?}"),
+    };
+    for (w, want, what) in [
+        (vec![], WeightsError::Empty, "no weights"),
+        (
+            vec![0.0, 0.0, 0.0],
+            WeightsError::AllZero { count: 3 },
+            "all 3 weights are zero",
+        ),
+        (
+            vec![1.0, -0.5],
+            WeightsError::Invalid {
+                index: 1,
+                value: -0.5,
+            },
+            "weight 1 is -0.5",
+        ),
+        (
+            vec![1.0, f64::INFINITY, -1.0],
+            WeightsError::Invalid {
+                index: 1,
+                value: f64::INFINITY,
+            },
+            "weight 1 is inf",
+        ),
+        (
+            vec![f64::MAX, f64::MAX],
+            WeightsError::SumOverflows { count: 2 },
+            "the sum of the 2 weights overflows",
+        ),
     ] {
         for m in [Resampling::Multinomial, Resampling::Systematic] {
-            match reweight::resample(&w, 4, m, 0) {
-                Err(Error::InvalidWeights { reason }) => {
-                    assert!(reason.contains(what), "{reason:?} lacks {what:?}")
-                }
-                other => panic!("{w:?}: {other:?}"),
-            }
+            let e = kind(reweight::resample(&w, 4, m, 0));
+            assert_eq!(e, want, "{w:?}");
+            assert!(e.to_string().contains(what), "{e} lacks {what:?}");
         }
         assert!(matches!(
             reweight::divergence_bits(&w),
-            Err(Error::InvalidWeights { .. })
+            Err(Error::InvalidWeights(k)) if k == want
         ));
     }
+    // NaN is not equal to itself: matched by kind and index.
+    let e = kind(reweight::resample(
+        &[f64::NAN, 1.0],
+        4,
+        Resampling::Systematic,
+        0,
+    ));
+    assert!(
+        matches!(e, WeightsError::Invalid { index: 0, value } if value.is_nan()),
+        "{e}"
+    );
+    assert!(e.to_string().contains("weight 0 is NaN"), "{e}");
 }
 
 /// `log2 N − H(p)` against values computed by hand.
@@ -266,5 +301,20 @@ fn fit_refuses_bad_batches() -> xlaclient::rl::Result<()> {
         ),
         Err(Error::InvalidArgument { .. })
     ));
+    // A network with no layer: the error its init records, not a panic.
+    let e = PolicyFit::new(
+        &client,
+        Mlp::new(&[2], Activation::Tanh),
+        optim::sgd(0.1, 0.0, false),
+        1,
+        1,
+        1,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::Core(xlaclient::Error::Graph { .. }))
+            && e.to_string().contains("Mlp has no layer"),
+        "{e}"
+    );
     Ok(())
 }

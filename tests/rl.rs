@@ -10,10 +10,10 @@ use std::rc::Rc;
 use futures::future::join_all;
 use xlaclient::ClientExt;
 use xlaclient::nn::{Activation, Mlp};
-use xlaclient::rl::Error;
 use xlaclient::rl::catch::{self, Catch, CatchState, LEFT, RIGHT, STAY};
 use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Rng, Stepper, VecEnv};
-use xlaclient::{Client, Op};
+use xlaclient::rl::{Error, NetworkOutputError};
+use xlaclient::{Client, Op, Shape};
 
 fn client() -> Client {
     Client::cpu().expect("CPU plugin")
@@ -279,8 +279,36 @@ fn environments_refuse_bad_input_with_errors() {
         Err(Error::InvalidArgument { what: "column", .. })
     ));
     assert!(msg(catch::step(s, 0, 5).unwrap_err()).contains("ball column 5"));
-    assert!(msg(catch::step(st([9, 0, 9, 2]), 0, 0).unwrap_err()).contains("ball_y = 9"));
-    assert!(msg(catch::step(st([0, 0, 9, -1]), 0, 0).unwrap_err()).contains("paddle_x = -1"));
+    let e = catch::step(st([9, 0, 9, 2]), 0, 0).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::InvalidState {
+                env: "Catch",
+                field: "ball_y",
+                value: 9,
+                range,
+            } if *range == (0..9)
+        ),
+        "{e}"
+    );
+    assert_eq!(msg(e), "invalid Catch state: ball_y = 9, must be in 0..9");
+    assert!(matches!(
+        catch::step(st([0, 0, 9, -1]), 0, 0),
+        Err(Error::InvalidState {
+            field: "paddle_x",
+            value: -1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        CatchState::from_array([0, 0, 8, 2]),
+        Err(Error::InvalidState {
+            field: "paddle_y",
+            value: 8,
+            ..
+        })
+    ));
     assert!(msg(catch::initial_state(7).unwrap_err()).contains("ball column 7"));
     assert!(CatchState::from_array([0, 5, 9, 2]).is_err());
     assert!(Catch::from_state(st([0, 0, 8, 2]), Rng::new(0)).is_err());
@@ -655,7 +683,36 @@ fn bad_requests_are_errors_not_panics() {
         |w: &Op, o: &Op| o.matmul(w).reduce_sum(&[0, 1]),
     )
     .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::NetworkOutput(NetworkOutputError::Shape { batch: 1, found })
+                if *found == Shape::of::<f32>(&[])
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("it must be f32[1, ...]"), "{e}");
+    // Observation dimensions whose values do not fit in memory: refused before
+    // anything is traced.
+    let w = client.buffer_from_host(&W, &[4, 2]).unwrap();
+    let e = BatchedNet::new(
+        &client,
+        w,
+        &[i64::MAX, 4],
+        BatchSizes::powers_of_two(4).unwrap(),
+        |w: &Op, o: &Op| o.matmul(w),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidArgument {
+                what: "obs_dims",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let w = client.buffer_from_host(&W, &[4, 2]).unwrap();
     let e = BatchedNet::new(
         &client,

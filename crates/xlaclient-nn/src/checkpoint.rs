@@ -215,6 +215,62 @@ impl fmt::Display for CheckpointError {
     }
 }
 
+/// What is wrong with a [`HostArray`] made or read; carried by [`Error::HostArray`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostArrayError {
+    /// Host arrays do not hold this element type (a complex type: checkpoints have
+    /// no dtype for it).
+    #[error("host arrays do not hold {ty} (it has no safetensors dtype)")]
+    Unsupported {
+        /// The element type.
+        ty: ElementType,
+    },
+    /// The values were asked for as another element type than the array holds.
+    #[error("the array holds {held}; {wanted} was asked for")]
+    ElementType {
+        /// The array's element type.
+        held: ElementType,
+        /// The type asked for.
+        wanted: ElementType,
+    },
+    /// A dimension is negative.
+    #[error("dimension {axis} of {dims:?} is negative")]
+    NegativeDimension {
+        /// The dimensions given.
+        dims: Vec<i64>,
+        /// The first negative one.
+        axis: usize,
+    },
+    /// The array would have more bytes than a `usize` counts.
+    #[error("{ty}{dims:?} has more bytes than fit in memory")]
+    TooLarge {
+        /// The element type.
+        ty: ElementType,
+        /// The dimensions given.
+        dims: Vec<i64>,
+    },
+    /// The bytes given are not as many as the element type and dimensions need.
+    #[error("{shape} needs {expected} bytes, {got} given")]
+    ByteCount {
+        /// The array's shape.
+        shape: Shape,
+        /// The bytes it needs.
+        expected: usize,
+        /// The bytes given.
+        got: usize,
+    },
+    /// An element's bytes are not a value of the type (a `pred` byte other than 0
+    /// or 1).
+    #[error("element {index} is not a valid {ty} (pred bytes must be 0 or 1)")]
+    InvalidValue {
+        /// The element type.
+        ty: ElementType,
+        /// The index of the first bad element.
+        index: usize,
+    },
+}
+
 /// At most ten names, then a count.
 fn write_names(f: &mut fmt::Formatter<'_>, names: &[String]) -> fmt::Result {
     for (i, n) in names.iter().take(10).enumerate() {
@@ -268,7 +324,7 @@ fn element_type_of(d: Dtype) -> Option<ElementType> {
 }
 
 /// Calls the generic function `$f::<T>($args)` with `T` the Rust type of the element
-/// type `$ty`; complex types are [`Error::HostArray`].
+/// type `$ty`; complex types are [`HostArrayError::Unsupported`].
 macro_rules! for_native_type {
     ($ty:expr, $f:ident $(::<$g:ty>)? ($($arg:expr),*)) => {
         match $ty {
@@ -285,10 +341,9 @@ macro_rules! for_native_type {
             ElementType::Bf16 => $f::<half::bf16 $(, $g)?>($($arg),*),
             ElementType::F32 => $f::<f32 $(, $g)?>($($arg),*),
             ElementType::F64 => $f::<f64 $(, $g)?>($($arg),*),
-            t @ (ElementType::C64 | ElementType::C128) => Err(Error::HostArrayType {
-                held: t,
-                wanted: t,
-            }),
+            ty @ (ElementType::C64 | ElementType::C128) => {
+                Err(Error::HostArray(HostArrayError::Unsupported { ty }))
+            }
         }
     };
 }
@@ -345,16 +400,16 @@ fn decode<T: FromLe>(bytes: &[u8]) -> std::result::Result<Vec<T>, usize> {
 /// [`decode`] as `T`, called with `T` the array's own type `S` (checked by the
 /// caller): the typed vector, re-typed without a copy through `Any`.
 fn decode_as<S: FromLe, T: NativeType>(bytes: &[u8]) -> Result<Vec<T>> {
-    let values = decode::<S>(bytes).map_err(|i| Error::HostArray {
-        reason: format!("element {i} is not a valid {}", S::TYPE),
-    })?;
+    let values =
+        decode::<S>(bytes).map_err(|index| HostArrayError::InvalidValue { ty: S::TYPE, index })?;
     let any: Box<dyn std::any::Any> = Box::new(values);
-    any.downcast::<Vec<T>>()
-        .map(|v| *v)
-        .map_err(|_| Error::HostArrayType {
+    any.downcast::<Vec<T>>().map(|v| *v).map_err(|_| {
+        HostArrayError::ElementType {
             held: S::TYPE,
             wanted: T::TYPE,
-        })
+        }
+        .into()
+    })
 }
 
 /// An array on the host, as a checkpoint stores it: element type, dimensions and
@@ -387,28 +442,43 @@ impl HostArray {
     /// one byte 0 or 1).
     ///
     /// # Errors
-    /// [`Error::HostArray`] when a dimension is negative, the length of `bytes` is not
-    /// what `ty` and `dims` need, or `ty` is complex.
+    /// [`Error::HostArray`] with [`HostArrayError::Unsupported`] for a complex `ty`,
+    /// [`HostArrayError::NegativeDimension`], [`HostArrayError::TooLarge`], or
+    /// [`HostArrayError::ByteCount`] when the length of `bytes` is not what `ty` and
+    /// `dims` need.
     pub fn new(ty: ElementType, dims: &[i64], bytes: Vec<u8>) -> Result<HostArray> {
-        let bad = |reason: String| Error::HostArray { reason };
         if dtype_of(ty).is_none() {
-            return Err(bad(format!("host arrays do not hold {ty}")));
+            return Err(HostArrayError::Unsupported { ty }.into());
         }
+        if let Some(axis) = dims.iter().position(|&d| d < 0) {
+            return Err(HostArrayError::NegativeDimension {
+                dims: dims.to_vec(),
+                axis,
+            }
+            .into());
+        }
+        let too_large = || HostArrayError::TooLarge {
+            ty,
+            dims: dims.to_vec(),
+        };
+        // None is negative, so a dimension that does not convert is above
+        // `usize::MAX` (a 32-bit target): too large.
         let shape = dims
             .iter()
-            .map(|&d| usize::try_from(d))
-            .collect::<std::result::Result<Vec<usize>, _>>()
-            .map_err(|_| bad(format!("negative dimension in {dims:?}")))?;
+            .map(|&d| usize::try_from(d).ok())
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(too_large)?;
         let need = shape
             .iter()
             .try_fold(ty.byte_size(), |n, &d| n.checked_mul(d))
-            .ok_or_else(|| bad(format!("{ty}{dims:?} does not fit in memory")))?;
+            .ok_or_else(too_large)?;
         if bytes.len() != need {
-            return Err(bad(format!(
-                "{} needs {need} bytes, {} given",
-                Shape::array(ty, dims),
-                bytes.len()
-            )));
+            return Err(HostArrayError::ByteCount {
+                shape: Shape::array(ty, dims),
+                expected: need,
+                got: bytes.len(),
+            }
+            .into());
         }
         Ok(HostArray {
             ty,
@@ -421,7 +491,8 @@ impl HostArray {
     /// An array of `dims` holding `data`.
     ///
     /// # Errors
-    /// [`Error::HostArray`] when `data`'s length is not the product of `dims`.
+    /// [`Error::HostArray`] with [`HostArrayError::ByteCount`] when `data`'s length
+    /// is not the product of `dims`, [`HostArrayError::NegativeDimension`].
     pub fn from_slice<T: NativeType>(data: &[T], dims: &[i64]) -> Result<HostArray> {
         let mut bytes = Vec::with_capacity(std::mem::size_of_val(data));
         T::extend_le_bytes(data, &mut bytes);
@@ -431,7 +502,8 @@ impl HostArray {
     /// Downloads a buffer.
     ///
     /// # Errors
-    /// The buffer's download errors; [`Error::HostArrayType`] for a complex buffer.
+    /// The buffer's download errors; [`HostArrayError::Unsupported`] for a complex
+    /// buffer.
     pub fn from_buffer(buffer: &Buffer) -> Result<HostArray> {
         let (ty, dims) = (buffer.element_type()?, buffer.dims()?);
         let bytes = for_native_type!(ty, download(buffer))?;
@@ -441,8 +513,8 @@ impl HostArray {
     /// Uploads the array to the client's default device.
     ///
     /// # Errors
-    /// The upload's errors; [`Error::HostArray`] for a `pred` array holding a byte other
-    /// than 0 or 1.
+    /// The upload's errors; [`HostArrayError::InvalidValue`] for a `pred` array
+    /// holding a byte other than 0 or 1.
     pub fn to_buffer(&self, client: &Client) -> Result<Buffer> {
         for_native_type!(self.ty, upload(client, &self.bytes, &self.dims))
     }
@@ -450,14 +522,16 @@ impl HostArray {
     /// The values, typed.
     ///
     /// # Errors
-    /// [`Error::HostArray`] when `T` is not the array's element type, or a `pred`
-    /// array holds a byte other than 0 or 1.
+    /// [`Error::HostArray`] with [`HostArrayError::ElementType`] when `T` is not the
+    /// array's element type, [`HostArrayError::InvalidValue`] when a `pred` array
+    /// holds a byte other than 0 or 1.
     pub fn to_vec<T: NativeType>(&self) -> Result<Vec<T>> {
         if T::TYPE != self.ty {
-            return Err(Error::HostArrayType {
+            return Err(HostArrayError::ElementType {
                 held: self.ty,
                 wanted: T::TYPE,
-            });
+            }
+            .into());
         }
         Ok(for_native_type!(self.ty, decode_as::<T>(&self.bytes))?)
     }
@@ -515,9 +589,8 @@ fn download<T: NativeType>(buffer: &Buffer) -> Result<Vec<u8>> {
 }
 
 fn upload<T: FromLe>(client: &Client, bytes: &[u8], dims: &[i64]) -> Result<Buffer> {
-    let values = decode::<T>(bytes).map_err(|i| Error::HostArray {
-        reason: format!("element {i} is not a valid {}", T::TYPE),
-    })?;
+    let values =
+        decode::<T>(bytes).map_err(|index| HostArrayError::InvalidValue { ty: T::TYPE, index })?;
     Ok(client.buffer_from_host(&values, dims)?)
 }
 

@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use xlaclient_core::{ElementType, RuntimeError, TreeError};
+use xlaclient_core::{RuntimeError, TreeError};
 
-use crate::checkpoint::CheckpointError;
+use crate::checkpoint::{CheckpointError, HostArrayError};
 
 /// Result alias of the `nn` crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -27,22 +27,10 @@ pub enum Error {
         /// What is wrong (boxed: keeps `Error` small).
         error: Box<CheckpointError>,
     },
-    /// A host array ([`HostArray`](crate::checkpoint::HostArray)) was asked for
-    /// another element type than it holds, or holds a type with no host form here.
-    #[error("host array holds {held}; {wanted} was asked for")]
-    HostArrayType {
-        /// The array's element type.
-        held: ElementType,
-        /// The type asked for (or the complex type that has no host form).
-        wanted: ElementType,
-    },
-    /// A host array's bytes do not fit its element type and dimensions.
-    #[error("host array: {reason}")]
-    HostArray {
-        /// What does not fit (a negative dimension, a byte count, an invalid
-        /// `pred` byte at an index).
-        reason: String,
-    },
+    /// A host array ([`HostArray`](crate::checkpoint::HostArray)) cannot be made or
+    /// read as asked: see [`HostArrayError`] for the kinds.
+    #[error("host array: {0}")]
+    HostArray(#[from] HostArrayError),
 }
 
 impl From<RuntimeError> for Error {

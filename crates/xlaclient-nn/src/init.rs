@@ -125,8 +125,10 @@ pub fn fans(dims: &[i64]) -> (f64, f64) {
         [n] => (*n as f64, *n as f64),
         [i, o] => (*i as f64, *o as f64),
         [lead @ .., i, o] => {
-            let rf: i64 = lead.iter().product();
-            ((i * rf) as f64, (o * rf) as f64)
+            // In f64: exact for any real kernel, and dimensions whose product
+            // overflows i64 (refused by the ops anyway) cannot panic here.
+            let rf: f64 = lead.iter().map(|&d| d as f64).product();
+            (*i as f64 * rf, *o as f64 * rf)
         }
     }
 }

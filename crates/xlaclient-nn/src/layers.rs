@@ -156,13 +156,11 @@ pub struct Mlp {
 impl Mlp {
     /// Layers `sizes[0] → sizes[1] → … → sizes[n]` with Haiku's default initialisers.
     ///
-    /// # Panics
-    /// With fewer than two sizes (no layer).
+    /// Fewer than two sizes give a network with no layer, which
+    /// [`init`](Self::init) and [`apply`](Self::apply) refuse: they record an
+    /// [`Error::Graph`](xlaclient_core::Error::Graph) at their caller's line (returned
+    /// by `build` or `jit`), never a panic.
     pub fn new(sizes: &[i64], activation: Activation) -> Mlp {
-        assert!(
-            sizes.len() >= 2,
-            "Mlp::new needs at least an input and an output size, got {sizes:?}"
-        );
         Mlp {
             layers: sizes.windows(2).map(|w| Linear::new(w[0], w[1])).collect(),
             activation,
@@ -188,8 +186,19 @@ impl Mlp {
 
     /// Fresh parameters: layer `i` is initialised from the `i`-th key of
     /// `random_split(key, layers)`.
+    ///
+    /// A network with no layer records an [`Error::Graph`](xlaclient_core::Error::Graph)
+    /// at the caller's line and gives one layer of failed parameters (so that an
+    /// optimizer's state built on them fails with the same error).
     #[track_caller]
     pub fn init(&self, key: &Op) -> MlpParams<Op> {
+        if self.layers.is_empty() {
+            let failed = key.builder().error(NO_LAYERS);
+            return vec![LinearParams {
+                w: failed.clone(),
+                b: failed,
+            }];
+        }
         split_keys(key, self.layers.len() as i64)
             .iter()
             .zip(&self.layers)
@@ -199,18 +208,21 @@ impl Mlp {
 
     /// The network's output for `x` of `[..., in]`.
     ///
-    /// # Panics
-    /// When `params` has another number of layers than the network.
+    /// A network with no layer, or `params` with another number of layers than the
+    /// network, records an [`Error::Graph`](xlaclient_core::Error::Graph) at the
+    /// caller's line and gives a failed op carrying it.
     #[track_caller]
     pub fn apply(&self, params: &MlpParams<Op>, x: &Op) -> Op {
-        assert_eq!(
-            params.len(),
-            self.layers.len(),
-            "Mlp::apply: {} layers of parameters for a network of {}",
-            params.len(),
-            self.layers.len()
-        );
-        let last = self.layers.len() - 1;
+        let Some(last) = self.layers.len().checked_sub(1) else {
+            return x.builder().error(NO_LAYERS);
+        };
+        if params.len() != self.layers.len() {
+            return x.builder().error(format!(
+                "Mlp::apply: {} layer(s) of parameters for a network of {}",
+                params.len(),
+                self.layers.len()
+            ));
+        }
         let mut h = x.clone();
         for (i, (layer, p)) in self.layers.iter().zip(params).enumerate() {
             h = layer.apply(p, &h);
@@ -222,17 +234,27 @@ impl Mlp {
     }
 }
 
-/// The `n` keys of `jax.random.split(key, n)`, each as its own key.
+/// What [`Mlp::init`] and [`Mlp::apply`] say of a network with no layer.
+const NO_LAYERS: &str = "Mlp has no layer: Mlp::new needs at least an input and an output \
+                         size (`&[in, out]` or `&[in, hidden.., out]`)";
+
+/// The `n` keys of `jax.random.split(key, n)`, each as its own key. A negative `n`
+/// is the error [`Op::random_split`] records (and no key).
 #[track_caller]
 pub fn split_keys(key: &Op, n: i64) -> Vec<Op> {
     let keys = key.random_split(n);
-    let width = keys.dims().map(|d| d[1]).unwrap_or(2);
-    (0..n)
-        .map(|i| {
-            keys.slice(&[i, 0], &[i + 1, width], &[1, 1])
-                .reshape(&[width])
-        })
-        .collect()
+    (0..n).map(|i| key_at(&keys, i)).collect()
+}
+
+/// Key `i` of the `[n, width]` array of keys `keys` (a failed `keys` gives itself).
+fn key_at(keys: &Op, i: i64) -> Op {
+    let width = keys
+        .dims()
+        .ok()
+        .and_then(|d| d.get(1).copied())
+        .unwrap_or(2);
+    keys.slice(&[i, 0], &[i + 1, width], &[1, 1])
+        .reshape(&[width])
 }
 
 /// A sequence of fresh keys from one key (`hk.PRNGSequence`): each
@@ -268,10 +290,9 @@ impl KeySequence {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&self) -> Op {
         let mut key = self.key.borrow_mut();
-        let mut pair = split_keys(&key, 2);
-        let sub = pair.pop().expect("two keys");
-        *key = pair.pop().expect("two keys");
-        sub
+        let pair = key.random_split(2);
+        *key = key_at(&pair, 0);
+        key_at(&pair, 1)
     }
 
     /// The current key (what the next split starts from).

@@ -170,12 +170,18 @@ fn leaves_of<P: Tree<Op>>(tree: &Option<P>) -> Option<Vec<Op>> {
         .map(|t| t.leaves().into_iter().cloned().collect())
 }
 
-/// The builder of the first leaf of `tree`.
-fn builder_of<P: Tree<Op>>(tree: &P, what: &str) -> Builder {
-    match tree.leaves().first() {
-        Some(leaf) => leaf.builder(),
-        None => panic!("{what}: the parameter tree has no leaves"),
-    }
+/// `tree` with every leaf `failed`: what a refused call returns, so that whatever
+/// is built on any of its leaves fails with the recorded error.
+fn failed_like<P: Tree<Op, With<Op> = P>>(tree: &P, failed: &Op) -> P {
+    tree.map_ref(|_| failed.clone())
+}
+
+/// The structure of `tree` ([`Tree::structure`]) and its number of leaves, for
+/// error messages.
+fn shape_of_tree<P: Tree<Op>>(tree: &P) -> (Vec<usize>, usize) {
+    let mut s = Vec::new();
+    tree.structure(&mut s);
+    (s, tree.num_leaves())
 }
 
 /// A scalar of `x`'s element type.
@@ -224,14 +230,42 @@ impl Optimizer {
     /// The initial state for `params`: count 0, moments of zeros of each leaf's
     /// shape and type, built in `params`' program.
     ///
-    /// # Panics
-    /// When `params` has no leaves (there is no program to build in).
+    /// A tree with no leaves has no program to build the count in: its state's
+    /// count is then a failed op (in a graph of its own) carrying an
+    /// [`Error::Graph`](xlaclient_core::Error::Graph) at the caller's line, which a `jit` of the
+    /// state returns. [`init_in`](Self::init_in) builds the state of any tree, an
+    /// empty one included, in a given program.
     #[track_caller]
     pub fn init<P>(&self, params: &P) -> OptState<Op, P>
     where
         P: Tree<Op, With<Op> = P>,
     {
-        let b = builder_of(params, "Optimizer::init");
+        match params.leaves().first() {
+            Some(leaf) => self.init_in(&leaf.builder(), params),
+            None => {
+                let failed = Builder::new("optimizer_state").error(
+                    "Optimizer::init: the parameter tree has no leaves, so there is no \
+                     program to build the state in; use Optimizer::init_in(&builder, &params)",
+                );
+                let (mu, nu) = self.moments();
+                OptState {
+                    count: failed,
+                    mu: mu.then(|| params.map_ref(Op::clone)),
+                    nu: nu.then(|| params.map_ref(Op::clone)),
+                }
+            }
+        }
+    }
+
+    /// The initial state for `params` with its count built in `b`'s program (the
+    /// moments, zeros like each leaf, in the leaves' own): as
+    /// [`init`](Self::init), and for a tree with no leaves the state optax gives
+    /// it, a count of 0 and empty moments.
+    #[track_caller]
+    pub fn init_in<P>(&self, b: &Builder, params: &P) -> OptState<Op, P>
+    where
+        P: Tree<Op, With<Op> = P>,
+    {
         let (mu, nu) = self.moments();
         OptState {
             count: b.constant(0i32),
@@ -256,20 +290,53 @@ impl Optimizer {
 
     /// One step: the new parameters and state from the gradients `grads` (a tree
     /// like `params`), the state and the current parameters (optax's `update`
-    /// followed by `apply_updates`).
+    /// followed by `apply_updates`). Built in the program of the state's count, so
+    /// a tree with no leaves works as in optax: nothing to update, the count moves
+    /// on.
     ///
-    /// # Panics
-    /// When `grads`, `params` and the state's moments have different structures.
+    /// Arguments that do not fit together are refused as the builder's ops refuse
+    /// theirs: an [`Error::Graph`](xlaclient_core::Error::Graph) at the caller's
+    /// line is recorded (and returned by `build`), and every leaf returned is a
+    /// failed op carrying it. That is when `grads` has another structure than
+    /// `params`, or the state's moments do (a state made for other parameters), or
+    /// the state lacks a moment this optimizer keeps or holds one it does not (a
+    /// state made by another optimizer).
     #[track_caller]
     pub fn update<P>(&self, grads: &P, state: OptState<Op, P>, params: &P) -> (P, OptState<Op, P>)
     where
         P: Tree<Op, With<Op> = P>,
     {
-        assert!(
-            params.same_structure::<Op>(grads),
-            "Optimizer::update: the gradients' tree differs from the parameters'"
-        );
-        let b = builder_of(params, "Optimizer::update");
+        // The count is always there, so its program is where the update is built,
+        // whatever the parameters' tree holds.
+        let b = state.count.builder();
+        let refuse = |failed: Op| {
+            (
+                failed_like(params, &failed),
+                OptState {
+                    count: failed.clone(),
+                    mu: state.mu.as_ref().map(|m| failed_like(m, &failed)),
+                    nu: state.nu.as_ref().map(|m| failed_like(m, &failed)),
+                },
+            )
+        };
+        let expected = shape_of_tree(params);
+        let others = [
+            ("the gradients", Some(grads)),
+            ("the state's mu", state.mu.as_ref()),
+            ("the state's nu", state.nu.as_ref()),
+        ];
+        for (what, tree) in others {
+            let Some(tree) = tree else { continue };
+            let got = shape_of_tree(tree);
+            if got != expected {
+                let failed = b.error(format!(
+                    "Optimizer::update: {what} and the parameters differ in structure \
+                     ({} leaves, structure {:?}; the parameters: {} leaves, structure {:?})",
+                    got.1, got.0, expected.1, expected.0
+                ));
+                return refuse(failed);
+            }
+        }
         let clipped;
         let grads = match self.clip {
             Some(max_norm) => {
@@ -282,38 +349,36 @@ impl Optimizer {
         let p: Vec<Op> = params.leaves().into_iter().cloned().collect();
         let mu = leaves_of(&state.mu);
         let nu = leaves_of(&state.nu);
-        for m in [&mu, &nu].into_iter().flatten() {
-            assert_eq!(
-                m.len(),
-                p.len(),
-                "Optimizer::update: the state's moments have {} leaves, the parameters {}",
-                m.len(),
-                p.len()
-            );
-        }
         // The learning rate of this update: the schedule at the updates applied
-        // before it (optax's scale_by_learning_rate), times −1.
+        // before it (optax's scale_by_learning_rate), times −1; a constant stays a
+        // Rust number.
         let lr_schedule = match self.rule {
             Rule::Sgd { lr, .. } | Rule::Adam { lr, .. } => lr,
         };
-        let lr_now = (!lr_schedule.is_constant()).then(|| lr_schedule.at(&state.count));
-        let scale = |x: &Op| match (&lr_now, lr_schedule) {
-            (Some(lr), _) => x * &(-&convert_like(lr, x)),
-            (None, Schedule::Constant(lr)) => x * -lr,
-            (None, _) => unreachable!("a schedule that is not constant has an op"),
+        let lr_now = match lr_schedule {
+            Schedule::Constant(lr) => Err(lr),
+            schedule => Ok(schedule.at(&state.count)),
+        };
+        let scale = |x: &Op| match &lr_now {
+            Ok(lr) => x * &(-&convert_like(lr, x)),
+            Err(lr) => x * -lr,
         };
         // numerics.safe_increment: the count stops at i32::MAX.
         let count = &state.count;
         let below = count.compare(&b.constant(i32::MAX), Comparison::Lt);
         let count = b.select(&below, &(count + 1i64), count);
 
-        let (updates, new_mu, new_nu): (Vec<Op>, Option<Vec<Op>>, Option<Vec<Op>>) = match self.rule
-        {
-            Rule::Sgd {
-                momentum, nesterov, ..
-            } => match mu {
+        let wants_mu = self.moments().0;
+        let (updates, new_mu, new_nu): (Vec<Op>, Option<Vec<Op>>, Option<Vec<Op>>) =
+            match (self.rule, mu, nu) {
                 // transform.trace: t ← g + decay·t; Nesterov: g + decay·t.
-                Some(mu) => {
+                (
+                    Rule::Sgd {
+                        momentum, nesterov, ..
+                    },
+                    Some(mu),
+                    None,
+                ) if wants_mu => {
                     let trace: Vec<Op> = g
                         .iter()
                         .zip(&mu)
@@ -330,66 +395,95 @@ impl Optimizer {
                     let u = dir.iter().map(&scale).collect();
                     (u, Some(trace), None)
                 }
-                None => (g.iter().map(&scale).collect(), None, None),
-            },
-            Rule::Adam {
-                b1,
-                b2,
-                eps,
-                weight_decay,
-                ..
-            } => {
-                let (mu, nu) = (mu.expect("adam keeps mu"), nu.expect("adam keeps nu"));
-                // tree_update_moment: (1 − decay)·g^order + decay·t.
-                let m: Vec<Op> = g
-                    .iter()
-                    .zip(&mu)
-                    .map(|(g, t)| &(g * (1.0 - b1)) + &(t * b1))
-                    .collect();
-                let v: Vec<Op> = g
-                    .iter()
-                    .zip(&nu)
-                    .map(|(g, t)| &(&(g * g) * (1.0 - b2)) + &(t * b2))
-                    .collect();
-                // The new moments go through an optimization barrier, so the
-                // parameter update reads them rather than recomputing them from the
-                // old ones: XLA then updates all three in place without first
-                // copying the old moments (two fewer passes over the state).
-                let (m, v): (Vec<Op>, Vec<Op>) = m
-                    .iter()
-                    .zip(&v)
-                    .map(|(m, v)| {
-                        let mut mv = b.optimization_barrier(&[m, v]);
-                        let v = mv.pop().expect("two values");
-                        (mv.pop().expect("two values"), v)
-                    })
-                    .unzip();
-                // tree_bias_correction: 1 − decay^count in f32, then the
-                // moment's type.
-                let t = count.convert(ElementType::F32);
-                let bc = |decay: f64| 1.0 - &b.constant(decay as f32).pow(&t);
-                let (bc1, bc2) = (bc(b1), bc(b2));
-                let u = m
-                    .iter()
-                    .zip(&v)
-                    .zip(&p)
-                    .map(|((m, v), p)| {
-                        let m_hat = m / &convert_like(&bc1, m);
-                        let v_hat = v / &convert_like(&bc2, v);
-                        let mut u = &m_hat / &(&v_hat.sqrt() + eps);
-                        if weight_decay != 0.0 {
-                            // add_decayed_weights: g + wd·p.
-                            u = &u + &(p * weight_decay);
-                        }
-                        scale(&u)
-                    })
-                    .collect();
-                (u, Some(m), Some(v))
-            }
-        };
+                (Rule::Sgd { .. }, None, None) if !wants_mu => {
+                    (g.iter().map(&scale).collect(), None, None)
+                }
+                (
+                    Rule::Adam {
+                        b1,
+                        b2,
+                        eps,
+                        weight_decay,
+                        ..
+                    },
+                    Some(mu),
+                    Some(nu),
+                ) => {
+                    // tree_update_moment: (1 − decay)·g^order + decay·t.
+                    let m: Vec<Op> = g
+                        .iter()
+                        .zip(&mu)
+                        .map(|(g, t)| &(g * (1.0 - b1)) + &(t * b1))
+                        .collect();
+                    let v: Vec<Op> = g
+                        .iter()
+                        .zip(&nu)
+                        .map(|(g, t)| &(&(g * g) * (1.0 - b2)) + &(t * b2))
+                        .collect();
+                    // The new moments go through an optimization barrier, so the
+                    // parameter update reads them rather than recomputing them from
+                    // the old ones: XLA then updates all three in place without first
+                    // copying the old moments (two fewer passes over the state).
+                    let (m, v): (Vec<Op>, Vec<Op>) = m
+                        .iter()
+                        .zip(&v)
+                        .map(|(m, v)| {
+                            // The barrier gives one op per value (a failed barrier
+                            // gives failed ops, still two); the values themselves,
+                            // unbarriered, would compute the same.
+                            match b.optimization_barrier(&[m, v]).as_slice() {
+                                [m, v] => (m.clone(), v.clone()),
+                                _ => (m.clone(), v.clone()),
+                            }
+                        })
+                        .unzip();
+                    // tree_bias_correction: 1 − decay^count in f32, then the
+                    // moment's type.
+                    let t = count.convert(ElementType::F32);
+                    let bc = |decay: f64| 1.0 - &b.constant(decay as f32).pow(&t);
+                    let (bc1, bc2) = (bc(b1), bc(b2));
+                    let u = m
+                        .iter()
+                        .zip(&v)
+                        .zip(&p)
+                        .map(|((m, v), p)| {
+                            let m_hat = m / &convert_like(&bc1, m);
+                            let v_hat = v / &convert_like(&bc2, v);
+                            let mut u = &m_hat / &(&v_hat.sqrt() + eps);
+                            if weight_decay != 0.0 {
+                                // add_decayed_weights: g + wd·p.
+                                u = &u + &(p * weight_decay);
+                            }
+                            scale(&u)
+                        })
+                        .collect();
+                    (u, Some(m), Some(v))
+                }
+                (_, mu, nu) => {
+                    let names = |mu: bool, nu: bool| match (mu, nu) {
+                        (true, true) => "mu and nu",
+                        (true, false) => "mu only",
+                        (false, true) => "nu only",
+                        (false, false) => "no moment",
+                    };
+                    let (wants_mu, wants_nu) = self.moments();
+                    let failed = b.error(format!(
+                        "Optimizer::update: the state holds {}, this optimizer keeps {} \
+                         (was the state made by another optimizer?)",
+                        names(mu.is_some(), nu.is_some()),
+                        names(wants_mu, wants_nu)
+                    ));
+                    return refuse(failed);
+                }
+            };
         // apply_updates: p + u.
         let new_p: Vec<Op> = p.iter().zip(&updates).map(|(p, u)| p + u).collect();
-        let rebuild = |leaves: Vec<Op>| params.rebuild(leaves).expect("one per leaf");
+        // One new leaf per leaf of `params` (the trees' structures were checked
+        // above), so the rebuilds cannot fail; should one, its leaves fail.
+        let rebuild = |leaves: Vec<Op>| match params.rebuild(leaves) {
+            Ok(t) => t,
+            Err(e) => failed_like(params, &b.error(format!("Optimizer::update: {e}"))),
+        };
         (
             rebuild(new_p),
             OptState {
@@ -404,19 +498,24 @@ impl Optimizer {
 /// The global L2 norm of all leaves, `√(Σ x²)` (`optax.tree.norm`), a scalar of the
 /// first leaf's type.
 ///
-/// # Panics
-/// When `tree` has no leaves.
+/// A tree with no leaves (whose norm optax gives as 0) has no program to build the
+/// norm in: the result is then a failed op, in a graph of its own, carrying an
+/// [`Error::Graph`](xlaclient_core::Error::Graph) at the caller's line.
 #[track_caller]
 pub fn global_norm<P: Tree<Op>>(tree: &P) -> Op {
     let leaves = tree.leaves();
-    let first = leaves.first().expect("global_norm: the tree has no leaves");
+    let Some((first, rest)) = leaves.split_first() else {
+        return Builder::new("global_norm").error(
+            "global_norm: the tree has no leaves, so there is no program to build the norm in",
+        );
+    };
     let sq = |x: &Op| {
         let rank = x.dims().map(|d| d.len()).unwrap_or(0) as i64;
         let axes: Vec<i64> = (0..rank).collect();
         convert_like(&(x * x).sum(&axes, false), first)
     };
     let mut total = sq(first);
-    for x in &leaves[1..] {
+    for x in rest {
         total = &total + &sq(x);
     }
     total.sqrt()
@@ -425,11 +524,15 @@ pub fn global_norm<P: Tree<Op>>(tree: &P) -> Op {
 /// `optax.clip_by_global_norm(max_norm)`: every leaf scaled by `max_norm / norm`
 /// when the global norm ([`global_norm`]) is at least `max_norm`, unchanged below
 /// it (computed as optax does: `select(norm < max_norm, t, (t / norm) · max_norm)`).
+/// A tree with no leaves comes back as it is (as from optax).
 #[track_caller]
 pub fn clip_by_global_norm<P>(tree: &P, max_norm: f64) -> P
 where
     P: Tree<Op, With<Op> = P>,
 {
+    if tree.num_leaves() == 0 {
+        return tree.map_ref(Op::clone);
+    }
     let norm = global_norm(tree);
     let b = norm.builder();
     let trigger = norm.compare(&scalar_like(&norm, max_norm), Comparison::Lt);

@@ -126,7 +126,12 @@ impl Schedule {
                     linear(init, peak, warmup_steps, step)
                 } else {
                     let alpha = if peak == 0.0 { 0.0 } else { end / peak };
-                    cosine(peak, decay_steps - warmup_steps, alpha, step - warmup_steps)
+                    cosine(
+                        peak,
+                        decay_steps.saturating_sub(warmup_steps),
+                        alpha,
+                        step.saturating_sub(warmup_steps),
+                    )
                 }
             }
         }
@@ -183,7 +188,7 @@ impl Schedule {
                 let decay = cosine_op(
                     &(&t - warmup_steps as f64),
                     peak,
-                    decay_steps - warmup_steps,
+                    decay_steps.saturating_sub(warmup_steps),
                     alpha,
                 );
                 let warming = step.compare(&b.constant(warmup_steps as i32), Comparison::Lt);

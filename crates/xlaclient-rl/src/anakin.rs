@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use super::catch_device::{self as catch, CatchState};
 use crate::nn::{Activation, LinearParams, Mlp, MlpParams, OptState, layers::split_keys, optim};
-use crate::{Buffer, Client, DotDims, Jit, Op, Result, Shape, Tree};
+use crate::{Buffer, Client, DotDims, Error, Jit, Op, Result, Shape, Tree};
 use xlaclient_core::ClientExt;
 
 /// What to train, and how; the default is the notebook's configuration.
@@ -115,7 +115,24 @@ pub struct Anakin {
 
 impl Anakin {
     /// Traces and compiles the initialiser and the learner for `config`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a `batch` or `hidden` below 1, a
+    /// `rollout_len` below 2 (a TD target needs a next step) or negative
+    /// `iterations`; compile errors.
     pub fn new(client: &Client, config: AnakinConfig) -> Result<Anakin> {
+        let checks: [(&'static str, i64, i64); 4] = [
+            ("batch", config.batch, 1),
+            ("hidden", config.hidden, 1),
+            ("rollout_len", config.rollout_len, 2),
+            ("iterations", config.iterations.into(), 0),
+        ];
+        if let Some((what, v, min)) = checks.into_iter().find(|(_, v, min)| v < min) {
+            return Err(Error::InvalidArgument {
+                what,
+                reason: format!("AnakinConfig::{what} is {v}; it must be at least {min}"),
+            });
+        }
         let net = Mlp::new(
             &[catch::OBS, config.hidden, catch::ACTIONS],
             Activation::Relu,
@@ -184,30 +201,71 @@ impl Anakin {
 
     /// The parameters of learner 0 (all copies are equal), downloaded:
     /// `w1, b1, w2, b2` flattened row-major.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `state`'s parameters are not shaped as this
+    /// learner's (a state of another configuration); download errors.
     pub fn host_params(&self, state: &AnakinState<Buffer>) -> Result<Vec<Vec<f32>>> {
-        let sizes: Vec<usize> = self
+        let spec: Vec<&Shape> = self.init.output_spec().params.leaves();
+        let shapes = state
+            .params
+            .leaves()
+            .into_iter()
+            .map(Buffer::shape)
+            .collect::<std::result::Result<Vec<Shape>, _>>()?;
+        if shapes.len() != spec.len() || shapes.iter().zip(&spec).any(|(a, b)| a != *b) {
+            let show = |s: &[&Shape]| {
+                s.iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(Error::InvalidArgument {
+                what: "state",
+                reason: format!(
+                    "its parameters are [{}]; this learner's are [{}] (a state of another configuration?)",
+                    show(&shapes.iter().collect::<Vec<_>>()),
+                    show(&spec)
+                ),
+            });
+        }
+        // Learner 0's copy: the first elements of each (all of it when shared).
+        let sizes = self
             .net
             .spec()
             .leaves()
             .iter()
             .map(|s| s.dims().iter().product::<i64>() as usize)
-            .collect();
+            .collect::<Vec<usize>>();
         state
             .params
             .leaves()
             .into_iter()
             .zip(sizes)
-            .map(|(b, n)| Ok(b.to_vec::<f32>()?[..n].to_vec()))
+            .map(|(b, n)| {
+                let mut v = b.to_vec::<f32>()?;
+                v.truncate(n);
+                Ok(v)
+            })
             .collect()
     }
 
     /// The greedy policy's exact expected terminal reward (see
     /// [`greedy_eval`](super::catch::greedy_eval)), computed in plain Rust from the downloaded
     /// parameters of learner 0.
+    ///
+    /// # Errors
+    /// As [`host_params`](Self::host_params).
     pub fn greedy_reward(&self, state: &AnakinState<Buffer>) -> Result<f64> {
         let p = self.host_params(state)?;
         let (obs, hidden) = (catch::OBS as usize, self.config.hidden as usize);
-        let (w1, b1, w2, b2) = (&p[0], &p[1], &p[2], &p[3]);
+        // Four leaves of the network's shapes: `host_params` checked them.
+        let [w1, b1, w2, b2] = p.as_slice() else {
+            return Err(Error::InvalidArgument {
+                what: "state",
+                reason: format!("{} parameter arrays, the Q-network has 4", p.len()),
+            });
+        };
         Ok(super::catch::greedy_eval(|board| {
             let h: Vec<f32> = (0..hidden)
                 .map(|j| {
@@ -296,33 +354,59 @@ fn first_layer(l1: &LinearParams<Op>, h: &Op, obs: &Op, per_learner: bool) -> Op
 /// λ-returns (rlax's `lambda_returns`) of rewards `r`, discounts `d` and bootstrap
 /// values `v`, each `[batch, T]`, time on axis 1: `G_t = r_t + d_t ((1 − λ) v_t + λ
 /// G_{t+1})` with `G_T = v_{T−1}`; unrolled, as `T` is small and static.
+///
+/// Rewards of another rank, or no step (`T = 0`), record an error at the caller's
+/// line (a failed op); other shape mistakes are the ops' own errors.
+#[track_caller]
 pub fn lambda_returns(r: &Op, d: &Op, v: &Op, lambda: f64) -> Op {
-    let dims = r.dims().unwrap_or_default();
-    let (batch, t) = (dims[0], dims[1]);
+    let (batch, t) = match r.dims() {
+        Ok(dims) => match dims[..] {
+            [batch, t] if t >= 1 => (batch, t),
+            _ => {
+                return r.builder().error(format!(
+                    "lambda_returns: rewards of dims {dims:?}; they must be [batch, T] with T >= 1"
+                ));
+            }
+        },
+        Err(_) => return r.clone(), // a failed op: its error travels on
+    };
     let col = |x: &Op, i: i64| x.slice(&[0, i], &[batch, i + 1], &[1, 1]);
     let mut acc = col(v, t - 1);
-    let mut out = vec![acc.clone(); t as usize];
+    let mut out = Vec::with_capacity(t as usize);
     for i in (0..t).rev() {
         let mix = &(&col(v, i) * (1.0 - lambda)) + &(&acc * lambda);
         acc = &col(r, i) + &(&col(d, i) * &mix);
-        out[i as usize] = acc.clone();
+        out.push(acc.clone());
     }
+    out.reverse();
     let refs: Vec<&Op> = out.iter().collect();
     r.builder().concatenate(&refs, 1)
 }
 
 /// The TD(λ) loss of each trajectory, `[batch]`, from the Q-values `q` (`[batch, T,
 /// 3]`) of a rollout and its actions, rewards and discounts (`[batch, T]`).
+///
+/// Q-values of another rank, or fewer than two steps (`T < 2`: a target needs a
+/// next step), record an error at the caller's line (a failed op); other shape
+/// mistakes are the ops' own errors.
+#[track_caller]
 pub fn td_loss(q: &Op, actions: &Op, rewards: &Op, discounts: &Op, lambda: f64) -> Op {
-    let dims = q.dims().unwrap_or_default();
-    let (batch, t) = (dims[0], dims[1]);
-    let head = |x: &Op| {
-        let mut hi = x.dims().unwrap_or_default();
-        hi[1] = t - 1;
-        x.slice(&vec![0; hi.len()], &hi, &vec![1; hi.len()])
+    let (batch, t) = match q.dims() {
+        Ok(dims) => match dims[..] {
+            [batch, t, _] if t >= 2 => (batch, t),
+            _ => {
+                return q.builder().error(format!(
+                    "td_loss: Q-values of dims {dims:?}; they must be [batch, T, actions] with T >= 2"
+                ));
+            }
+        },
+        Err(_) => return q.clone(), // a failed op: its error travels on
     };
+    // Steps 0..T−1 of a `[batch, T]` array.
+    let head = |x: &Op| x.slice(&[0, 0], &[batch, t - 1], &[1, 1]);
     // Q(s_t, a_t) for t < T − 1.
-    let qa = (&head(q) * &head(actions).one_hot(catch::ACTIONS, crate::ElementType::F32))
+    let q_head = q.slice(&[0, 0, 0], &[batch, t - 1, catch::ACTIONS], &[1, 1, 1]);
+    let qa = (&q_head * &head(actions).one_hot(catch::ACTIONS, crate::ElementType::F32))
         .sum(&[2], false);
     // max_a Q(s_{t+1}, a), held fixed.
     let v = q

@@ -78,24 +78,21 @@ impl CatchState {
     /// # Errors
     /// [`Error::InvalidState`] naming the field out of range.
     pub fn check(&self) -> Result<()> {
-        let bad = |what: &str, v: i32, range: &str| {
-            Err(Error::InvalidState {
-                reason: format!("Catch state {self:?}: {what} = {v}, must be in {range}"),
-            })
-        };
-        if !(0..ROWS - 1).contains(&self.ball_y) {
-            return bad("ball_y", self.ball_y, "0..9");
+        let fields = [
+            ("ball_y", self.ball_y, 0..ROWS - 1),
+            ("ball_x", self.ball_x, 0..COLUMNS),
+            ("paddle_y", self.paddle_y, ROWS - 1..ROWS),
+            ("paddle_x", self.paddle_x, 0..COLUMNS),
+        ];
+        match fields.into_iter().find(|(_, v, range)| !range.contains(v)) {
+            Some((field, value, range)) => Err(Error::InvalidState {
+                env: "Catch",
+                field,
+                value: value.into(),
+                range: range.start.into()..range.end.into(),
+            }),
+            None => Ok(()),
         }
-        if !(0..COLUMNS).contains(&self.ball_x) {
-            return bad("ball_x", self.ball_x, "0..5");
-        }
-        if self.paddle_y != ROWS - 1 {
-            return bad("paddle_y", self.paddle_y, "9..10");
-        }
-        if !(0..COLUMNS).contains(&self.paddle_x) {
-            return bad("paddle_x", self.paddle_x, "0..5");
-        }
-        Ok(())
     }
 
     /// The board: `ROWS × COLUMNS` values, row after row, 1.0 at the ball's and the
@@ -122,18 +119,24 @@ impl CatchState {
 /// # Errors
 /// [`Error::InvalidArgument`] when `column` is not in `0..COLUMNS`.
 pub fn initial_state(column: usize) -> Result<CatchState> {
-    if column >= COLUMNS as usize {
-        return Err(Error::InvalidArgument {
+    match i32::try_from(column) {
+        Ok(c) if c < COLUMNS => Ok(start(c)),
+        _ => Err(Error::InvalidArgument {
             what: "column",
             reason: format!("Catch: ball column {column}, must be in 0..{COLUMNS}"),
-        });
+        }),
     }
-    Ok(CatchState {
+}
+
+/// The first state with the ball in `column` (in `0..COLUMNS`, the caller's to
+/// check).
+fn start(column: i32) -> CatchState {
+    CatchState {
         ball_y: 0,
-        ball_x: column as i32,
+        ball_x: column,
         paddle_y: ROWS - 1,
         paddle_x: COLUMNS / 2,
-    })
+    }
 }
 
 /// One step of Catch, the anchors' `step`: the paddle moves
@@ -162,18 +165,26 @@ pub fn step(
         });
     }
     let reset = initial_state(reset_column)?;
+    Ok(advance(state, action, reset))
+}
+
+/// [`step`] on arguments known to be valid: a state that passes
+/// [`CatchState::check`], an action in `0..NUM_ACTIONS`, and the state an episode
+/// ending here restarts in.
+fn advance(state: CatchState, action: usize, reset: CatchState) -> (CatchState, f32, f32) {
+    // `action` is below NUM_ACTIONS (3), so the cast is exact.
     let paddle_x = (state.paddle_x + action as i32 - 1).clamp(0, COLUMNS - 1);
     let ball_y = state.ball_y + 1;
     if ball_y == state.paddle_y {
         let reward = if paddle_x == state.ball_x { 1.0 } else { -1.0 };
-        Ok((reset, reward, 0.0))
+        (reset, reward, 0.0)
     } else {
         let next = CatchState {
             ball_y,
             paddle_x,
             ..state
         };
-        Ok((next, 0.0, 1.0))
+        (next, 0.0, 1.0)
     }
 }
 
@@ -184,14 +195,15 @@ pub fn step(
 /// over the uniformly random start column.
 pub fn greedy_eval(q: impl Fn(&[f32]) -> [f32; NUM_ACTIONS]) -> f64 {
     let mut total = 0.0;
-    for column in 0..COLUMNS as usize {
-        let mut state = initial_state(column).expect("a column of the board");
+    for column in 0..COLUMNS {
+        // Every state here is a start state or one `advance` made from a valid one
+        // with an action in range, so none needs checking.
+        let mut state = start(column);
         loop {
             let values = q(&state.render());
             let action =
                 (0..NUM_ACTIONS).fold(0, |best, a| if values[a] > values[best] { a } else { best });
-            let (next, reward, discount) =
-                step(state, action, column).expect("a valid state, action and column");
+            let (next, reward, discount) = advance(state, action, start(column));
             if discount == 0.0 {
                 total += f64::from(reward);
                 break;
@@ -230,13 +242,8 @@ impl Catch {
     }
 
     fn draw(rng: &mut Rng) -> CatchState {
-        let column = rng.below(COLUMNS as u64).unwrap_or(0) as usize;
-        CatchState {
-            ball_y: 0,
-            ball_x: column as i32,
-            paddle_y: ROWS - 1,
-            paddle_x: COLUMNS / 2,
-        }
+        // `below(COLUMNS)` is in `0..COLUMNS` (it refuses only an empty range).
+        start(rng.below(COLUMNS as u64).unwrap_or(0) as i32)
     }
 
     /// The current state.

@@ -54,7 +54,14 @@ pub fn initial_state(columns: &Op) -> CatchState<Op> {
 #[track_caller]
 pub fn render(s: &CatchState<Op>) -> Op {
     let b = s.ball_y.builder();
-    let batch = s.ball_y.dims().map(|d| d[0]).unwrap_or(0);
+    // A state that is not `s32[batch]` fails in the ops below (a failed one
+    // carries its error on).
+    let batch = s
+        .ball_y
+        .dims()
+        .ok()
+        .and_then(|d| d.first().copied())
+        .unwrap_or(0);
     let cell = b.iota(ElementType::S32, &[batch, OBS], 1);
     let at = |y: &Op, x: &Op| {
         let i = &(y * COLUMNS) + x;

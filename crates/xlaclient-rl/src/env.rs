@@ -110,9 +110,16 @@ pub trait Environment {
     /// [`Error::Length`] when `out` has another length.
     fn observe(&self, out: &mut [f32]) -> Result<()>;
 
-    /// The number of values in one observation (the product of its dimensions).
+    /// The number of values in one observation (the product of its dimensions; 0
+    /// if one is negative, `usize::MAX` if the product overflows).
     fn observation_len(&self) -> usize {
-        self.observation_dims().iter().product::<i64>().max(0) as usize
+        let dims = self.observation_dims();
+        if dims.iter().any(|&d| d < 0) {
+            return 0;
+        }
+        dims.iter().fold(1usize, |n, &d| {
+            n.saturating_mul(d.try_into().unwrap_or(usize::MAX))
+        })
     }
 
     /// The current observation as a new vector.

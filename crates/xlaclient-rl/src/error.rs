@@ -2,7 +2,7 @@
 //! resampler, the runner) and the lower crates', wrapped. It names nothing above
 //! `rl`.
 
-use xlaclient_core::{RuntimeError, TreeError};
+use xlaclient_core::{RuntimeError, Shape, TreeError};
 
 /// Result alias of the `rl` crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -24,12 +24,9 @@ pub enum Error {
     #[error(transparent)]
     Runner(Box<crate::runner::RunnerError>),
     /// Weights given to a resampler ([`crate::reweight`]) that do not define a
-    /// distribution: negative, NaN or infinite, all zero, or none.
-    #[error("invalid weights: {reason}")]
-    InvalidWeights {
-        /// What is wrong, naming the first bad weight's index and value.
-        reason: String,
-    },
+    /// distribution: see [`WeightsError`] for the kinds.
+    #[error("invalid weights: {0}")]
+    InvalidWeights(#[from] WeightsError),
     /// An argument of a constructor or function is out of its range (a batch size
     /// of 0, an empty range, observation dimensions below 1, …).
     #[error("invalid argument `{what}`: {reason}")]
@@ -60,18 +57,25 @@ pub enum Error {
         actions: usize,
     },
     /// A network's program gave outputs of another shape or number than its use
-    /// needs.
-    #[error("network output: {reason}")]
-    NetworkOutput {
-        /// What is wrong with the output.
-        reason: String,
-    },
+    /// needs: see [`NetworkOutputError`] for the kinds.
+    #[error("network output: {0}")]
+    NetworkOutput(#[from] NetworkOutputError),
     /// A state no environment of its kind can be in (a Catch ball below the
-    /// paddle's row, a column off the board).
-    #[error("invalid state: {reason}")]
+    /// paddle's row, a column off the board): the first field out of its range.
+    #[error(
+        "invalid {env} state: {field} = {value}, must be in {}..{}",
+        range.start,
+        range.end
+    )]
     InvalidState {
-        /// Which field is out of range, and its range.
-        reason: String,
+        /// The environment (`"Catch"`).
+        env: &'static str,
+        /// The field out of range (`"ball_y"`).
+        field: &'static str,
+        /// Its value.
+        value: i64,
+        /// The values it may take.
+        range: std::ops::Range<i64>,
     },
     /// More requests in one tick than the largest batch the network was compiled
     /// for.
@@ -104,6 +108,72 @@ pub enum Error {
         tick: usize,
         /// How many agents are still running.
         running: usize,
+    },
+}
+
+/// Why weights do not define a distribution; carried by [`Error::InvalidWeights`].
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WeightsError {
+    /// There are no weights.
+    #[error("no weights")]
+    Empty,
+    /// A weight is negative, NaN or infinite: the first such one.
+    #[error("weight {index} is {value}; weights must be finite and >= 0")]
+    Invalid {
+        /// Its index.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// Every weight is zero.
+    #[error("all {count} weights are zero")]
+    AllZero {
+        /// How many there are.
+        count: usize,
+    },
+    /// Each weight is finite but their sum is not.
+    #[error("the sum of the {count} weights overflows")]
+    SumOverflows {
+        /// How many there are.
+        count: usize,
+    },
+}
+
+/// How a network's output does not fit its use; carried by [`Error::NetworkOutput`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetworkOutputError {
+    /// The output of a [`BatchedNet`](crate::BatchedNet) is not `f32[batch, ...]`.
+    #[error(
+        "BatchedNet: the network's output is {found} for a batch of {batch}; it must be f32[{batch}, ...]"
+    )]
+    Shape {
+        /// The output's shape.
+        found: Shape,
+        /// The batch size it was traced at.
+        batch: usize,
+    },
+    /// A [`BatchedNet`](crate::BatchedNet)'s output row has other dimensions at one
+    /// batch size than at the first one traced.
+    #[error(
+        "BatchedNet: at batch {batch} an output row is {dims:?}, at batch {first_batch} it was {first_dims:?}"
+    )]
+    RowDims {
+        /// The batch size.
+        batch: usize,
+        /// An output row's dimensions there.
+        dims: Vec<i64>,
+        /// The batch size first traced.
+        first_batch: usize,
+        /// An output row's dimensions there.
+        first_dims: Vec<i64>,
+    },
+    /// A compiled program returned no output.
+    #[error("{program}: the program returned no output")]
+    Missing {
+        /// Whose program (`"BatchedNet"`, `"PolicyFit::probs"`).
+        program: &'static str,
     },
 }
 

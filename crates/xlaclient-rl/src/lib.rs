@@ -68,7 +68,7 @@ pub mod stepper;
 pub use env::{Environment, Rng, Transition, VecEnv};
 pub use stepper::{BatchSizes, BatchedNet, NetHandle, Prediction, Stepper, TickStats};
 
-pub use error::{Error, Result};
+pub use error::{Error, NetworkOutputError, Result, WeightsError};
 
 use xlaclient_core::{
     Buffer, Client, Comparison, DotDims, ElementType, Jit, Op, Shape, Tree, builder, pjrt, shape,

@@ -44,7 +44,7 @@
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt as _, SeedableRng as _};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NetworkOutputError, Result, WeightsError};
 use crate::nn::{Mlp, MlpParams, OptState, Optimizer, log_softmax};
 use crate::pjrt::{Buffer, Client};
 use crate::shape::{ElementType, Shape};
@@ -69,27 +69,22 @@ pub enum Resampling {
 /// and `≥ 0`, at least one is `> 0`, and there is at least one.
 fn checked_total(weights: &[f64]) -> Result<f64> {
     if weights.is_empty() {
-        return Err(Error::InvalidWeights {
-            reason: "no weights".into(),
-        });
+        return Err(WeightsError::Empty.into());
     }
-    for (i, w) in weights.iter().enumerate() {
-        if !w.is_finite() || *w < 0.0 {
-            return Err(Error::InvalidWeights {
-                reason: format!("weight {i} is {w}; weights must be finite and >= 0"),
-            });
-        }
+    if let Some((index, &value)) = weights
+        .iter()
+        .enumerate()
+        .find(|(_, w)| !w.is_finite() || **w < 0.0)
+    {
+        return Err(WeightsError::Invalid { index, value }.into());
     }
+    let count = weights.len();
     let total: f64 = weights.iter().sum();
     if total <= 0.0 {
-        return Err(Error::InvalidWeights {
-            reason: format!("all {} weights are zero", weights.len()),
-        });
+        return Err(WeightsError::AllZero { count }.into());
     }
     if !total.is_finite() {
-        return Err(Error::InvalidWeights {
-            reason: "the weights' sum overflows".into(),
-        });
+        return Err(WeightsError::SumOverflows { count }.into());
     }
     Ok(total)
 }
@@ -105,8 +100,9 @@ pub fn normalized(weights: &[f64]) -> Result<Vec<f64>> {
 /// [`Resampling`] for the two schemes), from a Xoshiro256++ generator seeded with
 /// `seed`. An index of weight zero is never drawn.
 ///
-/// Errors ([`Error::InvalidWeights`]): no weights, a negative, NaN or infinite
-/// weight, all weights zero.
+/// Errors ([`Error::InvalidWeights`], of the kinds of [`WeightsError`]): no
+/// weights, a negative, NaN or infinite weight, all weights zero, a sum that
+/// overflows.
 ///
 /// ```
 /// use xlaclient_rl::reweight::{resample, Resampling};
@@ -243,7 +239,7 @@ impl PolicyFit {
     /// `fori_loop` in the program; each step uses the whole batch) and
     /// [`probs`](PolicyFit::probs) batches of `probs_batch` observations.
     ///
-    /// Errors: `batch`, `steps` or `probs_batch` zero ([`Error::InvalidOption`]),
+    /// Errors: `batch`, `steps` or `probs_batch` zero ([`Error::InvalidArgument`]),
     /// or a failed compile.
     pub fn new(
         client: &Client,
@@ -427,8 +423,8 @@ impl PolicyFit {
         let out = self.probs.executable().execute(&args)?;
         Ok(out
             .first()
-            .ok_or(Error::NetworkOutput {
-                reason: "the policy program returned no output".into(),
+            .ok_or(NetworkOutputError::Missing {
+                program: "PolicyFit::probs",
             })?
             .to_vec::<f32>()?)
     }

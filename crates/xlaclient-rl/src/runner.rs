@@ -435,9 +435,13 @@ impl Merge {
             }
             (Some(_), v) => v,
         };
-        // Walk to the parent table, creating tables the defaults lack.
+        // Walk to the parent table, creating tables the defaults lack. (Every
+        // caller gives a key of one part or more.)
+        let Some((last, parents)) = path.split_last() else {
+            return Ok(());
+        };
         let mut table = &mut self.merged;
-        for p in &path[..path.len() - 1] {
+        for p in parents {
             let entry = table
                 .entry(p.to_string())
                 .or_insert_with(|| Value::Table(Table::new()));
@@ -456,7 +460,7 @@ impl Merge {
                 }
             };
         }
-        table.insert(path[path.len() - 1].to_string(), value);
+        table.insert(last.to_string(), value);
         Ok(())
     }
 }
@@ -548,10 +552,8 @@ fn assemble<C: Serialize + DeserializeOwned + Default>(
         k.sort();
         k
     };
-    let deserialize = |t: &Table| -> std::result::Result<C, String> {
-        Value::Table(t.clone())
-            .try_into()
-            .map_err(|e| e.to_string())
+    let deserialize = |t: &Table| -> std::result::Result<C, toml::de::Error> {
+        Value::Table(t.clone()).try_into()
     };
     let unknown = |key: &str| -> Error {
         RunnerError::UnknownKey {
@@ -562,10 +564,14 @@ fn assemble<C: Serialize + DeserializeOwned + Default>(
     };
     let config: C = match deserialize(&m.merged) {
         Ok(c) => c,
-        Err(message) if m.extra.is_empty() => {
-            return Err(RunnerError::Invalid { message }.into());
+        Err(e) if m.extra.is_empty() => {
+            return Err(RunnerError::Invalid {
+                message: e.to_string(),
+            }
+            .into());
         }
-        Err(message) => {
+        Err(e) => {
+            let message = e.to_string();
             // Find which key the defaults lack is at fault: each alone on top of the
             // others' absence.
             let mut base = m.merged.clone();
@@ -580,7 +586,8 @@ fn assemble<C: Serialize + DeserializeOwned + Default>(
                 if let Some(v) = lookup(&m.merged, key) {
                     insert(&mut trial, key, v.clone());
                 }
-                if let Err(message) = deserialize(&trial) {
+                if let Err(e) = deserialize(&trial) {
+                    let message = e.to_string();
                     // A struct with `deny_unknown_fields` names the field.
                     if message.contains("unknown field") {
                         return Err(unknown(key));
@@ -765,7 +772,7 @@ fn plot(path: &Path, columns: &[String], rows: &[(u64, Vec<f64>)]) -> Result<()>
     if columns.is_empty() || rows.is_empty() {
         return Ok(());
     }
-    let height = 260 * columns.len() as u32;
+    let height = u32::try_from(columns.len()).map_or(u32::MAX, |n| n.saturating_mul(260));
     let root = SVGBackend::new(path, (720, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let panels = root.split_evenly((columns.len(), 1));

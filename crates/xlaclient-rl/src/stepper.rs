@@ -48,7 +48,7 @@ use futures::future::LocalBoxFuture;
 use futures::task::{ArcWake, waker};
 
 use crate::builder::{Builder, Op};
-use crate::error::{Error, Result};
+use crate::error::{Error, NetworkOutputError, Result};
 use crate::pjrt::{Buffer, Client, LoadedExecutable};
 use crate::shape::{ElementType, Shape};
 use crate::tree::Tree;
@@ -106,7 +106,13 @@ impl BatchSizes {
 
     /// The largest size.
     pub fn max(&self) -> usize {
-        self.0[self.0.len() - 1]
+        // `new` refuses an empty list, the only way to make one.
+        self.0.last().copied().unwrap_or(0)
+    }
+
+    /// The smallest size.
+    fn smallest(&self) -> usize {
+        self.0.first().copied().unwrap_or(0)
     }
 
     /// The size a batch of `n` runs at: the smallest size `≥ n`, or `None` when `n`
@@ -117,6 +123,12 @@ impl BatchSizes {
 }
 
 type TraceFn = Box<dyn Fn(&Builder, i64) -> Op>;
+
+/// The number of values in an array of `dims` (none negative), if a `usize` holds it.
+fn values_in(dims: &[i64]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+}
 
 /// A network compiled from observations `f32[B, obs...]` to outputs `f32[B, out...]`
 /// for each batch size `B` of a [`BatchSizes`] (compiled when first needed, then
@@ -199,6 +211,14 @@ impl BatchedNet {
                 ),
             });
         }
+        let Some(obs_len) = values_in(obs_dims) else {
+            return Err(Error::InvalidArgument {
+                what: "obs_dims",
+                reason: format!(
+                    "BatchedNet: observation dimensions {obs_dims:?} hold more values than fit in memory"
+                ),
+            });
+        };
         let spec: P::With<Shape> = params.try_map_ref(&mut |b: &Buffer| b.shape())?;
         let params = params.into_leaves();
         let dims = obs_dims.to_vec();
@@ -213,15 +233,23 @@ impl BatchedNet {
             let obs = b.parameter(n, Shape::of::<f32>(&obs_shape), "obs");
             f(&p, &obs)
         });
-        let smallest = sizes.sizes()[0];
+        let smallest = sizes.smallest();
         let b = Builder::new("batched_net_shape");
         let out = trace(&b, smallest as i64).shape()?;
         let out_dims = Self::check_output(&out, smallest)?;
+        let Some(out_len) = values_in(&out_dims) else {
+            return Err(Error::InvalidArgument {
+                what: "f",
+                reason: format!(
+                    "BatchedNet: the network's output rows {out_dims:?} hold more values than fit in memory"
+                ),
+            });
+        };
         Ok(BatchedNet {
             client: client.clone(),
-            obs_len: obs_dims.iter().product::<i64>() as usize,
+            obs_len,
             obs_dims: obs_dims.to_vec(),
-            out_len: out_dims.iter().product::<i64>() as usize,
+            out_len,
             out_dims,
             sizes,
             params,
@@ -238,11 +266,11 @@ impl BatchedNet {
     fn check_output(out: &Shape, batch: usize) -> Result<Vec<i64>> {
         match (out.element_type(), out.dims().first()) {
             (Some(ElementType::F32), Some(&b)) if b == batch as i64 => Ok(out.dims()[1..].to_vec()),
-            _ => Err(Error::NetworkOutput {
-                reason: format!(
-                    "BatchedNet: the network's output is {out} for a batch of {batch}; it must be f32[{batch}, ...]"
-                ),
-            }),
+            _ => Err(NetworkOutputError::Shape {
+                found: out.clone(),
+                batch,
+            }
+            .into()),
         }
     }
 
@@ -309,13 +337,13 @@ impl BatchedNet {
             let out = (self.trace)(&b, size as i64);
             let dims = Self::check_output(&out.shape()?, size)?;
             if dims != self.out_dims {
-                return Err(Error::NetworkOutput {
-                    reason: format!(
-                        "BatchedNet: at batch {size} an output row is {dims:?}, at batch {} it was {:?}",
-                        self.sizes.sizes()[0],
-                        self.out_dims
-                    ),
-                });
+                return Err(NetworkOutputError::RowDims {
+                    batch: size,
+                    dims,
+                    first_batch: self.sizes.smallest(),
+                    first_dims: self.out_dims.clone(),
+                }
+                .into());
             }
             let exe = self.client.compile(&b.build(&out)?)?;
             self.compiles += 1;
@@ -332,14 +360,15 @@ impl BatchedNet {
     /// [`Error::Length`] when `obs` does not hold `n` observations, [`Error::BatchTooLarge`] when `n` is above the
     /// largest batch size; compile and execution errors.
     pub fn predict_batch(&mut self, obs: &[f32], n: usize) -> Result<Vec<f32>> {
-        if obs.len() != n * self.obs_len {
+        let expected = n.saturating_mul(self.obs_len);
+        if obs.len() != expected {
             return Err(Error::Length {
                 what: format!(
                     "BatchedNet: observation values for {n} observations of {:?}",
                     self.obs_dims
                 ),
                 given: obs.len(),
-                expected: n * self.obs_len,
+                expected,
             });
         }
         if n == 0 {
@@ -373,8 +402,8 @@ impl BatchedNet {
         self.calls += 1;
         let exe = &self.compiled[&size];
         let out = exe.execute(&args)?;
-        let first = out.first().ok_or_else(|| Error::NetworkOutput {
-            reason: "BatchedNet: the executable returned no output".into(),
+        let first = out.first().ok_or(NetworkOutputError::Missing {
+            program: "BatchedNet",
         })?;
         let mut values = first.to_vec::<f32>()?;
         values.truncate(n * self.out_len);

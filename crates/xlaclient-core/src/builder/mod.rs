@@ -228,6 +228,26 @@ impl Builder {
         self.g.borrow().errors.first().map(|e| e.to_string())
     }
 
+    /// Records an [`Error::Graph`] with `reason` and the caller's location, and returns
+    /// a failed op that carries it: the way for code outside the core (a layer, an
+    /// optimizer) to refuse a bad argument as the builder's own ops do. Ops built on
+    /// the result fail with the same error, and [`build`](Self::build) returns it (the
+    /// first error recorded wins) even if the op is never used.
+    ///
+    /// ```
+    /// use xlaclient_core::Builder;
+    /// let b = Builder::new("refused");
+    /// let bad = b.error("`layers` must not be empty");
+    /// let y = &bad + 1.0; // fails too, with the same error
+    /// let err = b.build(&y).unwrap_err();
+    /// assert!(err.to_string().contains("`layers` must not be empty"));
+    /// assert_eq!(err.location().map(|l| l.line()), Some(line!() - 4));
+    /// ```
+    #[track_caller]
+    pub fn error(&self, reason: impl Into<String>) -> Op {
+        self.fail_graph(reason.into(), Location::caller())
+    }
+
     /// Number of instructions in the graph so far (all computations, dead ones too).
     pub fn instruction_count(&self) -> usize {
         self.g.borrow().comps.iter().map(|c| c.instrs.len()).sum()
