@@ -399,6 +399,31 @@ fn mentions(tokens: TokenStream2, ident: &Ident) -> bool {
     })
 }
 
+/// The path of the crate that holds the `tree` module, as the deriving package
+/// names it in its `Cargo.toml` (found by `proc-macro-crate`).
+fn crate_root() -> proc_macro2::TokenStream {
+    use proc_macro_crate::{FoundCrate, crate_name};
+    match crate_name("xlaclient") {
+        // The facade's own tests and examples name it `xlaclient`.
+        Ok(FoundCrate::Itself) => return quote!(::xlaclient),
+        Ok(FoundCrate::Name(n)) => {
+            let n = Ident::new(&n, Span::call_site());
+            return quote!(::#n);
+        }
+        Err(_) => {}
+    }
+    match crate_name("xlaclient-core") {
+        Ok(FoundCrate::Name(n)) => {
+            let n = Ident::new(&n, Span::call_site());
+            quote!(::#n)
+        }
+        // The core itself (and its doc tests): it declares `extern crate self as
+        // xlaclient_core`, and its doc tests link it under that name.
+        Ok(FoundCrate::Itself) => quote!(::xlaclient_core),
+        Err(_) => quote!(::xlaclient),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,30 +562,5 @@ mod tests {
             out.contains("impl < __TreeL : :: xlaclient :: tree :: Leaf > :: xlaclient :: tree :: Tree < __TreeL > for Relu"),
             "{out}"
         );
-    }
-}
-
-/// The path of the crate that holds the `tree` module, as the deriving package
-/// names it in its `Cargo.toml` (found by `proc-macro-crate`).
-fn crate_root() -> proc_macro2::TokenStream {
-    use proc_macro_crate::{FoundCrate, crate_name};
-    match crate_name("xlaclient") {
-        // The facade's own tests and examples name it `xlaclient`.
-        Ok(FoundCrate::Itself) => return quote!(::xlaclient),
-        Ok(FoundCrate::Name(n)) => {
-            let n = Ident::new(&n, Span::call_site());
-            return quote!(::#n);
-        }
-        Err(_) => {}
-    }
-    match crate_name("xlaclient-core") {
-        Ok(FoundCrate::Name(n)) => {
-            let n = Ident::new(&n, Span::call_site());
-            quote!(::#n)
-        }
-        // The core itself (and its doc tests): it declares `extern crate self as
-        // xlaclient_core`, and its doc tests link it under that name.
-        Ok(FoundCrate::Itself) => quote!(::xlaclient_core),
-        Err(_) => quote!(::xlaclient),
     }
 }
