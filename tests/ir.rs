@@ -336,7 +336,7 @@ fn every_opcode_in_the_table_compiles_under_its_name() {
         assert!(names.contains(&op.name()), "{}: {names:?}", op.name());
         // What the IR lowers also passes the structural check applied to foreign
         // protos (compile skips it for built modules: `build` verified them).
-        xlaclient::ir::check_proto::verify_module(m.proto())
+        xlaclient::ir::check_proto::verify_module(m.proto(), &xlaclient::ops::Table)
             .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
         if *op != Opcode::CustomCall {
             client()
@@ -353,7 +353,7 @@ fn the_verifier_reruns_the_shape_rules() {
     let y = (x.exp() + 1.0).reduce_sum(&[1]);
     let m = b.build(&y).unwrap();
     let good = m.ir().unwrap().clone();
-    xlaclient::ir::verify::verify(&good).unwrap();
+    xlaclient::ir::verify::verify(&good, &xlaclient::ops::Table).unwrap();
 
     // An instruction declared with a shape its rule does not give.
     let mut bad = good.clone();
@@ -365,7 +365,9 @@ fn the_verifier_reruns_the_shape_rules() {
         .position(|i| matches!(i.kind, OpKind::Unary(_)))
         .unwrap();
     bad.comps[entry].instrs[i].shape = wrong;
-    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    let e = xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("declared f32[7]"), "{e}");
 
     // An attribute the rule rejects: reducing an axis that does not exist.
@@ -375,7 +377,7 @@ fn the_verifier_reruns_the_shape_rules() {
             *axes = vec![5].into();
         }
     }
-    match xlaclient::ir::verify::verify(&bad).unwrap_err() {
+    match xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table).unwrap_err() {
         Error::Shape(s) => assert_eq!(s.kind, ShapeErrorKind::Axis, "{s}"),
         other => panic!("{other}"),
     }
@@ -384,7 +386,9 @@ fn the_verifier_reruns_the_shape_rules() {
     let mut bad = good;
     let last = bad.comps[entry].instrs.len() as u32 - 1;
     bad.comps[entry].instrs[i].operands[0].instr = last;
-    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    let e = xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not defined before"), "{e}");
 }
 
@@ -478,7 +482,9 @@ fn a_tampered_shape_reference_is_an_error_not_a_panic() {
     let mut bad = m.ir().unwrap().clone();
     let entry = bad.entry.0 as usize;
     bad.comps[entry].instrs[0].shape = xlaclient::ir::ShapeId(999);
-    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    let e = xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("has no shape"), "{e}");
 }
 

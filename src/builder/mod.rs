@@ -98,7 +98,7 @@ impl Computation {
     /// The module as a proto (lowered from the IR on first use).
     pub fn proto(&self) -> &proto::HloModuleProto {
         self.proto.get_or_init(|| match &self.ir {
-            Some(m) => ir::lower::to_proto(m),
+            Some(m) => ir::lower::to_proto(m, &crate::ops::Table),
             None => proto::HloModuleProto::default(),
         })
     }
@@ -108,7 +108,7 @@ impl Computation {
     pub fn to_bytes(&self) -> Vec<u8> {
         use prost::Message;
         match (&self.ir, self.proto.get()) {
-            (Some(m), None) => ir::lower::to_bytes(m),
+            (Some(m), None) => ir::lower::to_bytes(m, &crate::ops::Table),
             _ => self.proto().encode_to_vec(),
         }
     }
@@ -116,7 +116,7 @@ impl Computation {
     /// The module as HLO text, for people to read.
     pub fn to_hlo_text(&self) -> String {
         match &self.ir {
-            Some(m) => ir::text::module_to_text(m),
+            Some(m) => ir::text::module_to_text(m, &crate::ops::Table),
             None => ir::text_proto::module_to_text(self.proto()),
         }
     }
@@ -177,6 +177,18 @@ impl ir::HloModuleSource for Computation {
             Some(m) => Some(m.parameter_shapes()),
             None => ir::proto_parameter_shapes(self.proto()),
         }
+    }
+}
+
+impl ir::HloModuleSource for proto::HloModuleProto {
+    fn verified_bytes(&self) -> Result<Vec<u8>> {
+        use prost::Message;
+        ir::check_proto::verify_module(self, &crate::ops::Table)?;
+        Ok(self.encode_to_vec())
+    }
+
+    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
+        ir::proto_parameter_shapes(self)
     }
 }
 
@@ -305,7 +317,7 @@ impl Builder {
         check_result(&root.shape()?, loc)?;
         let module = self.g.borrow().finish(self.comp, root.v)?;
         if verify {
-            ir::verify::verify(&module)?;
+            ir::verify::verify(&module, &crate::ops::Table)?;
         }
         Ok(Computation {
             ir: Some(Arc::new(module)),
@@ -344,7 +356,7 @@ impl Builder {
                 parameter: *p as u32,
             })
             .collect();
-        ir::verify::verify(&module).map_err(|e| match e {
+        ir::verify::verify(&module, &crate::ops::Table).map_err(|e| match e {
             Error::InvalidModule { reason } => Error::Graph {
                 reason,
                 location: Some(loc),
@@ -438,7 +450,7 @@ impl Builder {
     }
 
     /// Infer-then-push: resolves the operands into the target computation (capturing
-    /// outer values), runs the op's shape rule ([`ir::op::infer`], the same rule the
+    /// outer values), runs the op's shape rule ([`ir::Rules::infer`] of [`crate::ops::Table`], the same rule the
     /// verifier runs) and appends the instruction. A failure is recorded (first error
     /// wins in `build`) and returned as a failed op; failed operands propagate.
     pub(crate) fn emit(

@@ -4,14 +4,14 @@
 //! whole process; every property it relies on when reading a proto is checked here
 //! first, so a bad module is an [`Error::InvalidModule`] instead. After the
 //! structure (ids, references, parameters, layouts), every instruction is read into
-//! an [`OpKind`] and checked with the builder's own shape rule ([`op::infer`]), and
+//! an [`OpKind`] and checked with the builder's own shape rule ([`Rules::infer`]), and
 //! the entry's signature against the host program shape. A module with an opcode the
 //! crate has no rule for is refused: it cannot be checked.
 
 use std::collections::{HashMap, HashSet};
 
-use super::op::{self, OpKind};
-use super::{CompId, Signatures};
+use super::op::OpKind;
+use super::{CompId, InferCx, LowerCx, RaiseCx, Rules, Signatures};
 use crate::error::{Error, Result};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
@@ -90,7 +90,7 @@ pub fn verify_shape(s: &proto::ShapeProto, what: &dyn Fn() -> String) -> Result<
 /// Checks the module's structure: ids unique, operands and called computations
 /// defined before use, parameters numbered without gaps and matching the program
 /// shape, the root and entry present, every shape well formed.
-pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
+pub fn verify_module(m: &proto::HloModuleProto, rules: &dyn Rules) -> Result<()> {
     if m.computations.is_empty() {
         return Err(bad("module has no computations".into()));
     }
@@ -217,7 +217,7 @@ pub fn verify_module(m: &proto::HloModuleProto) -> Result<()> {
             param_counts[&entry.id]
         )));
     }
-    verify_rules(m)
+    verify_rules(m, rules)
 }
 
 /// Signatures of the computations checked so far, by position.
@@ -238,7 +238,7 @@ fn shape_of(s: Option<&proto::ShapeProto>, what: &dyn Fn() -> String) -> Result<
 /// signature, and the entry's against the host program shape. Runs after the
 /// structural checks (ids unique, operands and callees defined before use,
 /// parameters numbered without gaps).
-fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
+fn verify_rules(m: &proto::HloModuleProto, rules: &dyn Rules) -> Result<()> {
     let mut sigs = ProtoSigs(Vec::with_capacity(m.computations.len()));
     let mut comp_pos: HashMap<i64, CompId> = HashMap::new();
     for c in &m.computations {
@@ -249,13 +249,21 @@ fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
             let what = || format!("instruction `{}` of computation `{cname}`", ins.name);
             let declared = shape_of(ins.shape.as_ref(), &what)?;
             let operands: Vec<&Shape> = ins.operand_ids.iter().map(|o| &shapes[o]).collect();
-            let kind = op::raise(ins, &declared, &|id| comp_pos.get(&id).copied())
+            let cx = RaiseCx {
+                shape: &declared,
+                operands: &operands,
+                comp: &|id| comp_pos.get(&id).copied(),
+            };
+            let kind = super::rules::raise_instruction(rules, ins, &cx)
                 .map_err(|r| bad(format!("{}: {r}", what())))?;
-            if let OpKind::Compare(_) = kind {
-                check_comparison_type(ins, operands.first().copied(), &what)?;
-            }
-            check_no_stray_attributes(ins, &kind, &declared, &operands, &what)?;
-            let inferred = op::infer(&kind, &operands, Some(&declared), &sigs)
+            check_no_stray_attributes(rules, ins, &kind, &declared, &operands, &what)?;
+            let cx = InferCx {
+                operands: &operands,
+                target: Some(&declared),
+                sigs: &sigs,
+            };
+            let inferred = rules
+                .infer(&kind, &cx)
                 .map_err(|e| bad(format!("{}: {e}", what())))?;
             if inferred != declared {
                 return Err(bad(format!(
@@ -329,6 +337,7 @@ fn verify_rules(m: &proto::HloModuleProto) -> Result<()> {
 /// dot's is read (and checked) by `raise`, other ops' are ignored by XLA (a
 /// convolution's precision is not modeled yet).
 fn check_no_stray_attributes(
+    rules: &dyn Rules,
     ins: &proto::HloInstructionProto,
     kind: &OpKind,
     shape: &Shape,
@@ -337,7 +346,12 @@ fn check_no_stray_attributes(
 ) -> Result<()> {
     let mut q = proto::HloInstructionProto::default();
     // Called computations are checked by `raise`; their ids here are placeholders.
-    op::lower_attrs(kind, shape, operands, &|_| 0, &mut q);
+    let cx = LowerCx {
+        shape,
+        operands,
+        comp_id: &|_| 0,
+    };
+    rules.lower(kind, &cx, &mut q);
     let groups = |n: i64| n.max(1);
     let stray = [
         ("dimensions", ins.dimensions != q.dimensions),
@@ -413,27 +427,5 @@ fn check_no_stray_attributes(
             ins.opcode
         ))),
         None => Ok(()),
-    }
-}
-
-/// A comparison's type must be empty (XLA picks it), `TOTALORDER` for floats, or the
-/// one its operands' element type needs.
-fn check_comparison_type(
-    ins: &proto::HloInstructionProto,
-    lhs: Option<&Shape>,
-    what: &dyn Fn() -> String,
-) -> Result<()> {
-    let Some(ty) = lhs.and_then(Shape::element_type) else {
-        return Ok(()); // the shape rule reports it
-    };
-    let t = ins.comparison_type.as_str();
-    let want = crate::ops::elementwise::comparison_type(ty);
-    if t.is_empty() || t == want || (t == "TOTALORDER" && (ty.is_float() || ty.is_complex())) {
-        Ok(())
-    } else {
-        Err(bad(format!(
-            "{}: comparison type `{t}` does not fit {ty} operands (`{want}`)",
-            what()
-        )))
     }
 }

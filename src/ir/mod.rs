@@ -1,21 +1,24 @@
 //! The typed intermediate representation under the builder.
 //!
 //! An instruction ([`Instr`]) is an op kind from one enum with typed attributes
-//! ([`OpKind`]), its operands ([`Value`]s: an instruction and a result index, so an
-//! instruction may have several results), its result shape (interned, a
-//! [`ShapeId`]) and the user's source location. Computations ([`Comp`]) hold
-//! instructions in creation order, which is a topological order. Protos exist only at
-//! the edges: `lower` turns a finished [`Module`] into an `HloModuleProto`,
-//! [`check_proto`] checks protos that come from outside.
+//! ([`OpKind`], its attribute types in [`attrs`]), its operands ([`Value`]s: an
+//! instruction and a result index, so an instruction may have several results), its
+//! result shape (interned, a [`ShapeId`]) and the user's source location.
+//! Computations ([`Comp`]) hold instructions in creation order, which is a
+//! topological order. Protos exist only at the edges: `lower` turns a finished
+//! [`Module`] into an `HloModuleProto`, [`check_proto`] checks protos that come
+//! from outside.
 //!
-//! Every pass matches on [`OpKind`]: the shape rules ([`op::infer`], run by the
-//! builder for each new instruction and again by [`verify`] for a finished module),
-//! the lowering, the HLO text (`text`) and the structural fingerprint
-//! ([`Module::fingerprint`]).
+//! The IR knows no op family: the passes over it (the verifier [`verify`], the
+//! lowering, the HLO text) are handed the per-op rules as a [`Rules`], which the op
+//! library implements once. The structural fingerprint ([`Module::fingerprint`])
+//! is the IR's own.
 
+pub mod attrs;
 pub mod check_proto;
 pub(crate) mod lower;
 pub mod op;
+pub mod rules;
 pub(crate) mod text;
 pub mod text_proto;
 pub mod verify;
@@ -27,6 +30,7 @@ use indexmap::IndexMap;
 use smallvec::SmallVec;
 
 pub use op::{OpKind, Opcode};
+pub use rules::{InferCx, LowerCx, OpText, RaiseCx, Rules, TextCx};
 
 use crate::shape::Shape;
 
@@ -183,18 +187,6 @@ pub trait HloModuleSource {
     /// sizes); `None` (the default) leaves the check to the plugin.
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
         None
-    }
-}
-
-impl HloModuleSource for crate::proto::HloModuleProto {
-    fn verified_bytes(&self) -> crate::Result<Vec<u8>> {
-        use prost::Message;
-        check_proto::verify_module(self)?;
-        Ok(self.encode_to_vec())
-    }
-
-    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
-        proto_parameter_shapes(self)
     }
 }
 

@@ -7,84 +7,18 @@ use std::panic::Location;
 use super::array_of;
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Opcode};
+pub use crate::ir::attrs::{BitwiseOp, BitwiseUnary};
+use crate::ir::{InferCx, OpKind, RaiseCx};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
 
-/// The bitwise binary ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BitwiseOp {
-    /// Bitwise (or logical, on `pred`) and.
-    And,
-    /// Bitwise (or logical) or.
-    Or,
-    /// Bitwise (or logical) exclusive or.
-    Xor,
-    /// `x << y` (0 when `y` is at least the bit width or negative).
-    ShiftLeft,
-    /// `x >> y` filling with the sign bit.
-    ShiftRightArithmetic,
-    /// `x >> y` filling with zeros.
-    ShiftRightLogical,
-}
-
 impl BitwiseOp {
-    /// Every bitwise binary op.
-    pub const ALL: &'static [BitwiseOp] = &[
-        BitwiseOp::And,
-        BitwiseOp::Or,
-        BitwiseOp::Xor,
-        BitwiseOp::ShiftLeft,
-        BitwiseOp::ShiftRightArithmetic,
-        BitwiseOp::ShiftRightLogical,
-    ];
-
-    /// The op's entry in the opcode table.
-    pub fn opcode(self) -> Opcode {
-        match self {
-            BitwiseOp::And => Opcode::And,
-            BitwiseOp::Or => Opcode::Or,
-            BitwiseOp::Xor => Opcode::Xor,
-            BitwiseOp::ShiftLeft => Opcode::ShiftLeft,
-            BitwiseOp::ShiftRightArithmetic => Opcode::ShiftRightArithmetic,
-            BitwiseOp::ShiftRightLogical => Opcode::ShiftRightLogical,
-        }
-    }
-
     fn accepts(self, t: ElementType) -> bool {
         match self {
             BitwiseOp::And | BitwiseOp::Or | BitwiseOp::Xor => {
                 t == ElementType::Pred || t.is_integer()
             }
             _ => t.is_integer(),
-        }
-    }
-}
-
-/// The bitwise unary ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BitwiseUnary {
-    /// Bitwise (or logical, on `pred`) not.
-    Not,
-    /// The number of set bits.
-    Popcnt,
-    /// The number of leading zero bits.
-    CountLeadingZeros,
-}
-
-impl BitwiseUnary {
-    /// Every bitwise unary op.
-    pub const ALL: &'static [BitwiseUnary] = &[
-        BitwiseUnary::Not,
-        BitwiseUnary::Popcnt,
-        BitwiseUnary::CountLeadingZeros,
-    ];
-
-    /// The op's entry in the opcode table.
-    pub fn opcode(self) -> Opcode {
-        match self {
-            BitwiseUnary::Not => Opcode::Not,
-            BitwiseUnary::Popcnt => Opcode::Popcnt,
-            BitwiseUnary::CountLeadingZeros => Opcode::CountLeadingZeros,
         }
     }
 }
@@ -134,6 +68,40 @@ pub fn infer_bitwise_unary(op: BitwiseUnary, x: &Shape) -> Result<Shape, ShapeEr
         ));
     }
     Ok(x.clone())
+}
+
+pub(crate) fn shape_bitwise(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Bitwise(b) = kind else {
+        return Err(super::table::not_for("bitwise", kind));
+    };
+    infer_bitwise(*b, cx.operands[0], cx.operands[1])
+}
+
+pub(crate) fn raise_bitwise(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(BitwiseOp::from_opcode)
+        .map(OpKind::Bitwise)
+        .ok_or_else(|| format!("`{}` is not a bitwise binary op", p.opcode))
+}
+
+pub(crate) fn shape_bitwise_unary(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::BitwiseUnary(u) = kind else {
+        return Err(super::table::not_for("bitwise", kind));
+    };
+    infer_bitwise_unary(*u, cx.operands[0])
+}
+
+pub(crate) fn raise_bitwise_unary(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(BitwiseUnary::from_opcode)
+        .map(OpKind::BitwiseUnary)
+        .ok_or_else(|| format!("`{}` is not a bitwise unary op", p.opcode))
 }
 
 impl Op {

@@ -8,9 +8,11 @@ use std::panic::Location;
 
 use indexmap::IndexSet;
 
+use crate::autodiff::{Ct, Grads, Node};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{CompId, OpKind, Operands, Value};
+use crate::ir::{CompId, InferCx, LowerCx, OpKind, OpText, Operands, RaiseCx, TextCx, Value};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
 use crate::tree::Tree;
 
@@ -978,6 +980,79 @@ impl Builder {
     }
 }
 // ---------------------------------------------------------------------------------
+// The op table's slots (see `ops::table`).
+
+pub(crate) fn shape_while(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::While { cond, body } = kind else {
+        return Err(super::table::not_for("while", kind));
+    };
+    infer_while(
+        cx.operands[0],
+        cx.signature(*cond).as_ref(),
+        cx.signature(*body).as_ref(),
+    )
+}
+
+/// XLA keeps a while's body first, then its condition.
+pub(crate) fn lower_while(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::While { cond, body } = kind {
+        p.called_computation_ids = vec![(cx.comp_id)(*body), (cx.comp_id)(*cond)];
+    }
+}
+
+pub(crate) fn raise_while(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body, cond] = cx.calls(p)?;
+    Ok(OpKind::While { cond, body })
+}
+
+pub(crate) fn text_while(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::While { cond, body } = kind {
+        out.callee(cx, "condition", *cond);
+        out.callee(cx, "body", *body);
+    }
+}
+
+pub(crate) fn shape_conditional(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Conditional { branches } = kind else {
+        return Err(super::table::not_for("conditional", kind));
+    };
+    let sigs: Vec<_> = branches.iter().map(|b| cx.signature(*b)).collect();
+    infer_conditional(cx.operands, &sigs)
+}
+
+pub(crate) fn lower_conditional(
+    kind: &OpKind,
+    cx: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::Conditional { branches } = kind {
+        p.called_computation_ids = branches.iter().map(|b| (cx.comp_id)(*b)).collect();
+    }
+}
+
+pub(crate) fn raise_conditional(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Conditional {
+        branches: cx.calls_any(p)?.into(),
+    })
+}
+
+pub(crate) fn text_conditional(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Conditional { branches } = kind {
+        let names: Vec<String> = branches
+            .iter()
+            .map(|b| format!("%{}", (cx.comp_name)(*b)))
+            .collect();
+        out.attr("branch_computations", format!("{{{}}}", names.join(", ")));
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
 /// How each element of a loop body's carry is used: passed through unchanged
@@ -1037,13 +1112,22 @@ fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
     Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
 }
 
+/// Conditional (see `conditional_cts`): one tuple cotangent per branch operand.
+pub(crate) fn vjp_conditional(n: &Node) -> Grads {
+    let OpKind::Conditional { branches } = n.kind else {
+        return Err("not a conditional".into());
+    };
+    conditional_cts(branches, n, &n.array_cts())
+        .map(|g| g.into_iter().map(|c| c.map(Ct::Tuple)).collect())
+}
+
 /// A conditional, reversed: a conditional on the same selector whose branch `k`
 /// recomputes forward branch `k` on its operands and pulls the result's cotangent
 /// back through it; the other branches' operands get zeros. Returns, per operand
 /// of the forward conditional (the selector, then one tuple per branch), the
 /// cotangents of the tuple's elements.
 #[allow(clippy::type_complexity)]
-pub(crate) fn vjp_conditional(
+fn conditional_cts(
     branches: &[CompId],
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
@@ -1255,6 +1339,32 @@ pub(crate) enum Trips {
     AtMost(i64),
 }
 
+/// While: reversed when the builder knows its trip count (`fori_loop`, `scan`) or
+/// a bound (`while_loop_bounded`); see `while_cts`. One cotangent per element of
+/// the loop's tuple operand.
+pub(crate) fn vjp_while(n: &Node) -> Grads {
+    let OpKind::While { cond, body } = n.kind else {
+        return Err("not a while".into());
+    };
+    let (trips, checkpoint) = {
+        let g = n.b.g.borrow();
+        let trips = g
+            .trip_counts
+            .get(&n.at)
+            .map(|t| Trips::Exactly(*t))
+            .or_else(|| g.loop_bounds.get(&n.at).map(|t| Trips::AtMost(*t)));
+        (trips, g.checkpointed.contains(&n.at))
+    };
+    let Some(trips) = trips else {
+        return Err(
+            "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
+                .into(),
+        );
+    };
+    while_cts(*cond, *body, trips, checkpoint, n, &n.array_cts())
+        .map(|parts| vec![Some(Ct::Tuple(parts))])
+}
+
 /// A while loop of `trips` iterations (or at most that many), reversed: a forward
 /// loop of the same steps stores the carry of every step (all but the invariant
 /// and write-only elements) and, unless checkpointed, the body's values; it also
@@ -1264,7 +1374,7 @@ pub(crate) enum Trips {
 /// cotangent back through it. Values the body captured are carry elements passed
 /// through, so their cotangents add up over the steps.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn vjp_while(
+fn while_cts(
     cond: CompId,
     body: CompId,
     trips: Trips,

@@ -5,9 +5,11 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::panic::Location;
 
 use super::array_of;
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Opcode};
+pub use crate::ir::attrs::{BinaryOp, Comparison, UnaryOp};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
 
@@ -57,22 +59,7 @@ impl TypeClass {
 
 macro_rules! unary_ops {
     ($( $(#[$doc:meta])* $method:ident => $variant:ident, $class:ident; )*) => {
-        /// The element-wise unary ops: one entry per HLO opcode (see [`Opcode`] for
-        /// each one's name as XLA spells it).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum UnaryOp { $( $(#[$doc])* $variant, )* }
-
         impl UnaryOp {
-            /// Every unary op.
-            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$variant),*];
-            /// The op's entry in the opcode table.
-            pub fn opcode(self) -> Opcode {
-                match self { $(UnaryOp::$variant => Opcode::$variant,)* }
-            }
-            /// The HLO opcode as XLA spells it.
-            pub fn hlo_name(self) -> &'static str {
-                self.opcode().name()
-            }
             /// The element types it accepts.
             pub fn type_class(self) -> TypeClass {
                 match self { $(UnaryOp::$variant => TypeClass::$class,)* }
@@ -142,22 +129,7 @@ unary_ops! {
 
 macro_rules! binary_ops {
     ($( $(#[$doc:meta])* $method:ident => $variant:ident, $class:ident; )*) => {
-        /// The element-wise binary arithmetic ops: one entry per HLO opcode (see
-        /// [`Opcode`] for each one's name as XLA spells it).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum BinaryOp { $( $(#[$doc])* $variant, )* }
-
         impl BinaryOp {
-            /// Every binary op.
-            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$variant),*];
-            /// The op's entry in the opcode table.
-            pub fn opcode(self) -> Opcode {
-                match self { $(BinaryOp::$variant => Opcode::$variant,)* }
-            }
-            /// The HLO opcode as XLA spells it.
-            pub fn hlo_name(self) -> &'static str {
-                self.opcode().name()
-            }
             /// The element types it accepts.
             pub fn type_class(self) -> TypeClass {
                 match self { $(BinaryOp::$variant => TypeClass::$class,)* }
@@ -198,37 +170,6 @@ binary_ops! {
     atan2 => Atan2, RealFloat;
 }
 
-/// Comparison directions of XLA's `compare`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Comparison {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-}
-
-impl Comparison {
-    /// The direction as XLA spells it (`"EQ"`, `"LT"`, …).
-    pub fn hlo_name(self) -> &'static str {
-        match self {
-            Comparison::Eq => "EQ",
-            Comparison::Ne => "NE",
-            Comparison::Lt => "LT",
-            Comparison::Le => "LE",
-            Comparison::Gt => "GT",
-            Comparison::Ge => "GE",
-        }
-    }
-}
-
 /// The comparison type XLA needs for an element type (`"FLOAT"`, `"SIGNED"`,
 /// `"UNSIGNED"`); a wrong one silently gives wrong answers.
 pub fn comparison_type(t: ElementType) -> &'static str {
@@ -241,8 +182,13 @@ pub fn comparison_type(t: ElementType) -> &'static str {
     }
 }
 
-/// Reads a comparison's direction from a proto instruction.
-pub(crate) fn raise_compare(p: &proto::HloInstructionProto) -> Result<Comparison, String> {
+/// Reads a comparison from a proto instruction: its direction, and its comparison
+/// type, which must be empty (XLA picks it), `TOTALORDER` for floats, or the one
+/// its operands' element type needs.
+pub(crate) fn raise_compare(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
     let c = [
         Comparison::Eq,
         Comparison::Ne,
@@ -254,14 +200,96 @@ pub(crate) fn raise_compare(p: &proto::HloInstructionProto) -> Result<Comparison
     .into_iter()
     .find(|c| c.hlo_name() == p.comparison_direction)
     .ok_or_else(|| format!("unknown comparison direction `{}`", p.comparison_direction))?;
-    Ok(c)
+    // Without an element type the shape rule reports the operand.
+    if let Some(ty) = cx.operands.first().and_then(|s| s.element_type()) {
+        let t = p.comparison_type.as_str();
+        let want = comparison_type(ty);
+        let total = t == "TOTALORDER" && (ty.is_float() || ty.is_complex());
+        if !(t.is_empty() || t == want || total) {
+            return Err(format!(
+                "comparison type `{t}` does not fit {ty} operands (`{want}`)"
+            ));
+        }
+    }
+    Ok(OpKind::Compare(c))
 }
 
 /// Lowers a comparison: its direction, and the comparison type of the operands'
 /// element type.
-pub(crate) fn lower_compare(c: Comparison, lhs: &Shape, p: &mut proto::HloInstructionProto) {
+pub(crate) fn lower_compare(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Compare(c) = kind else { return };
+    let lhs = cx.operands.first().and_then(|s| s.element_type());
     p.comparison_direction = c.hlo_name().to_string();
-    p.comparison_type = comparison_type(lhs.element_type().unwrap_or(ElementType::F32)).to_string();
+    p.comparison_type = comparison_type(lhs.unwrap_or(ElementType::F32)).to_string();
+}
+
+pub(crate) fn text_compare(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Compare(c) = kind {
+        out.attr("direction", c.hlo_name());
+    }
+}
+
+pub(crate) fn shape_compare(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Compare(c) = kind else {
+        return Err(super::table::not_for("compare", kind));
+    };
+    infer_compare(*c, cx.operands[0], cx.operands[1])
+}
+
+pub(crate) fn shape_unary(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Unary(u) = kind else {
+        return Err(super::table::not_for("unary", kind));
+    };
+    infer_unary(*u, cx.operands[0])
+}
+
+pub(crate) fn raise_unary(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(UnaryOp::from_opcode)
+        .map(OpKind::Unary)
+        .ok_or_else(|| format!("`{}` is not a unary op", p.opcode))
+}
+
+pub(crate) fn shape_binary(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Binary(b) = kind else {
+        return Err(super::table::not_for("binary", kind));
+    };
+    infer_binary(*b, cx.operands[0], cx.operands[1])
+}
+
+pub(crate) fn raise_binary(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(BinaryOp::from_opcode)
+        .map(OpKind::Binary)
+        .ok_or_else(|| format!("`{}` is not a binary op", p.opcode))
+}
+
+pub(crate) fn shape_select(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_select(cx.operands[0], cx.operands[1], cx.operands[2])
+}
+
+pub(crate) fn raise_select(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Select)
+}
+
+pub(crate) fn shape_clamp(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_clamp(cx.operands[0], cx.operands[1], cx.operands[2])
+}
+
+pub(crate) fn raise_clamp(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Clamp)
 }
 
 // ---------------------------------------------------------------------------------
@@ -927,7 +955,14 @@ fn konst(x: &Op, v: f64, loc: &'static Location<'static>) -> Op {
 /// The cotangent of a unary op's operand (`None`: zero, for the piecewise-constant
 /// ops). `abs` at 0 passes the cotangent unchanged (JAX: `select(x >= 0, g, -g)`),
 /// `sqrt` at 0 gives infinity, as in JAX.
-pub(crate) fn vjp_unary(op: UnaryOp, n: &crate::autodiff::Node, ct: &Op) -> Option<Op> {
+pub(crate) fn vjp_unary(n: &Node) -> Grads {
+    let OpKind::Unary(op) = n.kind else {
+        return Err("not a unary op".into());
+    };
+    Ok(arrays(vec![unary_ct(*op, n, &n.ct())]))
+}
+
+fn unary_ct(op: UnaryOp, n: &Node, ct: &Op) -> Option<Op> {
     use BinaryOp::{Add, Divide, Multiply, Subtract};
     let (x, y, loc) = (&n.operands[0], n.out(), n.loc);
     let k = |v: f64| konst(x, v, loc);
@@ -969,7 +1004,8 @@ pub(crate) fn vjp_unary(op: UnaryOp, n: &crate::autodiff::Node, ct: &Op) -> Opti
 /// `clamp(lo, x, hi)`: the cotangent goes to `x` where it is strictly inside, to
 /// `lo` where `lo` is above `x` (and below `hi`), to `hi` where `hi` is below `x`
 /// (JAX's rule); a scalar bound gets the sum over the array.
-pub(crate) fn vjp_clamp(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+pub(crate) fn vjp_clamp(n: &Node) -> Grads {
+    let ct = &n.ct();
     let (lo, x, hi, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
     let b = x.builder();
     let zero = crate::autodiff::zeros_like(ct, loc);
@@ -992,16 +1028,20 @@ pub(crate) fn vjp_clamp(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
         x.compare_at(hi, Comparison::Lt, loc),
     ));
     let g_hi = pick(&hi.compare_at(x, Comparison::Lt, loc));
-    vec![Some(fit(g_lo, lo)), Some(g_x), Some(fit(g_hi, hi))]
+    Ok(arrays(vec![
+        Some(fit(g_lo, lo)),
+        Some(g_x),
+        Some(fit(g_hi, hi)),
+    ]))
 }
 
 /// The cotangents of a binary op's operands. `max`/`min` split the cotangent
 /// evenly at ties (JAX's balanced rule); `pow` follows JAX at `y = 0` and `x = 0`.
-pub(crate) fn vjp_binary(
-    op: BinaryOp,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> crate::autodiff::Cotangents {
+pub(crate) fn vjp_binary(n: &Node) -> Grads {
+    let OpKind::Binary(op) = n.kind else {
+        return Err("not a binary op".into());
+    };
+    let ct = &n.ct();
     use BinaryOp::{Add, Divide, Multiply, Subtract};
     let (x, y, z, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
     let k = |v: f64| konst(x, v, loc);
@@ -1009,7 +1049,7 @@ pub(crate) fn vjp_binary(
     let neg = |a: &Op| a.unary(UnaryOp::Negate, loc);
     let eq = |a: &Op, b: &Op| a.compare_at(b, Comparison::Eq, loc);
     let sel = |p: &Op, a: &Op, b: &Op| p.builder().select_at(p, a, b, loc);
-    Ok(match op {
+    Ok(arrays(match op {
         BinaryOp::Add => vec![Some(ct.clone()), Some(ct.clone())],
         BinaryOp::Subtract => vec![Some(ct.clone()), Some(neg(ct))],
         BinaryOp::Multiply => vec![Some(mul(ct, y)), Some(mul(ct, x))],
@@ -1051,18 +1091,19 @@ pub(crate) fn vjp_binary(
                 Some(mul(&neg(ct), x).binary(Divide, &r2, loc)),
             ]
         }
-    })
+    }))
 }
 
 /// `select(p, a, b)`: the cotangent goes to the side that was chosen.
-pub(crate) fn vjp_select(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+pub(crate) fn vjp_select(n: &Node) -> Grads {
+    let ct = &n.ct();
     let (p, loc) = (&n.operands[0], n.loc);
     let zero = crate::autodiff::zeros_like(ct, loc);
-    vec![
+    Ok(arrays(vec![
         None,
         Some(p.builder().select_at(p, ct, &zero, loc)),
         Some(p.builder().select_at(p, &zero, ct, loc)),
-    ]
+    ]))
 }
 
 #[cfg(test)]

@@ -5,74 +5,13 @@ use std::fmt::Write;
 use std::panic::Location;
 
 use super::{array_of, resolve_axis};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+pub use crate::ir::attrs::{GatherAttrs, GatherDims, ScatterAttrs, ScatterDims};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
-
-/// Dimension numbers of a `gather` (XLA's GatherDimensionNumbers).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct GatherDims {
-    /// Output axes that hold the slice's (uncollapsed) axes, increasing.
-    pub offset_dims: Vec<i64>,
-    /// Operand axes whose slice size is 1 and that are dropped from the output.
-    pub collapsed_slice_dims: Vec<i64>,
-    /// Operand axis each entry of an index vector starts.
-    pub start_index_map: Vec<i64>,
-    /// The axis of the indices that holds index vectors (its rank: a trailing 1).
-    pub index_vector_dim: i64,
-    /// Operand axes that are batch axes, increasing: like collapsed axes (slice size
-    /// 1, absent from the output), but the start along `operand_batching_dims[k]` is
-    /// the position along indices axis `start_indices_batching_dims[k]`, so each
-    /// batch element gathers from its own slice of the operand (`vmap` of a gather).
-    pub operand_batching_dims: Vec<i64>,
-    /// Indices axes (not `index_vector_dim`) paired with `operand_batching_dims`,
-    /// of equal sizes.
-    pub start_indices_batching_dims: Vec<i64>,
-}
-
-/// Dimension numbers of a `scatter` (XLA's ScatterDimensionNumbers).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ScatterDims {
-    /// Axes of the updates that hold the update windows, increasing.
-    pub update_window_dims: Vec<i64>,
-    /// Operand axes of size 1 in the window and absent from the updates.
-    pub inserted_window_dims: Vec<i64>,
-    /// Operand axis each entry of an index vector starts.
-    pub scatter_dims_to_operand_dims: Vec<i64>,
-    /// The axis of the indices that holds index vectors (its rank: a trailing 1).
-    pub index_vector_dim: i64,
-    /// Operand axes that are batch axes, increasing: like inserted window axes, but
-    /// the position along `input_batching_dims[k]` is the position along indices
-    /// axis `scatter_indices_batching_dims[k]`.
-    pub input_batching_dims: Vec<i64>,
-    /// Indices axes (not `index_vector_dim`) paired with `input_batching_dims`, of
-    /// equal sizes.
-    pub scatter_indices_batching_dims: Vec<i64>,
-}
-
-/// Gather's attributes: dimension numbers, slice sizes and the sortedness promise.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct GatherAttrs {
-    /// Dimension numbers.
-    pub dims: GatherDims,
-    /// The size of the slice taken from each operand axis.
-    pub slice_sizes: Vec<i64>,
-    /// The caller promises the indices are sorted.
-    pub indices_are_sorted: bool,
-}
-
-/// Scatter's attributes: dimension numbers, the combiner and the caller's promises.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ScatterAttrs {
-    /// Dimension numbers.
-    pub dims: ScatterDims,
-    /// The caller promises the indices are sorted.
-    pub indices_are_sorted: bool,
-    /// The caller promises no index repeats.
-    pub unique_indices: bool,
-}
 
 fn bad(op: &'static str, s: &[&Shape], k: ShapeErrorKind, r: String) -> ShapeError {
     ShapeError::new(op, s, k, r)
@@ -540,7 +479,7 @@ pub fn infer_scatter(
 // ---------------------------------------------------------------------------------
 // Lowering and text.
 
-pub(crate) fn lower_gather(a: &GatherAttrs, p: &mut proto::HloInstructionProto) {
+fn gather_proto(a: &GatherAttrs, p: &mut proto::HloInstructionProto) {
     p.gather_dimension_numbers = Some(proto::GatherDimensionNumbers {
         offset_dims: a.dims.offset_dims.clone(),
         collapsed_slice_dims: a.dims.collapsed_slice_dims.clone(),
@@ -553,7 +492,7 @@ pub(crate) fn lower_gather(a: &GatherAttrs, p: &mut proto::HloInstructionProto) 
     p.indices_are_sorted = a.indices_are_sorted;
 }
 
-pub(crate) fn raise_gather(p: &proto::HloInstructionProto) -> Result<GatherAttrs, String> {
+fn gather_attrs(p: &proto::HloInstructionProto) -> Result<GatherAttrs, String> {
     let g = p
         .gather_dimension_numbers
         .as_ref()
@@ -572,7 +511,7 @@ pub(crate) fn raise_gather(p: &proto::HloInstructionProto) -> Result<GatherAttrs
     })
 }
 
-pub(crate) fn lower_scatter(a: &ScatterAttrs, p: &mut proto::HloInstructionProto) {
+fn scatter_proto(a: &ScatterAttrs, p: &mut proto::HloInstructionProto) {
     p.scatter_dimension_numbers = Some(proto::ScatterDimensionNumbers {
         update_window_dims: a.dims.update_window_dims.clone(),
         inserted_window_dims: a.dims.inserted_window_dims.clone(),
@@ -585,7 +524,7 @@ pub(crate) fn lower_scatter(a: &ScatterAttrs, p: &mut proto::HloInstructionProto
     p.unique_indices = a.unique_indices;
 }
 
-pub(crate) fn raise_scatter(p: &proto::HloInstructionProto) -> Result<ScatterAttrs, String> {
+fn scatter_attrs(p: &proto::HloInstructionProto) -> Result<ScatterAttrs, String> {
     let s = p
         .scatter_dimension_numbers
         .as_ref()
@@ -609,7 +548,7 @@ fn list(v: &[i64]) -> String {
     format!("{{{}}}", parts.join(","))
 }
 
-pub(crate) fn text_gather(a: &GatherAttrs) -> String {
+fn gather_text(a: &GatherAttrs) -> String {
     let d = &a.dims;
     let mut out = String::new();
     let _ = write!(
@@ -635,7 +574,7 @@ pub(crate) fn text_gather(a: &GatherAttrs) -> String {
     out
 }
 
-pub(crate) fn text_scatter(a: &ScatterAttrs) -> String {
+fn scatter_text(a: &ScatterAttrs) -> String {
     let d = &a.dims;
     let mut out = format!(
         ", update_window_dims={}, inserted_window_dims={}, scatter_dims_to_operand_dims={}, index_vector_dim={}",
@@ -659,6 +598,64 @@ pub(crate) fn text_scatter(a: &ScatterAttrs) -> String {
         out.push_str(", unique_indices=true");
     }
     out
+}
+
+pub(crate) fn shape_gather(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Gather(a) = kind else {
+        return Err(super::table::not_for("gather", kind));
+    };
+    infer_gather(cx.operands[0], cx.operands[1], a)
+}
+
+pub(crate) fn lower_gather(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Gather(a) = kind {
+        gather_proto(a, p);
+    }
+}
+
+pub(crate) fn raise_gather(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Gather(Box::new(gather_attrs(p)?)))
+}
+
+pub(crate) fn text_gather(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Gather(a) = kind {
+        out.attrs.push_str(&gather_text(a));
+    }
+}
+
+pub(crate) fn shape_scatter(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Scatter { attrs, body } = kind else {
+        return Err(super::table::not_for("scatter", kind));
+    };
+    infer_scatter(cx.operands, attrs, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_scatter(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Scatter { attrs, body } = kind {
+        scatter_proto(attrs, p);
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_scatter(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Scatter {
+        attrs: Box::new(scatter_attrs(p)?),
+        body,
+    })
+}
+
+pub(crate) fn text_scatter(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Scatter { attrs, body } = kind {
+        out.attrs.push_str(&scatter_text(attrs));
+        out.callee(cx, "to_apply", *body);
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -926,9 +923,17 @@ fn start_limits(idx: &Op, axes: &[i64], sizes: &[i64], od: &[i64], ivd: i64, loc
 
 type Loc = &'static Location<'static>;
 
+/// Gather (see `gather_cts`).
+pub(crate) fn vjp_gather(n: &Node) -> Grads {
+    let OpKind::Gather(a) = n.kind else {
+        return Err("not a gather".into());
+    };
+    Ok(arrays(gather_cts(a, n, &n.ct())))
+}
+
 /// Gather: the cotangent scatter-added back where each slice came from. The
 /// starts are clamped first, as the gather clamped them.
-pub(crate) fn vjp_gather(a: &GatherAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+fn gather_cts(a: &GatherAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let (x, idx, loc) = (&n.operands[0], &n.operands[1], n.loc);
     let od = x.dims().unwrap_or_default();
     let d = &a.dims;
@@ -990,6 +995,14 @@ fn combiner(b: &crate::builder::Builder, body: crate::ir::CompId) -> Option<Comb
     (params.len() == 2 && root.instr == params[1] && root.result == 0).then_some(Combiner::Replace)
 }
 
+/// Scatter (see `scatter_cts`).
+pub(crate) fn vjp_scatter(n: &Node) -> Grads {
+    let OpKind::Scatter { attrs, body } = n.kind else {
+        return Err("not a scatter".into());
+    };
+    scatter_cts(attrs, *body, n, &n.ct()).map(arrays)
+}
+
 /// Scatter of one array, as JAX differentiates it (`jax.lax.scatter_*`):
 /// - add: the operand's cotangent passes through; each update's is the cotangent
 ///   gathered at its window;
@@ -1004,12 +1017,12 @@ fn combiner(b: &crate::builder::Builder, body: crate::ir::CompId) -> Option<Comb
 ///
 /// Updates whose window the scatter dropped (out of bounds) get zero; the indices
 /// get none.
-pub(crate) fn vjp_scatter(
+fn scatter_cts(
     a: &ScatterAttrs,
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::BinaryOp as B;
     let comb = match (n.operands.len(), combiner(n.b, body)) {
         (

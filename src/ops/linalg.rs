@@ -3,101 +3,16 @@
 use std::panic::Location;
 
 use super::array_of;
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
-use crate::ops::window::WindowDim;
+use crate::ir::attrs::WindowDim;
+pub use crate::ir::attrs::{
+    ConvAttrs, ConvDims, DotAttrs, DotDims, Precision, Transpose, TriangularSolveOptions,
+};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
-
-/// Dimension numbers of a `dot_general`: which axes are contracted (summed over) and
-/// which are batch axes (kept, matched one-to-one).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DotDims {
-    /// Contracted axes of the left operand.
-    pub lhs_contracting: Vec<i64>,
-    /// Contracted axes of the right operand (paired with `lhs_contracting`).
-    pub rhs_contracting: Vec<i64>,
-    /// Batch axes of the left operand.
-    pub lhs_batch: Vec<i64>,
-    /// Batch axes of the right operand (paired with `lhs_batch`).
-    pub rhs_batch: Vec<i64>,
-}
-
-impl DotDims {
-    /// Contract `lhs` axis `l` with `rhs` axis `r`, no batch axes.
-    pub fn contract(l: i64, r: i64) -> Self {
-        DotDims {
-            lhs_contracting: vec![l],
-            rhs_contracting: vec![r],
-            ..Default::default()
-        }
-    }
-
-    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
-        DotDims {
-            lhs_contracting: p.lhs_contracting_dimensions.clone(),
-            rhs_contracting: p.rhs_contracting_dimensions.clone(),
-            lhs_batch: p.lhs_batch_dimensions.clone(),
-            rhs_batch: p.rhs_batch_dimensions.clone(),
-        }
-    }
-
-    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
-        proto::DotDimensionNumbers {
-            lhs_contracting_dimensions: self.lhs_contracting.clone(),
-            rhs_contracting_dimensions: self.rhs_contracting.clone(),
-            lhs_batch_dimensions: self.lhs_batch.clone(),
-            rhs_batch_dimensions: self.rhs_batch.clone(),
-        }
-    }
-}
-
-/// The precision of one operand of a dot (XLA's `PrecisionConfig.Precision`): how
-/// exactly a backend with fast low-precision units must compute with it. On TPUs
-/// and recent GPUs, `Default` may multiply `f32` values in one pass of `bf16` (or
-/// `tf32`), `High` in three passes, `Highest` in full `f32`. The CPU plugin
-/// computes in the operands' own precision at every setting.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// The backend's fastest (XLA's `DEFAULT`).
-    #[default]
-    Default,
-    /// More exact than the default (XLA's `HIGH`).
-    High,
-    /// The operand's full precision (XLA's `HIGHEST`).
-    Highest,
-}
-
-impl Precision {
-    /// The name in HLO text (`default`, `high`, `highest`).
-    pub fn hlo_name(self) -> &'static str {
-        match self {
-            Precision::Default => "default",
-            Precision::High => "high",
-            Precision::Highest => "highest",
-        }
-    }
-
-    fn to_proto(self) -> proto::precision_config::Precision {
-        use proto::precision_config::Precision as P;
-        match self {
-            Precision::Default => P::Default,
-            Precision::High => P::High,
-            Precision::Highest => P::Highest,
-        }
-    }
-
-    fn from_proto(v: i32) -> Result<Self, String> {
-        use proto::precision_config::Precision as P;
-        match P::try_from(v) {
-            Ok(P::Default) => Ok(Precision::Default),
-            Ok(P::High) => Ok(Precision::High),
-            Ok(P::Highest) => Ok(Precision::Highest),
-            _ => Err(format!("operand precision {v} is not one this crate knows")),
-        }
-    }
-}
 
 /// What a dot computes beyond its dimension numbers, for
 /// [`Op::dot_general_with`] and [`Op::matmul_with`]: each operand's
@@ -150,18 +65,63 @@ impl DotOptions {
     }
 }
 
-/// A dot's attributes in the IR: dimension numbers and operand precisions. The
-/// preferred element type is the result shape's element type (as in XLA's HLO,
-/// which has no field for it).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DotAttrs {
-    /// Dimension numbers.
-    pub dims: DotDims,
-    /// Precision of the left and the right operand.
-    pub precision: [Precision; 2],
+impl DotDims {
+    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
+        DotDims {
+            lhs_contracting: p.lhs_contracting_dimensions.clone(),
+            rhs_contracting: p.rhs_contracting_dimensions.clone(),
+            lhs_batch: p.lhs_batch_dimensions.clone(),
+            rhs_batch: p.rhs_batch_dimensions.clone(),
+        }
+    }
+
+    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
+        proto::DotDimensionNumbers {
+            lhs_contracting_dimensions: self.lhs_contracting.clone(),
+            rhs_contracting_dimensions: self.rhs_contracting.clone(),
+            lhs_batch_dimensions: self.lhs_batch.clone(),
+            rhs_batch_dimensions: self.rhs_batch.clone(),
+        }
+    }
 }
 
-pub(crate) fn lower_dot(a: &DotAttrs, p: &mut proto::HloInstructionProto) {
+impl Precision {
+    fn to_proto(self) -> proto::precision_config::Precision {
+        use proto::precision_config::Precision as P;
+        match self {
+            Precision::Default => P::Default,
+            Precision::High => P::High,
+            Precision::Highest => P::Highest,
+        }
+    }
+
+    fn from_proto(v: i32) -> Result<Self, String> {
+        use proto::precision_config::Precision as P;
+        match P::try_from(v) {
+            Ok(P::Default) => Ok(Precision::Default),
+            Ok(P::High) => Ok(Precision::High),
+            Ok(P::Highest) => Ok(Precision::Highest),
+            _ => Err(format!("operand precision {v} is not one this crate knows")),
+        }
+    }
+}
+
+pub(crate) fn shape_dot(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Dot(a) = kind else {
+        return Err(super::table::not_for("dot", kind));
+    };
+    // The target's element type is the preferred element type (the builder passes
+    // a scalar of it, a finished module the declared shape).
+    infer_dot_general(
+        cx.operands[0],
+        cx.operands[1],
+        &a.dims,
+        cx.target.and_then(Shape::element_type),
+    )
+}
+
+pub(crate) fn lower_dot(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Dot(a) = kind else { return };
     p.dot_dimension_numbers = Some(a.dims.to_proto());
     if a.precision != [Precision::Default; 2] {
         p.precision_config = Some(proto::PrecisionConfig {
@@ -174,7 +134,7 @@ pub(crate) fn lower_dot(a: &DotAttrs, p: &mut proto::HloInstructionProto) {
 /// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
 /// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
 /// precision this crate does not know, or an explicit dot algorithm is refused.
-pub(crate) fn raise_dot(p: &proto::HloInstructionProto) -> Result<DotAttrs, String> {
+pub(crate) fn raise_dot(p: &proto::HloInstructionProto, _: &RaiseCx<'_>) -> Result<OpKind, String> {
     let dims = DotDims::from_proto(
         p.dot_dimension_numbers
             .as_ref()
@@ -199,7 +159,19 @@ pub(crate) fn raise_dot(p: &proto::HloInstructionProto) -> Result<DotAttrs, Stri
             ));
         }
     }
-    Ok(DotAttrs { dims, precision })
+    Ok(OpKind::Dot(Box::new(DotAttrs { dims, precision })))
+}
+
+pub(crate) fn text_dot(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Dot(a) = kind else { return };
+    let d = &a.dims;
+    if !d.lhs_batch.is_empty() {
+        out.list("lhs_batch_dims", &d.lhs_batch);
+        out.list("rhs_batch_dims", &d.rhs_batch);
+    }
+    out.list("lhs_contracting_dims", &d.lhs_contracting);
+    out.list("rhs_contracting_dims", &d.rhs_contracting);
+    out.attrs.push_str(&text_precision(&a.precision));
 }
 
 /// `, operand_precision={high,default}` unless both are the default (as XLA
@@ -506,48 +478,7 @@ impl Op {
 // ---------------------------------------------------------------------------------
 // Convolution.
 
-/// Which axes of a convolution's input, kernel and output are batch, feature and
-/// spatial (XLA's ConvolutionDimensionNumbers).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ConvDims {
-    /// Input batch axis.
-    pub input_batch: i64,
-    /// Input feature axis.
-    pub input_feature: i64,
-    /// Input spatial axes.
-    pub input_spatial: Vec<i64>,
-    /// Kernel input-feature axis.
-    pub kernel_input_feature: i64,
-    /// Kernel output-feature axis.
-    pub kernel_output_feature: i64,
-    /// Kernel spatial axes.
-    pub kernel_spatial: Vec<i64>,
-    /// Output batch axis.
-    pub output_batch: i64,
-    /// Output feature axis.
-    pub output_feature: i64,
-    /// Output spatial axes.
-    pub output_spatial: Vec<i64>,
-}
-
 impl ConvDims {
-    /// Channels-last layouts with `n` spatial axes: input and output `[batch,
-    /// spatial..., feature]`, kernel `[spatial..., in, out]` (TensorFlow's NHWC/HWIO).
-    pub fn channels_last(n: usize) -> Self {
-        let sp: Vec<i64> = (1..=n as i64).collect();
-        ConvDims {
-            input_batch: 0,
-            input_feature: n as i64 + 1,
-            input_spatial: sp.clone(),
-            kernel_input_feature: n as i64,
-            kernel_output_feature: n as i64 + 1,
-            kernel_spatial: (0..n as i64).collect(),
-            output_batch: 0,
-            output_feature: n as i64 + 1,
-            output_spatial: sp,
-        }
-    }
-
     pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
         proto::ConvolutionDimensionNumbers {
             input_batch_dimension: self.input_batch,
@@ -577,19 +508,51 @@ impl ConvDims {
     }
 }
 
-/// A convolution's attributes: the window (its sizes are the kernel's spatial
-/// sizes; base dilation is the input (lhs) dilation, window dilation the kernel (rhs)
-/// dilation), the dimension numbers and the group counts.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ConvAttrs {
-    /// One entry per spatial axis.
-    pub window: Vec<WindowDim>,
-    /// Dimension numbers.
-    pub dims: ConvDims,
-    /// Input features split into this many groups (1: an ordinary convolution).
-    pub feature_group_count: i64,
-    /// Batch split into this many groups (1: an ordinary convolution).
-    pub batch_group_count: i64,
+pub(crate) fn shape_convolution(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Convolution(a) = kind else {
+        return Err(super::table::not_for("convolution", kind));
+    };
+    infer_convolution(cx.operands[0], cx.operands[1], a)
+}
+
+pub(crate) fn lower_convolution(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::Convolution(a) = kind else { return };
+    p.window = Some(super::window::window_proto(&a.window));
+    p.convolution_dimension_numbers = Some(a.dims.to_proto());
+    p.feature_group_count = a.feature_group_count;
+    p.batch_group_count = a.batch_group_count;
+}
+
+pub(crate) fn raise_convolution(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Convolution(Box::new(ConvAttrs {
+        window: super::window::raise_window(p)?,
+        dims: ConvDims::from_proto(
+            p.convolution_dimension_numbers
+                .as_ref()
+                .ok_or("a convolution without dimension numbers")?,
+        ),
+        // Zero means 1 in protos written before the field existed.
+        feature_group_count: p.feature_group_count.max(1),
+        batch_group_count: p.batch_group_count.max(1),
+    })))
+}
+
+pub(crate) fn text_convolution(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Convolution(a) = kind else { return };
+    out.attrs.push_str(&super::window::text_window(&a.window));
+    if a.feature_group_count != 1 {
+        out.attr("feature_group_count", a.feature_group_count);
+    }
+    if a.batch_group_count != 1 {
+        out.attr("batch_group_count", a.batch_group_count);
+    }
 }
 
 /// Convolution rule (XLA's): input and kernel of one type and rank `spatial + 2`,
@@ -809,30 +772,6 @@ impl Op {
 // ---------------------------------------------------------------------------------
 // Factorizations.
 
-/// How `a` enters a triangular solve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transpose {
-    /// `a` as is.
-    No,
-    /// `a` transposed.
-    Transpose,
-    /// `a` conjugate-transposed.
-    Adjoint,
-}
-
-/// A triangular solve's options (XLA's TriangularSolveOptions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TriangularSolveOptions {
-    /// Solve `op(a) x = b` (true) or `x op(a) = b` (false).
-    pub left_side: bool,
-    /// Use `a`'s lower triangle (else the upper one).
-    pub lower: bool,
-    /// Take `a`'s diagonal as ones.
-    pub unit_diagonal: bool,
-    /// How `a` enters.
-    pub transpose_a: Transpose,
-}
-
 fn square_batch(
     op: &'static str,
     a: &Shape,
@@ -904,10 +843,56 @@ pub fn infer_triangular_solve(
     Ok(b.clone())
 }
 
+pub(crate) fn shape_cholesky(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_cholesky(cx.operands[0])
+}
+
+pub(crate) fn lower_cholesky(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Cholesky { lower } = kind {
+        p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower });
+    }
+}
+
+pub(crate) fn raise_cholesky(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Cholesky {
+        lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
+    })
+}
+
+pub(crate) fn text_cholesky(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Cholesky { lower } = kind {
+        out.attr("lower", lower);
+    }
+}
+
+pub(crate) fn shape_triangular_solve(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::TriangularSolve(o) = kind else {
+        return Err(super::table::not_for("triangular-solve", kind));
+    };
+    infer_triangular_solve(cx.operands[0], cx.operands[1], o)
+}
+
+pub(crate) fn text_triangular_solve(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::TriangularSolve(o) = kind else {
+        return;
+    };
+    out.attr("left_side", o.left_side);
+    out.attr("lower", o.lower);
+    out.attr("unit_diagonal", o.unit_diagonal);
+    out.attr("transpose_a", format!("{:?}", o.transpose_a));
+}
+
 pub(crate) fn lower_triangular_solve(
-    o: &TriangularSolveOptions,
+    kind: &OpKind,
+    _: &LowerCx<'_>,
     p: &mut proto::HloInstructionProto,
 ) {
+    let OpKind::TriangularSolve(o) = kind else {
+        return;
+    };
     use proto::triangular_solve_options::Transpose as T;
     p.triangular_solve_options = Some(proto::TriangularSolveOptions {
         left_side: o.left_side,
@@ -923,13 +908,14 @@ pub(crate) fn lower_triangular_solve(
 
 pub(crate) fn raise_triangular_solve(
     p: &proto::HloInstructionProto,
-) -> Result<TriangularSolveOptions, String> {
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
     use proto::triangular_solve_options::Transpose as T;
     let o = p
         .triangular_solve_options
         .as_ref()
         .ok_or("a triangular-solve without options")?;
-    Ok(TriangularSolveOptions {
+    Ok(OpKind::TriangularSolve(TriangularSolveOptions {
         left_side: o.left_side,
         lower: o.lower,
         unit_diagonal: o.unit_diagonal,
@@ -939,7 +925,7 @@ pub(crate) fn raise_triangular_solve(
             Ok(T::Adjoint) => Transpose::Adjoint,
             _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
         },
-    })
+    }))
 }
 
 impl Op {
@@ -977,10 +963,18 @@ impl Op {
 // ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
+/// DotGeneral (see `dot_cts`).
+pub(crate) fn vjp_dot(n: &Node) -> Grads {
+    let OpKind::Dot(a) = n.kind else {
+        return Err("not a dot".into());
+    };
+    Ok(arrays(dot_cts(a, n, &n.ct())))
+}
+
 /// DotGeneral: each operand's cotangent is a dot of the output cotangent with the
 /// other operand over the other operand's free axes, batched over the batch axes,
 /// then transposed into the operand's axis order (JAX's transpose rule).
-pub(crate) fn vjp_dot(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let d = &a.dims;
     // The forward's precision; each result in its operand's type (operands of
     // mixed types take it through the preferred type).
@@ -1100,6 +1094,14 @@ fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op 
     x.transpose_at(&perm, loc).reshape_at(&to, loc)
 }
 
+/// Convolution (see `convolution_cts`).
+pub(crate) fn vjp_convolution(n: &Node) -> Grads {
+    let OpKind::Convolution(a) = n.kind else {
+        return Err("not a convolution".into());
+    };
+    convolution_cts(a, n, &n.ct()).map(arrays)
+}
+
 /// Convolution: the cotangents of the input and the kernel (JAX's
 /// `_conv_general_dilated_transpose_lhs` and `_rhs`), for any dimension numbers,
 /// strides, padding (negative too), dilations and group counts.
@@ -1115,11 +1117,11 @@ fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op 
 ///   groups and batch groups feature groups.
 ///
 /// An output with no elements gives zeros.
-pub(crate) fn vjp_conv(
+fn convolution_cts(
     a: &ConvAttrs,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::autodiff::{wants, zeros_like};
     use crate::ops::window::dilated;
     let (x, k, loc) = (&n.operands[0], &n.operands[1], n.loc);
@@ -1303,6 +1305,14 @@ fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) 
     )
 }
 
+/// Cholesky (see `cholesky_cts`).
+pub(crate) fn vjp_cholesky(n: &Node) -> Grads {
+    let OpKind::Cholesky { lower } = n.kind else {
+        return Err("not a cholesky".into());
+    };
+    cholesky_cts(*lower, n, &n.ct()).map(arrays)
+}
+
 /// Cholesky: with `L` the factor as a lower-triangular matrix (the transpose of
 /// the upper factor when `!lower`; the unspecified triangle of the result is
 /// masked out, and so is that of its cotangent `L̄`), `S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹` is the
@@ -1310,11 +1320,11 @@ fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) 
 /// diagonal halved; JAX's rule). That matrix is built from the one triangle the op
 /// reads, so the cotangent of the input is `S + Sᵀ` in that triangle off the
 /// diagonal, `S` on it, and zero in the other triangle.
-pub(crate) fn vjp_cholesky(
+fn cholesky_cts(
     lower: bool,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::BinaryOp;
     let (l, loc) = (n.out(), n.loc);
     let Ok(r) = l.rank() else {
@@ -1358,16 +1368,24 @@ pub(crate) fn vjp_cholesky(
     Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
 }
 
+/// TriangularSolve (see `triangular_solve_cts`).
+pub(crate) fn vjp_triangular_solve(n: &Node) -> Grads {
+    let OpKind::TriangularSolve(o) = n.kind else {
+        return Err("not a triangular-solve".into());
+    };
+    triangular_solve_cts(o, n, &n.ct()).map(arrays)
+}
+
 /// TriangularSolve (`op(A) X = B` or `X op(A) = B`, `op` the identity or the
 /// transpose; real types, so `Adjoint` is `Transpose`): the cotangent of `B` is
 /// the solve of the transposed system with `X̄`; that of `A` is `−B̄ Xᵀ` (left
 /// side) or `−Xᵀ B̄` (right side), transposed when `op` is, kept in the triangle
 /// the op reads (without the diagonal when it is taken as ones).
-pub(crate) fn vjp_triangular_solve(
+fn triangular_solve_cts(
     o: &TriangularSolveOptions,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::autodiff::wants;
     let (a, b, x, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
     let Ok(r) = a.rank() else {
@@ -1493,20 +1511,38 @@ mod tests {
             dims: DotDims::contract(1, 0),
             precision: [Precision::Highest, Precision::Default],
         };
+        let scalar = Shape::of::<f32>(&[]);
+        let lcx = LowerCx {
+            shape: &scalar,
+            operands: &[],
+            comp_id: &|_| 0,
+        };
+        let rcx = RaiseCx {
+            shape: &scalar,
+            operands: &[],
+            comp: &|_| None,
+        };
+        let lower = |a: &DotAttrs, p: &mut proto::HloInstructionProto| {
+            lower_dot(&OpKind::Dot(Box::new(a.clone())), &lcx, p)
+        };
+        let raise = |p: &proto::HloInstructionProto| match raise_dot(p, &rcx)? {
+            OpKind::Dot(a) => Ok(*a),
+            k => Err(format!("{k:?}")),
+        };
         let mut p = proto::HloInstructionProto::default();
-        lower_dot(&a, &mut p);
+        lower(&a, &mut p);
         assert_eq!(
             p.precision_config.as_ref().unwrap().operand_precision,
             vec![2, 0]
         );
-        assert_eq!(raise_dot(&p), Ok(a.clone()));
+        assert_eq!(raise(&p), Ok(a.clone()));
         assert_eq!(
             text_precision(&a.precision),
             ", operand_precision={highest,default}"
         );
         // Default precision writes nothing (as XLA's printer and JAX's lowering).
         let mut q = proto::HloInstructionProto::default();
-        lower_dot(
+        lower(
             &DotAttrs {
                 dims: a.dims.clone(),
                 precision: Default::default(),
@@ -1522,14 +1558,14 @@ mod tests {
             .unwrap()
             .operand_precision
             .clear();
-        assert_eq!(raise_dot(&p).unwrap().precision, [Precision::Default; 2]);
+        assert_eq!(raise(&p).unwrap().precision, [Precision::Default; 2]);
         p.precision_config.as_mut().unwrap().operand_precision = vec![0, 0, 0];
-        assert!(raise_dot(&p).unwrap_err().contains("3 operand precisions"));
+        assert!(raise(&p).unwrap_err().contains("3 operand precisions"));
         p.precision_config.as_mut().unwrap().operand_precision = vec![0, 3];
-        assert!(raise_dot(&p).unwrap_err().contains("precision 3"));
+        assert!(raise(&p).unwrap_err().contains("precision 3"));
         p.precision_config.as_mut().unwrap().operand_precision = vec![];
         p.precision_config.as_mut().unwrap().algorithm = 11;
-        assert!(raise_dot(&p).unwrap_err().contains("algorithm 11"));
+        assert!(raise(&p).unwrap_err().contains("algorithm 11"));
     }
 
     #[test]

@@ -5,26 +5,13 @@
 use std::panic::Location;
 
 use super::array_of;
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+pub use crate::ir::attrs::CustomCallAttrs;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::Shape;
-
-/// A custom call's attributes: the kernel's name, its opaque configuration and the
-/// calling convention.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CustomCallAttrs {
-    /// The kernel's registered name.
-    pub target: String,
-    /// Bytes passed to the kernel unchanged (XLA's `backend_config`, the "opaque").
-    pub opaque: Vec<u8>,
-    /// XLA's `CustomCallApiVersion` number (1: original, 2/3: status returning, 4:
-    /// typed FFI).
-    pub api_version: i32,
-    /// The call has side effects (it is never removed or duplicated).
-    pub has_side_effect: bool,
-}
 
 /// Map rule: one or more arrays of equal dimensions; the function (when given) takes
 /// one scalar of each operand's type and returns a scalar, whose type the result
@@ -126,20 +113,92 @@ pub fn infer_custom_call(
     Ok(result.clone())
 }
 
-pub(crate) fn lower_custom_call(a: &CustomCallAttrs, p: &mut proto::HloInstructionProto) {
+pub(crate) fn shape_map(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Map { dims, body } = kind else {
+        return Err(super::table::not_for("map", kind));
+    };
+    infer_map(cx.operands, dims, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_map(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Map { dims, body } = kind {
+        p.dimensions = dims.to_vec();
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_map(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Map {
+        dims: p.dimensions.as_slice().into(),
+        body,
+    })
+}
+
+pub(crate) fn text_map(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Map { dims, body } = kind {
+        out.list("dimensions", dims);
+        out.callee(cx, "to_apply", *body);
+    }
+}
+
+pub(crate) fn shape_optimization_barrier(
+    _: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    Ok(cx.operands[0].clone())
+}
+
+pub(crate) fn raise_optimization_barrier(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::OptimizationBarrier)
+}
+
+/// Optimization barrier: its values are its operand's, and so is the cotangent.
+pub(crate) fn vjp_optimization_barrier(n: &Node) -> Grads {
+    Ok(vec![n.cts.first().cloned().flatten()])
+}
+
+pub(crate) fn shape_custom_call(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::CustomCall(a) = kind else {
+        return Err(super::table::not_for("custom-call", kind));
+    };
+    infer_custom_call(a, cx.operands, cx.target("custom-call")?)
+}
+
+pub(crate) fn text_custom_call(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::CustomCall(a) = kind {
+        out.attr("custom_call_target", format!("\"{}\"", a.target));
+    }
+}
+
+pub(crate) fn lower_custom_call(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::CustomCall(a) = kind else { return };
     p.custom_call_target = a.target.clone();
     p.backend_config = a.opaque.clone();
     p.custom_call_api_version = a.api_version;
     p.custom_call_has_side_effect = a.has_side_effect;
 }
 
-pub(crate) fn raise_custom_call(p: &proto::HloInstructionProto) -> CustomCallAttrs {
-    CustomCallAttrs {
+pub(crate) fn raise_custom_call(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::CustomCall(Box::new(CustomCallAttrs {
         target: p.custom_call_target.clone(),
         opaque: p.backend_config.clone(),
         api_version: p.custom_call_api_version,
         has_side_effect: p.custom_call_has_side_effect,
-    }
+    })))
 }
 
 impl Builder {
@@ -243,13 +302,17 @@ impl Builder {
 // ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
+/// Map (see `map_cts`).
+pub(crate) fn vjp_map(n: &Node) -> Grads {
+    let OpKind::Map { body, .. } = n.kind else {
+        return Err("not a map".into());
+    };
+    Ok(arrays(map_cts(*body, n, &n.ct())))
+}
+
 /// Map: per operand, a map of the scalar function's derivative times the
 /// cotangent (the function recomputed and differentiated inside each map body).
-pub(crate) fn vjp_map(
-    body: crate::ir::CompId,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> Vec<Option<Op>> {
+fn map_cts(body: crate::ir::CompId, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     use crate::autodiff::{inline, vjp_at, wants};
     let (k, loc) = (n.operands.len(), n.loc);
     (0..k)

@@ -38,8 +38,11 @@ pub mod shape_ops;
 pub mod slicing;
 pub mod sorting;
 pub mod structural;
+pub mod table;
 pub mod threefry;
 pub mod window;
+
+pub use table::Table;
 
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::shape::Shape;

@@ -7,20 +7,10 @@ use std::panic::Location;
 use super::array_of;
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
+pub use crate::ir::attrs::RngAlgorithm;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx, Value};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
-
-/// The bit generator's algorithm (XLA's `RandomAlgorithm`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RngAlgorithm {
-    /// The backend's default (three-fry on the CPU plugins).
-    Default,
-    /// Threefry-2x32 (Salmon et al. 2011), state `u64[2]`.
-    ThreeFry,
-    /// Philox-4x32, state `u64[2]` or `u64[3]`.
-    Philox,
-}
 
 impl RngAlgorithm {
     pub(crate) fn to_proto(self) -> i32 {
@@ -37,15 +27,6 @@ impl RngAlgorithm {
             Ok(proto::RandomAlgorithm::RngThreeFry) => Ok(RngAlgorithm::ThreeFry),
             Ok(proto::RandomAlgorithm::RngPhilox) => Ok(RngAlgorithm::Philox),
             Err(_) => Err(format!("unknown random algorithm {v}")),
-        }
-    }
-
-    /// The XLA text name (`rng_default`, `rng_three_fry`, `rng_philox`).
-    pub fn hlo_name(self) -> &'static str {
-        match self {
-            RngAlgorithm::Default => "rng_default",
-            RngAlgorithm::ThreeFry => "rng_three_fry",
-            RngAlgorithm::Philox => "rng_philox",
         }
     }
 }
@@ -135,6 +116,69 @@ pub fn infer_rng_bit_generator(
         ));
     }
     Ok(Shape::Tuple(vec![state.clone(), output.clone()]))
+}
+
+pub(crate) fn shape_bitcast_convert(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let to = cx
+        .target("bitcast-convert")?
+        .element_type()
+        .ok_or_else(|| {
+            ShapeError::new(
+                "bitcast-convert",
+                cx.operands,
+                ShapeErrorKind::ElementType,
+                "converts to an array type",
+            )
+        })?;
+    infer_bitcast_convert(cx.operands[0], to)
+}
+
+pub(crate) fn raise_bitcast_convert(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::BitcastConvert)
+}
+
+pub(crate) fn shape_rng_bit_generator(
+    kind: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    let OpKind::RngBitGenerator { algorithm } = kind else {
+        return Err(super::table::not_for("rng-bit-generator", kind));
+    };
+    // The target is the bits' shape (from the builder) or the whole tuple (from a
+    // finished module).
+    let bits = match cx.target("rng-bit-generator")? {
+        Shape::Tuple(e) if e.len() == 2 => &e[1],
+        s => s,
+    };
+    infer_rng_bit_generator(cx.operands[0], *algorithm, bits)
+}
+
+pub(crate) fn lower_rng_bit_generator(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::RngBitGenerator { algorithm } = kind {
+        p.rng_algorithm = algorithm.to_proto();
+    }
+}
+
+pub(crate) fn raise_rng_bit_generator(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::RngBitGenerator {
+        algorithm: RngAlgorithm::from_proto(p.rng_algorithm)?,
+    })
+}
+
+pub(crate) fn text_rng_bit_generator(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::RngBitGenerator { algorithm } = kind {
+        out.attr("algorithm", algorithm.hlo_name());
+    }
 }
 
 impl Op {

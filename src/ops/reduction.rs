@@ -5,9 +5,11 @@ use std::panic::Location;
 
 use super::elementwise::{BinaryOp, Scalar};
 use super::{array_of, check_axes, check_one_float_type, resolve_axes};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
 
 /// Variadic `reduce` rule. Operands: `n` input arrays of equal dimensions, then `n`
@@ -426,6 +428,41 @@ fn highest(ty: ElementType) -> Scalar {
 }
 
 // ---------------------------------------------------------------------------------
+// The op table's slots (see `ops::table`).
+
+pub(crate) fn shape_reduce(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Reduce { axes, body } = kind else {
+        return Err(super::table::not_for("reduce", kind));
+    };
+    infer_reduce(cx.operands, axes, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_reduce(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Reduce { axes, body } = kind {
+        p.dimensions = axes.to_vec();
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_reduce(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Reduce {
+        axes: p.dimensions.as_slice().into(),
+        body,
+    })
+}
+
+pub(crate) fn text_reduce(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Reduce { axes, body } = kind {
+        out.list("dimensions", axes);
+        out.callee(cx, "to_apply", *body);
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
 
 /// A product's gradient without dividing (right at zeros): each element gets the
@@ -568,7 +605,7 @@ fn vjp_selection_reduce(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
     reads_element: &[bool],
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
     let mut out = vec![None; 2 * m];
@@ -657,18 +694,26 @@ pub(crate) fn selection_shares(
         .collect()
 }
 
+/// Reduce (see `reduce_cts`).
+pub(crate) fn vjp_reduce(n: &Node) -> Grads {
+    let OpKind::Reduce { axes, body } = n.kind else {
+        return Err("not a reduce".into());
+    };
+    reduce_cts(axes, *body, n, &n.array_cts()).map(arrays)
+}
+
 /// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
 /// shares it among the elements equal to the result (JAX's rule for
 /// `reduce_max`); a product multiplies it by the other factors; a body that
 /// selects (an argmax: see [`vjp_selection_reduce`]) sends each float result's
 /// cotangent to the position it was taken from. The initial value gets none. Other
 /// bodies have no rule yet.
-pub(crate) fn vjp_reduce(
+fn reduce_cts(
     axes: &[i64],
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     let m = n.operands.len() / 2;
     let combiner = if m == 1 {
         simple_combiner(n.b, body)

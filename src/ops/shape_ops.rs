@@ -3,9 +3,11 @@
 use std::panic::Location;
 
 use super::{array_of, check_axes, resolve_axes};
+use crate::autodiff::{Ct, Grads, Node, arrays};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
 
 // ---------------------------------------------------------------------------------
@@ -375,11 +377,165 @@ impl Op {
 }
 
 // ---------------------------------------------------------------------------------
+// The op table's slots (see `ops::table`).
+
+pub(crate) fn shape_broadcast(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Broadcast { dims } = kind else {
+        return Err(super::table::not_for("broadcast", kind));
+    };
+    infer_broadcast_in_dim(cx.operands[0], cx.target("broadcast")?.dims(), dims)
+}
+
+pub(crate) fn lower_broadcast(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Broadcast { dims } = kind {
+        p.dimensions = dims.to_vec();
+    }
+}
+
+pub(crate) fn raise_broadcast(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Broadcast {
+        dims: p.dimensions.as_slice().into(),
+    })
+}
+
+pub(crate) fn text_broadcast(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Broadcast { dims } = kind {
+        out.list("dimensions", dims);
+    }
+}
+
+pub(crate) fn shape_reshape(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_reshape(cx.operands[0], cx.target("reshape")?.dims())
+}
+
+pub(crate) fn raise_reshape(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Reshape)
+}
+
+pub(crate) fn shape_transpose(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Transpose { perm } = kind else {
+        return Err(super::table::not_for("transpose", kind));
+    };
+    infer_transpose(cx.operands[0], perm)
+}
+
+pub(crate) fn lower_transpose(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Transpose { perm } = kind {
+        p.dimensions = perm.to_vec();
+    }
+}
+
+pub(crate) fn raise_transpose(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Transpose {
+        perm: p.dimensions.as_slice().into(),
+    })
+}
+
+pub(crate) fn text_transpose(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Transpose { perm } = kind {
+        out.list("dimensions", perm);
+    }
+}
+
+pub(crate) fn shape_convert(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let to = cx.target("convert")?.element_type().ok_or_else(|| {
+        ShapeError::new(
+            "convert",
+            cx.operands,
+            ShapeErrorKind::ElementType,
+            "converts to an array type",
+        )
+    })?;
+    infer_convert(cx.operands[0], to)
+}
+
+pub(crate) fn raise_convert(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Convert)
+}
+
+pub(crate) fn shape_get_tuple_element(
+    kind: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    let OpKind::GetTupleElement { index } = kind else {
+        return Err(super::table::not_for("get-tuple-element", kind));
+    };
+    infer_get_tuple_element(cx.operands[0], *index as usize)
+}
+
+pub(crate) fn lower_get_tuple_element(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::GetTupleElement { index } = kind {
+        p.tuple_index = *index as i64;
+    }
+}
+
+pub(crate) fn raise_get_tuple_element(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let index = u32::try_from(p.tuple_index)
+        .map_err(|_| format!("tuple index {} out of range", p.tuple_index))?;
+    Ok(OpKind::GetTupleElement { index })
+}
+
+pub(crate) fn text_get_tuple_element(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::GetTupleElement { index } = kind {
+        out.attr("index", index);
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
+
+/// Get-tuple-element: the cotangent becomes that element's of the tuple's.
+pub(crate) fn vjp_get_tuple_element(n: &Node) -> Grads {
+    let OpKind::GetTupleElement { index } = n.kind else {
+        return Err("not a get-tuple-element".into());
+    };
+    let c = match n.cts.first() {
+        Some(Some(Ct::Array(c))) => c.clone(),
+        Some(Some(Ct::Tuple(_))) => {
+            return Err("a get-tuple-element of a nested tuple has no gradient rule".into());
+        }
+        _ => return Ok(vec![None]),
+    };
+    let arity = match n.operands[0].shape() {
+        Ok(Shape::Tuple(e)) => e.len(),
+        _ => 0,
+    };
+    let mut parts = vec![None; arity];
+    if let Some(slot) = parts.get_mut(*index as usize) {
+        *slot = Some(c);
+    }
+    Ok(vec![Some(Ct::Tuple(parts))])
+}
 
 /// BroadcastInDim: the cotangent summed over the added axes and over the axes the
 /// operand had as 1, then arranged in the operand's axis order.
-pub(crate) fn vjp_broadcast(dims: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+pub(crate) fn vjp_broadcast(n: &Node) -> Grads {
+    let OpKind::Broadcast { dims } = n.kind else {
+        return Err("not a broadcast".into());
+    };
+    Ok(arrays(vec![Some(broadcast_ct(dims, n, &n.ct()))]))
+}
+
+fn broadcast_ct(dims: &[i64], n: &Node, ct: &Op) -> Op {
     let (x, loc) = (&n.operands[0], n.loc);
     let (xd, od) = match (x.shape(), n.out().shape()) {
         (Ok(a), Ok(b)) => (a.dims().to_vec(), b.dims().to_vec()),
@@ -422,27 +578,35 @@ pub(crate) fn vjp_broadcast(dims: &[i64], n: &crate::autodiff::Node, ct: &Op) ->
 }
 
 /// Reshape: the cotangent reshaped back.
-pub(crate) fn vjp_reshape(n: &crate::autodiff::Node, ct: &Op) -> Op {
-    match n.operands[0].dims() {
-        Ok(d) => ct.reshape_at(&d, n.loc),
+pub(crate) fn vjp_reshape(n: &Node) -> Grads {
+    let g = match n.operands[0].dims() {
+        Ok(d) => n.ct().reshape_at(&d, n.loc),
         Err(_) => n.operands[0].clone(),
-    }
+    };
+    Ok(arrays(vec![Some(g)]))
 }
 
 /// Transpose: the inverse permutation.
-pub(crate) fn vjp_transpose(perm: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+pub(crate) fn vjp_transpose(n: &Node) -> Grads {
+    let OpKind::Transpose { perm } = n.kind else {
+        return Err("not a transpose".into());
+    };
     let mut inv = vec![0i64; perm.len()];
     for (i, p) in perm.iter().enumerate() {
         inv[*p as usize] = i as i64;
     }
-    ct.transpose_at(&inv, n.loc)
+    Ok(arrays(vec![Some(n.ct().transpose_at(&inv, n.loc))]))
 }
 
 /// Convert: back to the operand's type when it is a float (no gradient reaches an
 /// integer operand).
-pub(crate) fn vjp_convert(n: &crate::autodiff::Node, ct: &Op) -> Option<Op> {
-    let t = n.operands[0].element_type().ok()?;
-    crate::autodiff::differentiable(t).then(|| ct.convert_at(t, n.loc))
+pub(crate) fn vjp_convert(n: &Node) -> Grads {
+    let g = n.operands[0]
+        .element_type()
+        .ok()
+        .filter(|t| crate::autodiff::differentiable(*t))
+        .map(|t| n.ct().convert_at(t, n.loc));
+    Ok(arrays(vec![g]))
 }
 
 #[cfg(test)]

@@ -5,34 +5,13 @@ use std::fmt::Write;
 use std::panic::Location;
 
 use super::{array_of, check_axes, check_axis, resolve_axes, resolve_axis};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+pub use crate::ir::attrs::{PadDim, SliceAttrs};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
-
-/// A static slice: for each axis, the first index, one past the last, and the step.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SliceAttrs {
-    /// First index of each axis.
-    pub start: Vec<i64>,
-    /// One past the last index of each axis.
-    pub limit: Vec<i64>,
-    /// Step of each axis (at least 1).
-    pub strides: Vec<i64>,
-}
-
-/// Padding of one axis: `lo` elements before, `hi` after (negative values cut), and
-/// `interior` elements between each pair of neighbours.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PadDim {
-    /// Elements added before the first (removed if negative).
-    pub lo: i64,
-    /// Elements added after the last (removed if negative).
-    pub hi: i64,
-    /// Elements added between neighbours (not negative).
-    pub interior: i64,
-}
 
 fn err(op: &'static str, operands: &[&Shape], k: ShapeErrorKind, r: String) -> ShapeError {
     ShapeError::new(op, operands, k, r)
@@ -312,7 +291,43 @@ pub fn infer_reverse(operand: &Shape, axes: &[i64]) -> Result<Shape, ShapeError>
 // ---------------------------------------------------------------------------------
 // Lowering and text.
 
-pub(crate) fn lower_slice(s: &SliceAttrs, p: &mut proto::HloInstructionProto) {
+pub(crate) fn shape_iota(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Iota { dimension } = kind else {
+        return Err(super::table::not_for("iota", kind));
+    };
+    infer_iota(cx.target("iota")?, *dimension)
+}
+
+pub(crate) fn lower_iota(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Iota { dimension } = kind {
+        p.dimensions = vec![*dimension];
+    }
+}
+
+pub(crate) fn raise_iota(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Iota {
+        dimension: cx.one_dimension(p)?,
+    })
+}
+
+pub(crate) fn text_iota(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Iota { dimension } = kind {
+        out.attr("iota_dimension", dimension);
+    }
+}
+
+pub(crate) fn shape_slice(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Slice(a) = kind else {
+        return Err(super::table::not_for("slice", kind));
+    };
+    infer_slice(cx.operands[0], a)
+}
+
+pub(crate) fn lower_slice(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Slice(s) = kind else { return };
     p.slice_dimensions = (0..s.start.len())
         .map(|i| proto::hlo_instruction_proto::SliceDimensions {
             start: s.start[i],
@@ -322,22 +337,112 @@ pub(crate) fn lower_slice(s: &SliceAttrs, p: &mut proto::HloInstructionProto) {
         .collect();
 }
 
-pub(crate) fn raise_slice(p: &proto::HloInstructionProto) -> SliceAttrs {
-    SliceAttrs {
+pub(crate) fn raise_slice(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Slice(Box::new(SliceAttrs {
         start: p.slice_dimensions.iter().map(|d| d.start).collect(),
         limit: p.slice_dimensions.iter().map(|d| d.limit).collect(),
         strides: p.slice_dimensions.iter().map(|d| d.stride).collect(),
-    }
+    })))
 }
 
-pub(crate) fn text_slice(s: &SliceAttrs) -> String {
+pub(crate) fn text_slice(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Slice(s) = kind else { return };
     let parts: Vec<String> = (0..s.start.len())
         .map(|i| format!("[{}:{}:{}]", s.start[i], s.limit[i], s.strides[i]))
         .collect();
-    format!(", slice={{{}}}", parts.join(", "))
+    out.attr("slice", format!("{{{}}}", parts.join(", ")));
 }
 
-pub(crate) fn lower_pad(c: &[PadDim], p: &mut proto::HloInstructionProto) {
+pub(crate) fn shape_dynamic_slice(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::DynamicSlice { sizes } = kind else {
+        return Err(super::table::not_for("dynamic-slice", kind));
+    };
+    infer_dynamic_slice(cx.operands, sizes)
+}
+
+pub(crate) fn lower_dynamic_slice(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::DynamicSlice { sizes } = kind {
+        p.dynamic_slice_sizes = sizes.to_vec();
+    }
+}
+
+pub(crate) fn raise_dynamic_slice(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::DynamicSlice {
+        sizes: p.dynamic_slice_sizes.as_slice().into(),
+    })
+}
+
+pub(crate) fn text_dynamic_slice(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::DynamicSlice { sizes } = kind {
+        out.list("dynamic_slice_sizes", sizes);
+    }
+}
+
+pub(crate) fn shape_dynamic_update_slice(
+    _: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    infer_dynamic_update_slice(cx.operands)
+}
+
+pub(crate) fn raise_dynamic_update_slice(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::DynamicUpdateSlice)
+}
+
+pub(crate) fn shape_concatenate(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Concatenate { dimension } = kind else {
+        return Err(super::table::not_for("concatenate", kind));
+    };
+    infer_concatenate(cx.operands, *dimension)
+}
+
+pub(crate) fn lower_concatenate(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::Concatenate { dimension } = kind {
+        p.dimensions = vec![*dimension];
+    }
+}
+
+pub(crate) fn raise_concatenate(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Concatenate {
+        dimension: cx.one_dimension(p)?,
+    })
+}
+
+pub(crate) fn text_concatenate(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Concatenate { dimension } = kind {
+        out.list("dimensions", &[*dimension]);
+    }
+}
+
+pub(crate) fn shape_pad(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Pad(c) = kind else {
+        return Err(super::table::not_for("pad", kind));
+    };
+    infer_pad(cx.operands[0], cx.operands[1], c)
+}
+
+pub(crate) fn lower_pad(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Pad(c) = kind else { return };
     p.padding_config = Some(proto::PaddingConfig {
         dimensions: c
             .iter()
@@ -350,8 +455,9 @@ pub(crate) fn lower_pad(c: &[PadDim], p: &mut proto::HloInstructionProto) {
     });
 }
 
-pub(crate) fn raise_pad(p: &proto::HloInstructionProto) -> Vec<PadDim> {
-    p.padding_config
+pub(crate) fn raise_pad(p: &proto::HloInstructionProto, _: &RaiseCx<'_>) -> Result<OpKind, String> {
+    let config: Vec<PadDim> = p
+        .padding_config
         .as_ref()
         .map(|c| {
             c.dimensions
@@ -363,18 +469,48 @@ pub(crate) fn raise_pad(p: &proto::HloInstructionProto) -> Vec<PadDim> {
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    Ok(OpKind::Pad(config.into()))
 }
 
-pub(crate) fn text_pad(c: &[PadDim]) -> String {
-    let mut out = String::from(", padding=");
+pub(crate) fn text_pad(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Pad(c) = kind else { return };
+    let mut t = String::new();
     for (i, d) in c.iter().enumerate() {
         if i > 0 {
-            out.push('x');
+            t.push('x');
         }
-        let _ = write!(out, "{}_{}_{}", d.lo, d.hi, d.interior);
+        let _ = write!(t, "{}_{}_{}", d.lo, d.hi, d.interior);
     }
-    out
+    out.attr("padding", t);
+}
+
+pub(crate) fn shape_reverse(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Reverse { axes } = kind else {
+        return Err(super::table::not_for("reverse", kind));
+    };
+    infer_reverse(cx.operands[0], axes)
+}
+
+pub(crate) fn lower_reverse(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Reverse { axes } = kind {
+        p.dimensions = axes.to_vec();
+    }
+}
+
+pub(crate) fn raise_reverse(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Reverse {
+        axes: p.dimensions.as_slice().into(),
+    })
+}
+
+pub(crate) fn text_reverse(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Reverse { axes } = kind {
+        out.list("dimensions", axes);
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -560,8 +696,16 @@ fn pad_zeros(ct: &Op, config: &[PadDim], loc: &'static Location<'static>) -> Op 
         .emit(OpKind::Pad(config.into()), &[ct, &zero], None, loc)
 }
 
+/// Slice (see `slice_ct`).
+pub(crate) fn vjp_slice(n: &Node) -> Grads {
+    let OpKind::Slice(a) = n.kind else {
+        return Err("not a slice".into());
+    };
+    Ok(arrays(vec![Some(slice_ct(a, n, &n.ct()))]))
+}
+
 /// Slice: the cotangent put back where the elements came from, zeros elsewhere.
-pub(crate) fn vjp_slice(a: &SliceAttrs, n: &crate::autodiff::Node, ct: &Op) -> Op {
+fn slice_ct(a: &SliceAttrs, n: &crate::autodiff::Node, ct: &Op) -> Op {
     let xd = n.operands[0].dims().unwrap_or_default();
     let cd = ct.dims().unwrap_or_default();
     let config: Vec<PadDim> = (0..xd.len())
@@ -578,9 +722,17 @@ pub(crate) fn vjp_slice(a: &SliceAttrs, n: &crate::autodiff::Node, ct: &Op) -> O
     pad_zeros(ct, &config, n.loc)
 }
 
+/// Pad (see `pad_cts`).
+pub(crate) fn vjp_pad(n: &Node) -> Grads {
+    let OpKind::Pad(config) = n.kind else {
+        return Err("not a pad".into());
+    };
+    Ok(arrays(pad_cts(config, n, &n.ct())))
+}
+
 /// Pad: the operand's elements picked out of the cotangent (undoing the edges, then
 /// striding over the interior); the padding value gets the rest.
-pub(crate) fn vjp_pad(config: &[PadDim], n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+fn pad_cts(config: &[PadDim], n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let loc = n.loc;
     let unedged: Vec<PadDim> = config
         .iter()
@@ -607,8 +759,16 @@ pub(crate) fn vjp_pad(config: &[PadDim], n: &crate::autodiff::Node, ct: &Op) -> 
     vec![Some(ct_x), Some(ct_v)]
 }
 
+/// Concatenate (see `concatenate_cts`).
+pub(crate) fn vjp_concatenate(n: &Node) -> Grads {
+    let OpKind::Concatenate { dimension } = n.kind else {
+        return Err("not a concatenate".into());
+    };
+    Ok(arrays(concatenate_cts(*dimension, n, &n.ct())))
+}
+
 /// Concatenate: each operand gets its stretch of the cotangent.
-pub(crate) fn vjp_concatenate(axis: i64, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+fn concatenate_cts(axis: i64, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let cd = ct.dims().unwrap_or_default();
     let mut at = 0;
     n.operands
@@ -625,14 +785,27 @@ pub(crate) fn vjp_concatenate(axis: i64, n: &crate::autodiff::Node, ct: &Op) -> 
         .collect()
 }
 
+/// Reverse (see `reverse_ct`).
+pub(crate) fn vjp_reverse(n: &Node) -> Grads {
+    let OpKind::Reverse { axes } = n.kind else {
+        return Err("not a reverse".into());
+    };
+    Ok(arrays(vec![Some(reverse_ct(axes, n, &n.ct()))]))
+}
+
 /// Reverse: the cotangent reversed the same way.
-pub(crate) fn vjp_reverse(axes: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+fn reverse_ct(axes: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
     ct.builder()
         .emit(OpKind::Reverse { axes: axes.into() }, &[ct], None, n.loc)
 }
 
+/// DynamicSlice (see `dynamic_slice_cts`).
+pub(crate) fn vjp_dynamic_slice(n: &Node) -> Grads {
+    Ok(arrays(dynamic_slice_cts(n, &n.ct())))
+}
+
 /// DynamicSlice: the cotangent written into zeros at the (clamped) start.
-pub(crate) fn vjp_dynamic_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+fn dynamic_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let starts: Vec<&Op> = n.operands[1..].iter().collect();
     let zeros = crate::autodiff::zeros_like(&n.operands[0], n.loc);
     let mut out = vec![Some(zeros.dynamic_update_slice_at(ct, &starts, n.loc))];
@@ -640,9 +813,14 @@ pub(crate) fn vjp_dynamic_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Optio
     out
 }
 
+/// DynamicUpdateSlice (see `dynamic_update_slice_cts`).
+pub(crate) fn vjp_dynamic_update_slice(n: &Node) -> Grads {
+    Ok(arrays(dynamic_update_slice_cts(n, &n.ct())))
+}
+
 /// DynamicUpdateSlice: the operand gets the cotangent outside the block, the update
 /// the block.
-pub(crate) fn vjp_dynamic_update_slice(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+fn dynamic_update_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let (u, loc) = (&n.operands[1], n.loc);
     let starts: Vec<&Op> = n.operands[2..].iter().collect();
     let ct_x = ct.dynamic_update_slice_at(&crate::autodiff::zeros_like(u, loc), &starts, loc);

@@ -5,11 +5,13 @@
 use std::panic::Location;
 
 use super::{array_of, check_axis, resolve_axis};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::ops::bitwise::BitwiseOp;
 use crate::ops::elementwise::{Comparison, Scalar};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
 
 /// Sort rule: one or more arrays of equal dimensions, `dimension` in range; the
@@ -248,13 +250,87 @@ impl Op {
 }
 
 // ---------------------------------------------------------------------------------
+// The op table's slots (see `ops::table`).
+
+pub(crate) fn shape_sort(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Sort {
+        dimension,
+        comparator,
+        ..
+    } = kind
+    else {
+        return Err(super::table::not_for("sort", kind));
+    };
+    infer_sort(cx.operands, *dimension, cx.signature(*comparator).as_ref())
+}
+
+pub(crate) fn lower_sort(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = kind
+    {
+        p.dimensions = vec![*dimension];
+        p.is_stable = *stable;
+        p.called_computation_ids = vec![(cx.comp_id)(*comparator)];
+    }
+}
+
+pub(crate) fn raise_sort(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [comparator] = cx.calls(p)?;
+    Ok(OpKind::Sort {
+        dimension: cx.one_dimension(p)?,
+        stable: p.is_stable,
+        comparator,
+    })
+}
+
+pub(crate) fn text_sort(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = kind
+    {
+        out.list("dimensions", &[*dimension]);
+        if *stable {
+            out.attr("is_stable", true);
+        }
+        out.callee(cx, "to_apply", *comparator);
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Gradients (see `crate::autodiff`).
+
+/// Sort (see `sort_cts`).
+pub(crate) fn vjp_sort(n: &Node) -> Grads {
+    let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = n.kind
+    else {
+        return Err("not a sort".into());
+    };
+    Ok(arrays(sort_cts(
+        *dimension,
+        *stable,
+        *comparator,
+        n,
+        &n.array_cts(),
+    )))
+}
 
 /// Sort: the operands are sorted again with their positions alongside (the same
 /// comparator, stable as the forward), which gives the permutation; each
 /// cotangent goes back to where its element came from by sorting it by that
 /// permutation (its inverse).
-pub(crate) fn vjp_sort(
+fn sort_cts(
     dimension: i64,
     stable: bool,
     comparator: crate::ir::CompId,

@@ -3,9 +3,10 @@
 
 use std::panic::Location;
 
+use crate::autodiff::{Ct, Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, NativeType, Shape};
 
@@ -104,6 +105,126 @@ pub fn infer_tuple(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     Ok(Shape::Tuple(
         operands.iter().map(|s| (*s).clone()).collect(),
     ))
+}
+
+// The op table's slots (see `ops::table`).
+
+pub(crate) fn shape_parameter(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_parameter(cx.target("parameter")?)
+}
+
+pub(crate) fn lower_parameter(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Parameter { number, .. } = kind {
+        p.parameter_number = *number as i64;
+    }
+}
+
+pub(crate) fn raise_parameter(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Parameter {
+        number: u32::try_from(p.parameter_number)
+            .map_err(|_| format!("parameter number {} out of range", p.parameter_number))?,
+        name: p.name.as_str().into(),
+    })
+}
+
+pub(crate) fn text_parameter(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Parameter { number, .. } = kind {
+        out.args = Some(number.to_string());
+    }
+}
+
+pub(crate) fn shape_constant(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Constant(bytes) = kind else {
+        return Err(super::table::not_for("constant", kind));
+    };
+    infer_constant(bytes, cx.target("constant")?)
+}
+
+pub(crate) fn lower_constant(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Constant(bytes) = kind {
+        p.literal = Some(literal_proto(cx.shape, bytes));
+    }
+}
+
+pub(crate) fn raise_constant(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let lit = p.literal.as_ref().ok_or("a constant without a literal")?;
+    Ok(OpKind::Constant(literal_bytes(lit, cx.shape)?.into()))
+}
+
+pub(crate) fn text_constant(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Constant(bytes) = kind {
+        out.args = Some(literal_text(cx.shape, bytes));
+    }
+}
+
+pub(crate) fn shape_tuple(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_tuple(cx.operands)
+}
+
+pub(crate) fn raise_tuple(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Tuple)
+}
+
+/// Tuple: the cotangent's elements go to the operands.
+pub(crate) fn vjp_tuple(n: &Node) -> Grads {
+    Ok(match n.cts.first() {
+        Some(Some(Ct::Tuple(parts))) => arrays(parts.clone()),
+        _ => vec![None; n.operands.len()],
+    })
+}
+
+pub(crate) fn shape_call(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Call { body } = kind else {
+        return Err(super::table::not_for("call", kind));
+    };
+    infer_call(cx.operands, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_call(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Call { body } = kind {
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_call(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Call { body })
+}
+
+pub(crate) fn text_call(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Call { body } = kind {
+        out.callee(cx, "to_apply", *body);
+    }
+}
+
+/// Call: through the user's backward rule if `custom_vjp` gave one, else through
+/// the called computation; one cotangent per result of the callee.
+pub(crate) fn vjp_call(n: &Node) -> Grads {
+    let OpKind::Call { body } = n.kind else {
+        return Err("not a call".into());
+    };
+    let parts: Vec<Option<Op>> = match n.cts.first() {
+        Some(Some(Ct::Array(a))) => vec![Some(a.clone())],
+        Some(Some(Ct::Tuple(p))) => p.clone(),
+        _ => Vec::new(),
+    };
+    let custom = n.b.g.borrow().custom_vjps.get(&n.at).cloned();
+    Ok(arrays(match custom {
+        Some(rule) => vjp_custom(&rule, n, &parts),
+        None => vjp_through_body(*body, n, &parts),
+    }))
 }
 
 /// The literal of a constant of `shape` holding `bytes` (little-endian elements).
@@ -453,7 +574,7 @@ impl Builder {
 pub(crate) type BackwardRule = std::rc::Rc<dyn Fn(&[Op], &[Op], &[Op]) -> Vec<Op>>;
 
 /// The results of a call instruction as ops (its elements for a tuple result).
-fn call_results(n: &crate::autodiff::Node, count: usize) -> Vec<Op> {
+fn call_results(n: &Node, count: usize) -> Vec<Op> {
     match n.out().shape() {
         Ok(Shape::Tuple(_)) => (0..count)
             .map(|i| {
@@ -471,11 +592,7 @@ fn call_results(n: &crate::autodiff::Node, count: usize) -> Vec<Op> {
 
 /// Call: the called computation, recomputed on the call's operands, and the
 /// cotangents pulled back through it.
-pub(crate) fn vjp_call(
-    body: crate::ir::CompId,
-    n: &crate::autodiff::Node,
-    cts: &[Option<Op>],
-) -> Vec<Option<Op>> {
+fn vjp_through_body(body: crate::ir::CompId, n: &Node, cts: &[Option<Op>]) -> Vec<Option<Op>> {
     use crate::autodiff::{ct_or_zeros, inline, vjp_at, wants};
     let (b, loc) = (n.b, n.loc);
     // A value of its own per operand: an argument passed twice gets two cotangents.
@@ -503,9 +620,9 @@ pub(crate) fn vjp_call(
 /// A call with a user-given backward rule (see [`Builder::custom_vjp`]): the rule
 /// gets the arguments (the call's operands without the captured values after
 /// them), the results and their cotangents (zeros where none arrived).
-pub(crate) fn vjp_custom(
+fn vjp_custom(
     (n_args, rule): &(usize, BackwardRule),
-    n: &crate::autodiff::Node,
+    n: &Node,
     cts: &[Option<Op>],
 ) -> Vec<Option<Op>> {
     let loc = n.loc;

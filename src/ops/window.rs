@@ -6,42 +6,15 @@ use std::panic::Location;
 
 use super::array_of;
 use super::elementwise::{BinaryOp, Scalar};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+pub use crate::ir::attrs::WindowDim;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
 
-/// One axis of a window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WindowDim {
-    /// Window size (at least 1).
-    pub size: i64,
-    /// Step between windows (at least 1).
-    pub stride: i64,
-    /// Padding before the first element (negative cuts).
-    pub padding_low: i64,
-    /// Padding after the last element (negative cuts).
-    pub padding_high: i64,
-    /// Spacing of the window's taps (at least 1).
-    pub window_dilation: i64,
-    /// Spacing of the base's elements (at least 1).
-    pub base_dilation: i64,
-}
-
 impl WindowDim {
-    /// A window of `size` moving by `stride`, no padding or dilation.
-    pub fn new(size: i64, stride: i64) -> Self {
-        WindowDim {
-            size,
-            stride,
-            padding_low: 0,
-            padding_high: 0,
-            window_dilation: 1,
-            base_dilation: 1,
-        }
-    }
-
     /// The number of window positions over an axis of `n` elements, or why none.
     pub fn output_size(&self, n: i64) -> Result<i64, String> {
         if self.size < 1 || self.stride < 1 || self.window_dilation < 1 || self.base_dilation < 1 {
@@ -145,6 +118,103 @@ pub(crate) fn text_window(w: &[WindowDim]) -> String {
     }
     out.push('}');
     out
+}
+
+pub(crate) fn shape_reduce_window(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::ReduceWindow { window, body } = kind else {
+        return Err(super::table::not_for("reduce-window", kind));
+    };
+    infer_reduce_window(cx.operands, window, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_reduce_window(
+    kind: &OpKind,
+    cx: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::ReduceWindow { window, body } = kind {
+        p.window = Some(window_proto(window));
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_reduce_window(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::ReduceWindow {
+        window: raise_window(p)?.into(),
+        body,
+    })
+}
+
+pub(crate) fn text_reduce_window(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::ReduceWindow { window, body } = kind {
+        out.attrs.push_str(&text_window(window));
+        out.callee(cx, "to_apply", *body);
+    }
+}
+
+pub(crate) fn shape_select_and_scatter(
+    kind: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = kind
+    else {
+        return Err(super::table::not_for("select-and-scatter", kind));
+    };
+    infer_select_and_scatter(
+        cx.operands,
+        window,
+        cx.signature(*select).as_ref(),
+        cx.signature(*scatter).as_ref(),
+    )
+}
+
+pub(crate) fn lower_select_and_scatter(
+    kind: &OpKind,
+    cx: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = kind
+    {
+        p.window = Some(window_proto(window));
+        p.called_computation_ids = vec![(cx.comp_id)(*select), (cx.comp_id)(*scatter)];
+    }
+}
+
+pub(crate) fn raise_select_and_scatter(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [select, scatter] = cx.calls(p)?;
+    Ok(OpKind::SelectAndScatter {
+        window: raise_window(p)?.into(),
+        select,
+        scatter,
+    })
+}
+
+pub(crate) fn text_select_and_scatter(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = kind
+    {
+        out.attrs.push_str(&text_window(window));
+        out.callee(cx, "select", *select);
+        out.callee(cx, "scatter", *scatter);
+    }
 }
 
 /// Reduce-window rule: `n` input arrays of equal dimensions then `n` scalar initial
@@ -533,7 +603,7 @@ fn vjp_selection_reduce_window(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
     reads_element: &[bool],
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::ops::reduction::{and_at, selection_shares, selection_todo};
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
@@ -631,18 +701,26 @@ fn vjp_selection_reduce_window(
     Ok(out)
 }
 
+/// Reduce-window (see `reduce_window_cts`).
+pub(crate) fn vjp_reduce_window(n: &Node) -> Grads {
+    let OpKind::ReduceWindow { window, body } = n.kind else {
+        return Err("not a reduce-window".into());
+    };
+    reduce_window_cts(window, *body, n, &n.array_cts()).map(arrays)
+}
+
 /// Reduce-window: a sum sends each window's cotangent back to the elements it
 /// covered (the cotangent, spread by the strides and padded, summed over windows
 /// again: JAX's transpose rule); a max or min sends it to the element the window
 /// chose (select-and-scatter, first of equals; no dilation); a body that selects
-/// (an argmax pooling, [`vjp_selection_reduce_window`]) to the elements whose tuple
+/// (an argmax pooling, [`vjp_selection_reduce_window`](vjp_selection_reduce_window)) to the elements whose tuple
 /// each window's result is. Other bodies have no rule yet.
-pub(crate) fn vjp_reduce_window(
+fn reduce_window_cts(
     window: &[WindowDim],
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     let m = n.operands.len() / 2;
     let combiner = if m == 1 {
         crate::ops::reduction::simple_combiner(n.b, body)
@@ -871,18 +949,31 @@ pub(crate) fn window_choice(
     Ok((at, kept))
 }
 
+/// Select-and-scatter (see `select_and_scatter_cts`).
+pub(crate) fn vjp_select_and_scatter(n: &Node) -> Grads {
+    let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = n.kind
+    else {
+        return Err("not a select-and-scatter".into());
+    };
+    select_and_scatter_cts(window, *select, *scatter, n, &n.ct()).map(arrays)
+}
+
 /// Select-and-scatter with `select = a <dir> b` and `scatter = acc + x` (the
 /// gradient of max or min pooling): each source element's cotangent is the
 /// cotangent at the element its window picked (JAX's select-and-gather-add), zero
 /// for a window that picked none; the initial value, added to every element, gets
 /// the cotangent's sum; the operand only decides the picks, so it gets none.
-pub(crate) fn vjp_select_and_scatter(
+fn select_and_scatter_cts(
     window: &[WindowDim],
     select: crate::ir::CompId,
     scatter: crate::ir::CompId,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     let dir = simple_select(n.b, select);
     let add = crate::ops::reduction::simple_combiner(n.b, scatter) == Some(BinaryOp::Add);
     let Some(dir) = dir.filter(|_| add) else {

@@ -261,7 +261,7 @@ impl Client {
         let module = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
             reason: format!("bytes do not decode as an HloModuleProto: {e}"),
         })?;
-        crate::ir::check_proto::verify_module(&module)?;
+        crate::ir::check_proto::verify_module(&module, &crate::ops::Table)?;
         let params = crate::ir::proto_parameter_shapes(&module);
         self.compile_program(b"hlo", bytes, options, params)
     }
