@@ -1,18 +1,18 @@
 //! Linear algebra: `dot_general` and numpy-style `matmul`.
-
-use std::panic::Location;
-
 use super::array_of;
 use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::attrs::WindowDim;
-pub use crate::ir::attrs::{
-    ConvAttrs, ConvDims, DotAttrs, DotDims, Precision, Transpose, TriangularSolveOptions,
-};
 use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
+use std::panic::Location;
+
+// ---------------------------------------------------------------------------------
+// `dot` (DotGeneral, numpy's `matmul`)
+
+pub use crate::ir::attrs::{DotAttrs, DotDims, Precision};
 
 /// What a dot computes beyond its dimension numbers, for
 /// [`Op::dot_general_with`] and [`Op::matmul_with`]: each operand's
@@ -63,128 +63,6 @@ impl DotOptions {
         self.preferred_element_type = Some(ty);
         self
     }
-}
-
-impl DotDims {
-    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
-        DotDims {
-            lhs_contracting: p.lhs_contracting_dimensions.clone(),
-            rhs_contracting: p.rhs_contracting_dimensions.clone(),
-            lhs_batch: p.lhs_batch_dimensions.clone(),
-            rhs_batch: p.rhs_batch_dimensions.clone(),
-        }
-    }
-
-    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
-        proto::DotDimensionNumbers {
-            lhs_contracting_dimensions: self.lhs_contracting.clone(),
-            rhs_contracting_dimensions: self.rhs_contracting.clone(),
-            lhs_batch_dimensions: self.lhs_batch.clone(),
-            rhs_batch_dimensions: self.rhs_batch.clone(),
-        }
-    }
-}
-
-impl Precision {
-    fn to_proto(self) -> proto::precision_config::Precision {
-        use proto::precision_config::Precision as P;
-        match self {
-            Precision::Default => P::Default,
-            Precision::High => P::High,
-            Precision::Highest => P::Highest,
-        }
-    }
-
-    fn from_proto(v: i32) -> Result<Self, String> {
-        use proto::precision_config::Precision as P;
-        match P::try_from(v) {
-            Ok(P::Default) => Ok(Precision::Default),
-            Ok(P::High) => Ok(Precision::High),
-            Ok(P::Highest) => Ok(Precision::Highest),
-            _ => Err(format!("operand precision {v} is not one this crate knows")),
-        }
-    }
-}
-
-pub(crate) fn shape_dot(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
-    let OpKind::Dot(a) = kind else {
-        return Err(super::table::not_for("dot", kind));
-    };
-    // The target's element type is the preferred element type (the builder passes
-    // a scalar of it, a finished module the declared shape).
-    infer_dot_general(
-        cx.operands[0],
-        cx.operands[1],
-        &a.dims,
-        cx.target.and_then(Shape::element_type),
-    )
-}
-
-pub(crate) fn lower_dot(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
-    let OpKind::Dot(a) = kind else { return };
-    p.dot_dimension_numbers = Some(a.dims.to_proto());
-    if a.precision != [Precision::Default; 2] {
-        p.precision_config = Some(proto::PrecisionConfig {
-            operand_precision: a.precision.iter().map(|x| x.to_proto() as i32).collect(),
-            ..Default::default()
-        });
-    }
-}
-
-/// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
-/// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
-/// precision this crate does not know, or an explicit dot algorithm is refused.
-pub(crate) fn raise_dot(p: &proto::HloInstructionProto, _: &RaiseCx<'_>) -> Result<OpKind, String> {
-    let dims = DotDims::from_proto(
-        p.dot_dimension_numbers
-            .as_ref()
-            .ok_or("a dot without dimension numbers")?,
-    );
-    let mut precision = [Precision::Default; 2];
-    if let Some(pc) = &p.precision_config {
-        match pc.operand_precision[..] {
-            [] => {}
-            [l, r] => precision = [Precision::from_proto(l)?, Precision::from_proto(r)?],
-            ref v => {
-                return Err(format!(
-                    "{} operand precisions for a dot of 2 operands",
-                    v.len()
-                ));
-            }
-        }
-        if pc.algorithm != 0 {
-            return Err(format!(
-                "dot algorithm {} is not supported by this crate",
-                pc.algorithm
-            ));
-        }
-    }
-    Ok(OpKind::Dot(Box::new(DotAttrs { dims, precision })))
-}
-
-pub(crate) fn text_dot(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
-    let OpKind::Dot(a) = kind else { return };
-    let d = &a.dims;
-    if !d.lhs_batch.is_empty() {
-        out.list("lhs_batch_dims", &d.lhs_batch);
-        out.list("rhs_batch_dims", &d.rhs_batch);
-    }
-    out.list("lhs_contracting_dims", &d.lhs_contracting);
-    out.list("rhs_contracting_dims", &d.rhs_contracting);
-    out.attrs.push_str(&text_precision(&a.precision));
-}
-
-/// `, operand_precision={high,default}` unless both are the default (as XLA
-/// prints it).
-pub(crate) fn text_precision(p: &[Precision; 2]) -> String {
-    if *p == [Precision::Default; 2] {
-        return String::new();
-    }
-    format!(
-        ", operand_precision={{{},{}}}",
-        p[0].hlo_name(),
-        p[1].hlo_name()
-    )
 }
 
 /// XLA's order of precision among element types (`primitive_util`'s
@@ -361,6 +239,128 @@ pub fn infer_dot_general(
     Ok(out)
 }
 
+pub(crate) fn shape_dot(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Dot(a) = kind else {
+        return Err(super::table::not_for("dot", kind));
+    };
+    // The target's element type is the preferred element type (the builder passes
+    // a scalar of it, a finished module the declared shape).
+    infer_dot_general(
+        cx.operands[0],
+        cx.operands[1],
+        &a.dims,
+        cx.target.and_then(Shape::element_type),
+    )
+}
+
+impl DotDims {
+    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
+        DotDims {
+            lhs_contracting: p.lhs_contracting_dimensions.clone(),
+            rhs_contracting: p.rhs_contracting_dimensions.clone(),
+            lhs_batch: p.lhs_batch_dimensions.clone(),
+            rhs_batch: p.rhs_batch_dimensions.clone(),
+        }
+    }
+
+    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
+        proto::DotDimensionNumbers {
+            lhs_contracting_dimensions: self.lhs_contracting.clone(),
+            rhs_contracting_dimensions: self.rhs_contracting.clone(),
+            lhs_batch_dimensions: self.lhs_batch.clone(),
+            rhs_batch_dimensions: self.rhs_batch.clone(),
+        }
+    }
+}
+
+impl Precision {
+    fn to_proto(self) -> proto::precision_config::Precision {
+        use proto::precision_config::Precision as P;
+        match self {
+            Precision::Default => P::Default,
+            Precision::High => P::High,
+            Precision::Highest => P::Highest,
+        }
+    }
+
+    fn from_proto(v: i32) -> Result<Self, String> {
+        use proto::precision_config::Precision as P;
+        match P::try_from(v) {
+            Ok(P::Default) => Ok(Precision::Default),
+            Ok(P::High) => Ok(Precision::High),
+            Ok(P::Highest) => Ok(Precision::Highest),
+            _ => Err(format!("operand precision {v} is not one this crate knows")),
+        }
+    }
+}
+
+pub(crate) fn lower_dot(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Dot(a) = kind else { return };
+    p.dot_dimension_numbers = Some(a.dims.to_proto());
+    if a.precision != [Precision::Default; 2] {
+        p.precision_config = Some(proto::PrecisionConfig {
+            operand_precision: a.precision.iter().map(|x| x.to_proto() as i32).collect(),
+            ..Default::default()
+        });
+    }
+}
+
+/// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
+/// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
+/// precision this crate does not know, or an explicit dot algorithm is refused.
+pub(crate) fn raise_dot(p: &proto::HloInstructionProto, _: &RaiseCx<'_>) -> Result<OpKind, String> {
+    let dims = DotDims::from_proto(
+        p.dot_dimension_numbers
+            .as_ref()
+            .ok_or("a dot without dimension numbers")?,
+    );
+    let mut precision = [Precision::Default; 2];
+    if let Some(pc) = &p.precision_config {
+        match pc.operand_precision[..] {
+            [] => {}
+            [l, r] => precision = [Precision::from_proto(l)?, Precision::from_proto(r)?],
+            ref v => {
+                return Err(format!(
+                    "{} operand precisions for a dot of 2 operands",
+                    v.len()
+                ));
+            }
+        }
+        if pc.algorithm != 0 {
+            return Err(format!(
+                "dot algorithm {} is not supported by this crate",
+                pc.algorithm
+            ));
+        }
+    }
+    Ok(OpKind::Dot(Box::new(DotAttrs { dims, precision })))
+}
+
+pub(crate) fn text_dot(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Dot(a) = kind else { return };
+    let d = &a.dims;
+    if !d.lhs_batch.is_empty() {
+        out.list("lhs_batch_dims", &d.lhs_batch);
+        out.list("rhs_batch_dims", &d.rhs_batch);
+    }
+    out.list("lhs_contracting_dims", &d.lhs_contracting);
+    out.list("rhs_contracting_dims", &d.rhs_contracting);
+    out.attrs.push_str(&text_precision(&a.precision));
+}
+
+/// `, operand_precision={high,default}` unless both are the default (as XLA
+/// prints it).
+pub(crate) fn text_precision(p: &[Precision; 2]) -> String {
+    if *p == [Precision::Default; 2] {
+        return String::new();
+    }
+    format!(
+        ", operand_precision={{{},{}}}",
+        p[0].hlo_name(),
+        p[1].hlo_name()
+    )
+}
+
 impl Op {
     /// XLA's DotGeneral: contraction over `dims.lhs_contracting`/`rhs_contracting`
     /// with batch axes `lhs_batch`/`rhs_batch`. See [`infer_dot_general`] for the
@@ -475,494 +475,6 @@ impl Op {
     }
 }
 
-// ---------------------------------------------------------------------------------
-// Convolution.
-
-impl ConvDims {
-    pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
-        proto::ConvolutionDimensionNumbers {
-            input_batch_dimension: self.input_batch,
-            input_feature_dimension: self.input_feature,
-            input_spatial_dimensions: self.input_spatial.clone(),
-            kernel_input_feature_dimension: self.kernel_input_feature,
-            kernel_output_feature_dimension: self.kernel_output_feature,
-            kernel_spatial_dimensions: self.kernel_spatial.clone(),
-            output_batch_dimension: self.output_batch,
-            output_feature_dimension: self.output_feature,
-            output_spatial_dimensions: self.output_spatial.clone(),
-        }
-    }
-
-    pub(crate) fn from_proto(p: &proto::ConvolutionDimensionNumbers) -> Self {
-        ConvDims {
-            input_batch: p.input_batch_dimension,
-            input_feature: p.input_feature_dimension,
-            input_spatial: p.input_spatial_dimensions.clone(),
-            kernel_input_feature: p.kernel_input_feature_dimension,
-            kernel_output_feature: p.kernel_output_feature_dimension,
-            kernel_spatial: p.kernel_spatial_dimensions.clone(),
-            output_batch: p.output_batch_dimension,
-            output_feature: p.output_feature_dimension,
-            output_spatial: p.output_spatial_dimensions.clone(),
-        }
-    }
-}
-
-pub(crate) fn shape_convolution(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
-    let OpKind::Convolution(a) = kind else {
-        return Err(super::table::not_for("convolution", kind));
-    };
-    infer_convolution(cx.operands[0], cx.operands[1], a)
-}
-
-pub(crate) fn lower_convolution(
-    kind: &OpKind,
-    _: &LowerCx<'_>,
-    p: &mut proto::HloInstructionProto,
-) {
-    let OpKind::Convolution(a) = kind else { return };
-    p.window = Some(super::window::window_proto(&a.window));
-    p.convolution_dimension_numbers = Some(a.dims.to_proto());
-    p.feature_group_count = a.feature_group_count;
-    p.batch_group_count = a.batch_group_count;
-}
-
-pub(crate) fn raise_convolution(
-    p: &proto::HloInstructionProto,
-    _: &RaiseCx<'_>,
-) -> Result<OpKind, String> {
-    Ok(OpKind::Convolution(Box::new(ConvAttrs {
-        window: super::window::raise_window(p)?,
-        dims: ConvDims::from_proto(
-            p.convolution_dimension_numbers
-                .as_ref()
-                .ok_or("a convolution without dimension numbers")?,
-        ),
-        // Zero means 1 in protos written before the field existed.
-        feature_group_count: p.feature_group_count.max(1),
-        batch_group_count: p.batch_group_count.max(1),
-    })))
-}
-
-pub(crate) fn text_convolution(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
-    let OpKind::Convolution(a) = kind else { return };
-    out.attrs.push_str(&super::window::text_window(&a.window));
-    if a.feature_group_count != 1 {
-        out.attr("feature_group_count", a.feature_group_count);
-    }
-    if a.batch_group_count != 1 {
-        out.attr("batch_group_count", a.batch_group_count);
-    }
-}
-
-/// Convolution rule (XLA's): input and kernel of one type and rank `spatial + 2`,
-/// axes of each set distinct and in range; input features = kernel input features ×
-/// feature groups; output features divisible by the group counts; batch divisible by
-/// the batch groups; window sizes = kernel spatial sizes. Output spatial sizes follow
-/// the window ([`WindowDim::output_size`]).
-pub fn infer_convolution(lhs: &Shape, rhs: &Shape, a: &ConvAttrs) -> Result<Shape, ShapeError> {
-    const OP: &str = "convolution";
-    let (lt, ld) = array_of(OP, lhs)?;
-    let (rt, rd) = array_of(OP, rhs)?;
-    let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
-    if lt != rt {
-        return Err(err(
-            ShapeErrorKind::ElementType,
-            format!("element types differ ({lt} vs {rt})"),
-        ));
-    }
-    if lt == crate::shape::ElementType::Pred {
-        return Err(err(
-            ShapeErrorKind::ElementType,
-            "needs a numeric element type, got pred".into(),
-        ));
-    }
-    let d = &a.dims;
-    let n = d.input_spatial.len();
-    if d.kernel_spatial.len() != n || d.output_spatial.len() != n || a.window.len() != n {
-        return Err(err(
-            ShapeErrorKind::Attribute,
-            format!(
-                "input, kernel, output and window must all have {n} spatial axes ({}, {}, {})",
-                d.kernel_spatial.len(),
-                d.output_spatial.len(),
-                a.window.len()
-            ),
-        ));
-    }
-    let rank = n + 2;
-    if ld.len() != rank || rd.len() != rank {
-        return Err(err(
-            ShapeErrorKind::Rank,
-            format!("input and kernel must have rank {rank}"),
-        ));
-    }
-    let distinct = |what: &str, v: Vec<i64>| -> Result<(), ShapeError> {
-        for (i, x) in v.iter().enumerate() {
-            if *x < 0 || *x as usize >= rank || v[..i].contains(x) {
-                return Err(err(
-                    ShapeErrorKind::Axis,
-                    format!("{what} axes {v:?} must be distinct and below {rank}"),
-                ));
-            }
-        }
-        Ok(())
-    };
-    distinct(
-        "input",
-        [
-            vec![d.input_batch, d.input_feature],
-            d.input_spatial.clone(),
-        ]
-        .concat(),
-    )?;
-    distinct(
-        "kernel",
-        [
-            vec![d.kernel_input_feature, d.kernel_output_feature],
-            d.kernel_spatial.clone(),
-        ]
-        .concat(),
-    )?;
-    distinct(
-        "output",
-        [
-            vec![d.output_batch, d.output_feature],
-            d.output_spatial.clone(),
-        ]
-        .concat(),
-    )?;
-    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
-    if fg < 1 || bg < 1 || (fg > 1 && bg > 1) {
-        return Err(err(
-            ShapeErrorKind::Attribute,
-            format!("group counts {fg} and {bg}: each at least 1, not both above 1"),
-        ));
-    }
-    let in_f = ld[d.input_feature as usize];
-    let k_in = rd[d.kernel_input_feature as usize];
-    let k_out = rd[d.kernel_output_feature as usize];
-    let batch = ld[d.input_batch as usize];
-    if in_f % fg != 0 || in_f / fg != k_in {
-        return Err(err(
-            ShapeErrorKind::Dimension,
-            format!(
-                "input features ({in_f}) must be kernel input features ({k_in}) x feature groups ({fg})"
-            ),
-        ));
-    }
-    if k_out % fg != 0 || k_out % bg != 0 || batch % bg != 0 {
-        return Err(err(
-            ShapeErrorKind::Dimension,
-            format!(
-                "output features ({k_out}) and batch ({batch}) must divide by the group counts ({fg}, {bg})"
-            ),
-        ));
-    }
-    let mut out = vec![0i64; rank];
-    out[d.output_batch as usize] = batch / bg;
-    out[d.output_feature as usize] = k_out;
-    for i in 0..n {
-        let w = &a.window[i];
-        let k = rd[d.kernel_spatial[i] as usize];
-        if w.size != k {
-            return Err(err(
-                ShapeErrorKind::Dimension,
-                format!(
-                    "window size {} on spatial axis {i} is not the kernel's {k}",
-                    w.size
-                ),
-            ));
-        }
-        out[d.output_spatial[i] as usize] = w
-            .output_size(ld[d.input_spatial[i] as usize])
-            .map_err(|r| err(ShapeErrorKind::Attribute, r))?;
-    }
-    Ok(Shape::array(lt, &out))
-}
-
-impl Op {
-    /// XLA's ConvGeneralDilated (as `lax.conv_general_dilated`): this input with
-    /// `kernel`, per spatial axis a stride, `(low, high)` padding, an input (lhs)
-    /// dilation and a kernel (rhs) dilation; `dims` says which axes are which.
-    #[allow(clippy::too_many_arguments)]
-    #[track_caller]
-    pub fn conv_general_dilated(
-        &self,
-        kernel: &Op,
-        strides: &[i64],
-        padding: &[(i64, i64)],
-        lhs_dilation: &[i64],
-        rhs_dilation: &[i64],
-        dims: &ConvDims,
-        feature_group_count: i64,
-    ) -> Op {
-        let loc = Location::caller();
-        let ks = match kernel.shape() {
-            Ok(s) if s.is_array() => s,
-            _ => return self.builder().fail_not_array(kernel, "convolution", loc),
-        };
-        let n = dims.kernel_spatial.len();
-        let lens = [
-            strides.len(),
-            padding.len(),
-            lhs_dilation.len(),
-            rhs_dilation.len(),
-        ];
-        if lens.iter().any(|l| *l != n)
-            || dims
-                .kernel_spatial
-                .iter()
-                .any(|a| *a < 0 || *a as usize >= ks.rank())
-        {
-            return self.builder().fail(
-                ShapeError::new(
-                    "convolution",
-                    &[&ks],
-                    ShapeErrorKind::Attribute,
-                    format!("strides, padding and dilations need one entry per spatial axis ({n}), got {lens:?}"),
-                ),
-                loc,
-            );
-        }
-        let window = (0..n)
-            .map(|i| WindowDim {
-                size: ks.dims()[dims.kernel_spatial[i] as usize],
-                stride: strides[i],
-                padding_low: padding[i].0,
-                padding_high: padding[i].1,
-                window_dilation: rhs_dilation[i],
-                base_dilation: lhs_dilation[i],
-            })
-            .collect();
-        let attrs = ConvAttrs {
-            window,
-            dims: dims.clone(),
-            feature_group_count,
-            batch_group_count: 1,
-        };
-        self.convolution_at(kernel, attrs, loc)
-    }
-
-    /// XLA's Convolution with all its attributes ([`ConvAttrs`]): what
-    /// [`conv_general_dilated`](Op::conv_general_dilated) builds, plus a batch group
-    /// count (the batch split into groups, output feature group `g` seeing batch
-    /// group `g`, as `lax.conv_general_dilated`'s `batch_group_count`). The window
-    /// sizes must be the kernel's spatial sizes.
-    #[track_caller]
-    pub fn convolution(&self, kernel: &Op, attrs: &ConvAttrs) -> Op {
-        self.convolution_at(kernel, attrs.clone(), Location::caller())
-    }
-
-    pub(crate) fn convolution_at(
-        &self,
-        kernel: &Op,
-        attrs: ConvAttrs,
-        loc: &'static Location<'static>,
-    ) -> Op {
-        self.builder().emit(
-            OpKind::Convolution(Box::new(attrs)),
-            &[self, kernel],
-            None,
-            loc,
-        )
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Factorizations.
-
-fn square_batch(
-    op: &'static str,
-    a: &Shape,
-) -> Result<(crate::shape::ElementType, Vec<i64>), ShapeError> {
-    let (t, d) = array_of(op, a)?;
-    if !(t.is_float() || t.is_complex()) {
-        return Err(ShapeError::new(
-            op,
-            &[a],
-            ShapeErrorKind::ElementType,
-            format!("needs a floating-point type, got {t}"),
-        ));
-    }
-    if d.len() < 2 || d[d.len() - 1] != d[d.len() - 2] {
-        return Err(ShapeError::new(
-            op,
-            &[a],
-            ShapeErrorKind::Dimension,
-            "needs square matrices in its last two axes",
-        ));
-    }
-    Ok((t, d.to_vec()))
-}
-
-/// Cholesky rule: floating-point square matrices `[..., n, n]`; same shape out.
-pub fn infer_cholesky(a: &Shape) -> Result<Shape, ShapeError> {
-    square_batch("cholesky", a)?;
-    Ok(a.clone())
-}
-
-/// Triangular-solve rule: `a` square `[..., m, m]`, `b` of `a`'s type and batch with
-/// `m` rows (left side) or `m` columns (right side); `b`'s shape out.
-pub fn infer_triangular_solve(
-    a: &Shape,
-    b: &Shape,
-    o: &TriangularSolveOptions,
-) -> Result<Shape, ShapeError> {
-    const OP: &str = "triangular-solve";
-    let (t, ad) = square_batch(OP, a)?;
-    let (bt, bd) = array_of(OP, b)?;
-    let err = |k, r: String| ShapeError::new(OP, &[a, b], k, r);
-    if bt != t {
-        return Err(err(
-            ShapeErrorKind::ElementType,
-            format!("a is {t}, b is {bt}"),
-        ));
-    }
-    if bd.len() != ad.len() || bd[..bd.len() - 2] != ad[..ad.len() - 2] {
-        return Err(err(
-            ShapeErrorKind::Dimension,
-            "a and b must have the same batch axes".into(),
-        ));
-    }
-    let m = ad[ad.len() - 1];
-    let k = if o.left_side {
-        bd[bd.len() - 2]
-    } else {
-        bd[bd.len() - 1]
-    };
-    if k != m {
-        return Err(err(
-            ShapeErrorKind::Dimension,
-            format!(
-                "b's {} axis is {k}, a is {m}x{m}",
-                if o.left_side { "row" } else { "column" }
-            ),
-        ));
-    }
-    Ok(b.clone())
-}
-
-pub(crate) fn shape_cholesky(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
-    infer_cholesky(cx.operands[0])
-}
-
-pub(crate) fn lower_cholesky(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
-    if let OpKind::Cholesky { lower } = kind {
-        p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower });
-    }
-}
-
-pub(crate) fn raise_cholesky(
-    p: &proto::HloInstructionProto,
-    _: &RaiseCx<'_>,
-) -> Result<OpKind, String> {
-    Ok(OpKind::Cholesky {
-        lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
-    })
-}
-
-pub(crate) fn text_cholesky(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
-    if let OpKind::Cholesky { lower } = kind {
-        out.attr("lower", lower);
-    }
-}
-
-pub(crate) fn shape_triangular_solve(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
-    let OpKind::TriangularSolve(o) = kind else {
-        return Err(super::table::not_for("triangular-solve", kind));
-    };
-    infer_triangular_solve(cx.operands[0], cx.operands[1], o)
-}
-
-pub(crate) fn text_triangular_solve(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
-    let OpKind::TriangularSolve(o) = kind else {
-        return;
-    };
-    out.attr("left_side", o.left_side);
-    out.attr("lower", o.lower);
-    out.attr("unit_diagonal", o.unit_diagonal);
-    out.attr("transpose_a", format!("{:?}", o.transpose_a));
-}
-
-pub(crate) fn lower_triangular_solve(
-    kind: &OpKind,
-    _: &LowerCx<'_>,
-    p: &mut proto::HloInstructionProto,
-) {
-    let OpKind::TriangularSolve(o) = kind else {
-        return;
-    };
-    use proto::triangular_solve_options::Transpose as T;
-    p.triangular_solve_options = Some(proto::TriangularSolveOptions {
-        left_side: o.left_side,
-        lower: o.lower,
-        unit_diagonal: o.unit_diagonal,
-        transpose_a: (match o.transpose_a {
-            Transpose::No => T::NoTranspose,
-            Transpose::Transpose => T::Transpose,
-            Transpose::Adjoint => T::Adjoint,
-        }) as i32,
-    });
-}
-
-pub(crate) fn raise_triangular_solve(
-    p: &proto::HloInstructionProto,
-    _: &RaiseCx<'_>,
-) -> Result<OpKind, String> {
-    use proto::triangular_solve_options::Transpose as T;
-    let o = p
-        .triangular_solve_options
-        .as_ref()
-        .ok_or("a triangular-solve without options")?;
-    Ok(OpKind::TriangularSolve(TriangularSolveOptions {
-        left_side: o.left_side,
-        lower: o.lower,
-        unit_diagonal: o.unit_diagonal,
-        transpose_a: match T::try_from(o.transpose_a) {
-            Ok(T::NoTranspose) => Transpose::No,
-            Ok(T::Transpose) => Transpose::Transpose,
-            Ok(T::Adjoint) => Transpose::Adjoint,
-            _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
-        },
-    }))
-}
-
-impl Op {
-    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
-    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
-    /// other triangle of the result is unspecified (XLA leaves it as is).
-    #[track_caller]
-    pub fn cholesky(&self, lower: bool) -> Op {
-        self.builder().emit(
-            OpKind::Cholesky { lower },
-            &[self],
-            None,
-            Location::caller(),
-        )
-    }
-
-    /// XLA's TriangularSolve: `x` with `op(a) x = b` (or `x op(a) = b`), `a` being
-    /// this triangular matrix (batched in leading axes).
-    #[track_caller]
-    pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
-        self.triangular_solve_at(b, options, Location::caller())
-    }
-
-    pub(crate) fn triangular_solve_at(
-        &self,
-        b: &Op,
-        options: TriangularSolveOptions,
-        loc: &'static Location<'static>,
-    ) -> Op {
-        self.builder()
-            .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
-
 /// DotGeneral (see `dot_cts`).
 pub(crate) fn vjp_dot(n: &Node) -> Grads {
     let OpKind::Dot(a) = n.kind else {
@@ -1068,372 +580,14 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
     out
 }
 
-/// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
-/// `_reshape_axis_out_of`).
-fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
-    let Ok(mut d) = x.dims() else {
-        return x.clone();
-    };
-    let s = src as usize;
-    let rest = d[s] / size;
-    d.splice(s..s + 1, [size, rest]);
-    x.reshape_at(&d, loc)
-}
-
-/// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
-/// the major part (JAX's `_reshape_axis_into`).
-fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
-    let Ok(d) = x.dims() else {
-        return x.clone();
-    };
-    let mut perm: Vec<i64> = (0..d.len() as i64).filter(|a| *a != src).collect();
-    perm.insert(dst as usize, src);
-    let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
-    to.remove(dst as usize);
-    to[dst as usize] *= d[src as usize];
-    x.transpose_at(&perm, loc).reshape_at(&to, loc)
-}
-
-/// Convolution (see `convolution_cts`).
-pub(crate) fn vjp_convolution(n: &Node) -> Grads {
-    let OpKind::Convolution(a) = n.kind else {
-        return Err("not a convolution".into());
-    };
-    convolution_cts(a, n, &n.ct()).map(arrays)
-}
-
-/// Convolution: the cotangents of the input and the kernel (JAX's
-/// `_conv_general_dilated_transpose_lhs` and `_rhs`), for any dimension numbers,
-/// strides, padding (negative too), dilations and group counts.
-///
-/// - Input: the output cotangent convolved with the kernel reversed in space and
-///   its feature axes swapped; the forward strides become the input dilation and
-///   the input dilation the strides, the padding makes the result the input's size.
-///   Feature groups move into the kernel's new output features; batch groups too,
-///   and the result's feature groups back into the batch.
-/// - Kernel: the input convolved with the output cotangent as the kernel, batch
-///   and feature axes swapped on both; the forward strides become the kernel
-///   dilation and the kernel dilation the strides; feature groups become batch
-///   groups and batch groups feature groups.
-///
-/// An output with no elements gives zeros.
-fn convolution_cts(
-    a: &ConvAttrs,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> Result<Vec<Option<Op>>, String> {
-    use crate::autodiff::{wants, zeros_like};
-    use crate::ops::window::dilated;
-    let (x, k, loc) = (&n.operands[0], &n.operands[1], n.loc);
-    let (Ok(xd), Ok(kd), Ok(gd)) = (x.dims(), k.dims(), ct.dims()) else {
-        return Ok(vec![None, None]);
-    };
-    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
-    if fg > 1 && bg > 1 {
-        return Err(format!(
-            "a convolution with both feature groups ({fg}) and batch groups ({bg}) has no gradient"
-        ));
-    }
-    let d = &a.dims;
-    let mut out = vec![None, None];
-    if gd.contains(&0) || xd.contains(&0) || kd.contains(&0) {
-        for (slot, v) in out.iter_mut().zip([x, k]) {
-            if wants(v) {
-                *slot = Some(zeros_like(v, loc));
-            }
-        }
-        return Ok(out);
-    }
-    let ns = a.window.len();
-    let at = |axes: &[i64], dims: &[i64], i: usize| dims[axes[i] as usize];
-    if wants(x) {
-        let groups = fg.max(bg);
-        let mut kernel = k.clone();
-        if groups > 1 {
-            kernel = axis_out_of(&kernel, d.kernel_output_feature, groups, loc);
-            kernel = axis_into(
-                &kernel,
-                d.kernel_output_feature,
-                d.kernel_input_feature,
-                loc,
-            );
-        }
-        let axes: Vec<i64> = d.kernel_spatial.clone();
-        let kernel =
-            n.b.emit(OpKind::Reverse { axes: axes.into() }, &[&kernel], None, loc);
-        let window: Vec<WindowDim> = (0..ns)
-            .map(|i| {
-                let w = &a.window[i];
-                let kext = dilated(w.size, w.window_dilation);
-                let before = kext - w.padding_low - 1;
-                let after = dilated(at(&d.input_spatial, &xd, i), w.base_dilation) + kext
-                    - 1
-                    - dilated(at(&d.output_spatial, &gd, i), w.stride)
-                    - before;
-                WindowDim {
-                    size: w.size,
-                    stride: w.base_dilation,
-                    padding_low: before,
-                    padding_high: after,
-                    window_dilation: w.window_dilation,
-                    base_dilation: w.stride,
-                }
-            })
-            .collect();
-        let attrs = ConvAttrs {
-            window,
-            dims: ConvDims {
-                input_batch: d.output_batch,
-                input_feature: d.output_feature,
-                input_spatial: d.output_spatial.clone(),
-                kernel_input_feature: d.kernel_output_feature,
-                kernel_output_feature: d.kernel_input_feature,
-                kernel_spatial: d.kernel_spatial.clone(),
-                output_batch: d.input_batch,
-                output_feature: d.input_feature,
-                output_spatial: d.input_spatial.clone(),
-            },
-            feature_group_count: groups,
-            batch_group_count: 1,
-        };
-        let mut g = ct.convolution_at(&kernel, attrs, loc);
-        if bg > 1 {
-            g = axis_out_of(&g, d.input_feature, bg, loc);
-            g = axis_into(&g, d.input_feature, d.input_batch, loc);
-        }
-        out[0] = Some(g);
-    }
-    if wants(k) {
-        let window: Vec<WindowDim> = (0..ns)
-            .map(|i| {
-                let w = &a.window[i];
-                let gext = dilated(at(&d.output_spatial, &gd, i), w.stride);
-                let after = gext - dilated(at(&d.input_spatial, &xd, i), w.base_dilation)
-                    + dilated(w.size, w.window_dilation)
-                    - w.padding_low
-                    - 1;
-                WindowDim {
-                    size: at(&d.output_spatial, &gd, i),
-                    stride: w.window_dilation,
-                    padding_low: w.padding_low,
-                    padding_high: after,
-                    window_dilation: w.stride,
-                    base_dilation: w.base_dilation,
-                }
-            })
-            .collect();
-        let attrs = ConvAttrs {
-            window,
-            dims: ConvDims {
-                input_batch: d.input_feature,
-                input_feature: d.input_batch,
-                input_spatial: d.input_spatial.clone(),
-                kernel_input_feature: d.output_batch,
-                kernel_output_feature: d.output_feature,
-                kernel_spatial: d.output_spatial.clone(),
-                output_batch: d.kernel_input_feature,
-                output_feature: d.kernel_output_feature,
-                output_spatial: d.kernel_spatial.clone(),
-            },
-            feature_group_count: bg,
-            batch_group_count: fg,
-        };
-        out[1] = Some(x.convolution_at(ct, attrs, loc));
-    }
-    Ok(out)
-}
-
-/// Which part of the last two axes a mask keeps.
-#[derive(Clone, Copy)]
-enum Part {
-    /// Row ≥ column (`strict`: row > column).
-    Lower { strict: bool },
-    /// Row ≤ column (`strict`: row < column).
-    Upper { strict: bool },
-}
-
-/// `x` with the elements outside `part` of each matrix (last two axes) zeroed.
-fn mask(x: &Op, part: Part, loc: &'static Location<'static>) -> Op {
-    use crate::Comparison;
-    let (Ok(d), Ok(ty)) = (x.dims(), x.element_type()) else {
-        return x.clone();
-    };
-    let b = x.builder();
-    let r = d.len() as i64;
-    let shape = Shape::array(ElementType::S32, &d);
-    let row = b.emit(
-        OpKind::Iota { dimension: r - 2 },
-        &[],
-        Some(shape.clone()),
-        loc,
-    );
-    let col = b.emit(OpKind::Iota { dimension: r - 1 }, &[], Some(shape), loc);
-    let dir = match part {
-        Part::Lower { strict: false } => Comparison::Ge,
-        Part::Lower { strict: true } => Comparison::Gt,
-        Part::Upper { strict: false } => Comparison::Le,
-        Part::Upper { strict: true } => Comparison::Lt,
-    };
-    let keep = row.compare_at(&col, dir, loc);
-    let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
-    b.select_at(&keep, x, &zero, loc)
-}
-
-/// `x` with its last two axes swapped.
-fn swap_last(x: &Op, loc: &'static Location<'static>) -> Op {
-    let r = x.rank().unwrap_or(2) as i64;
-    let mut perm: Vec<i64> = (0..r).collect();
-    perm.swap(r as usize - 2, r as usize - 1);
-    x.transpose_at(&perm, loc)
-}
-
-/// The batched product of the matrices in the last two axes of `x` and `y`,
-/// contracting axis `xc` of `x` (`r - 2` or `r - 1`) with axis `yc` of `y`.
-fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) -> Op {
-    let r = x.rank().unwrap_or(2) as i64;
-    let dims = DotDims {
-        lhs_contracting: vec![xc],
-        rhs_contracting: vec![yc],
-        lhs_batch: (0..r - 2).collect(),
-        rhs_batch: (0..r - 2).collect(),
-    };
-    x.dot_general_at(
-        y,
-        &dims,
-        DotOptions::new().precision(Precision::Highest),
-        loc,
-    )
-}
-
-/// Cholesky (see `cholesky_cts`).
-pub(crate) fn vjp_cholesky(n: &Node) -> Grads {
-    let OpKind::Cholesky { lower } = n.kind else {
-        return Err("not a cholesky".into());
-    };
-    cholesky_cts(*lower, n, &n.ct()).map(arrays)
-}
-
-/// Cholesky: with `L` the factor as a lower-triangular matrix (the transpose of
-/// the upper factor when `!lower`; the unspecified triangle of the result is
-/// masked out, and so is that of its cotangent `L̄`), `S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹` is the
-/// cotangent of the symmetric matrix factored (Φ: the lower triangle with the
-/// diagonal halved; JAX's rule). That matrix is built from the one triangle the op
-/// reads, so the cotangent of the input is `S + Sᵀ` in that triangle off the
-/// diagonal, `S` on it, and zero in the other triangle.
-fn cholesky_cts(
-    lower: bool,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> Result<Vec<Option<Op>>, String> {
-    use crate::BinaryOp;
-    let (l, loc) = (n.out(), n.loc);
-    let Ok(r) = l.rank() else {
-        return Ok(vec![None]);
-    };
-    let r = r as i64;
-    let low = Part::Lower { strict: false };
-    let (l, lbar) = if lower {
-        (mask(l, low, loc), mask(ct, low, loc))
-    } else {
-        (
-            mask(&swap_last(l, loc), low, loc),
-            mask(&swap_last(ct, loc), low, loc),
-        )
-    };
-    // Φ(X): the strict lower triangle plus half the diagonal.
-    let phi = |x: &Op| {
-        let strict = mask(x, Part::Lower { strict: true }, loc);
-        let half = mask(&mask(x, low, loc), Part::Upper { strict: false }, loc).binary_scalar(
-            BinaryOp::Multiply,
-            crate::Scalar::Float(0.5),
-            false,
-            loc,
-        );
-        strict.binary(BinaryOp::Add, &half, loc)
-    };
-    let p = phi(&batch_dot(&l, &lbar, r - 2, r - 2, loc));
-    let solve = |left_side, transpose_a, b: &Op| {
-        let o = TriangularSolveOptions {
-            left_side,
-            lower: true,
-            unit_diagonal: false,
-            transpose_a,
-        };
-        l.triangular_solve_at(b, o, loc)
-    };
-    // Lᵀ Y = P, then S L = Y.
-    let y = solve(true, Transpose::Transpose, &p);
-    let s = solve(false, Transpose::No, &y);
-    let g = phi(&s.binary(BinaryOp::Add, &swap_last(&s, loc), loc));
-    Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
-}
-
-/// TriangularSolve (see `triangular_solve_cts`).
-pub(crate) fn vjp_triangular_solve(n: &Node) -> Grads {
-    let OpKind::TriangularSolve(o) = n.kind else {
-        return Err("not a triangular-solve".into());
-    };
-    triangular_solve_cts(o, n, &n.ct()).map(arrays)
-}
-
-/// TriangularSolve (`op(A) X = B` or `X op(A) = B`, `op` the identity or the
-/// transpose; real types, so `Adjoint` is `Transpose`): the cotangent of `B` is
-/// the solve of the transposed system with `X̄`; that of `A` is `−B̄ Xᵀ` (left
-/// side) or `−Xᵀ B̄` (right side), transposed when `op` is, kept in the triangle
-/// the op reads (without the diagonal when it is taken as ones).
-fn triangular_solve_cts(
-    o: &TriangularSolveOptions,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> Result<Vec<Option<Op>>, String> {
-    use crate::autodiff::wants;
-    let (a, b, x, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
-    let Ok(r) = a.rank() else {
-        return Ok(vec![None, None]);
-    };
-    let r = r as i64;
-    let transposed = o.transpose_a != Transpose::No;
-    let back = TriangularSolveOptions {
-        transpose_a: if transposed {
-            Transpose::No
-        } else {
-            Transpose::Transpose
-        },
-        ..*o
-    };
-    let bbar = a.triangular_solve_at(ct, back, loc);
-    let mut out = vec![None, None];
-    if wants(a) {
-        let m = if o.left_side {
-            batch_dot(&bbar, x, r - 1, r - 1, loc)
-        } else {
-            batch_dot(x, &bbar, r - 2, r - 2, loc)
-        };
-        let m = if transposed { swap_last(&m, loc) } else { m };
-        let part = if o.lower {
-            Part::Lower {
-                strict: o.unit_diagonal,
-            }
-        } else {
-            Part::Upper {
-                strict: o.unit_diagonal,
-            }
-        };
-        out[0] = Some(mask(&m, part, loc).unary(crate::UnaryOp::Negate, loc));
-    }
-    if wants(b) {
-        out[1] = Some(bbar);
-    }
-    Ok(out)
+#[cfg(test)]
+fn f(d: &[i64]) -> Shape {
+    Shape::of::<f32>(d)
 }
 
 #[cfg(test)]
-mod tests {
+mod dot_tests {
     use super::*;
-
-    fn f(d: &[i64]) -> Shape {
-        Shape::of::<f32>(d)
-    }
 
     #[test]
     fn matrix_product_shape() {
@@ -1599,4 +753,860 @@ mod tests {
         };
         assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).is_err());
     }
+}
+
+// ---------------------------------------------------------------------------------
+// `convolution` (ConvGeneralDilated)
+
+pub use crate::ir::attrs::{ConvAttrs, ConvDims};
+
+/// Convolution rule (XLA's): input and kernel of one type and rank `spatial + 2`,
+/// axes of each set distinct and in range; input features = kernel input features ×
+/// feature groups; output features divisible by the group counts; batch divisible by
+/// the batch groups; window sizes = kernel spatial sizes. Output spatial sizes follow
+/// the window ([`WindowDim::output_size`]).
+pub fn infer_convolution(lhs: &Shape, rhs: &Shape, a: &ConvAttrs) -> Result<Shape, ShapeError> {
+    const OP: &str = "convolution";
+    let (lt, ld) = array_of(OP, lhs)?;
+    let (rt, rd) = array_of(OP, rhs)?;
+    let err = |k: ShapeErrorKind, r: String| ShapeError::new(OP, &[lhs, rhs], k, r);
+    if lt != rt {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("element types differ ({lt} vs {rt})"),
+        ));
+    }
+    if lt == crate::shape::ElementType::Pred {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            "needs a numeric element type, got pred".into(),
+        ));
+    }
+    let d = &a.dims;
+    let n = d.input_spatial.len();
+    if d.kernel_spatial.len() != n || d.output_spatial.len() != n || a.window.len() != n {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!(
+                "input, kernel, output and window must all have {n} spatial axes ({}, {}, {})",
+                d.kernel_spatial.len(),
+                d.output_spatial.len(),
+                a.window.len()
+            ),
+        ));
+    }
+    let rank = n + 2;
+    if ld.len() != rank || rd.len() != rank {
+        return Err(err(
+            ShapeErrorKind::Rank,
+            format!("input and kernel must have rank {rank}"),
+        ));
+    }
+    let distinct = |what: &str, v: Vec<i64>| -> Result<(), ShapeError> {
+        for (i, x) in v.iter().enumerate() {
+            if *x < 0 || *x as usize >= rank || v[..i].contains(x) {
+                return Err(err(
+                    ShapeErrorKind::Axis,
+                    format!("{what} axes {v:?} must be distinct and below {rank}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    distinct(
+        "input",
+        [
+            vec![d.input_batch, d.input_feature],
+            d.input_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    distinct(
+        "kernel",
+        [
+            vec![d.kernel_input_feature, d.kernel_output_feature],
+            d.kernel_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    distinct(
+        "output",
+        [
+            vec![d.output_batch, d.output_feature],
+            d.output_spatial.clone(),
+        ]
+        .concat(),
+    )?;
+    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
+    if fg < 1 || bg < 1 || (fg > 1 && bg > 1) {
+        return Err(err(
+            ShapeErrorKind::Attribute,
+            format!("group counts {fg} and {bg}: each at least 1, not both above 1"),
+        ));
+    }
+    let in_f = ld[d.input_feature as usize];
+    let k_in = rd[d.kernel_input_feature as usize];
+    let k_out = rd[d.kernel_output_feature as usize];
+    let batch = ld[d.input_batch as usize];
+    if in_f % fg != 0 || in_f / fg != k_in {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "input features ({in_f}) must be kernel input features ({k_in}) x feature groups ({fg})"
+            ),
+        ));
+    }
+    if k_out % fg != 0 || k_out % bg != 0 || batch % bg != 0 {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "output features ({k_out}) and batch ({batch}) must divide by the group counts ({fg}, {bg})"
+            ),
+        ));
+    }
+    let mut out = vec![0i64; rank];
+    out[d.output_batch as usize] = batch / bg;
+    out[d.output_feature as usize] = k_out;
+    for i in 0..n {
+        let w = &a.window[i];
+        let k = rd[d.kernel_spatial[i] as usize];
+        if w.size != k {
+            return Err(err(
+                ShapeErrorKind::Dimension,
+                format!(
+                    "window size {} on spatial axis {i} is not the kernel's {k}",
+                    w.size
+                ),
+            ));
+        }
+        out[d.output_spatial[i] as usize] = w
+            .output_size(ld[d.input_spatial[i] as usize])
+            .map_err(|r| err(ShapeErrorKind::Attribute, r))?;
+    }
+    Ok(Shape::array(lt, &out))
+}
+
+pub(crate) fn shape_convolution(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Convolution(a) = kind else {
+        return Err(super::table::not_for("convolution", kind));
+    };
+    infer_convolution(cx.operands[0], cx.operands[1], a)
+}
+
+impl ConvDims {
+    pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
+        proto::ConvolutionDimensionNumbers {
+            input_batch_dimension: self.input_batch,
+            input_feature_dimension: self.input_feature,
+            input_spatial_dimensions: self.input_spatial.clone(),
+            kernel_input_feature_dimension: self.kernel_input_feature,
+            kernel_output_feature_dimension: self.kernel_output_feature,
+            kernel_spatial_dimensions: self.kernel_spatial.clone(),
+            output_batch_dimension: self.output_batch,
+            output_feature_dimension: self.output_feature,
+            output_spatial_dimensions: self.output_spatial.clone(),
+        }
+    }
+
+    pub(crate) fn from_proto(p: &proto::ConvolutionDimensionNumbers) -> Self {
+        ConvDims {
+            input_batch: p.input_batch_dimension,
+            input_feature: p.input_feature_dimension,
+            input_spatial: p.input_spatial_dimensions.clone(),
+            kernel_input_feature: p.kernel_input_feature_dimension,
+            kernel_output_feature: p.kernel_output_feature_dimension,
+            kernel_spatial: p.kernel_spatial_dimensions.clone(),
+            output_batch: p.output_batch_dimension,
+            output_feature: p.output_feature_dimension,
+            output_spatial: p.output_spatial_dimensions.clone(),
+        }
+    }
+}
+
+pub(crate) fn lower_convolution(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::Convolution(a) = kind else { return };
+    p.window = Some(super::window::window_proto(&a.window));
+    p.convolution_dimension_numbers = Some(a.dims.to_proto());
+    p.feature_group_count = a.feature_group_count;
+    p.batch_group_count = a.batch_group_count;
+}
+
+pub(crate) fn raise_convolution(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Convolution(Box::new(ConvAttrs {
+        window: super::window::raise_window(p)?,
+        dims: ConvDims::from_proto(
+            p.convolution_dimension_numbers
+                .as_ref()
+                .ok_or("a convolution without dimension numbers")?,
+        ),
+        // Zero means 1 in protos written before the field existed.
+        feature_group_count: p.feature_group_count.max(1),
+        batch_group_count: p.batch_group_count.max(1),
+    })))
+}
+
+pub(crate) fn text_convolution(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Convolution(a) = kind else { return };
+    out.attrs.push_str(&super::window::text_window(&a.window));
+    if a.feature_group_count != 1 {
+        out.attr("feature_group_count", a.feature_group_count);
+    }
+    if a.batch_group_count != 1 {
+        out.attr("batch_group_count", a.batch_group_count);
+    }
+}
+
+impl Op {
+    /// XLA's ConvGeneralDilated (as `lax.conv_general_dilated`): this input with
+    /// `kernel`, per spatial axis a stride, `(low, high)` padding, an input (lhs)
+    /// dilation and a kernel (rhs) dilation; `dims` says which axes are which.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn conv_general_dilated(
+        &self,
+        kernel: &Op,
+        strides: &[i64],
+        padding: &[(i64, i64)],
+        lhs_dilation: &[i64],
+        rhs_dilation: &[i64],
+        dims: &ConvDims,
+        feature_group_count: i64,
+    ) -> Op {
+        let loc = Location::caller();
+        let ks = match kernel.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return self.builder().fail_not_array(kernel, "convolution", loc),
+        };
+        let n = dims.kernel_spatial.len();
+        let lens = [
+            strides.len(),
+            padding.len(),
+            lhs_dilation.len(),
+            rhs_dilation.len(),
+        ];
+        if lens.iter().any(|l| *l != n)
+            || dims
+                .kernel_spatial
+                .iter()
+                .any(|a| *a < 0 || *a as usize >= ks.rank())
+        {
+            return self.builder().fail(
+                ShapeError::new(
+                    "convolution",
+                    &[&ks],
+                    ShapeErrorKind::Attribute,
+                    format!("strides, padding and dilations need one entry per spatial axis ({n}), got {lens:?}"),
+                ),
+                loc,
+            );
+        }
+        let window = (0..n)
+            .map(|i| WindowDim {
+                size: ks.dims()[dims.kernel_spatial[i] as usize],
+                stride: strides[i],
+                padding_low: padding[i].0,
+                padding_high: padding[i].1,
+                window_dilation: rhs_dilation[i],
+                base_dilation: lhs_dilation[i],
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: dims.clone(),
+            feature_group_count,
+            batch_group_count: 1,
+        };
+        self.convolution_at(kernel, attrs, loc)
+    }
+
+    /// XLA's Convolution with all its attributes ([`ConvAttrs`]): what
+    /// [`conv_general_dilated`](Op::conv_general_dilated) builds, plus a batch group
+    /// count (the batch split into groups, output feature group `g` seeing batch
+    /// group `g`, as `lax.conv_general_dilated`'s `batch_group_count`). The window
+    /// sizes must be the kernel's spatial sizes.
+    #[track_caller]
+    pub fn convolution(&self, kernel: &Op, attrs: &ConvAttrs) -> Op {
+        self.convolution_at(kernel, attrs.clone(), Location::caller())
+    }
+
+    pub(crate) fn convolution_at(
+        &self,
+        kernel: &Op,
+        attrs: ConvAttrs,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder().emit(
+            OpKind::Convolution(Box::new(attrs)),
+            &[self, kernel],
+            None,
+            loc,
+        )
+    }
+}
+
+/// Convolution (see `convolution_cts`).
+pub(crate) fn vjp_convolution(n: &Node) -> Grads {
+    let OpKind::Convolution(a) = n.kind else {
+        return Err("not a convolution".into());
+    };
+    convolution_cts(a, n, &n.ct()).map(arrays)
+}
+
+/// Convolution: the cotangents of the input and the kernel (JAX's
+/// `_conv_general_dilated_transpose_lhs` and `_rhs`), for any dimension numbers,
+/// strides, padding (negative too), dilations and group counts.
+///
+/// - Input: the output cotangent convolved with the kernel reversed in space and
+///   its feature axes swapped; the forward strides become the input dilation and
+///   the input dilation the strides, the padding makes the result the input's size.
+///   Feature groups move into the kernel's new output features; batch groups too,
+///   and the result's feature groups back into the batch.
+/// - Kernel: the input convolved with the output cotangent as the kernel, batch
+///   and feature axes swapped on both; the forward strides become the kernel
+///   dilation and the kernel dilation the strides; feature groups become batch
+///   groups and batch groups feature groups.
+///
+/// An output with no elements gives zeros.
+fn convolution_cts(
+    a: &ConvAttrs,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> Result<Vec<Option<Op>>, String> {
+    use crate::autodiff::{wants, zeros_like};
+    use crate::ops::window::dilated;
+    let (x, k, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (Ok(xd), Ok(kd), Ok(gd)) = (x.dims(), k.dims(), ct.dims()) else {
+        return Ok(vec![None, None]);
+    };
+    let (fg, bg) = (a.feature_group_count, a.batch_group_count);
+    if fg > 1 && bg > 1 {
+        return Err(format!(
+            "a convolution with both feature groups ({fg}) and batch groups ({bg}) has no gradient"
+        ));
+    }
+    let d = &a.dims;
+    let mut out = vec![None, None];
+    if gd.contains(&0) || xd.contains(&0) || kd.contains(&0) {
+        for (slot, v) in out.iter_mut().zip([x, k]) {
+            if wants(v) {
+                *slot = Some(zeros_like(v, loc));
+            }
+        }
+        return Ok(out);
+    }
+    let ns = a.window.len();
+    let at = |axes: &[i64], dims: &[i64], i: usize| dims[axes[i] as usize];
+    if wants(x) {
+        let groups = fg.max(bg);
+        let mut kernel = k.clone();
+        if groups > 1 {
+            kernel = axis_out_of(&kernel, d.kernel_output_feature, groups, loc);
+            kernel = axis_into(
+                &kernel,
+                d.kernel_output_feature,
+                d.kernel_input_feature,
+                loc,
+            );
+        }
+        let axes: Vec<i64> = d.kernel_spatial.clone();
+        let kernel =
+            n.b.emit(OpKind::Reverse { axes: axes.into() }, &[&kernel], None, loc);
+        let window: Vec<WindowDim> = (0..ns)
+            .map(|i| {
+                let w = &a.window[i];
+                let kext = dilated(w.size, w.window_dilation);
+                let before = kext - w.padding_low - 1;
+                let after = dilated(at(&d.input_spatial, &xd, i), w.base_dilation) + kext
+                    - 1
+                    - dilated(at(&d.output_spatial, &gd, i), w.stride)
+                    - before;
+                WindowDim {
+                    size: w.size,
+                    stride: w.base_dilation,
+                    padding_low: before,
+                    padding_high: after,
+                    window_dilation: w.window_dilation,
+                    base_dilation: w.stride,
+                }
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: ConvDims {
+                input_batch: d.output_batch,
+                input_feature: d.output_feature,
+                input_spatial: d.output_spatial.clone(),
+                kernel_input_feature: d.kernel_output_feature,
+                kernel_output_feature: d.kernel_input_feature,
+                kernel_spatial: d.kernel_spatial.clone(),
+                output_batch: d.input_batch,
+                output_feature: d.input_feature,
+                output_spatial: d.input_spatial.clone(),
+            },
+            feature_group_count: groups,
+            batch_group_count: 1,
+        };
+        let mut g = ct.convolution_at(&kernel, attrs, loc);
+        if bg > 1 {
+            g = axis_out_of(&g, d.input_feature, bg, loc);
+            g = axis_into(&g, d.input_feature, d.input_batch, loc);
+        }
+        out[0] = Some(g);
+    }
+    if wants(k) {
+        let window: Vec<WindowDim> = (0..ns)
+            .map(|i| {
+                let w = &a.window[i];
+                let gext = dilated(at(&d.output_spatial, &gd, i), w.stride);
+                let after = gext - dilated(at(&d.input_spatial, &xd, i), w.base_dilation)
+                    + dilated(w.size, w.window_dilation)
+                    - w.padding_low
+                    - 1;
+                WindowDim {
+                    size: at(&d.output_spatial, &gd, i),
+                    stride: w.window_dilation,
+                    padding_low: w.padding_low,
+                    padding_high: after,
+                    window_dilation: w.stride,
+                    base_dilation: w.base_dilation,
+                }
+            })
+            .collect();
+        let attrs = ConvAttrs {
+            window,
+            dims: ConvDims {
+                input_batch: d.input_feature,
+                input_feature: d.input_batch,
+                input_spatial: d.input_spatial.clone(),
+                kernel_input_feature: d.output_batch,
+                kernel_output_feature: d.output_feature,
+                kernel_spatial: d.output_spatial.clone(),
+                output_batch: d.kernel_input_feature,
+                output_feature: d.kernel_output_feature,
+                output_spatial: d.kernel_spatial.clone(),
+            },
+            feature_group_count: bg,
+            batch_group_count: fg,
+        };
+        out[1] = Some(x.convolution_at(ct, attrs, loc));
+    }
+    Ok(out)
+}
+
+/// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
+/// `_reshape_axis_out_of`).
+fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(mut d) = x.dims() else {
+        return x.clone();
+    };
+    let s = src as usize;
+    let rest = d[s] / size;
+    d.splice(s..s + 1, [size, rest]);
+    x.reshape_at(&d, loc)
+}
+
+/// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
+/// the major part (JAX's `_reshape_axis_into`).
+fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(d) = x.dims() else {
+        return x.clone();
+    };
+    let mut perm: Vec<i64> = (0..d.len() as i64).filter(|a| *a != src).collect();
+    perm.insert(dst as usize, src);
+    let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
+    to.remove(dst as usize);
+    to[dst as usize] *= d[src as usize];
+    x.transpose_at(&perm, loc).reshape_at(&to, loc)
+}
+
+// ---------------------------------------------------------------------------------
+// Shared by the factorizations: square matrices, triangles
+
+fn square_batch(
+    op: &'static str,
+    a: &Shape,
+) -> Result<(crate::shape::ElementType, Vec<i64>), ShapeError> {
+    let (t, d) = array_of(op, a)?;
+    if !(t.is_float() || t.is_complex()) {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::ElementType,
+            format!("needs a floating-point type, got {t}"),
+        ));
+    }
+    if d.len() < 2 || d[d.len() - 1] != d[d.len() - 2] {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::Dimension,
+            "needs square matrices in its last two axes",
+        ));
+    }
+    Ok((t, d.to_vec()))
+}
+
+/// Which part of the last two axes a mask keeps.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Row ≥ column (`strict`: row > column).
+    Lower { strict: bool },
+    /// Row ≤ column (`strict`: row < column).
+    Upper { strict: bool },
+}
+
+/// `x` with the elements outside `part` of each matrix (last two axes) zeroed.
+fn mask(x: &Op, part: Part, loc: &'static Location<'static>) -> Op {
+    use crate::Comparison;
+    let (Ok(d), Ok(ty)) = (x.dims(), x.element_type()) else {
+        return x.clone();
+    };
+    let b = x.builder();
+    let r = d.len() as i64;
+    let shape = Shape::array(ElementType::S32, &d);
+    let row = b.emit(
+        OpKind::Iota { dimension: r - 2 },
+        &[],
+        Some(shape.clone()),
+        loc,
+    );
+    let col = b.emit(OpKind::Iota { dimension: r - 1 }, &[], Some(shape), loc);
+    let dir = match part {
+        Part::Lower { strict: false } => Comparison::Ge,
+        Part::Lower { strict: true } => Comparison::Gt,
+        Part::Upper { strict: false } => Comparison::Le,
+        Part::Upper { strict: true } => Comparison::Lt,
+    };
+    let keep = row.compare_at(&col, dir, loc);
+    let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
+    b.select_at(&keep, x, &zero, loc)
+}
+
+/// `x` with its last two axes swapped.
+fn swap_last(x: &Op, loc: &'static Location<'static>) -> Op {
+    let r = x.rank().unwrap_or(2) as i64;
+    let mut perm: Vec<i64> = (0..r).collect();
+    perm.swap(r as usize - 2, r as usize - 1);
+    x.transpose_at(&perm, loc)
+}
+
+/// The batched product of the matrices in the last two axes of `x` and `y`,
+/// contracting axis `xc` of `x` (`r - 2` or `r - 1`) with axis `yc` of `y`.
+fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) -> Op {
+    let r = x.rank().unwrap_or(2) as i64;
+    let dims = DotDims {
+        lhs_contracting: vec![xc],
+        rhs_contracting: vec![yc],
+        lhs_batch: (0..r - 2).collect(),
+        rhs_batch: (0..r - 2).collect(),
+    };
+    x.dot_general_at(
+        y,
+        &dims,
+        DotOptions::new().precision(Precision::Highest),
+        loc,
+    )
+}
+
+// ---------------------------------------------------------------------------------
+// `cholesky`
+
+/// Cholesky rule: floating-point square matrices `[..., n, n]`; same shape out.
+pub fn infer_cholesky(a: &Shape) -> Result<Shape, ShapeError> {
+    square_batch("cholesky", a)?;
+    Ok(a.clone())
+}
+
+pub(crate) fn shape_cholesky(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_cholesky(cx.operands[0])
+}
+
+pub(crate) fn lower_cholesky(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Cholesky { lower } = kind {
+        p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower });
+    }
+}
+
+pub(crate) fn raise_cholesky(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Cholesky {
+        lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
+    })
+}
+
+pub(crate) fn text_cholesky(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Cholesky { lower } = kind {
+        out.attr("lower", lower);
+    }
+}
+
+impl Op {
+    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
+    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
+    /// other triangle of the result is unspecified (XLA leaves it as is).
+    #[track_caller]
+    pub fn cholesky(&self, lower: bool) -> Op {
+        self.builder().emit(
+            OpKind::Cholesky { lower },
+            &[self],
+            None,
+            Location::caller(),
+        )
+    }
+}
+
+/// Cholesky (see `cholesky_cts`).
+pub(crate) fn vjp_cholesky(n: &Node) -> Grads {
+    let OpKind::Cholesky { lower } = n.kind else {
+        return Err("not a cholesky".into());
+    };
+    cholesky_cts(*lower, n, &n.ct()).map(arrays)
+}
+
+/// Cholesky: with `L` the factor as a lower-triangular matrix (the transpose of
+/// the upper factor when `!lower`; the unspecified triangle of the result is
+/// masked out, and so is that of its cotangent `L̄`), `S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹` is the
+/// cotangent of the symmetric matrix factored (Φ: the lower triangle with the
+/// diagonal halved; JAX's rule). That matrix is built from the one triangle the op
+/// reads, so the cotangent of the input is `S + Sᵀ` in that triangle off the
+/// diagonal, `S` on it, and zero in the other triangle.
+fn cholesky_cts(
+    lower: bool,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> Result<Vec<Option<Op>>, String> {
+    use crate::BinaryOp;
+    let (l, loc) = (n.out(), n.loc);
+    let Ok(r) = l.rank() else {
+        return Ok(vec![None]);
+    };
+    let r = r as i64;
+    let low = Part::Lower { strict: false };
+    let (l, lbar) = if lower {
+        (mask(l, low, loc), mask(ct, low, loc))
+    } else {
+        (
+            mask(&swap_last(l, loc), low, loc),
+            mask(&swap_last(ct, loc), low, loc),
+        )
+    };
+    // Φ(X): the strict lower triangle plus half the diagonal.
+    let phi = |x: &Op| {
+        let strict = mask(x, Part::Lower { strict: true }, loc);
+        let half = mask(&mask(x, low, loc), Part::Upper { strict: false }, loc).binary_scalar(
+            BinaryOp::Multiply,
+            crate::Scalar::Float(0.5),
+            false,
+            loc,
+        );
+        strict.binary(BinaryOp::Add, &half, loc)
+    };
+    let p = phi(&batch_dot(&l, &lbar, r - 2, r - 2, loc));
+    let solve = |left_side, transpose_a, b: &Op| {
+        let o = TriangularSolveOptions {
+            left_side,
+            lower: true,
+            unit_diagonal: false,
+            transpose_a,
+        };
+        l.triangular_solve_at(b, o, loc)
+    };
+    // Lᵀ Y = P, then S L = Y.
+    let y = solve(true, Transpose::Transpose, &p);
+    let s = solve(false, Transpose::No, &y);
+    let g = phi(&s.binary(BinaryOp::Add, &swap_last(&s, loc), loc));
+    Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
+}
+
+// ---------------------------------------------------------------------------------
+// `triangular-solve`
+
+pub use crate::ir::attrs::{Transpose, TriangularSolveOptions};
+
+/// Triangular-solve rule: `a` square `[..., m, m]`, `b` of `a`'s type and batch with
+/// `m` rows (left side) or `m` columns (right side); `b`'s shape out.
+pub fn infer_triangular_solve(
+    a: &Shape,
+    b: &Shape,
+    o: &TriangularSolveOptions,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "triangular-solve";
+    let (t, ad) = square_batch(OP, a)?;
+    let (bt, bd) = array_of(OP, b)?;
+    let err = |k, r: String| ShapeError::new(OP, &[a, b], k, r);
+    if bt != t {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("a is {t}, b is {bt}"),
+        ));
+    }
+    if bd.len() != ad.len() || bd[..bd.len() - 2] != ad[..ad.len() - 2] {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            "a and b must have the same batch axes".into(),
+        ));
+    }
+    let m = ad[ad.len() - 1];
+    let k = if o.left_side {
+        bd[bd.len() - 2]
+    } else {
+        bd[bd.len() - 1]
+    };
+    if k != m {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "b's {} axis is {k}, a is {m}x{m}",
+                if o.left_side { "row" } else { "column" }
+            ),
+        ));
+    }
+    Ok(b.clone())
+}
+
+pub(crate) fn shape_triangular_solve(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::TriangularSolve(o) = kind else {
+        return Err(super::table::not_for("triangular-solve", kind));
+    };
+    infer_triangular_solve(cx.operands[0], cx.operands[1], o)
+}
+
+pub(crate) fn lower_triangular_solve(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::TriangularSolve(o) = kind else {
+        return;
+    };
+    use proto::triangular_solve_options::Transpose as T;
+    p.triangular_solve_options = Some(proto::TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: (match o.transpose_a {
+            Transpose::No => T::NoTranspose,
+            Transpose::Transpose => T::Transpose,
+            Transpose::Adjoint => T::Adjoint,
+        }) as i32,
+    });
+}
+
+pub(crate) fn raise_triangular_solve(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    use proto::triangular_solve_options::Transpose as T;
+    let o = p
+        .triangular_solve_options
+        .as_ref()
+        .ok_or("a triangular-solve without options")?;
+    Ok(OpKind::TriangularSolve(TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: match T::try_from(o.transpose_a) {
+            Ok(T::NoTranspose) => Transpose::No,
+            Ok(T::Transpose) => Transpose::Transpose,
+            Ok(T::Adjoint) => Transpose::Adjoint,
+            _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
+        },
+    }))
+}
+
+pub(crate) fn text_triangular_solve(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::TriangularSolve(o) = kind else {
+        return;
+    };
+    out.attr("left_side", o.left_side);
+    out.attr("lower", o.lower);
+    out.attr("unit_diagonal", o.unit_diagonal);
+    out.attr("transpose_a", format!("{:?}", o.transpose_a));
+}
+
+impl Op {
+    /// XLA's TriangularSolve: `x` with `op(a) x = b` (or `x op(a) = b`), `a` being
+    /// this triangular matrix (batched in leading axes).
+    #[track_caller]
+    pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
+        self.triangular_solve_at(b, options, Location::caller())
+    }
+
+    pub(crate) fn triangular_solve_at(
+        &self,
+        b: &Op,
+        options: TriangularSolveOptions,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder()
+            .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
+    }
+}
+
+/// TriangularSolve (see `triangular_solve_cts`).
+pub(crate) fn vjp_triangular_solve(n: &Node) -> Grads {
+    let OpKind::TriangularSolve(o) = n.kind else {
+        return Err("not a triangular-solve".into());
+    };
+    triangular_solve_cts(o, n, &n.ct()).map(arrays)
+}
+
+/// TriangularSolve (`op(A) X = B` or `X op(A) = B`, `op` the identity or the
+/// transpose; real types, so `Adjoint` is `Transpose`): the cotangent of `B` is
+/// the solve of the transposed system with `X̄`; that of `A` is `−B̄ Xᵀ` (left
+/// side) or `−Xᵀ B̄` (right side), transposed when `op` is, kept in the triangle
+/// the op reads (without the diagonal when it is taken as ones).
+fn triangular_solve_cts(
+    o: &TriangularSolveOptions,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> Result<Vec<Option<Op>>, String> {
+    use crate::autodiff::wants;
+    let (a, b, x, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
+    let Ok(r) = a.rank() else {
+        return Ok(vec![None, None]);
+    };
+    let r = r as i64;
+    let transposed = o.transpose_a != Transpose::No;
+    let back = TriangularSolveOptions {
+        transpose_a: if transposed {
+            Transpose::No
+        } else {
+            Transpose::Transpose
+        },
+        ..*o
+    };
+    let bbar = a.triangular_solve_at(ct, back, loc);
+    let mut out = vec![None, None];
+    if wants(a) {
+        let m = if o.left_side {
+            batch_dot(&bbar, x, r - 1, r - 1, loc)
+        } else {
+            batch_dot(x, &bbar, r - 2, r - 2, loc)
+        };
+        let m = if transposed { swap_last(&m, loc) } else { m };
+        let part = if o.lower {
+            Part::Lower {
+                strict: o.unit_diagonal,
+            }
+        } else {
+            Part::Upper {
+                strict: o.unit_diagonal,
+            }
+        };
+        out[0] = Some(mask(&m, part, loc).unary(crate::UnaryOp::Negate, loc));
+    }
+    if wants(b) {
+        out[1] = Some(bbar);
+    }
+    Ok(out)
 }
