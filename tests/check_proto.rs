@@ -24,7 +24,7 @@ fn compile(m: &HloModuleProto) -> xlaclient::Result<()> {
         .compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())
         .map(|_| ())?;
     client()
-        .compile(Computation::from_proto(m.clone()))
+        .compile(Computation::from_proto(m.clone())?)
         .map(|_| ())
 }
 
@@ -183,7 +183,7 @@ fn a_dots_precision_and_result_type_are_read_and_checked() {
         .preferred_element_type(ElementType::F32);
     let m = b.build(&x.matmul_with(&w, opts)).unwrap().proto().clone();
     compile(&m).unwrap();
-    let text = Computation::from_proto(m.clone()).to_hlo_text();
+    let text = Computation::from_proto(m.clone()).unwrap().to_hlo_text();
     assert!(
         text.contains("f32[2,4]{1,0} dot(bf16[2,3]{1,0} %x")
             && text.contains("operand_precision={highest,high}"),

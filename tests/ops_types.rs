@@ -214,7 +214,10 @@ fn work(kind: &str, i: u64, client: &Client, hlo: &std::path::Path) -> Outcome {
     let ours = builder_accepts(case);
     let bytes = xla_module(case);
     let text = HloModuleProto::decode(bytes.as_slice())
-        .map(|p| Computation::from_proto(p).to_hlo_text())
+        .map(|p| {
+            Computation::from_proto(p)
+                .map_or_else(|e| format!("(refused: {e})"), |c| c.to_hlo_text())
+        })
         .unwrap_or_default();
     let _ = std::fs::write(hlo, format!("{case:?}\n{text}"));
     let xla = client

@@ -413,7 +413,7 @@ fn aliased_increment(kind: i32) -> Computation {
             kind,
         }],
     });
-    Computation::from_proto(proto)
+    Computation::from_proto(proto).unwrap()
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::panic::Location;
 use std::rc::Rc;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use graph::Graph;
 pub(crate) use graph::StoringLoop;
@@ -73,128 +73,100 @@ const MAX_PARAMETERS: usize = 1 << 24;
 /// The computation index of failed ops; their `v.instr` indexes the graph's errors.
 const POISON: CompId = CompId(u32::MAX);
 
-/// A finished module, ready to compile: the typed IR of a built graph (lowered to an
-/// `HloModuleProto` on first use), or a module proto given from outside.
+/// A finished module, ready to compile: the typed IR of a verified module, built
+/// here or raised from a proto given from outside. Lowered to an
+/// `HloModuleProto` (or its bytes) when asked.
 #[derive(Clone)]
 pub struct Computation {
-    ir: Option<Arc<ir::Module>>,
-    proto: Arc<OnceLock<proto::HloModuleProto>>,
+    ir: Arc<ir::Module>,
 }
 
 impl Computation {
-    /// Wraps a module proto (e.g. decoded from bytes). It is checked when compiled.
-    pub fn from_proto(proto: proto::HloModuleProto) -> Self {
-        Computation {
-            ir: None,
-            proto: Arc::new(OnceLock::from(proto)),
-        }
+    /// Raises a module proto (e.g. exported by JAX) into the IR and verifies it: the
+    /// same shape rules as for a module built here run on every instruction. A
+    /// malformed module, or one the crate cannot read (an opcode without a rule, a
+    /// layout other than row-major), is an [`Error::InvalidModule`]. Its
+    /// instructions carry the caller's line as their source location.
+    #[track_caller]
+    pub fn from_proto(proto: proto::HloModuleProto) -> Result<Computation> {
+        Self::raise(&proto, Location::caller())
     }
 
-    /// The typed IR of a module built here (`None` for one given as a proto).
-    pub fn ir(&self) -> Option<&ir::Module> {
-        self.ir.as_deref()
+    /// Decodes a serialized `HloModuleProto` and raises it as
+    /// [`from_proto`](Self::from_proto) does; bytes that do not decode are an
+    /// [`Error::InvalidModule`].
+    #[track_caller]
+    pub fn from_hlo_bytes(bytes: &[u8]) -> Result<Computation> {
+        use prost::Message;
+        let loc = Location::caller();
+        let m = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
+            reason: format!("bytes do not decode as an HloModuleProto: {e}"),
+        })?;
+        Self::raise(&m, loc)
     }
 
-    /// The module as a proto (lowered from the IR on first use).
-    pub fn proto(&self) -> &proto::HloModuleProto {
-        self.proto.get_or_init(|| match &self.ir {
-            Some(m) => ir::lower::to_proto(m, &crate::ops::Table),
-            None => proto::HloModuleProto::default(),
+    fn raise(m: &proto::HloModuleProto, loc: &'static Location<'static>) -> Result<Computation> {
+        let module = ir::raise::raise_module(m, &crate::ops::Table, loc)?;
+        // A foreign module's every problem is the module's: a shape rule's error
+        // too.
+        ir::verify::verify(&module, &crate::ops::Table).map_err(|e| match e {
+            Error::Shape(s) => Error::InvalidModule {
+                reason: s.to_string(),
+            },
+            e => e,
+        })?;
+        Ok(Computation {
+            ir: Arc::new(module),
         })
     }
 
+    /// The typed IR of the module.
+    pub fn ir(&self) -> &ir::Module {
+        &self.ir
+    }
+
+    /// The module as an `HloModuleProto` (lowered from the IR at each call).
+    pub fn proto(&self) -> proto::HloModuleProto {
+        ir::lower::to_proto(&self.ir, &crate::ops::Table)
+    }
+
     /// The serialized `HloModuleProto` (streamed from the IR without building the
-    /// whole proto, for a module built here).
+    /// whole proto).
     pub fn to_bytes(&self) -> Vec<u8> {
-        use prost::Message;
-        match (&self.ir, self.proto.get()) {
-            (Some(m), None) => ir::lower::to_bytes(m, &crate::ops::Table),
-            _ => self.proto().encode_to_vec(),
-        }
+        ir::lower::to_bytes(&self.ir, &crate::ops::Table)
     }
 
     /// The module as HLO text, for people to read.
     pub fn to_hlo_text(&self) -> String {
-        match &self.ir {
-            Some(m) => ir::text::module_to_text(m, &crate::ops::Table),
-            None => ir::text_proto::module_to_text(self.proto()),
-        }
+        ir::text::module_to_text(&self.ir, &crate::ops::Table)
     }
 
-    /// A fingerprint for caching: structural (names and source locations ignored)
-    /// for a module built here, the SHA-256 of the proto's bytes otherwise.
+    /// A structural fingerprint for caching (names and source locations ignored):
+    /// see [`ir::Module::fingerprint`].
     pub fn fingerprint(&self) -> [u8; 32] {
-        match &self.ir {
-            Some(m) => m.fingerprint(),
-            None => {
-                use sha2::{Digest, Sha256};
-                Sha256::digest(self.to_bytes()).into()
-            }
-        }
+        self.ir.fingerprint()
     }
 
     /// Shapes of the entry computation's parameters.
     pub fn parameter_shapes(&self) -> Vec<Shape> {
-        match &self.ir {
-            Some(m) => m.parameter_shapes(),
-            None => self
-                .proto()
-                .host_program_shape
-                .as_ref()
-                .map(|p| p.parameters.iter().filter_map(Shape::from_proto).collect())
-                .unwrap_or_default(),
-        }
+        self.ir.parameter_shapes()
     }
 
     /// Shape of the entry computation's result.
     pub fn result_shape(&self) -> Shape {
-        match &self.ir {
-            Some(m) => m.result_shape(),
-            None => self
-                .proto()
-                .host_program_shape
-                .as_ref()
-                .and_then(|p| p.result.as_ref())
-                .and_then(Shape::from_proto)
-                .unwrap_or(Shape::Tuple(Vec::new())),
-        }
+        self.ir.result_shape()
     }
 }
 
 impl ir::HloModuleSource for Computation {
-    /// A module built here was verified by `build` (every instruction's shape rule
-    /// re-run) and is streamed from the IR; one given as a proto is checked
-    /// structurally first.
+    /// Verified by `build` or `from_proto` (every instruction's shape rule re-run)
+    /// and streamed from the IR.
     fn verified_bytes(&self) -> Result<Vec<u8>> {
-        match &self.ir {
-            Some(_) => Ok(self.to_bytes()),
-            None => self.proto().verified_bytes(),
-        }
+        Ok(self.to_bytes())
     }
 
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
-        match &self.ir {
-            Some(m) => Some(m.parameter_shapes()),
-            None => ir::proto_parameter_shapes(self.proto()),
-        }
-    }
-}
-
-impl ir::HloModuleSource for proto::HloModuleProto {
-    fn verified_bytes(&self) -> Result<Vec<u8>> {
-        use prost::Message;
-        ir::check_proto::verify_module(self, &crate::ops::Table)?;
-        Ok(self.encode_to_vec())
-    }
-
-    fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
-        ir::proto_parameter_shapes(self)
-    }
-}
-
-impl AsRef<proto::HloModuleProto> for Computation {
-    fn as_ref(&self) -> &proto::HloModuleProto {
-        self.proto()
+        Some(self.parameter_shapes())
     }
 }
 
@@ -320,8 +292,7 @@ impl Builder {
             ir::verify::verify(&module, &crate::ops::Table)?;
         }
         Ok(Computation {
-            ir: Some(Arc::new(module)),
-            proto: Arc::new(OnceLock::new()),
+            ir: Arc::new(module),
         })
     }
 
@@ -364,8 +335,7 @@ impl Builder {
             e => e,
         })?;
         Ok(Computation {
-            ir: Some(Arc::new(module)),
-            proto: Arc::new(OnceLock::new()),
+            ir: Arc::new(module),
         })
     }
 

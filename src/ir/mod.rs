@@ -6,8 +6,8 @@
 //! result shape (interned, a [`ShapeId`]) and the user's source location.
 //! Computations ([`Comp`]) hold instructions in creation order, which is a
 //! topological order. Protos exist only at the edges: `lower` turns a finished
-//! [`Module`] into an `HloModuleProto`, [`check_proto`] checks protos that come
-//! from outside.
+//! [`Module`] into an `HloModuleProto`, [`raise`] reads one that comes from
+//! outside into a [`Module`], which is then verified like any other.
 //!
 //! The IR knows no op family: the passes over it (the verifier [`verify`], the
 //! lowering, the HLO text) are handed the per-op rules as a [`Rules`], which the op
@@ -15,12 +15,11 @@
 //! is the IR's own.
 
 pub mod attrs;
-pub mod check_proto;
 pub(crate) mod lower;
 pub mod op;
+pub mod raise;
 pub mod rules;
 pub(crate) mod text;
-pub mod text_proto;
 pub mod verify;
 
 use std::collections::HashMap;
@@ -159,13 +158,15 @@ pub struct Alias {
     pub parameter: u32,
 }
 
-/// A finished module: the computations reachable from the entry (callees before
-/// callers), dead instructions removed, every instruction checked by [`verify`].
+/// A finished module, every instruction checked by [`verify`]. One built here holds
+/// the computations reachable from the entry (callees before callers, the entry
+/// last), dead instructions removed; one raised from a proto ([`raise`]) holds its
+/// computations in the proto's order (callees before callers).
 #[derive(Clone, Debug)]
 pub struct Module {
     /// The module's name.
     pub name: String,
-    /// Computations; callees come before their callers, the entry is last.
+    /// Computations; callees come before their callers.
     pub comps: Vec<Comp>,
     /// The entry computation.
     pub entry: CompId,
@@ -176,7 +177,9 @@ pub struct Module {
 }
 
 /// Something the runtime can compile as an HLO module: it hands over the serialized
-/// `HloModuleProto`, checked (XLA aborts the process on some malformed modules).
+/// `HloModuleProto` of a verified module (XLA aborts the process on some malformed
+/// modules). A module proto from outside becomes one by being raised into the IR
+/// (`Computation::from_proto`).
 pub trait HloModuleSource {
     /// The module's serialized bytes, after checking it.
     fn verified_bytes(&self) -> crate::Result<Vec<u8>>;
@@ -188,19 +191,6 @@ pub trait HloModuleSource {
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
         None
     }
-}
-
-/// The entry parameter shapes a module proto states (the entry computation's
-/// program shape, else the module's host program shape); `None` when it states
-/// none or one is not a shape this crate reads.
-pub(crate) fn proto_parameter_shapes(m: &crate::proto::HloModuleProto) -> Option<Vec<Shape>> {
-    let entry = m
-        .computations
-        .iter()
-        .find(|c| c.id == m.entry_computation_id)
-        .and_then(|c| c.program_shape.as_ref());
-    let ps = entry.or(m.host_program_shape.as_ref())?;
-    ps.parameters.iter().map(Shape::from_proto).collect()
 }
 
 impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {

@@ -4,8 +4,6 @@ use std::ffi::c_char;
 use std::fmt;
 use std::sync::Arc;
 
-use prost::Message;
-
 use super::api::{Api, NamedValue, Plugin, copy_str};
 use super::buffer::Buffer;
 use super::device::Device;
@@ -15,7 +13,6 @@ use super::options::{ClientOptions, CompileOptions};
 use super::raw::{self, PJRT_Client, PJRT_Device, slot};
 use crate::error::{Error, Result};
 use crate::ir::HloModuleSource;
-use crate::proto;
 use crate::shape::{NativeType, Shape};
 
 pub(crate) struct ClientInner {
@@ -251,19 +248,17 @@ impl Client {
     }
 
     /// Compiles a serialized `HloModuleProto` (e.g. from JAX's
-    /// `as_serialized_hlo_module_proto()`). The bytes are decoded and checked first:
+    /// `as_serialized_hlo_module_proto()`). The bytes are decoded, raised into the
+    /// IR and verified first ([`Computation::from_hlo_bytes`](crate::Computation::from_hlo_bytes)):
     /// garbage is [`Error::InvalidModule`], never a crash.
+    #[track_caller]
     pub fn compile_hlo_bytes(
         &self,
         bytes: &[u8],
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        let module = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
-            reason: format!("bytes do not decode as an HloModuleProto: {e}"),
-        })?;
-        crate::ir::check_proto::verify_module(&module, &crate::ops::Table)?;
-        let params = crate::ir::proto_parameter_shapes(&module);
-        self.compile_program(b"hlo", bytes, options, params)
+        let module = crate::Computation::from_hlo_bytes(bytes)?;
+        self.compile_with(&module, options)
     }
 
     /// Compiles a StableHLO/MLIR module (text or bytecode), as exported by JAX's

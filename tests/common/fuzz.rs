@@ -1682,7 +1682,8 @@ pub fn run_module(client: &Client, seed: u64, kinds: &[Mutation], hlo: &Path) ->
     let text = {
         use prost::Message;
         match HloModuleProto::decode(bytes.as_slice()) {
-            Ok(p) => Computation::from_proto(p).to_hlo_text(),
+            Ok(p) => Computation::from_proto(p)
+                .map_or_else(|e| format!("(refused: {e})"), |c| c.to_hlo_text()),
             Err(_) => "(does not decode)".into(),
         }
     };
