@@ -11,7 +11,8 @@
 //! Only floating-point values carry gradients. Integer and `pred` values (indices,
 //! comparisons, random bits) pass none; asking for the gradient of or with respect
 //! to one is an error naming the value and the caller's line. An op (or a form of
-//! one) without a rule ([`gradient`] lists them) is an error naming the op and the
+//! one) without a rule ([`gradient`] lists them) is an
+//! [`Error::NoGradient`](crate::Error::NoGradient) naming the op, the form and the
 //! line that built it, never a silent zero.
 
 use std::collections::HashMap;
@@ -498,19 +499,12 @@ pub(crate) fn backprop(
         b.g.borrow_mut().origin = outer_origin;
         let got = match got {
             Ok(g) => g,
-            Err(reason) => {
-                let shapes: Vec<Shape> = ops.iter().filter_map(|o| o.shape().ok()).collect();
-                let refs: Vec<&Shape> = shapes.iter().collect();
-                let f = b.fail(
-                    ShapeError::new(
-                        "grad",
-                        &refs,
-                        ShapeErrorKind::Attribute,
-                        format!("{reason} (the op was built at {})", locs[i]),
-                    ),
-                    loc,
-                );
-                return Err(f);
+            Err(form) => {
+                return Err(b.fail_with(crate::Error::NoGradient {
+                    op: kinds[i].opcode().name(),
+                    form,
+                    location: Some(locs[i]),
+                }));
             }
         };
         for (k, g) in got.into_iter().enumerate() {

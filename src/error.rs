@@ -176,6 +176,16 @@ impl std::error::Error for ShapeError {}
 pub enum Error {
     /// An op was given operands of the wrong shape or type.
     Shape(ShapeError),
+    /// Reverse mode reached an op, or a form of one, that has no gradient rule (see
+    /// `autodiff::gradient`).
+    NoGradient {
+        /// The op, as XLA names it (`"custom-call"`, `"reduce"`).
+        op: &'static str,
+        /// Which form of the op has no rule, and what has one.
+        form: String,
+        /// Where in the user's code the op was built.
+        location: Option<&'static Location<'static>>,
+    },
     /// A graph was used wrongly (an op from another builder, a parameter number given
     /// twice, a module that is not well formed, …).
     Graph {
@@ -352,7 +362,7 @@ impl Error {
     pub fn location(&self) -> Option<&'static Location<'static>> {
         match self {
             Error::Shape(e) => e.location,
-            Error::Graph { location, .. } => *location,
+            Error::Graph { location, .. } | Error::NoGradient { location, .. } => *location,
             _ => None,
         }
     }
@@ -368,6 +378,19 @@ impl fmt::Display for Error {
                     write!(f, " at {}:{}:{}", loc.file(), loc.line(), loc.column())?;
                 }
                 write!(f, ": {reason}")
+            }
+            Error::NoGradient { op, form, location } => {
+                write!(f, "no gradient for `{op}`")?;
+                if let Some(loc) = location {
+                    write!(
+                        f,
+                        " built at {}:{}:{}",
+                        loc.file(),
+                        loc.line(),
+                        loc.column()
+                    )?;
+                }
+                write!(f, ": {form}")
             }
             Error::Pjrt {
                 function,

@@ -385,7 +385,7 @@ impl Builder {
         }
     }
 
-    fn fail_with(&self, e: Error) -> Op {
+    pub(crate) fn fail_with(&self, e: Error) -> Op {
         let idx = {
             let mut g = self.g.borrow_mut();
             g.errors.push(e);

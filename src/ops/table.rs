@@ -20,7 +20,7 @@
 //!   them back;
 //! - `text`: `fn(&OpKind, &TextCx, &mut OpText)`, prints them; `-` for none;
 //! - `grad`: `rule(f)` (a rule for every form), `partial(f, "forms")` (a rule for
-//!   the forms named, an error naming the op and its line for the
+//!   the forms named, [`Error::NoGradient`](crate::Error::NoGradient) for the
 //!   others), `none` (no gradient flows: integer, predicate or constant results)
 //!   or `missing`; `f` is `fn(&Node) -> Grads` (see [`crate::autodiff`]);
 //! - `batch`: the slot for the batching rule (vmap), `-` until it lands.
