@@ -21,7 +21,9 @@ fn module() -> HloModuleProto {
 }
 
 fn compile(m: &HloModuleProto) -> xlaclient::Result<()> {
-    client().compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())?;
+    client()
+        .compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())
+        .map(|_| ())?;
     client().compile(Computation::from_proto(m.clone())?)?;
     Ok(())
 }

@@ -132,7 +132,9 @@ fn well_formed_protos_with_broken_structure_are_rejected_before_xla() {
             .compile_hlo_bytes(&m.encode_to_vec(), &CompileOptions::new())
             .unwrap_err();
         assert!(matches!(e, Error::InvalidModule { .. }), "{what}: {e:?}");
-        let e = xlaclient::Computation::from_proto(m).unwrap_err();
+        let e = xlaclient::Computation::from_proto(m)
+            .and_then(|m| Ok(c.compile(m)?))
+            .unwrap_err();
         assert!(matches!(e, Error::InvalidModule { .. }), "{what}: {e:?}");
     }
 }

@@ -406,10 +406,12 @@ fn gradient_errors_name_the_value_and_the_line() {
         |a, e| a.compare(e, Comparison::Ge),
         |a, e| a * e,
     );
-    let e = b
-        .build(&b.grad(&s.reduce_sum(&[0]), &src))
-        .unwrap_err()
-        .to_string();
+    let err = b.build(&b.grad(&s.reduce_sum(&[0]), &src)).unwrap_err();
+    assert!(
+        matches!(&err, xlaclient::Error::NoGradient { op: "select-and-scatter", location: Some(l), .. } if l.line() == built),
+        "{err:?}"
+    );
+    let e = err.to_string();
     assert!(
         e.contains("`select-and-scatter`") && e.contains(&format!("grad.rs:{built}")),
         "{e}"

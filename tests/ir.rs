@@ -328,17 +328,18 @@ fn every_opcode_in_the_table_compiles_under_its_name() {
         let m = b
             .build(&out)
             .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
-        let names: Vec<&str> = m
-            .proto()
+        let proto = m.proto();
+        let names: Vec<&str> = proto
             .computations
             .iter()
             .flat_map(|c| c.instructions.iter().map(|i| i.opcode.as_str()))
             .collect();
         assert!(names.contains(&op.name()), "{}: {names:?}", op.name());
-        // What the IR lowers also passes the structural check applied to foreign
-        // protos (compile skips it for built modules: `build` verified them).
-        xlaclient::ir::check_proto::verify_module(m.proto())
+        // What the IR lowers raises back into the same module (the op's lowering
+        // and raise rules are inverse), which passes the verifier.
+        let raised = xlaclient::Computation::from_proto(m.proto())
             .unwrap_or_else(|e| panic!("{}: {e}", op.name()));
+        assert_eq!(raised.fingerprint(), m.fingerprint(), "{}", op.name());
         if *op != Opcode::CustomCall {
             client()
                 .compile(&m)
@@ -353,8 +354,8 @@ fn the_verifier_reruns_the_shape_rules() {
     let x = b.parameter(0, f32s(&[2, 3]), "x");
     let y = (x.exp() + 1.0).reduce_sum(&[1]);
     let m = b.build(&y).unwrap();
-    let good = m.ir().unwrap().clone();
-    xlaclient::ir::verify::verify(&good).unwrap();
+    let good = m.ir().clone();
+    xlaclient::ir::verify::verify(&good, &xlaclient::ops::Table).unwrap();
 
     // An instruction declared with a shape its rule does not give.
     let mut bad = good.clone();
@@ -366,7 +367,9 @@ fn the_verifier_reruns_the_shape_rules() {
         .position(|i| matches!(i.kind, OpKind::Unary(_)))
         .unwrap();
     bad.comps[entry].instrs[i].shape = wrong;
-    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    let e = xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("declared f32[7]"), "{e}");
 
     // An attribute the rule rejects: reducing an axis that does not exist.
@@ -376,7 +379,7 @@ fn the_verifier_reruns_the_shape_rules() {
             *axes = vec![5].into();
         }
     }
-    match xlaclient::ir::verify::verify(&bad).unwrap_err() {
+    match xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table).unwrap_err() {
         Error::Shape(s) => assert_eq!(s.kind, ShapeErrorKind::Axis, "{s}"),
         other => panic!("{other}"),
     }
@@ -385,7 +388,9 @@ fn the_verifier_reruns_the_shape_rules() {
     let mut bad = good;
     let last = bad.comps[entry].instrs.len() as u32 - 1;
     bad.comps[entry].instrs[i].operands[0].instr = last;
-    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    let e = xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not defined before"), "{e}");
 }
 
@@ -463,7 +468,7 @@ fn streamed_bytes_decode_to_the_lowered_proto() {
     let m = b.build(&y).unwrap();
     let streamed = m.to_bytes();
     let decoded = xlaclient::proto::HloModuleProto::decode(streamed.as_slice()).unwrap();
-    assert_eq!(&decoded, m.proto());
+    assert_eq!(decoded, m.proto());
     let exe = client()
         .compile_hlo_bytes(&streamed, &xlaclient::CompileOptions::new())
         .unwrap();
@@ -476,10 +481,12 @@ fn a_tampered_shape_reference_is_an_error_not_a_panic() {
     let b = Builder::new("t");
     let x = b.parameter(0, f32s(&[2]), "x");
     let m = b.build(&x.exp()).unwrap();
-    let mut bad = m.ir().unwrap().clone();
+    let mut bad = m.ir().clone();
     let entry = bad.entry.0 as usize;
     bad.comps[entry].instrs[0].shape = xlaclient::ir::ShapeId(999);
-    let e = xlaclient::ir::verify::verify(&bad).unwrap_err().to_string();
+    let e = xlaclient::ir::verify::verify(&bad, &xlaclient::ops::Table)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("has no shape"), "{e}");
 }
 
@@ -497,4 +504,47 @@ fn call_runs_a_body_with_captures_and_several_results() {
     assert_close(&bufs[0].to_vec::<f32>().unwrap(), &[1.5, -3.0, 6.0], 1e-6);
     let e: Vec<f32> = xs.iter().map(|v| v.exp()).collect();
     assert_close(&bufs[1].to_vec::<f32>().unwrap(), &e, 1e-6);
+}
+
+#[test]
+fn a_foreign_module_uses_a_multi_result_instruction_whole() {
+    // XLA's own form of a loop: the `while` itself is the root (its results one
+    // tuple), no get-tuple-element between. Raised, the IR names its results and
+    // rebuilds the tuple; the module runs as the one built here.
+    let b = Builder::new("loop");
+    let x = b.parameter(0, f32s(&[3]), "x");
+    let (i, y) = b.fori_loop(0, 4, (b.constant(0f32), x.clone()), |_, (i, y)| {
+        (&i + 1.0, &y * 2.0)
+    });
+    let m = b.build_tuple(&[&i, &y]).unwrap();
+    let mut p = m.proto();
+    let entry = p
+        .computations
+        .iter_mut()
+        .find(|c| c.id == p.entry_computation_id)
+        .unwrap();
+    let w = entry
+        .instructions
+        .iter()
+        .find(|i| i.opcode == "while")
+        .unwrap();
+    let (wid, wshape) = (w.id, w.shape.clone());
+    let root = entry.root_id;
+    entry.instructions.retain(|i| i.id != root);
+    entry.root_id = wid;
+    if let Some(ps) = entry.program_shape.as_mut() {
+        ps.result = wshape.clone();
+    }
+    p.host_program_shape.as_mut().unwrap().result = wshape;
+    let raised = xlaclient::Computation::from_proto(p).unwrap();
+    // The loop's carry: its counter, then `(i, y)`.
+    let Shape::Tuple(results) = raised.result_shape() else {
+        panic!("a tuple result")
+    };
+    assert_eq!(results.len(), 3);
+    assert_eq!(Shape::Tuple(results[1..].to_vec()), m.result_shape());
+    let xs = upload(&[1f32, -2.0, 0.5], &[3]);
+    let out = run(&raised, &[&xs]);
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), vec![4.0]);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), vec![16.0, -32.0, 8.0]);
 }

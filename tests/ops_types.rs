@@ -217,7 +217,7 @@ fn work(kind: &str, i: u64, client: &Client, hlo: &std::path::Path) -> Outcome {
     let text = HloModuleProto::decode(bytes.as_slice())
         .map(|p| {
             Computation::from_proto(p)
-                .map_or_else(|e| format!("(rejected: {e})"), |c| c.to_hlo_text())
+                .map_or_else(|e| format!("(refused: {e})"), |c| c.to_hlo_text())
         })
         .unwrap_or_default();
     let _ = std::fs::write(hlo, format!("{case:?}\n{text}"));

@@ -1684,7 +1684,7 @@ pub fn run_module(client: &Client, seed: u64, kinds: &[Mutation], hlo: &Path) ->
         use prost::Message;
         match HloModuleProto::decode(bytes.as_slice()) {
             Ok(p) => Computation::from_proto(p)
-                .map_or_else(|e| format!("(does not verify: {e})"), |c| c.to_hlo_text()),
+                .map_or_else(|e| format!("(refused: {e})"), |c| c.to_hlo_text()),
             Err(_) => "(does not decode)".into(),
         }
     };

@@ -5,12 +5,14 @@
 //! The engine here walks the instructions between the outputs and the values
 //! differentiated against, latest first, and asks each instruction's gradient rule
 //! for the cotangents of its operands. The rules live with their ops, in each family
-//! file (`vjp_*` functions in [`crate::ops`]); `rule` here only dispatches on the op.
+//! file (`vjp_*` functions in [`crate::ops`]); the op table
+//! ([`crate::ops::table`]) dispatches to them.
 //!
 //! Only floating-point values carry gradients. Integer and `pred` values (indices,
 //! comparisons, random bits) pass none; asking for the gradient of or with respect
 //! to one is an error naming the value and the caller's line. An op (or a form of
-//! one) without a rule ([`gradient`] lists them) is an error naming the op and the
+//! one) without a rule ([`gradient`] lists them) is an
+//! [`Error::NoGradient`](crate::Error::NoGradient) naming the op, the form and the
 //! line that built it, never a silent zero.
 
 use std::collections::HashMap;
@@ -18,8 +20,8 @@ use std::panic::Location;
 
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
-use crate::ops::{elementwise, indexing, linalg, reduction, shape_ops, slicing};
+use crate::ir::{CompId, OpKind, Value};
+pub use crate::ops::table::{Gradient, gradient};
 use crate::shape::{ElementType, Shape};
 use crate::tree::Tree;
 
@@ -40,6 +42,11 @@ pub(crate) struct Node<'a> {
     /// Per operand: whether its cotangent is used (it depends on a value
     /// differentiated against); a rule may skip, or not refuse, the others.
     pub wanted: &'a [bool],
+    /// The instruction's computation and index: the key of the graph's side tables
+    /// (trip counts, custom rules).
+    pub at: (CompId, u32),
+    /// The cotangent of each result (`None` where none arrived).
+    pub cts: &'a [Option<Ct>],
 }
 
 impl Node<'_> {
@@ -47,16 +54,45 @@ impl Node<'_> {
     pub fn out(&self) -> &Op {
         &self.results[0]
     }
+
+    /// The array cotangent of result 0 (zeros where none arrived: only another
+    /// result's did).
+    pub fn ct(&self) -> Op {
+        match self.cts.first() {
+            Some(Some(Ct::Array(c))) => c.clone(),
+            _ => zeros_like(self.out(), self.loc),
+        }
+    }
+
+    /// The array cotangent of each result (`None` where none arrived, or where the
+    /// result is a tuple).
+    pub fn array_cts(&self) -> Vec<Option<Op>> {
+        self.cts
+            .iter()
+            .map(|c| match c {
+                Some(Ct::Array(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// A rule's answer: one cotangent per operand (`None`: no gradient flows there, as
-/// for indices and predicates, or it is zero), or why there is no rule.
-pub(crate) type Cotangents = Result<Vec<Option<Op>>, String>;
+/// for indices and predicates, or it is zero), or why this form of the op has no
+/// rule.
+pub(crate) type Grads = Result<Vec<Option<Ct>>, String>;
+
+/// Array cotangents as a rule's answer.
+pub(crate) fn arrays(v: Vec<Option<Op>>) -> Vec<Option<Ct>> {
+    v.into_iter().map(|c| c.map(Ct::Array)).collect()
+}
 
 /// A cotangent: of an array, or of a tuple (per element; `None` is zero).
 #[derive(Clone)]
-enum Ct {
+pub(crate) enum Ct {
+    /// Of an array.
     Array(Op),
+    /// Of a tuple, per element.
     Tuple(Vec<Option<Op>>),
 }
 
@@ -80,64 +116,6 @@ pub(crate) fn ct_or_zeros(
     match cts.get(j) {
         Some(Some(c)) => c.clone(),
         _ => zeros_like(like, loc),
-    }
-}
-
-/// The rule for `node`, given the cotangent of each result (`None` where none
-/// arrived). Dispatches to the op's family.
-fn rule(node: &Node, cts: &[Option<Op>]) -> Cotangents {
-    let ct = || {
-        cts[0]
-            .clone()
-            .expect("the engine only calls rules with a cotangent")
-    };
-    match node.kind {
-        OpKind::Unary(op) => Ok(vec![elementwise::vjp_unary(*op, node, &ct())]),
-        OpKind::Binary(op) => elementwise::vjp_binary(*op, node, &ct()),
-        OpKind::Select => Ok(elementwise::vjp_select(node, &ct())),
-        OpKind::Clamp => Ok(elementwise::vjp_clamp(node, &ct())),
-        OpKind::Map { body, .. } => Ok(crate::ops::misc::vjp_map(*body, node, &ct())),
-        OpKind::Compare(_) | OpKind::Iota { .. } => Ok(vec![None; node.operands.len()]),
-        OpKind::Broadcast { dims } => Ok(vec![Some(shape_ops::vjp_broadcast(dims, node, &ct()))]),
-        OpKind::Reshape => Ok(vec![Some(shape_ops::vjp_reshape(node, &ct()))]),
-        OpKind::Transpose { perm } => Ok(vec![Some(shape_ops::vjp_transpose(perm, node, &ct()))]),
-        OpKind::Convert => Ok(vec![shape_ops::vjp_convert(node, &ct())]),
-        OpKind::Dot(dims) => Ok(linalg::vjp_dot(dims, node, &ct())),
-        OpKind::Convolution(a) => linalg::vjp_conv(a, node, &ct()),
-        OpKind::Cholesky { lower } => linalg::vjp_cholesky(*lower, node, &ct()),
-        OpKind::TriangularSolve(o) => linalg::vjp_triangular_solve(o, node, &ct()),
-        OpKind::Reduce { axes, body } => reduction::vjp_reduce(axes, *body, node, cts),
-        OpKind::Slice(a) => Ok(vec![Some(slicing::vjp_slice(a, node, &ct()))]),
-        OpKind::Pad(config) => Ok(slicing::vjp_pad(config, node, &ct())),
-        OpKind::Concatenate { dimension } => Ok(slicing::vjp_concatenate(*dimension, node, &ct())),
-        OpKind::Reverse { axes } => Ok(vec![Some(slicing::vjp_reverse(axes, node, &ct()))]),
-        OpKind::DynamicSlice { .. } => Ok(slicing::vjp_dynamic_slice(node, &ct())),
-        OpKind::DynamicUpdateSlice => Ok(slicing::vjp_dynamic_update_slice(node, &ct())),
-        OpKind::Gather(a) => Ok(indexing::vjp_gather(a, node, &ct())),
-        OpKind::Sort {
-            dimension,
-            stable,
-            comparator,
-        } => Ok(crate::ops::sorting::vjp_sort(
-            *dimension,
-            *stable,
-            *comparator,
-            node,
-            cts,
-        )),
-        OpKind::ReduceWindow { window, body } => {
-            crate::ops::window::vjp_reduce_window(window, *body, node, cts)
-        }
-        OpKind::SelectAndScatter {
-            window,
-            select,
-            scatter,
-        } => crate::ops::window::vjp_select_and_scatter(window, *select, *scatter, node, &ct()),
-        OpKind::Scatter { attrs, body } => indexing::vjp_scatter(attrs, *body, node, &ct()),
-        other => Err(format!(
-            "`{}` has no gradient rule yet",
-            other.opcode().name()
-        )),
     }
 }
 
@@ -499,44 +477,7 @@ pub(crate) fn backprop(
             continue;
         }
         let ops: Vec<Op> = operands[i].iter().map(|v| value(*v)).collect();
-        // Tuples and their elements: the cotangent is taken apart or put together.
-        match (&kinds[i], cts.get(&res[0]).cloned()) {
-            (OpKind::Tuple, Some(Ct::Tuple(parts))) => {
-                for (k, part) in parts.into_iter().enumerate() {
-                    if let Some(p) = part {
-                        if active[operands[i][k].instr as usize] && wants(&ops[k]) {
-                            add(&mut cts, operands[i][k], Ct::Array(p), locs[i]);
-                        }
-                    }
-                }
-                continue;
-            }
-            (OpKind::OptimizationBarrier, Some(ct)) => {
-                // The barrier's values are its operand's.
-                add(&mut cts, operands[i][0], ct, locs[i]);
-                continue;
-            }
-            (OpKind::GetTupleElement { index }, Some(Ct::Array(c))) => {
-                let arity = match ops[0].shape() {
-                    Ok(Shape::Tuple(e)) => e.len(),
-                    _ => 0,
-                };
-                let mut parts = vec![None; arity];
-                if let Some(slot) = parts.get_mut(*index as usize) {
-                    *slot = Some(c);
-                }
-                add(&mut cts, operands[i][0], Ct::Tuple(parts), locs[i]);
-                continue;
-            }
-            _ => {}
-        }
-        let res_cts: Vec<Option<Op>> = res
-            .iter()
-            .map(|v| match cts.get(v) {
-                Some(Ct::Array(a)) => Some(a.clone()),
-                _ => None,
-            })
-            .collect();
+        let res_cts: Vec<Option<Ct>> = res.iter().map(|v| cts.get(v).cloned()).collect();
         let outs: Vec<Op> = res.iter().map(|v| value(*v)).collect();
         let wanted: Vec<bool> = operands[i]
             .iter()
@@ -549,66 +490,21 @@ pub(crate) fn backprop(
             loc: locs[i],
             b,
             wanted: &wanted,
+            at: (comp, i as u32),
+            cts: &res_cts,
         };
         // The ops the rule builds carry this instruction's line.
         let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
-        let got = if let OpKind::While { cond, body } = &kinds[i] {
-            // One cotangent per element of the loop's tuple operand.
-            use crate::ops::control::Trips;
-            let trips = {
-                let g = b.g.borrow();
-                let key = (comp, i as u32);
-                g.trip_counts
-                    .get(&key)
-                    .map(|n| Trips::Exactly(*n))
-                    .or_else(|| g.loop_bounds.get(&key).map(|n| Trips::AtMost(*n)))
-            };
-            match trips {
-                Some(n) => {
-                    let checkpoint = b.g.borrow().checkpointed.contains(&(comp, i as u32));
-                    crate::ops::control::vjp_while(*cond, *body, n, checkpoint, &node, &res_cts)
-                }
-                    .map(|parts| vec![Some(Ct::Tuple(parts))]),
-                None => Err(
-                    "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
-                        .into(),
-                ),
-            }
-        } else if let OpKind::Call { body } = &kinds[i] {
-            // One cotangent per result of the called computation.
-            let parts: Vec<Option<Op>> = match cts.get(&res[0]) {
-                Some(Ct::Array(a)) => vec![Some(a.clone())],
-                Some(Ct::Tuple(p)) => p.clone(),
-                None => Vec::new(),
-            };
-            let custom = b.g.borrow().custom_vjps.get(&(comp, i as u32)).cloned();
-            let g = match custom {
-                Some(rule) => crate::ops::structural::vjp_custom(&rule, &node, &parts),
-                None => crate::ops::structural::vjp_call(*body, &node, &parts),
-            };
-            Ok(g.into_iter().map(|c| c.map(Ct::Array)).collect())
-        } else if let OpKind::Conditional { branches } = &kinds[i] {
-            crate::ops::control::vjp_conditional(branches, &node, &res_cts)
-                .map(|g| g.into_iter().map(|c| c.map(Ct::Tuple)).collect())
-        } else {
-            rule(&node, &res_cts).map(|g| g.into_iter().map(|c| c.map(Ct::Array)).collect())
-        };
+        let got = crate::ops::table::vjp(&node);
         b.g.borrow_mut().origin = outer_origin;
         let got = match got {
             Ok(g) => g,
-            Err(reason) => {
-                let shapes: Vec<Shape> = ops.iter().filter_map(|o| o.shape().ok()).collect();
-                let refs: Vec<&Shape> = shapes.iter().collect();
-                let f = b.fail(
-                    ShapeError::new(
-                        "grad",
-                        &refs,
-                        ShapeErrorKind::Attribute,
-                        format!("{reason} (the op was built at {})", locs[i]),
-                    ),
-                    loc,
-                );
-                return Err(f);
+            Err(form) => {
+                return Err(b.fail_with(crate::Error::NoGradient {
+                    op: kinds[i].opcode().name(),
+                    form,
+                    location: Some(locs[i]),
+                }));
             }
         };
         for (k, g) in got.into_iter().enumerate() {
@@ -801,102 +697,4 @@ pub(crate) fn inline_values(
         result(&bb, base, r)
     };
     (roots, Box::new(values))
-}
-
-/// What reverse mode does with an op (the README's gradient column is checked
-/// against this).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gradient {
-    /// A rule, tested against finite differences (`tests/grad*.rs`).
-    Rule,
-    /// A rule for some forms, an error naming the op for the others.
-    Partial(&'static str),
-    /// No gradient flows: the results are integers, predicates, bits or constants.
-    None,
-    /// No rule yet: asking is an error naming the op and the line.
-    Missing,
-}
-
-/// How reverse mode treats `op` (see [`Gradient`]).
-pub fn gradient(op: crate::ir::Opcode) -> Gradient {
-    use crate::ir::Opcode as O;
-    match op {
-        O::Negate
-        | O::Exponential
-        | O::Log
-        | O::Tanh
-        | O::Abs
-        | O::Sqrt
-        | O::Rsqrt
-        | O::Sine
-        | O::Cosine
-        | O::Logistic
-        | O::ExponentialMinusOne
-        | O::LogPlusOne
-        | O::Cbrt
-        | O::Tan
-        | O::Erf
-        | O::Add
-        | O::Subtract
-        | O::Multiply
-        | O::Divide
-        | O::Maximum
-        | O::Minimum
-        | O::Power
-        | O::Remainder
-        | O::Atan2
-        | O::Select
-        | O::Clamp
-        | O::Broadcast
-        | O::Reshape
-        | O::Transpose
-        | O::Convert
-        | O::Tuple
-        | O::GetTupleElement
-        | O::Dot
-        | O::Call
-        | O::Slice
-        | O::DynamicSlice
-        | O::DynamicUpdateSlice
-        | O::Concatenate
-        | O::Pad
-        | O::Reverse
-        | O::Sort
-        | O::Gather
-        | O::Conditional
-        | O::Convolution
-        | O::Cholesky
-        | O::TriangularSolve
-        | O::Map
-        | O::OptimizationBarrier => Gradient::Rule,
-        O::Floor
-        | O::Ceil
-        | O::Sign
-        | O::RoundNearestAfz
-        | O::RoundNearestEven
-        | O::IsFinite
-        | O::Compare
-        | O::Parameter
-        | O::Constant
-        | O::Iota
-        | O::BitcastConvert
-        | O::RngBitGenerator
-        | O::And
-        | O::Or
-        | O::Xor
-        | O::Not
-        | O::ShiftLeft
-        | O::ShiftRightArithmetic
-        | O::ShiftRightLogical
-        | O::Popcnt
-        | O::CountLeadingZeros => Gradient::None,
-        O::Reduce => Gradient::Partial("sum, product, max, min, bodies that select (argmax)"),
-        O::ReduceWindow => Gradient::Partial("sum, max, min, bodies that select (argmax)"),
-        O::SelectAndScatter => Gradient::Partial("select a >= b (>, <=, <), scatter by adding"),
-        O::Scatter => Gradient::Partial(
-            "one array combined by add, multiply (unique indices), max, min or replace",
-        ),
-        O::While => Gradient::Partial("fori_loop, scan, while_loop_bounded"),
-        O::CustomCall => Gradient::Missing,
-    }
 }

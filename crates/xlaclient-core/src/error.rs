@@ -118,6 +118,17 @@ pub enum Error {
     /// An op was given operands of the wrong shape or type.
     #[error("shape error in {0}")]
     Shape(#[from] ShapeError),
+    /// Reverse mode reached an op, or a form of one, that has no gradient rule (see
+    /// `autodiff::gradient`).
+    #[error("no gradient for `{op}`{}: {form}", built_at(location))]
+    NoGradient {
+        /// The op, as XLA names it (`"custom-call"`, `"reduce"`).
+        op: &'static str,
+        /// Which form of the op has no rule, and what has one.
+        form: String,
+        /// Where in the user's code the op was built.
+        location: Option<&'static Location<'static>>,
+    },
     /// A graph was used wrongly (an op from another builder, a parameter number given
     /// twice, a module that is not well formed, …).
     #[error("graph error{}: {reason}", at(location))]
@@ -158,12 +169,20 @@ fn at(location: &Option<&'static Location<'static>>) -> String {
     }
 }
 
+/// ` built at file:line:col` for a known location, else nothing.
+fn built_at(location: &Option<&'static Location<'static>>) -> String {
+    match location {
+        Some(l) => format!(" built at {}:{}:{}", l.file(), l.line(), l.column()),
+        None => String::new(),
+    }
+}
+
 impl Error {
     /// The location in the user's code the error points at, for shape and graph errors.
     pub fn location(&self) -> Option<&'static Location<'static>> {
         match self {
             Error::Shape(e) => e.location,
-            Error::Graph { location, .. } => *location,
+            Error::Graph { location, .. } | Error::NoGradient { location, .. } => *location,
             _ => None,
         }
     }

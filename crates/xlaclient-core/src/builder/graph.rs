@@ -5,9 +5,10 @@
 use std::panic::Location;
 
 use crate::error::{Error, Result, ShapeError};
-use crate::ir::op::{self, OpKind};
+use crate::ir::op::OpKind;
 use crate::ir::{
-    Comp, CompId, Instr, Module, Operands, ShapeTable, Signatures, Value, value_shape,
+    Comp, CompId, InferCx, Instr, Module, Operands, Rules, ShapeTable, Signatures, Value,
+    value_shape,
 };
 use crate::shape::Shape;
 
@@ -231,7 +232,12 @@ impl Graph {
             .iter()
             .map(|v| value_shape(c, &self.shapes, *v).expect("imported operands exist"))
             .collect();
-        op::infer(kind, &shapes, target, self)
+        let cx = InferCx {
+            operands: &shapes,
+            target,
+            sigs: self,
+        };
+        crate::ops::Table.infer(kind, &cx)
     }
 
     /// Appends an instruction of result `shape` to `comp`.

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::panic::Location;
 use std::rc::Rc;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use graph::Graph;
 pub(crate) use graph::StoringLoop;
@@ -73,125 +73,100 @@ const MAX_PARAMETERS: usize = 1 << 24;
 /// The computation index of failed ops; their `v.instr` indexes the graph's errors.
 const POISON: CompId = CompId(u32::MAX);
 
-/// A finished module, ready to compile: the typed IR of a built graph (lowered to an
-/// `HloModuleProto` on first use), or a module proto given from outside.
+/// A finished module, ready to compile: the typed IR of a verified module, built
+/// here or raised from a proto given from outside. Lowered to an
+/// `HloModuleProto` (or its bytes) when asked.
 #[derive(Clone)]
 pub struct Computation {
-    ir: Option<Arc<ir::Module>>,
-    proto: Arc<OnceLock<proto::HloModuleProto>>,
+    ir: Arc<ir::Module>,
 }
 
 impl Computation {
-    /// A module given as a proto (e.g. exported by JAX), checked here: a malformed
-    /// module is an error, never an abort inside XLA when it is compiled.
-    pub fn from_proto(proto: proto::HloModuleProto) -> Result<Self> {
-        ir::check_proto::verify_module(&proto)?;
-        Ok(Computation {
-            ir: None,
-            proto: Arc::new(OnceLock::from(proto)),
-        })
+    /// Raises a module proto (e.g. exported by JAX) into the IR and verifies it: the
+    /// same shape rules as for a module built here run on every instruction. A
+    /// malformed module, or one the crate cannot read (an opcode without a rule, a
+    /// layout other than row-major), is an [`Error::InvalidModule`]. Its
+    /// instructions carry the caller's line as their source location.
+    #[track_caller]
+    pub fn from_proto(proto: proto::HloModuleProto) -> Result<Computation> {
+        Self::raise(&proto, Location::caller())
     }
 
-    /// A module given as a serialized `HloModuleProto` (e.g. JAX's
-    /// `as_serialized_hlo_module_proto()`), decoded and checked: garbage is
-    /// [`Error::InvalidModule`], never a crash.
-    pub fn from_hlo_bytes(bytes: &[u8]) -> Result<Self> {
+    /// Decodes a serialized `HloModuleProto` and raises it as
+    /// [`from_proto`](Self::from_proto) does; bytes that do not decode are an
+    /// [`Error::InvalidModule`].
+    #[track_caller]
+    pub fn from_hlo_bytes(bytes: &[u8]) -> Result<Computation> {
         use prost::Message;
-        let p = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
+        let loc = Location::caller();
+        let m = proto::HloModuleProto::decode(bytes).map_err(|e| Error::InvalidModule {
             reason: format!("bytes do not decode as an HloModuleProto: {e}"),
         })?;
-        Self::from_proto(p)
+        Self::raise(&m, loc)
     }
 
-    /// The typed IR of a module built here (`None` for one given as a proto).
-    pub fn ir(&self) -> Option<&ir::Module> {
-        self.ir.as_deref()
-    }
-
-    /// The module as a proto (lowered from the IR on first use).
-    pub fn proto(&self) -> &proto::HloModuleProto {
-        self.proto.get_or_init(|| match &self.ir {
-            Some(m) => ir::lower::to_proto(m),
-            None => proto::HloModuleProto::default(),
+    fn raise(m: &proto::HloModuleProto, loc: &'static Location<'static>) -> Result<Computation> {
+        let module = ir::raise::raise_module(m, &crate::ops::Table, loc)?;
+        // A foreign module's every problem is the module's: a shape rule's error
+        // too.
+        ir::verify::verify(&module, &crate::ops::Table).map_err(|e| match e {
+            Error::Shape(s) => Error::InvalidModule {
+                reason: s.to_string(),
+            },
+            e => e,
+        })?;
+        Ok(Computation {
+            ir: Arc::new(module),
         })
+    }
+
+    /// The typed IR of the module.
+    pub fn ir(&self) -> &ir::Module {
+        &self.ir
+    }
+
+    /// The module as an `HloModuleProto` (lowered from the IR at each call).
+    pub fn proto(&self) -> proto::HloModuleProto {
+        ir::lower::to_proto(&self.ir, &crate::ops::Table)
     }
 
     /// The serialized `HloModuleProto` (streamed from the IR without building the
-    /// whole proto, for a module built here).
+    /// whole proto).
     pub fn to_bytes(&self) -> Vec<u8> {
-        use prost::Message;
-        match (&self.ir, self.proto.get()) {
-            (Some(m), None) => ir::lower::to_bytes(m),
-            _ => self.proto().encode_to_vec(),
-        }
+        ir::lower::to_bytes(&self.ir, &crate::ops::Table)
     }
 
     /// The module as HLO text, for people to read.
     pub fn to_hlo_text(&self) -> String {
-        match &self.ir {
-            Some(m) => ir::text::module_to_text(m),
-            None => ir::text_proto::module_to_text(self.proto()),
-        }
+        ir::text::module_to_text(&self.ir, &crate::ops::Table)
     }
 
-    /// A fingerprint for caching: structural (names and source locations ignored)
-    /// for a module built here, the SHA-256 of the proto's bytes otherwise.
+    /// A structural fingerprint for caching (names and source locations ignored):
+    /// see [`ir::Module::fingerprint`].
     pub fn fingerprint(&self) -> [u8; 32] {
-        match &self.ir {
-            Some(m) => m.fingerprint(),
-            None => {
-                use sha2::{Digest, Sha256};
-                Sha256::digest(self.to_bytes()).into()
-            }
-        }
+        self.ir.fingerprint()
     }
 
     /// Shapes of the entry computation's parameters.
     pub fn parameter_shapes(&self) -> Vec<Shape> {
-        match &self.ir {
-            Some(m) => m.parameter_shapes(),
-            None => self
-                .proto()
-                .host_program_shape
-                .as_ref()
-                .map(|p| p.parameters.iter().filter_map(Shape::from_proto).collect())
-                .unwrap_or_default(),
-        }
+        self.ir.parameter_shapes()
     }
 
     /// Shape of the entry computation's result.
     pub fn result_shape(&self) -> Shape {
-        match &self.ir {
-            Some(m) => m.result_shape(),
-            None => self
-                .proto()
-                .host_program_shape
-                .as_ref()
-                .and_then(|p| p.result.as_ref())
-                .and_then(Shape::from_proto)
-                .unwrap_or(Shape::Tuple(Vec::new())),
-        }
+        self.ir.result_shape()
     }
 }
 
 impl xlaclient_pjrt::HloModuleSource for Computation {
-    /// Streamed from the IR for a module built here (verified by `build`); a module
-    /// given as a proto was checked when it was made ([`Computation::from_proto`]).
+    /// Verified by `build` or `from_proto` (every instruction's shape rule re-run)
+    /// and streamed from the IR.
     fn hlo_module_bytes(&self) -> Vec<u8> {
         self.to_bytes()
     }
 
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
-        match &self.ir {
-            Some(m) => Some(m.parameter_shapes()),
-            None => ir::proto_parameter_shapes(self.proto()),
-        }
-    }
-}
-
-impl AsRef<proto::HloModuleProto> for Computation {
-    fn as_ref(&self) -> &proto::HloModuleProto {
-        self.proto()
+        Some(self.parameter_shapes())
     }
 }
 
@@ -334,11 +309,10 @@ impl Builder {
         check_result(&root.shape()?, loc)?;
         let module = self.g.borrow().finish(self.comp, root.v)?;
         if verify {
-            ir::verify::verify(&module)?;
+            ir::verify::verify(&module, &crate::ops::Table)?;
         }
         Ok(Computation {
-            ir: Some(Arc::new(module)),
-            proto: Arc::new(OnceLock::new()),
+            ir: Arc::new(module),
         })
     }
 
@@ -373,7 +347,7 @@ impl Builder {
                 parameter: *p as u32,
             })
             .collect();
-        ir::verify::verify(&module).map_err(|e| match e {
+        ir::verify::verify(&module, &crate::ops::Table).map_err(|e| match e {
             Error::InvalidModule { reason } => Error::Graph {
                 reason,
                 location: Some(loc),
@@ -381,8 +355,7 @@ impl Builder {
             e => e,
         })?;
         Ok(Computation {
-            ir: Some(Arc::new(module)),
-            proto: Arc::new(OnceLock::new()),
+            ir: Arc::new(module),
         })
     }
 
@@ -432,7 +405,7 @@ impl Builder {
         }
     }
 
-    fn fail_with(&self, e: Error) -> Op {
+    pub(crate) fn fail_with(&self, e: Error) -> Op {
         let idx = {
             let mut g = self.g.borrow_mut();
             g.errors.push(e);
@@ -467,7 +440,7 @@ impl Builder {
     }
 
     /// Infer-then-push: resolves the operands into the target computation (capturing
-    /// outer values), runs the op's shape rule ([`ir::op::infer`], the same rule the
+    /// outer values), runs the op's shape rule ([`ir::Rules::infer`] of [`crate::ops::Table`], the same rule the
     /// verifier runs) and appends the instruction. A failure is recorded (first error
     /// wins in `build`) and returned as a failed op; failed operands propagate.
     pub(crate) fn emit(

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use super::op::{self, OpKind};
-use super::{Comp, CompId, Instr, Module, Value, value_shape};
+use super::op::OpKind;
+use super::{Comp, CompId, Instr, LowerCx, Module, Rules, Value, value_shape};
 use crate::proto;
 use crate::shape::Shape;
 
@@ -213,6 +213,7 @@ fn walk_comp<'a>(
 }
 
 struct ProtoSink<'a> {
+    rules: &'a dyn Rules,
     module_name: &'a str,
     comp_ids: HashMap<CompId, i64>,
     /// Finished computations; when streaming, without their instructions.
@@ -247,7 +248,12 @@ impl<'a> Sink<'a> for ProtoSink<'a> {
                 p.opcode = opcode.to_string();
                 let shapes: Vec<&Shape> = l.operands.iter().map(|(_, s)| *s).collect();
                 let ids = &self.comp_ids;
-                op::lower_attrs(&ins.kind, l.shape, &shapes, &|c| ids[&c], &mut p);
+                let cx = LowerCx {
+                    shape: l.shape,
+                    operands: &shapes,
+                    comp_id: &|c| ids[&c],
+                };
+                self.rules.lower(&ins.kind, &cx, &mut p);
                 p.metadata = Some(proto::OpMetadata {
                     op_type: opcode.to_string(),
                     op_name: format!("{}/{}", self.module_name, l.name),
@@ -296,9 +302,10 @@ impl<'a> Sink<'a> for ProtoSink<'a> {
     }
 }
 
-fn lower(m: &Module, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
+fn lower(m: &Module, rules: &dyn Rules, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
     let name = lower_name(&m.name);
     let mut sink = ProtoSink {
+        rules,
         module_name: &name,
         comp_ids: HashMap::new(),
         comps: Vec::with_capacity(m.comps.len()),
@@ -332,17 +339,18 @@ fn lower(m: &Module, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
     (module, sink.stream)
 }
 
-/// The module as an `HloModuleProto`. `m` must have passed [`verify`](super::verify).
-pub(crate) fn to_proto(m: &Module) -> proto::HloModuleProto {
-    lower(m, false).0
+/// The module as an `HloModuleProto`, each op's attributes written by `rules`. `m`
+/// must have passed [`verify`](super::verify).
+pub(crate) fn to_proto(m: &Module, rules: &dyn Rules) -> proto::HloModuleProto {
+    lower(m, rules, false).0
 }
 
 /// The module as a serialized `HloModuleProto`, encoded instruction by instruction
 /// (the same bytes' meaning as encoding [`to_proto`], without holding every
 /// instruction's proto at once). `m` must have passed [`verify`](super::verify).
-pub(crate) fn to_bytes(m: &Module) -> Vec<u8> {
+pub(crate) fn to_bytes(m: &Module, rules: &dyn Rules) -> Vec<u8> {
     use prost::Message;
-    let (mut module, streams) = lower(m, true);
+    let (mut module, streams) = lower(m, rules, true);
     module.computations.clear();
     let mut out = module.encode_to_vec();
     for c in streams.expect("streaming").comps {

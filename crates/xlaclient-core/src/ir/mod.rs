@@ -1,23 +1,25 @@
 //! The typed intermediate representation under the builder.
 //!
 //! An instruction ([`Instr`]) is an op kind from one enum with typed attributes
-//! ([`OpKind`]), its operands ([`Value`]s: an instruction and a result index, so an
-//! instruction may have several results), its result shape (interned, a
-//! [`ShapeId`]) and the user's source location. Computations ([`Comp`]) hold
-//! instructions in creation order, which is a topological order. Protos exist only at
-//! the edges: `lower` turns a finished [`Module`] into an `HloModuleProto`,
-//! [`check_proto`] checks protos that come from outside.
+//! ([`OpKind`], its attribute types in [`attrs`]), its operands ([`Value`]s: an
+//! instruction and a result index, so an instruction may have several results), its
+//! result shape (interned, a [`ShapeId`]) and the user's source location.
+//! Computations ([`Comp`]) hold instructions in creation order, which is a
+//! topological order. Protos exist only at the edges: `lower` turns a finished
+//! [`Module`] into an `HloModuleProto`, [`raise`] reads one that comes from
+//! outside into a [`Module`], which is then verified like any other.
 //!
-//! Every pass matches on [`OpKind`]: the shape rules ([`op::infer`], run by the
-//! builder for each new instruction and again by [`verify`] for a finished module),
-//! the lowering, the HLO text (`text`) and the structural fingerprint
-//! ([`Module::fingerprint`]).
+//! The IR knows no op family: the passes over it (the verifier [`verify`], the
+//! lowering, the HLO text) are handed the per-op rules as a [`Rules`], which the op
+//! library implements once. The structural fingerprint ([`Module::fingerprint`])
+//! is the IR's own.
 
-pub mod check_proto;
+pub mod attrs;
 pub(crate) mod lower;
 pub mod op;
+pub mod raise;
+pub mod rules;
 pub(crate) mod text;
-pub mod text_proto;
 pub mod verify;
 
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use indexmap::IndexMap;
 use smallvec::SmallVec;
 
 pub use op::{OpKind, Opcode};
+pub use rules::{InferCx, LowerCx, OpText, RaiseCx, Rules, TextCx};
 
 use crate::shape::Shape;
 
@@ -155,13 +158,15 @@ pub struct Alias {
     pub parameter: u32,
 }
 
-/// A finished module: the computations reachable from the entry (callees before
-/// callers), dead instructions removed, every instruction checked by [`verify`].
+/// A finished module, every instruction checked by [`verify`]. One built here holds
+/// the computations reachable from the entry (callees before callers, the entry
+/// last), dead instructions removed; one raised from a proto ([`raise`]) holds its
+/// computations in the proto's order (callees before callers).
 #[derive(Clone, Debug)]
 pub struct Module {
     /// The module's name.
     pub name: String,
-    /// Computations; callees come before their callers, the entry is last.
+    /// Computations; callees come before their callers.
     pub comps: Vec<Comp>,
     /// The entry computation.
     pub entry: CompId,
@@ -169,19 +174,6 @@ pub struct Module {
     pub shapes: ShapeTable,
     /// Entry parameters that may share a buffer with an output.
     pub aliases: Vec<Alias>,
-}
-
-/// The entry parameter shapes a module proto states (the entry computation's
-/// program shape, else the module's host program shape); `None` when it states
-/// none or one is not a shape this crate reads.
-pub(crate) fn proto_parameter_shapes(m: &crate::proto::HloModuleProto) -> Option<Vec<Shape>> {
-    let entry = m
-        .computations
-        .iter()
-        .find(|c| c.id == m.entry_computation_id)
-        .and_then(|c| c.program_shape.as_ref());
-    let ps = entry.or(m.host_program_shape.as_ref())?;
-    ps.parameters.iter().map(Shape::from_proto).collect()
 }
 
 /// Where the shape rules of ops that call computations find their signatures.

@@ -1,23 +1,19 @@
 //! The op kinds of the IR: the opcode table (each op's name exactly as XLA spells
-//! it, its arity and its doc) and [`OpKind`], an op with its typed attributes. The
-//! attribute types, shape rules and lowerings themselves live with their op family
-//! in [`crate::ops`]; the functions here only dispatch on the kind.
+//! it, its arity and its doc) and [`OpKind`], an op with its typed attributes
+//! (declared in [`attrs`](super::attrs)). What each op's attributes must satisfy,
+//! how they lower and print, is supplied by the op library through
+//! [`Rules`](super::Rules); the functions here say only what the IR's structure
+//! needs (results, called computations, the fingerprint).
 
-use std::fmt::Write;
 use std::hash::{Hash, Hasher};
 
-use super::{CompId, Signatures};
+use super::CompId;
+use super::attrs::{
+    BinaryOp, BitwiseOp, BitwiseUnary, Comparison, ConvAttrs, CustomCallAttrs, DotAttrs,
+    GatherAttrs, PadDim, RngAlgorithm, ScatterAttrs, SliceAttrs, TriangularSolveOptions, UnaryOp,
+    WindowDim,
+};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ops::bitwise::{self, BitwiseOp, BitwiseUnary};
-use crate::ops::elementwise::{self, BinaryOp, Comparison, UnaryOp};
-use crate::ops::indexing::{self, GatherAttrs, ScatterAttrs};
-use crate::ops::linalg::{self, ConvAttrs, ConvDims, DotAttrs, TriangularSolveOptions};
-use crate::ops::misc::{self, CustomCallAttrs};
-use crate::ops::random::{self, RngAlgorithm};
-use crate::ops::slicing::{self, PadDim, SliceAttrs};
-use crate::ops::window::{self, WindowDim};
-use crate::ops::{control, reduction, shape_ops, sorting, structural};
-use crate::proto;
 use crate::shape::Shape;
 
 /// How many operands an op takes.
@@ -67,6 +63,11 @@ macro_rules! opcodes {
             /// One line on what it computes.
             pub fn doc(self) -> &'static str {
                 match self { $(Opcode::$v => $doc.trim(),)* }
+            }
+
+            /// The opcode XLA spells `name`.
+            pub fn from_name(name: &str) -> Option<Opcode> {
+                match name { $($name => Some(Opcode::$v),)* _ => None }
             }
         }
     };
@@ -230,7 +231,7 @@ opcodes! {
 /// An instruction's op with its typed attributes. Attributes that the result shape
 /// already says (a reshape's dimensions, a convert's element type) are not
 /// repeated here.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub enum OpKind {
     /// Parameter `number` of the computation, with a name for HLO text.
     Parameter {
@@ -399,6 +400,21 @@ pub enum OpKind {
     },
 }
 
+impl Opcode {
+    /// An error naming the op unless it takes `operands.len()` operands.
+    pub fn check_arity(self, operands: &[&Shape]) -> Result<(), ShapeError> {
+        if self.arity().accepts(operands.len()) {
+            return Ok(());
+        }
+        Err(ShapeError::new(
+            self.name(),
+            operands,
+            ShapeErrorKind::Arity,
+            format!("takes {:?} operands, got {}", self.arity(), operands.len()),
+        ))
+    }
+}
+
 impl OpKind {
     /// The opcode of the op.
     pub fn opcode(&self) -> Opcode {
@@ -510,602 +526,14 @@ impl OpKind {
     /// Feeds what the op computes into `h`: everything but names (parameter names
     /// do not change what a module computes).
     pub(crate) fn hash_structure<H: Hasher>(&self, h: &mut H) {
-        self.opcode().hash(h);
         match self {
-            OpKind::Parameter { number, .. } => number.hash(h),
-            OpKind::Constant(bytes) => bytes.hash(h),
-            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Bitwise(_) | OpKind::BitwiseUnary(_) => {
+            OpKind::Parameter { number, .. } => {
+                self.opcode().hash(h);
+                number.hash(h);
             }
-            OpKind::Compare(c) => c.hash(h),
-            OpKind::Select | OpKind::Clamp | OpKind::Reshape | OpKind::Convert | OpKind::Tuple => {}
-            OpKind::Broadcast { dims } => dims.hash(h),
-            OpKind::Transpose { perm } => perm.hash(h),
-            OpKind::GetTupleElement { index } => index.hash(h),
-            OpKind::Dot(d) => d.hash(h),
-            OpKind::Reduce { axes, body } => {
-                axes.hash(h);
-                body.hash(h);
-            }
-            OpKind::Call { body } => body.hash(h),
-            OpKind::Iota { dimension } | OpKind::Concatenate { dimension } => dimension.hash(h),
-            OpKind::Slice(s) => s.hash(h),
-            OpKind::DynamicSlice { sizes } => sizes.hash(h),
-            OpKind::DynamicUpdateSlice => {}
-            OpKind::Pad(c) => c.hash(h),
-            OpKind::Reverse { axes } => axes.hash(h),
-            OpKind::Sort {
-                dimension,
-                stable,
-                comparator,
-            } => (dimension, stable, comparator).hash(h),
-            OpKind::Gather(a) => a.hash(h),
-            OpKind::BitcastConvert => {}
-            OpKind::Convolution(a) => a.hash(h),
-            OpKind::Map { dims, body } => (dims, body).hash(h),
-            OpKind::OptimizationBarrier => {}
-            OpKind::While { cond, body } => (cond, body).hash(h),
-            OpKind::Conditional { branches } => branches.hash(h),
-            OpKind::SelectAndScatter {
-                window,
-                select,
-                scatter,
-            } => (window, select, scatter).hash(h),
-            OpKind::CustomCall(a) => a.hash(h),
-            OpKind::Cholesky { lower } => lower.hash(h),
-            OpKind::TriangularSolve(o) => o.hash(h),
-            OpKind::RngBitGenerator { algorithm } => algorithm.hash(h),
-            OpKind::ReduceWindow { window, body } => (window, body).hash(h),
-            OpKind::Scatter { attrs, body } => (attrs, body).hash(h),
+            k => k.hash(h),
         }
     }
-}
-
-/// The shape rule of `kind` on `operands`: the one source of truth, run by the
-/// builder for each new instruction and by the verifier for each instruction of a
-/// finished module. `target` is the result shape asked for by ops whose attributes
-/// live in it (parameter, constant, reshape, broadcast, convert); the others ignore
-/// it.
-pub fn infer(
-    kind: &OpKind,
-    operands: &[&Shape],
-    target: Option<&Shape>,
-    sigs: &dyn Signatures,
-) -> Result<Shape, ShapeError> {
-    let op = kind.opcode();
-    if !op.arity().accepts(operands.len()) {
-        return Err(ShapeError::new(
-            op.name(),
-            operands,
-            ShapeErrorKind::Arity,
-            format!("takes {:?} operands, got {}", op.arity(), operands.len()),
-        ));
-    }
-    let need_target = || {
-        target.ok_or_else(|| {
-            ShapeError::new(
-                op.name(),
-                operands,
-                ShapeErrorKind::Attribute,
-                "needs its result shape",
-            )
-        })
-    };
-    match kind {
-        OpKind::Parameter { .. } => structural::infer_parameter(need_target()?),
-        OpKind::Constant(bytes) => structural::infer_constant(bytes, need_target()?),
-        OpKind::Unary(u) => elementwise::infer_unary(*u, operands[0]),
-        OpKind::Binary(b) => elementwise::infer_binary(*b, operands[0], operands[1]),
-        OpKind::Bitwise(b) => bitwise::infer_bitwise(*b, operands[0], operands[1]),
-        OpKind::BitwiseUnary(u) => bitwise::infer_bitwise_unary(*u, operands[0]),
-        OpKind::Compare(c) => elementwise::infer_compare(*c, operands[0], operands[1]),
-        OpKind::Select => elementwise::infer_select(operands[0], operands[1], operands[2]),
-        OpKind::Clamp => elementwise::infer_clamp(operands[0], operands[1], operands[2]),
-        OpKind::Broadcast { dims } => {
-            shape_ops::infer_broadcast_in_dim(operands[0], need_target()?.dims(), dims)
-        }
-        OpKind::Reshape => shape_ops::infer_reshape(operands[0], need_target()?.dims()),
-        OpKind::Transpose { perm } => shape_ops::infer_transpose(operands[0], perm),
-        OpKind::Convert => {
-            let to = need_target()?.element_type().ok_or_else(|| {
-                ShapeError::new(
-                    "convert",
-                    operands,
-                    ShapeErrorKind::ElementType,
-                    "converts to an array type",
-                )
-            })?;
-            shape_ops::infer_convert(operands[0], to)
-        }
-        OpKind::Tuple => structural::infer_tuple(operands),
-        OpKind::GetTupleElement { index } => {
-            shape_ops::infer_get_tuple_element(operands[0], *index as usize)
-        }
-        // The target's element type is the preferred element type (the builder
-        // passes a scalar of it, a finished module the declared shape).
-        OpKind::Dot(a) => linalg::infer_dot_general(
-            operands[0],
-            operands[1],
-            &a.dims,
-            target.and_then(Shape::element_type),
-        ),
-        OpKind::Reduce { axes, body } => {
-            reduction::infer_reduce(operands, axes, sigs.signature(*body).as_ref())
-        }
-        OpKind::Call { body } => structural::infer_call(operands, sigs.signature(*body).as_ref()),
-        OpKind::Iota { dimension } => slicing::infer_iota(need_target()?, *dimension),
-        OpKind::Slice(s) => slicing::infer_slice(operands[0], s),
-        OpKind::DynamicSlice { sizes } => slicing::infer_dynamic_slice(operands, sizes),
-        OpKind::DynamicUpdateSlice => slicing::infer_dynamic_update_slice(operands),
-        OpKind::Concatenate { dimension } => slicing::infer_concatenate(operands, *dimension),
-        OpKind::Pad(c) => slicing::infer_pad(operands[0], operands[1], c),
-        OpKind::Reverse { axes } => slicing::infer_reverse(operands[0], axes),
-        OpKind::Sort {
-            dimension,
-            comparator,
-            ..
-        } => sorting::infer_sort(operands, *dimension, sigs.signature(*comparator).as_ref()),
-        OpKind::Gather(a) => indexing::infer_gather(operands[0], operands[1], a),
-        OpKind::BitcastConvert => {
-            let to = need_target()?.element_type().ok_or_else(|| {
-                ShapeError::new(
-                    "bitcast-convert",
-                    operands,
-                    ShapeErrorKind::ElementType,
-                    "converts to an array type",
-                )
-            })?;
-            random::infer_bitcast_convert(operands[0], to)
-        }
-        OpKind::ReduceWindow { window, body } => {
-            window::infer_reduce_window(operands, window, sigs.signature(*body).as_ref())
-        }
-        OpKind::Convolution(a) => linalg::infer_convolution(operands[0], operands[1], a),
-        OpKind::Map { dims, body } => {
-            misc::infer_map(operands, dims, sigs.signature(*body).as_ref())
-        }
-        OpKind::OptimizationBarrier => Ok(operands[0].clone()),
-        OpKind::While { cond, body } => control::infer_while(
-            operands[0],
-            sigs.signature(*cond).as_ref(),
-            sigs.signature(*body).as_ref(),
-        ),
-        OpKind::Conditional { branches } => {
-            let sigs: Vec<_> = branches.iter().map(|b| sigs.signature(*b)).collect();
-            control::infer_conditional(operands, &sigs)
-        }
-        OpKind::SelectAndScatter {
-            window: w,
-            select,
-            scatter,
-        } => window::infer_select_and_scatter(
-            operands,
-            w,
-            sigs.signature(*select).as_ref(),
-            sigs.signature(*scatter).as_ref(),
-        ),
-        OpKind::CustomCall(a) => misc::infer_custom_call(a, operands, need_target()?),
-        OpKind::Cholesky { .. } => linalg::infer_cholesky(operands[0]),
-        OpKind::TriangularSolve(o) => linalg::infer_triangular_solve(operands[0], operands[1], o),
-        OpKind::RngBitGenerator { algorithm } => {
-            // The target is the bits' shape (from the builder) or the whole tuple
-            // (from a finished module).
-            let t = need_target()?;
-            let bits = match t {
-                Shape::Tuple(e) if e.len() == 2 => &e[1],
-                s => s,
-            };
-            random::infer_rng_bit_generator(operands[0], *algorithm, bits)
-        }
-        OpKind::Scatter { attrs, body } => {
-            indexing::infer_scatter(operands, attrs, sigs.signature(*body).as_ref())
-        }
-    }
-}
-
-/// Fills the attribute fields of `p` for `kind`. `operands` are the operand shapes,
-/// `comp_id` gives the proto id of a called computation.
-pub(crate) fn lower_attrs(
-    kind: &OpKind,
-    shape: &Shape,
-    operands: &[&Shape],
-    comp_id: &dyn Fn(CompId) -> i64,
-    p: &mut proto::HloInstructionProto,
-) {
-    match kind {
-        OpKind::Parameter { number, .. } => p.parameter_number = *number as i64,
-        OpKind::Constant(bytes) => p.literal = Some(structural::literal_proto(shape, bytes)),
-        OpKind::Compare(c) => elementwise::lower_compare(*c, operands[0], p),
-        OpKind::Broadcast { dims } => p.dimensions = dims.to_vec(),
-        OpKind::Transpose { perm } => p.dimensions = perm.to_vec(),
-        OpKind::GetTupleElement { index } => p.tuple_index = *index as i64,
-        OpKind::Dot(a) => linalg::lower_dot(a, p),
-        OpKind::Reduce { axes, body } => {
-            p.dimensions = axes.to_vec();
-            p.called_computation_ids = vec![comp_id(*body)];
-        }
-        OpKind::Call { body } => p.called_computation_ids = vec![comp_id(*body)],
-        OpKind::Iota { dimension } | OpKind::Concatenate { dimension } => {
-            p.dimensions = vec![*dimension]
-        }
-        OpKind::Slice(s) => slicing::lower_slice(s, p),
-        OpKind::DynamicSlice { sizes } => p.dynamic_slice_sizes = sizes.to_vec(),
-        OpKind::Pad(c) => slicing::lower_pad(c, p),
-        OpKind::Reverse { axes } => p.dimensions = axes.to_vec(),
-        OpKind::DynamicUpdateSlice => {}
-        OpKind::Sort {
-            dimension,
-            stable,
-            comparator,
-        } => {
-            p.dimensions = vec![*dimension];
-            p.is_stable = *stable;
-            p.called_computation_ids = vec![comp_id(*comparator)];
-        }
-        OpKind::Gather(a) => indexing::lower_gather(a, p),
-        OpKind::BitcastConvert => {}
-        OpKind::Map { dims, body } => {
-            p.dimensions = dims.to_vec();
-            p.called_computation_ids = vec![comp_id(*body)];
-        }
-        OpKind::OptimizationBarrier => {}
-        // XLA keeps a while's body first, then its condition.
-        OpKind::While { cond, body } => {
-            p.called_computation_ids = vec![comp_id(*body), comp_id(*cond)];
-        }
-        OpKind::Conditional { branches } => {
-            p.called_computation_ids = branches.iter().map(|b| comp_id(*b)).collect();
-        }
-        OpKind::SelectAndScatter {
-            window: w,
-            select,
-            scatter,
-        } => {
-            p.window = Some(window::window_proto(w));
-            p.called_computation_ids = vec![comp_id(*select), comp_id(*scatter)];
-        }
-        OpKind::CustomCall(a) => misc::lower_custom_call(a, p),
-        OpKind::Cholesky { lower } => {
-            p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower })
-        }
-        OpKind::TriangularSolve(o) => linalg::lower_triangular_solve(o, p),
-        OpKind::Convolution(a) => {
-            p.window = Some(window::window_proto(&a.window));
-            p.convolution_dimension_numbers = Some(a.dims.to_proto());
-            p.feature_group_count = a.feature_group_count;
-            p.batch_group_count = a.batch_group_count;
-        }
-        OpKind::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.to_proto(),
-        OpKind::ReduceWindow { window, body } => {
-            p.window = Some(window::window_proto(window));
-            p.called_computation_ids = vec![comp_id(*body)];
-        }
-        OpKind::Scatter { attrs, body } => {
-            indexing::lower_scatter(attrs, p);
-            p.called_computation_ids = vec![comp_id(*body)];
-        }
-        OpKind::Unary(_)
-        | OpKind::Binary(_)
-        | OpKind::Bitwise(_)
-        | OpKind::BitwiseUnary(_)
-        | OpKind::Select
-        | OpKind::Clamp
-        | OpKind::Reshape
-        | OpKind::Convert
-        | OpKind::Tuple => {}
-    }
-}
-
-/// The op of a proto instruction (the inverse of [`lower_attrs`]), for checking
-/// modules that come from outside with the builder's shape rules. `comp_index`
-/// maps a called computation's proto id to its position. An opcode the crate has
-/// no rule for is an error: such a module cannot be checked.
-pub(crate) fn raise(
-    p: &proto::HloInstructionProto,
-    shape: &Shape,
-    comp_index: &dyn Fn(i64) -> Option<CompId>,
-) -> Result<OpKind, String> {
-    let op = Opcode::ALL
-        .iter()
-        .copied()
-        .find(|o| o.name() == p.opcode)
-        .ok_or_else(|| format!("opcode `{}` has no shape rule in this crate", p.opcode))?;
-    let calls = |n: usize| {
-        if p.called_computation_ids.len() != n {
-            return Err(format!(
-                "`{}` calls {} computations, expected {n}",
-                p.opcode,
-                p.called_computation_ids.len()
-            ));
-        }
-        Ok(())
-    };
-    calls(if matches!(op, Opcode::SelectAndScatter | Opcode::While) {
-        2
-    } else if op == Opcode::Conditional {
-        p.called_computation_ids.len().max(1)
-    } else {
-        usize::from(matches!(
-            op,
-            Opcode::Reduce
-                | Opcode::Call
-                | Opcode::Sort
-                | Opcode::Scatter
-                | Opcode::ReduceWindow
-                | Opcode::Map
-        ))
-    })?;
-    let index = || -> Result<u32, String> {
-        u32::try_from(p.tuple_index)
-            .map_err(|_| format!("tuple index {} out of range", p.tuple_index))
-    };
-    Ok(match op {
-        Opcode::Parameter => OpKind::Parameter {
-            number: u32::try_from(p.parameter_number)
-                .map_err(|_| format!("parameter number {} out of range", p.parameter_number))?,
-            name: p.name.as_str().into(),
-        },
-        Opcode::Constant => {
-            let lit = p.literal.as_ref().ok_or("a constant without a literal")?;
-            OpKind::Constant(structural::literal_bytes(lit, shape)?.into())
-        }
-        Opcode::Compare => OpKind::Compare(elementwise::raise_compare(p)?),
-        Opcode::Select => OpKind::Select,
-        Opcode::Clamp => OpKind::Clamp,
-        Opcode::Broadcast => OpKind::Broadcast {
-            dims: p.dimensions.as_slice().into(),
-        },
-        Opcode::Reshape => OpKind::Reshape,
-        Opcode::Transpose => OpKind::Transpose {
-            perm: p.dimensions.as_slice().into(),
-        },
-        Opcode::Convert => OpKind::Convert,
-        Opcode::Tuple => OpKind::Tuple,
-        Opcode::GetTupleElement => OpKind::GetTupleElement { index: index()? },
-        Opcode::Dot => OpKind::Dot(Box::new(linalg::raise_dot(p)?)),
-        Opcode::Reduce => OpKind::Reduce {
-            axes: p.dimensions.as_slice().into(),
-            body: comp_index(p.called_computation_ids[0])
-                .ok_or("a reduce calls a computation that is not defined before it")?,
-        },
-        Opcode::Iota | Opcode::Concatenate => {
-            let [d] = p.dimensions[..] else {
-                return Err(format!("`{}` needs exactly one dimension", p.opcode));
-            };
-            if op == Opcode::Iota {
-                OpKind::Iota { dimension: d }
-            } else {
-                OpKind::Concatenate { dimension: d }
-            }
-        }
-        Opcode::Slice => OpKind::Slice(Box::new(slicing::raise_slice(p))),
-        Opcode::DynamicSlice => OpKind::DynamicSlice {
-            sizes: p.dynamic_slice_sizes.as_slice().into(),
-        },
-        Opcode::DynamicUpdateSlice => OpKind::DynamicUpdateSlice,
-        Opcode::Pad => OpKind::Pad(slicing::raise_pad(p).into()),
-        Opcode::Reverse => OpKind::Reverse {
-            axes: p.dimensions.as_slice().into(),
-        },
-        Opcode::Sort => {
-            let [dimension] = p.dimensions[..] else {
-                return Err("`sort` needs exactly one dimension".into());
-            };
-            OpKind::Sort {
-                dimension,
-                stable: p.is_stable,
-                comparator: comp_index(p.called_computation_ids[0])
-                    .ok_or("a sort's comparator is not defined before it")?,
-            }
-        }
-        Opcode::Gather => OpKind::Gather(Box::new(indexing::raise_gather(p)?)),
-        Opcode::BitcastConvert => OpKind::BitcastConvert,
-        Opcode::Map => OpKind::Map {
-            dims: p.dimensions.as_slice().into(),
-            body: comp_index(p.called_computation_ids[0])
-                .ok_or("a map's function is not defined before it")?,
-        },
-        Opcode::OptimizationBarrier => OpKind::OptimizationBarrier,
-        Opcode::While => OpKind::While {
-            body: comp_index(p.called_computation_ids[0])
-                .ok_or("a while's body is not defined before it")?,
-            cond: comp_index(p.called_computation_ids[1])
-                .ok_or("a while's condition is not defined before it")?,
-        },
-        Opcode::Conditional => OpKind::Conditional {
-            branches: p
-                .called_computation_ids
-                .iter()
-                .map(|c| comp_index(*c).ok_or("a conditional's branch is not defined before it"))
-                .collect::<Result<_, _>>()?,
-        },
-        Opcode::SelectAndScatter => OpKind::SelectAndScatter {
-            window: window::raise_window(p)?.into(),
-            select: comp_index(p.called_computation_ids[0])
-                .ok_or("a select-and-scatter's select is not defined before it")?,
-            scatter: comp_index(p.called_computation_ids[1])
-                .ok_or("a select-and-scatter's scatter is not defined before it")?,
-        },
-        Opcode::Cholesky => OpKind::Cholesky {
-            lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
-        },
-        Opcode::TriangularSolve => OpKind::TriangularSolve(linalg::raise_triangular_solve(p)?),
-        Opcode::CustomCall => OpKind::CustomCall(Box::new(misc::raise_custom_call(p))),
-        Opcode::Convolution => OpKind::Convolution(Box::new(ConvAttrs {
-            window: window::raise_window(p)?,
-            dims: ConvDims::from_proto(
-                p.convolution_dimension_numbers
-                    .as_ref()
-                    .ok_or("a convolution without dimension numbers")?,
-            ),
-            // Zero means 1 in protos written before the field existed.
-            feature_group_count: p.feature_group_count.max(1),
-            batch_group_count: p.batch_group_count.max(1),
-        })),
-        Opcode::ReduceWindow => OpKind::ReduceWindow {
-            window: window::raise_window(p)?.into(),
-            body: comp_index(p.called_computation_ids[0])
-                .ok_or("a reduce-window's body is not defined before it")?,
-        },
-        Opcode::RngBitGenerator => OpKind::RngBitGenerator {
-            algorithm: RngAlgorithm::from_proto(p.rng_algorithm)?,
-        },
-        Opcode::Scatter => OpKind::Scatter {
-            attrs: Box::new(indexing::raise_scatter(p)?),
-            body: comp_index(p.called_computation_ids[0])
-                .ok_or("a scatter's combiner is not defined before it")?,
-        },
-        Opcode::Call => OpKind::Call {
-            body: comp_index(p.called_computation_ids[0])
-                .ok_or("a call of a computation that is not defined before it")?,
-        },
-        o => {
-            if let Some(u) = UnaryOp::ALL.iter().find(|u| u.opcode() == o) {
-                OpKind::Unary(*u)
-            } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.opcode() == o) {
-                OpKind::Binary(*b)
-            } else if let Some(b) = BitwiseOp::ALL.iter().find(|b| b.opcode() == o) {
-                OpKind::Bitwise(*b)
-            } else if let Some(u) = BitwiseUnary::ALL.iter().find(|u| u.opcode() == o) {
-                OpKind::BitwiseUnary(*u)
-            } else {
-                return Err(format!("opcode `{}` cannot be read yet", p.opcode));
-            }
-        }
-    })
-}
-
-/// HLO text of the operand list's replacement (parameter number, literal) if the
-/// op prints one, else `None`.
-pub(crate) fn text_args(kind: &OpKind, shape: &Shape) -> Option<String> {
-    match kind {
-        OpKind::Parameter { number, .. } => Some(number.to_string()),
-        OpKind::Constant(bytes) => Some(structural::literal_text(shape, bytes)),
-        _ => None,
-    }
-}
-
-fn list(out: &mut String, key: &str, v: &[i64]) {
-    let parts: Vec<String> = v.iter().map(i64::to_string).collect();
-    let _ = write!(out, ", {key}={{{}}}", parts.join(","));
-}
-
-/// The attributes of `kind` as HLO text (`, dimensions={1}, to_apply=%add.3`).
-pub(crate) fn text_attrs(kind: &OpKind, comp_name: &dyn Fn(CompId) -> String) -> String {
-    let mut out = String::new();
-    match kind {
-        OpKind::Compare(c) => {
-            let _ = write!(out, ", direction={}", c.hlo_name());
-        }
-        OpKind::Broadcast { dims } => list(&mut out, "dimensions", dims),
-        OpKind::Transpose { perm } => list(&mut out, "dimensions", perm),
-        OpKind::GetTupleElement { index } => {
-            let _ = write!(out, ", index={index}");
-        }
-        OpKind::Dot(a) => {
-            let d = &a.dims;
-            if !d.lhs_batch.is_empty() {
-                list(&mut out, "lhs_batch_dims", &d.lhs_batch);
-                list(&mut out, "rhs_batch_dims", &d.rhs_batch);
-            }
-            list(&mut out, "lhs_contracting_dims", &d.lhs_contracting);
-            list(&mut out, "rhs_contracting_dims", &d.rhs_contracting);
-            out.push_str(&linalg::text_precision(&a.precision));
-        }
-        OpKind::Reduce { axes, body } => {
-            list(&mut out, "dimensions", axes);
-            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
-        }
-        OpKind::Call { body } => {
-            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
-        }
-        OpKind::Iota { dimension } => {
-            let _ = write!(out, ", iota_dimension={dimension}");
-        }
-        OpKind::Concatenate { dimension } => list(&mut out, "dimensions", &[*dimension]),
-        OpKind::Slice(s) => out.push_str(&slicing::text_slice(s)),
-        OpKind::DynamicSlice { sizes } => list(&mut out, "dynamic_slice_sizes", sizes),
-        OpKind::Pad(c) => out.push_str(&slicing::text_pad(c)),
-        OpKind::Reverse { axes } => list(&mut out, "dimensions", axes),
-        OpKind::Sort {
-            dimension,
-            stable,
-            comparator,
-        } => {
-            list(&mut out, "dimensions", &[*dimension]);
-            if *stable {
-                out.push_str(", is_stable=true");
-            }
-            let _ = write!(out, ", to_apply=%{}", comp_name(*comparator));
-        }
-        OpKind::Gather(a) => out.push_str(&indexing::text_gather(a)),
-        OpKind::RngBitGenerator { algorithm } => {
-            let _ = write!(out, ", algorithm={}", algorithm.hlo_name());
-        }
-        OpKind::Map { dims, body } => {
-            list(&mut out, "dimensions", dims);
-            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
-        }
-        OpKind::CustomCall(a) => {
-            let _ = write!(out, ", custom_call_target=\"{}\"", a.target);
-        }
-        OpKind::Cholesky { lower } => {
-            let _ = write!(out, ", lower={lower}");
-        }
-        OpKind::While { cond, body } => {
-            let _ = write!(
-                out,
-                ", condition=%{}, body=%{}",
-                comp_name(*cond),
-                comp_name(*body)
-            );
-        }
-        OpKind::Conditional { branches } => {
-            let names: Vec<String> = branches
-                .iter()
-                .map(|b| format!("%{}", comp_name(*b)))
-                .collect();
-            let _ = write!(out, ", branch_computations={{{}}}", names.join(", "));
-        }
-        OpKind::SelectAndScatter {
-            window: w,
-            select,
-            scatter,
-        } => {
-            out.push_str(&window::text_window(w));
-            let _ = write!(
-                out,
-                ", select=%{}, scatter=%{}",
-                comp_name(*select),
-                comp_name(*scatter)
-            );
-        }
-        OpKind::TriangularSolve(o) => {
-            let _ = write!(
-                out,
-                ", left_side={}, lower={}, unit_diagonal={}, transpose_a={:?}",
-                o.left_side, o.lower, o.unit_diagonal, o.transpose_a
-            );
-        }
-        OpKind::Convolution(a) => {
-            out.push_str(&window::text_window(&a.window));
-            if a.feature_group_count != 1 {
-                let _ = write!(out, ", feature_group_count={}", a.feature_group_count);
-            }
-            if a.batch_group_count != 1 {
-                let _ = write!(out, ", batch_group_count={}", a.batch_group_count);
-            }
-        }
-        OpKind::ReduceWindow { window: w, body } => {
-            out.push_str(&window::text_window(w));
-            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
-        }
-        OpKind::Scatter { attrs, body } => {
-            out.push_str(&indexing::text_scatter(attrs));
-            let _ = write!(out, ", to_apply=%{}", comp_name(*body));
-        }
-        _ => {}
-    }
-    out
 }
 
 #[cfg(test)]

@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::Module;
 use super::lower::{self, CompHeader, Lowered, Sink};
-use super::op;
+use super::{Module, OpText, Rules, TextCx};
 use crate::shape::Shape;
 
 /// A shape with its (default, row-major) layout, as XLA prints it.
@@ -24,7 +23,8 @@ pub(crate) fn shape_text(s: &Shape) -> String {
     }
 }
 
-struct TextSink {
+struct TextSink<'r> {
+    rules: &'r dyn Rules,
     out: String,
     /// Names of the computations lowered so far (callees come first).
     comp_names: Vec<String>,
@@ -32,7 +32,7 @@ struct TextSink {
     names: HashMap<i64, String>,
 }
 
-impl<'a> Sink<'a> for TextSink {
+impl<'a> Sink<'a> for TextSink<'_> {
     fn begin(&mut self, h: &CompHeader<'a>) {
         if h.is_entry {
             self.out.push_str("ENTRY ");
@@ -60,9 +60,15 @@ impl<'a> Sink<'a> for TextSink {
             .collect();
         let (opcode, args, attrs) = match l.instr {
             Some(ins) => {
-                let args = op::text_args(&ins.kind, l.shape).unwrap_or_else(|| operands.join(", "));
                 let names = &self.comp_names;
-                let mut attrs = op::text_attrs(&ins.kind, &|c| names[c.0 as usize].clone());
+                let cx = TextCx {
+                    shape: l.shape,
+                    comp_name: &|c| names[c.0 as usize].clone(),
+                };
+                let mut text = OpText::default();
+                self.rules.text(&ins.kind, &cx, &mut text);
+                let args = text.args.unwrap_or_else(|| operands.join(", "));
+                let mut attrs = text.attrs;
                 let _ = write!(
                     attrs,
                     ", metadata={{source_file=\"{}\" source_line={}}}",
@@ -93,14 +99,15 @@ impl<'a> Sink<'a> for TextSink {
     }
 }
 
-impl TextSink {
+impl TextSink<'_> {
     fn name_of(&self, id: i64) -> &str {
         self.names.get(&id).map_or("?", String::as_str)
     }
 }
 
-/// The whole module as HLO text. `m` must have passed [`verify`](super::verify).
-pub(crate) fn module_to_text(m: &Module) -> String {
+/// The whole module as HLO text, each op's attributes printed by `rules`. `m` must
+/// have passed [`verify`](super::verify).
+pub(crate) fn module_to_text(m: &Module, rules: &dyn Rules) -> String {
     let name = lower::lower_name(&m.name);
     let params: Vec<String> = m.parameter_shapes().iter().map(shape_text).collect();
     let aliases = if m.aliases.is_empty() {
@@ -117,6 +124,7 @@ pub(crate) fn module_to_text(m: &Module) -> String {
         format!(", input_output_alias={{ {} }}", entries.join(", "))
     };
     let mut sink = TextSink {
+        rules,
         out: format!(
             "HloModule {name}{aliases}, entry_computation_layout={{({})->{}}}\n\n",
             params.join(", "),

@@ -1,10 +1,10 @@
 //! The verifier of finished modules: re-runs the same shape rules the builder ran
-//! ([`op::infer`]) on every instruction, and checks the structure (operands defined
+//! ([`Rules::infer`]) on every instruction, and checks the structure (operands defined
 //! before use, called computations defined before their callers, parameters
 //! numbered without gaps, roots present, entry parameters that XLA accepts).
 
-use super::op::{self, OpKind};
-use super::{Module, value_shape};
+use super::op::OpKind;
+use super::{InferCx, Module, Rules, value_shape};
 use crate::error::{Error, Result};
 use crate::shape::Shape;
 
@@ -14,9 +14,10 @@ fn bad(comp: &str, reason: String) -> Error {
     }
 }
 
-/// Checks `m`; the first problem found is an [`Error::InvalidModule`] (or the shape
-/// rule's [`Error::Shape`], with the instruction's source location).
-pub fn verify(m: &Module) -> Result<()> {
+/// Checks `m` with the op rules `rules`; the first problem found is an
+/// [`Error::InvalidModule`] (or the shape rule's [`Error::Shape`], with the
+/// instruction's source location).
+pub fn verify(m: &Module, rules: &dyn Rules) -> Result<()> {
     if m.entry.0 as usize >= m.comps.len() {
         return Err(Error::InvalidModule {
             reason: format!("entry computation {} is not in the module", m.entry.0),
@@ -90,7 +91,12 @@ pub fn verify(m: &Module) -> Result<()> {
                 }
             }
             let declared = m.shapes.get(ins.shape);
-            let inferred = op::infer(&ins.kind, &shapes, Some(declared), m).map_err(|mut e| {
+            let cx = InferCx {
+                operands: &shapes,
+                target: Some(declared),
+                sigs: m,
+            };
+            let inferred = rules.infer(&ins.kind, &cx).map_err(|mut e| {
                 e.location = Some(ins.loc);
                 Error::Shape(e)
             })?;

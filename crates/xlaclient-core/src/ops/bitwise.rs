@@ -1,90 +1,26 @@
 //! Bitwise and logical ops: `and`, `or`, `xor`, `not` (on `pred` and integers),
 //! shifts, `popcnt` and `count-leading-zeros` (integers). Binary ops broadcast the
 //! numpy way, as the arithmetic ones do.
-
-use std::panic::Location;
-
 use super::array_of;
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Opcode};
+use crate::ir::{InferCx, OpKind, RaiseCx};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
+use std::panic::Location;
 
-/// The bitwise binary ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BitwiseOp {
-    /// Bitwise (or logical, on `pred`) and.
-    And,
-    /// Bitwise (or logical) or.
-    Or,
-    /// Bitwise (or logical) exclusive or.
-    Xor,
-    /// `x << y` (0 when `y` is at least the bit width or negative).
-    ShiftLeft,
-    /// `x >> y` filling with the sign bit.
-    ShiftRightArithmetic,
-    /// `x >> y` filling with zeros.
-    ShiftRightLogical,
-}
+// ---------------------------------------------------------------------------------
+// Bitwise binary ops: `and or xor shift-left shift-right-arithmetic shift-right-logical`
+
+pub use crate::ir::attrs::BitwiseOp;
 
 impl BitwiseOp {
-    /// Every bitwise binary op.
-    pub const ALL: &'static [BitwiseOp] = &[
-        BitwiseOp::And,
-        BitwiseOp::Or,
-        BitwiseOp::Xor,
-        BitwiseOp::ShiftLeft,
-        BitwiseOp::ShiftRightArithmetic,
-        BitwiseOp::ShiftRightLogical,
-    ];
-
-    /// The op's entry in the opcode table.
-    pub fn opcode(self) -> Opcode {
-        match self {
-            BitwiseOp::And => Opcode::And,
-            BitwiseOp::Or => Opcode::Or,
-            BitwiseOp::Xor => Opcode::Xor,
-            BitwiseOp::ShiftLeft => Opcode::ShiftLeft,
-            BitwiseOp::ShiftRightArithmetic => Opcode::ShiftRightArithmetic,
-            BitwiseOp::ShiftRightLogical => Opcode::ShiftRightLogical,
-        }
-    }
-
     fn accepts(self, t: ElementType) -> bool {
         match self {
             BitwiseOp::And | BitwiseOp::Or | BitwiseOp::Xor => {
                 t == ElementType::Pred || t.is_integer()
             }
             _ => t.is_integer(),
-        }
-    }
-}
-
-/// The bitwise unary ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BitwiseUnary {
-    /// Bitwise (or logical, on `pred`) not.
-    Not,
-    /// The number of set bits.
-    Popcnt,
-    /// The number of leading zero bits.
-    CountLeadingZeros,
-}
-
-impl BitwiseUnary {
-    /// Every bitwise unary op.
-    pub const ALL: &'static [BitwiseUnary] = &[
-        BitwiseUnary::Not,
-        BitwiseUnary::Popcnt,
-        BitwiseUnary::CountLeadingZeros,
-    ];
-
-    /// The op's entry in the opcode table.
-    pub fn opcode(self) -> Opcode {
-        match self {
-            BitwiseUnary::Not => Opcode::Not,
-            BitwiseUnary::Popcnt => Opcode::Popcnt,
-            BitwiseUnary::CountLeadingZeros => Opcode::CountLeadingZeros,
         }
     }
 }
@@ -121,19 +57,21 @@ pub fn infer_bitwise(op: BitwiseOp, lhs: &Shape, rhs: &Shape) -> Result<Shape, S
     Ok(lhs.clone())
 }
 
-/// Bitwise unary rule: an integer array (or `pred` for not); same shape out.
-pub fn infer_bitwise_unary(op: BitwiseUnary, x: &Shape) -> Result<Shape, ShapeError> {
-    let name = op.opcode().name();
-    let (t, _) = array_of(name, x)?;
-    if !(t.is_integer() || (op == BitwiseUnary::Not && t == ElementType::Pred)) {
-        return Err(ShapeError::new(
-            name,
-            &[x],
-            ShapeErrorKind::ElementType,
-            format!("needs an integer type, got {t}"),
-        ));
-    }
-    Ok(x.clone())
+pub(crate) fn shape_bitwise(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Bitwise(b) = kind else {
+        return Err(super::table::not_for("bitwise", kind));
+    };
+    infer_bitwise(*b, cx.operands[0], cx.operands[1])
+}
+
+pub(crate) fn raise_bitwise(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(BitwiseOp::from_opcode)
+        .map(OpKind::Bitwise)
+        .ok_or_else(|| format!("`{}` is not a bitwise binary op", p.opcode))
 }
 
 impl Op {
@@ -149,11 +87,6 @@ impl Op {
                 .emit(OpKind::Bitwise(op), &[&l, &r], None, loc),
             Err(failed) => failed,
         }
-    }
-
-    fn bitwise_unary(&self, op: BitwiseUnary, loc: &'static Location<'static>) -> Op {
-        self.builder()
-            .emit(OpKind::BitwiseUnary(op), &[self], None, loc)
     }
 
     /// Bitwise and (logical on `pred`); shapes broadcast.
@@ -191,6 +124,69 @@ impl Op {
     pub fn shift_right_logical(&self, rhs: &Op) -> Op {
         self.bitwise_at(BitwiseOp::ShiftRightLogical, rhs, Location::caller())
     }
+}
+
+#[cfg(test)]
+mod bitwise_tests {
+    use super::*;
+
+    #[test]
+    fn rules() {
+        let u = Shape::of::<u32>(&[3]);
+        let p = Shape::of::<bool>(&[3]);
+        let f = Shape::of::<f32>(&[3]);
+        assert!(infer_bitwise(BitwiseOp::Xor, &u, &u).is_ok());
+        assert!(infer_bitwise(BitwiseOp::And, &p, &p).is_ok());
+        assert!(infer_bitwise(BitwiseOp::ShiftLeft, &p, &p).is_err());
+        assert!(infer_bitwise(BitwiseOp::Or, &f, &f).is_err());
+        assert!(infer_bitwise_unary(BitwiseUnary::Not, &p).is_ok());
+        assert!(infer_bitwise_unary(BitwiseUnary::Popcnt, &p).is_err());
+        assert!(infer_bitwise_unary(BitwiseUnary::CountLeadingZeros, &f).is_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Bitwise unary ops: `not popcnt count-leading-zeros` (their rules are tested above)
+
+pub use crate::ir::attrs::BitwiseUnary;
+
+/// Bitwise unary rule: an integer array (or `pred` for not); same shape out.
+pub fn infer_bitwise_unary(op: BitwiseUnary, x: &Shape) -> Result<Shape, ShapeError> {
+    let name = op.opcode().name();
+    let (t, _) = array_of(name, x)?;
+    if !(t.is_integer() || (op == BitwiseUnary::Not && t == ElementType::Pred)) {
+        return Err(ShapeError::new(
+            name,
+            &[x],
+            ShapeErrorKind::ElementType,
+            format!("needs an integer type, got {t}"),
+        ));
+    }
+    Ok(x.clone())
+}
+
+pub(crate) fn shape_bitwise_unary(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::BitwiseUnary(u) = kind else {
+        return Err(super::table::not_for("bitwise", kind));
+    };
+    infer_bitwise_unary(*u, cx.operands[0])
+}
+
+pub(crate) fn raise_bitwise_unary(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(BitwiseUnary::from_opcode)
+        .map(OpKind::BitwiseUnary)
+        .ok_or_else(|| format!("`{}` is not a bitwise unary op", p.opcode))
+}
+
+impl Op {
+    fn bitwise_unary(&self, op: BitwiseUnary, loc: &'static Location<'static>) -> Op {
+        self.builder()
+            .emit(OpKind::BitwiseUnary(op), &[self], None, loc)
+    }
 
     /// Bitwise not (logical on `pred`).
     #[track_caller]
@@ -208,24 +204,5 @@ impl Op {
     #[track_caller]
     pub fn count_leading_zeros(&self) -> Op {
         self.bitwise_unary(BitwiseUnary::CountLeadingZeros, Location::caller())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rules() {
-        let u = Shape::of::<u32>(&[3]);
-        let p = Shape::of::<bool>(&[3]);
-        let f = Shape::of::<f32>(&[3]);
-        assert!(infer_bitwise(BitwiseOp::Xor, &u, &u).is_ok());
-        assert!(infer_bitwise(BitwiseOp::And, &p, &p).is_ok());
-        assert!(infer_bitwise(BitwiseOp::ShiftLeft, &p, &p).is_err());
-        assert!(infer_bitwise(BitwiseOp::Or, &f, &f).is_err());
-        assert!(infer_bitwise_unary(BitwiseUnary::Not, &p).is_ok());
-        assert!(infer_bitwise_unary(BitwiseUnary::Popcnt, &p).is_err());
-        assert!(infer_bitwise_unary(BitwiseUnary::CountLeadingZeros, &f).is_err());
     }
 }

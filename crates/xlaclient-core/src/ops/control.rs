@@ -2,132 +2,19 @@
 //! trip count), `cond` and `switch` (XLA's conditional). Bodies are Rust closures
 //! that may use any value of an enclosing computation: those values travel in the
 //! loop's carry (or as branch operands), added by the builder.
-
+use crate::autodiff::{Ct, Grads, Node};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{CompId, InferCx, LowerCx, OpKind, OpText, Operands, RaiseCx, TextCx, Value};
+use crate::proto;
+use crate::shape::{ElementType, Shape};
+use crate::tree::Tree;
+use indexmap::IndexSet;
 use std::collections::HashMap;
 use std::panic::Location;
 
-use indexmap::IndexSet;
-
-use crate::builder::{Builder, Op};
-use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{CompId, OpKind, Operands, Value};
-use crate::shape::{ElementType, Shape};
-use crate::tree::Tree;
-
-/// While rule: one tuple operand (the carry); the condition maps it to `pred[]`, the
-/// body maps it to itself. The result is the final carry.
-pub fn infer_while(
-    operand: &Shape,
-    cond: Option<&(Vec<Shape>, Shape)>,
-    body: Option<&(Vec<Shape>, Shape)>,
-) -> Result<Shape, ShapeError> {
-    const OP: &str = "while";
-    if !operand.is_tuple() {
-        return Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::Rank,
-            "the carry must be a tuple",
-        ));
-    }
-    let one = std::slice::from_ref(operand);
-    match cond {
-        Some((p, r)) if p.as_slice() == one && *r == Shape::scalar(ElementType::Pred) => {}
-        _ => {
-            return Err(ShapeError::new(
-                OP,
-                &[operand],
-                ShapeErrorKind::Body,
-                format!("the condition must map {operand} to pred[]"),
-            ));
-        }
-    }
-    match body {
-        Some((p, r)) if p.as_slice() == one && r == operand => Ok(operand.clone()),
-        Some((_, r)) => Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::Body,
-            format!("the body must map the carry {operand} to itself, it gives {r}"),
-        )),
-        None => Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::Body,
-            "the body is not finished",
-        )),
-    }
-}
-
-/// Conditional rule: an index (`s32[]`; out of range means the last branch) or a
-/// predicate (`pred[]`, with two branches: true first), then one operand per branch;
-/// branch `i` maps operand `i` to the common result shape.
-pub fn infer_conditional(
-    operands: &[&Shape],
-    branches: &[Option<(Vec<Shape>, Shape)>],
-) -> Result<Shape, ShapeError> {
-    const OP: &str = "conditional";
-    let Some((sel, args)) = operands.split_first() else {
-        return Err(ShapeError::new(
-            OP,
-            operands,
-            ShapeErrorKind::Arity,
-            "needs a selector",
-        ));
-    };
-    if branches.is_empty() || args.len() != branches.len() {
-        return Err(ShapeError::new(
-            OP,
-            operands,
-            ShapeErrorKind::Arity,
-            format!(
-                "{} branches for {} branch operands",
-                branches.len(),
-                args.len()
-            ),
-        ));
-    }
-    let pred = Shape::scalar(ElementType::Pred);
-    if !(**sel == Shape::scalar(ElementType::S32) || (**sel == pred && branches.len() == 2)) {
-        return Err(ShapeError::new(
-            OP,
-            operands,
-            ShapeErrorKind::ElementType,
-            format!("the selector must be s32[] (or pred[] with two branches), got {sel}"),
-        ));
-    }
-    let mut result: Option<&Shape> = None;
-    for (i, (b, a)) in branches.iter().zip(args).enumerate() {
-        let Some((p, r)) = b else {
-            return Err(ShapeError::new(
-                OP,
-                operands,
-                ShapeErrorKind::Body,
-                format!("branch {i} is not finished"),
-            ));
-        };
-        if p.len() != 1 || &p[0] != *a {
-            return Err(ShapeError::new(
-                OP,
-                operands,
-                ShapeErrorKind::Body,
-                format!("branch {i} must take its operand {a}"),
-            ));
-        }
-        if let Some(first) = result {
-            if r != first {
-                return Err(ShapeError::new(
-                    OP,
-                    operands,
-                    ShapeErrorKind::Body,
-                    format!("branch {i} gives {r}, branch 0 gives {first}"),
-                ));
-            }
-        }
-        result = Some(r);
-    }
-    Ok(result.expect("at least one branch").clone())
-}
+// ---------------------------------------------------------------------------------
+// Shared: tuple bodies and carries
 
 /// A body built with one tuple parameter whose elements the closure sees as its
 /// values; captured outside values are collected for the caller to thread in.
@@ -136,65 +23,6 @@ struct TupleBody {
     /// The tuple parameter's instruction.
     param: u32,
     roots: Vec<Value>,
-}
-
-/// The options of [`Builder::scan_with`], as `lax.scan` takes them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScanOptions {
-    /// The number of steps when `xs` has no leaves (else it must equal their
-    /// leading axis).
-    pub length: Option<i64>,
-    /// Walk the slices from the last (the stacked ys keep the slices' order).
-    pub reverse: bool,
-    /// Steps per iteration of the compiled loop (1: no unrolling; at least the
-    /// length: no loop at all).
-    pub unroll: usize,
-    /// For the gradient: recompute each step's body in the backward pass from the
-    /// stored carry instead of storing every value the body computes (less
-    /// memory: one carry per step; more time: the body runs once more).
-    pub checkpoint: bool,
-}
-
-impl Default for ScanOptions {
-    fn default() -> Self {
-        ScanOptions {
-            length: None,
-            reverse: false,
-            unroll: 1,
-            checkpoint: false,
-        }
-    }
-}
-
-impl ScanOptions {
-    /// No `length`, forwards, no unrolling.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sets `length`.
-    pub fn length(mut self, n: i64) -> Self {
-        self.length = Some(n);
-        self
-    }
-
-    /// Sets `reverse`.
-    pub fn reverse(mut self, on: bool) -> Self {
-        self.reverse = on;
-        self
-    }
-
-    /// Sets `unroll` (0 counts as 1).
-    pub fn unroll(mut self, k: usize) -> Self {
-        self.unroll = k;
-        self
-    }
-
-    /// Sets `checkpoint`.
-    pub fn checkpoint(mut self, on: bool) -> Self {
-        self.checkpoint = on;
-        self
-    }
 }
 
 impl Builder {
@@ -345,7 +173,206 @@ impl Builder {
         }
         Ok(())
     }
+}
 
+/// How each element of a loop body's carry is used: passed through unchanged
+/// (`invariant`: captured values, constants of the loop), or only written into by
+/// a dynamic-update-slice of itself (`write_only`: the stacked outputs of a scan,
+/// whose values no gradient depends on). Neither kind is stored per step.
+fn carry_roles(b: &Builder, body: CompId, k: usize) -> (Vec<bool>, Vec<bool>) {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let mut invariant = vec![false; k];
+    let mut write_only = vec![false; k];
+    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
+        return (invariant, write_only);
+    };
+    let element = |v: Value| match c.instrs[v.instr as usize].kind {
+        OpKind::GetTupleElement { index } => {
+            (c.instrs[v.instr as usize].operands[0].instr == *param).then_some(index as usize)
+        }
+        _ => None,
+    };
+    let mut uses = vec![0usize; c.instrs.len()];
+    for ins in &c.instrs {
+        for v in &ins.operands {
+            uses[v.instr as usize] += 1;
+        }
+    }
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return (invariant, write_only);
+    }
+    for (j, r) in root_ins.operands.iter().enumerate().take(k) {
+        if element(*r) == Some(j) {
+            invariant[j] = true;
+            continue;
+        }
+        let ins = &c.instrs[r.instr as usize];
+        if matches!(ins.kind, OpKind::DynamicUpdateSlice) {
+            let base = ins.operands[0];
+            // The element's only use, and the update does not read it.
+            let reads_only_here = (0..c.instrs.len())
+                .filter(|i| element(Value::of(*i as u32)) == Some(j))
+                .all(|i| i == base.instr as usize && uses[i] == 1);
+            write_only[j] = element(base) == Some(j) && reads_only_here;
+        }
+    }
+    (invariant, write_only)
+}
+
+/// The elements of a tuple built by a `tuple` instruction.
+fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
+    let b = t.builder();
+    let g = t.g.borrow();
+    let ins = &g.comp(t.comp).instrs[t.v.instr as usize];
+    if !matches!(ins.kind, OpKind::Tuple) {
+        return Err("a `while` whose carry is not built in this program has no gradient".into());
+    }
+    Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
+}
+
+// ---------------------------------------------------------------------------------
+// `while` (`while_loop`, `fori_loop`, `while_loop_bounded`, `scan`)
+
+/// While rule: one tuple operand (the carry); the condition maps it to `pred[]`, the
+/// body maps it to itself. The result is the final carry.
+pub fn infer_while(
+    operand: &Shape,
+    cond: Option<&(Vec<Shape>, Shape)>,
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "while";
+    if !operand.is_tuple() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Rank,
+            "the carry must be a tuple",
+        ));
+    }
+    let one = std::slice::from_ref(operand);
+    match cond {
+        Some((p, r)) if p.as_slice() == one && *r == Shape::scalar(ElementType::Pred) => {}
+        _ => {
+            return Err(ShapeError::new(
+                OP,
+                &[operand],
+                ShapeErrorKind::Body,
+                format!("the condition must map {operand} to pred[]"),
+            ));
+        }
+    }
+    match body {
+        Some((p, r)) if p.as_slice() == one && r == operand => Ok(operand.clone()),
+        Some((_, r)) => Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Body,
+            format!("the body must map the carry {operand} to itself, it gives {r}"),
+        )),
+        None => Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Body,
+            "the body is not finished",
+        )),
+    }
+}
+
+pub(crate) fn shape_while(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::While { cond, body } = kind else {
+        return Err(super::table::not_for("while", kind));
+    };
+    infer_while(
+        cx.operands[0],
+        cx.signature(*cond).as_ref(),
+        cx.signature(*body).as_ref(),
+    )
+}
+
+/// XLA keeps a while's body first, then its condition.
+pub(crate) fn lower_while(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::While { cond, body } = kind {
+        p.called_computation_ids = vec![(cx.comp_id)(*body), (cx.comp_id)(*cond)];
+    }
+}
+
+pub(crate) fn raise_while(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body, cond] = cx.calls(p)?;
+    Ok(OpKind::While { cond, body })
+}
+
+pub(crate) fn text_while(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::While { cond, body } = kind {
+        out.callee(cx, "condition", *cond);
+        out.callee(cx, "body", *body);
+    }
+}
+
+/// The options of [`Builder::scan_with`], as `lax.scan` takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// The number of steps when `xs` has no leaves (else it must equal their
+    /// leading axis).
+    pub length: Option<i64>,
+    /// Walk the slices from the last (the stacked ys keep the slices' order).
+    pub reverse: bool,
+    /// Steps per iteration of the compiled loop (1: no unrolling; at least the
+    /// length: no loop at all).
+    pub unroll: usize,
+    /// For the gradient: recompute each step's body in the backward pass from the
+    /// stored carry instead of storing every value the body computes (less
+    /// memory: one carry per step; more time: the body runs once more).
+    pub checkpoint: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            length: None,
+            reverse: false,
+            unroll: 1,
+            checkpoint: false,
+        }
+    }
+}
+
+impl ScanOptions {
+    /// No `length`, forwards, no unrolling.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `length`.
+    pub fn length(mut self, n: i64) -> Self {
+        self.length = Some(n);
+        self
+    }
+
+    /// Sets `reverse`.
+    pub fn reverse(mut self, on: bool) -> Self {
+        self.reverse = on;
+        self
+    }
+
+    /// Sets `unroll` (0 counts as 1).
+    pub fn unroll(mut self, k: usize) -> Self {
+        self.unroll = k;
+        self
+    }
+
+    /// Sets `checkpoint`.
+    pub fn checkpoint(mut self, on: bool) -> Self {
+        self.checkpoint = on;
+        self
+    }
+}
+
+impl Builder {
     /// A loop: while `cond(&carry)` (a `pred[]` scalar) holds, `carry = body(carry)`.
     /// The carry is any tree of arrays (a derived struct, a tuple, a `Vec`); each
     /// leaf keeps its shape and type. Both closures may use outside values.
@@ -848,402 +875,32 @@ impl Builder {
             .expect("one stack per leaf");
         (c, y)
     }
+}
 
-    /// XLA's conditional on a `pred[]`: `on_true(x)` if `pred` holds, else
-    /// `on_false(x)`; both branches return trees of the same shapes. The branches
-    /// may use outside values.
-    ///
-    /// ```
-    /// use xlaclient_core::{Builder, Comparison, Shape};
-    /// let b = Builder::new("c");
-    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
-    /// let p = x.reduce_sum(&[0]).compare(&b.constant(0f32), Comparison::Gt);
-    /// let y = b.cond(&p, x, |x| x.exp(), |x| -x);
-    /// assert_eq!(y.dims()?, vec![3]);
-    /// # Ok::<(), xlaclient_core::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn cond<T, R>(
-        &self,
-        pred: &Op,
-        x: T,
-        on_true: impl FnOnce(T) -> R,
-        on_false: impl FnOnce(T) -> R,
-    ) -> R
-    where
-        T: Tree<Op, With<Op> = T> + Clone,
-        R: Tree<Op, With<Op> = R>,
-    {
-        self.switch_at(
-            pred,
-            x,
-            Box::new(on_true),
-            vec![Box::new(on_false)],
-            Location::caller(),
-        )
-    }
-
-    /// XLA's N-way conditional: branch `index` (`s32[]`; an index out of range runs
-    /// the last branch, as XLA defines it) applied to `x`, the branches being `first`
-    /// then `rest`. All return trees of the same shapes; they may use outside values.
-    #[track_caller]
-    pub fn switch<'f, T, R>(
-        &self,
-        index: &Op,
-        x: T,
-        first: Box<dyn FnOnce(T) -> R + 'f>,
-        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
-    ) -> R
-    where
-        T: Tree<Op, With<Op> = T> + Clone,
-        R: Tree<Op, With<Op> = R>,
-    {
-        self.switch_at(index, x, first, rest, Location::caller())
-    }
-
-    fn switch_at<'f, T, R>(
-        &self,
-        sel: &Op,
-        x: T,
-        first: Box<dyn FnOnce(T) -> R + 'f>,
-        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
-        loc: &'static Location<'static>,
-    ) -> R
-    where
-        T: Tree<Op, With<Op> = T> + Clone,
-        R: Tree<Op, With<Op> = R>,
-    {
-        let leaves: Vec<Op> = x.leaves().into_iter().cloned().collect();
-        let mut refs: Vec<&Op> = leaves.iter().collect();
-        refs.push(sel);
-        let target = match self.target(&refs, "conditional", loc) {
-            // The result's structure comes from running a branch: on failure, the
-            // first branch runs on failed values and every leaf carries the error.
-            Err(f) => return first(x.map_ref(|_| f.clone())).map_ref(|_| f.clone()),
-            Ok(t) => t,
-        };
-        let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
-        let mut built = Vec::new();
-        let mut template: Option<R> = None;
-        for (i, br) in std::iter::once(first).chain(rest).enumerate() {
-            let xx = x.clone();
-            let mut out = None;
-            let b = self.tuple_body(target, &format!("branch_{i}"), &shapes, loc, |e| {
-                let r = br(xx.rebuild(e).expect("one element per leaf"));
-                let leaves = r.leaves().into_iter().cloned().collect();
-                out = Some(r);
-                leaves
-            });
-            let out = out.expect("the branch ran");
-            match b {
-                Ok(b) => built.push(b),
-                Err(f) => return out.map_ref(|_| f.clone()),
-            }
-            template.get_or_insert(out);
-        }
-        let template = template.expect("at least the first branch");
-        // Each branch's captured values join its operand tuple; each branch returns
-        // a tuple of the result's leaves.
-        let mut operands: Vec<Op> = Vec::with_capacity(built.len());
-        for b in &built {
-            let union: IndexSet<Value> = self
-                .g
-                .borrow()
-                .comp(b.comp)
-                .captures
-                .keys()
-                .copied()
-                .collect();
-            self.thread_captures(b, target, &shapes, &union, loc);
-            if let Err(f) = self.finish_tuple_body(b.comp, &b.roots, loc) {
-                return template.map_ref(|_| f.clone());
-            }
-            let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
-            let elems: Vec<&Op> = leaves.iter().chain(&captured).collect();
-            operands.push(self.tuple(&elems));
-        }
-        let all: Vec<&Op> = std::iter::once(sel).chain(operands.iter()).collect();
-        let r = self.emit(
-            OpKind::Conditional {
-                branches: built.iter().map(|b| b.comp).collect(),
-            },
-            &all,
-            None,
-            loc,
+/// While: reversed when the builder knows its trip count (`fori_loop`, `scan`) or
+/// a bound (`while_loop_bounded`); see `while_cts`. One cotangent per element of
+/// the loop's tuple operand.
+pub(crate) fn vjp_while(n: &Node) -> Grads {
+    let OpKind::While { cond, body } = n.kind else {
+        return Err("not a while".into());
+    };
+    let (trips, checkpoint) = {
+        let g = n.b.g.borrow();
+        let trips = g
+            .trip_counts
+            .get(&n.at)
+            .map(|t| Trips::Exactly(*t))
+            .or_else(|| g.loop_bounds.get(&n.at).map(|t| Trips::AtMost(*t)));
+        (trips, g.checkpointed.contains(&n.at))
+    };
+    let Some(trips) = trips else {
+        return Err(
+            "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
+                .into(),
         );
-        let count = template.num_leaves();
-        template
-            .rebuild(self.results(r, count, true))
-            .expect("one result per leaf")
-    }
-}
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
-
-/// How each element of a loop body's carry is used: passed through unchanged
-/// (`invariant`: captured values, constants of the loop), or only written into by
-/// a dynamic-update-slice of itself (`write_only`: the stacked outputs of a scan,
-/// whose values no gradient depends on). Neither kind is stored per step.
-fn carry_roles(b: &Builder, body: CompId, k: usize) -> (Vec<bool>, Vec<bool>) {
-    let g = b.g.borrow();
-    let c = g.comp(body);
-    let mut invariant = vec![false; k];
-    let mut write_only = vec![false; k];
-    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
-        return (invariant, write_only);
     };
-    let element = |v: Value| match c.instrs[v.instr as usize].kind {
-        OpKind::GetTupleElement { index } => {
-            (c.instrs[v.instr as usize].operands[0].instr == *param).then_some(index as usize)
-        }
-        _ => None,
-    };
-    let mut uses = vec![0usize; c.instrs.len()];
-    for ins in &c.instrs {
-        for v in &ins.operands {
-            uses[v.instr as usize] += 1;
-        }
-    }
-    let root_ins = &c.instrs[root.instr as usize];
-    if !matches!(root_ins.kind, OpKind::Tuple) {
-        return (invariant, write_only);
-    }
-    for (j, r) in root_ins.operands.iter().enumerate().take(k) {
-        if element(*r) == Some(j) {
-            invariant[j] = true;
-            continue;
-        }
-        let ins = &c.instrs[r.instr as usize];
-        if matches!(ins.kind, OpKind::DynamicUpdateSlice) {
-            let base = ins.operands[0];
-            // The element's only use, and the update does not read it.
-            let reads_only_here = (0..c.instrs.len())
-                .filter(|i| element(Value::of(*i as u32)) == Some(j))
-                .all(|i| i == base.instr as usize && uses[i] == 1);
-            write_only[j] = element(base) == Some(j) && reads_only_here;
-        }
-    }
-    (invariant, write_only)
-}
-
-/// The elements of a tuple built by a `tuple` instruction.
-fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
-    let b = t.builder();
-    let g = t.g.borrow();
-    let ins = &g.comp(t.comp).instrs[t.v.instr as usize];
-    if !matches!(ins.kind, OpKind::Tuple) {
-        return Err("a `while` whose carry is not built in this program has no gradient".into());
-    }
-    Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
-}
-
-/// A conditional, reversed: a conditional on the same selector whose branch `k`
-/// recomputes forward branch `k` on its operands and pulls the result's cotangent
-/// back through it; the other branches' operands get zeros. Returns, per operand
-/// of the forward conditional (the selector, then one tuple per branch), the
-/// cotangents of the tuple's elements.
-#[allow(clippy::type_complexity)]
-pub(crate) fn vjp_conditional(
-    branches: &[CompId],
-    n: &crate::autodiff::Node,
-    cts: &[Option<Op>],
-) -> Result<Vec<Option<Vec<Option<Op>>>>, String> {
-    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
-    let (b, loc) = (n.b, n.loc);
-    let elems: Vec<Vec<Op>> = n.operands[1..]
-        .iter()
-        .map(tuple_elements)
-        .collect::<Result<_, _>>()?;
-    let float = |x: &Op| x.element_type().is_ok_and(differentiable);
-    let res_float: Vec<usize> = (0..n.results.len())
-        .filter(|j| float(&n.results[*j]))
-        .collect();
-    let ct: Vec<Op> = res_float
-        .iter()
-        .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
-        .collect();
-    // The float elements of every branch's operand, in branch order.
-    let slots: Vec<(usize, usize)> = elems
-        .iter()
-        .enumerate()
-        .flat_map(|(k, e)| {
-            (0..e.len())
-                .filter(move |j| float(&e[*j]))
-                .map(move |j| (k, j))
-        })
-        .collect();
-    let zeros_in = |bb: &Builder, x: &Op| -> Op {
-        let s = x.shape().expect("an array");
-        bb.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
-            .broadcast_to_at(s.dims(), loc)
-    };
-    let branch = |k: usize| -> Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_> {
-        let (elems, slots, res_float) = (&elems, &slots, &res_float);
-        Box::new(move |ct: Vec<Op>| {
-            let bb = match ct.first() {
-                Some(c) => c.builder(),
-                None => b.clone(),
-            };
-            let mine: Vec<Op> = elems[k]
-                .iter()
-                .map(|e| {
-                    let d = e.dims().unwrap_or_default();
-                    local(&bb, e).reshape_at(&d, loc)
-                })
-                .collect();
-            let outs = inline(&bb, branches[k], &mine);
-            let outs_f: Vec<&Op> = res_float.iter().map(|j| &outs[*j]).collect();
-            let my_slots: Vec<usize> = slots
-                .iter()
-                .filter(|(kk, _)| *kk == k)
-                .map(|(_, j)| *j)
-                .collect();
-            let wrt: Vec<&Op> = my_slots.iter().map(|j| &mine[*j]).collect();
-            let ct_refs: Vec<&Op> = ct.iter().collect();
-            let mut grads = vjp_at(&bb, &outs_f, &ct_refs, &wrt, loc).into_iter();
-            slots
-                .iter()
-                .map(|(kk, j)| {
-                    if *kk == k {
-                        grads.next().expect("one per slot")
-                    } else {
-                        zeros_in(&bb, &elems[*kk][*j])
-                    }
-                })
-                .collect()
-        })
-    };
-    let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
-        (1..branches.len()).map(branch).collect();
-    let back: Vec<Op> = b.switch_at(&n.operands[0], ct, branch(0), rest, loc);
-    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
-    out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
-    for ((k, j), g) in slots.iter().zip(back) {
-        if let Some(Some(t)) = out.get_mut(k + 1) {
-            t[*j] = Some(g);
-        }
-    }
-    Ok(out)
-}
-
-/// The values of a loop body worth storing per step for the backward pass: every
-/// array result of its instructions but the carry's elements, constants and iotas
-/// (cheaper to make again). `None` when the body is not flat (it holds loops,
-/// branches, calls or tuples, whose gradients need their structure).
-fn stored_values(b: &Builder, body: CompId) -> Option<Vec<(u32, u32, Shape)>> {
-    let g = b.g.borrow();
-    let c = g.comp(body);
-    let param = (*c.params.first()?)?;
-    let root = c.root?;
-    let mut out = Vec::new();
-    for (i, ins) in c.instrs.iter().enumerate() {
-        let i = i as u32;
-        let shape = g.shapes.get(ins.shape);
-        match &ins.kind {
-            OpKind::Parameter { .. } if i == param => continue,
-            OpKind::GetTupleElement { .. } if ins.operands[0].instr == param => continue,
-            OpKind::Tuple if i == root.instr => continue,
-            OpKind::Constant(_) | OpKind::Iota { .. } => continue,
-            OpKind::While { .. }
-            | OpKind::Conditional { .. }
-            | OpKind::Call { .. }
-            | OpKind::Tuple
-            | OpKind::GetTupleElement { .. }
-            | OpKind::Parameter { .. } => return None,
-            k if k.multi_result(ins.operands.len()) => match shape {
-                Shape::Tuple(e) => {
-                    for (r, s) in e.iter().enumerate() {
-                        out.push((i, r as u32, s.clone()));
-                    }
-                }
-                _ => return None,
-            },
-            _ => match shape {
-                Shape::Array { .. } => out.push((i, 0, shape.clone())),
-                _ => return None,
-            },
-        }
-    }
-    Some(out)
-}
-
-/// One step of a loop body, pulled back over its stored values (no
-/// recomputation): the carry entering the step is `carry`, the other values are
-/// `vals` (constants and iotas are made again). Returns the cotangents of the
-/// carry's float elements (`float`), given those of the step's results (`ct`).
-fn backprop_stored(
-    bb: &Builder,
-    body: CompId,
-    carry: &[Op],
-    vals: &HashMap<(u32, u32), Op>,
-    float: &[usize],
-    ct: &[Op],
-    loc: &'static Location<'static>,
-) -> Vec<Op> {
-    use crate::autodiff::{Tape, backprop, zeros_like};
-    let tape = Tape::of_comp(bb, body, usize::MAX);
-    let (param, root) = {
-        let g = bb.g.borrow();
-        let c = g.comp(body);
-        (c.params[0].expect("a body"), c.root.expect("finished"))
-    };
-    // The values the tape reads: the carry for the parameter's elements, remade
-    // constants, stored values for the rest.
-    let mut table: HashMap<(u32, u32), Op> = vals.clone();
-    let mut elements: Vec<Vec<Value>> = vec![Vec::new(); carry.len()];
-    for (i, kind) in tape.kinds.iter().enumerate() {
-        let i32_ = i as u32;
-        match kind {
-            OpKind::GetTupleElement { index } if tape.operands[i][0].instr == param => {
-                table.insert((i32_, 0), carry[*index as usize].clone());
-                elements[*index as usize].push(Value::of(i32_));
-            }
-            OpKind::Constant(_) | OpKind::Iota { .. } => {
-                let shape = bb.g.borrow().comp(body).instrs[i].shape;
-                let shape = bb.g.borrow().shapes.get(shape).clone();
-                table.insert((i32_, 0), bb.emit(kind.clone(), &[], Some(shape), loc));
-            }
-            _ => {}
-        }
-    }
-    let root_elems: Vec<Value> = tape.operands[root.instr as usize].clone();
-    let fallback = zeros_like(&carry[0], loc);
-    let tape = Tape {
-        value: Box::new(move |v: Value| {
-            table
-                .get(&(v.instr, v.result))
-                .cloned()
-                .unwrap_or_else(|| fallback.clone())
-        }),
-        ..tape
-    };
-    let seeds: Vec<(Value, Op)> = float
-        .iter()
-        .zip(ct)
-        .map(|(j, c)| (root_elems[*j], c.clone()))
-        .collect();
-    let wrt: Vec<Value> = float.iter().flat_map(|j| elements[*j].clone()).collect();
-    let got = match backprop(bb, &tape, &seeds, &wrt, loc) {
-        Ok(g) => g,
-        Err(f) => return vec![f; float.len()],
-    };
-    // Each element's cotangent: the sum over the instructions that read it.
-    let mut got = got.into_iter();
-    float
-        .iter()
-        .map(|j| {
-            let mut sum: Option<Op> = None;
-            for _ in &elements[*j] {
-                if let Some(g) = got.next().flatten() {
-                    sum = Some(match sum {
-                        Some(s) => s.binary(crate::BinaryOp::Add, &g, loc),
-                        None => g,
-                    });
-                }
-            }
-            sum.unwrap_or_else(|| zeros_like(&carry[*j], loc))
-        })
-        .collect()
+    while_cts(*cond, *body, trips, checkpoint, n, &n.array_cts())
+        .map(|parts| vec![Some(Ct::Tuple(parts))])
 }
 
 /// How many iterations a while loop runs, as far as the builder knows.
@@ -1264,7 +921,7 @@ pub(crate) enum Trips {
 /// cotangent back through it. Values the body captured are carry elements passed
 /// through, so their cotangents add up over the steps.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn vjp_while(
+fn while_cts(
     cond: CompId,
     body: CompId,
     trips: Trips,
@@ -1425,6 +1082,126 @@ pub(crate) fn vjp_while(
     Ok(out)
 }
 
+/// The values of a loop body worth storing per step for the backward pass: every
+/// array result of its instructions but the carry's elements, constants and iotas
+/// (cheaper to make again). `None` when the body is not flat (it holds loops,
+/// branches, calls or tuples, whose gradients need their structure).
+fn stored_values(b: &Builder, body: CompId) -> Option<Vec<(u32, u32, Shape)>> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let param = (*c.params.first()?)?;
+    let root = c.root?;
+    let mut out = Vec::new();
+    for (i, ins) in c.instrs.iter().enumerate() {
+        let i = i as u32;
+        let shape = g.shapes.get(ins.shape);
+        match &ins.kind {
+            OpKind::Parameter { .. } if i == param => continue,
+            OpKind::GetTupleElement { .. } if ins.operands[0].instr == param => continue,
+            OpKind::Tuple if i == root.instr => continue,
+            OpKind::Constant(_) | OpKind::Iota { .. } => continue,
+            OpKind::While { .. }
+            | OpKind::Conditional { .. }
+            | OpKind::Call { .. }
+            | OpKind::Tuple
+            | OpKind::GetTupleElement { .. }
+            | OpKind::Parameter { .. } => return None,
+            k if k.multi_result(ins.operands.len()) => match shape {
+                Shape::Tuple(e) => {
+                    for (r, s) in e.iter().enumerate() {
+                        out.push((i, r as u32, s.clone()));
+                    }
+                }
+                _ => return None,
+            },
+            _ => match shape {
+                Shape::Array { .. } => out.push((i, 0, shape.clone())),
+                _ => return None,
+            },
+        }
+    }
+    Some(out)
+}
+
+/// One step of a loop body, pulled back over its stored values (no
+/// recomputation): the carry entering the step is `carry`, the other values are
+/// `vals` (constants and iotas are made again). Returns the cotangents of the
+/// carry's float elements (`float`), given those of the step's results (`ct`).
+fn backprop_stored(
+    bb: &Builder,
+    body: CompId,
+    carry: &[Op],
+    vals: &HashMap<(u32, u32), Op>,
+    float: &[usize],
+    ct: &[Op],
+    loc: &'static Location<'static>,
+) -> Vec<Op> {
+    use crate::autodiff::{Tape, backprop, zeros_like};
+    let tape = Tape::of_comp(bb, body, usize::MAX);
+    let (param, root) = {
+        let g = bb.g.borrow();
+        let c = g.comp(body);
+        (c.params[0].expect("a body"), c.root.expect("finished"))
+    };
+    // The values the tape reads: the carry for the parameter's elements, remade
+    // constants, stored values for the rest.
+    let mut table: HashMap<(u32, u32), Op> = vals.clone();
+    let mut elements: Vec<Vec<Value>> = vec![Vec::new(); carry.len()];
+    for (i, kind) in tape.kinds.iter().enumerate() {
+        let i32_ = i as u32;
+        match kind {
+            OpKind::GetTupleElement { index } if tape.operands[i][0].instr == param => {
+                table.insert((i32_, 0), carry[*index as usize].clone());
+                elements[*index as usize].push(Value::of(i32_));
+            }
+            OpKind::Constant(_) | OpKind::Iota { .. } => {
+                let shape = bb.g.borrow().comp(body).instrs[i].shape;
+                let shape = bb.g.borrow().shapes.get(shape).clone();
+                table.insert((i32_, 0), bb.emit(kind.clone(), &[], Some(shape), loc));
+            }
+            _ => {}
+        }
+    }
+    let root_elems: Vec<Value> = tape.operands[root.instr as usize].clone();
+    let fallback = zeros_like(&carry[0], loc);
+    let tape = Tape {
+        value: Box::new(move |v: Value| {
+            table
+                .get(&(v.instr, v.result))
+                .cloned()
+                .unwrap_or_else(|| fallback.clone())
+        }),
+        ..tape
+    };
+    let seeds: Vec<(Value, Op)> = float
+        .iter()
+        .zip(ct)
+        .map(|(j, c)| (root_elems[*j], c.clone()))
+        .collect();
+    let wrt: Vec<Value> = float.iter().flat_map(|j| elements[*j].clone()).collect();
+    let got = match backprop(bb, &tape, &seeds, &wrt, loc) {
+        Ok(g) => g,
+        Err(f) => return vec![f; float.len()],
+    };
+    // Each element's cotangent: the sum over the instructions that read it.
+    let mut got = got.into_iter();
+    float
+        .iter()
+        .map(|j| {
+            let mut sum: Option<Op> = None;
+            for _ in &elements[*j] {
+                if let Some(g) = got.next().flatten() {
+                    sum = Some(match sum {
+                        Some(s) => s.binary(crate::BinaryOp::Add, &g, loc),
+                        None => g,
+                    });
+                }
+            }
+            sum.unwrap_or_else(|| zeros_like(&carry[*j], loc))
+        })
+        .collect()
+}
+
 /// The loop of [`vjp_while`]'s forward steps: the original loop's steps (its
 /// condition when `bounded`, else `trips` steps), storing at each step `t` row `t`
 /// of one stack per stored carry element (`stacked`, the carry entering the step)
@@ -1504,4 +1281,342 @@ fn storing_loop(
         b.record_trip_count(&count, trips)
     }
     (count, outs, stacks)
+}
+
+// ---------------------------------------------------------------------------------
+// `conditional` (`cond`, `switch`)
+
+/// Conditional rule: an index (`s32[]`; out of range means the last branch) or a
+/// predicate (`pred[]`, with two branches: true first), then one operand per branch;
+/// branch `i` maps operand `i` to the common result shape.
+pub fn infer_conditional(
+    operands: &[&Shape],
+    branches: &[Option<(Vec<Shape>, Shape)>],
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "conditional";
+    let Some((sel, args)) = operands.split_first() else {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            "needs a selector",
+        ));
+    };
+    if branches.is_empty() || args.len() != branches.len() {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Arity,
+            format!(
+                "{} branches for {} branch operands",
+                branches.len(),
+                args.len()
+            ),
+        ));
+    }
+    let pred = Shape::scalar(ElementType::Pred);
+    if !(**sel == Shape::scalar(ElementType::S32) || (**sel == pred && branches.len() == 2)) {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::ElementType,
+            format!("the selector must be s32[] (or pred[] with two branches), got {sel}"),
+        ));
+    }
+    let mut result: Option<&Shape> = None;
+    for (i, (b, a)) in branches.iter().zip(args).enumerate() {
+        let Some((p, r)) = b else {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("branch {i} is not finished"),
+            ));
+        };
+        if p.len() != 1 || &p[0] != *a {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("branch {i} must take its operand {a}"),
+            ));
+        }
+        if let Some(first) = result {
+            if r != first {
+                return Err(ShapeError::new(
+                    OP,
+                    operands,
+                    ShapeErrorKind::Body,
+                    format!("branch {i} gives {r}, branch 0 gives {first}"),
+                ));
+            }
+        }
+        result = Some(r);
+    }
+    Ok(result.expect("at least one branch").clone())
+}
+
+pub(crate) fn shape_conditional(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Conditional { branches } = kind else {
+        return Err(super::table::not_for("conditional", kind));
+    };
+    let sigs: Vec<_> = branches.iter().map(|b| cx.signature(*b)).collect();
+    infer_conditional(cx.operands, &sigs)
+}
+
+pub(crate) fn lower_conditional(
+    kind: &OpKind,
+    cx: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::Conditional { branches } = kind {
+        p.called_computation_ids = branches.iter().map(|b| (cx.comp_id)(*b)).collect();
+    }
+}
+
+pub(crate) fn raise_conditional(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Conditional {
+        branches: cx.calls_any(p)?.into(),
+    })
+}
+
+pub(crate) fn text_conditional(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Conditional { branches } = kind {
+        let names: Vec<String> = branches
+            .iter()
+            .map(|b| format!("%{}", (cx.comp_name)(*b)))
+            .collect();
+        out.attr("branch_computations", format!("{{{}}}", names.join(", ")));
+    }
+}
+
+impl Builder {
+    /// XLA's conditional on a `pred[]`: `on_true(x)` if `pred` holds, else
+    /// `on_false(x)`; both branches return trees of the same shapes. The branches
+    /// may use outside values.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Comparison, Shape};
+    /// let b = Builder::new("c");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let p = x.reduce_sum(&[0]).compare(&b.constant(0f32), Comparison::Gt);
+    /// let y = b.cond(&p, x, |x| x.exp(), |x| -x);
+    /// assert_eq!(y.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn cond<T, R>(
+        &self,
+        pred: &Op,
+        x: T,
+        on_true: impl FnOnce(T) -> R,
+        on_false: impl FnOnce(T) -> R,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        self.switch_at(
+            pred,
+            x,
+            Box::new(on_true),
+            vec![Box::new(on_false)],
+            Location::caller(),
+        )
+    }
+
+    /// XLA's N-way conditional: branch `index` (`s32[]`; an index out of range runs
+    /// the last branch, as XLA defines it) applied to `x`, the branches being `first`
+    /// then `rest`. All return trees of the same shapes; they may use outside values.
+    #[track_caller]
+    pub fn switch<'f, T, R>(
+        &self,
+        index: &Op,
+        x: T,
+        first: Box<dyn FnOnce(T) -> R + 'f>,
+        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        self.switch_at(index, x, first, rest, Location::caller())
+    }
+
+    fn switch_at<'f, T, R>(
+        &self,
+        sel: &Op,
+        x: T,
+        first: Box<dyn FnOnce(T) -> R + 'f>,
+        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
+        loc: &'static Location<'static>,
+    ) -> R
+    where
+        T: Tree<Op, With<Op> = T> + Clone,
+        R: Tree<Op, With<Op> = R>,
+    {
+        let leaves: Vec<Op> = x.leaves().into_iter().cloned().collect();
+        let mut refs: Vec<&Op> = leaves.iter().collect();
+        refs.push(sel);
+        let target = match self.target(&refs, "conditional", loc) {
+            // The result's structure comes from running a branch: on failure, the
+            // first branch runs on failed values and every leaf carries the error.
+            Err(f) => return first(x.map_ref(|_| f.clone())).map_ref(|_| f.clone()),
+            Ok(t) => t,
+        };
+        let shapes: Vec<Shape> = leaves.iter().map(|o| o.shape().expect("checked")).collect();
+        let mut built = Vec::new();
+        let mut template: Option<R> = None;
+        for (i, br) in std::iter::once(first).chain(rest).enumerate() {
+            let xx = x.clone();
+            let mut out = None;
+            let b = self.tuple_body(target, &format!("branch_{i}"), &shapes, loc, |e| {
+                let r = br(xx.rebuild(e).expect("one element per leaf"));
+                let leaves = r.leaves().into_iter().cloned().collect();
+                out = Some(r);
+                leaves
+            });
+            let out = out.expect("the branch ran");
+            match b {
+                Ok(b) => built.push(b),
+                Err(f) => return out.map_ref(|_| f.clone()),
+            }
+            template.get_or_insert(out);
+        }
+        let template = template.expect("at least the first branch");
+        // Each branch's captured values join its operand tuple; each branch returns
+        // a tuple of the result's leaves.
+        let mut operands: Vec<Op> = Vec::with_capacity(built.len());
+        for b in &built {
+            let union: IndexSet<Value> = self
+                .g
+                .borrow()
+                .comp(b.comp)
+                .captures
+                .keys()
+                .copied()
+                .collect();
+            self.thread_captures(b, target, &shapes, &union, loc);
+            if let Err(f) = self.finish_tuple_body(b.comp, &b.roots, loc) {
+                return template.map_ref(|_| f.clone());
+            }
+            let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
+            let elems: Vec<&Op> = leaves.iter().chain(&captured).collect();
+            operands.push(self.tuple(&elems));
+        }
+        let all: Vec<&Op> = std::iter::once(sel).chain(operands.iter()).collect();
+        let r = self.emit(
+            OpKind::Conditional {
+                branches: built.iter().map(|b| b.comp).collect(),
+            },
+            &all,
+            None,
+            loc,
+        );
+        let count = template.num_leaves();
+        template
+            .rebuild(self.results(r, count, true))
+            .expect("one result per leaf")
+    }
+}
+
+/// Conditional (see `conditional_cts`): one tuple cotangent per branch operand.
+pub(crate) fn vjp_conditional(n: &Node) -> Grads {
+    let OpKind::Conditional { branches } = n.kind else {
+        return Err("not a conditional".into());
+    };
+    conditional_cts(branches, n, &n.array_cts())
+        .map(|g| g.into_iter().map(|c| c.map(Ct::Tuple)).collect())
+}
+
+/// A conditional, reversed: a conditional on the same selector whose branch `k`
+/// recomputes forward branch `k` on its operands and pulls the result's cotangent
+/// back through it; the other branches' operands get zeros. Returns, per operand
+/// of the forward conditional (the selector, then one tuple per branch), the
+/// cotangents of the tuple's elements.
+#[allow(clippy::type_complexity)]
+fn conditional_cts(
+    branches: &[CompId],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Result<Vec<Option<Vec<Option<Op>>>>, String> {
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
+    let (b, loc) = (n.b, n.loc);
+    let elems: Vec<Vec<Op>> = n.operands[1..]
+        .iter()
+        .map(tuple_elements)
+        .collect::<Result<_, _>>()?;
+    let float = |x: &Op| x.element_type().is_ok_and(differentiable);
+    let res_float: Vec<usize> = (0..n.results.len())
+        .filter(|j| float(&n.results[*j]))
+        .collect();
+    let ct: Vec<Op> = res_float
+        .iter()
+        .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
+        .collect();
+    // The float elements of every branch's operand, in branch order.
+    let slots: Vec<(usize, usize)> = elems
+        .iter()
+        .enumerate()
+        .flat_map(|(k, e)| {
+            (0..e.len())
+                .filter(move |j| float(&e[*j]))
+                .map(move |j| (k, j))
+        })
+        .collect();
+    let zeros_in = |bb: &Builder, x: &Op| -> Op {
+        let s = x.shape().expect("an array");
+        bb.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
+            .broadcast_to_at(s.dims(), loc)
+    };
+    let branch = |k: usize| -> Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_> {
+        let (elems, slots, res_float) = (&elems, &slots, &res_float);
+        Box::new(move |ct: Vec<Op>| {
+            let bb = match ct.first() {
+                Some(c) => c.builder(),
+                None => b.clone(),
+            };
+            let mine: Vec<Op> = elems[k]
+                .iter()
+                .map(|e| {
+                    let d = e.dims().unwrap_or_default();
+                    local(&bb, e).reshape_at(&d, loc)
+                })
+                .collect();
+            let outs = inline(&bb, branches[k], &mine);
+            let outs_f: Vec<&Op> = res_float.iter().map(|j| &outs[*j]).collect();
+            let my_slots: Vec<usize> = slots
+                .iter()
+                .filter(|(kk, _)| *kk == k)
+                .map(|(_, j)| *j)
+                .collect();
+            let wrt: Vec<&Op> = my_slots.iter().map(|j| &mine[*j]).collect();
+            let ct_refs: Vec<&Op> = ct.iter().collect();
+            let mut grads = vjp_at(&bb, &outs_f, &ct_refs, &wrt, loc).into_iter();
+            slots
+                .iter()
+                .map(|(kk, j)| {
+                    if *kk == k {
+                        grads.next().expect("one per slot")
+                    } else {
+                        zeros_in(&bb, &elems[*kk][*j])
+                    }
+                })
+                .collect()
+        })
+    };
+    let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
+        (1..branches.len()).map(branch).collect();
+    let back: Vec<Op> = b.switch_at(&n.operands[0], ct, branch(0), rest, loc);
+    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
+    out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
+    for ((k, j), g) in slots.iter().zip(back) {
+        if let Some(Some(t)) = out.get_mut(k + 1) {
+            t[*j] = Some(g);
+        }
+    }
+    Ok(out)
 }

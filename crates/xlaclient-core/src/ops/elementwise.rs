@@ -1,15 +1,17 @@
 //! Element-wise ops: unary and binary arithmetic, comparison, select and clamp, with
 //! numpy broadcasting and Rust operators on top.
-
+use super::array_of;
+use crate::autodiff::{Grads, Node, arrays};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
+use crate::shape::{ElementType, Shape};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::panic::Location;
 
-use super::array_of;
-use crate::builder::{Builder, Op};
-use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Opcode};
-use crate::proto;
-use crate::shape::{ElementType, Shape};
+// ---------------------------------------------------------------------------------
+// Shared: type classes, gradient constants, test shapes
 
 /// Which element types an op accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +44,7 @@ impl TypeClass {
             TypeClass::Ordered => !t.is_complex(),
         }
     }
+
     fn describe(self) -> &'static str {
         match self {
             TypeClass::Numeric => "a numeric element type",
@@ -55,24 +58,27 @@ impl TypeClass {
     }
 }
 
+/// A constant of `x`'s element type.
+fn konst(x: &Op, v: f64, loc: &'static Location<'static>) -> Op {
+    let ty = x.element_type().unwrap_or(ElementType::F32);
+    x.builder().scalar_of(ty, Scalar::Float(v), loc)
+}
+
+#[cfg(test)]
+fn f32s(d: &[i64]) -> Shape {
+    Shape::of::<f32>(d)
+}
+
+// ---------------------------------------------------------------------------------
+// Element-wise unary ops (one op group: `negate exponential log tanh abs sqrt rsqrt sine cosine
+// logistic floor ceil sign exponential-minus-one log-plus-one round-nearest-afz
+// round-nearest-even cbrt tan erf is-finite`)
+
+pub use crate::ir::attrs::UnaryOp;
+
 macro_rules! unary_ops {
     ($( $(#[$doc:meta])* $method:ident => $variant:ident, $class:ident; )*) => {
-        /// The element-wise unary ops: one entry per HLO opcode (see [`Opcode`] for
-        /// each one's name as XLA spells it).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum UnaryOp { $( $(#[$doc])* $variant, )* }
-
         impl UnaryOp {
-            /// Every unary op.
-            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$variant),*];
-            /// The op's entry in the opcode table.
-            pub fn opcode(self) -> Opcode {
-                match self { $(UnaryOp::$variant => Opcode::$variant,)* }
-            }
-            /// The HLO opcode as XLA spells it.
-            pub fn hlo_name(self) -> &'static str {
-                self.opcode().name()
-            }
             /// The element types it accepts.
             pub fn type_class(self) -> TypeClass {
                 match self { $(UnaryOp::$variant => TypeClass::$class,)* }
@@ -140,24 +146,173 @@ unary_ops! {
     is_finite => IsFinite, RealFloat;
 }
 
+/// Unary element-wise rule: an array of an accepted type; the same shape out, but
+/// for `is-finite` (see [`infer_is_finite`]).
+pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
+    let (ty, dims) = array_of(op.hlo_name(), x)?;
+    if !op.type_class().accepts(ty) {
+        return Err(ShapeError::new(
+            op.hlo_name(),
+            &[x],
+            ShapeErrorKind::ElementType,
+            format!("needs {}, got {ty}", op.type_class().describe()),
+        ));
+    }
+    if op == UnaryOp::IsFinite {
+        return Ok(infer_is_finite(dims));
+    }
+    Ok(x.clone())
+}
+
+/// `is-finite` rule, after the type check of [`infer_unary`] (a real float): `pred`
+/// of the operand's dimensions.
+pub fn infer_is_finite(dims: &[i64]) -> Shape {
+    Shape::array(ElementType::Pred, dims)
+}
+
+pub(crate) fn shape_unary(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Unary(u) = kind else {
+        return Err(super::table::not_for("unary", kind));
+    };
+    infer_unary(*u, cx.operands[0])
+}
+
+pub(crate) fn raise_unary(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(UnaryOp::from_opcode)
+        .map(OpKind::Unary)
+        .ok_or_else(|| format!("`{}` is not a unary op", p.opcode))
+}
+
+impl Op {
+    pub(crate) fn unary(&self, op: UnaryOp, loc: &'static Location<'static>) -> Op {
+        self.builder().emit(OpKind::Unary(op), &[self], None, loc)
+    }
+
+    /// `max(x, 0)` (NaN stays NaN, `-0.0` gives `0.0`), whose gradient is 1 where
+    /// `x > 0` and 0 elsewhere, at 0 included, as `jax.nn.relu` defines it.
+    #[track_caller]
+    pub fn relu(&self) -> Op {
+        let loc = Location::caller();
+        let ty = match self.element_type() {
+            Ok(ty) => ty,
+            Err(_) => return self.builder().fail_not_array(self, "maximum", loc),
+        };
+        let b = self.builder();
+        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        let max = self.binary(BinaryOp::Maximum, &zero, loc);
+        if !ty.is_float() {
+            return max;
+        }
+        // Where x > 0 the result is x itself (gradient 1); elsewhere the max (0,
+        // or NaN) held constant for the backward pass (gradient 0).
+        let positive = self.compare_at(&zero, Comparison::Gt, loc);
+        let rest = max.stop_gradient_at(loc);
+        b.select_at(&positive, self, &rest, loc)
+    }
+}
+
+/// The cotangent of a unary op's operand (`None`: zero, for the piecewise-constant
+/// ops). `abs` at 0 passes the cotangent unchanged (JAX: `select(x >= 0, g, -g)`),
+/// `sqrt` at 0 gives infinity, as in JAX.
+pub(crate) fn vjp_unary(n: &Node) -> Grads {
+    let OpKind::Unary(op) = n.kind else {
+        return Err("not a unary op".into());
+    };
+    Ok(arrays(vec![unary_ct(*op, n, &n.ct())]))
+}
+
+fn unary_ct(op: UnaryOp, n: &Node, ct: &Op) -> Option<Op> {
+    use BinaryOp::{Add, Divide, Multiply, Subtract};
+    let (x, y, loc) = (&n.operands[0], n.out(), n.loc);
+    let k = |v: f64| konst(x, v, loc);
+    let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
+    Some(match op {
+        UnaryOp::Negate => ct.unary(UnaryOp::Negate, loc),
+        UnaryOp::Exponential => mul(ct, y),
+        UnaryOp::Log => ct.binary(Divide, x, loc),
+        UnaryOp::Tanh => mul(ct, &k(1.0).binary(Subtract, &mul(y, y), loc)),
+        UnaryOp::Abs => {
+            let nonneg = x.compare_at(&k(0.0), Comparison::Ge, loc);
+            ct.builder()
+                .select_at(&nonneg, ct, &ct.unary(UnaryOp::Negate, loc), loc)
+        }
+        UnaryOp::Sqrt => mul(ct, &k(0.5).binary(Divide, y, loc)),
+        UnaryOp::Rsqrt => mul(ct, &mul(&k(-0.5), &y.binary(Divide, x, loc))),
+        UnaryOp::Sine => mul(ct, &x.unary(UnaryOp::Cosine, loc)),
+        UnaryOp::Cosine => mul(ct, &x.unary(UnaryOp::Sine, loc).unary(UnaryOp::Negate, loc)),
+        UnaryOp::Logistic => mul(ct, &mul(y, &k(1.0).binary(Subtract, y, loc))),
+        UnaryOp::ExponentialMinusOne => mul(ct, &y.binary(Add, &k(1.0), loc)),
+        UnaryOp::LogPlusOne => ct.binary(Divide, &x.binary(Add, &k(1.0), loc), loc),
+        UnaryOp::Cbrt => ct.binary(Divide, &mul(&k(3.0), &mul(y, y)), loc),
+        UnaryOp::Tan => mul(ct, &k(1.0).binary(Add, &mul(y, y), loc)),
+        UnaryOp::Erf => {
+            let e = mul(x, x)
+                .unary(UnaryOp::Negate, loc)
+                .unary(UnaryOp::Exponential, loc);
+            mul(ct, &mul(&k(std::f64::consts::FRAC_2_SQRT_PI), &e))
+        }
+        UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Sign
+        | UnaryOp::RoundNearestAfz
+        | UnaryOp::RoundNearestEven
+        | UnaryOp::IsFinite => return None,
+    })
+}
+
+#[cfg(test)]
+mod unary_tests {
+    use super::*;
+
+    #[test]
+    fn unary_rule_checks_type_class() {
+        assert!(infer_unary(UnaryOp::Exponential, &Shape::of::<i32>(&[2])).is_err());
+        assert!(infer_unary(UnaryOp::Negate, &Shape::of::<i32>(&[2])).is_ok());
+        assert!(infer_unary(UnaryOp::Floor, &f32s(&[])).is_ok());
+    }
+
+    #[test]
+    fn is_finite_gives_pred_of_real_floats_only() {
+        assert_eq!(
+            infer_unary(UnaryOp::IsFinite, &f32s(&[2, 0])).unwrap(),
+            Shape::of::<bool>(&[2, 0])
+        );
+        assert!(infer_unary(UnaryOp::IsFinite, &Shape::of::<i32>(&[2])).is_err());
+        let c = Shape::array(ElementType::C64, &[2]);
+        assert!(infer_unary(UnaryOp::IsFinite, &c).is_err());
+        for u in [UnaryOp::RoundNearestAfz, UnaryOp::Cbrt, UnaryOp::Erf] {
+            assert!(infer_unary(u, &c).is_err(), "{u:?}");
+            assert_eq!(infer_unary(u, &f32s(&[])).unwrap(), f32s(&[]));
+        }
+        assert!(infer_unary(UnaryOp::Tan, &c).is_ok());
+    }
+
+    #[test]
+    fn opcode_names_are_xla_spellings_and_distinct() {
+        let mut names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.hlo_name()).collect();
+        names.extend(BinaryOp::ALL.iter().map(|o| o.hlo_name()));
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "two ops share an opcode");
+        assert_eq!(UnaryOp::Exponential.hlo_name(), "exponential");
+        assert_eq!(BinaryOp::Subtract.hlo_name(), "subtract");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Element-wise binary ops (one op group: `add subtract multiply divide maximum minimum power
+// remainder atan2`), with numpy broadcasting
+
+pub use crate::ir::attrs::BinaryOp;
+
 macro_rules! binary_ops {
     ($( $(#[$doc:meta])* $method:ident => $variant:ident, $class:ident; )*) => {
-        /// The element-wise binary arithmetic ops: one entry per HLO opcode (see
-        /// [`Opcode`] for each one's name as XLA spells it).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum BinaryOp { $( $(#[$doc])* $variant, )* }
-
         impl BinaryOp {
-            /// Every binary op.
-            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$variant),*];
-            /// The op's entry in the opcode table.
-            pub fn opcode(self) -> Opcode {
-                match self { $(BinaryOp::$variant => Opcode::$variant,)* }
-            }
-            /// The HLO opcode as XLA spells it.
-            pub fn hlo_name(self) -> &'static str {
-                self.opcode().name()
-            }
             /// The element types it accepts.
             pub fn type_class(self) -> TypeClass {
                 match self { $(BinaryOp::$variant => TypeClass::$class,)* }
@@ -196,99 +351,6 @@ binary_ops! {
     rem => Remainder, Real;
     /// `atan2(y = self, x = rhs)`.
     atan2 => Atan2, RealFloat;
-}
-
-/// Comparison directions of XLA's `compare`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Comparison {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-}
-
-impl Comparison {
-    /// The direction as XLA spells it (`"EQ"`, `"LT"`, …).
-    pub fn hlo_name(self) -> &'static str {
-        match self {
-            Comparison::Eq => "EQ",
-            Comparison::Ne => "NE",
-            Comparison::Lt => "LT",
-            Comparison::Le => "LE",
-            Comparison::Gt => "GT",
-            Comparison::Ge => "GE",
-        }
-    }
-}
-
-/// The comparison type XLA needs for an element type (`"FLOAT"`, `"SIGNED"`,
-/// `"UNSIGNED"`); a wrong one silently gives wrong answers.
-pub fn comparison_type(t: ElementType) -> &'static str {
-    if t.is_float() || t.is_complex() {
-        "FLOAT"
-    } else if t.is_signed_int() {
-        "SIGNED"
-    } else {
-        "UNSIGNED"
-    }
-}
-
-/// Reads a comparison's direction from a proto instruction.
-pub(crate) fn raise_compare(p: &proto::HloInstructionProto) -> Result<Comparison, String> {
-    let c = [
-        Comparison::Eq,
-        Comparison::Ne,
-        Comparison::Lt,
-        Comparison::Le,
-        Comparison::Gt,
-        Comparison::Ge,
-    ]
-    .into_iter()
-    .find(|c| c.hlo_name() == p.comparison_direction)
-    .ok_or_else(|| format!("unknown comparison direction `{}`", p.comparison_direction))?;
-    Ok(c)
-}
-
-/// Lowers a comparison: its direction, and the comparison type of the operands'
-/// element type.
-pub(crate) fn lower_compare(c: Comparison, lhs: &Shape, p: &mut proto::HloInstructionProto) {
-    p.comparison_direction = c.hlo_name().to_string();
-    p.comparison_type = comparison_type(lhs.element_type().unwrap_or(ElementType::F32)).to_string();
-}
-
-// ---------------------------------------------------------------------------------
-// Shape rules.
-
-/// Unary element-wise rule: an array of an accepted type; the same shape out, but
-/// for `is-finite` (see [`infer_is_finite`]).
-pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
-    let (ty, dims) = array_of(op.hlo_name(), x)?;
-    if !op.type_class().accepts(ty) {
-        return Err(ShapeError::new(
-            op.hlo_name(),
-            &[x],
-            ShapeErrorKind::ElementType,
-            format!("needs {}, got {ty}", op.type_class().describe()),
-        ));
-    }
-    if op == UnaryOp::IsFinite {
-        return Ok(infer_is_finite(dims));
-    }
-    Ok(x.clone())
-}
-
-/// `is-finite` rule, after the type check of [`infer_unary`] (a real float): `pred`
-/// of the operand's dimensions.
-pub fn infer_is_finite(dims: &[i64]) -> Shape {
-    Shape::array(ElementType::Pred, dims)
 }
 
 /// Binary element-wise rule (after broadcasting): identical shapes and types.
@@ -352,6 +414,164 @@ pub fn broadcast_dims(a: &[i64], b: &[i64]) -> Result<Vec<i64>, String> {
     Ok(out)
 }
 
+pub(crate) fn shape_binary(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Binary(b) = kind else {
+        return Err(super::table::not_for("binary", kind));
+    };
+    infer_binary(*b, cx.operands[0], cx.operands[1])
+}
+
+pub(crate) fn raise_binary(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    crate::ir::Opcode::from_name(&p.opcode)
+        .and_then(BinaryOp::from_opcode)
+        .map(OpKind::Binary)
+        .ok_or_else(|| format!("`{}` is not a binary op", p.opcode))
+}
+
+impl Op {
+    /// Broadcasts both operands to their numpy-broadcast dims; checks the element
+    /// types first so that the error names the shapes the user wrote.
+    pub(crate) fn broadcast_pair(
+        &self,
+        rhs: &Op,
+        name: &'static str,
+        loc: &'static Location<'static>,
+    ) -> Result<(Op, Op), Op> {
+        let b = self.builder();
+        b.target(&[self, rhs], name, loc)?;
+        let (Ok(ls), Ok(rs)) = (self.shape(), rhs.shape()) else {
+            unreachable!("operands were checked above");
+        };
+        if ls.element_type() != rs.element_type() || !ls.is_array() {
+            let (kind, reason) = match (ls.element_type(), rs.element_type()) {
+                (Some(a), Some(c)) => (
+                    ShapeErrorKind::ElementType,
+                    format!("element types differ ({a} vs {c}); convert one operand first"),
+                ),
+                _ => (ShapeErrorKind::Rank, "expects array operands".to_string()),
+            };
+            return Err(b.fail(ShapeError::new(name, &[&ls, &rs], kind, reason), loc));
+        }
+        let dims = match broadcast_dims(ls.dims(), rs.dims()) {
+            Ok(d) => d,
+            Err(reason) => {
+                return Err(b.fail(
+                    ShapeError::new(name, &[&ls, &rs], ShapeErrorKind::Dimension, reason),
+                    loc,
+                ));
+            }
+        };
+        Ok((
+            self.broadcast_to_at(&dims, loc),
+            rhs.broadcast_to_at(&dims, loc),
+        ))
+    }
+
+    pub(crate) fn binary(&self, op: BinaryOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
+        match self.broadcast_pair(rhs, op.hlo_name(), loc) {
+            Ok((l, r)) => self
+                .builder()
+                .emit(OpKind::Binary(op), &[&l, &r], None, loc),
+            Err(failed) => failed,
+        }
+    }
+}
+
+/// The cotangents of a binary op's operands. `max`/`min` split the cotangent
+/// evenly at ties (JAX's balanced rule); `pow` follows JAX at `y = 0` and `x = 0`.
+pub(crate) fn vjp_binary(n: &Node) -> Grads {
+    let OpKind::Binary(op) = n.kind else {
+        return Err("not a binary op".into());
+    };
+    let ct = &n.ct();
+    use BinaryOp::{Add, Divide, Multiply, Subtract};
+    let (x, y, z, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
+    let k = |v: f64| konst(x, v, loc);
+    let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
+    let neg = |a: &Op| a.unary(UnaryOp::Negate, loc);
+    let eq = |a: &Op, b: &Op| a.compare_at(b, Comparison::Eq, loc);
+    let sel = |p: &Op, a: &Op, b: &Op| p.builder().select_at(p, a, b, loc);
+    Ok(arrays(match op {
+        BinaryOp::Add => vec![Some(ct.clone()), Some(ct.clone())],
+        BinaryOp::Subtract => vec![Some(ct.clone()), Some(neg(ct))],
+        BinaryOp::Multiply => vec![Some(mul(ct, y)), Some(mul(ct, x))],
+        BinaryOp::Divide => vec![
+            Some(ct.binary(Divide, y, loc)),
+            Some(mul(&neg(ct), x).binary(Divide, &mul(y, y), loc)),
+        ],
+        BinaryOp::Maximum | BinaryOp::Minimum => {
+            // The share of each side: 1 where it alone is the result, 1/2 at ties.
+            let share = |a: &Op, b: &Op| sel(&eq(a, z), &sel(&eq(b, z), &k(0.5), &k(1.0)), &k(0.0));
+            vec![Some(mul(ct, &share(x, y))), Some(mul(ct, &share(y, x)))]
+        }
+        BinaryOp::Power => {
+            let zero = k(0.0);
+            let dx = sel(
+                &eq(y, &zero),
+                &zero,
+                &mul(
+                    y,
+                    &x.binary(BinaryOp::Power, &y.binary(Subtract, &k(1.0), loc), loc),
+                ),
+            );
+            let safe_x = sel(&eq(x, &zero), &k(1.0), x);
+            let dy = mul(&safe_x.unary(UnaryOp::Log, loc), z);
+            vec![Some(mul(ct, &dx)), Some(mul(ct, &dy))]
+        }
+        BinaryOp::Remainder => {
+            let q = x.binary(Divide, y, loc);
+            let trunc = mul(
+                &q.unary(UnaryOp::Sign, loc),
+                &q.unary(UnaryOp::Abs, loc).unary(UnaryOp::Floor, loc),
+            );
+            vec![Some(ct.clone()), Some(mul(&neg(ct), &trunc))]
+        }
+        BinaryOp::Atan2 => {
+            let r2 = mul(x, x).binary(Add, &mul(y, y), loc);
+            vec![
+                Some(mul(ct, y).binary(Divide, &r2, loc)),
+                Some(mul(&neg(ct), x).binary(Divide, &r2, loc)),
+            ]
+        }
+    }))
+}
+
+#[cfg(test)]
+mod binary_tests {
+    use super::*;
+
+    #[test]
+    fn numpy_broadcasting() {
+        assert_eq!(broadcast_dims(&[2, 3], &[3]).unwrap(), vec![2, 3]);
+        assert_eq!(broadcast_dims(&[4, 1, 5], &[3, 1]).unwrap(), vec![4, 3, 5]);
+        assert_eq!(broadcast_dims(&[], &[2]).unwrap(), vec![2]);
+        let e = broadcast_dims(&[2, 3], &[4]).unwrap_err();
+        assert!(e.contains("3 vs 4"), "{e}");
+    }
+
+    #[test]
+    fn binary_rule_checks_types_and_dims() {
+        assert_eq!(
+            infer_binary(BinaryOp::Add, &f32s(&[2]), &f32s(&[2])).unwrap(),
+            f32s(&[2])
+        );
+        let e = infer_binary(BinaryOp::Add, &f32s(&[2]), &Shape::of::<i32>(&[2])).unwrap_err();
+        assert!(e.reason.contains("f32 vs s32"), "{e}");
+        let e = infer_binary(BinaryOp::Multiply, &f32s(&[2]), &f32s(&[3])).unwrap_err();
+        assert_eq!(e.op, "multiply");
+        let p = Shape::of::<bool>(&[2]);
+        assert!(infer_binary(BinaryOp::Add, &p, &p).is_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `compare`
+
+pub use crate::ir::attrs::Comparison;
+
 /// Compare rule: identical shapes and types (complex only for EQ and NE); `pred`
 /// out.
 pub fn infer_compare(dir: Comparison, lhs: &Shape, rhs: &Shape) -> Result<Shape, ShapeError> {
@@ -384,19 +604,221 @@ pub fn infer_compare(dir: Comparison, lhs: &Shape, rhs: &Shape) -> Result<Shape,
     Ok(Shape::array(ElementType::Pred, ld))
 }
 
-/// Clamp's element types: min, operand and max the same, and ordered (not complex:
-/// clamp is `min(max(operand, min), max)`, as [`BinaryOp::Maximum`] takes).
-fn clamp_types(lo: ElementType, x: ElementType, hi: ElementType) -> Result<(), String> {
-    if lo != x || hi != x {
-        return Err(format!(
-            "min, operand and max must have one element type, got {lo}, {x}, {hi}; convert first"
+/// The comparison type XLA needs for an element type (`"FLOAT"`, `"SIGNED"`,
+/// `"UNSIGNED"`); a wrong one silently gives wrong answers.
+pub fn comparison_type(t: ElementType) -> &'static str {
+    if t.is_float() || t.is_complex() {
+        "FLOAT"
+    } else if t.is_signed_int() {
+        "SIGNED"
+    } else {
+        "UNSIGNED"
+    }
+}
+
+pub(crate) fn shape_compare(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Compare(c) = kind else {
+        return Err(super::table::not_for("compare", kind));
+    };
+    infer_compare(*c, cx.operands[0], cx.operands[1])
+}
+
+/// Lowers a comparison: its direction, and the comparison type of the operands'
+/// element type.
+pub(crate) fn lower_compare(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Compare(c) = kind else { return };
+    let lhs = cx.operands.first().and_then(|s| s.element_type());
+    p.comparison_direction = c.hlo_name().to_string();
+    p.comparison_type = comparison_type(lhs.unwrap_or(ElementType::F32)).to_string();
+}
+
+/// Reads a comparison from a proto instruction: its direction, and its comparison
+/// type, which must be empty (XLA picks it), `TOTALORDER` for floats, or the one
+/// its operands' element type needs.
+pub(crate) fn raise_compare(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let c = [
+        Comparison::Eq,
+        Comparison::Ne,
+        Comparison::Lt,
+        Comparison::Le,
+        Comparison::Gt,
+        Comparison::Ge,
+    ]
+    .into_iter()
+    .find(|c| c.hlo_name() == p.comparison_direction)
+    .ok_or_else(|| format!("unknown comparison direction `{}`", p.comparison_direction))?;
+    // Without an element type the shape rule reports the operand.
+    if let Some(ty) = cx.operands.first().and_then(|s| s.element_type()) {
+        let t = p.comparison_type.as_str();
+        let want = comparison_type(ty);
+        let total = t == "TOTALORDER" && (ty.is_float() || ty.is_complex());
+        if !(t.is_empty() || t == want || total) {
+            return Err(format!(
+                "comparison type `{t}` does not fit {ty} operands (`{want}`)"
+            ));
+        }
+    }
+    Ok(OpKind::Compare(c))
+}
+
+pub(crate) fn text_compare(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Compare(c) = kind {
+        out.attr("direction", c.hlo_name());
+    }
+}
+
+impl Op {
+    /// Element-wise comparison, giving `pred`. Shapes broadcast; the comparison type
+    /// (float, signed, unsigned) follows the element type.
+    #[track_caller]
+    pub fn compare(&self, rhs: &Op, direction: Comparison) -> Op {
+        self.compare_at(rhs, direction, Location::caller())
+    }
+
+    pub(crate) fn compare_at(
+        &self,
+        rhs: &Op,
+        direction: Comparison,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        match self.broadcast_pair(rhs, "compare", loc) {
+            Ok((l, r)) => self
+                .builder()
+                .emit(OpKind::Compare(direction), &[&l, &r], None, loc),
+            Err(failed) => failed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod select_and_compare_tests {
+    use super::*;
+
+    #[test]
+    fn select_and_compare_rules() {
+        let p = Shape::of::<bool>(&[3]);
+        assert_eq!(
+            infer_select(&p, &f32s(&[3]), &f32s(&[3])).unwrap(),
+            f32s(&[3])
+        );
+        assert!(infer_select(&f32s(&[3]), &f32s(&[3]), &f32s(&[3])).is_err());
+        assert_eq!(
+            infer_compare(Comparison::Lt, &f32s(&[3]), &f32s(&[3])).unwrap(),
+            p
+        );
+        let c = Shape::array(ElementType::C64, &[3]);
+        assert!(infer_compare(Comparison::Lt, &c, &c).is_err());
+        assert!(infer_compare(Comparison::Eq, &c, &c).is_ok());
+        assert_eq!(comparison_type(ElementType::U8), "UNSIGNED");
+        assert_eq!(comparison_type(ElementType::S64), "SIGNED");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `select` (its rule is tested with `compare`'s)
+
+/// Select rule: a `pred` predicate and two branches of one shape, all the same dims.
+pub fn infer_select(pred: &Shape, on_true: &Shape, on_false: &Shape) -> Result<Shape, ShapeError> {
+    let (pt, pd) = array_of("select", pred)?;
+    let (tt, td) = array_of("select", on_true)?;
+    let (ft, fd) = array_of("select", on_false)?;
+    if pt != ElementType::Pred {
+        return Err(ShapeError::new(
+            "select",
+            &[pred, on_true, on_false],
+            ShapeErrorKind::ElementType,
+            format!("predicate must be pred, got {pt}"),
         ));
     }
-    if !TypeClass::Ordered.accepts(x) {
-        return Err(format!("needs {}, got {x}", TypeClass::Ordered.describe()));
+    if tt != ft {
+        return Err(ShapeError::new(
+            "select",
+            &[pred, on_true, on_false],
+            ShapeErrorKind::ElementType,
+            format!("branches differ in element type ({tt} vs {ft})"),
+        ));
     }
-    Ok(())
+    if td != fd || pd != td {
+        return Err(ShapeError::new(
+            "select",
+            &[pred, on_true, on_false],
+            ShapeErrorKind::Dimension,
+            "the predicate and both branches must have the same dimensions",
+        ));
+    }
+    Ok(on_true.clone())
 }
+
+pub(crate) fn shape_select(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_select(cx.operands[0], cx.operands[1], cx.operands[2])
+}
+
+pub(crate) fn raise_select(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Select)
+}
+
+impl Builder {
+    /// `select(pred, on_true, on_false)`: element-wise choice. Shapes broadcast.
+    #[track_caller]
+    pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
+        self.select_at(pred, on_true, on_false, Location::caller())
+    }
+
+    pub(crate) fn select_at(
+        &self,
+        pred: &Op,
+        on_true: &Op,
+        on_false: &Op,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        if let Err(failed) = self.target(&[pred, on_true, on_false], "select", loc) {
+            return failed;
+        }
+        let (Ok(ps), Ok(ts), Ok(fs)) = (pred.shape(), on_true.shape(), on_false.shape()) else {
+            unreachable!("operands were checked above");
+        };
+        let dims = broadcast_dims(ps.dims(), ts.dims()).and_then(|d| broadcast_dims(&d, fs.dims()));
+        let dims = match dims {
+            Ok(d) => d,
+            Err(reason) => {
+                return self.fail(
+                    ShapeError::new(
+                        "select",
+                        &[&ps, &ts, &fs],
+                        ShapeErrorKind::Dimension,
+                        reason,
+                    ),
+                    loc,
+                );
+            }
+        };
+        let p = pred.broadcast_to_at(&dims, loc);
+        let t = on_true.broadcast_to_at(&dims, loc);
+        let f = on_false.broadcast_to_at(&dims, loc);
+        self.emit(OpKind::Select, &[&p, &t, &f], None, loc)
+    }
+}
+
+/// `select(p, a, b)`: the cotangent goes to the side that was chosen.
+pub(crate) fn vjp_select(n: &Node) -> Grads {
+    let ct = &n.ct();
+    let (p, loc) = (&n.operands[0], n.loc);
+    let zero = crate::autodiff::zeros_like(ct, loc);
+    Ok(arrays(vec![
+        None,
+        Some(p.builder().select_at(p, ct, &zero, loc)),
+        Some(p.builder().select_at(p, &zero, ct, loc)),
+    ]))
+}
+
+// ---------------------------------------------------------------------------------
+// `clamp`
 
 /// Clamp rule: `min`, `operand`, `max` of one ordered element type and of one shape.
 /// (XLA's rule also takes scalar bounds, but the CPU plugin of PJRT C API 0.115
@@ -432,40 +854,148 @@ pub fn infer_clamp(lo: &Shape, x: &Shape, hi: &Shape) -> Result<Shape, ShapeErro
     Ok(x.clone())
 }
 
-/// Select rule: a `pred` predicate and two branches of one shape, all the same dims.
-pub fn infer_select(pred: &Shape, on_true: &Shape, on_false: &Shape) -> Result<Shape, ShapeError> {
-    let (pt, pd) = array_of("select", pred)?;
-    let (tt, td) = array_of("select", on_true)?;
-    let (ft, fd) = array_of("select", on_false)?;
-    if pt != ElementType::Pred {
-        return Err(ShapeError::new(
-            "select",
-            &[pred, on_true, on_false],
-            ShapeErrorKind::ElementType,
-            format!("predicate must be pred, got {pt}"),
+/// Clamp's element types: min, operand and max the same, and ordered (not complex:
+/// clamp is `min(max(operand, min), max)`, as [`BinaryOp::Maximum`] takes).
+fn clamp_types(lo: ElementType, x: ElementType, hi: ElementType) -> Result<(), String> {
+    if lo != x || hi != x {
+        return Err(format!(
+            "min, operand and max must have one element type, got {lo}, {x}, {hi}; convert first"
         ));
     }
-    if tt != ft {
-        return Err(ShapeError::new(
-            "select",
-            &[pred, on_true, on_false],
-            ShapeErrorKind::ElementType,
-            format!("branches differ in element type ({tt} vs {ft})"),
-        ));
+    if !TypeClass::Ordered.accepts(x) {
+        return Err(format!("needs {}, got {x}", TypeClass::Ordered.describe()));
     }
-    if td != fd || pd != td {
-        return Err(ShapeError::new(
-            "select",
-            &[pred, on_true, on_false],
-            ShapeErrorKind::Dimension,
-            "the predicate and both branches must have the same dimensions",
-        ));
+    Ok(())
+}
+
+pub(crate) fn shape_clamp(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_clamp(cx.operands[0], cx.operands[1], cx.operands[2])
+}
+
+pub(crate) fn raise_clamp(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Clamp)
+}
+
+impl Op {
+    /// XLA's [Clamp](https://openxla.org/xla/operation_semantics#clamp): each element
+    /// limited to `[lo, hi]`, as `min(max(x, lo), hi)` (so a NaN anywhere gives NaN,
+    /// and `lo > hi` gives `hi`). `lo` and `hi` have this op's element type; shapes
+    /// broadcast the numpy way. [`Op::clip`] is the form with Rust numbers.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("clamp");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let lo = b.constant(0f32);
+    /// let hi = b.parameter(1, Shape::of::<f32>(&[3]), "hi");
+    /// assert_eq!(x.clamp(&lo, &hi).dims()?, vec![2, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn clamp(&self, lo: &Op, hi: &Op) -> Op {
+        self.clamp_at(lo, hi, Location::caller())
     }
-    Ok(on_true.clone())
+
+    pub(crate) fn clamp_at(&self, lo: &Op, hi: &Op, loc: &'static Location<'static>) -> Op {
+        const OP: &str = "clamp";
+        let b = self.builder();
+        if let Err(failed) = b.target(&[lo, self, hi], OP, loc) {
+            return failed;
+        }
+        let (Ok(ls), Ok(xs), Ok(hs)) = (lo.shape(), self.shape(), hi.shape()) else {
+            unreachable!("operands were checked above");
+        };
+        let err =
+            |kind, reason: String| b.fail(ShapeError::new(OP, &[&ls, &xs, &hs], kind, reason), loc);
+        let (Some(lt), Some(xt), Some(ht)) =
+            (ls.element_type(), xs.element_type(), hs.element_type())
+        else {
+            return err(ShapeErrorKind::Rank, "expects array operands".into());
+        };
+        if let Err(reason) = clamp_types(lt, xt, ht) {
+            return err(ShapeErrorKind::ElementType, reason);
+        }
+        let dims = broadcast_dims(ls.dims(), xs.dims()).and_then(|d| broadcast_dims(&d, hs.dims()));
+        let dims = match dims {
+            Ok(d) => d,
+            Err(reason) => return err(ShapeErrorKind::Dimension, reason),
+        };
+        // Scalar bounds are broadcast too, as JAX lowers clamp: XLA's rule takes
+        // them, but the CPU plugin of PJRT C API 0.115 fails to compile them
+        // ("xtile.extract": tile shape does not match rank of buffer: 0).
+        let l = lo.broadcast_to_at(&dims, loc);
+        let h = hi.broadcast_to_at(&dims, loc);
+        let x = self.broadcast_to_at(&dims, loc);
+        b.emit(OpKind::Clamp, &[&l, &x, &h], None, loc)
+    }
+}
+
+/// `clamp(lo, x, hi)`: the cotangent goes to `x` where it is strictly inside, to
+/// `lo` where `lo` is above `x` (and below `hi`), to `hi` where `hi` is below `x`
+/// (JAX's rule); a scalar bound gets the sum over the array.
+pub(crate) fn vjp_clamp(n: &Node) -> Grads {
+    let ct = &n.ct();
+    let (lo, x, hi, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
+    let b = x.builder();
+    let zero = crate::autodiff::zeros_like(ct, loc);
+    let both = |p: Op, q: Op| p.bitwise_at(crate::ops::bitwise::BitwiseOp::And, &q, loc);
+    let pick = |p: &Op| b.select_at(p, ct, &zero, loc);
+    let fit = |g: Op, bound: &Op| -> Op {
+        if bound.rank().unwrap_or(0) == 0 && ct.rank().unwrap_or(0) > 0 {
+            let all: Vec<i64> = (0..ct.rank().unwrap_or(0) as i64).collect();
+            g.reduce_binary_at(&all, BinaryOp::Add, loc)
+        } else {
+            g
+        }
+    };
+    let g_lo = pick(&both(
+        lo.compare_at(x, Comparison::Gt, loc),
+        lo.compare_at(hi, Comparison::Lt, loc),
+    ));
+    let g_x = pick(&both(
+        x.compare_at(lo, Comparison::Gt, loc),
+        x.compare_at(hi, Comparison::Lt, loc),
+    ));
+    let g_hi = pick(&hi.compare_at(x, Comparison::Lt, loc));
+    Ok(arrays(vec![
+        Some(fit(g_lo, lo)),
+        Some(g_x),
+        Some(fit(g_hi, hi)),
+    ]))
+}
+
+#[cfg(test)]
+mod clamp_tests {
+    use super::*;
+
+    #[test]
+    fn clamp_rule() {
+        let x = f32s(&[2, 3]);
+        let s = f32s(&[]);
+        assert_eq!(infer_clamp(&x, &x, &x).unwrap(), x);
+        assert_eq!(infer_clamp(&s, &s, &s).unwrap(), s);
+        // Scalar bounds: XLA's rule takes them, the 0.115 CPU plugin fails to
+        // compile them (tests/rules_vs_xla.rs); `clamp` broadcasts them.
+        assert!(infer_clamp(&s, &x, &s).is_err());
+        assert!(infer_clamp(&x, &x, &s).is_err());
+        let e = infer_clamp(&f32s(&[3]), &x, &x).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Dimension);
+        assert!(e.reason.contains("min must have"), "{e}");
+        let e = infer_clamp(&s, &s, &Shape::of::<i32>(&[])).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        assert!(e.reason.contains("f32, f32, s32"), "{e}");
+        let c = Shape::array(ElementType::C64, &[]);
+        assert!(infer_clamp(&c, &c, &c).is_err());
+        let p = Shape::of::<bool>(&[2]);
+        assert!(infer_clamp(&p, &p, &p).is_ok());
+    }
 }
 
 // ---------------------------------------------------------------------------------
-// Builder methods.
+// Rust numbers in expressions: weakly typed scalars
 
 /// A Rust number written in an expression (`&x * 2.0`, `1 - &y`): it takes the
 /// element type of the other operand, like a weakly-typed constant in JAX. Integers
@@ -500,6 +1030,7 @@ macro_rules! scalar_from {
         }
     )*};
 }
+
 scalar_from!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => Int, u16 => Int, u32 => Int, u64 => UInt, f32 => Float, f64 => Float);
 
 impl From<half::f16> for Scalar {
@@ -631,195 +1162,9 @@ impl Builder {
             },
         }
     }
-
-    /// `select(pred, on_true, on_false)`: element-wise choice. Shapes broadcast.
-    #[track_caller]
-    pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
-        self.select_at(pred, on_true, on_false, Location::caller())
-    }
-
-    pub(crate) fn select_at(
-        &self,
-        pred: &Op,
-        on_true: &Op,
-        on_false: &Op,
-        loc: &'static Location<'static>,
-    ) -> Op {
-        if let Err(failed) = self.target(&[pred, on_true, on_false], "select", loc) {
-            return failed;
-        }
-        let (Ok(ps), Ok(ts), Ok(fs)) = (pred.shape(), on_true.shape(), on_false.shape()) else {
-            unreachable!("operands were checked above");
-        };
-        let dims = broadcast_dims(ps.dims(), ts.dims()).and_then(|d| broadcast_dims(&d, fs.dims()));
-        let dims = match dims {
-            Ok(d) => d,
-            Err(reason) => {
-                return self.fail(
-                    ShapeError::new(
-                        "select",
-                        &[&ps, &ts, &fs],
-                        ShapeErrorKind::Dimension,
-                        reason,
-                    ),
-                    loc,
-                );
-            }
-        };
-        let p = pred.broadcast_to_at(&dims, loc);
-        let t = on_true.broadcast_to_at(&dims, loc);
-        let f = on_false.broadcast_to_at(&dims, loc);
-        self.emit(OpKind::Select, &[&p, &t, &f], None, loc)
-    }
 }
 
 impl Op {
-    /// XLA's [Clamp](https://openxla.org/xla/operation_semantics#clamp): each element
-    /// limited to `[lo, hi]`, as `min(max(x, lo), hi)` (so a NaN anywhere gives NaN,
-    /// and `lo > hi` gives `hi`). `lo` and `hi` have this op's element type; shapes
-    /// broadcast the numpy way. [`Op::clip`] is the form with Rust numbers.
-    ///
-    /// ```
-    /// use xlaclient_core::{Builder, Shape};
-    /// let b = Builder::new("clamp");
-    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
-    /// let lo = b.constant(0f32);
-    /// let hi = b.parameter(1, Shape::of::<f32>(&[3]), "hi");
-    /// assert_eq!(x.clamp(&lo, &hi).dims()?, vec![2, 3]);
-    /// # Ok::<(), xlaclient_core::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn clamp(&self, lo: &Op, hi: &Op) -> Op {
-        self.clamp_at(lo, hi, Location::caller())
-    }
-
-    pub(crate) fn clamp_at(&self, lo: &Op, hi: &Op, loc: &'static Location<'static>) -> Op {
-        const OP: &str = "clamp";
-        let b = self.builder();
-        if let Err(failed) = b.target(&[lo, self, hi], OP, loc) {
-            return failed;
-        }
-        let (Ok(ls), Ok(xs), Ok(hs)) = (lo.shape(), self.shape(), hi.shape()) else {
-            unreachable!("operands were checked above");
-        };
-        let err =
-            |kind, reason: String| b.fail(ShapeError::new(OP, &[&ls, &xs, &hs], kind, reason), loc);
-        let (Some(lt), Some(xt), Some(ht)) =
-            (ls.element_type(), xs.element_type(), hs.element_type())
-        else {
-            return err(ShapeErrorKind::Rank, "expects array operands".into());
-        };
-        if let Err(reason) = clamp_types(lt, xt, ht) {
-            return err(ShapeErrorKind::ElementType, reason);
-        }
-        let dims = broadcast_dims(ls.dims(), xs.dims()).and_then(|d| broadcast_dims(&d, hs.dims()));
-        let dims = match dims {
-            Ok(d) => d,
-            Err(reason) => return err(ShapeErrorKind::Dimension, reason),
-        };
-        // Scalar bounds are broadcast too, as JAX lowers clamp: XLA's rule takes
-        // them, but the CPU plugin of PJRT C API 0.115 fails to compile them
-        // ("xtile.extract": tile shape does not match rank of buffer: 0).
-        let l = lo.broadcast_to_at(&dims, loc);
-        let h = hi.broadcast_to_at(&dims, loc);
-        let x = self.broadcast_to_at(&dims, loc);
-        b.emit(OpKind::Clamp, &[&l, &x, &h], None, loc)
-    }
-
-    pub(crate) fn unary(&self, op: UnaryOp, loc: &'static Location<'static>) -> Op {
-        self.builder().emit(OpKind::Unary(op), &[self], None, loc)
-    }
-
-    /// Broadcasts both operands to their numpy-broadcast dims; checks the element
-    /// types first so that the error names the shapes the user wrote.
-    pub(crate) fn broadcast_pair(
-        &self,
-        rhs: &Op,
-        name: &'static str,
-        loc: &'static Location<'static>,
-    ) -> Result<(Op, Op), Op> {
-        let b = self.builder();
-        b.target(&[self, rhs], name, loc)?;
-        let (Ok(ls), Ok(rs)) = (self.shape(), rhs.shape()) else {
-            unreachable!("operands were checked above");
-        };
-        if ls.element_type() != rs.element_type() || !ls.is_array() {
-            let (kind, reason) = match (ls.element_type(), rs.element_type()) {
-                (Some(a), Some(c)) => (
-                    ShapeErrorKind::ElementType,
-                    format!("element types differ ({a} vs {c}); convert one operand first"),
-                ),
-                _ => (ShapeErrorKind::Rank, "expects array operands".to_string()),
-            };
-            return Err(b.fail(ShapeError::new(name, &[&ls, &rs], kind, reason), loc));
-        }
-        let dims = match broadcast_dims(ls.dims(), rs.dims()) {
-            Ok(d) => d,
-            Err(reason) => {
-                return Err(b.fail(
-                    ShapeError::new(name, &[&ls, &rs], ShapeErrorKind::Dimension, reason),
-                    loc,
-                ));
-            }
-        };
-        Ok((
-            self.broadcast_to_at(&dims, loc),
-            rhs.broadcast_to_at(&dims, loc),
-        ))
-    }
-
-    pub(crate) fn binary(&self, op: BinaryOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
-        match self.broadcast_pair(rhs, op.hlo_name(), loc) {
-            Ok((l, r)) => self
-                .builder()
-                .emit(OpKind::Binary(op), &[&l, &r], None, loc),
-            Err(failed) => failed,
-        }
-    }
-
-    /// Element-wise comparison, giving `pred`. Shapes broadcast; the comparison type
-    /// (float, signed, unsigned) follows the element type.
-    #[track_caller]
-    pub fn compare(&self, rhs: &Op, direction: Comparison) -> Op {
-        self.compare_at(rhs, direction, Location::caller())
-    }
-
-    pub(crate) fn compare_at(
-        &self,
-        rhs: &Op,
-        direction: Comparison,
-        loc: &'static Location<'static>,
-    ) -> Op {
-        match self.broadcast_pair(rhs, "compare", loc) {
-            Ok((l, r)) => self
-                .builder()
-                .emit(OpKind::Compare(direction), &[&l, &r], None, loc),
-            Err(failed) => failed,
-        }
-    }
-
-    /// `max(x, 0)` (NaN stays NaN, `-0.0` gives `0.0`), whose gradient is 1 where
-    /// `x > 0` and 0 elsewhere, at 0 included, as `jax.nn.relu` defines it.
-    #[track_caller]
-    pub fn relu(&self) -> Op {
-        let loc = Location::caller();
-        let ty = match self.element_type() {
-            Ok(ty) => ty,
-            Err(_) => return self.builder().fail_not_array(self, "maximum", loc),
-        };
-        let b = self.builder();
-        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
-        let max = self.binary(BinaryOp::Maximum, &zero, loc);
-        if !ty.is_float() {
-            return max;
-        }
-        // Where x > 0 the result is x itself (gradient 1); elsewhere the max (0,
-        // or NaN) held constant for the backward pass (gradient 0).
-        let positive = self.compare_at(&zero, Comparison::Gt, loc);
-        let rest = max.stop_gradient_at(loc);
-        b.select_at(&positive, self, &rest, loc)
-    }
-
     /// `self op v`, with `v` a constant of this op's element type.
     pub(crate) fn binary_scalar(
         &self,
@@ -842,7 +1187,7 @@ impl Op {
 }
 
 // ---------------------------------------------------------------------------------
-// Operators.
+// Operators `+ - * /` and unary `-`
 
 macro_rules! op_traits {
     ($($trait:ident $method:ident $kind:ident;)*) => {$(
@@ -912,263 +1257,5 @@ impl Neg for Op {
     #[track_caller]
     fn neg(self) -> Op {
         self.unary(UnaryOp::Negate, Location::caller())
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`), with JAX's conventions at kinks.
-
-/// A constant of `x`'s element type.
-fn konst(x: &Op, v: f64, loc: &'static Location<'static>) -> Op {
-    let ty = x.element_type().unwrap_or(ElementType::F32);
-    x.builder().scalar_of(ty, Scalar::Float(v), loc)
-}
-
-/// The cotangent of a unary op's operand (`None`: zero, for the piecewise-constant
-/// ops). `abs` at 0 passes the cotangent unchanged (JAX: `select(x >= 0, g, -g)`),
-/// `sqrt` at 0 gives infinity, as in JAX.
-pub(crate) fn vjp_unary(op: UnaryOp, n: &crate::autodiff::Node, ct: &Op) -> Option<Op> {
-    use BinaryOp::{Add, Divide, Multiply, Subtract};
-    let (x, y, loc) = (&n.operands[0], n.out(), n.loc);
-    let k = |v: f64| konst(x, v, loc);
-    let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
-    Some(match op {
-        UnaryOp::Negate => ct.unary(UnaryOp::Negate, loc),
-        UnaryOp::Exponential => mul(ct, y),
-        UnaryOp::Log => ct.binary(Divide, x, loc),
-        UnaryOp::Tanh => mul(ct, &k(1.0).binary(Subtract, &mul(y, y), loc)),
-        UnaryOp::Abs => {
-            let nonneg = x.compare_at(&k(0.0), Comparison::Ge, loc);
-            ct.builder()
-                .select_at(&nonneg, ct, &ct.unary(UnaryOp::Negate, loc), loc)
-        }
-        UnaryOp::Sqrt => mul(ct, &k(0.5).binary(Divide, y, loc)),
-        UnaryOp::Rsqrt => mul(ct, &mul(&k(-0.5), &y.binary(Divide, x, loc))),
-        UnaryOp::Sine => mul(ct, &x.unary(UnaryOp::Cosine, loc)),
-        UnaryOp::Cosine => mul(ct, &x.unary(UnaryOp::Sine, loc).unary(UnaryOp::Negate, loc)),
-        UnaryOp::Logistic => mul(ct, &mul(y, &k(1.0).binary(Subtract, y, loc))),
-        UnaryOp::ExponentialMinusOne => mul(ct, &y.binary(Add, &k(1.0), loc)),
-        UnaryOp::LogPlusOne => ct.binary(Divide, &x.binary(Add, &k(1.0), loc), loc),
-        UnaryOp::Cbrt => ct.binary(Divide, &mul(&k(3.0), &mul(y, y)), loc),
-        UnaryOp::Tan => mul(ct, &k(1.0).binary(Add, &mul(y, y), loc)),
-        UnaryOp::Erf => {
-            let e = mul(x, x)
-                .unary(UnaryOp::Negate, loc)
-                .unary(UnaryOp::Exponential, loc);
-            mul(ct, &mul(&k(std::f64::consts::FRAC_2_SQRT_PI), &e))
-        }
-        UnaryOp::Floor
-        | UnaryOp::Ceil
-        | UnaryOp::Sign
-        | UnaryOp::RoundNearestAfz
-        | UnaryOp::RoundNearestEven
-        | UnaryOp::IsFinite => return None,
-    })
-}
-
-/// `clamp(lo, x, hi)`: the cotangent goes to `x` where it is strictly inside, to
-/// `lo` where `lo` is above `x` (and below `hi`), to `hi` where `hi` is below `x`
-/// (JAX's rule); a scalar bound gets the sum over the array.
-pub(crate) fn vjp_clamp(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
-    let (lo, x, hi, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
-    let b = x.builder();
-    let zero = crate::autodiff::zeros_like(ct, loc);
-    let both = |p: Op, q: Op| p.bitwise_at(crate::ops::bitwise::BitwiseOp::And, &q, loc);
-    let pick = |p: &Op| b.select_at(p, ct, &zero, loc);
-    let fit = |g: Op, bound: &Op| -> Op {
-        if bound.rank().unwrap_or(0) == 0 && ct.rank().unwrap_or(0) > 0 {
-            let all: Vec<i64> = (0..ct.rank().unwrap_or(0) as i64).collect();
-            g.reduce_binary_at(&all, BinaryOp::Add, loc)
-        } else {
-            g
-        }
-    };
-    let g_lo = pick(&both(
-        lo.compare_at(x, Comparison::Gt, loc),
-        lo.compare_at(hi, Comparison::Lt, loc),
-    ));
-    let g_x = pick(&both(
-        x.compare_at(lo, Comparison::Gt, loc),
-        x.compare_at(hi, Comparison::Lt, loc),
-    ));
-    let g_hi = pick(&hi.compare_at(x, Comparison::Lt, loc));
-    vec![Some(fit(g_lo, lo)), Some(g_x), Some(fit(g_hi, hi))]
-}
-
-/// The cotangents of a binary op's operands. `max`/`min` split the cotangent
-/// evenly at ties (JAX's balanced rule); `pow` follows JAX at `y = 0` and `x = 0`.
-pub(crate) fn vjp_binary(
-    op: BinaryOp,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> crate::autodiff::Cotangents {
-    use BinaryOp::{Add, Divide, Multiply, Subtract};
-    let (x, y, z, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
-    let k = |v: f64| konst(x, v, loc);
-    let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
-    let neg = |a: &Op| a.unary(UnaryOp::Negate, loc);
-    let eq = |a: &Op, b: &Op| a.compare_at(b, Comparison::Eq, loc);
-    let sel = |p: &Op, a: &Op, b: &Op| p.builder().select_at(p, a, b, loc);
-    Ok(match op {
-        BinaryOp::Add => vec![Some(ct.clone()), Some(ct.clone())],
-        BinaryOp::Subtract => vec![Some(ct.clone()), Some(neg(ct))],
-        BinaryOp::Multiply => vec![Some(mul(ct, y)), Some(mul(ct, x))],
-        BinaryOp::Divide => vec![
-            Some(ct.binary(Divide, y, loc)),
-            Some(mul(&neg(ct), x).binary(Divide, &mul(y, y), loc)),
-        ],
-        BinaryOp::Maximum | BinaryOp::Minimum => {
-            // The share of each side: 1 where it alone is the result, 1/2 at ties.
-            let share = |a: &Op, b: &Op| sel(&eq(a, z), &sel(&eq(b, z), &k(0.5), &k(1.0)), &k(0.0));
-            vec![Some(mul(ct, &share(x, y))), Some(mul(ct, &share(y, x)))]
-        }
-        BinaryOp::Power => {
-            let zero = k(0.0);
-            let dx = sel(
-                &eq(y, &zero),
-                &zero,
-                &mul(
-                    y,
-                    &x.binary(BinaryOp::Power, &y.binary(Subtract, &k(1.0), loc), loc),
-                ),
-            );
-            let safe_x = sel(&eq(x, &zero), &k(1.0), x);
-            let dy = mul(&safe_x.unary(UnaryOp::Log, loc), z);
-            vec![Some(mul(ct, &dx)), Some(mul(ct, &dy))]
-        }
-        BinaryOp::Remainder => {
-            let q = x.binary(Divide, y, loc);
-            let trunc = mul(
-                &q.unary(UnaryOp::Sign, loc),
-                &q.unary(UnaryOp::Abs, loc).unary(UnaryOp::Floor, loc),
-            );
-            vec![Some(ct.clone()), Some(mul(&neg(ct), &trunc))]
-        }
-        BinaryOp::Atan2 => {
-            let r2 = mul(x, x).binary(Add, &mul(y, y), loc);
-            vec![
-                Some(mul(ct, y).binary(Divide, &r2, loc)),
-                Some(mul(&neg(ct), x).binary(Divide, &r2, loc)),
-            ]
-        }
-    })
-}
-
-/// `select(p, a, b)`: the cotangent goes to the side that was chosen.
-pub(crate) fn vjp_select(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
-    let (p, loc) = (&n.operands[0], n.loc);
-    let zero = crate::autodiff::zeros_like(ct, loc);
-    vec![
-        None,
-        Some(p.builder().select_at(p, ct, &zero, loc)),
-        Some(p.builder().select_at(p, &zero, ct, loc)),
-    ]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn f32s(d: &[i64]) -> Shape {
-        Shape::of::<f32>(d)
-    }
-
-    #[test]
-    fn numpy_broadcasting() {
-        assert_eq!(broadcast_dims(&[2, 3], &[3]).unwrap(), vec![2, 3]);
-        assert_eq!(broadcast_dims(&[4, 1, 5], &[3, 1]).unwrap(), vec![4, 3, 5]);
-        assert_eq!(broadcast_dims(&[], &[2]).unwrap(), vec![2]);
-        let e = broadcast_dims(&[2, 3], &[4]).unwrap_err();
-        assert!(e.contains("3 vs 4"), "{e}");
-    }
-
-    #[test]
-    fn binary_rule_checks_types_and_dims() {
-        assert_eq!(
-            infer_binary(BinaryOp::Add, &f32s(&[2]), &f32s(&[2])).unwrap(),
-            f32s(&[2])
-        );
-        let e = infer_binary(BinaryOp::Add, &f32s(&[2]), &Shape::of::<i32>(&[2])).unwrap_err();
-        assert!(e.reason.contains("f32 vs s32"), "{e}");
-        let e = infer_binary(BinaryOp::Multiply, &f32s(&[2]), &f32s(&[3])).unwrap_err();
-        assert_eq!(e.op, "multiply");
-        let p = Shape::of::<bool>(&[2]);
-        assert!(infer_binary(BinaryOp::Add, &p, &p).is_err());
-    }
-
-    #[test]
-    fn unary_rule_checks_type_class() {
-        assert!(infer_unary(UnaryOp::Exponential, &Shape::of::<i32>(&[2])).is_err());
-        assert!(infer_unary(UnaryOp::Negate, &Shape::of::<i32>(&[2])).is_ok());
-        assert!(infer_unary(UnaryOp::Floor, &f32s(&[])).is_ok());
-    }
-
-    #[test]
-    fn opcode_names_are_xla_spellings_and_distinct() {
-        let mut names: Vec<&str> = UnaryOp::ALL.iter().map(|o| o.hlo_name()).collect();
-        names.extend(BinaryOp::ALL.iter().map(|o| o.hlo_name()));
-        let n = names.len();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), n, "two ops share an opcode");
-        assert_eq!(UnaryOp::Exponential.hlo_name(), "exponential");
-        assert_eq!(BinaryOp::Subtract.hlo_name(), "subtract");
-    }
-
-    #[test]
-    fn is_finite_gives_pred_of_real_floats_only() {
-        assert_eq!(
-            infer_unary(UnaryOp::IsFinite, &f32s(&[2, 0])).unwrap(),
-            Shape::of::<bool>(&[2, 0])
-        );
-        assert!(infer_unary(UnaryOp::IsFinite, &Shape::of::<i32>(&[2])).is_err());
-        let c = Shape::array(ElementType::C64, &[2]);
-        assert!(infer_unary(UnaryOp::IsFinite, &c).is_err());
-        for u in [UnaryOp::RoundNearestAfz, UnaryOp::Cbrt, UnaryOp::Erf] {
-            assert!(infer_unary(u, &c).is_err(), "{u:?}");
-            assert_eq!(infer_unary(u, &f32s(&[])).unwrap(), f32s(&[]));
-        }
-        assert!(infer_unary(UnaryOp::Tan, &c).is_ok());
-    }
-
-    #[test]
-    fn clamp_rule() {
-        let x = f32s(&[2, 3]);
-        let s = f32s(&[]);
-        assert_eq!(infer_clamp(&x, &x, &x).unwrap(), x);
-        assert_eq!(infer_clamp(&s, &s, &s).unwrap(), s);
-        // Scalar bounds: XLA's rule takes them, the 0.115 CPU plugin fails to
-        // compile them (tests/rules_vs_xla.rs); `clamp` broadcasts them.
-        assert!(infer_clamp(&s, &x, &s).is_err());
-        assert!(infer_clamp(&x, &x, &s).is_err());
-        let e = infer_clamp(&f32s(&[3]), &x, &x).unwrap_err();
-        assert_eq!(e.kind, ShapeErrorKind::Dimension);
-        assert!(e.reason.contains("min must have"), "{e}");
-        let e = infer_clamp(&s, &s, &Shape::of::<i32>(&[])).unwrap_err();
-        assert_eq!(e.kind, ShapeErrorKind::ElementType);
-        assert!(e.reason.contains("f32, f32, s32"), "{e}");
-        let c = Shape::array(ElementType::C64, &[]);
-        assert!(infer_clamp(&c, &c, &c).is_err());
-        let p = Shape::of::<bool>(&[2]);
-        assert!(infer_clamp(&p, &p, &p).is_ok());
-    }
-
-    #[test]
-    fn select_and_compare_rules() {
-        let p = Shape::of::<bool>(&[3]);
-        assert_eq!(
-            infer_select(&p, &f32s(&[3]), &f32s(&[3])).unwrap(),
-            f32s(&[3])
-        );
-        assert!(infer_select(&f32s(&[3]), &f32s(&[3]), &f32s(&[3])).is_err());
-        assert_eq!(
-            infer_compare(Comparison::Lt, &f32s(&[3]), &f32s(&[3])).unwrap(),
-            p
-        );
-        let c = Shape::array(ElementType::C64, &[3]);
-        assert!(infer_compare(Comparison::Lt, &c, &c).is_err());
-        assert!(infer_compare(Comparison::Eq, &c, &c).is_ok());
-        assert_eq!(comparison_type(ElementType::U8), "UNSIGNED");
-        assert_eq!(comparison_type(ElementType::S64), "SIGNED");
     }
 }

@@ -1,78 +1,17 @@
 //! Indexing: XLA's `gather` and `scatter` with their dimension numbers, and numpy's
 //! `take` along an axis on top.
-
+use super::{array_of, resolve_axis};
+use crate::autodiff::{Grads, Node, arrays};
+use crate::builder::{Builder, Op};
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
+use crate::shape::{ElementType, Shape};
 use std::fmt::Write;
 use std::panic::Location;
 
-use super::{array_of, resolve_axis};
-use crate::builder::{Builder, Op};
-use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
-use crate::proto;
-use crate::shape::{ElementType, Shape};
-
-/// Dimension numbers of a `gather` (XLA's GatherDimensionNumbers).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct GatherDims {
-    /// Output axes that hold the slice's (uncollapsed) axes, increasing.
-    pub offset_dims: Vec<i64>,
-    /// Operand axes whose slice size is 1 and that are dropped from the output.
-    pub collapsed_slice_dims: Vec<i64>,
-    /// Operand axis each entry of an index vector starts.
-    pub start_index_map: Vec<i64>,
-    /// The axis of the indices that holds index vectors (its rank: a trailing 1).
-    pub index_vector_dim: i64,
-    /// Operand axes that are batch axes, increasing: like collapsed axes (slice size
-    /// 1, absent from the output), but the start along `operand_batching_dims[k]` is
-    /// the position along indices axis `start_indices_batching_dims[k]`, so each
-    /// batch element gathers from its own slice of the operand (`vmap` of a gather).
-    pub operand_batching_dims: Vec<i64>,
-    /// Indices axes (not `index_vector_dim`) paired with `operand_batching_dims`,
-    /// of equal sizes.
-    pub start_indices_batching_dims: Vec<i64>,
-}
-
-/// Dimension numbers of a `scatter` (XLA's ScatterDimensionNumbers).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ScatterDims {
-    /// Axes of the updates that hold the update windows, increasing.
-    pub update_window_dims: Vec<i64>,
-    /// Operand axes of size 1 in the window and absent from the updates.
-    pub inserted_window_dims: Vec<i64>,
-    /// Operand axis each entry of an index vector starts.
-    pub scatter_dims_to_operand_dims: Vec<i64>,
-    /// The axis of the indices that holds index vectors (its rank: a trailing 1).
-    pub index_vector_dim: i64,
-    /// Operand axes that are batch axes, increasing: like inserted window axes, but
-    /// the position along `input_batching_dims[k]` is the position along indices
-    /// axis `scatter_indices_batching_dims[k]`.
-    pub input_batching_dims: Vec<i64>,
-    /// Indices axes (not `index_vector_dim`) paired with `input_batching_dims`, of
-    /// equal sizes.
-    pub scatter_indices_batching_dims: Vec<i64>,
-}
-
-/// Gather's attributes: dimension numbers, slice sizes and the sortedness promise.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct GatherAttrs {
-    /// Dimension numbers.
-    pub dims: GatherDims,
-    /// The size of the slice taken from each operand axis.
-    pub slice_sizes: Vec<i64>,
-    /// The caller promises the indices are sorted.
-    pub indices_are_sorted: bool,
-}
-
-/// Scatter's attributes: dimension numbers, the combiner and the caller's promises.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ScatterAttrs {
-    /// Dimension numbers.
-    pub dims: ScatterDims,
-    /// The caller promises the indices are sorted.
-    pub indices_are_sorted: bool,
-    /// The caller promises no index repeats.
-    pub unique_indices: bool,
-}
+// ---------------------------------------------------------------------------------
+// Shared checks of dimension numbers
 
 fn bad(op: &'static str, s: &[&Shape], k: ShapeErrorKind, r: String) -> ShapeError {
     ShapeError::new(op, s, k, r)
@@ -213,6 +152,18 @@ fn batching_ok(
     Ok(())
 }
 
+fn list(v: &[i64]) -> String {
+    let parts: Vec<String> = v.iter().map(i64::to_string).collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+type Loc = &'static Location<'static>;
+
+// ---------------------------------------------------------------------------------
+// `gather` (and numpy's `take` on it): attributes, rule, table slots, methods, gradient, tests
+
+pub use crate::ir::attrs::{GatherAttrs, GatherDims};
+
 /// Gather rule (XLA's semantics): the output's rank is the indices' batch rank plus
 /// the number of offset axes; the offset axes (at `offset_dims`) take the slice
 /// sizes of the uncollapsed operand axes, the other axes the indices' batch sizes.
@@ -342,6 +293,360 @@ pub fn infer_gather(
         .collect();
     Ok(Shape::array(ty, &out))
 }
+
+pub(crate) fn shape_gather(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Gather(a) = kind else {
+        return Err(super::table::not_for("gather", kind));
+    };
+    infer_gather(cx.operands[0], cx.operands[1], a)
+}
+
+fn gather_proto(a: &GatherAttrs, p: &mut proto::HloInstructionProto) {
+    p.gather_dimension_numbers = Some(proto::GatherDimensionNumbers {
+        offset_dims: a.dims.offset_dims.clone(),
+        collapsed_slice_dims: a.dims.collapsed_slice_dims.clone(),
+        start_index_map: a.dims.start_index_map.clone(),
+        index_vector_dim: a.dims.index_vector_dim,
+        operand_batching_dims: a.dims.operand_batching_dims.clone(),
+        start_indices_batching_dims: a.dims.start_indices_batching_dims.clone(),
+    });
+    p.gather_slice_sizes = a.slice_sizes.clone();
+    p.indices_are_sorted = a.indices_are_sorted;
+}
+
+pub(crate) fn lower_gather(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Gather(a) = kind {
+        gather_proto(a, p);
+    }
+}
+
+fn gather_attrs(p: &proto::HloInstructionProto) -> Result<GatherAttrs, String> {
+    let g = p
+        .gather_dimension_numbers
+        .as_ref()
+        .ok_or("a gather without dimension numbers")?;
+    Ok(GatherAttrs {
+        dims: GatherDims {
+            offset_dims: g.offset_dims.clone(),
+            collapsed_slice_dims: g.collapsed_slice_dims.clone(),
+            start_index_map: g.start_index_map.clone(),
+            index_vector_dim: g.index_vector_dim,
+            operand_batching_dims: g.operand_batching_dims.clone(),
+            start_indices_batching_dims: g.start_indices_batching_dims.clone(),
+        },
+        slice_sizes: p.gather_slice_sizes.clone(),
+        indices_are_sorted: p.indices_are_sorted,
+    })
+}
+
+pub(crate) fn raise_gather(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Gather(Box::new(gather_attrs(p)?)))
+}
+
+fn gather_text(a: &GatherAttrs) -> String {
+    let d = &a.dims;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        ", offset_dims={}, collapsed_slice_dims={}, start_index_map={}, index_vector_dim={}, slice_sizes={}",
+        list(&d.offset_dims),
+        list(&d.collapsed_slice_dims),
+        list(&d.start_index_map),
+        d.index_vector_dim,
+        list(&a.slice_sizes)
+    );
+    if !d.operand_batching_dims.is_empty() {
+        let _ = write!(
+            out,
+            ", operand_batching_dims={}, start_indices_batching_dims={}",
+            list(&d.operand_batching_dims),
+            list(&d.start_indices_batching_dims)
+        );
+    }
+    if a.indices_are_sorted {
+        out.push_str(", indices_are_sorted=true");
+    }
+    out
+}
+
+pub(crate) fn text_gather(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Gather(a) = kind {
+        out.attrs.push_str(&gather_text(a));
+    }
+}
+
+impl Op {
+    /// XLA's Gather: slices of `slice_sizes` of this array at the starts given by
+    /// `indices`, arranged as `dims` says. See [`infer_gather`] for the result shape.
+    #[track_caller]
+    pub fn gather(
+        &self,
+        indices: &Op,
+        dims: &GatherDims,
+        slice_sizes: &[i64],
+        indices_are_sorted: bool,
+    ) -> Op {
+        let attrs = GatherAttrs {
+            dims: dims.clone(),
+            slice_sizes: slice_sizes.to_vec(),
+            indices_are_sorted,
+        };
+        self.builder().emit(
+            OpKind::Gather(Box::new(attrs)),
+            &[self, indices],
+            None,
+            Location::caller(),
+        )
+    }
+
+    /// Numpy's `take` along `axis`: the result is this array with `axis` replaced by
+    /// the axes of `indices` (integers; out-of-range indices are clamped, as XLA's
+    /// gather does).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("take");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 5]), "x");
+    /// let i = b.parameter(1, Shape::of::<i32>(&[2, 3]), "i");
+    /// assert_eq!(x.take(&i, 1).dims()?, vec![4, 2, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn take(&self, indices: &Op, axis: i64) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let (s, is) = match (self.shape(), indices.shape()) {
+            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
+            (Err(_), _) => return self.clone(),
+            (_, Err(_)) => return indices.clone(),
+            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
+            _ => return b.fail_not_array(indices, "gather", loc),
+        };
+        let a = match resolve_axis("gather", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return b.fail(e, loc),
+        };
+        let (r, ir) = (s.rank(), is.rank());
+        let mut slice_sizes = s.dims().to_vec();
+        slice_sizes[a] = 1;
+        let offset_dims: Vec<i64> = (0..a).chain(a + ir..r + ir - 1).map(|i| i as i64).collect();
+        let dims = GatherDims {
+            offset_dims,
+            collapsed_slice_dims: vec![a as i64],
+            start_index_map: vec![a as i64],
+            index_vector_dim: ir as i64,
+            ..Default::default()
+        };
+        let attrs = GatherAttrs {
+            dims,
+            slice_sizes,
+            indices_are_sorted: false,
+        };
+        b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
+    }
+
+    /// Numpy's `take_along_axis`: `out[.., j, ..] = self[.., indices[.., j, ..], ..]`
+    /// with the index taken along `axis`; `indices` (integers) has this array's
+    /// rank and its dimensions except along `axis`, and the result has the
+    /// indices' dimensions. Out-of-range indices are clamped. Typical use: the
+    /// value of the action each row took, `q.take_along_axis(&actions, 1)`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("taken");
+    /// let q = b.parameter(0, Shape::of::<f32>(&[8, 4]), "q");
+    /// let a = b.parameter(1, Shape::of::<i32>(&[8, 1]), "a");
+    /// assert_eq!(q.take_along_axis(&a, 1).dims()?, vec![8, 1]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn take_along_axis(&self, indices: &Op, axis: i64) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let (s, is) = match (self.shape(), indices.shape()) {
+            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
+            (Err(_), _) => return self.clone(),
+            (_, Err(_)) => return indices.clone(),
+            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
+            _ => return b.fail_not_array(indices, "gather", loc),
+        };
+        let a = match resolve_axis("gather", &s, axis) {
+            Ok(a) => a,
+            Err(e) => return b.fail(e, loc),
+        };
+        let r = s.rank();
+        if is.rank() != r {
+            return b.fail(
+                ShapeError::new(
+                    "gather",
+                    &[&s, &is],
+                    ShapeErrorKind::Rank,
+                    format!("take_along_axis needs indices of the array's rank {r}, got {is}"),
+                ),
+                loc,
+            );
+        }
+        let others: Vec<i64> = (0..r as i64).filter(|i| *i != a as i64).collect();
+        let dims = GatherDims {
+            offset_dims: vec![],
+            collapsed_slice_dims: vec![a as i64],
+            start_index_map: vec![a as i64],
+            index_vector_dim: r as i64,
+            operand_batching_dims: others.clone(),
+            start_indices_batching_dims: others,
+        };
+        let attrs = GatherAttrs {
+            dims,
+            slice_sizes: vec![1; r],
+            indices_are_sorted: false,
+        };
+        b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
+    }
+}
+
+/// Gather (see `gather_cts`).
+pub(crate) fn vjp_gather(n: &Node) -> Grads {
+    let OpKind::Gather(a) = n.kind else {
+        return Err("not a gather".into());
+    };
+    Ok(arrays(gather_cts(a, n, &n.ct())))
+}
+
+/// Gather: the cotangent scatter-added back where each slice came from. The
+/// starts are clamped first, as the gather clamped them.
+fn gather_cts(a: &GatherAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let (x, idx, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let od = x.dims().unwrap_or_default();
+    let d = &a.dims;
+    let hi = start_limits(
+        idx,
+        &d.start_index_map,
+        &a.slice_sizes,
+        &od,
+        d.index_vector_dim,
+        loc,
+    );
+    let zero = idx.builder().scalar_of(
+        idx.element_type().unwrap_or(ElementType::S32),
+        crate::Scalar::Int(0),
+        loc,
+    );
+    let clamped =
+        idx.binary(crate::BinaryOp::Maximum, &zero, loc)
+            .binary(crate::BinaryOp::Minimum, &hi, loc);
+    let sd = ScatterDims {
+        update_window_dims: d.offset_dims.clone(),
+        inserted_window_dims: d.collapsed_slice_dims.clone(),
+        scatter_dims_to_operand_dims: d.start_index_map.clone(),
+        index_vector_dim: d.index_vector_dim,
+        input_batching_dims: d.operand_batching_dims.clone(),
+        scatter_indices_batching_dims: d.start_indices_batching_dims.clone(),
+    };
+    let zeros = crate::autodiff::zeros_like(x, loc);
+    let out = x.builder().scatter(
+        &[&zeros],
+        &clamped,
+        &[ct],
+        &sd,
+        a.indices_are_sorted,
+        false,
+        |o, u| vec![&o[0] + &u[0]],
+    );
+    vec![out.into_iter().next(), None]
+}
+
+/// Per index component `k` (operand axis `axes[k]`), the largest start that keeps
+/// a window of `sizes[axis]` inside the operand, as an array of the indices' shape
+/// and type (broadcast along `index_vector_dim`).
+fn start_limits(idx: &Op, axes: &[i64], sizes: &[i64], od: &[i64], ivd: i64, loc: Loc) -> Op {
+    let ty = idx.element_type().unwrap_or(ElementType::S32);
+    let id = idx.dims().unwrap_or_default();
+    let his: Vec<i64> = axes
+        .iter()
+        .map(|a| od[*a as usize] - sizes[*a as usize])
+        .collect();
+    let b = idx.builder();
+    if ivd as usize == id.len() {
+        return b
+            .scalar_of(ty, crate::Scalar::Int(his[0]), loc)
+            .broadcast_to_at(&id, loc);
+    }
+    b.constant_vec(&his)
+        .convert_at(ty, loc)
+        .broadcast_in_dim_at(&id, &[ivd], loc)
+}
+
+#[cfg(test)]
+mod gather_tests {
+    use super::*;
+
+    #[test]
+    fn gather_rule_for_take() {
+        // take(x[4,5], i[2,3], axis 1) = [4, 2, 3]
+        let x = Shape::of::<f32>(&[4, 5]);
+        let i = Shape::of::<i32>(&[2, 3]);
+        let a = GatherAttrs {
+            dims: GatherDims {
+                offset_dims: vec![0],
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![1],
+                index_vector_dim: 2,
+                ..Default::default()
+            },
+            slice_sizes: vec![4, 1],
+            indices_are_sorted: false,
+        };
+        assert_eq!(
+            infer_gather(&x, &i, &a).unwrap(),
+            Shape::of::<f32>(&[4, 2, 3])
+        );
+        let mut b = a.clone();
+        b.slice_sizes = vec![4, 2];
+        assert_eq!(
+            infer_gather(&x, &i, &b).unwrap_err().kind,
+            ShapeErrorKind::Dimension
+        );
+        let mut c = a.clone();
+        c.dims.offset_dims = vec![3];
+        assert_eq!(
+            infer_gather(&x, &i, &c).unwrap_err().kind,
+            ShapeErrorKind::Axis
+        );
+        assert!(infer_gather(&x, &Shape::of::<f32>(&[2]), &a).is_err());
+    }
+
+    #[test]
+    fn gather_collapses_slices_of_one() {
+        // Collapsing a slice of size 0 made the result claim elements of an empty
+        // slice; XLA's simplifier aborts on it (tests/rules_vs_xla.rs).
+        let x = Shape::of::<f32>(&[2, 1, 1]);
+        let i = Shape::of::<u8>(&[0]);
+        let a = |sizes: Vec<i64>| GatherAttrs {
+            dims: GatherDims {
+                offset_dims: vec![0, 1],
+                collapsed_slice_dims: vec![1],
+                start_index_map: vec![],
+                index_vector_dim: 0,
+                ..Default::default()
+            },
+            slice_sizes: sizes,
+            indices_are_sorted: true,
+        };
+        assert_eq!(
+            infer_gather(&x, &i, &a(vec![2, 1, 1])).unwrap(),
+            Shape::of::<f32>(&[2, 1])
+        );
+        assert!(infer_gather(&x, &i, &a(vec![2, 0, 1])).is_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `scatter`: attributes, rule, table slots, method, gradient, tests
+
+pub use crate::ir::attrs::{ScatterAttrs, ScatterDims};
 
 /// Scatter rule (XLA's semantics): `n` inputs of equal dimensions, the indices, `n`
 /// updates; the update computation (when given) maps `2n` scalars (old values, then
@@ -537,42 +842,14 @@ pub fn infer_scatter(
     })
 }
 
-// ---------------------------------------------------------------------------------
-// Lowering and text.
-
-pub(crate) fn lower_gather(a: &GatherAttrs, p: &mut proto::HloInstructionProto) {
-    p.gather_dimension_numbers = Some(proto::GatherDimensionNumbers {
-        offset_dims: a.dims.offset_dims.clone(),
-        collapsed_slice_dims: a.dims.collapsed_slice_dims.clone(),
-        start_index_map: a.dims.start_index_map.clone(),
-        index_vector_dim: a.dims.index_vector_dim,
-        operand_batching_dims: a.dims.operand_batching_dims.clone(),
-        start_indices_batching_dims: a.dims.start_indices_batching_dims.clone(),
-    });
-    p.gather_slice_sizes = a.slice_sizes.clone();
-    p.indices_are_sorted = a.indices_are_sorted;
+pub(crate) fn shape_scatter(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Scatter { attrs, body } = kind else {
+        return Err(super::table::not_for("scatter", kind));
+    };
+    infer_scatter(cx.operands, attrs, cx.signature(*body).as_ref())
 }
 
-pub(crate) fn raise_gather(p: &proto::HloInstructionProto) -> Result<GatherAttrs, String> {
-    let g = p
-        .gather_dimension_numbers
-        .as_ref()
-        .ok_or("a gather without dimension numbers")?;
-    Ok(GatherAttrs {
-        dims: GatherDims {
-            offset_dims: g.offset_dims.clone(),
-            collapsed_slice_dims: g.collapsed_slice_dims.clone(),
-            start_index_map: g.start_index_map.clone(),
-            index_vector_dim: g.index_vector_dim,
-            operand_batching_dims: g.operand_batching_dims.clone(),
-            start_indices_batching_dims: g.start_indices_batching_dims.clone(),
-        },
-        slice_sizes: p.gather_slice_sizes.clone(),
-        indices_are_sorted: p.indices_are_sorted,
-    })
-}
-
-pub(crate) fn lower_scatter(a: &ScatterAttrs, p: &mut proto::HloInstructionProto) {
+fn scatter_proto(a: &ScatterAttrs, p: &mut proto::HloInstructionProto) {
     p.scatter_dimension_numbers = Some(proto::ScatterDimensionNumbers {
         update_window_dims: a.dims.update_window_dims.clone(),
         inserted_window_dims: a.dims.inserted_window_dims.clone(),
@@ -585,7 +862,14 @@ pub(crate) fn lower_scatter(a: &ScatterAttrs, p: &mut proto::HloInstructionProto
     p.unique_indices = a.unique_indices;
 }
 
-pub(crate) fn raise_scatter(p: &proto::HloInstructionProto) -> Result<ScatterAttrs, String> {
+pub(crate) fn lower_scatter(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Scatter { attrs, body } = kind {
+        scatter_proto(attrs, p);
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+fn scatter_attrs(p: &proto::HloInstructionProto) -> Result<ScatterAttrs, String> {
     let s = p
         .scatter_dimension_numbers
         .as_ref()
@@ -604,38 +888,18 @@ pub(crate) fn raise_scatter(p: &proto::HloInstructionProto) -> Result<ScatterAtt
     })
 }
 
-fn list(v: &[i64]) -> String {
-    let parts: Vec<String> = v.iter().map(i64::to_string).collect();
-    format!("{{{}}}", parts.join(","))
+pub(crate) fn raise_scatter(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Scatter {
+        attrs: Box::new(scatter_attrs(p)?),
+        body,
+    })
 }
 
-pub(crate) fn text_gather(a: &GatherAttrs) -> String {
-    let d = &a.dims;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        ", offset_dims={}, collapsed_slice_dims={}, start_index_map={}, index_vector_dim={}, slice_sizes={}",
-        list(&d.offset_dims),
-        list(&d.collapsed_slice_dims),
-        list(&d.start_index_map),
-        d.index_vector_dim,
-        list(&a.slice_sizes)
-    );
-    if !d.operand_batching_dims.is_empty() {
-        let _ = write!(
-            out,
-            ", operand_batching_dims={}, start_indices_batching_dims={}",
-            list(&d.operand_batching_dims),
-            list(&d.start_indices_batching_dims)
-        );
-    }
-    if a.indices_are_sorted {
-        out.push_str(", indices_are_sorted=true");
-    }
-    out
-}
-
-pub(crate) fn text_scatter(a: &ScatterAttrs) -> String {
+fn scatter_text(a: &ScatterAttrs) -> String {
     let d = &a.dims;
     let mut out = format!(
         ", update_window_dims={}, inserted_window_dims={}, scatter_dims_to_operand_dims={}, index_vector_dim={}",
@@ -661,134 +925,10 @@ pub(crate) fn text_scatter(a: &ScatterAttrs) -> String {
     out
 }
 
-// ---------------------------------------------------------------------------------
-// Builder methods.
-
-impl Op {
-    /// XLA's Gather: slices of `slice_sizes` of this array at the starts given by
-    /// `indices`, arranged as `dims` says. See [`infer_gather`] for the result shape.
-    #[track_caller]
-    pub fn gather(
-        &self,
-        indices: &Op,
-        dims: &GatherDims,
-        slice_sizes: &[i64],
-        indices_are_sorted: bool,
-    ) -> Op {
-        let attrs = GatherAttrs {
-            dims: dims.clone(),
-            slice_sizes: slice_sizes.to_vec(),
-            indices_are_sorted,
-        };
-        self.builder().emit(
-            OpKind::Gather(Box::new(attrs)),
-            &[self, indices],
-            None,
-            Location::caller(),
-        )
-    }
-
-    /// Numpy's `take` along `axis`: the result is this array with `axis` replaced by
-    /// the axes of `indices` (integers; out-of-range indices are clamped, as XLA's
-    /// gather does).
-    ///
-    /// ```
-    /// use xlaclient_core::{Builder, Shape};
-    /// let b = Builder::new("take");
-    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 5]), "x");
-    /// let i = b.parameter(1, Shape::of::<i32>(&[2, 3]), "i");
-    /// assert_eq!(x.take(&i, 1).dims()?, vec![4, 2, 3]);
-    /// # Ok::<(), xlaclient_core::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn take(&self, indices: &Op, axis: i64) -> Op {
-        let loc = Location::caller();
-        let b = self.builder();
-        let (s, is) = match (self.shape(), indices.shape()) {
-            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
-            (Err(_), _) => return self.clone(),
-            (_, Err(_)) => return indices.clone(),
-            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
-            _ => return b.fail_not_array(indices, "gather", loc),
-        };
-        let a = match resolve_axis("gather", &s, axis) {
-            Ok(a) => a,
-            Err(e) => return b.fail(e, loc),
-        };
-        let (r, ir) = (s.rank(), is.rank());
-        let mut slice_sizes = s.dims().to_vec();
-        slice_sizes[a] = 1;
-        let offset_dims: Vec<i64> = (0..a).chain(a + ir..r + ir - 1).map(|i| i as i64).collect();
-        let dims = GatherDims {
-            offset_dims,
-            collapsed_slice_dims: vec![a as i64],
-            start_index_map: vec![a as i64],
-            index_vector_dim: ir as i64,
-            ..Default::default()
-        };
-        let attrs = GatherAttrs {
-            dims,
-            slice_sizes,
-            indices_are_sorted: false,
-        };
-        b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
-    }
-    /// Numpy's `take_along_axis`: `out[.., j, ..] = self[.., indices[.., j, ..], ..]`
-    /// with the index taken along `axis`; `indices` (integers) has this array's
-    /// rank and its dimensions except along `axis`, and the result has the
-    /// indices' dimensions. Out-of-range indices are clamped. Typical use: the
-    /// value of the action each row took, `q.take_along_axis(&actions, 1)`.
-    ///
-    /// ```
-    /// use xlaclient_core::{Builder, Shape};
-    /// let b = Builder::new("taken");
-    /// let q = b.parameter(0, Shape::of::<f32>(&[8, 4]), "q");
-    /// let a = b.parameter(1, Shape::of::<i32>(&[8, 1]), "a");
-    /// assert_eq!(q.take_along_axis(&a, 1).dims()?, vec![8, 1]);
-    /// # Ok::<(), xlaclient_core::Error>(())
-    /// ```
-    #[track_caller]
-    pub fn take_along_axis(&self, indices: &Op, axis: i64) -> Op {
-        let loc = Location::caller();
-        let b = self.builder();
-        let (s, is) = match (self.shape(), indices.shape()) {
-            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
-            (Err(_), _) => return self.clone(),
-            (_, Err(_)) => return indices.clone(),
-            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
-            _ => return b.fail_not_array(indices, "gather", loc),
-        };
-        let a = match resolve_axis("gather", &s, axis) {
-            Ok(a) => a,
-            Err(e) => return b.fail(e, loc),
-        };
-        let r = s.rank();
-        if is.rank() != r {
-            return b.fail(
-                ShapeError::new(
-                    "gather",
-                    &[&s, &is],
-                    ShapeErrorKind::Rank,
-                    format!("take_along_axis needs indices of the array's rank {r}, got {is}"),
-                ),
-                loc,
-            );
-        }
-        let others: Vec<i64> = (0..r as i64).filter(|i| *i != a as i64).collect();
-        let dims = GatherDims {
-            offset_dims: vec![],
-            collapsed_slice_dims: vec![a as i64],
-            start_index_map: vec![a as i64],
-            index_vector_dim: r as i64,
-            operand_batching_dims: others.clone(),
-            start_indices_batching_dims: others,
-        };
-        let attrs = GatherAttrs {
-            dims,
-            slice_sizes: vec![1; r],
-            indices_are_sorted: false,
-        };
-        b.emit(OpKind::Gather(Box::new(attrs)), &[self, indices], None, loc)
+pub(crate) fn text_scatter(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Scatter { attrs, body } = kind {
+        out.attrs.push_str(&scatter_text(attrs));
+        out.callee(cx, "to_apply", *body);
     }
 }
 
@@ -900,94 +1040,12 @@ impl Builder {
     }
 }
 
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
-
-/// Per index component `k` (operand axis `axes[k]`), the largest start that keeps
-/// a window of `sizes[axis]` inside the operand, as an array of the indices' shape
-/// and type (broadcast along `index_vector_dim`).
-fn start_limits(idx: &Op, axes: &[i64], sizes: &[i64], od: &[i64], ivd: i64, loc: Loc) -> Op {
-    let ty = idx.element_type().unwrap_or(ElementType::S32);
-    let id = idx.dims().unwrap_or_default();
-    let his: Vec<i64> = axes
-        .iter()
-        .map(|a| od[*a as usize] - sizes[*a as usize])
-        .collect();
-    let b = idx.builder();
-    if ivd as usize == id.len() {
-        return b
-            .scalar_of(ty, crate::Scalar::Int(his[0]), loc)
-            .broadcast_to_at(&id, loc);
-    }
-    b.constant_vec(&his)
-        .convert_at(ty, loc)
-        .broadcast_in_dim_at(&id, &[ivd], loc)
-}
-
-type Loc = &'static Location<'static>;
-
-/// Gather: the cotangent scatter-added back where each slice came from. The
-/// starts are clamped first, as the gather clamped them.
-pub(crate) fn vjp_gather(a: &GatherAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
-    let (x, idx, loc) = (&n.operands[0], &n.operands[1], n.loc);
-    let od = x.dims().unwrap_or_default();
-    let d = &a.dims;
-    let hi = start_limits(
-        idx,
-        &d.start_index_map,
-        &a.slice_sizes,
-        &od,
-        d.index_vector_dim,
-        loc,
-    );
-    let zero = idx.builder().scalar_of(
-        idx.element_type().unwrap_or(ElementType::S32),
-        crate::Scalar::Int(0),
-        loc,
-    );
-    let clamped =
-        idx.binary(crate::BinaryOp::Maximum, &zero, loc)
-            .binary(crate::BinaryOp::Minimum, &hi, loc);
-    let sd = ScatterDims {
-        update_window_dims: d.offset_dims.clone(),
-        inserted_window_dims: d.collapsed_slice_dims.clone(),
-        scatter_dims_to_operand_dims: d.start_index_map.clone(),
-        index_vector_dim: d.index_vector_dim,
-        input_batching_dims: d.operand_batching_dims.clone(),
-        scatter_indices_batching_dims: d.start_indices_batching_dims.clone(),
+/// Scatter (see `scatter_cts`).
+pub(crate) fn vjp_scatter(n: &Node) -> Grads {
+    let OpKind::Scatter { attrs, body } = n.kind else {
+        return Err("not a scatter".into());
     };
-    let zeros = crate::autodiff::zeros_like(x, loc);
-    let out = x.builder().scatter(
-        &[&zeros],
-        &clamped,
-        &[ct],
-        &sd,
-        a.indices_are_sorted,
-        false,
-        |o, u| vec![&o[0] + &u[0]],
-    );
-    vec![out.into_iter().next(), None]
-}
-
-/// How a scatter's update computation combines the old value `o` with the update
-/// `u`, for the forms that have gradient rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Combiner {
-    /// `o + u`, `o * u`, `max(o, u)`, `min(o, u)` (either order).
-    Binary(crate::BinaryOp),
-    /// `u`: the update replaces the value.
-    Replace,
-}
-
-fn combiner(b: &crate::builder::Builder, body: crate::ir::CompId) -> Option<Combiner> {
-    if let Some(op) = crate::ops::reduction::simple_combiner(b, body) {
-        return Some(Combiner::Binary(op));
-    }
-    let g = b.g.borrow();
-    let c = g.comp(body);
-    let root = c.root?;
-    let params: Vec<u32> = c.params.iter().filter_map(|p| *p).collect();
-    (params.len() == 2 && root.instr == params[1] && root.result == 0).then_some(Combiner::Replace)
+    scatter_cts(attrs, *body, n, &n.ct()).map(arrays)
 }
 
 /// Scatter of one array, as JAX differentiates it (`jax.lax.scatter_*`):
@@ -1004,12 +1062,12 @@ fn combiner(b: &crate::builder::Builder, body: crate::ir::CompId) -> Option<Comb
 ///
 /// Updates whose window the scatter dropped (out of bounds) get zero; the indices
 /// get none.
-pub(crate) fn vjp_scatter(
+fn scatter_cts(
     a: &ScatterAttrs,
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::BinaryOp as B;
     let comb = match (n.operands.len(), combiner(n.b, body)) {
         (
@@ -1158,44 +1216,30 @@ pub(crate) fn vjp_scatter(
     Ok(vec![Some(ct_x), None, Some(ct_u)])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// How a scatter's update computation combines the old value `o` with the update
+/// `u`, for the forms that have gradient rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Combiner {
+    /// `o + u`, `o * u`, `max(o, u)`, `min(o, u)` (either order).
+    Binary(crate::BinaryOp),
+    /// `u`: the update replaces the value.
+    Replace,
+}
 
-    #[test]
-    fn gather_rule_for_take() {
-        // take(x[4,5], i[2,3], axis 1) = [4, 2, 3]
-        let x = Shape::of::<f32>(&[4, 5]);
-        let i = Shape::of::<i32>(&[2, 3]);
-        let a = GatherAttrs {
-            dims: GatherDims {
-                offset_dims: vec![0],
-                collapsed_slice_dims: vec![1],
-                start_index_map: vec![1],
-                index_vector_dim: 2,
-                ..Default::default()
-            },
-            slice_sizes: vec![4, 1],
-            indices_are_sorted: false,
-        };
-        assert_eq!(
-            infer_gather(&x, &i, &a).unwrap(),
-            Shape::of::<f32>(&[4, 2, 3])
-        );
-        let mut b = a.clone();
-        b.slice_sizes = vec![4, 2];
-        assert_eq!(
-            infer_gather(&x, &i, &b).unwrap_err().kind,
-            ShapeErrorKind::Dimension
-        );
-        let mut c = a.clone();
-        c.dims.offset_dims = vec![3];
-        assert_eq!(
-            infer_gather(&x, &i, &c).unwrap_err().kind,
-            ShapeErrorKind::Axis
-        );
-        assert!(infer_gather(&x, &Shape::of::<f32>(&[2]), &a).is_err());
+fn combiner(b: &crate::builder::Builder, body: crate::ir::CompId) -> Option<Combiner> {
+    if let Some(op) = crate::ops::reduction::simple_combiner(b, body) {
+        return Some(Combiner::Binary(op));
     }
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let root = c.root?;
+    let params: Vec<u32> = c.params.iter().filter_map(|p| *p).collect();
+    (params.len() == 2 && root.instr == params[1] && root.result == 0).then_some(Combiner::Replace)
+}
+
+#[cfg(test)]
+mod scatter_tests {
+    use super::*;
 
     #[test]
     fn scatter_rule() {
@@ -1266,29 +1310,5 @@ mod tests {
         ];
         let e = infer_scatter(&batch, &none, None).unwrap_err();
         assert!(e.reason.contains("rank-0"), "{e}");
-    }
-
-    #[test]
-    fn gather_collapses_slices_of_one() {
-        // Collapsing a slice of size 0 made the result claim elements of an empty
-        // slice; XLA's simplifier aborts on it (tests/rules_vs_xla.rs).
-        let x = Shape::of::<f32>(&[2, 1, 1]);
-        let i = Shape::of::<u8>(&[0]);
-        let a = |sizes: Vec<i64>| GatherAttrs {
-            dims: GatherDims {
-                offset_dims: vec![0, 1],
-                collapsed_slice_dims: vec![1],
-                start_index_map: vec![],
-                index_vector_dim: 0,
-                ..Default::default()
-            },
-            slice_sizes: sizes,
-            indices_are_sorted: true,
-        };
-        assert_eq!(
-            infer_gather(&x, &i, &a(vec![2, 1, 1])).unwrap(),
-            Shape::of::<f32>(&[2, 1])
-        );
-        assert!(infer_gather(&x, &i, &a(vec![2, 0, 1])).is_err());
     }
 }

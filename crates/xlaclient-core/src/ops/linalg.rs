@@ -1,103 +1,18 @@
 //! Linear algebra: `dot_general` and numpy-style `matmul`.
-
-use std::panic::Location;
-
 use super::array_of;
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
-use crate::ops::window::WindowDim;
+use crate::ir::attrs::WindowDim;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
+use std::panic::Location;
 
-/// Dimension numbers of a `dot_general`: which axes are contracted (summed over) and
-/// which are batch axes (kept, matched one-to-one).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DotDims {
-    /// Contracted axes of the left operand.
-    pub lhs_contracting: Vec<i64>,
-    /// Contracted axes of the right operand (paired with `lhs_contracting`).
-    pub rhs_contracting: Vec<i64>,
-    /// Batch axes of the left operand.
-    pub lhs_batch: Vec<i64>,
-    /// Batch axes of the right operand (paired with `lhs_batch`).
-    pub rhs_batch: Vec<i64>,
-}
+// ---------------------------------------------------------------------------------
+// `dot` (DotGeneral, numpy's `matmul`)
 
-impl DotDims {
-    /// Contract `lhs` axis `l` with `rhs` axis `r`, no batch axes.
-    pub fn contract(l: i64, r: i64) -> Self {
-        DotDims {
-            lhs_contracting: vec![l],
-            rhs_contracting: vec![r],
-            ..Default::default()
-        }
-    }
-
-    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
-        DotDims {
-            lhs_contracting: p.lhs_contracting_dimensions.clone(),
-            rhs_contracting: p.rhs_contracting_dimensions.clone(),
-            lhs_batch: p.lhs_batch_dimensions.clone(),
-            rhs_batch: p.rhs_batch_dimensions.clone(),
-        }
-    }
-
-    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
-        proto::DotDimensionNumbers {
-            lhs_contracting_dimensions: self.lhs_contracting.clone(),
-            rhs_contracting_dimensions: self.rhs_contracting.clone(),
-            lhs_batch_dimensions: self.lhs_batch.clone(),
-            rhs_batch_dimensions: self.rhs_batch.clone(),
-        }
-    }
-}
-
-/// The precision of one operand of a dot (XLA's `PrecisionConfig.Precision`): how
-/// exactly a backend with fast low-precision units must compute with it. On TPUs
-/// and recent GPUs, `Default` may multiply `f32` values in one pass of `bf16` (or
-/// `tf32`), `High` in three passes, `Highest` in full `f32`. The CPU plugin
-/// computes in the operands' own precision at every setting.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// The backend's fastest (XLA's `DEFAULT`).
-    #[default]
-    Default,
-    /// More exact than the default (XLA's `HIGH`).
-    High,
-    /// The operand's full precision (XLA's `HIGHEST`).
-    Highest,
-}
-
-impl Precision {
-    /// The name in HLO text (`default`, `high`, `highest`).
-    pub fn hlo_name(self) -> &'static str {
-        match self {
-            Precision::Default => "default",
-            Precision::High => "high",
-            Precision::Highest => "highest",
-        }
-    }
-
-    fn to_proto(self) -> proto::precision_config::Precision {
-        use proto::precision_config::Precision as P;
-        match self {
-            Precision::Default => P::Default,
-            Precision::High => P::High,
-            Precision::Highest => P::Highest,
-        }
-    }
-
-    fn from_proto(v: i32) -> Result<Self, String> {
-        use proto::precision_config::Precision as P;
-        match P::try_from(v) {
-            Ok(P::Default) => Ok(Precision::Default),
-            Ok(P::High) => Ok(Precision::High),
-            Ok(P::Highest) => Ok(Precision::Highest),
-            _ => Err(format!("operand precision {v} is not one this crate knows")),
-        }
-    }
-}
+pub use crate::ir::attrs::{DotAttrs, DotDims, Precision};
 
 /// What a dot computes beyond its dimension numbers, for
 /// [`Op::dot_general_with`] and [`Op::matmul_with`]: each operand's
@@ -148,71 +63,6 @@ impl DotOptions {
         self.preferred_element_type = Some(ty);
         self
     }
-}
-
-/// A dot's attributes in the IR: dimension numbers and operand precisions. The
-/// preferred element type is the result shape's element type (as in XLA's HLO,
-/// which has no field for it).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DotAttrs {
-    /// Dimension numbers.
-    pub dims: DotDims,
-    /// Precision of the left and the right operand.
-    pub precision: [Precision; 2],
-}
-
-pub(crate) fn lower_dot(a: &DotAttrs, p: &mut proto::HloInstructionProto) {
-    p.dot_dimension_numbers = Some(a.dims.to_proto());
-    if a.precision != [Precision::Default; 2] {
-        p.precision_config = Some(proto::PrecisionConfig {
-            operand_precision: a.precision.iter().map(|x| x.to_proto() as i32).collect(),
-            ..Default::default()
-        });
-    }
-}
-
-/// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
-/// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
-/// precision this crate does not know, or an explicit dot algorithm is refused.
-pub(crate) fn raise_dot(p: &proto::HloInstructionProto) -> Result<DotAttrs, String> {
-    let dims = DotDims::from_proto(
-        p.dot_dimension_numbers
-            .as_ref()
-            .ok_or("a dot without dimension numbers")?,
-    );
-    let mut precision = [Precision::Default; 2];
-    if let Some(pc) = &p.precision_config {
-        match pc.operand_precision[..] {
-            [] => {}
-            [l, r] => precision = [Precision::from_proto(l)?, Precision::from_proto(r)?],
-            ref v => {
-                return Err(format!(
-                    "{} operand precisions for a dot of 2 operands",
-                    v.len()
-                ));
-            }
-        }
-        if pc.algorithm != 0 {
-            return Err(format!(
-                "dot algorithm {} is not supported by this crate",
-                pc.algorithm
-            ));
-        }
-    }
-    Ok(DotAttrs { dims, precision })
-}
-
-/// `, operand_precision={high,default}` unless both are the default (as XLA
-/// prints it).
-pub(crate) fn text_precision(p: &[Precision; 2]) -> String {
-    if *p == [Precision::Default; 2] {
-        return String::new();
-    }
-    format!(
-        ", operand_precision={{{},{}}}",
-        p[0].hlo_name(),
-        p[1].hlo_name()
-    )
 }
 
 /// XLA's order of precision among element types (`primitive_util`'s
@@ -389,6 +239,128 @@ pub fn infer_dot_general(
     Ok(out)
 }
 
+pub(crate) fn shape_dot(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Dot(a) = kind else {
+        return Err(super::table::not_for("dot", kind));
+    };
+    // The target's element type is the preferred element type (the builder passes
+    // a scalar of it, a finished module the declared shape).
+    infer_dot_general(
+        cx.operands[0],
+        cx.operands[1],
+        &a.dims,
+        cx.target.and_then(Shape::element_type),
+    )
+}
+
+impl DotDims {
+    pub(crate) fn from_proto(p: &proto::DotDimensionNumbers) -> Self {
+        DotDims {
+            lhs_contracting: p.lhs_contracting_dimensions.clone(),
+            rhs_contracting: p.rhs_contracting_dimensions.clone(),
+            lhs_batch: p.lhs_batch_dimensions.clone(),
+            rhs_batch: p.rhs_batch_dimensions.clone(),
+        }
+    }
+
+    pub(crate) fn to_proto(&self) -> proto::DotDimensionNumbers {
+        proto::DotDimensionNumbers {
+            lhs_contracting_dimensions: self.lhs_contracting.clone(),
+            rhs_contracting_dimensions: self.rhs_contracting.clone(),
+            lhs_batch_dimensions: self.lhs_batch.clone(),
+            rhs_batch_dimensions: self.rhs_batch.clone(),
+        }
+    }
+}
+
+impl Precision {
+    fn to_proto(self) -> proto::precision_config::Precision {
+        use proto::precision_config::Precision as P;
+        match self {
+            Precision::Default => P::Default,
+            Precision::High => P::High,
+            Precision::Highest => P::Highest,
+        }
+    }
+
+    fn from_proto(v: i32) -> Result<Self, String> {
+        use proto::precision_config::Precision as P;
+        match P::try_from(v) {
+            Ok(P::Default) => Ok(Precision::Default),
+            Ok(P::High) => Ok(Precision::High),
+            Ok(P::Highest) => Ok(Precision::Highest),
+            _ => Err(format!("operand precision {v} is not one this crate knows")),
+        }
+    }
+}
+
+pub(crate) fn lower_dot(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    let OpKind::Dot(a) = kind else { return };
+    p.dot_dimension_numbers = Some(a.dims.to_proto());
+    if a.precision != [Precision::Default; 2] {
+        p.precision_config = Some(proto::PrecisionConfig {
+            operand_precision: a.precision.iter().map(|x| x.to_proto() as i32).collect(),
+            ..Default::default()
+        });
+    }
+}
+
+/// A dot's attributes from a proto. A missing precision list means `DEFAULT` for
+/// both operands (XLA pads the list with `DEFAULT`); a list of another length, a
+/// precision this crate does not know, or an explicit dot algorithm is refused.
+pub(crate) fn raise_dot(p: &proto::HloInstructionProto, _: &RaiseCx<'_>) -> Result<OpKind, String> {
+    let dims = DotDims::from_proto(
+        p.dot_dimension_numbers
+            .as_ref()
+            .ok_or("a dot without dimension numbers")?,
+    );
+    let mut precision = [Precision::Default; 2];
+    if let Some(pc) = &p.precision_config {
+        match pc.operand_precision[..] {
+            [] => {}
+            [l, r] => precision = [Precision::from_proto(l)?, Precision::from_proto(r)?],
+            ref v => {
+                return Err(format!(
+                    "{} operand precisions for a dot of 2 operands",
+                    v.len()
+                ));
+            }
+        }
+        if pc.algorithm != 0 {
+            return Err(format!(
+                "dot algorithm {} is not supported by this crate",
+                pc.algorithm
+            ));
+        }
+    }
+    Ok(OpKind::Dot(Box::new(DotAttrs { dims, precision })))
+}
+
+pub(crate) fn text_dot(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Dot(a) = kind else { return };
+    let d = &a.dims;
+    if !d.lhs_batch.is_empty() {
+        out.list("lhs_batch_dims", &d.lhs_batch);
+        out.list("rhs_batch_dims", &d.rhs_batch);
+    }
+    out.list("lhs_contracting_dims", &d.lhs_contracting);
+    out.list("rhs_contracting_dims", &d.rhs_contracting);
+    out.attrs.push_str(&text_precision(&a.precision));
+}
+
+/// `, operand_precision={high,default}` unless both are the default (as XLA
+/// prints it).
+pub(crate) fn text_precision(p: &[Precision; 2]) -> String {
+    if *p == [Precision::Default; 2] {
+        return String::new();
+    }
+    format!(
+        ", operand_precision={{{},{}}}",
+        p[0].hlo_name(),
+        p[1].hlo_name()
+    )
+}
+
 impl Op {
     /// XLA's DotGeneral: contraction over `dims.lhs_contracting`/`rhs_contracting`
     /// with batch axes `lhs_batch`/`rhs_batch`. See [`infer_dot_general`] for the
@@ -503,94 +475,290 @@ impl Op {
     }
 }
 
+/// DotGeneral (see `dot_cts`).
+pub(crate) fn vjp_dot(n: &Node) -> Grads {
+    let OpKind::Dot(a) = n.kind else {
+        return Err("not a dot".into());
+    };
+    Ok(arrays(dot_cts(a, n, &n.ct())))
+}
+
+/// DotGeneral: each operand's cotangent is a dot of the output cotangent with the
+/// other operand over the other operand's free axes, batched over the batch axes,
+/// then transposed into the operand's axis order (JAX's transpose rule).
+fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
+    let d = &a.dims;
+    // The forward's precision; each result in its operand's type (operands of
+    // mixed types take it through the preferred type).
+    let opts = |t: &Op| DotOptions {
+        precision: a.precision,
+        preferred_element_type: t.element_type().ok(),
+    };
+    let (x, y, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (xr, yr) = match (x.rank(), y.rank()) {
+        (Ok(a), Ok(b)) => (a as i64, b as i64),
+        _ => return vec![None, None],
+    };
+    let free = |rank: i64, c: &[i64], b: &[i64]| -> Vec<i64> {
+        (0..rank)
+            .filter(|a| !c.contains(a) && !b.contains(a))
+            .collect()
+    };
+    let (xf, yf) = (
+        free(xr, &d.lhs_contracting, &d.lhs_batch),
+        free(yr, &d.rhs_contracting, &d.rhs_batch),
+    );
+    let nb = d.lhs_batch.len() as i64;
+    // Axes of the output cotangent: batch, x's free, y's free.
+    let ct_batch: Vec<i64> = (0..nb).collect();
+    let ct_xf: Vec<i64> = (nb..nb + xf.len() as i64).collect();
+    let ct_yf: Vec<i64> = (nb + xf.len() as i64..nb + (xf.len() + yf.len()) as i64).collect();
+    // Puts `r`, whose axes are `names` (axes of the operand), in operand order.
+    let arrange = |r: Op, names: Vec<i64>| -> Op {
+        let perm: Vec<i64> = (0..names.len() as i64)
+            .map(|a| names.iter().position(|x| *x == a).expect("every axis") as i64)
+            .collect();
+        if perm.iter().enumerate().all(|(i, p)| i as i64 == *p) {
+            r
+        } else {
+            r.transpose_at(&perm, loc)
+        }
+    };
+    let mut out = vec![None, None];
+    if crate::autodiff::wants(x) {
+        // ct · y over y's free axes: batch, x's free, then y's contracting axes in
+        // y's order (each standing for its paired x axis).
+        let dims = DotDims {
+            lhs_contracting: ct_yf.clone(),
+            rhs_contracting: yf.clone(),
+            lhs_batch: ct_batch.clone(),
+            rhs_batch: d.rhs_batch.clone(),
+        };
+        let r = ct.dot_general_at(y, &dims, opts(x), loc);
+        let mut yc: Vec<(i64, i64)> = d
+            .rhs_contracting
+            .iter()
+            .zip(&d.lhs_contracting)
+            .map(|(r, l)| (*r, *l))
+            .collect();
+        yc.sort();
+        let names: Vec<i64> = d
+            .lhs_batch
+            .iter()
+            .copied()
+            .chain(xf.iter().copied())
+            .chain(yc.iter().map(|(_, l)| *l))
+            .collect();
+        out[0] = Some(arrange(r, names));
+    }
+    if crate::autodiff::wants(y) {
+        // x · ct over x's free axes: batch, x's contracting axes in x's order (each
+        // standing for its paired y axis), then y's free.
+        let dims = DotDims {
+            lhs_contracting: xf.clone(),
+            rhs_contracting: ct_xf.clone(),
+            lhs_batch: d.lhs_batch.clone(),
+            rhs_batch: ct_batch.clone(),
+        };
+        let r = x.dot_general_at(ct, &dims, opts(y), loc);
+        let mut xc: Vec<(i64, i64)> = d
+            .lhs_contracting
+            .iter()
+            .zip(&d.rhs_contracting)
+            .map(|(l, r)| (*l, *r))
+            .collect();
+        xc.sort();
+        let names: Vec<i64> = d
+            .rhs_batch
+            .iter()
+            .copied()
+            .chain(xc.iter().map(|(_, r)| *r))
+            .chain(yf.iter().copied())
+            .collect();
+        out[1] = Some(arrange(r, names));
+    }
+    out
+}
+
+#[cfg(test)]
+fn f(d: &[i64]) -> Shape {
+    Shape::of::<f32>(d)
+}
+
+#[cfg(test)]
+mod dot_tests {
+    use super::*;
+
+    #[test]
+    fn matrix_product_shape() {
+        let s =
+            infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(1, 0), None).unwrap();
+        assert_eq!(s, f(&[4, 2]));
+    }
+
+    #[test]
+    fn batch_axes_come_first() {
+        let d = DotDims {
+            lhs_contracting: vec![2],
+            rhs_contracting: vec![1],
+            lhs_batch: vec![0],
+            rhs_batch: vec![0],
+        };
+        assert_eq!(
+            infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d, None).unwrap(),
+            f(&[5, 4, 2])
+        );
+    }
+
+    #[test]
+    fn dot_element_types_follow_xla() {
+        use ElementType::*;
+        assert_eq!(dot_result_type(S8, S8, Some(S32)), Ok(S32));
+        assert_eq!(dot_result_type(U8, U8, Some(S32)), Ok(S32));
+        assert_eq!(dot_result_type(Bf16, Bf16, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(F16, F32, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(S8, Bf16, Some(F32)), Ok(F32));
+        assert_eq!(dot_result_type(F32, F32, None), Ok(F32));
+        // Floating-point results may narrow (XLA's MaybeUpcast checks integers only).
+        assert_eq!(dot_result_type(F32, F32, Some(Bf16)), Ok(Bf16));
+        assert_eq!(dot_result_type(S32, F16, Some(S8)), Ok(S8));
+        let e = dot_result_type(S32, S32, Some(S16)).unwrap_err();
+        assert!(e.contains("narrower than the operands' s32"), "{e}");
+        // The wider operand counts: u16 is above s8 (bit width before signedness).
+        let e = dot_result_type(S8, U16, Some(S8)).unwrap_err();
+        assert!(e.contains("narrower than the operands' u16"), "{e}");
+        let e = dot_result_type(F16, F32, None).unwrap_err();
+        assert!(e.contains("give a preferred element type"), "{e}");
+        assert!(dot_result_type(Pred, Pred, Some(S32)).is_err());
+        assert!(dot_result_type(S32, S32, Some(Pred)).is_err());
+        let e = dot_result_type(C64, C64, Some(F64)).unwrap_err();
+        assert!(e.contains("complex"), "{e}");
+        assert_eq!(dot_result_type(C64, F64, Some(C128)), Ok(C128));
+        // XLA's order of precision.
+        assert!(precision_key(Bf16) > precision_key(F16));
+        assert!(precision_key(F32) > precision_key(Bf16));
+        assert!(precision_key(F16) > precision_key(U64));
+        assert!(precision_key(S32) > precision_key(U32));
+        assert!(precision_key(C64) > precision_key(F64));
+    }
+
+    #[test]
+    fn preferred_type_sets_the_result_and_precision_round_trips() {
+        let f = |d: &[i64]| Shape::of::<i8>(d);
+        let s = infer_dot_general(
+            &f(&[4, 3]),
+            &f(&[3, 2]),
+            &DotDims::contract(1, 0),
+            Some(ElementType::S32),
+        )
+        .unwrap();
+        assert_eq!(s, Shape::of::<i32>(&[4, 2]));
+        let e = infer_dot_general(
+            &f(&[4, 3]),
+            &f(&[3, 2]),
+            &DotDims::contract(1, 0),
+            Some(ElementType::Pred),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::ElementType);
+        let a = DotAttrs {
+            dims: DotDims::contract(1, 0),
+            precision: [Precision::Highest, Precision::Default],
+        };
+        let scalar = Shape::of::<f32>(&[]);
+        let lcx = LowerCx {
+            shape: &scalar,
+            operands: &[],
+            comp_id: &|_| 0,
+        };
+        let rcx = RaiseCx {
+            shape: &scalar,
+            operands: &[],
+            comp: &|_| None,
+        };
+        let lower = |a: &DotAttrs, p: &mut proto::HloInstructionProto| {
+            lower_dot(&OpKind::Dot(Box::new(a.clone())), &lcx, p)
+        };
+        let raise = |p: &proto::HloInstructionProto| match raise_dot(p, &rcx)? {
+            OpKind::Dot(a) => Ok(*a),
+            k => Err(format!("{k:?}")),
+        };
+        let mut p = proto::HloInstructionProto::default();
+        lower(&a, &mut p);
+        assert_eq!(
+            p.precision_config.as_ref().unwrap().operand_precision,
+            vec![2, 0]
+        );
+        assert_eq!(raise(&p), Ok(a.clone()));
+        assert_eq!(
+            text_precision(&a.precision),
+            ", operand_precision={highest,default}"
+        );
+        // Default precision writes nothing (as XLA's printer and JAX's lowering).
+        let mut q = proto::HloInstructionProto::default();
+        lower(
+            &DotAttrs {
+                dims: a.dims.clone(),
+                precision: Default::default(),
+            },
+            &mut q,
+        );
+        assert!(q.precision_config.is_none());
+        assert_eq!(text_precision(&Default::default()), "");
+        // An empty list is DEFAULT for both; three entries, an unknown precision or
+        // an algorithm are refused.
+        p.precision_config
+            .as_mut()
+            .unwrap()
+            .operand_precision
+            .clear();
+        assert_eq!(raise(&p).unwrap().precision, [Precision::Default; 2]);
+        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 0, 0];
+        assert!(raise(&p).unwrap_err().contains("3 operand precisions"));
+        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 3];
+        assert!(raise(&p).unwrap_err().contains("precision 3"));
+        p.precision_config.as_mut().unwrap().operand_precision = vec![];
+        p.precision_config.as_mut().unwrap().algorithm = 11;
+        assert!(raise(&p).unwrap_err().contains("algorithm 11"));
+    }
+
+    #[test]
+    fn each_invariant_has_its_message() {
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[4, 3]), &DotDims::contract(1, 0), None)
+            .unwrap_err();
+        assert!(e.reason.contains("contracting axes differ in size"), "{e}");
+        let e = infer_dot_general(
+            &f(&[4, 3]),
+            &Shape::of::<f64>(&[3, 2]),
+            &DotDims::contract(1, 0),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("element types differ"), "{e}");
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(2, 0), None)
+            .unwrap_err();
+        assert!(e.reason.contains("out of range"), "{e}");
+        let d = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![0],
+            lhs_batch: vec![1],
+            rhs_batch: vec![1],
+        };
+        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).unwrap_err();
+        assert!(e.reason.contains("used twice"), "{e}");
+        let d = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![],
+            ..Default::default()
+        };
+        assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).is_err());
+    }
+}
+
 // ---------------------------------------------------------------------------------
-// Convolution.
+// `convolution` (ConvGeneralDilated)
 
-/// Which axes of a convolution's input, kernel and output are batch, feature and
-/// spatial (XLA's ConvolutionDimensionNumbers).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ConvDims {
-    /// Input batch axis.
-    pub input_batch: i64,
-    /// Input feature axis.
-    pub input_feature: i64,
-    /// Input spatial axes.
-    pub input_spatial: Vec<i64>,
-    /// Kernel input-feature axis.
-    pub kernel_input_feature: i64,
-    /// Kernel output-feature axis.
-    pub kernel_output_feature: i64,
-    /// Kernel spatial axes.
-    pub kernel_spatial: Vec<i64>,
-    /// Output batch axis.
-    pub output_batch: i64,
-    /// Output feature axis.
-    pub output_feature: i64,
-    /// Output spatial axes.
-    pub output_spatial: Vec<i64>,
-}
-
-impl ConvDims {
-    /// Channels-last layouts with `n` spatial axes: input and output `[batch,
-    /// spatial..., feature]`, kernel `[spatial..., in, out]` (TensorFlow's NHWC/HWIO).
-    pub fn channels_last(n: usize) -> Self {
-        let sp: Vec<i64> = (1..=n as i64).collect();
-        ConvDims {
-            input_batch: 0,
-            input_feature: n as i64 + 1,
-            input_spatial: sp.clone(),
-            kernel_input_feature: n as i64,
-            kernel_output_feature: n as i64 + 1,
-            kernel_spatial: (0..n as i64).collect(),
-            output_batch: 0,
-            output_feature: n as i64 + 1,
-            output_spatial: sp,
-        }
-    }
-
-    pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
-        proto::ConvolutionDimensionNumbers {
-            input_batch_dimension: self.input_batch,
-            input_feature_dimension: self.input_feature,
-            input_spatial_dimensions: self.input_spatial.clone(),
-            kernel_input_feature_dimension: self.kernel_input_feature,
-            kernel_output_feature_dimension: self.kernel_output_feature,
-            kernel_spatial_dimensions: self.kernel_spatial.clone(),
-            output_batch_dimension: self.output_batch,
-            output_feature_dimension: self.output_feature,
-            output_spatial_dimensions: self.output_spatial.clone(),
-        }
-    }
-
-    pub(crate) fn from_proto(p: &proto::ConvolutionDimensionNumbers) -> Self {
-        ConvDims {
-            input_batch: p.input_batch_dimension,
-            input_feature: p.input_feature_dimension,
-            input_spatial: p.input_spatial_dimensions.clone(),
-            kernel_input_feature: p.kernel_input_feature_dimension,
-            kernel_output_feature: p.kernel_output_feature_dimension,
-            kernel_spatial: p.kernel_spatial_dimensions.clone(),
-            output_batch: p.output_batch_dimension,
-            output_feature: p.output_feature_dimension,
-            output_spatial: p.output_spatial_dimensions.clone(),
-        }
-    }
-}
-
-/// A convolution's attributes: the window (its sizes are the kernel's spatial
-/// sizes; base dilation is the input (lhs) dilation, window dilation the kernel (rhs)
-/// dilation), the dimension numbers and the group counts.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ConvAttrs {
-    /// One entry per spatial axis.
-    pub window: Vec<WindowDim>,
-    /// Dimension numbers.
-    pub dims: ConvDims,
-    /// Input features split into this many groups (1: an ordinary convolution).
-    pub feature_group_count: i64,
-    /// Batch split into this many groups (1: an ordinary convolution).
-    pub batch_group_count: i64,
-}
+pub use crate::ir::attrs::{ConvAttrs, ConvDims};
 
 /// Convolution rule (XLA's): input and kernel of one type and rank `spatial + 2`,
 /// axes of each set distinct and in range; input features = kernel input features ×
@@ -718,6 +886,83 @@ pub fn infer_convolution(lhs: &Shape, rhs: &Shape, a: &ConvAttrs) -> Result<Shap
     Ok(Shape::array(lt, &out))
 }
 
+pub(crate) fn shape_convolution(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Convolution(a) = kind else {
+        return Err(super::table::not_for("convolution", kind));
+    };
+    infer_convolution(cx.operands[0], cx.operands[1], a)
+}
+
+impl ConvDims {
+    pub(crate) fn to_proto(&self) -> proto::ConvolutionDimensionNumbers {
+        proto::ConvolutionDimensionNumbers {
+            input_batch_dimension: self.input_batch,
+            input_feature_dimension: self.input_feature,
+            input_spatial_dimensions: self.input_spatial.clone(),
+            kernel_input_feature_dimension: self.kernel_input_feature,
+            kernel_output_feature_dimension: self.kernel_output_feature,
+            kernel_spatial_dimensions: self.kernel_spatial.clone(),
+            output_batch_dimension: self.output_batch,
+            output_feature_dimension: self.output_feature,
+            output_spatial_dimensions: self.output_spatial.clone(),
+        }
+    }
+
+    pub(crate) fn from_proto(p: &proto::ConvolutionDimensionNumbers) -> Self {
+        ConvDims {
+            input_batch: p.input_batch_dimension,
+            input_feature: p.input_feature_dimension,
+            input_spatial: p.input_spatial_dimensions.clone(),
+            kernel_input_feature: p.kernel_input_feature_dimension,
+            kernel_output_feature: p.kernel_output_feature_dimension,
+            kernel_spatial: p.kernel_spatial_dimensions.clone(),
+            output_batch: p.output_batch_dimension,
+            output_feature: p.output_feature_dimension,
+            output_spatial: p.output_spatial_dimensions.clone(),
+        }
+    }
+}
+
+pub(crate) fn lower_convolution(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::Convolution(a) = kind else { return };
+    p.window = Some(super::window::window_proto(&a.window));
+    p.convolution_dimension_numbers = Some(a.dims.to_proto());
+    p.feature_group_count = a.feature_group_count;
+    p.batch_group_count = a.batch_group_count;
+}
+
+pub(crate) fn raise_convolution(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Convolution(Box::new(ConvAttrs {
+        window: super::window::raise_window(p)?,
+        dims: ConvDims::from_proto(
+            p.convolution_dimension_numbers
+                .as_ref()
+                .ok_or("a convolution without dimension numbers")?,
+        ),
+        // Zero means 1 in protos written before the field existed.
+        feature_group_count: p.feature_group_count.max(1),
+        batch_group_count: p.batch_group_count.max(1),
+    })))
+}
+
+pub(crate) fn text_convolution(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::Convolution(a) = kind else { return };
+    out.attrs.push_str(&super::window::text_window(&a.window));
+    if a.feature_group_count != 1 {
+        out.attr("feature_group_count", a.feature_group_count);
+    }
+    if a.batch_group_count != 1 {
+        out.attr("batch_group_count", a.batch_group_count);
+    }
+}
+
 impl Op {
     /// XLA's ConvGeneralDilated (as `lax.conv_general_dilated`): this input with
     /// `kernel`, per spatial axis a stride, `(low, high)` padding, an input (lhs)
@@ -806,298 +1051,12 @@ impl Op {
     }
 }
 
-// ---------------------------------------------------------------------------------
-// Factorizations.
-
-/// How `a` enters a triangular solve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transpose {
-    /// `a` as is.
-    No,
-    /// `a` transposed.
-    Transpose,
-    /// `a` conjugate-transposed.
-    Adjoint,
-}
-
-/// A triangular solve's options (XLA's TriangularSolveOptions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TriangularSolveOptions {
-    /// Solve `op(a) x = b` (true) or `x op(a) = b` (false).
-    pub left_side: bool,
-    /// Use `a`'s lower triangle (else the upper one).
-    pub lower: bool,
-    /// Take `a`'s diagonal as ones.
-    pub unit_diagonal: bool,
-    /// How `a` enters.
-    pub transpose_a: Transpose,
-}
-
-fn square_batch(
-    op: &'static str,
-    a: &Shape,
-) -> Result<(crate::shape::ElementType, Vec<i64>), ShapeError> {
-    let (t, d) = array_of(op, a)?;
-    if !(t.is_float() || t.is_complex()) {
-        return Err(ShapeError::new(
-            op,
-            &[a],
-            ShapeErrorKind::ElementType,
-            format!("needs a floating-point type, got {t}"),
-        ));
-    }
-    if d.len() < 2 || d[d.len() - 1] != d[d.len() - 2] {
-        return Err(ShapeError::new(
-            op,
-            &[a],
-            ShapeErrorKind::Dimension,
-            "needs square matrices in its last two axes",
-        ));
-    }
-    Ok((t, d.to_vec()))
-}
-
-/// Cholesky rule: floating-point square matrices `[..., n, n]`; same shape out.
-pub fn infer_cholesky(a: &Shape) -> Result<Shape, ShapeError> {
-    square_batch("cholesky", a)?;
-    Ok(a.clone())
-}
-
-/// Triangular-solve rule: `a` square `[..., m, m]`, `b` of `a`'s type and batch with
-/// `m` rows (left side) or `m` columns (right side); `b`'s shape out.
-pub fn infer_triangular_solve(
-    a: &Shape,
-    b: &Shape,
-    o: &TriangularSolveOptions,
-) -> Result<Shape, ShapeError> {
-    const OP: &str = "triangular-solve";
-    let (t, ad) = square_batch(OP, a)?;
-    let (bt, bd) = array_of(OP, b)?;
-    let err = |k, r: String| ShapeError::new(OP, &[a, b], k, r);
-    if bt != t {
-        return Err(err(
-            ShapeErrorKind::ElementType,
-            format!("a is {t}, b is {bt}"),
-        ));
-    }
-    if bd.len() != ad.len() || bd[..bd.len() - 2] != ad[..ad.len() - 2] {
-        return Err(err(
-            ShapeErrorKind::Dimension,
-            "a and b must have the same batch axes".into(),
-        ));
-    }
-    let m = ad[ad.len() - 1];
-    let k = if o.left_side {
-        bd[bd.len() - 2]
-    } else {
-        bd[bd.len() - 1]
+/// Convolution (see `convolution_cts`).
+pub(crate) fn vjp_convolution(n: &Node) -> Grads {
+    let OpKind::Convolution(a) = n.kind else {
+        return Err("not a convolution".into());
     };
-    if k != m {
-        return Err(err(
-            ShapeErrorKind::Dimension,
-            format!(
-                "b's {} axis is {k}, a is {m}x{m}",
-                if o.left_side { "row" } else { "column" }
-            ),
-        ));
-    }
-    Ok(b.clone())
-}
-
-pub(crate) fn lower_triangular_solve(
-    o: &TriangularSolveOptions,
-    p: &mut proto::HloInstructionProto,
-) {
-    use proto::triangular_solve_options::Transpose as T;
-    p.triangular_solve_options = Some(proto::TriangularSolveOptions {
-        left_side: o.left_side,
-        lower: o.lower,
-        unit_diagonal: o.unit_diagonal,
-        transpose_a: (match o.transpose_a {
-            Transpose::No => T::NoTranspose,
-            Transpose::Transpose => T::Transpose,
-            Transpose::Adjoint => T::Adjoint,
-        }) as i32,
-    });
-}
-
-pub(crate) fn raise_triangular_solve(
-    p: &proto::HloInstructionProto,
-) -> Result<TriangularSolveOptions, String> {
-    use proto::triangular_solve_options::Transpose as T;
-    let o = p
-        .triangular_solve_options
-        .as_ref()
-        .ok_or("a triangular-solve without options")?;
-    Ok(TriangularSolveOptions {
-        left_side: o.left_side,
-        lower: o.lower,
-        unit_diagonal: o.unit_diagonal,
-        transpose_a: match T::try_from(o.transpose_a) {
-            Ok(T::NoTranspose) => Transpose::No,
-            Ok(T::Transpose) => Transpose::Transpose,
-            Ok(T::Adjoint) => Transpose::Adjoint,
-            _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
-        },
-    })
-}
-
-impl Op {
-    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
-    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
-    /// other triangle of the result is unspecified (XLA leaves it as is).
-    #[track_caller]
-    pub fn cholesky(&self, lower: bool) -> Op {
-        self.builder().emit(
-            OpKind::Cholesky { lower },
-            &[self],
-            None,
-            Location::caller(),
-        )
-    }
-
-    /// XLA's TriangularSolve: `x` with `op(a) x = b` (or `x op(a) = b`), `a` being
-    /// this triangular matrix (batched in leading axes).
-    #[track_caller]
-    pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
-        self.triangular_solve_at(b, options, Location::caller())
-    }
-
-    pub(crate) fn triangular_solve_at(
-        &self,
-        b: &Op,
-        options: TriangularSolveOptions,
-        loc: &'static Location<'static>,
-    ) -> Op {
-        self.builder()
-            .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
-
-/// DotGeneral: each operand's cotangent is a dot of the output cotangent with the
-/// other operand over the other operand's free axes, batched over the batch axes,
-/// then transposed into the operand's axis order (JAX's transpose rule).
-pub(crate) fn vjp_dot(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
-    let d = &a.dims;
-    // The forward's precision; each result in its operand's type (operands of
-    // mixed types take it through the preferred type).
-    let opts = |t: &Op| DotOptions {
-        precision: a.precision,
-        preferred_element_type: t.element_type().ok(),
-    };
-    let (x, y, loc) = (&n.operands[0], &n.operands[1], n.loc);
-    let (xr, yr) = match (x.rank(), y.rank()) {
-        (Ok(a), Ok(b)) => (a as i64, b as i64),
-        _ => return vec![None, None],
-    };
-    let free = |rank: i64, c: &[i64], b: &[i64]| -> Vec<i64> {
-        (0..rank)
-            .filter(|a| !c.contains(a) && !b.contains(a))
-            .collect()
-    };
-    let (xf, yf) = (
-        free(xr, &d.lhs_contracting, &d.lhs_batch),
-        free(yr, &d.rhs_contracting, &d.rhs_batch),
-    );
-    let nb = d.lhs_batch.len() as i64;
-    // Axes of the output cotangent: batch, x's free, y's free.
-    let ct_batch: Vec<i64> = (0..nb).collect();
-    let ct_xf: Vec<i64> = (nb..nb + xf.len() as i64).collect();
-    let ct_yf: Vec<i64> = (nb + xf.len() as i64..nb + (xf.len() + yf.len()) as i64).collect();
-    // Puts `r`, whose axes are `names` (axes of the operand), in operand order.
-    let arrange = |r: Op, names: Vec<i64>| -> Op {
-        let perm: Vec<i64> = (0..names.len() as i64)
-            .map(|a| names.iter().position(|x| *x == a).expect("every axis") as i64)
-            .collect();
-        if perm.iter().enumerate().all(|(i, p)| i as i64 == *p) {
-            r
-        } else {
-            r.transpose_at(&perm, loc)
-        }
-    };
-    let mut out = vec![None, None];
-    if crate::autodiff::wants(x) {
-        // ct · y over y's free axes: batch, x's free, then y's contracting axes in
-        // y's order (each standing for its paired x axis).
-        let dims = DotDims {
-            lhs_contracting: ct_yf.clone(),
-            rhs_contracting: yf.clone(),
-            lhs_batch: ct_batch.clone(),
-            rhs_batch: d.rhs_batch.clone(),
-        };
-        let r = ct.dot_general_at(y, &dims, opts(x), loc);
-        let mut yc: Vec<(i64, i64)> = d
-            .rhs_contracting
-            .iter()
-            .zip(&d.lhs_contracting)
-            .map(|(r, l)| (*r, *l))
-            .collect();
-        yc.sort();
-        let names: Vec<i64> = d
-            .lhs_batch
-            .iter()
-            .copied()
-            .chain(xf.iter().copied())
-            .chain(yc.iter().map(|(_, l)| *l))
-            .collect();
-        out[0] = Some(arrange(r, names));
-    }
-    if crate::autodiff::wants(y) {
-        // x · ct over x's free axes: batch, x's contracting axes in x's order (each
-        // standing for its paired y axis), then y's free.
-        let dims = DotDims {
-            lhs_contracting: xf.clone(),
-            rhs_contracting: ct_xf.clone(),
-            lhs_batch: d.lhs_batch.clone(),
-            rhs_batch: ct_batch.clone(),
-        };
-        let r = x.dot_general_at(ct, &dims, opts(y), loc);
-        let mut xc: Vec<(i64, i64)> = d
-            .lhs_contracting
-            .iter()
-            .zip(&d.rhs_contracting)
-            .map(|(l, r)| (*l, *r))
-            .collect();
-        xc.sort();
-        let names: Vec<i64> = d
-            .rhs_batch
-            .iter()
-            .copied()
-            .chain(xc.iter().map(|(_, r)| *r))
-            .chain(yf.iter().copied())
-            .collect();
-        out[1] = Some(arrange(r, names));
-    }
-    out
-}
-
-/// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
-/// `_reshape_axis_out_of`).
-fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
-    let Ok(mut d) = x.dims() else {
-        return x.clone();
-    };
-    let s = src as usize;
-    let rest = d[s] / size;
-    d.splice(s..s + 1, [size, rest]);
-    x.reshape_at(&d, loc)
-}
-
-/// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
-/// the major part (JAX's `_reshape_axis_into`).
-fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
-    let Ok(d) = x.dims() else {
-        return x.clone();
-    };
-    let mut perm: Vec<i64> = (0..d.len() as i64).filter(|a| *a != src).collect();
-    perm.insert(dst as usize, src);
-    let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
-    to.remove(dst as usize);
-    to[dst as usize] *= d[src as usize];
-    x.transpose_at(&perm, loc).reshape_at(&to, loc)
+    convolution_cts(a, n, &n.ct()).map(arrays)
 }
 
 /// Convolution: the cotangents of the input and the kernel (JAX's
@@ -1115,11 +1074,11 @@ fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op 
 ///   groups and batch groups feature groups.
 ///
 /// An output with no elements gives zeros.
-pub(crate) fn vjp_conv(
+fn convolution_cts(
     a: &ConvAttrs,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::autodiff::{wants, zeros_like};
     use crate::ops::window::dilated;
     let (x, k, loc) = (&n.operands[0], &n.operands[1], n.loc);
@@ -1241,6 +1200,59 @@ pub(crate) fn vjp_conv(
     Ok(out)
 }
 
+/// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
+/// `_reshape_axis_out_of`).
+fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(mut d) = x.dims() else {
+        return x.clone();
+    };
+    let s = src as usize;
+    let rest = d[s] / size;
+    d.splice(s..s + 1, [size, rest]);
+    x.reshape_at(&d, loc)
+}
+
+/// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
+/// the major part (JAX's `_reshape_axis_into`).
+fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
+    let Ok(d) = x.dims() else {
+        return x.clone();
+    };
+    let mut perm: Vec<i64> = (0..d.len() as i64).filter(|a| *a != src).collect();
+    perm.insert(dst as usize, src);
+    let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
+    to.remove(dst as usize);
+    to[dst as usize] *= d[src as usize];
+    x.transpose_at(&perm, loc).reshape_at(&to, loc)
+}
+
+// ---------------------------------------------------------------------------------
+// Shared by the factorizations: square matrices, triangles
+
+fn square_batch(
+    op: &'static str,
+    a: &Shape,
+) -> Result<(crate::shape::ElementType, Vec<i64>), ShapeError> {
+    let (t, d) = array_of(op, a)?;
+    if !(t.is_float() || t.is_complex()) {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::ElementType,
+            format!("needs a floating-point type, got {t}"),
+        ));
+    }
+    if d.len() < 2 || d[d.len() - 1] != d[d.len() - 2] {
+        return Err(ShapeError::new(
+            op,
+            &[a],
+            ShapeErrorKind::Dimension,
+            "needs square matrices in its last two axes",
+        ));
+    }
+    Ok((t, d.to_vec()))
+}
+
 /// Which part of the last two axes a mask keeps.
 #[derive(Clone, Copy)]
 enum Part {
@@ -1303,6 +1315,63 @@ fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) 
     )
 }
 
+// ---------------------------------------------------------------------------------
+// `cholesky`
+
+/// Cholesky rule: floating-point square matrices `[..., n, n]`; same shape out.
+pub fn infer_cholesky(a: &Shape) -> Result<Shape, ShapeError> {
+    square_batch("cholesky", a)?;
+    Ok(a.clone())
+}
+
+pub(crate) fn shape_cholesky(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_cholesky(cx.operands[0])
+}
+
+pub(crate) fn lower_cholesky(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Cholesky { lower } = kind {
+        p.cholesky_options = Some(proto::CholeskyOptions { lower: *lower });
+    }
+}
+
+pub(crate) fn raise_cholesky(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Cholesky {
+        lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
+    })
+}
+
+pub(crate) fn text_cholesky(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Cholesky { lower } = kind {
+        out.attr("lower", lower);
+    }
+}
+
+impl Op {
+    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
+    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
+    /// other triangle of the result is unspecified (XLA leaves it as is).
+    #[track_caller]
+    pub fn cholesky(&self, lower: bool) -> Op {
+        self.builder().emit(
+            OpKind::Cholesky { lower },
+            &[self],
+            None,
+            Location::caller(),
+        )
+    }
+}
+
+/// Cholesky (see `cholesky_cts`).
+pub(crate) fn vjp_cholesky(n: &Node) -> Grads {
+    let OpKind::Cholesky { lower } = n.kind else {
+        return Err("not a cholesky".into());
+    };
+    cholesky_cts(*lower, n, &n.ct()).map(arrays)
+}
+
 /// Cholesky: with `L` the factor as a lower-triangular matrix (the transpose of
 /// the upper factor when `!lower`; the unspecified triangle of the result is
 /// masked out, and so is that of its cotangent `L̄`), `S = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹` is the
@@ -1310,11 +1379,11 @@ fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) 
 /// diagonal halved; JAX's rule). That matrix is built from the one triangle the op
 /// reads, so the cotangent of the input is `S + Sᵀ` in that triangle off the
 /// diagonal, `S` on it, and zero in the other triangle.
-pub(crate) fn vjp_cholesky(
+fn cholesky_cts(
     lower: bool,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::BinaryOp;
     let (l, loc) = (n.out(), n.loc);
     let Ok(r) = l.rank() else {
@@ -1358,16 +1427,149 @@ pub(crate) fn vjp_cholesky(
     Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
 }
 
+// ---------------------------------------------------------------------------------
+// `triangular-solve`
+
+pub use crate::ir::attrs::{Transpose, TriangularSolveOptions};
+
+/// Triangular-solve rule: `a` square `[..., m, m]`, `b` of `a`'s type and batch with
+/// `m` rows (left side) or `m` columns (right side); `b`'s shape out.
+pub fn infer_triangular_solve(
+    a: &Shape,
+    b: &Shape,
+    o: &TriangularSolveOptions,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "triangular-solve";
+    let (t, ad) = square_batch(OP, a)?;
+    let (bt, bd) = array_of(OP, b)?;
+    let err = |k, r: String| ShapeError::new(OP, &[a, b], k, r);
+    if bt != t {
+        return Err(err(
+            ShapeErrorKind::ElementType,
+            format!("a is {t}, b is {bt}"),
+        ));
+    }
+    if bd.len() != ad.len() || bd[..bd.len() - 2] != ad[..ad.len() - 2] {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            "a and b must have the same batch axes".into(),
+        ));
+    }
+    let m = ad[ad.len() - 1];
+    let k = if o.left_side {
+        bd[bd.len() - 2]
+    } else {
+        bd[bd.len() - 1]
+    };
+    if k != m {
+        return Err(err(
+            ShapeErrorKind::Dimension,
+            format!(
+                "b's {} axis is {k}, a is {m}x{m}",
+                if o.left_side { "row" } else { "column" }
+            ),
+        ));
+    }
+    Ok(b.clone())
+}
+
+pub(crate) fn shape_triangular_solve(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::TriangularSolve(o) = kind else {
+        return Err(super::table::not_for("triangular-solve", kind));
+    };
+    infer_triangular_solve(cx.operands[0], cx.operands[1], o)
+}
+
+pub(crate) fn lower_triangular_solve(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::TriangularSolve(o) = kind else {
+        return;
+    };
+    use proto::triangular_solve_options::Transpose as T;
+    p.triangular_solve_options = Some(proto::TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: (match o.transpose_a {
+            Transpose::No => T::NoTranspose,
+            Transpose::Transpose => T::Transpose,
+            Transpose::Adjoint => T::Adjoint,
+        }) as i32,
+    });
+}
+
+pub(crate) fn raise_triangular_solve(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    use proto::triangular_solve_options::Transpose as T;
+    let o = p
+        .triangular_solve_options
+        .as_ref()
+        .ok_or("a triangular-solve without options")?;
+    Ok(OpKind::TriangularSolve(TriangularSolveOptions {
+        left_side: o.left_side,
+        lower: o.lower,
+        unit_diagonal: o.unit_diagonal,
+        transpose_a: match T::try_from(o.transpose_a) {
+            Ok(T::NoTranspose) => Transpose::No,
+            Ok(T::Transpose) => Transpose::Transpose,
+            Ok(T::Adjoint) => Transpose::Adjoint,
+            _ => return Err(format!("invalid transpose_a {}", o.transpose_a)),
+        },
+    }))
+}
+
+pub(crate) fn text_triangular_solve(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    let OpKind::TriangularSolve(o) = kind else {
+        return;
+    };
+    out.attr("left_side", o.left_side);
+    out.attr("lower", o.lower);
+    out.attr("unit_diagonal", o.unit_diagonal);
+    out.attr("transpose_a", format!("{:?}", o.transpose_a));
+}
+
+impl Op {
+    /// XLA's TriangularSolve: `x` with `op(a) x = b` (or `x op(a) = b`), `a` being
+    /// this triangular matrix (batched in leading axes).
+    #[track_caller]
+    pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
+        self.triangular_solve_at(b, options, Location::caller())
+    }
+
+    pub(crate) fn triangular_solve_at(
+        &self,
+        b: &Op,
+        options: TriangularSolveOptions,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder()
+            .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
+    }
+}
+
+/// TriangularSolve (see `triangular_solve_cts`).
+pub(crate) fn vjp_triangular_solve(n: &Node) -> Grads {
+    let OpKind::TriangularSolve(o) = n.kind else {
+        return Err("not a triangular-solve".into());
+    };
+    triangular_solve_cts(o, n, &n.ct()).map(arrays)
+}
+
 /// TriangularSolve (`op(A) X = B` or `X op(A) = B`, `op` the identity or the
 /// transpose; real types, so `Adjoint` is `Transpose`): the cotangent of `B` is
 /// the solve of the transposed system with `X̄`; that of `A` is `−B̄ Xᵀ` (left
 /// side) or `−Xᵀ B̄` (right side), transposed when `op` is, kept in the triangle
 /// the op reads (without the diagonal when it is taken as ones).
-pub(crate) fn vjp_triangular_solve(
+fn triangular_solve_cts(
     o: &TriangularSolveOptions,
     n: &crate::autodiff::Node,
     ct: &Op,
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     use crate::autodiff::wants;
     let (a, b, x, loc) = (&n.operands[0], &n.operands[1], n.out(), n.loc);
     let Ok(r) = a.rank() else {
@@ -1407,160 +1609,4 @@ pub(crate) fn vjp_triangular_solve(
         out[1] = Some(bbar);
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn f(d: &[i64]) -> Shape {
-        Shape::of::<f32>(d)
-    }
-
-    #[test]
-    fn matrix_product_shape() {
-        let s =
-            infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(1, 0), None).unwrap();
-        assert_eq!(s, f(&[4, 2]));
-    }
-
-    #[test]
-    fn batch_axes_come_first() {
-        let d = DotDims {
-            lhs_contracting: vec![2],
-            rhs_contracting: vec![1],
-            lhs_batch: vec![0],
-            rhs_batch: vec![0],
-        };
-        assert_eq!(
-            infer_dot_general(&f(&[5, 4, 3]), &f(&[5, 3, 2]), &d, None).unwrap(),
-            f(&[5, 4, 2])
-        );
-    }
-
-    #[test]
-    fn dot_element_types_follow_xla() {
-        use ElementType::*;
-        assert_eq!(dot_result_type(S8, S8, Some(S32)), Ok(S32));
-        assert_eq!(dot_result_type(U8, U8, Some(S32)), Ok(S32));
-        assert_eq!(dot_result_type(Bf16, Bf16, Some(F32)), Ok(F32));
-        assert_eq!(dot_result_type(F16, F32, Some(F32)), Ok(F32));
-        assert_eq!(dot_result_type(S8, Bf16, Some(F32)), Ok(F32));
-        assert_eq!(dot_result_type(F32, F32, None), Ok(F32));
-        // Floating-point results may narrow (XLA's MaybeUpcast checks integers only).
-        assert_eq!(dot_result_type(F32, F32, Some(Bf16)), Ok(Bf16));
-        assert_eq!(dot_result_type(S32, F16, Some(S8)), Ok(S8));
-        let e = dot_result_type(S32, S32, Some(S16)).unwrap_err();
-        assert!(e.contains("narrower than the operands' s32"), "{e}");
-        // The wider operand counts: u16 is above s8 (bit width before signedness).
-        let e = dot_result_type(S8, U16, Some(S8)).unwrap_err();
-        assert!(e.contains("narrower than the operands' u16"), "{e}");
-        let e = dot_result_type(F16, F32, None).unwrap_err();
-        assert!(e.contains("give a preferred element type"), "{e}");
-        assert!(dot_result_type(Pred, Pred, Some(S32)).is_err());
-        assert!(dot_result_type(S32, S32, Some(Pred)).is_err());
-        let e = dot_result_type(C64, C64, Some(F64)).unwrap_err();
-        assert!(e.contains("complex"), "{e}");
-        assert_eq!(dot_result_type(C64, F64, Some(C128)), Ok(C128));
-        // XLA's order of precision.
-        assert!(precision_key(Bf16) > precision_key(F16));
-        assert!(precision_key(F32) > precision_key(Bf16));
-        assert!(precision_key(F16) > precision_key(U64));
-        assert!(precision_key(S32) > precision_key(U32));
-        assert!(precision_key(C64) > precision_key(F64));
-    }
-
-    #[test]
-    fn preferred_type_sets_the_result_and_precision_round_trips() {
-        let f = |d: &[i64]| Shape::of::<i8>(d);
-        let s = infer_dot_general(
-            &f(&[4, 3]),
-            &f(&[3, 2]),
-            &DotDims::contract(1, 0),
-            Some(ElementType::S32),
-        )
-        .unwrap();
-        assert_eq!(s, Shape::of::<i32>(&[4, 2]));
-        let e = infer_dot_general(
-            &f(&[4, 3]),
-            &f(&[3, 2]),
-            &DotDims::contract(1, 0),
-            Some(ElementType::Pred),
-        )
-        .unwrap_err();
-        assert_eq!(e.kind, ShapeErrorKind::ElementType);
-        let a = DotAttrs {
-            dims: DotDims::contract(1, 0),
-            precision: [Precision::Highest, Precision::Default],
-        };
-        let mut p = proto::HloInstructionProto::default();
-        lower_dot(&a, &mut p);
-        assert_eq!(
-            p.precision_config.as_ref().unwrap().operand_precision,
-            vec![2, 0]
-        );
-        assert_eq!(raise_dot(&p), Ok(a.clone()));
-        assert_eq!(
-            text_precision(&a.precision),
-            ", operand_precision={highest,default}"
-        );
-        // Default precision writes nothing (as XLA's printer and JAX's lowering).
-        let mut q = proto::HloInstructionProto::default();
-        lower_dot(
-            &DotAttrs {
-                dims: a.dims.clone(),
-                precision: Default::default(),
-            },
-            &mut q,
-        );
-        assert!(q.precision_config.is_none());
-        assert_eq!(text_precision(&Default::default()), "");
-        // An empty list is DEFAULT for both; three entries, an unknown precision or
-        // an algorithm are refused.
-        p.precision_config
-            .as_mut()
-            .unwrap()
-            .operand_precision
-            .clear();
-        assert_eq!(raise_dot(&p).unwrap().precision, [Precision::Default; 2]);
-        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 0, 0];
-        assert!(raise_dot(&p).unwrap_err().contains("3 operand precisions"));
-        p.precision_config.as_mut().unwrap().operand_precision = vec![0, 3];
-        assert!(raise_dot(&p).unwrap_err().contains("precision 3"));
-        p.precision_config.as_mut().unwrap().operand_precision = vec![];
-        p.precision_config.as_mut().unwrap().algorithm = 11;
-        assert!(raise_dot(&p).unwrap_err().contains("algorithm 11"));
-    }
-
-    #[test]
-    fn each_invariant_has_its_message() {
-        let e = infer_dot_general(&f(&[4, 3]), &f(&[4, 3]), &DotDims::contract(1, 0), None)
-            .unwrap_err();
-        assert!(e.reason.contains("contracting axes differ in size"), "{e}");
-        let e = infer_dot_general(
-            &f(&[4, 3]),
-            &Shape::of::<f64>(&[3, 2]),
-            &DotDims::contract(1, 0),
-            None,
-        )
-        .unwrap_err();
-        assert!(e.reason.contains("element types differ"), "{e}");
-        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 2]), &DotDims::contract(2, 0), None)
-            .unwrap_err();
-        assert!(e.reason.contains("out of range"), "{e}");
-        let d = DotDims {
-            lhs_contracting: vec![1],
-            rhs_contracting: vec![0],
-            lhs_batch: vec![1],
-            rhs_batch: vec![1],
-        };
-        let e = infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).unwrap_err();
-        assert!(e.reason.contains("used twice"), "{e}");
-        let d = DotDims {
-            lhs_contracting: vec![1],
-            rhs_contracting: vec![],
-            ..Default::default()
-        };
-        assert!(infer_dot_general(&f(&[4, 3]), &f(&[3, 3]), &d, None).is_err());
-    }
 }

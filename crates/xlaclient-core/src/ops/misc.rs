@@ -1,30 +1,17 @@
 //! Miscellaneous ops: `map` (a scalar function applied element-wise, from a
 //! closure), `opt-barrier` (values the compiler may not move computations across),
 //! and `custom-call` (a plugin's own kernel by name).
-
-use std::panic::Location;
-
 use super::array_of;
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::Shape;
+use std::panic::Location;
 
-/// A custom call's attributes: the kernel's name, its opaque configuration and the
-/// calling convention.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CustomCallAttrs {
-    /// The kernel's registered name.
-    pub target: String,
-    /// Bytes passed to the kernel unchanged (XLA's `backend_config`, the "opaque").
-    pub opaque: Vec<u8>,
-    /// XLA's `CustomCallApiVersion` number (1: original, 2/3: status returning, 4:
-    /// typed FFI).
-    pub api_version: i32,
-    /// The call has side effects (it is never removed or duplicated).
-    pub has_side_effect: bool,
-}
+// ---------------------------------------------------------------------------------
+// `map`
 
 /// Map rule: one or more arrays of equal dimensions; the function (when given) takes
 /// one scalar of each operand's type and returns a scalar, whose type the result
@@ -88,57 +75,35 @@ pub fn infer_map(
     Ok(Shape::array(rt, d0))
 }
 
-/// Custom-call rule: a kernel name and a known calling convention (API version 1 to
-/// 4: XLA aborts compiling a nameless one inside a body, found by the fuzzer), any
-/// operands; the result is the declared shape (arrays or a tuple of arrays), which the
-/// kernel must produce: nothing else can be checked.
-pub fn infer_custom_call(
-    attrs: &CustomCallAttrs,
-    operands: &[&Shape],
-    result: &Shape,
-) -> Result<Shape, ShapeError> {
-    if attrs.target.is_empty() || !(1..=4).contains(&attrs.api_version) {
-        return Err(ShapeError::new(
-            "custom-call",
-            operands,
-            ShapeErrorKind::Attribute,
-            format!(
-                "needs a kernel name and an API version 1 to 4 (got `{}`, {})",
-                attrs.target, attrs.api_version
-            ),
-        ));
-    }
-    fn ok(s: &Shape) -> bool {
-        match s {
-            Shape::Array { dims, .. } => dims.iter().all(|d| *d >= 0),
-            Shape::Tuple(e) => e.iter().all(|s| matches!(s, Shape::Array { .. }) && ok(s)),
-            Shape::Token => false,
-        }
-    }
-    if !ok(result) {
-        return Err(ShapeError::new(
-            "custom-call",
-            operands,
-            ShapeErrorKind::Attribute,
-            format!("a custom call returns arrays or a tuple of arrays, not {result}"),
-        ));
-    }
-    Ok(result.clone())
+pub(crate) fn shape_map(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Map { dims, body } = kind else {
+        return Err(super::table::not_for("map", kind));
+    };
+    infer_map(cx.operands, dims, cx.signature(*body).as_ref())
 }
 
-pub(crate) fn lower_custom_call(a: &CustomCallAttrs, p: &mut proto::HloInstructionProto) {
-    p.custom_call_target = a.target.clone();
-    p.backend_config = a.opaque.clone();
-    p.custom_call_api_version = a.api_version;
-    p.custom_call_has_side_effect = a.has_side_effect;
+pub(crate) fn lower_map(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Map { dims, body } = kind {
+        p.dimensions = dims.to_vec();
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
 }
 
-pub(crate) fn raise_custom_call(p: &proto::HloInstructionProto) -> CustomCallAttrs {
-    CustomCallAttrs {
-        target: p.custom_call_target.clone(),
-        opaque: p.backend_config.clone(),
-        api_version: p.custom_call_api_version,
-        has_side_effect: p.custom_call_has_side_effect,
+pub(crate) fn raise_map(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Map {
+        dims: p.dimensions.as_slice().into(),
+        body,
+    })
+}
+
+pub(crate) fn text_map(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Map { dims, body } = kind {
+        out.list("dimensions", dims);
+        out.callee(cx, "to_apply", *body);
     }
 }
 
@@ -205,51 +170,19 @@ impl Builder {
             loc,
         )
     }
-
-    /// XLA's OptimizationBarrier: the values unchanged, but the compiler may not move
-    /// computations across this point (e.g. to keep a rematerialization from being
-    /// undone).
-    #[track_caller]
-    pub fn optimization_barrier(&self, values: &[&Op]) -> Vec<Op> {
-        let loc = Location::caller();
-        let t = self.tuple(values);
-        let r = self.emit(OpKind::OptimizationBarrier, &[&t], None, loc);
-        (0..values.len())
-            .map(|i| {
-                self.emit(
-                    OpKind::GetTupleElement { index: i as u32 },
-                    &[&r],
-                    None,
-                    loc,
-                )
-            })
-            .collect()
-    }
-
-    /// XLA's CustomCall: the plugin's kernel `attrs.target` on `operands`, declared
-    /// to return `result` (arrays or a tuple of arrays). The crate cannot check what
-    /// the kernel does; a kernel the plugin does not have is a compile error.
-    #[track_caller]
-    pub fn custom_call(&self, attrs: &CustomCallAttrs, operands: &[&Op], result: Shape) -> Op {
-        self.emit(
-            OpKind::CustomCall(Box::new(attrs.clone())),
-            operands,
-            Some(result),
-            Location::caller(),
-        )
-    }
 }
 
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
+/// Map (see `map_cts`).
+pub(crate) fn vjp_map(n: &Node) -> Grads {
+    let OpKind::Map { body, .. } = n.kind else {
+        return Err("not a map".into());
+    };
+    Ok(arrays(map_cts(*body, n, &n.ct())))
+}
 
 /// Map: per operand, a map of the scalar function's derivative times the
 /// cotangent (the function recomputed and differentiated inside each map body).
-pub(crate) fn vjp_map(
-    body: crate::ir::CompId,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> Vec<Option<Op>> {
+fn map_cts(body: crate::ir::CompId, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     use crate::autodiff::{inline, vjp_at, wants};
     let (k, loc) = (n.operands.len(), n.loc);
     (0..k)
@@ -269,7 +202,7 @@ pub(crate) fn vjp_map(
 }
 
 #[cfg(test)]
-mod tests {
+mod map_tests {
     use super::*;
 
     #[test]
@@ -298,6 +231,150 @@ mod tests {
         assert_eq!(e.kind, ShapeErrorKind::ElementType);
         assert!(infer_map(&[&h, &i], &[0, 1], None).is_ok());
     }
+}
+
+// ---------------------------------------------------------------------------------
+// `opt-barrier`
+
+pub(crate) fn shape_optimization_barrier(
+    _: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    Ok(cx.operands[0].clone())
+}
+
+pub(crate) fn raise_optimization_barrier(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::OptimizationBarrier)
+}
+
+impl Builder {
+    /// XLA's OptimizationBarrier: the values unchanged, but the compiler may not move
+    /// computations across this point (e.g. to keep a rematerialization from being
+    /// undone).
+    #[track_caller]
+    pub fn optimization_barrier(&self, values: &[&Op]) -> Vec<Op> {
+        let loc = Location::caller();
+        let t = self.tuple(values);
+        let r = self.emit(OpKind::OptimizationBarrier, &[&t], None, loc);
+        (0..values.len())
+            .map(|i| {
+                self.emit(
+                    OpKind::GetTupleElement { index: i as u32 },
+                    &[&r],
+                    None,
+                    loc,
+                )
+            })
+            .collect()
+    }
+}
+
+/// Optimization barrier: its values are its operand's, and so is the cotangent.
+pub(crate) fn vjp_optimization_barrier(n: &Node) -> Grads {
+    Ok(vec![n.cts.first().cloned().flatten()])
+}
+
+// ---------------------------------------------------------------------------------
+// `custom-call`
+
+pub use crate::ir::attrs::CustomCallAttrs;
+
+/// Custom-call rule: a kernel name and a known calling convention (API version 1 to
+/// 4: XLA aborts compiling a nameless one inside a body, found by the fuzzer), any
+/// operands; the result is the declared shape (arrays or a tuple of arrays), which the
+/// kernel must produce: nothing else can be checked.
+pub fn infer_custom_call(
+    attrs: &CustomCallAttrs,
+    operands: &[&Shape],
+    result: &Shape,
+) -> Result<Shape, ShapeError> {
+    if attrs.target.is_empty() || !(1..=4).contains(&attrs.api_version) {
+        return Err(ShapeError::new(
+            "custom-call",
+            operands,
+            ShapeErrorKind::Attribute,
+            format!(
+                "needs a kernel name and an API version 1 to 4 (got `{}`, {})",
+                attrs.target, attrs.api_version
+            ),
+        ));
+    }
+    fn ok(s: &Shape) -> bool {
+        match s {
+            Shape::Array { dims, .. } => dims.iter().all(|d| *d >= 0),
+            Shape::Tuple(e) => e.iter().all(|s| matches!(s, Shape::Array { .. }) && ok(s)),
+            Shape::Token => false,
+        }
+    }
+    if !ok(result) {
+        return Err(ShapeError::new(
+            "custom-call",
+            operands,
+            ShapeErrorKind::Attribute,
+            format!("a custom call returns arrays or a tuple of arrays, not {result}"),
+        ));
+    }
+    Ok(result.clone())
+}
+
+pub(crate) fn shape_custom_call(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::CustomCall(a) = kind else {
+        return Err(super::table::not_for("custom-call", kind));
+    };
+    infer_custom_call(a, cx.operands, cx.target("custom-call")?)
+}
+
+pub(crate) fn lower_custom_call(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    let OpKind::CustomCall(a) = kind else { return };
+    p.custom_call_target = a.target.clone();
+    p.backend_config = a.opaque.clone();
+    p.custom_call_api_version = a.api_version;
+    p.custom_call_has_side_effect = a.has_side_effect;
+}
+
+pub(crate) fn raise_custom_call(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::CustomCall(Box::new(CustomCallAttrs {
+        target: p.custom_call_target.clone(),
+        opaque: p.backend_config.clone(),
+        api_version: p.custom_call_api_version,
+        has_side_effect: p.custom_call_has_side_effect,
+    })))
+}
+
+pub(crate) fn text_custom_call(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::CustomCall(a) = kind {
+        out.attr("custom_call_target", format!("\"{}\"", a.target));
+    }
+}
+
+impl Builder {
+    /// XLA's CustomCall: the plugin's kernel `attrs.target` on `operands`, declared
+    /// to return `result` (arrays or a tuple of arrays). The crate cannot check what
+    /// the kernel does; a kernel the plugin does not have is a compile error.
+    #[track_caller]
+    pub fn custom_call(&self, attrs: &CustomCallAttrs, operands: &[&Op], result: Shape) -> Op {
+        self.emit(
+            OpKind::CustomCall(Box::new(attrs.clone())),
+            operands,
+            Some(result),
+            Location::caller(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod custom_call_tests {
+    use super::*;
 
     #[test]
     fn custom_call_rule() {

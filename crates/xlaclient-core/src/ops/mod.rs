@@ -1,28 +1,23 @@
-//! The op library, one file per family. Each family holds, side by side, the pure
-//! shape rules (`infer_*`, unit-tested below them), the builder methods on
-//! [`Op`](crate::Op)/[`Builder`](crate::Builder) that run those rules and emit the
-//! instruction, and (as autodiff lands) the gradient rules.
+//! The op library, one file per family. Each op of the opcode table has one block
+//! in its family file, in one order: the attribute types it uses (re-exported from
+//! [`crate::ir::attrs`]), its pure shape rule (`infer_*`), the functions the op
+//! table names for it (`shape_*`, `lower_*`, `raise_*`, `text_*`), its builder
+//! methods on [`Op`](crate::Op)/[`Builder`](crate::Builder), its gradient rule
+//! (`vjp_*`) and its unit tests.
 //!
-//! | family | file | ops |
-//! |---|---|---|
-//! | bitwise | [`bitwise`] | `and or xor not`, `shift-left shift-right-arithmetic shift-right-logical`, `popcnt count-leading-zeros` |
-//! | control flow | [`control`] | `while` (`while_loop`, `fori_loop`), `conditional` (`cond`, `switch`) over trees, bodies capturing outside values |
-//! | element-wise | [`elementwise`] | `add subtract multiply divide maximum minimum power remainder atan2`, `negate exponential log tanh abs sqrt rsqrt sine cosine logistic floor ceil sign exponential-minus-one log-plus-one round-nearest-afz round-nearest-even cbrt tan erf is-finite`, `compare`, `select`, `clamp`, operators `+ - * /` with numpy broadcasting |
-//! | shape and layout | [`shape_ops`] | `broadcast` (`broadcast_in_dim`, numpy `broadcast_to`), `reshape`, `transpose`, `convert`, `get-tuple-element` |
-//! | indexing | [`indexing`] | `gather`, `scatter` (combiner closure), numpy `take` |
-//! | linear algebra | [`linalg`] | `dot` (`dot_general`, numpy `matmul`) |
-//! | miscellaneous | [`misc`] | `map` (closure), `opt-barrier`, `custom-call` |
-//! | numpy layer | [`numpy`] | `sum prod amax amin` (keepdims), `argmax argmin`, `softmax log_softmax logsumexp`, `one_hot`, `clip` (clamp with Rust numbers), `square`, `squeeze expand_dims`, `split stack`, `arange zeros ones full`, two-operand `einsum` |
-//! | random bits | [`random`] | `rng-bit-generator` (three-fry, philox), `bitcast-convert`, `uniform_f32` |
-//! | reductions | [`reduction`] | `reduce` (variadic, with a body built from a closure that may capture outer values); `reduce_sum`, `reduce_max`, `reduce_min`, `mean` |
-//! | slicing | [`slicing`] | `iota`, `slice` (`slice_in_dim`), `dynamic-slice`, `dynamic-update-slice`, `concatenate`, `pad`, `reverse` |
-//! | sorting | [`sorting`] | `sort` (several operands, comparator closure, stable), `sort_ascending`, `top_k` (as `jax.lax.top_k`) |
-//! | JAX's PRNG | [`threefry`] | `prng_key`, `threefry_split`, `threefry_fold_in`, `threefry_bits`, `threefry_uniform` (bit-equal to `jax.random`) |
-//! | JAX's samplers | [`sampling`] | `uniform normal truncated_normal randint bernoulli gumbel categorical permutation shuffle choice`, `random_split random_fold_in random_bits`, `rbg_key` (bit-equal to `jax.random`, threefry or rbg keys) |
-//! | windows | [`window`] | `reduce-window` (pooling: `max_pool`, `sum_pool`) |
-//! | structural | [`structural`] | `parameter`, `constant`, `tuple`, `call` |
+//! Which op lives in which file, and which rules it has, is said once: by the op
+//! table ([`table`]), whose lines generate every dispatch over the ops (the
+//! [`Rules`](crate::ir::Rules) the IR's passes are handed, the gradient dispatch,
+//! [`table::gradient`], [`table::family`]). The README's op table is checked
+//! against it (`tests/readme_ops.rs`).
 //!
-//! The opcode table (each op's HLO name, arity and doc) is [`crate::ir::Opcode`].
+//! Three files hold no op of the table, only functions built from the others:
+//! [`numpy`] (the `jax.numpy` face: reductions with `keepdims`, `softmax`,
+//! `einsum`, …), [`threefry`] and [`sampling`] (JAX's PRNG and samplers,
+//! bit-equal to `jax.random`).
+
+// Each op's unit tests close its block, and blocks follow each other.
+#![allow(clippy::items_after_test_module)]
 
 pub mod bitwise;
 pub mod control;
@@ -38,8 +33,11 @@ pub mod shape_ops;
 pub mod slicing;
 pub mod sorting;
 pub mod structural;
+pub mod table;
 pub mod threefry;
 pub mod window;
+
+pub use table::Table;
 
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::shape::Shape;

@@ -1,54 +1,16 @@
 //! Random bits on the device: XLA's `rng-bit-generator`, a counter-based generator
 //! (three-fry or philox) that maps a state to a new state and an array of random
 //! bits, so random streams stay reproducible and functional.
-
-use std::panic::Location;
-
 use super::array_of;
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::{OpKind, Value};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx, Value};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
+use std::panic::Location;
 
-/// The bit generator's algorithm (XLA's `RandomAlgorithm`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RngAlgorithm {
-    /// The backend's default (three-fry on the CPU plugins).
-    Default,
-    /// Threefry-2x32 (Salmon et al. 2011), state `u64[2]`.
-    ThreeFry,
-    /// Philox-4x32, state `u64[2]` or `u64[3]`.
-    Philox,
-}
-
-impl RngAlgorithm {
-    pub(crate) fn to_proto(self) -> i32 {
-        (match self {
-            RngAlgorithm::Default => proto::RandomAlgorithm::RngDefault,
-            RngAlgorithm::ThreeFry => proto::RandomAlgorithm::RngThreeFry,
-            RngAlgorithm::Philox => proto::RandomAlgorithm::RngPhilox,
-        }) as i32
-    }
-
-    pub(crate) fn from_proto(v: i32) -> Result<Self, String> {
-        match proto::RandomAlgorithm::try_from(v) {
-            Ok(proto::RandomAlgorithm::RngDefault) => Ok(RngAlgorithm::Default),
-            Ok(proto::RandomAlgorithm::RngThreeFry) => Ok(RngAlgorithm::ThreeFry),
-            Ok(proto::RandomAlgorithm::RngPhilox) => Ok(RngAlgorithm::Philox),
-            Err(_) => Err(format!("unknown random algorithm {v}")),
-        }
-    }
-
-    /// The XLA text name (`rng_default`, `rng_three_fry`, `rng_philox`).
-    pub fn hlo_name(self) -> &'static str {
-        match self {
-            RngAlgorithm::Default => "rng_default",
-            RngAlgorithm::ThreeFry => "rng_three_fry",
-            RngAlgorithm::Philox => "rng_philox",
-        }
-    }
-}
+// ---------------------------------------------------------------------------------
+// `bitcast-convert`
 
 /// Bitcast-convert rule: the same bits seen as another element type. Equal widths
 /// keep the dimensions; a narrower type adds a last axis of the width ratio; a wider
@@ -90,6 +52,107 @@ pub fn infer_bitcast_convert(operand: &Shape, to: ElementType) -> Result<Shape, 
         out.pop();
     }
     Ok(Shape::array(to, &out))
+}
+
+pub(crate) fn shape_bitcast_convert(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let to = cx
+        .target("bitcast-convert")?
+        .element_type()
+        .ok_or_else(|| {
+            ShapeError::new(
+                "bitcast-convert",
+                cx.operands,
+                ShapeErrorKind::ElementType,
+                "converts to an array type",
+            )
+        })?;
+    infer_bitcast_convert(cx.operands[0], to)
+}
+
+pub(crate) fn raise_bitcast_convert(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::BitcastConvert)
+}
+
+impl Op {
+    /// XLA's BitcastConvertType: the same bits as elements of `ty` (see
+    /// [`infer_bitcast_convert`] for how widths change the dimensions).
+    #[track_caller]
+    pub fn bitcast_convert(&self, ty: ElementType) -> Op {
+        self.bitcast_convert_at(ty, Location::caller())
+    }
+
+    pub(crate) fn bitcast_convert_at(
+        &self,
+        ty: ElementType,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.builder().emit(
+            OpKind::BitcastConvert,
+            &[self],
+            Some(Shape::scalar(ty)),
+            loc,
+        )
+    }
+}
+
+#[cfg(test)]
+mod bitcast_convert_tests {
+    use super::*;
+
+    #[test]
+    fn bitcast_convert_rule() {
+        let s = |t: ElementType, d: &[i64]| Shape::array(t, d);
+        use ElementType::*;
+        assert_eq!(
+            infer_bitcast_convert(&s(F32, &[3]), S32).unwrap(),
+            s(S32, &[3])
+        );
+        assert_eq!(
+            infer_bitcast_convert(&s(F32, &[3]), U8).unwrap(),
+            s(U8, &[3, 4])
+        );
+        assert_eq!(
+            infer_bitcast_convert(&s(U8, &[3, 4]), F32).unwrap(),
+            s(F32, &[3])
+        );
+        assert!(infer_bitcast_convert(&s(U8, &[3, 2]), F32).is_err());
+        // pred only to itself (XLA also takes pred as a byte; JAX refuses that, as
+        // do we; pred to pred was refused until tests/rules_vs_xla.rs showed XLA
+        // compiles it).
+        assert_eq!(
+            infer_bitcast_convert(&s(Pred, &[2, 3]), Pred).unwrap(),
+            s(Pred, &[2, 3])
+        );
+        assert!(infer_bitcast_convert(&s(Pred, &[4]), F32).is_err());
+        assert!(infer_bitcast_convert(&s(U32, &[]), Pred).is_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `rng-bit-generator` (and `uniform_f32` on it)
+
+pub use crate::ir::attrs::RngAlgorithm;
+
+impl RngAlgorithm {
+    pub(crate) fn to_proto(self) -> i32 {
+        (match self {
+            RngAlgorithm::Default => proto::RandomAlgorithm::RngDefault,
+            RngAlgorithm::ThreeFry => proto::RandomAlgorithm::RngThreeFry,
+            RngAlgorithm::Philox => proto::RandomAlgorithm::RngPhilox,
+        }) as i32
+    }
+
+    pub(crate) fn from_proto(v: i32) -> Result<Self, String> {
+        match proto::RandomAlgorithm::try_from(v) {
+            Ok(proto::RandomAlgorithm::RngDefault) => Ok(RngAlgorithm::Default),
+            Ok(proto::RandomAlgorithm::RngThreeFry) => Ok(RngAlgorithm::ThreeFry),
+            Ok(proto::RandomAlgorithm::RngPhilox) => Ok(RngAlgorithm::Philox),
+            Err(_) => Err(format!("unknown random algorithm {v}")),
+        }
+    }
 }
 
 /// Rng-bit-generator rule: the state is a `u64` vector (2 words for three-fry, 2 or
@@ -137,27 +200,48 @@ pub fn infer_rng_bit_generator(
     Ok(Shape::Tuple(vec![state.clone(), output.clone()]))
 }
 
+pub(crate) fn shape_rng_bit_generator(
+    kind: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    let OpKind::RngBitGenerator { algorithm } = kind else {
+        return Err(super::table::not_for("rng-bit-generator", kind));
+    };
+    // The target is the bits' shape (from the builder) or the whole tuple (from a
+    // finished module).
+    let bits = match cx.target("rng-bit-generator")? {
+        Shape::Tuple(e) if e.len() == 2 => &e[1],
+        s => s,
+    };
+    infer_rng_bit_generator(cx.operands[0], *algorithm, bits)
+}
+
+pub(crate) fn lower_rng_bit_generator(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::RngBitGenerator { algorithm } = kind {
+        p.rng_algorithm = algorithm.to_proto();
+    }
+}
+
+pub(crate) fn raise_rng_bit_generator(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::RngBitGenerator {
+        algorithm: RngAlgorithm::from_proto(p.rng_algorithm)?,
+    })
+}
+
+pub(crate) fn text_rng_bit_generator(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::RngBitGenerator { algorithm } = kind {
+        out.attr("algorithm", algorithm.hlo_name());
+    }
+}
+
 impl Op {
-    /// XLA's BitcastConvertType: the same bits as elements of `ty` (see
-    /// [`infer_bitcast_convert`] for how widths change the dimensions).
-    #[track_caller]
-    pub fn bitcast_convert(&self, ty: ElementType) -> Op {
-        self.bitcast_convert_at(ty, Location::caller())
-    }
-
-    pub(crate) fn bitcast_convert_at(
-        &self,
-        ty: ElementType,
-        loc: &'static Location<'static>,
-    ) -> Op {
-        self.builder().emit(
-            OpKind::BitcastConvert,
-            &[self],
-            Some(Shape::scalar(ty)),
-            loc,
-        )
-    }
-
     /// XLA's RngBitGenerator on this state (`u64[2]`, or `u64[3]` for philox):
     /// returns `(new_state, bits)` with `bits` an array of `ty` (an unsigned integer
     /// type) and `dims`. The same state always gives the same bits; feed the new
@@ -218,38 +302,5 @@ impl Op {
         let word = mantissa.binary(crate::BinaryOp::Add, &one, loc);
         let f = word.bitcast_convert_at(ElementType::F32, loc);
         (next, f - 1.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bitcast_convert_rule() {
-        let s = |t: ElementType, d: &[i64]| Shape::array(t, d);
-        use ElementType::*;
-        assert_eq!(
-            infer_bitcast_convert(&s(F32, &[3]), S32).unwrap(),
-            s(S32, &[3])
-        );
-        assert_eq!(
-            infer_bitcast_convert(&s(F32, &[3]), U8).unwrap(),
-            s(U8, &[3, 4])
-        );
-        assert_eq!(
-            infer_bitcast_convert(&s(U8, &[3, 4]), F32).unwrap(),
-            s(F32, &[3])
-        );
-        assert!(infer_bitcast_convert(&s(U8, &[3, 2]), F32).is_err());
-        // pred only to itself (XLA also takes pred as a byte; JAX refuses that, as
-        // do we; pred to pred was refused until tests/rules_vs_xla.rs showed XLA
-        // compiles it).
-        assert_eq!(
-            infer_bitcast_convert(&s(Pred, &[2, 3]), Pred).unwrap(),
-            s(Pred, &[2, 3])
-        );
-        assert!(infer_bitcast_convert(&s(Pred, &[4]), F32).is_err());
-        assert!(infer_bitcast_convert(&s(U32, &[]), Pred).is_err());
     }
 }

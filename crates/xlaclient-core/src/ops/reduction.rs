@@ -1,14 +1,17 @@
 //! Reductions: XLA's `reduce` with a body built from a Rust closure, and the usual
 //! sums, maxima, minima and means on top.
-
-use std::panic::Location;
-
 use super::elementwise::{BinaryOp, Scalar};
 use super::{array_of, check_axes, check_one_float_type, resolve_axes};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
+use std::panic::Location;
+
+// ---------------------------------------------------------------------------------
+// `reduce` (and `reduce_sum`, `reduce_max`, `reduce_min`, `mean` on it)
 
 /// Variadic `reduce` rule. Operands: `n` input arrays of equal dimensions, then `n`
 /// scalar initial values of their element types; `axes` in range and distinct. The
@@ -93,6 +96,38 @@ pub fn infer_reduce(
     } else {
         Shape::Tuple(outs)
     })
+}
+
+pub(crate) fn shape_reduce(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Reduce { axes, body } = kind else {
+        return Err(super::table::not_for("reduce", kind));
+    };
+    infer_reduce(cx.operands, axes, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_reduce(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Reduce { axes, body } = kind {
+        p.dimensions = axes.to_vec();
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_reduce(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Reduce {
+        axes: p.dimensions.as_slice().into(),
+        body,
+    })
+}
+
+pub(crate) fn text_reduce(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Reduce { axes, body } = kind {
+        out.list("dimensions", axes);
+        out.callee(cx, "to_apply", *body);
+    }
 }
 
 impl Op {
@@ -425,8 +460,72 @@ fn highest(ty: ElementType) -> Scalar {
     }
 }
 
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
+/// Reduce (see `reduce_cts`).
+pub(crate) fn vjp_reduce(n: &Node) -> Grads {
+    let OpKind::Reduce { axes, body } = n.kind else {
+        return Err("not a reduce".into());
+    };
+    reduce_cts(axes, *body, n, &n.array_cts()).map(arrays)
+}
+
+/// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
+/// shares it among the elements equal to the result (JAX's rule for
+/// `reduce_max`); a product multiplies it by the other factors; a body that
+/// selects (an argmax: see [`vjp_selection_reduce`]) sends each float result's
+/// cotangent to the position it was taken from. The initial value gets none. Other
+/// bodies have no rule yet.
+fn reduce_cts(
+    axes: &[i64],
+    body: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+) -> Result<Vec<Option<Op>>, String> {
+    let m = n.operands.len() / 2;
+    let combiner = if m == 1 {
+        simple_combiner(n.b, body)
+    } else {
+        None
+    };
+    if combiner.is_none() {
+        if let Some(reads_element) = selection_body(n.b, body, m) {
+            return vjp_selection_reduce(axes, n, cts, &reads_element);
+        }
+        return Err(if m == 1 {
+            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
+                .into()
+        } else {
+            "a variadic `reduce` has a gradient rule only when its body selects: each result one of its accumulator or element parameters for that position, chosen by `select` (or `max`/`min`), as an argmax; this body computes its results otherwise"
+                .into()
+        });
+    }
+    let (x, loc) = (&n.operands[0], n.loc);
+    let ct = cts[0].clone().expect("called with a cotangent");
+    let dims = x.dims().unwrap_or_default();
+    let kept: Vec<i64> = (0..dims.len() as i64)
+        .filter(|a| !axes.contains(a))
+        .collect();
+    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
+    match combiner {
+        Some(BinaryOp::Add) => Ok(vec![Some(back(&ct)), None]),
+        Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
+            let ty = x.element_type().unwrap_or(ElementType::F32);
+            let at = x
+                .compare_at(&back(n.out()), crate::Comparison::Eq, loc)
+                .convert_at(ty, loc);
+            let count = at.reduce_binary_at(axes, BinaryOp::Add, loc);
+            let share = ct.binary(BinaryOp::Divide, &count, loc);
+            Ok(vec![
+                Some(at.binary(BinaryOp::Multiply, &back(&share), loc)),
+                None,
+            ])
+        }
+        Some(BinaryOp::Multiply) => Ok(vec![Some(vjp_prod(x, axes, &ct, loc)), None]),
+        _ => Err(
+            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
+                .into(),
+        ),
+    }
+}
 
 /// A product's gradient without dividing (right at zeros): each element gets the
 /// cotangent times the product of the others, as the exclusive prefix product times
@@ -568,7 +667,7 @@ fn vjp_selection_reduce(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
     reads_element: &[bool],
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
     let mut out = vec![None; 2 * m];
@@ -655,65 +754,6 @@ pub(crate) fn selection_shares(
             (*j, mask.binary(BinaryOp::Multiply, &back(&share), loc))
         })
         .collect()
-}
-
-/// Reduce: a sum sends the cotangent back along the reduced axes; a max or min
-/// shares it among the elements equal to the result (JAX's rule for
-/// `reduce_max`); a product multiplies it by the other factors; a body that
-/// selects (an argmax: see [`vjp_selection_reduce`]) sends each float result's
-/// cotangent to the position it was taken from. The initial value gets none. Other
-/// bodies have no rule yet.
-pub(crate) fn vjp_reduce(
-    axes: &[i64],
-    body: crate::ir::CompId,
-    n: &crate::autodiff::Node,
-    cts: &[Option<Op>],
-) -> crate::autodiff::Cotangents {
-    let m = n.operands.len() / 2;
-    let combiner = if m == 1 {
-        simple_combiner(n.b, body)
-    } else {
-        None
-    };
-    if combiner.is_none() {
-        if let Some(reads_element) = selection_body(n.b, body, m) {
-            return vjp_selection_reduce(axes, n, cts, &reads_element);
-        }
-        return Err(if m == 1 {
-            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
-                .into()
-        } else {
-            "a variadic `reduce` has a gradient rule only when its body selects: each result one of its accumulator or element parameters for that position, chosen by `select` (or `max`/`min`), as an argmax; this body computes its results otherwise"
-                .into()
-        });
-    }
-    let (x, loc) = (&n.operands[0], n.loc);
-    let ct = cts[0].clone().expect("called with a cotangent");
-    let dims = x.dims().unwrap_or_default();
-    let kept: Vec<i64> = (0..dims.len() as i64)
-        .filter(|a| !axes.contains(a))
-        .collect();
-    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
-    match combiner {
-        Some(BinaryOp::Add) => Ok(vec![Some(back(&ct)), None]),
-        Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
-            let ty = x.element_type().unwrap_or(ElementType::F32);
-            let at = x
-                .compare_at(&back(n.out()), crate::Comparison::Eq, loc)
-                .convert_at(ty, loc);
-            let count = at.reduce_binary_at(axes, BinaryOp::Add, loc);
-            let share = ct.binary(BinaryOp::Divide, &count, loc);
-            Ok(vec![
-                Some(at.binary(BinaryOp::Multiply, &back(&share), loc)),
-                None,
-            ])
-        }
-        Some(BinaryOp::Multiply) => Ok(vec![Some(vjp_prod(x, axes, &ct, loc)), None]),
-        _ => Err(
-            "this `reduce` combiner has no gradient rule yet (sum, product, max, min and bodies that select one of their parameters have)"
-                .into(),
-        ),
-    }
 }
 
 #[cfg(test)]

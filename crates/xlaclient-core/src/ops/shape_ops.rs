@@ -1,15 +1,17 @@
 //! Shape and layout ops: broadcast, reshape, transpose, convert, tuple access.
-
-use std::panic::Location;
-
 use super::{array_of, check_axes, resolve_axes};
+use crate::autodiff::{Ct, Grads, Node, arrays};
 use crate::builder::Op;
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
-
+use std::panic::Location;
 // ---------------------------------------------------------------------------------
 // Shape rules.
+
+// ---------------------------------------------------------------------------------
+// `broadcast` (BroadcastInDim, numpy's `broadcast_to`)
 
 /// XLA's `broadcast` (BroadcastInDim) rule: operand dimension `i` becomes output
 /// dimension `dims[i]`, with the same size; `dims` distinct (in any order: XLA and
@@ -89,109 +91,33 @@ pub fn infer_broadcast_in_dim_stretching(
     })
 }
 
-/// Reshape rule: the element count is kept; one dimension may be `-1` (inferred).
-pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeError> {
-    let (ty, od) = array_of("reshape", operand)?;
-    let err = |r: String| ShapeError::new("reshape", &[operand], ShapeErrorKind::Dimension, r);
-    let count: i64 = od
-        .iter()
-        .try_fold(1i64, |a, d| a.checked_mul(*d))
-        .ok_or_else(|| err("the operand's element count overflows".to_string()))?;
-    let mut dims = new_dims.to_vec();
-    let inferred: Vec<usize> = dims
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| **d == -1)
-        .map(|(i, _)| i)
-        .collect();
-    if inferred.len() > 1 {
-        return Err(err(format!("only one dimension may be -1 in {new_dims:?}")));
-    }
-    if dims.iter().any(|d| *d < -1) {
-        return Err(err(format!("negative dimension in {new_dims:?}")));
-    }
-    let known = dims
-        .iter()
-        .filter(|d| **d != -1)
-        .try_fold(1i64, |a, d| a.checked_mul(*d))
-        .ok_or_else(|| err(format!("{new_dims:?} overflows")))?;
-    if let Some(i) = inferred.first() {
-        if known == 0 || count % known != 0 {
-            return Err(err(format!(
-                "cannot infer the -1 in {new_dims:?} for {count} elements"
-            )));
-        }
-        dims[*i] = count / known;
-    } else if known != count {
-        return Err(err(format!(
-            "{new_dims:?} holds {known} elements, the operand {count}"
-        )));
-    }
-    Ok(Shape::array(ty, &dims))
+pub(crate) fn shape_broadcast(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Broadcast { dims } = kind else {
+        return Err(super::table::not_for("broadcast", kind));
+    };
+    infer_broadcast_in_dim(cx.operands[0], cx.target("broadcast")?.dims(), dims)
 }
 
-/// Transpose rule: `perm` is a permutation; output axis `i` is operand axis `perm[i]`.
-pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeError> {
-    let (ty, od) = array_of("transpose", operand)?;
-    if perm.len() != od.len() {
-        return Err(ShapeError::new(
-            "transpose",
-            &[operand],
-            ShapeErrorKind::Attribute,
-            format!(
-                "permutation {perm:?} has {} entries for rank {}",
-                perm.len(),
-                od.len()
-            ),
-        ));
-    }
-    let axes = check_axes("transpose", operand, perm)?;
-    let dims: Vec<i64> = axes.iter().map(|a| od[*a]).collect();
-    Ok(Shape::array(ty, &dims))
-}
-
-/// Convert rule: any array, same dimensions, new element type; complex numbers
-/// convert only to complex types. (XLA compiles a complex-to-real convert, but its
-/// constant folder segfaults evaluating one, e.g. `floor(convert(c))` of a complex
-/// constant `c` (fuzz seed 3469); JAX takes the real part first, as should we once
-/// `real` is in the op set.)
-pub fn infer_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
-    let (from, od) = array_of("convert", operand)?;
-    if from.is_complex() && !to.is_complex() {
-        return Err(ShapeError::new(
-            "convert",
-            &[operand],
-            ShapeErrorKind::ElementType,
-            format!("cannot convert complex {from} to {to}: convert to c64 or c128 only"),
-        ));
-    }
-    let out = Shape::array(to, od);
-    super::check_size("convert", &[operand], &out)?;
-    Ok(out)
-}
-
-/// Get-tuple-element rule: index in range of a tuple.
-pub fn infer_get_tuple_element(operand: &Shape, index: usize) -> Result<Shape, ShapeError> {
-    match operand {
-        Shape::Tuple(elems) => elems.get(index).cloned().ok_or_else(|| {
-            ShapeError::new(
-                "get-tuple-element",
-                &[operand],
-                ShapeErrorKind::Attribute,
-                format!("index {index} out of range for a tuple of {}", elems.len()),
-            )
-        }),
-        _ => Err(ShapeError::new(
-            "get-tuple-element",
-            &[operand],
-            ShapeErrorKind::Rank,
-            "expects a tuple operand",
-        )),
+pub(crate) fn lower_broadcast(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Broadcast { dims } = kind {
+        p.dimensions = dims.to_vec();
     }
 }
 
-// ---------------------------------------------------------------------------------
-// Builder methods.
+pub(crate) fn raise_broadcast(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Broadcast {
+        dims: p.dimensions.as_slice().into(),
+    })
+}
+
+pub(crate) fn text_broadcast(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Broadcast { dims } = kind {
+        out.list("dimensions", dims);
+    }
+}
 
 impl Op {
     /// XLA's BroadcastInDim: operand axis `i` becomes output axis
@@ -290,96 +216,18 @@ impl Op {
         let bd: Vec<i64> = (off..dims.len()).map(|i| i as i64).collect();
         self.broadcast_in_dim_at(dims, &bd, loc)
     }
-
-    /// Reshape to `dims` (row-major order kept); one entry may be `-1`.
-    #[track_caller]
-    pub fn reshape(&self, dims: &[i64]) -> Op {
-        self.reshape_at(dims, Location::caller())
-    }
-
-    pub(crate) fn reshape_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
-        // The rule resolves a -1; the target carries the requested dims.
-        let ty = self.element_type().unwrap_or(ElementType::F32);
-        self.builder()
-            .emit(OpKind::Reshape, &[self], Some(Shape::array(ty, dims)), loc)
-    }
-
-    /// Permutes axes: output axis `i` is input axis `perm[i]` (negative axes count
-    /// from the end).
-    #[track_caller]
-    pub fn transpose(&self, perm: &[i64]) -> Op {
-        self.transpose_at(perm, Location::caller())
-    }
-
-    pub(crate) fn transpose_at(&self, perm: &[i64], loc: &'static Location<'static>) -> Op {
-        // Negative axes are resolved here; the instruction holds the plain permutation.
-        let perm: Vec<i64> = match self.shape() {
-            Ok(s) => match resolve_axes("transpose", &s, perm) {
-                Ok(axes) if axes.len() == s.rank() => axes.iter().map(|a| *a as i64).collect(),
-                _ => perm.to_vec(),
-            },
-            Err(_) => return self.clone(),
-        };
-        self.builder()
-            .emit(OpKind::Transpose { perm: perm.into() }, &[self], None, loc)
-    }
-
-    /// Swaps the last two axes (matrix transpose, batched).
-    #[track_caller]
-    pub fn t(&self) -> Op {
-        let loc = Location::caller();
-        let r = match self.rank() {
-            Ok(r) => r as i64,
-            Err(_) => return self.builder().fail_not_array(self, "transpose", loc),
-        };
-        if r < 2 {
-            return self.transpose_at(&(0..r).collect::<Vec<_>>(), loc);
-        }
-        let mut p: Vec<i64> = (0..r).collect();
-        p.swap(r as usize - 1, r as usize - 2);
-        self.transpose_at(&p, loc)
-    }
-
-    /// Converts each element to `ty` (XLA's `convert`).
-    #[track_caller]
-    pub fn convert(&self, ty: ElementType) -> Op {
-        self.convert_at(ty, Location::caller())
-    }
-
-    pub(crate) fn convert_at(&self, ty: ElementType, loc: &'static Location<'static>) -> Op {
-        if self.element_type().ok() == Some(ty) {
-            return self.clone();
-        }
-        self.builder()
-            .emit(OpKind::Convert, &[self], Some(Shape::scalar(ty)), loc)
-    }
-
-    /// Element `index` of a tuple.
-    #[track_caller]
-    pub fn get_tuple_element(&self, index: usize) -> Op {
-        let loc = Location::caller();
-        let Ok(index) = u32::try_from(index) else {
-            return self.builder().fail(
-                ShapeError::new(
-                    "get-tuple-element",
-                    &[],
-                    ShapeErrorKind::Attribute,
-                    format!("index {index} is out of range"),
-                ),
-                loc,
-            );
-        };
-        self.builder()
-            .emit(OpKind::GetTupleElement { index }, &[self], None, loc)
-    }
 }
-
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
 
 /// BroadcastInDim: the cotangent summed over the added axes and over the axes the
 /// operand had as 1, then arranged in the operand's axis order.
-pub(crate) fn vjp_broadcast(dims: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
+pub(crate) fn vjp_broadcast(n: &Node) -> Grads {
+    let OpKind::Broadcast { dims } = n.kind else {
+        return Err("not a broadcast".into());
+    };
+    Ok(arrays(vec![Some(broadcast_ct(dims, n, &n.ct()))]))
+}
+
+fn broadcast_ct(dims: &[i64], n: &Node, ct: &Op) -> Op {
     let (x, loc) = (&n.operands[0], n.loc);
     let (xd, od) = match (x.shape(), n.out().shape()) {
         (Ok(a), Ok(b)) => (a.dims().to_vec(), b.dims().to_vec()),
@@ -421,37 +269,14 @@ pub(crate) fn vjp_broadcast(dims: &[i64], n: &crate::autodiff::Node, ct: &Op) ->
     r.reshape_at(&xd, loc)
 }
 
-/// Reshape: the cotangent reshaped back.
-pub(crate) fn vjp_reshape(n: &crate::autodiff::Node, ct: &Op) -> Op {
-    match n.operands[0].dims() {
-        Ok(d) => ct.reshape_at(&d, n.loc),
-        Err(_) => n.operands[0].clone(),
-    }
-}
-
-/// Transpose: the inverse permutation.
-pub(crate) fn vjp_transpose(perm: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
-    let mut inv = vec![0i64; perm.len()];
-    for (i, p) in perm.iter().enumerate() {
-        inv[*p as usize] = i as i64;
-    }
-    ct.transpose_at(&inv, n.loc)
-}
-
-/// Convert: back to the operand's type when it is a float (no gradient reaches an
-/// integer operand).
-pub(crate) fn vjp_convert(n: &crate::autodiff::Node, ct: &Op) -> Option<Op> {
-    let t = n.operands[0].element_type().ok()?;
-    crate::autodiff::differentiable(t).then(|| ct.convert_at(t, n.loc))
+#[cfg(test)]
+fn f(d: &[i64]) -> Shape {
+    Shape::of::<f32>(d)
 }
 
 #[cfg(test)]
-mod tests {
+mod broadcast_tests {
     use super::*;
-
-    fn f(d: &[i64]) -> Shape {
-        Shape::of::<f32>(d)
-    }
 
     #[test]
     fn broadcast_in_dim_rule() {
@@ -465,6 +290,90 @@ mod tests {
         assert!(infer_broadcast_in_dim(&f(&[2, 2]), &[2, 2], &[0, 0]).is_err());
         assert!(infer_broadcast_in_dim(&f(&[3]), &[3], &[1]).is_err());
     }
+}
+
+// ---------------------------------------------------------------------------------
+// `reshape`
+
+/// Reshape rule: the element count is kept; one dimension may be `-1` (inferred).
+pub fn infer_reshape(operand: &Shape, new_dims: &[i64]) -> Result<Shape, ShapeError> {
+    let (ty, od) = array_of("reshape", operand)?;
+    let err = |r: String| ShapeError::new("reshape", &[operand], ShapeErrorKind::Dimension, r);
+    let count: i64 = od
+        .iter()
+        .try_fold(1i64, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| err("the operand's element count overflows".to_string()))?;
+    let mut dims = new_dims.to_vec();
+    let inferred: Vec<usize> = dims
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| **d == -1)
+        .map(|(i, _)| i)
+        .collect();
+    if inferred.len() > 1 {
+        return Err(err(format!("only one dimension may be -1 in {new_dims:?}")));
+    }
+    if dims.iter().any(|d| *d < -1) {
+        return Err(err(format!("negative dimension in {new_dims:?}")));
+    }
+    let known = dims
+        .iter()
+        .filter(|d| **d != -1)
+        .try_fold(1i64, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| err(format!("{new_dims:?} overflows")))?;
+    if let Some(i) = inferred.first() {
+        if known == 0 || count % known != 0 {
+            return Err(err(format!(
+                "cannot infer the -1 in {new_dims:?} for {count} elements"
+            )));
+        }
+        dims[*i] = count / known;
+    } else if known != count {
+        return Err(err(format!(
+            "{new_dims:?} holds {known} elements, the operand {count}"
+        )));
+    }
+    Ok(Shape::array(ty, &dims))
+}
+
+pub(crate) fn shape_reshape(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_reshape(cx.operands[0], cx.target("reshape")?.dims())
+}
+
+pub(crate) fn raise_reshape(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Reshape)
+}
+
+impl Op {
+    /// Reshape to `dims` (row-major order kept); one entry may be `-1`.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[i64]) -> Op {
+        self.reshape_at(dims, Location::caller())
+    }
+
+    pub(crate) fn reshape_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
+        // The rule resolves a -1; the target carries the requested dims.
+        let ty = self.element_type().unwrap_or(ElementType::F32);
+        self.builder()
+            .emit(OpKind::Reshape, &[self], Some(Shape::array(ty, dims)), loc)
+    }
+}
+
+/// Reshape: the cotangent reshaped back.
+pub(crate) fn vjp_reshape(n: &Node) -> Grads {
+    let g = match n.operands[0].dims() {
+        Ok(d) => n.ct().reshape_at(&d, n.loc),
+        Err(_) => n.operands[0].clone(),
+    };
+    Ok(arrays(vec![Some(g)]))
+}
+
+#[cfg(test)]
+mod reshape_tests {
+    use super::*;
 
     #[test]
     fn reshape_rule() {
@@ -478,6 +387,112 @@ mod tests {
             "{e}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------
+// `transpose`
+
+/// Transpose rule: `perm` is a permutation; output axis `i` is operand axis `perm[i]`.
+pub fn infer_transpose(operand: &Shape, perm: &[i64]) -> Result<Shape, ShapeError> {
+    let (ty, od) = array_of("transpose", operand)?;
+    if perm.len() != od.len() {
+        return Err(ShapeError::new(
+            "transpose",
+            &[operand],
+            ShapeErrorKind::Attribute,
+            format!(
+                "permutation {perm:?} has {} entries for rank {}",
+                perm.len(),
+                od.len()
+            ),
+        ));
+    }
+    let axes = check_axes("transpose", operand, perm)?;
+    let dims: Vec<i64> = axes.iter().map(|a| od[*a]).collect();
+    Ok(Shape::array(ty, &dims))
+}
+
+pub(crate) fn shape_transpose(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Transpose { perm } = kind else {
+        return Err(super::table::not_for("transpose", kind));
+    };
+    infer_transpose(cx.operands[0], perm)
+}
+
+pub(crate) fn lower_transpose(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Transpose { perm } = kind {
+        p.dimensions = perm.to_vec();
+    }
+}
+
+pub(crate) fn raise_transpose(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Transpose {
+        perm: p.dimensions.as_slice().into(),
+    })
+}
+
+pub(crate) fn text_transpose(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Transpose { perm } = kind {
+        out.list("dimensions", perm);
+    }
+}
+
+impl Op {
+    /// Permutes axes: output axis `i` is input axis `perm[i]` (negative axes count
+    /// from the end).
+    #[track_caller]
+    pub fn transpose(&self, perm: &[i64]) -> Op {
+        self.transpose_at(perm, Location::caller())
+    }
+
+    pub(crate) fn transpose_at(&self, perm: &[i64], loc: &'static Location<'static>) -> Op {
+        // Negative axes are resolved here; the instruction holds the plain permutation.
+        let perm: Vec<i64> = match self.shape() {
+            Ok(s) => match resolve_axes("transpose", &s, perm) {
+                Ok(axes) if axes.len() == s.rank() => axes.iter().map(|a| *a as i64).collect(),
+                _ => perm.to_vec(),
+            },
+            Err(_) => return self.clone(),
+        };
+        self.builder()
+            .emit(OpKind::Transpose { perm: perm.into() }, &[self], None, loc)
+    }
+
+    /// Swaps the last two axes (matrix transpose, batched).
+    #[track_caller]
+    pub fn t(&self) -> Op {
+        let loc = Location::caller();
+        let r = match self.rank() {
+            Ok(r) => r as i64,
+            Err(_) => return self.builder().fail_not_array(self, "transpose", loc),
+        };
+        if r < 2 {
+            return self.transpose_at(&(0..r).collect::<Vec<_>>(), loc);
+        }
+        let mut p: Vec<i64> = (0..r).collect();
+        p.swap(r as usize - 1, r as usize - 2);
+        self.transpose_at(&p, loc)
+    }
+}
+
+/// Transpose: the inverse permutation.
+pub(crate) fn vjp_transpose(n: &Node) -> Grads {
+    let OpKind::Transpose { perm } = n.kind else {
+        return Err("not a transpose".into());
+    };
+    let mut inv = vec![0i64; perm.len()];
+    for (i, p) in perm.iter().enumerate() {
+        inv[*p as usize] = i as i64;
+    }
+    Ok(arrays(vec![Some(n.ct().transpose_at(&inv, n.loc))]))
+}
+
+#[cfg(test)]
+mod transpose_tests {
+    use super::*;
 
     #[test]
     fn transpose_rule() {
@@ -491,6 +506,182 @@ mod tests {
         assert!(infer_transpose(&f(&[2, 3]), &[0, 0]).is_err());
         assert!(infer_transpose(&f(&[2, 3]), &[0]).is_err());
     }
+}
+
+// ---------------------------------------------------------------------------------
+// `convert`
+
+/// Convert rule: any array, same dimensions, new element type; complex numbers
+/// convert only to complex types. (XLA compiles a complex-to-real convert, but its
+/// constant folder segfaults evaluating one, e.g. `floor(convert(c))` of a complex
+/// constant `c` (fuzz seed 3469); JAX takes the real part first, as should we once
+/// `real` is in the op set.)
+pub fn infer_convert(operand: &Shape, to: ElementType) -> Result<Shape, ShapeError> {
+    let (from, od) = array_of("convert", operand)?;
+    if from.is_complex() && !to.is_complex() {
+        return Err(ShapeError::new(
+            "convert",
+            &[operand],
+            ShapeErrorKind::ElementType,
+            format!("cannot convert complex {from} to {to}: convert to c64 or c128 only"),
+        ));
+    }
+    let out = Shape::array(to, od);
+    super::check_size("convert", &[operand], &out)?;
+    Ok(out)
+}
+
+pub(crate) fn shape_convert(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let to = cx.target("convert")?.element_type().ok_or_else(|| {
+        ShapeError::new(
+            "convert",
+            cx.operands,
+            ShapeErrorKind::ElementType,
+            "converts to an array type",
+        )
+    })?;
+    infer_convert(cx.operands[0], to)
+}
+
+pub(crate) fn raise_convert(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Convert)
+}
+
+impl Op {
+    /// Converts each element to `ty` (XLA's `convert`).
+    #[track_caller]
+    pub fn convert(&self, ty: ElementType) -> Op {
+        self.convert_at(ty, Location::caller())
+    }
+
+    pub(crate) fn convert_at(&self, ty: ElementType, loc: &'static Location<'static>) -> Op {
+        if self.element_type().ok() == Some(ty) {
+            return self.clone();
+        }
+        self.builder()
+            .emit(OpKind::Convert, &[self], Some(Shape::scalar(ty)), loc)
+    }
+}
+
+/// Convert: back to the operand's type when it is a float (no gradient reaches an
+/// integer operand).
+pub(crate) fn vjp_convert(n: &Node) -> Grads {
+    let g = n.operands[0]
+        .element_type()
+        .ok()
+        .filter(|t| crate::autodiff::differentiable(*t))
+        .map(|t| n.ct().convert_at(t, n.loc));
+    Ok(arrays(vec![g]))
+}
+
+// ---------------------------------------------------------------------------------
+// `get-tuple-element` (its rule is tested with the tuple rules)
+
+/// Get-tuple-element rule: index in range of a tuple.
+pub fn infer_get_tuple_element(operand: &Shape, index: usize) -> Result<Shape, ShapeError> {
+    match operand {
+        Shape::Tuple(elems) => elems.get(index).cloned().ok_or_else(|| {
+            ShapeError::new(
+                "get-tuple-element",
+                &[operand],
+                ShapeErrorKind::Attribute,
+                format!("index {index} out of range for a tuple of {}", elems.len()),
+            )
+        }),
+        _ => Err(ShapeError::new(
+            "get-tuple-element",
+            &[operand],
+            ShapeErrorKind::Rank,
+            "expects a tuple operand",
+        )),
+    }
+}
+
+pub(crate) fn shape_get_tuple_element(
+    kind: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    let OpKind::GetTupleElement { index } = kind else {
+        return Err(super::table::not_for("get-tuple-element", kind));
+    };
+    infer_get_tuple_element(cx.operands[0], *index as usize)
+}
+
+pub(crate) fn lower_get_tuple_element(
+    kind: &OpKind,
+    _: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::GetTupleElement { index } = kind {
+        p.tuple_index = *index as i64;
+    }
+}
+
+pub(crate) fn raise_get_tuple_element(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let index = u32::try_from(p.tuple_index)
+        .map_err(|_| format!("tuple index {} out of range", p.tuple_index))?;
+    Ok(OpKind::GetTupleElement { index })
+}
+
+pub(crate) fn text_get_tuple_element(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::GetTupleElement { index } = kind {
+        out.attr("index", index);
+    }
+}
+
+impl Op {
+    /// Element `index` of a tuple.
+    #[track_caller]
+    pub fn get_tuple_element(&self, index: usize) -> Op {
+        let loc = Location::caller();
+        let Ok(index) = u32::try_from(index) else {
+            return self.builder().fail(
+                ShapeError::new(
+                    "get-tuple-element",
+                    &[],
+                    ShapeErrorKind::Attribute,
+                    format!("index {index} is out of range"),
+                ),
+                loc,
+            );
+        };
+        self.builder()
+            .emit(OpKind::GetTupleElement { index }, &[self], None, loc)
+    }
+}
+
+/// Get-tuple-element: the cotangent becomes that element's of the tuple's.
+pub(crate) fn vjp_get_tuple_element(n: &Node) -> Grads {
+    let OpKind::GetTupleElement { index } = n.kind else {
+        return Err("not a get-tuple-element".into());
+    };
+    let c = match n.cts.first() {
+        Some(Some(Ct::Array(c))) => c.clone(),
+        Some(Some(Ct::Tuple(_))) => {
+            return Err("a get-tuple-element of a nested tuple has no gradient rule".into());
+        }
+        _ => return Ok(vec![None]),
+    };
+    let arity = match n.operands[0].shape() {
+        Ok(Shape::Tuple(e)) => e.len(),
+        _ => 0,
+    };
+    let mut parts = vec![None; arity];
+    if let Some(slot) = parts.get_mut(*index as usize) {
+        *slot = Some(c);
+    }
+    Ok(vec![Some(Ct::Tuple(parts))])
+}
+
+#[cfg(test)]
+mod tuple_tests {
+    use super::*;
 
     #[test]
     fn tuple_rules() {

@@ -1,16 +1,19 @@
 //! Sorting: XLA's `sort` of several arrays together along one axis, ordered by a
 //! comparator built from a Rust closure (which may use outside scalars), and
 //! `top_k` on top of it (the `k` largest along the last axis, with their indices).
-
-use std::panic::Location;
-
 use super::{array_of, check_axis, resolve_axis};
+use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::ops::bitwise::BitwiseOp;
 use crate::ops::elementwise::{Comparison, Scalar};
+use crate::proto;
 use crate::shape::{ElementType, Shape};
+use std::panic::Location;
+
+// ---------------------------------------------------------------------------------
+// `sort`
 
 /// Sort rule: one or more arrays of equal dimensions, `dimension` in range; the
 /// comparator (when given: its parameter shapes and result) takes two scalars per
@@ -77,48 +80,56 @@ pub fn infer_sort(
     })
 }
 
-/// Top-k rule (`jax.lax.top_k`'s): an array of rank 1 or more of an ordered (not
-/// complex) element type, `0 <= k <=` the size of the last axis, which `s32` indices
-/// must be able to count. The results are `(values, indices)`: the operand's shape
-/// with the last axis `k` long, and the same dimensions in `s32`.
-pub fn infer_top_k(operand: &Shape, k: i64) -> Result<(Shape, Shape), ShapeError> {
-    const OP: &str = "top_k";
-    let (ty, dims) = array_of(OP, operand)?;
-    let Some(&n) = dims.last() else {
-        return Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::Rank,
-            "needs an operand of rank 1 or more (it works along the last axis)",
-        ));
+pub(crate) fn shape_sort(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Sort {
+        dimension,
+        comparator,
+        ..
+    } = kind
+    else {
+        return Err(super::table::not_for("sort", kind));
     };
-    if ty.is_complex() {
-        return Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::ElementType,
-            format!("complex numbers have no order, got {ty}"),
-        ));
+    infer_sort(cx.operands, *dimension, cx.signature(*comparator).as_ref())
+}
+
+pub(crate) fn lower_sort(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = kind
+    {
+        p.dimensions = vec![*dimension];
+        p.is_stable = *stable;
+        p.called_computation_ids = vec![(cx.comp_id)(*comparator)];
     }
-    if k < 0 || k > n {
-        return Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::Attribute,
-            format!("k = {k} must lie in 0..={n} (the size of the last axis)"),
-        ));
+}
+
+pub(crate) fn raise_sort(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [comparator] = cx.calls(p)?;
+    Ok(OpKind::Sort {
+        dimension: cx.one_dimension(p)?,
+        stable: p.is_stable,
+        comparator,
+    })
+}
+
+pub(crate) fn text_sort(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = kind
+    {
+        out.list("dimensions", &[*dimension]);
+        if *stable {
+            out.attr("is_stable", true);
+        }
+        out.callee(cx, "to_apply", *comparator);
     }
-    if n > i64::from(i32::MAX) + 1 {
-        return Err(ShapeError::new(
-            OP,
-            &[operand],
-            ShapeErrorKind::Dimension,
-            format!("the last axis ({n}) is too long for s32 indices"),
-        ));
-    }
-    let mut out = dims.to_vec();
-    *out.last_mut().expect("rank >= 1") = k;
-    Ok((Shape::array(ty, &out), Shape::array(ElementType::S32, &out)))
 }
 
 impl Builder {
@@ -247,14 +258,30 @@ impl Op {
     }
 }
 
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
+/// Sort (see `sort_cts`).
+pub(crate) fn vjp_sort(n: &Node) -> Grads {
+    let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = n.kind
+    else {
+        return Err("not a sort".into());
+    };
+    Ok(arrays(sort_cts(
+        *dimension,
+        *stable,
+        *comparator,
+        n,
+        &n.array_cts(),
+    )))
+}
 
 /// Sort: the operands are sorted again with their positions alongside (the same
 /// comparator, stable as the forward), which gives the permutation; each
 /// cotangent goes back to where its element came from by sorting it by that
 /// permutation (its inverse).
-pub(crate) fn vjp_sort(
+fn sort_cts(
     dimension: i64,
     stable: bool,
     comparator: crate::ir::CompId,
@@ -285,6 +312,79 @@ pub(crate) fn vjp_sort(
         out[*i] = Some(restored[j + 1].clone());
     }
     out
+}
+
+#[cfg(test)]
+mod sort_tests {
+    use super::*;
+
+    #[test]
+    fn sort_rule() {
+        let x = Shape::of::<f32>(&[2, 3]);
+        let i = Shape::of::<i32>(&[2, 3]);
+        assert_eq!(infer_sort(&[&x], 1, None).unwrap(), x);
+        assert_eq!(
+            infer_sort(&[&x, &i], 1, None).unwrap(),
+            Shape::Tuple(vec![x.clone(), i.clone()])
+        );
+        // The instruction's dimension is resolved (`sort` resolves a negative one).
+        assert!(infer_sort(&[&x, &i], -1, None).is_err());
+        assert!(infer_sort(&[&x, &Shape::of::<i32>(&[3, 2])], 0, None).is_err());
+        assert!(infer_sort(&[&x], 2, None).is_err());
+        let f = Shape::of::<f32>(&[]);
+        let bad = (vec![f.clone(), f.clone()], f.clone());
+        assert_eq!(
+            infer_sort(&[&x], 0, Some(&bad)).unwrap_err().kind,
+            ShapeErrorKind::Body
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `top_k` (a sort)
+
+/// Top-k rule (`jax.lax.top_k`'s): an array of rank 1 or more of an ordered (not
+/// complex) element type, `0 <= k <=` the size of the last axis, which `s32` indices
+/// must be able to count. The results are `(values, indices)`: the operand's shape
+/// with the last axis `k` long, and the same dimensions in `s32`.
+pub fn infer_top_k(operand: &Shape, k: i64) -> Result<(Shape, Shape), ShapeError> {
+    const OP: &str = "top_k";
+    let (ty, dims) = array_of(OP, operand)?;
+    let Some(&n) = dims.last() else {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Rank,
+            "needs an operand of rank 1 or more (it works along the last axis)",
+        ));
+    };
+    if ty.is_complex() {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::ElementType,
+            format!("complex numbers have no order, got {ty}"),
+        ));
+    }
+    if k < 0 || k > n {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Attribute,
+            format!("k = {k} must lie in 0..={n} (the size of the last axis)"),
+        ));
+    }
+    if n > i64::from(i32::MAX) + 1 {
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Dimension,
+            format!("the last axis ({n}) is too long for s32 indices"),
+        ));
+    }
+    let mut out = dims.to_vec();
+    *out.last_mut().expect("rank >= 1") = k;
+    Ok((Shape::array(ty, &out), Shape::array(ElementType::S32, &out)))
 }
 
 impl Op {
@@ -364,29 +464,8 @@ fn total_order_key(x: &Op, loc: &'static Location<'static>) -> Op {
 }
 
 #[cfg(test)]
-mod tests {
+mod top_k_tests {
     use super::*;
-
-    #[test]
-    fn sort_rule() {
-        let x = Shape::of::<f32>(&[2, 3]);
-        let i = Shape::of::<i32>(&[2, 3]);
-        assert_eq!(infer_sort(&[&x], 1, None).unwrap(), x);
-        assert_eq!(
-            infer_sort(&[&x, &i], 1, None).unwrap(),
-            Shape::Tuple(vec![x.clone(), i.clone()])
-        );
-        // The instruction's dimension is resolved (`sort` resolves a negative one).
-        assert!(infer_sort(&[&x, &i], -1, None).is_err());
-        assert!(infer_sort(&[&x, &Shape::of::<i32>(&[3, 2])], 0, None).is_err());
-        assert!(infer_sort(&[&x], 2, None).is_err());
-        let f = Shape::of::<f32>(&[]);
-        let bad = (vec![f.clone(), f.clone()], f.clone());
-        assert_eq!(
-            infer_sort(&[&x], 0, Some(&bad)).unwrap_err().kind,
-            ShapeErrorKind::Body
-        );
-    }
 
     #[test]
     fn top_k_rule() {

@@ -1,13 +1,15 @@
 //! Structural ops: parameters, constants, tuples. (Parameters are declared with
 //! [`Builder::parameter`]; their rule lives here.)
-
-use std::panic::Location;
-
+use crate::autodiff::{Ct, Grads, Node, arrays};
 use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
 use crate::shape::{ElementType, NativeType, Shape};
+use std::panic::Location;
+
+// ---------------------------------------------------------------------------------
+// `parameter` (declared with `Builder::parameter`)
 
 /// Parameter rule: any shape without negative dimensions (tuples included, for
 /// bodies; the verifier requires arrays for the entry's parameters).
@@ -33,6 +35,36 @@ fn check_dims(op: &'static str, s: &Shape) -> Result<(), ShapeError> {
         Shape::Token => Ok(()),
     }
 }
+
+pub(crate) fn shape_parameter(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_parameter(cx.target("parameter")?)
+}
+
+pub(crate) fn lower_parameter(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Parameter { number, .. } = kind {
+        p.parameter_number = *number as i64;
+    }
+}
+
+pub(crate) fn raise_parameter(
+    p: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Parameter {
+        number: u32::try_from(p.parameter_number)
+            .map_err(|_| format!("parameter number {} out of range", p.parameter_number))?,
+        name: p.name.as_str().into(),
+    })
+}
+
+pub(crate) fn text_parameter(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Parameter { number, .. } = kind {
+        out.args = Some(number.to_string());
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `constant`
 
 /// Constant rule: an array shape whose element count times element size is the
 /// literal's byte length.
@@ -67,43 +99,31 @@ pub fn infer_constant(bytes: &[u8], shape: &Shape) -> Result<Shape, ShapeError> 
     Ok(shape.clone())
 }
 
-/// Call rule: the operands are the callee's parameters, shape for shape; the result
-/// is the callee's.
-pub fn infer_call(
-    operands: &[&Shape],
-    body: Option<&(Vec<Shape>, Shape)>,
-) -> Result<Shape, ShapeError> {
-    let Some((params, result)) = body else {
-        return Err(ShapeError::new(
-            "call",
-            operands,
-            ShapeErrorKind::Body,
-            "the called computation is not finished",
-        ));
+pub(crate) fn shape_constant(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Constant(bytes) = kind else {
+        return Err(super::table::not_for("constant", kind));
     };
-    if params.len() != operands.len() || params.iter().zip(operands).any(|(p, o)| p != *o) {
-        return Err(ShapeError::new(
-            "call",
-            operands,
-            ShapeErrorKind::Body,
-            format!(
-                "the called computation takes ({})",
-                params
-                    .iter()
-                    .map(Shape::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
-    }
-    Ok(result.clone())
+    infer_constant(bytes, cx.target("constant")?)
 }
 
-/// Tuple rule: any operands; their shapes in order.
-pub fn infer_tuple(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    Ok(Shape::Tuple(
-        operands.iter().map(|s| (*s).clone()).collect(),
-    ))
+pub(crate) fn lower_constant(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Constant(bytes) = kind {
+        p.literal = Some(literal_proto(cx.shape, bytes));
+    }
+}
+
+pub(crate) fn raise_constant(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let lit = p.literal.as_ref().ok_or("a constant without a literal")?;
+    Ok(OpKind::Constant(literal_bytes(lit, cx.shape)?.into()))
+}
+
+pub(crate) fn text_constant(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Constant(bytes) = kind {
+        out.args = Some(literal_text(cx.shape, bytes));
+    }
 }
 
 /// The literal of a constant of `shape` holding `bytes` (little-endian elements).
@@ -273,7 +293,145 @@ impl Builder {
     ) -> Op {
         self.emit(OpKind::Constant(bytes.into()), &[], Some(shape), loc)
     }
+}
 
+#[cfg(test)]
+mod constant_tests {
+    use super::*;
+
+    #[test]
+    fn constant_rule_checks_the_byte_count() {
+        let s = Shape::of::<f32>(&[2]);
+        assert_eq!(infer_constant(&[0; 8], &s).unwrap(), s);
+        let e = infer_constant(&[0; 4], &s).unwrap_err();
+        assert_eq!(e.kind, ShapeErrorKind::Dimension);
+        let huge = Shape::of::<f32>(&[i64::MAX, 4]);
+        assert!(infer_constant(&[], &huge).is_err());
+    }
+
+    #[test]
+    fn literals_round_trip_through_the_proto_fields() {
+        let s = Shape::of::<i32>(&[3]);
+        let mut b = Vec::new();
+        i32::extend_le_bytes(&[1, -2, 3], &mut b);
+        assert_eq!(literal_proto(&s, &b).s32s, vec![1, -2, 3]);
+        assert_eq!(literal_text(&s, &b), "{1, -2, 3}");
+        let f = Shape::of::<f32>(&[]);
+        assert_eq!(literal_text(&f, &1.5f32.to_le_bytes()), "1.5");
+        // f16 and bf16 travel as raw little-endian bytes in their own fields.
+        let h = Shape::of::<half::f16>(&[2]);
+        let mut b = Vec::new();
+        half::f16::extend_le_bytes(&[half::f16::from_f64(-0.5), half::f16::INFINITY], &mut b);
+        assert_eq!(literal_proto(&h, &b).f16s, [0x00, 0xb8, 0x00, 0x7c]);
+        assert_eq!(literal_text(&h, &b), "{-0.5, inf}");
+        let bh = Shape::of::<half::bf16>(&[]);
+        let l = literal_proto(&bh, &half::bf16::from_f64(3.0).to_le_bytes());
+        assert_eq!(l.bf16s, 3.0f32.to_le_bytes()[2..]);
+        assert!(l.f16s.is_empty() && l.f32s.is_empty());
+        assert_eq!(literal_bytes(&l, &bh).unwrap(), l.bf16s);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `tuple`
+
+/// Tuple rule: any operands; their shapes in order.
+pub fn infer_tuple(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    Ok(Shape::Tuple(
+        operands.iter().map(|s| (*s).clone()).collect(),
+    ))
+}
+
+pub(crate) fn shape_tuple(_: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    infer_tuple(cx.operands)
+}
+
+pub(crate) fn raise_tuple(
+    _: &proto::HloInstructionProto,
+    _: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    Ok(OpKind::Tuple)
+}
+
+impl Builder {
+    /// A tuple of values (e.g. several outputs of a computation).
+    #[track_caller]
+    pub fn tuple(&self, elems: &[&Op]) -> Op {
+        self.emit(OpKind::Tuple, elems, None, Location::caller())
+    }
+}
+
+/// Tuple: the cotangent's elements go to the operands.
+pub(crate) fn vjp_tuple(n: &Node) -> Grads {
+    Ok(match n.cts.first() {
+        Some(Some(Ct::Tuple(parts))) => arrays(parts.clone()),
+        _ => vec![None; n.operands.len()],
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// `call` (functions, `custom_vjp`)
+
+/// Call rule: the operands are the callee's parameters, shape for shape; the result
+/// is the callee's.
+pub fn infer_call(
+    operands: &[&Shape],
+    body: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    let Some((params, result)) = body else {
+        return Err(ShapeError::new(
+            "call",
+            operands,
+            ShapeErrorKind::Body,
+            "the called computation is not finished",
+        ));
+    };
+    if params.len() != operands.len() || params.iter().zip(operands).any(|(p, o)| p != *o) {
+        return Err(ShapeError::new(
+            "call",
+            operands,
+            ShapeErrorKind::Body,
+            format!(
+                "the called computation takes ({})",
+                params
+                    .iter()
+                    .map(Shape::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    Ok(result.clone())
+}
+
+pub(crate) fn shape_call(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::Call { body } = kind else {
+        return Err(super::table::not_for("call", kind));
+    };
+    infer_call(cx.operands, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_call(kind: &OpKind, cx: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
+    if let OpKind::Call { body } = kind {
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
+    }
+}
+
+pub(crate) fn raise_call(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::Call { body })
+}
+
+pub(crate) fn text_call(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::Call { body } = kind {
+        out.callee(cx, "to_apply", *body);
+    }
+}
+
+impl Builder {
     /// XLA's Call: runs `body` as a computation of its own on `args` and returns its
     /// results. The body may use values from outside it (they are passed in as more
     /// arguments). Several results travel as a tuple, taken apart here. To call the
@@ -438,104 +596,6 @@ impl Builder {
             failed: None,
         }
     }
-
-    /// A tuple of values (e.g. several outputs of a computation).
-    #[track_caller]
-    pub fn tuple(&self, elems: &[&Op]) -> Op {
-        self.emit(OpKind::Tuple, elems, None, Location::caller())
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
-
-/// A user-given backward rule: `(args, results, cotangents) -> cotangent per arg`.
-pub(crate) type BackwardRule = std::rc::Rc<dyn Fn(&[Op], &[Op], &[Op]) -> Vec<Op>>;
-
-/// The results of a call instruction as ops (its elements for a tuple result).
-fn call_results(n: &crate::autodiff::Node, count: usize) -> Vec<Op> {
-    match n.out().shape() {
-        Ok(Shape::Tuple(_)) => (0..count)
-            .map(|i| {
-                n.b.emit(
-                    OpKind::GetTupleElement { index: i as u32 },
-                    &[n.out()],
-                    None,
-                    n.loc,
-                )
-            })
-            .collect(),
-        _ => vec![n.out().clone()],
-    }
-}
-
-/// Call: the called computation, recomputed on the call's operands, and the
-/// cotangents pulled back through it.
-pub(crate) fn vjp_call(
-    body: crate::ir::CompId,
-    n: &crate::autodiff::Node,
-    cts: &[Option<Op>],
-) -> Vec<Option<Op>> {
-    use crate::autodiff::{ct_or_zeros, inline, vjp_at, wants};
-    let (b, loc) = (n.b, n.loc);
-    // A value of its own per operand: an argument passed twice gets two cotangents.
-    let args: Vec<Op> = n
-        .operands
-        .iter()
-        .map(|a| a.reshape_at(&a.dims().unwrap_or_default(), loc))
-        .collect();
-    let outs = inline(b, body, &args);
-    let float: Vec<usize> = (0..outs.len()).filter(|j| wants(&outs[*j])).collect();
-    let ct: Vec<Op> = float
-        .iter()
-        .map(|j| ct_or_zeros(cts, *j, &outs[*j], loc))
-        .collect();
-    let wrt: Vec<usize> = (0..args.len()).filter(|k| wants(&args[*k])).collect();
-    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-    let ct_refs: Vec<&Op> = ct.iter().collect();
-    let wrt_refs: Vec<&Op> = wrt.iter().map(|k| &args[*k]).collect();
-    let mut g = vjp_at(b, &outs_f, &ct_refs, &wrt_refs, loc).into_iter();
-    (0..args.len())
-        .map(|k| if wrt.contains(&k) { g.next() } else { None })
-        .collect()
-}
-
-/// A call with a user-given backward rule (see [`Builder::custom_vjp`]): the rule
-/// gets the arguments (the call's operands without the captured values after
-/// them), the results and their cotangents (zeros where none arrived).
-pub(crate) fn vjp_custom(
-    (n_args, rule): &(usize, BackwardRule),
-    n: &crate::autodiff::Node,
-    cts: &[Option<Op>],
-) -> Vec<Option<Op>> {
-    let loc = n.loc;
-    let count = match n.out().shape() {
-        Ok(Shape::Tuple(e)) => e.len(),
-        _ => 1,
-    };
-    let results = call_results(n, count);
-    let ct: Vec<Op> = (0..count)
-        .map(|j| crate::autodiff::ct_or_zeros(cts, j, &results[j], loc))
-        .collect();
-    let user = rule(&n.operands[..*n_args], &results, &ct);
-    (0..n.operands.len())
-        .map(|k| {
-            let g = user.get(k)?;
-            let (want, got) = (n.operands[k].shape().ok()?, g.shape().ok()?);
-            if want == got {
-                return Some(g.clone());
-            }
-            Some(n.b.fail(
-                ShapeError::new(
-                    "custom_vjp",
-                    &[&want, &got],
-                    ShapeErrorKind::Body,
-                    format!("the backward rule returns {got} for argument {k}, which is {want}"),
-                ),
-                loc,
-            ))
-        })
-        .collect()
 }
 
 /// A computation defined once by [`Builder::function`] and called from any number
@@ -630,39 +690,105 @@ impl Function {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Call: through the user's backward rule if `custom_vjp` gave one, else through
+/// the called computation; one cotangent per result of the callee.
+pub(crate) fn vjp_call(n: &Node) -> Grads {
+    let OpKind::Call { body } = n.kind else {
+        return Err("not a call".into());
+    };
+    let parts: Vec<Option<Op>> = match n.cts.first() {
+        Some(Some(Ct::Array(a))) => vec![Some(a.clone())],
+        Some(Some(Ct::Tuple(p))) => p.clone(),
+        _ => Vec::new(),
+    };
+    let custom = n.b.g.borrow().custom_vjps.get(&n.at).cloned();
+    Ok(arrays(match custom {
+        Some(rule) => vjp_custom(&rule, n, &parts),
+        None => vjp_through_body(*body, n, &parts),
+    }))
+}
 
-    #[test]
-    fn constant_rule_checks_the_byte_count() {
-        let s = Shape::of::<f32>(&[2]);
-        assert_eq!(infer_constant(&[0; 8], &s).unwrap(), s);
-        let e = infer_constant(&[0; 4], &s).unwrap_err();
-        assert_eq!(e.kind, ShapeErrorKind::Dimension);
-        let huge = Shape::of::<f32>(&[i64::MAX, 4]);
-        assert!(infer_constant(&[], &huge).is_err());
-    }
+/// A user-given backward rule: `(args, results, cotangents) -> cotangent per arg`.
+pub(crate) type BackwardRule = std::rc::Rc<dyn Fn(&[Op], &[Op], &[Op]) -> Vec<Op>>;
 
-    #[test]
-    fn literals_round_trip_through_the_proto_fields() {
-        let s = Shape::of::<i32>(&[3]);
-        let mut b = Vec::new();
-        i32::extend_le_bytes(&[1, -2, 3], &mut b);
-        assert_eq!(literal_proto(&s, &b).s32s, vec![1, -2, 3]);
-        assert_eq!(literal_text(&s, &b), "{1, -2, 3}");
-        let f = Shape::of::<f32>(&[]);
-        assert_eq!(literal_text(&f, &1.5f32.to_le_bytes()), "1.5");
-        // f16 and bf16 travel as raw little-endian bytes in their own fields.
-        let h = Shape::of::<half::f16>(&[2]);
-        let mut b = Vec::new();
-        half::f16::extend_le_bytes(&[half::f16::from_f64(-0.5), half::f16::INFINITY], &mut b);
-        assert_eq!(literal_proto(&h, &b).f16s, [0x00, 0xb8, 0x00, 0x7c]);
-        assert_eq!(literal_text(&h, &b), "{-0.5, inf}");
-        let bh = Shape::of::<half::bf16>(&[]);
-        let l = literal_proto(&bh, &half::bf16::from_f64(3.0).to_le_bytes());
-        assert_eq!(l.bf16s, 3.0f32.to_le_bytes()[2..]);
-        assert!(l.f16s.is_empty() && l.f32s.is_empty());
-        assert_eq!(literal_bytes(&l, &bh).unwrap(), l.bf16s);
+/// The results of a call instruction as ops (its elements for a tuple result).
+fn call_results(n: &Node, count: usize) -> Vec<Op> {
+    match n.out().shape() {
+        Ok(Shape::Tuple(_)) => (0..count)
+            .map(|i| {
+                n.b.emit(
+                    OpKind::GetTupleElement { index: i as u32 },
+                    &[n.out()],
+                    None,
+                    n.loc,
+                )
+            })
+            .collect(),
+        _ => vec![n.out().clone()],
     }
+}
+
+/// Call: the called computation, recomputed on the call's operands, and the
+/// cotangents pulled back through it.
+fn vjp_through_body(body: crate::ir::CompId, n: &Node, cts: &[Option<Op>]) -> Vec<Option<Op>> {
+    use crate::autodiff::{ct_or_zeros, inline, vjp_at, wants};
+    let (b, loc) = (n.b, n.loc);
+    // A value of its own per operand: an argument passed twice gets two cotangents.
+    let args: Vec<Op> = n
+        .operands
+        .iter()
+        .map(|a| a.reshape_at(&a.dims().unwrap_or_default(), loc))
+        .collect();
+    let outs = inline(b, body, &args);
+    let float: Vec<usize> = (0..outs.len()).filter(|j| wants(&outs[*j])).collect();
+    let ct: Vec<Op> = float
+        .iter()
+        .map(|j| ct_or_zeros(cts, *j, &outs[*j], loc))
+        .collect();
+    let wrt: Vec<usize> = (0..args.len()).filter(|k| wants(&args[*k])).collect();
+    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+    let ct_refs: Vec<&Op> = ct.iter().collect();
+    let wrt_refs: Vec<&Op> = wrt.iter().map(|k| &args[*k]).collect();
+    let mut g = vjp_at(b, &outs_f, &ct_refs, &wrt_refs, loc).into_iter();
+    (0..args.len())
+        .map(|k| if wrt.contains(&k) { g.next() } else { None })
+        .collect()
+}
+
+/// A call with a user-given backward rule (see [`Builder::custom_vjp`]): the rule
+/// gets the arguments (the call's operands without the captured values after
+/// them), the results and their cotangents (zeros where none arrived).
+fn vjp_custom(
+    (n_args, rule): &(usize, BackwardRule),
+    n: &Node,
+    cts: &[Option<Op>],
+) -> Vec<Option<Op>> {
+    let loc = n.loc;
+    let count = match n.out().shape() {
+        Ok(Shape::Tuple(e)) => e.len(),
+        _ => 1,
+    };
+    let results = call_results(n, count);
+    let ct: Vec<Op> = (0..count)
+        .map(|j| crate::autodiff::ct_or_zeros(cts, j, &results[j], loc))
+        .collect();
+    let user = rule(&n.operands[..*n_args], &results, &ct);
+    (0..n.operands.len())
+        .map(|k| {
+            let g = user.get(k)?;
+            let (want, got) = (n.operands[k].shape().ok()?, g.shape().ok()?);
+            if want == got {
+                return Some(g.clone());
+            }
+            Some(n.b.fail(
+                ShapeError::new(
+                    "custom_vjp",
+                    &[&want, &got],
+                    ShapeErrorKind::Body,
+                    format!("the backward rule returns {got} for argument {k}, which is {want}"),
+                ),
+                loc,
+            ))
+        })
+        .collect()
 }

@@ -1,47 +1,22 @@
 //! Windowed ops: XLA's `reduce-window` (pooling) with its window (sizes, strides,
 //! padding, base and window dilations), and helpers `max_pool`/`sum_pool`.
-
+use super::array_of;
+use super::elementwise::{BinaryOp, Scalar};
+use crate::autodiff::{Grads, Node, arrays};
+use crate::builder::Op;
+use crate::error::{ShapeError, ShapeErrorKind};
+use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
+use crate::proto;
+use crate::shape::{ElementType, Shape};
 use std::fmt::Write;
 use std::panic::Location;
 
-use super::array_of;
-use super::elementwise::{BinaryOp, Scalar};
-use crate::builder::Op;
-use crate::error::{ShapeError, ShapeErrorKind};
-use crate::ir::OpKind;
-use crate::proto;
-use crate::shape::{ElementType, Shape};
+// ---------------------------------------------------------------------------------
+// Windows (shared by `reduce-window`, `select-and-scatter` and `convolution`)
 
-/// One axis of a window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WindowDim {
-    /// Window size (at least 1).
-    pub size: i64,
-    /// Step between windows (at least 1).
-    pub stride: i64,
-    /// Padding before the first element (negative cuts).
-    pub padding_low: i64,
-    /// Padding after the last element (negative cuts).
-    pub padding_high: i64,
-    /// Spacing of the window's taps (at least 1).
-    pub window_dilation: i64,
-    /// Spacing of the base's elements (at least 1).
-    pub base_dilation: i64,
-}
+pub use crate::ir::attrs::WindowDim;
 
 impl WindowDim {
-    /// A window of `size` moving by `stride`, no padding or dilation.
-    pub fn new(size: i64, stride: i64) -> Self {
-        WindowDim {
-            size,
-            stride,
-            padding_low: 0,
-            padding_high: 0,
-            window_dilation: 1,
-            base_dilation: 1,
-        }
-    }
-
     /// The number of window positions over an axis of `n` elements, or why none.
     pub fn output_size(&self, n: i64) -> Result<i64, String> {
         if self.size < 1 || self.stride < 1 || self.window_dilation < 1 || self.base_dilation < 1 {
@@ -147,6 +122,49 @@ pub(crate) fn text_window(w: &[WindowDim]) -> String {
     out
 }
 
+/// `1 + d (s - 1)`: the extent of `s` elements spaced `d` apart (0 for none; JAX's
+/// `_dilate_shape`).
+pub(crate) fn dilated(s: i64, d: i64) -> i64 {
+    if s == 0 { 0 } else { 1 + d * (s - 1) }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn window_output_sizes() {
+        assert_eq!(WindowDim::new(2, 2).output_size(5).unwrap(), 2);
+        assert_eq!(WindowDim::new(3, 1).output_size(5).unwrap(), 3);
+        let padded = WindowDim {
+            padding_low: 1,
+            padding_high: 1,
+            ..WindowDim::new(3, 1)
+        };
+        assert_eq!(padded.output_size(5).unwrap(), 5);
+        let dilated = WindowDim {
+            window_dilation: 2,
+            ..WindowDim::new(2, 1)
+        };
+        assert_eq!(dilated.output_size(5).unwrap(), 3);
+        let base = WindowDim {
+            base_dilation: 2,
+            ..WindowDim::new(1, 1)
+        };
+        assert_eq!(base.output_size(3).unwrap(), 5);
+        assert_eq!(WindowDim::new(6, 1).output_size(5).unwrap(), 0);
+        assert!(WindowDim::new(0, 1).output_size(5).is_err());
+        let cut = WindowDim {
+            padding_low: -6,
+            ..WindowDim::new(1, 1)
+        };
+        assert!(cut.output_size(5).is_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// `reduce-window` (pooling: `max_pool`, `sum_pool`)
+
 /// Reduce-window rule: `n` input arrays of equal dimensions then `n` scalar initial
 /// values of their types, one [`WindowDim`] per axis; the body (when given) maps `2n`
 /// scalars to `n` (a scalar when `n == 1`). Each axis has
@@ -229,64 +247,40 @@ pub fn infer_reduce_window(
     })
 }
 
-/// Select-and-scatter rule: an operand array, a source of the operand's type shaped
-/// like the operand's reduce-window output for this window, a scalar initial value;
-/// `select(a, b)` maps two scalars to `pred`, `scatter(acc, x)` two scalars to one.
-/// The result has the operand's shape.
-pub fn infer_select_and_scatter(
-    operands: &[&Shape],
-    window: &[WindowDim],
-    select: Option<&(Vec<Shape>, Shape)>,
-    scatter: Option<&(Vec<Shape>, Shape)>,
-) -> Result<Shape, ShapeError> {
-    const OP: &str = "select-and-scatter";
-    let (operand, source, init) = (operands[0], operands[1], operands[2]);
-    let (ty, d) = array_of(OP, operand)?;
-    if d.is_empty() {
-        // XLA aborts the process compiling a rank-0 select-and-scatter ("Check
-        // failed: param_instructions_[param_no] == nullptr"; found by the fuzzer).
-        return Err(ShapeError::new(
-            OP,
-            operands,
-            ShapeErrorKind::Rank,
-            "needs an operand of rank 1 or more",
-        ));
+pub(crate) fn shape_reduce_window(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape, ShapeError> {
+    let OpKind::ReduceWindow { window, body } = kind else {
+        return Err(super::table::not_for("reduce-window", kind));
+    };
+    infer_reduce_window(cx.operands, window, cx.signature(*body).as_ref())
+}
+
+pub(crate) fn lower_reduce_window(
+    kind: &OpKind,
+    cx: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::ReduceWindow { window, body } = kind {
+        p.window = Some(window_proto(window));
+        p.called_computation_ids = vec![(cx.comp_id)(*body)];
     }
-    let pooled = infer_reduce_window(&[operand, init], window, None).map_err(|mut e| {
-        e.op = OP;
-        e
-    })?;
-    let (st, _) = array_of(OP, source)?;
-    if st != ty || &pooled != source {
-        return Err(ShapeError::new(
-            OP,
-            operands,
-            ShapeErrorKind::Dimension,
-            format!("the source must be the window's output shape {pooled}, got {source}"),
-        ));
+}
+
+pub(crate) fn raise_reduce_window(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [body] = cx.calls(p)?;
+    Ok(OpKind::ReduceWindow {
+        window: raise_window(p)?.into(),
+        body,
+    })
+}
+
+pub(crate) fn text_reduce_window(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::ReduceWindow { window, body } = kind {
+        out.attrs.push_str(&text_window(window));
+        out.callee(cx, "to_apply", *body);
     }
-    let s = Shape::scalar(ty);
-    if let Some((p, r)) = select {
-        if *p != [s.clone(), s.clone()] || *r != Shape::scalar(ElementType::Pred) {
-            return Err(ShapeError::new(
-                OP,
-                operands,
-                ShapeErrorKind::Body,
-                format!("select must map ({s}, {s}) to pred[]"),
-            ));
-        }
-    }
-    if let Some((p, r)) = scatter {
-        if *p != [s.clone(), s.clone()] || *r != s {
-            return Err(ShapeError::new(
-                OP,
-                operands,
-                ShapeErrorKind::Body,
-                format!("scatter must map ({s}, {s}) to {s}"),
-            ));
-        }
-    }
-    Ok(operand.clone())
 }
 
 impl Op {
@@ -315,78 +309,6 @@ impl Op {
                 vec![body(&a[0], &e[0])]
             })
             .remove(0)
-    }
-
-    /// XLA's SelectAndScatter: for each window position, `select(a, b)` (keep `a`
-    /// over `b`) picks one element of this array's window, and the matching element
-    /// of `source` (shaped like the pooled output) is combined into the result at
-    /// that element with `scatter(acc, x)`, starting from `init` everywhere. The
-    /// gradient of max pooling is `select = a >= b`, `scatter = acc + x`. The bodies
-    /// cannot use outside values yet.
-    #[track_caller]
-    pub fn select_and_scatter(
-        &self,
-        source: &Op,
-        init: &Op,
-        window: &[WindowDim],
-        select: impl FnOnce(&Op, &Op) -> Op,
-        scatter: impl FnOnce(&Op, &Op) -> Op,
-    ) -> Op {
-        let loc = Location::caller();
-        let b = self.builder();
-        let target = match b.target(&[self, source, init], "select-and-scatter", loc) {
-            Ok(t) => t,
-            Err(f) => return f,
-        };
-        let shapes: Vec<Shape> = [self, source, init]
-            .iter()
-            .map(|o| o.shape().expect("checked"))
-            .collect();
-        let refs: Vec<&Shape> = shapes.iter().collect();
-        if let Err(e) = infer_select_and_scatter(&refs, window, None, None) {
-            return b.fail(e, loc);
-        }
-        let s = Shape::scalar(shapes[0].element_type().expect("checked"));
-        let mut bodies = Vec::new();
-        for (name, f) in [
-            (
-                "select",
-                Box::new(select) as Box<dyn FnOnce(&Op, &Op) -> Op>,
-            ),
-            ("scatter", Box::new(scatter)),
-        ] {
-            let (comp, roots) = match b.body(target, name, &[s.clone(), s.clone()], loc, |_, p| {
-                vec![f(&p[0], &p[1])]
-            }) {
-                Ok(r) => r,
-                Err(f) => return f,
-            };
-            if !b.g.borrow().comp(comp).captures.is_empty() {
-                // XLA fixes both bodies' signatures and has no operand to carry an
-                // outside value through.
-                return b.fail(
-                    ShapeError::new(
-                        "select-and-scatter",
-                        &refs,
-                        ShapeErrorKind::Body,
-                        format!("the {name} body cannot use values from outside it yet"),
-                    ),
-                    loc,
-                );
-            }
-            b.g.borrow_mut().comp_mut(comp).root = Some(roots[0]);
-            bodies.push(comp);
-        }
-        b.emit(
-            OpKind::SelectAndScatter {
-                window: window.into(),
-                select: bodies[0],
-                scatter: bodies[1],
-            },
-            &[self, source, init],
-            None,
-            loc,
-        )
     }
 
     /// Max pooling: the maximum of each window (padding counts as −∞ for floats, the
@@ -422,9 +344,6 @@ impl Op {
         self.reduce_window_at(&init, window, loc, |a, e| a.binary(op, e, loc))
     }
 }
-
-// ---------------------------------------------------------------------------------
-// Gradients (see `crate::autodiff`).
 
 impl crate::builder::Builder {
     /// XLA's variadic ReduceWindow: reduces `inputs` (arrays of equal dimensions)
@@ -514,135 +433,26 @@ impl crate::builder::Builder {
     }
 }
 
-/// `1 + d (s - 1)`: the extent of `s` elements spaced `d` apart (0 for none; JAX's
-/// `_dilate_shape`).
-pub(crate) fn dilated(s: i64, d: i64) -> i64 {
-    if s == 0 { 0 } else { 1 + d * (s - 1) }
-}
-
-/// A reduce-window whose body is a selection
-/// ([`selection_body`](crate::ops::reduction::selection_body)), as an argmax
-/// pooling: per window, each float result's cotangent goes to the window's elements
-/// whose whole input tuple equals the result tuple (split among several), or where
-/// none does (results chosen independently) to those where its own input equals it;
-/// padding and base-dilation holes get nothing. Built from the window's taps: for
-/// each tap and window position the flat index of the element it reads (a constant
-/// per axis), the inputs gathered there, and the shares scatter-added back.
-fn vjp_selection_reduce_window(
-    window: &[WindowDim],
-    n: &crate::autodiff::Node,
-    cts: &[Option<Op>],
-    reads_element: &[bool],
-) -> crate::autodiff::Cotangents {
-    use crate::ops::reduction::{and_at, selection_shares, selection_todo};
-    let m = n.operands.len() / 2;
-    let (inputs, loc) = (&n.operands[..m], n.loc);
-    let mut out = vec![None; 2 * m];
-    let todo = selection_todo(n, cts, reads_element);
-    let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
-        return Ok(out);
+/// Reduce-window (see `reduce_window_cts`).
+pub(crate) fn vjp_reduce_window(n: &Node) -> Grads {
+    let OpKind::ReduceWindow { window, body } = n.kind else {
+        return Err("not a reduce-window".into());
     };
-    let xd = inputs[0].dims().map_err(|e| e.to_string())?;
-    let od = n.results[0].dims().map_err(|e| e.to_string())?;
-    let r = xd.len();
-    let count: i64 = xd.iter().product();
-    let taps: i64 = window.iter().map(|w| w.size).product();
-    if count == 0 || taps * od.iter().product::<i64>() == 0 {
-        return Ok(out);
-    }
-    let b = inputs[0].builder();
-    let s64 = ElementType::S64;
-    let zero = b.scalar_of(s64, Scalar::Int(0), loc);
-    // Layout [tap axes..., window position axes...]: per axis, the input index tap
-    // `k` of window `o` reads, or -1 (padding, a base-dilation hole).
-    let full: Vec<i64> = window.iter().map(|w| w.size).chain(od.clone()).collect();
-    let mut flat: Option<Op> = None;
-    let mut valid: Option<Op> = None;
-    let mut row = 1i64;
-    for d in (0..r).rev() {
-        let w = window[d];
-        let mut at = Vec::with_capacity((w.size * od[d]) as usize);
-        for k in 0..w.size {
-            for o in 0..od[d] {
-                let c = o * w.stride + k * w.window_dilation - w.padding_low;
-                let hit = c >= 0 && c % w.base_dilation == 0 && c / w.base_dilation < xd[d];
-                at.push(if hit { c / w.base_dilation } else { -1 });
-            }
-        }
-        let at = b.constant_array(&at, &[w.size, od[d]]).broadcast_in_dim_at(
-            &full,
-            &[d as i64, (r + d) as i64],
-            loc,
-        );
-        let hit = at.compare_at(&zero, crate::Comparison::Ge, loc);
-        let term = at.binary(
-            BinaryOp::Multiply,
-            &b.scalar_of(s64, Scalar::Int(row), loc),
-            loc,
-        );
-        flat = Some(match flat {
-            None => term,
-            Some(f) => f.binary(BinaryOp::Add, &term, loc),
-        });
-        valid = Some(match valid {
-            None => hit,
-            Some(v) => and_at(&v, &hit, loc),
-        });
-        row *= xd[d];
-    }
-    let (flat, valid) = (flat.expect("rank >= 1"), valid.expect("rank >= 1"));
-    let wide: Vec<i64> = std::iter::once(taps).chain(od.clone()).collect();
-    let valid = valid.reshape_at(&wide, loc);
-    let index = b.select_at(
-        &valid,
-        &flat.reshape_at(&wide, loc),
-        &zero.broadcast_to_at(&wide, loc),
-        loc,
-    );
-    let position_axes: Vec<i64> = (1..=r as i64).collect();
-    let back = |v: &Op| v.broadcast_in_dim_at(&wide, &position_axes, loc);
-    let equal: Vec<Op> = (0..m)
-        .map(|j| {
-            let read = inputs[j].reshape_at(&[count], loc).take(&index, 0);
-            let eq = read.compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc);
-            and_at(&valid, &eq, loc)
-        })
-        .collect();
-    let dims = crate::ops::indexing::ScatterDims {
-        update_window_dims: vec![],
-        inserted_window_dims: vec![0],
-        scatter_dims_to_operand_dims: vec![0],
-        index_vector_dim: r as i64 + 1,
-        input_batching_dims: vec![],
-        scatter_indices_batching_dims: vec![],
-    };
-    let zeros = b
-        .scalar_of(ty, Scalar::Int(0), loc)
-        .broadcast_to_at(&[count], loc);
-    for (j, g) in selection_shares(&equal, &[0], &back, cts, &todo, ty, loc) {
-        let g = b
-            .scatter(&[&zeros], &index, &[&g], &dims, false, false, |o, u| {
-                vec![&o[0] + &u[0]]
-            })
-            .remove(0)
-            .reshape_at(&xd, loc);
-        out[j] = Some(g);
-    }
-    Ok(out)
+    reduce_window_cts(window, *body, n, &n.array_cts()).map(arrays)
 }
 
 /// Reduce-window: a sum sends each window's cotangent back to the elements it
 /// covered (the cotangent, spread by the strides and padded, summed over windows
 /// again: JAX's transpose rule); a max or min sends it to the element the window
 /// chose (select-and-scatter, first of equals; no dilation); a body that selects
-/// (an argmax pooling, [`vjp_selection_reduce_window`]) to the elements whose tuple
+/// (an argmax pooling, [`vjp_selection_reduce_window`](vjp_selection_reduce_window)) to the elements whose tuple
 /// each window's result is. Other bodies have no rule yet.
-pub(crate) fn vjp_reduce_window(
+fn reduce_window_cts(
     window: &[WindowDim],
     body: crate::ir::CompId,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
-) -> crate::autodiff::Cotangents {
+) -> Result<Vec<Option<Op>>, String> {
     let m = n.operands.len() / 2;
     let combiner = if m == 1 {
         crate::ops::reduction::simple_combiner(n.b, body)
@@ -746,6 +556,365 @@ pub(crate) fn vjp_reduce_window(
             "this `reduce-window` combiner has no gradient rule yet (sum, max, min and bodies that select one of their parameters have)".into(),
         ),
     }
+}
+
+/// A reduce-window whose body is a selection
+/// ([`selection_body`](crate::ops::reduction::selection_body)), as an argmax
+/// pooling: per window, each float result's cotangent goes to the window's elements
+/// whose whole input tuple equals the result tuple (split among several), or where
+/// none does (results chosen independently) to those where its own input equals it;
+/// padding and base-dilation holes get nothing. Built from the window's taps: for
+/// each tap and window position the flat index of the element it reads (a constant
+/// per axis), the inputs gathered there, and the shares scatter-added back.
+fn vjp_selection_reduce_window(
+    window: &[WindowDim],
+    n: &crate::autodiff::Node,
+    cts: &[Option<Op>],
+    reads_element: &[bool],
+) -> Result<Vec<Option<Op>>, String> {
+    use crate::ops::reduction::{and_at, selection_shares, selection_todo};
+    let m = n.operands.len() / 2;
+    let (inputs, loc) = (&n.operands[..m], n.loc);
+    let mut out = vec![None; 2 * m];
+    let todo = selection_todo(n, cts, reads_element);
+    let Some(ty) = todo.first().and_then(|j| inputs[*j].element_type().ok()) else {
+        return Ok(out);
+    };
+    let xd = inputs[0].dims().map_err(|e| e.to_string())?;
+    let od = n.results[0].dims().map_err(|e| e.to_string())?;
+    let r = xd.len();
+    let count: i64 = xd.iter().product();
+    let taps: i64 = window.iter().map(|w| w.size).product();
+    if count == 0 || taps * od.iter().product::<i64>() == 0 {
+        return Ok(out);
+    }
+    let b = inputs[0].builder();
+    let s64 = ElementType::S64;
+    let zero = b.scalar_of(s64, Scalar::Int(0), loc);
+    // Layout [tap axes..., window position axes...]: per axis, the input index tap
+    // `k` of window `o` reads, or -1 (padding, a base-dilation hole).
+    let full: Vec<i64> = window.iter().map(|w| w.size).chain(od.clone()).collect();
+    let mut flat: Option<Op> = None;
+    let mut valid: Option<Op> = None;
+    let mut row = 1i64;
+    for d in (0..r).rev() {
+        let w = window[d];
+        let mut at = Vec::with_capacity((w.size * od[d]) as usize);
+        for k in 0..w.size {
+            for o in 0..od[d] {
+                let c = o * w.stride + k * w.window_dilation - w.padding_low;
+                let hit = c >= 0 && c % w.base_dilation == 0 && c / w.base_dilation < xd[d];
+                at.push(if hit { c / w.base_dilation } else { -1 });
+            }
+        }
+        let at = b.constant_array(&at, &[w.size, od[d]]).broadcast_in_dim_at(
+            &full,
+            &[d as i64, (r + d) as i64],
+            loc,
+        );
+        let hit = at.compare_at(&zero, crate::Comparison::Ge, loc);
+        let term = at.binary(
+            BinaryOp::Multiply,
+            &b.scalar_of(s64, Scalar::Int(row), loc),
+            loc,
+        );
+        flat = Some(match flat {
+            None => term,
+            Some(f) => f.binary(BinaryOp::Add, &term, loc),
+        });
+        valid = Some(match valid {
+            None => hit,
+            Some(v) => and_at(&v, &hit, loc),
+        });
+        row *= xd[d];
+    }
+    let (flat, valid) = (flat.expect("rank >= 1"), valid.expect("rank >= 1"));
+    let wide: Vec<i64> = std::iter::once(taps).chain(od.clone()).collect();
+    let valid = valid.reshape_at(&wide, loc);
+    let index = b.select_at(
+        &valid,
+        &flat.reshape_at(&wide, loc),
+        &zero.broadcast_to_at(&wide, loc),
+        loc,
+    );
+    let position_axes: Vec<i64> = (1..=r as i64).collect();
+    let back = |v: &Op| v.broadcast_in_dim_at(&wide, &position_axes, loc);
+    let equal: Vec<Op> = (0..m)
+        .map(|j| {
+            let read = inputs[j].reshape_at(&[count], loc).take(&index, 0);
+            let eq = read.compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc);
+            and_at(&valid, &eq, loc)
+        })
+        .collect();
+    let dims = crate::ops::indexing::ScatterDims {
+        update_window_dims: vec![],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: r as i64 + 1,
+        input_batching_dims: vec![],
+        scatter_indices_batching_dims: vec![],
+    };
+    let zeros = b
+        .scalar_of(ty, Scalar::Int(0), loc)
+        .broadcast_to_at(&[count], loc);
+    for (j, g) in selection_shares(&equal, &[0], &back, cts, &todo, ty, loc) {
+        let g = b
+            .scatter(&[&zeros], &index, &[&g], &dims, false, false, |o, u| {
+                vec![&o[0] + &u[0]]
+            })
+            .remove(0)
+            .reshape_at(&xd, loc);
+        out[j] = Some(g);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------
+// `select-and-scatter`
+
+/// Select-and-scatter rule: an operand array, a source of the operand's type shaped
+/// like the operand's reduce-window output for this window, a scalar initial value;
+/// `select(a, b)` maps two scalars to `pred`, `scatter(acc, x)` two scalars to one.
+/// The result has the operand's shape.
+pub fn infer_select_and_scatter(
+    operands: &[&Shape],
+    window: &[WindowDim],
+    select: Option<&(Vec<Shape>, Shape)>,
+    scatter: Option<&(Vec<Shape>, Shape)>,
+) -> Result<Shape, ShapeError> {
+    const OP: &str = "select-and-scatter";
+    let (operand, source, init) = (operands[0], operands[1], operands[2]);
+    let (ty, d) = array_of(OP, operand)?;
+    if d.is_empty() {
+        // XLA aborts the process compiling a rank-0 select-and-scatter ("Check
+        // failed: param_instructions_[param_no] == nullptr"; found by the fuzzer).
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Rank,
+            "needs an operand of rank 1 or more",
+        ));
+    }
+    let pooled = infer_reduce_window(&[operand, init], window, None).map_err(|mut e| {
+        e.op = OP;
+        e
+    })?;
+    let (st, _) = array_of(OP, source)?;
+    if st != ty || &pooled != source {
+        return Err(ShapeError::new(
+            OP,
+            operands,
+            ShapeErrorKind::Dimension,
+            format!("the source must be the window's output shape {pooled}, got {source}"),
+        ));
+    }
+    let s = Shape::scalar(ty);
+    if let Some((p, r)) = select {
+        if *p != [s.clone(), s.clone()] || *r != Shape::scalar(ElementType::Pred) {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("select must map ({s}, {s}) to pred[]"),
+            ));
+        }
+    }
+    if let Some((p, r)) = scatter {
+        if *p != [s.clone(), s.clone()] || *r != s {
+            return Err(ShapeError::new(
+                OP,
+                operands,
+                ShapeErrorKind::Body,
+                format!("scatter must map ({s}, {s}) to {s}"),
+            ));
+        }
+    }
+    Ok(operand.clone())
+}
+
+pub(crate) fn shape_select_and_scatter(
+    kind: &OpKind,
+    cx: &InferCx<'_>,
+) -> Result<Shape, ShapeError> {
+    let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = kind
+    else {
+        return Err(super::table::not_for("select-and-scatter", kind));
+    };
+    infer_select_and_scatter(
+        cx.operands,
+        window,
+        cx.signature(*select).as_ref(),
+        cx.signature(*scatter).as_ref(),
+    )
+}
+
+pub(crate) fn lower_select_and_scatter(
+    kind: &OpKind,
+    cx: &LowerCx<'_>,
+    p: &mut proto::HloInstructionProto,
+) {
+    if let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = kind
+    {
+        p.window = Some(window_proto(window));
+        p.called_computation_ids = vec![(cx.comp_id)(*select), (cx.comp_id)(*scatter)];
+    }
+}
+
+pub(crate) fn raise_select_and_scatter(
+    p: &proto::HloInstructionProto,
+    cx: &RaiseCx<'_>,
+) -> Result<OpKind, String> {
+    let [select, scatter] = cx.calls(p)?;
+    Ok(OpKind::SelectAndScatter {
+        window: raise_window(p)?.into(),
+        select,
+        scatter,
+    })
+}
+
+pub(crate) fn text_select_and_scatter(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
+    if let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = kind
+    {
+        out.attrs.push_str(&text_window(window));
+        out.callee(cx, "select", *select);
+        out.callee(cx, "scatter", *scatter);
+    }
+}
+
+impl Op {
+    /// XLA's SelectAndScatter: for each window position, `select(a, b)` (keep `a`
+    /// over `b`) picks one element of this array's window, and the matching element
+    /// of `source` (shaped like the pooled output) is combined into the result at
+    /// that element with `scatter(acc, x)`, starting from `init` everywhere. The
+    /// gradient of max pooling is `select = a >= b`, `scatter = acc + x`. The bodies
+    /// cannot use outside values yet.
+    #[track_caller]
+    pub fn select_and_scatter(
+        &self,
+        source: &Op,
+        init: &Op,
+        window: &[WindowDim],
+        select: impl FnOnce(&Op, &Op) -> Op,
+        scatter: impl FnOnce(&Op, &Op) -> Op,
+    ) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let target = match b.target(&[self, source, init], "select-and-scatter", loc) {
+            Ok(t) => t,
+            Err(f) => return f,
+        };
+        let shapes: Vec<Shape> = [self, source, init]
+            .iter()
+            .map(|o| o.shape().expect("checked"))
+            .collect();
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        if let Err(e) = infer_select_and_scatter(&refs, window, None, None) {
+            return b.fail(e, loc);
+        }
+        let s = Shape::scalar(shapes[0].element_type().expect("checked"));
+        let mut bodies = Vec::new();
+        for (name, f) in [
+            (
+                "select",
+                Box::new(select) as Box<dyn FnOnce(&Op, &Op) -> Op>,
+            ),
+            ("scatter", Box::new(scatter)),
+        ] {
+            let (comp, roots) = match b.body(target, name, &[s.clone(), s.clone()], loc, |_, p| {
+                vec![f(&p[0], &p[1])]
+            }) {
+                Ok(r) => r,
+                Err(f) => return f,
+            };
+            if !b.g.borrow().comp(comp).captures.is_empty() {
+                // XLA fixes both bodies' signatures and has no operand to carry an
+                // outside value through.
+                return b.fail(
+                    ShapeError::new(
+                        "select-and-scatter",
+                        &refs,
+                        ShapeErrorKind::Body,
+                        format!("the {name} body cannot use values from outside it yet"),
+                    ),
+                    loc,
+                );
+            }
+            b.g.borrow_mut().comp_mut(comp).root = Some(roots[0]);
+            bodies.push(comp);
+        }
+        b.emit(
+            OpKind::SelectAndScatter {
+                window: window.into(),
+                select: bodies[0],
+                scatter: bodies[1],
+            },
+            &[self, source, init],
+            None,
+            loc,
+        )
+    }
+}
+
+/// Select-and-scatter (see `select_and_scatter_cts`).
+pub(crate) fn vjp_select_and_scatter(n: &Node) -> Grads {
+    let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = n.kind
+    else {
+        return Err("not a select-and-scatter".into());
+    };
+    select_and_scatter_cts(window, *select, *scatter, n, &n.ct()).map(arrays)
+}
+
+/// Select-and-scatter with `select = a <dir> b` and `scatter = acc + x` (the
+/// gradient of max or min pooling): each source element's cotangent is the
+/// cotangent at the element its window picked (JAX's select-and-gather-add), zero
+/// for a window that picked none; the initial value, added to every element, gets
+/// the cotangent's sum; the operand only decides the picks, so it gets none.
+fn select_and_scatter_cts(
+    window: &[WindowDim],
+    select: crate::ir::CompId,
+    scatter: crate::ir::CompId,
+    n: &crate::autodiff::Node,
+    ct: &Op,
+) -> Result<Vec<Option<Op>>, String> {
+    let dir = simple_select(n.b, select);
+    let add = crate::ops::reduction::simple_combiner(n.b, scatter) == Some(BinaryOp::Add);
+    let Some(dir) = dir.filter(|_| add) else {
+        return Err(
+            "only a `select-and-scatter` that selects with one comparison (a >= b, a > b, a <= b, a < b) and scatters by adding has a gradient rule"
+                .into(),
+        );
+    };
+    let (x, loc) = (&n.operands[0], n.loc);
+    let b = x.builder();
+    let (at, kept) = window_choice(x, window, dir, loc)?;
+    let n_all: i64 = ct.dims().unwrap_or_default().iter().product();
+    let picked = ct.reshape_at(&[n_all], loc).take(&at, 0);
+    let ct_src = b.select_at(
+        &kept,
+        &picked,
+        &crate::autodiff::zeros_like(&picked, loc),
+        loc,
+    );
+    let rank = ct.dims().unwrap_or_default().len() as i64;
+    let all: Vec<i64> = (0..rank).collect();
+    let ct_init = ct.reduce_binary_at(&all, BinaryOp::Add, loc);
+    Ok(vec![None, Some(ct_src), Some(ct_init)])
 }
 
 /// The direction of a select-and-scatter's `select` body when it is one comparison
@@ -869,75 +1038,4 @@ pub(crate) fn window_choice(
         .binary(BinaryOp::Maximum, &zero, loc)
         .binary(BinaryOp::Minimum, &last, loc);
     Ok((at, kept))
-}
-
-/// Select-and-scatter with `select = a <dir> b` and `scatter = acc + x` (the
-/// gradient of max or min pooling): each source element's cotangent is the
-/// cotangent at the element its window picked (JAX's select-and-gather-add), zero
-/// for a window that picked none; the initial value, added to every element, gets
-/// the cotangent's sum; the operand only decides the picks, so it gets none.
-pub(crate) fn vjp_select_and_scatter(
-    window: &[WindowDim],
-    select: crate::ir::CompId,
-    scatter: crate::ir::CompId,
-    n: &crate::autodiff::Node,
-    ct: &Op,
-) -> crate::autodiff::Cotangents {
-    let dir = simple_select(n.b, select);
-    let add = crate::ops::reduction::simple_combiner(n.b, scatter) == Some(BinaryOp::Add);
-    let Some(dir) = dir.filter(|_| add) else {
-        return Err(
-            "only a `select-and-scatter` that selects with one comparison (a >= b, a > b, a <= b, a < b) and scatters by adding has a gradient rule"
-                .into(),
-        );
-    };
-    let (x, loc) = (&n.operands[0], n.loc);
-    let b = x.builder();
-    let (at, kept) = window_choice(x, window, dir, loc)?;
-    let n_all: i64 = ct.dims().unwrap_or_default().iter().product();
-    let picked = ct.reshape_at(&[n_all], loc).take(&at, 0);
-    let ct_src = b.select_at(
-        &kept,
-        &picked,
-        &crate::autodiff::zeros_like(&picked, loc),
-        loc,
-    );
-    let rank = ct.dims().unwrap_or_default().len() as i64;
-    let all: Vec<i64> = (0..rank).collect();
-    let ct_init = ct.reduce_binary_at(&all, BinaryOp::Add, loc);
-    Ok(vec![None, Some(ct_src), Some(ct_init)])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn window_output_sizes() {
-        assert_eq!(WindowDim::new(2, 2).output_size(5).unwrap(), 2);
-        assert_eq!(WindowDim::new(3, 1).output_size(5).unwrap(), 3);
-        let padded = WindowDim {
-            padding_low: 1,
-            padding_high: 1,
-            ..WindowDim::new(3, 1)
-        };
-        assert_eq!(padded.output_size(5).unwrap(), 5);
-        let dilated = WindowDim {
-            window_dilation: 2,
-            ..WindowDim::new(2, 1)
-        };
-        assert_eq!(dilated.output_size(5).unwrap(), 3);
-        let base = WindowDim {
-            base_dilation: 2,
-            ..WindowDim::new(1, 1)
-        };
-        assert_eq!(base.output_size(3).unwrap(), 5);
-        assert_eq!(WindowDim::new(6, 1).output_size(5).unwrap(), 0);
-        assert!(WindowDim::new(0, 1).output_size(5).is_err());
-        let cut = WindowDim {
-            padding_low: -6,
-            ..WindowDim::new(1, 1)
-        };
-        assert!(cut.output_size(5).is_err());
-    }
 }
