@@ -79,16 +79,17 @@ use std::marker::PhantomData;
 
 pub use xlaclient_derive::Tree;
 
-/// Marker for the leaf types of a [`Tree`]: [`Op`](crate::Op), [`Shape`](crate::Shape),
+/// Marker for the leaf types of a [`Tree`]: `Op` (a traced value), [`Shape`](crate::Shape),
 /// [`Buffer`](crate::Buffer), and plain numbers for host-side values and tests.
 ///
 /// Every leaf type is a one-leaf tree of itself. Implement it for your own leaf types
 /// (a host array type, say); never for a container, which should implement [`Tree`].
 pub trait Leaf {}
 
-impl Leaf for crate::Op {}
-impl Leaf for crate::Shape {}
-impl Leaf for crate::Buffer {}
+// `Op`'s impl is in `builder` (where `Op` is defined): this module imports nothing
+// above the runtime, so the error type can name `TreeError` without a cycle.
+impl Leaf for xlaclient_pjrt::Shape {}
+impl Leaf for xlaclient_pjrt::Buffer {}
 impl Leaf for f32 {}
 impl Leaf for f64 {}
 impl Leaf for i32 {}
@@ -185,7 +186,7 @@ pub trait Tree<L: Leaf>: Sized {
     /// The path of each leaf, in flattening order: field names and element indices
     /// from the root down, joined by `.` (`"layers.0.w"`). A bare leaf's path is
     /// empty. Distinct leaves of a derived tree have distinct paths; they name a
-    /// checkpoint's tensors ([`checkpoint`](crate::checkpoint)).
+    /// checkpoint's tensors (`xlaclient_nn::checkpoint`).
     ///
     /// ```
     /// use xlaclient_core::{Shape, Tree};

@@ -7,6 +7,7 @@
 //! `prost`, and every other xlaclient crate may import it.
 
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
+#![forbid(unsafe_code)]
 
 include!(concat!(env!("OUT_DIR"), "/xla.rs"));
 

@@ -81,6 +81,9 @@ pub struct Computation {
     ir: Arc<ir::Module>,
 }
 
+/// Traced values are the leaves of the trees a traced function takes and returns.
+impl crate::tree::Leaf for Op {}
+
 impl Computation {
     /// Raises a module proto (e.g. exported by JAX) into the IR and verifies it: the
     /// same shape rules as for a module built here run on every instruction. A
