@@ -142,12 +142,6 @@ pub enum Error {
     /// (see [`RuntimeError`] for the kinds).
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-    /// Host data does not fit the program it is meant for.
-    #[error("host data mismatch: {reason}")]
-    HostData {
-        /// What does not fit.
-        reason: String,
-    },
     /// A tree of values does not match the structure it is used with (a jitted
     /// function called with another structure, leaves of the wrong count).
     #[error(transparent)]

@@ -8,10 +8,10 @@
 //! [`ClientExt`]: `use xlaclient_core::ClientExt;`.
 
 use crate::builder::{Builder, Computation, Op};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pjrt::{Arg, Buffer, Client, CompileOptions, LoadedExecutable};
 use crate::shape::Shape;
-use crate::tree::Tree;
+use crate::tree::{Tree, TreeError};
 
 /// A compiled function from trees of buffers shaped like `I` to trees shaped like
 /// `O` (both trees of [`Shape`]s: the input spec and the traced output's shapes).
@@ -196,15 +196,13 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
     }
 
     /// Checks that `args` has the spec's structure; each buffer's shape is checked
-    /// by the executable against its parameter's ([`Error::ArgumentShape`]).
+    /// by the executable against its parameter's (the runtime's `ArgumentShape`).
     fn check_args<'a>(&self, args: &'a I::With<Buffer>) -> Result<Vec<&'a Buffer>> {
         if !self.input.same_structure(args) {
-            return Err(Error::HostData {
-                reason: format!(
-                    "`{}` is called with a tree of another structure than its spec",
-                    self.exe.name()
-                ),
-            });
+            let (mut expected, mut got) = (Vec::new(), Vec::new());
+            self.input.structure(&mut expected);
+            args.structure(&mut got);
+            return Err(TreeError::Structure { expected, got }.into());
         }
         Ok(args.leaves())
     }
@@ -224,7 +222,7 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
     /// Runs the program, donating every aliased input (see
     /// [`aliased_inputs`](Self::aliased_inputs)): its output is written into the
     /// input's memory, and the input's handle is deleted afterwards (reading it is
-    /// [`Error::BufferDeleted`]). Other inputs are kept.
+    /// the runtime's `BufferDeleted`). Other inputs are kept.
     pub fn call_donating(&self, args: &I::With<Buffer>) -> Result<O::With<Buffer>> {
         let bufs = self.check_args(args)?;
         let args: Vec<Arg<'_>> = bufs
