@@ -103,7 +103,7 @@ pub(crate) fn differentiable(t: ElementType) -> bool {
 
 /// Zeros of `x`'s shape and type.
 pub(crate) fn zeros_like(x: &Op, loc: &'static Location<'static>) -> Op {
-    x.full_like_at(0.0, loc)
+    x.at(loc).full_like(0.0)
 }
 
 /// The cotangent `cts[j]`, or zeros like `like` where none arrived.
@@ -137,7 +137,91 @@ impl Builder {
     /// ```
     #[track_caller]
     pub fn vjp(&self, outputs: &[&Op], cotangents: &[&Op], wrt: &[&Op]) -> Vec<Op> {
-        vjp_at(self, outputs, cotangents, wrt, Location::caller())
+        let (b, loc) = (self, Location::caller());
+        let n = wrt.len();
+        let all: Vec<&Op> = outputs
+            .iter()
+            .chain(cotangents)
+            .chain(wrt)
+            .copied()
+            .collect();
+        let fail_all = |f: Op| vec![f; n];
+        let comp = match b.target(&all, "vjp", loc) {
+            Ok(c) => c,
+            Err(f) => return fail_all(f),
+        };
+        let bad = |what: String, shapes: &[&Shape]| {
+            b.fail(
+                ShapeError::new("vjp", shapes, ShapeErrorKind::Attribute, what),
+                loc,
+            )
+        };
+        if outputs.len() != cotangents.len() {
+            return fail_all(bad(
+                format!(
+                    "{} outputs but {} cotangents",
+                    outputs.len(),
+                    cotangents.len()
+                ),
+                &[],
+            ));
+        }
+        // Values of enclosing computations are used here through their captures: the
+        // gradient with respect to one is through its uses in this computation.
+        let inner = Builder {
+            g: b.g.clone(),
+            comp,
+        };
+        let b = &inner;
+        let outputs: Vec<Op> = outputs.iter().map(|o| local(&inner, o)).collect();
+        let cotangents: Vec<Op> = cotangents.iter().map(|o| local(&inner, o)).collect();
+        let wrt: Vec<Op> = wrt.iter().map(|o| local(&inner, o)).collect();
+        let all: Vec<&Op> = outputs.iter().chain(&cotangents).chain(&wrt).collect();
+        for (k, o) in all.iter().enumerate() {
+            let s = o.shape().expect("checked by target");
+            let what = if k < outputs.len() {
+                format!("output {k}")
+            } else if k < 2 * outputs.len() {
+                format!("cotangent {}", k - outputs.len())
+            } else {
+                format!("value {} differentiated against", k - 2 * outputs.len())
+            };
+            match s.element_type() {
+                Some(t) if differentiable(t) => {}
+                _ => {
+                    return fail_all(bad(
+                        format!("{what} is {s}: only floating-point arrays have gradients"),
+                        &[&s],
+                    ));
+                }
+            }
+        }
+        for (k, (o, c)) in outputs.iter().zip(&cotangents).enumerate() {
+            let (so, sc) = (o.shape().expect("checked"), c.shape().expect("checked"));
+            if so != sc {
+                return fail_all(bad(
+                    format!("cotangent {k} is {sc}, its output {so}"),
+                    &[&so, &sc],
+                ));
+            }
+        }
+
+        let last = outputs.iter().map(|o| o.v.instr).max().unwrap_or(0) as usize + 1;
+        let tape = Tape::of_comp(b, comp, last);
+        let seeds: Vec<(Value, Op)> = outputs
+            .iter()
+            .zip(&cotangents)
+            .map(|(o, c)| (o.v, c.clone()))
+            .collect();
+        let wrt_values: Vec<Value> = wrt.iter().map(|w| w.v).collect();
+        match backprop(b, &tape, &seeds, &wrt_values, loc) {
+            Ok(g) => g
+                .into_iter()
+                .zip(&wrt)
+                .map(|(g, w)| g.unwrap_or_else(|| zeros_like(w, loc)))
+                .collect(),
+            Err(failed) => fail_all(failed),
+        }
     }
 
     /// The gradient of the scalar `loss` with respect to every leaf of `params`, as
@@ -159,7 +243,30 @@ impl Builder {
     where
         P: Tree<Op, With<Op> = P>,
     {
-        grad_at(self, loss, params, Location::caller())
+        let (b, loc) = (self, Location::caller());
+        let leaves: Vec<&Op> = params.leaves();
+        let fail = |f: Op| params.map_ref(|_| f.clone());
+        let one = match loss.shape() {
+            Ok(s) if s.is_array() && s.rank() == 0 => loss.builder().scalar_of(
+                s.element_type().expect("array"),
+                crate::Scalar::Int(1),
+                loc,
+            ),
+            Ok(s) => {
+                return fail(b.fail(
+                    ShapeError::new(
+                        "grad",
+                        &[&s],
+                        ShapeErrorKind::Rank,
+                        "the loss must be a scalar (use vjp for other outputs)".to_string(),
+                    ),
+                    loc,
+                ));
+            }
+            Err(_) => return fail(loss.clone()),
+        };
+        let g = b.vjp(&[loss], &[&one], &leaves);
+        params.rebuild(g).expect("one gradient per leaf")
     }
 
     /// `jax.value_and_grad` with `has_aux`: calls `f(params)`, which returns a
@@ -186,9 +293,8 @@ impl Builder {
     where
         P: Tree<Op, With<Op> = P>,
     {
-        let loc = Location::caller();
         let (loss, aux) = f(params.map_ref(|p| p.clone()));
-        let g = grad_at(self, &loss, &params, loc);
+        let g = self.grad(&loss, &params);
         (loss, aux, g)
     }
 }
@@ -198,143 +304,18 @@ impl Op {
     /// backward pass treats it as a constant.
     #[track_caller]
     pub fn stop_gradient(&self) -> Op {
-        self.stop_gradient_at(Location::caller())
-    }
-
-    pub(crate) fn stop_gradient_at(&self, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         let dims = match self.shape() {
             Ok(s) if s.is_array() => s.dims().to_vec(),
             Ok(_) => return self.builder().fail_not_array(self, "stop_gradient", loc),
             Err(_) => return self.clone(),
         };
         // A reshape to the same dimensions: XLA removes it; the graph remembers it.
-        let out = self.reshape_at(&dims, loc);
+        let out = self.reshape(&dims);
         if !out.is_poisoned() {
             out.g.borrow_mut().stopped.insert((out.comp, out.v));
         }
         out
-    }
-}
-
-fn grad_at<P>(b: &Builder, loss: &Op, params: &P, loc: &'static Location<'static>) -> P
-where
-    P: Tree<Op, With<Op> = P>,
-{
-    let leaves: Vec<&Op> = params.leaves();
-    let fail = |f: Op| params.map_ref(|_| f.clone());
-    let one = match loss.shape() {
-        Ok(s) if s.is_array() && s.rank() == 0 => {
-            loss.builder()
-                .scalar_of(s.element_type().expect("array"), crate::Scalar::Int(1), loc)
-        }
-        Ok(s) => {
-            return fail(b.fail(
-                ShapeError::new(
-                    "grad",
-                    &[&s],
-                    ShapeErrorKind::Rank,
-                    "the loss must be a scalar (use vjp for other outputs)".to_string(),
-                ),
-                loc,
-            ));
-        }
-        Err(_) => return fail(loss.clone()),
-    };
-    let g = vjp_at(b, &[loss], &[&one], &leaves, loc);
-    params.rebuild(g).expect("one gradient per leaf")
-}
-
-/// The engine: see [`Builder::vjp`].
-pub(crate) fn vjp_at(
-    b: &Builder,
-    outputs: &[&Op],
-    cotangents: &[&Op],
-    wrt: &[&Op],
-    loc: &'static Location<'static>,
-) -> Vec<Op> {
-    let n = wrt.len();
-    let all: Vec<&Op> = outputs
-        .iter()
-        .chain(cotangents)
-        .chain(wrt)
-        .copied()
-        .collect();
-    let fail_all = |f: Op| vec![f; n];
-    let comp = match b.target(&all, "vjp", loc) {
-        Ok(c) => c,
-        Err(f) => return fail_all(f),
-    };
-    let bad = |what: String, shapes: &[&Shape]| {
-        b.fail(
-            ShapeError::new("vjp", shapes, ShapeErrorKind::Attribute, what),
-            loc,
-        )
-    };
-    if outputs.len() != cotangents.len() {
-        return fail_all(bad(
-            format!(
-                "{} outputs but {} cotangents",
-                outputs.len(),
-                cotangents.len()
-            ),
-            &[],
-        ));
-    }
-    // Values of enclosing computations are used here through their captures: the
-    // gradient with respect to one is through its uses in this computation.
-    let inner = Builder {
-        g: b.g.clone(),
-        comp,
-    };
-    let b = &inner;
-    let outputs: Vec<Op> = outputs.iter().map(|o| local(&inner, o)).collect();
-    let cotangents: Vec<Op> = cotangents.iter().map(|o| local(&inner, o)).collect();
-    let wrt: Vec<Op> = wrt.iter().map(|o| local(&inner, o)).collect();
-    let all: Vec<&Op> = outputs.iter().chain(&cotangents).chain(&wrt).collect();
-    for (k, o) in all.iter().enumerate() {
-        let s = o.shape().expect("checked by target");
-        let what = if k < outputs.len() {
-            format!("output {k}")
-        } else if k < 2 * outputs.len() {
-            format!("cotangent {}", k - outputs.len())
-        } else {
-            format!("value {} differentiated against", k - 2 * outputs.len())
-        };
-        match s.element_type() {
-            Some(t) if differentiable(t) => {}
-            _ => {
-                return fail_all(bad(
-                    format!("{what} is {s}: only floating-point arrays have gradients"),
-                    &[&s],
-                ));
-            }
-        }
-    }
-    for (k, (o, c)) in outputs.iter().zip(&cotangents).enumerate() {
-        let (so, sc) = (o.shape().expect("checked"), c.shape().expect("checked"));
-        if so != sc {
-            return fail_all(bad(
-                format!("cotangent {k} is {sc}, its output {so}"),
-                &[&so, &sc],
-            ));
-        }
-    }
-
-    let last = outputs.iter().map(|o| o.v.instr).max().unwrap_or(0) as usize + 1;
-    let tape = Tape::of_comp(b, comp, last);
-    let seeds: Vec<(Value, Op)> = outputs
-        .iter()
-        .zip(&cotangents)
-        .map(|(o, c)| (o.v, c.clone()))
-        .collect();
-    let wrt_values: Vec<Value> = wrt.iter().map(|w| w.v).collect();
-    match backprop(b, &tape, &seeds, &wrt_values, loc) {
-        Ok(g) => g
-            .into_iter()
-            .zip(&wrt)
-            .map(|(g, w)| g.unwrap_or_else(|| zeros_like(w, loc)))
-            .collect(),
-        Err(failed) => fail_all(failed),
     }
 }
 

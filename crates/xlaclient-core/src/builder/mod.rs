@@ -235,16 +235,7 @@ impl Builder {
     /// Parameters must be numbered 0, 1, 2, … without gaps.
     #[track_caller]
     pub fn parameter(&self, number: usize, shape: Shape, name: &str) -> Op {
-        self.parameter_at(number, shape, name, Location::caller())
-    }
-
-    pub(crate) fn parameter_at(
-        &self,
-        number: usize,
-        shape: Shape,
-        name: &str,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         let declared = {
             let g = self.g.borrow();
             g.comps[self.comp.0 as usize]
@@ -381,10 +372,8 @@ impl Builder {
     }
 
     pub(crate) fn fail_graph(&self, reason: String, loc: &'static Location<'static>) -> Op {
-        self.fail_with(Error::Graph {
-            reason,
-            location: Some(loc),
-        })
+        let location = Some(self.g.borrow().origin.unwrap_or(loc));
+        self.fail_with(Error::Graph { reason, location })
     }
 
     /// `op` if it failed, else a new failure: `name` needs an array, `op` is not one.
@@ -496,7 +485,7 @@ impl Builder {
         let args: Vec<Op> = params
             .iter()
             .enumerate()
-            .map(|(i, s)| sub.parameter_at(i, s.clone(), &format!("p{i}"), loc))
+            .map(|(i, s)| sub.at(loc).parameter(i, s.clone(), &format!("p{i}")))
             .collect();
         let outs = f(&sub, &args);
         let mut roots = Vec::with_capacity(outs.len());
@@ -523,6 +512,65 @@ impl Builder {
             roots.push(self.g.borrow_mut().import(o.comp, o.v, comp));
         }
         Ok((comp, roots))
+    }
+}
+
+/// A builder or op whose graph's ops carry a given source location while this
+/// lives (see [`Op::at`]).
+pub(crate) struct At<'a, T> {
+    target: &'a T,
+    g: Rc<RefCell<Graph>>,
+    /// Whether this scope set the location (an enclosing one's stays otherwise).
+    set: bool,
+}
+
+impl<T> std::ops::Deref for At<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.target
+    }
+}
+
+impl<T> Drop for At<'_, T> {
+    fn drop(&mut self) {
+        if self.set {
+            self.g.borrow_mut().origin = None;
+        }
+    }
+}
+
+fn at<'a, T>(target: &'a T, g: &Rc<RefCell<Graph>>, loc: &'static Location<'static>) -> At<'a, T> {
+    let set = {
+        let mut g = g.borrow_mut();
+        let unset = g.origin.is_none();
+        if unset {
+            g.origin = Some(loc);
+        }
+        unset
+    };
+    At {
+        target,
+        g: g.clone(),
+        set,
+    }
+}
+
+impl Op {
+    /// This op, through which the ops built (with the public, `#[track_caller]`
+    /// methods) carry `loc` as their source location, until the end of the
+    /// statement: how the crate's own code builds ops for a user's line
+    /// (`x.at(loc).reshape(&d)`). An enclosing scope's location (a gradient rule's:
+    /// the line of the op it differentiates) stays.
+    pub(crate) fn at(&self, loc: &'static Location<'static>) -> At<'_, Op> {
+        at(self, &self.g, loc)
+    }
+}
+
+impl Builder {
+    /// This builder, as [`Op::at`].
+    pub(crate) fn at(&self, loc: &'static Location<'static>) -> At<'_, Builder> {
+        at(self, &self.g, loc)
     }
 }
 

@@ -75,12 +75,7 @@ pub(crate) fn raise_bitwise(
 }
 
 impl Op {
-    pub(crate) fn bitwise_at(
-        &self,
-        op: BitwiseOp,
-        rhs: &Op,
-        loc: &'static Location<'static>,
-    ) -> Op {
+    pub(crate) fn bitwise(&self, op: BitwiseOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
         match self.broadcast_pair(rhs, op.opcode().name(), loc) {
             Ok((l, r)) => self
                 .builder()
@@ -92,37 +87,37 @@ impl Op {
     /// Bitwise and (logical on `pred`); shapes broadcast.
     #[track_caller]
     pub fn and(&self, rhs: &Op) -> Op {
-        self.bitwise_at(BitwiseOp::And, rhs, Location::caller())
+        self.bitwise(BitwiseOp::And, rhs, Location::caller())
     }
 
     /// Bitwise or (logical on `pred`); shapes broadcast.
     #[track_caller]
     pub fn or(&self, rhs: &Op) -> Op {
-        self.bitwise_at(BitwiseOp::Or, rhs, Location::caller())
+        self.bitwise(BitwiseOp::Or, rhs, Location::caller())
     }
 
     /// Bitwise exclusive or (logical on `pred`); shapes broadcast.
     #[track_caller]
     pub fn xor(&self, rhs: &Op) -> Op {
-        self.bitwise_at(BitwiseOp::Xor, rhs, Location::caller())
+        self.bitwise(BitwiseOp::Xor, rhs, Location::caller())
     }
 
     /// `self << rhs` (XLA's ShiftLeft: 0 for shifts of the bit width or more).
     #[track_caller]
     pub fn shift_left(&self, rhs: &Op) -> Op {
-        self.bitwise_at(BitwiseOp::ShiftLeft, rhs, Location::caller())
+        self.bitwise(BitwiseOp::ShiftLeft, rhs, Location::caller())
     }
 
     /// `self >> rhs` filling with the sign bit.
     #[track_caller]
     pub fn shift_right_arithmetic(&self, rhs: &Op) -> Op {
-        self.bitwise_at(BitwiseOp::ShiftRightArithmetic, rhs, Location::caller())
+        self.bitwise(BitwiseOp::ShiftRightArithmetic, rhs, Location::caller())
     }
 
     /// `self >> rhs` filling with zeros.
     #[track_caller]
     pub fn shift_right_logical(&self, rhs: &Op) -> Op {
-        self.bitwise_at(BitwiseOp::ShiftRightLogical, rhs, Location::caller())
+        self.bitwise(BitwiseOp::ShiftRightLogical, rhs, Location::caller())
     }
 }
 

@@ -402,19 +402,7 @@ impl Builder {
     where
         T: Tree<Op, With<Op> = T>,
     {
-        self.while_at(init, cond, body, Location::caller())
-    }
-
-    pub(crate) fn while_at<T>(
-        &self,
-        init: T,
-        cond: impl FnOnce(&T) -> Op,
-        body: impl FnOnce(T) -> T,
-        loc: &'static Location<'static>,
-    ) -> T
-    where
-        T: Tree<Op, With<Op> = T>,
-    {
+        let loc = Location::caller();
         let leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
         let refs: Vec<&Op> = leaves.iter().collect();
         let target = match self.target(&refs, "while", loc) {
@@ -483,7 +471,7 @@ impl Builder {
     {
         let loc = Location::caller();
         let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(lo.into()), loc);
-        let (i_out, out) = self.while_at(
+        let (i_out, out) = self.while_loop(
             (i0, init),
             |(i, _)| {
                 i.binary_scalar(
@@ -492,11 +480,11 @@ impl Builder {
                     false,
                     loc,
                 )
-                .compare_at(
+                .at(loc)
+                .compare(
                     &i.builder()
                         .scalar_of(ElementType::S32, crate::Scalar::Int(0), loc),
                     crate::Comparison::Lt,
-                    loc,
                 )
             },
             |(i, carry)| {
@@ -506,7 +494,6 @@ impl Builder {
                     next,
                 )
             },
-            loc,
         );
         self.record_trip_count(&i_out, (i64::from(hi) - i64::from(lo)).max(0));
         out
@@ -546,22 +533,20 @@ impl Builder {
     {
         let loc = Location::caller();
         let k0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-        let (k, out) = self.while_at(
+        let (k, out) = self.while_loop(
             (k0, init),
             |(k, c)| {
-                let more = k.compare_at(
+                let more = k.at(loc).compare(
                     &k.builder()
                         .scalar_of(ElementType::S32, crate::Scalar::Int(max_steps), loc),
                     crate::Comparison::Lt,
-                    loc,
                 );
-                cond(c).bitwise_at(crate::ops::bitwise::BitwiseOp::And, &more, loc)
+                cond(c).bitwise(crate::ops::bitwise::BitwiseOp::And, &more, loc)
             },
             |(k, c)| {
                 let next = k.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
                 (next, body(c))
             },
-            loc,
         );
         self.record_bound(&k, max_steps.max(0));
         out
@@ -630,7 +615,7 @@ impl Builder {
             reverse,
             ..ScanOptions::default()
         };
-        self.scan_at(init, xs, &options, body, Location::caller())
+        self.scan_with(init, xs, &options, body)
     }
 
     /// [`Builder::scan`] with its options in one value, `unroll` among them: each
@@ -666,22 +651,7 @@ impl Builder {
         X: Tree<Op, With<Op> = X>,
         Y: Tree<Op, With<Op> = Y>,
     {
-        self.scan_at(init, xs, options, body, Location::caller())
-    }
-
-    fn scan_at<C, X, Y>(
-        &self,
-        init: C,
-        xs: X,
-        options: &ScanOptions,
-        body: impl Fn(C, X) -> (C, Y),
-        loc: &'static Location<'static>,
-    ) -> (C, Y)
-    where
-        C: Tree<Op, With<Op> = C>,
-        X: Tree<Op, With<Op> = X>,
-        Y: Tree<Op, With<Op> = Y>,
-    {
+        let loc = Location::caller();
         let ScanOptions {
             length,
             reverse,
@@ -756,7 +726,7 @@ impl Builder {
                     start.extend(std::iter::repeat_n(&zero, d.len()));
                     let mut sizes = vec![1];
                     sizes.extend(d);
-                    x.dynamic_slice_at(&start, &sizes, loc).reshape_at(d, loc)
+                    x.at(loc).dynamic_slice(&start, &sizes).at(loc).reshape(d)
                 })
                 .collect();
             xs.rebuild(slices).expect("one slice per leaf")
@@ -790,7 +760,8 @@ impl Builder {
                     crate::Scalar::Int(0),
                     loc,
                 )
-                .broadcast_to_at(&d, loc)
+                .at(loc)
+                .broadcast_to(&d)
             })
             .collect();
         // One step at counter `i`: the body on slice `i`, its y stored at row `i`.
@@ -808,7 +779,8 @@ impl Builder {
                     up.extend(&d);
                     let mut start = vec![&pos];
                     start.extend(std::iter::repeat_n(&zero, d.len()));
-                    buf.dynamic_update_slice_at(&yv.reshape_at(&up, loc), &start, loc)
+                    buf.at(loc)
+                        .dynamic_update_slice(&yv.at(loc).reshape(&up), &start)
                 })
                 .collect();
             (c2, ys2, y)
@@ -821,14 +793,13 @@ impl Builder {
         let mut y_template: Option<Y> = None;
         let (mut c, mut ys) = if full > 0 || len == 0 {
             let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-            let (i_out, c, ys) = self.while_at(
+            let (i_out, c, ys) = self.at(loc).while_loop(
                 (i0, init, ys0),
                 |(i, _, _)| {
-                    i.compare_at(
+                    i.at(loc).compare(
                         &i.builder()
                             .scalar_of(ElementType::S32, crate::Scalar::Int(full), loc),
                         crate::Comparison::Lt,
-                        loc,
                     )
                 },
                 |(i, mut c, mut ys)| {
@@ -850,7 +821,6 @@ impl Builder {
                     );
                     (next, c, ys)
                 },
-                loc,
             );
             self.record_trip_count(&i_out, if len == 0 { 0 } else { full / unroll });
             if checkpoint && !i_out.is_poisoned() {
@@ -933,7 +903,7 @@ fn while_cts(
         Trips::Exactly(t) => (false, t),
         Trips::AtMost(t) => (true, t),
     };
-    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
     // Without checkpointing, the body's intermediate values are stored too (when
@@ -1009,9 +979,9 @@ fn while_cts(
         .iter()
         .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
         .collect();
-    let (bwd_i, ct_in) = b.while_at(
+    let (bwd_i, ct_in) = b.while_loop(
         (s32(b, 0), ct0),
-        |(s, _)| s.compare_at(&local(&s.builder(), &count), crate::Comparison::Lt, loc),
+        |(s, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
         |(s, ct)| {
             let bb = s.builder();
             let last = local(&bb, &count).binary_scalar(
@@ -1026,8 +996,8 @@ fn while_cts(
                 let starts = at_step(&t, shape.rank());
                 let refs: Vec<&Op> = starts.iter().collect();
                 local(&bb, stack)
-                    .dynamic_slice_at(&refs, &with_step_axis(shape), loc)
-                    .reshape_at(shape.dims(), loc)
+                    .dynamic_slice(&refs, &with_step_axis(shape))
+                    .reshape(shape.dims())
             };
             let c_t: Vec<Op> = (0..k)
                 .map(|j| {
@@ -1042,7 +1012,7 @@ fn while_cts(
                             } else {
                                 &n.results[j]
                             };
-                            local(&bb, src).reshape_at(&dims, loc)
+                            local(&bb, src).reshape(&dims)
                         }
                     }
                 })
@@ -1062,11 +1032,10 @@ fn while_cts(
                 let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
                 let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
                 let ct_refs: Vec<&Op> = ct.iter().collect();
-                vjp_at(&bb, &outs_f, &ct_refs, &wrt_f, loc)
+                bb.vjp(&outs_f, &ct_refs, &wrt_f)
             };
             (plus_one(s), back)
         },
-        loc,
     );
     // The backward loop has a trip count or bound too: the gradient is
     // differentiable again.
@@ -1231,17 +1200,17 @@ fn storing_loop(
                 .chain(s.dims().iter().copied())
                 .collect();
             b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
-                .broadcast_to_at(&dims, loc)
+                .broadcast_to(&dims)
         })
         .collect();
-    let (count, outs, stacks) = b.while_at(
+    let (count, outs, stacks) = b.while_loop(
         (s32(b, 0), init.to_vec(), stacks0),
         |(i, c, _)| {
             if bounded {
                 // The loop's own condition (its bound included) decides.
                 inline(&i.builder(), cond, c).swap_remove(0)
             } else {
-                i.compare_at(&s32(&i.builder(), trips), crate::Comparison::Lt, loc)
+                i.compare(&s32(&i.builder(), trips), crate::Comparison::Lt)
             }
         },
         |(i, c, st)| {
@@ -1256,23 +1225,21 @@ fn storing_loop(
                 .zip(rows)
                 .map(|(buf, v)| {
                     let s = v.shape().expect("an array");
-                    let row = v.reshape_at(
+                    let row = v.reshape(
                         &std::iter::once(1)
                             .chain(s.dims().iter().copied())
                             .collect::<Vec<i64>>(),
-                        loc,
                     );
                     let starts: Vec<Op> = std::iter::once(i.clone())
                         .chain(std::iter::repeat_n(s32(&bb, 0), s.rank()))
                         .collect();
                     let refs: Vec<&Op> = starts.iter().collect();
-                    buf.dynamic_update_slice_at(&row, &refs, loc)
+                    buf.dynamic_update_slice(&row, &refs)
                 })
                 .collect();
             let next = i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
             (next, c2, st2)
         },
-        loc,
     );
     // A trip count or bound of its own: the gradient is differentiable again.
     if bounded {
@@ -1419,13 +1386,7 @@ impl Builder {
         T: Tree<Op, With<Op> = T> + Clone,
         R: Tree<Op, With<Op> = R>,
     {
-        self.switch_at(
-            pred,
-            x,
-            Box::new(on_true),
-            vec![Box::new(on_false)],
-            Location::caller(),
-        )
+        self.switch(pred, x, Box::new(on_true), vec![Box::new(on_false)])
     }
 
     /// XLA's N-way conditional: branch `index` (`s32[]`; an index out of range runs
@@ -1443,21 +1404,7 @@ impl Builder {
         T: Tree<Op, With<Op> = T> + Clone,
         R: Tree<Op, With<Op> = R>,
     {
-        self.switch_at(index, x, first, rest, Location::caller())
-    }
-
-    fn switch_at<'f, T, R>(
-        &self,
-        sel: &Op,
-        x: T,
-        first: Box<dyn FnOnce(T) -> R + 'f>,
-        rest: Vec<Box<dyn FnOnce(T) -> R + 'f>>,
-        loc: &'static Location<'static>,
-    ) -> R
-    where
-        T: Tree<Op, With<Op> = T> + Clone,
-        R: Tree<Op, With<Op> = R>,
-    {
+        let (loc, sel) = (Location::caller(), index);
         let leaves: Vec<Op> = x.leaves().into_iter().cloned().collect();
         let mut refs: Vec<&Op> = leaves.iter().collect();
         refs.push(sel);
@@ -1543,7 +1490,7 @@ fn conditional_cts(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Result<Vec<Option<Vec<Option<Op>>>>, String> {
-    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, vjp_at};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local};
     let (b, loc) = (n.b, n.loc);
     let elems: Vec<Vec<Op>> = n.operands[1..]
         .iter()
@@ -1570,7 +1517,7 @@ fn conditional_cts(
     let zeros_in = |bb: &Builder, x: &Op| -> Op {
         let s = x.shape().expect("an array");
         bb.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
-            .broadcast_to_at(s.dims(), loc)
+            .broadcast_to(s.dims())
     };
     let branch = |k: usize| -> Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_> {
         let (elems, slots, res_float) = (&elems, &slots, &res_float);
@@ -1583,7 +1530,7 @@ fn conditional_cts(
                 .iter()
                 .map(|e| {
                     let d = e.dims().unwrap_or_default();
-                    local(&bb, e).reshape_at(&d, loc)
+                    local(&bb, e).reshape(&d)
                 })
                 .collect();
             let outs = inline(&bb, branches[k], &mine);
@@ -1595,7 +1542,7 @@ fn conditional_cts(
                 .collect();
             let wrt: Vec<&Op> = my_slots.iter().map(|j| &mine[*j]).collect();
             let ct_refs: Vec<&Op> = ct.iter().collect();
-            let mut grads = vjp_at(&bb, &outs_f, &ct_refs, &wrt, loc).into_iter();
+            let mut grads = bb.vjp(&outs_f, &ct_refs, &wrt).into_iter();
             slots
                 .iter()
                 .map(|(kk, j)| {
@@ -1610,7 +1557,7 @@ fn conditional_cts(
     };
     let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
         (1..branches.len()).map(branch).collect();
-    let back: Vec<Op> = b.switch_at(&n.operands[0], ct, branch(0), rest, loc);
+    let back: Vec<Op> = b.switch(&n.operands[0], ct, branch(0), rest);
     let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
     out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
     for ((k, j), g) in slots.iter().zip(back) {

@@ -209,9 +209,9 @@ impl Op {
         }
         // Where x > 0 the result is x itself (gradient 1); elsewhere the max (0,
         // or NaN) held constant for the backward pass (gradient 0).
-        let positive = self.compare_at(&zero, Comparison::Gt, loc);
-        let rest = max.stop_gradient_at(loc);
-        b.select_at(&positive, self, &rest, loc)
+        let positive = self.compare(&zero, Comparison::Gt);
+        let rest = max.stop_gradient();
+        b.select(&positive, self, &rest)
     }
 }
 
@@ -236,9 +236,9 @@ fn unary_ct(op: UnaryOp, n: &Node, ct: &Op) -> Option<Op> {
         UnaryOp::Log => ct.binary(Divide, x, loc),
         UnaryOp::Tanh => mul(ct, &k(1.0).binary(Subtract, &mul(y, y), loc)),
         UnaryOp::Abs => {
-            let nonneg = x.compare_at(&k(0.0), Comparison::Ge, loc);
+            let nonneg = x.compare(&k(0.0), Comparison::Ge);
             ct.builder()
-                .select_at(&nonneg, ct, &ct.unary(UnaryOp::Negate, loc), loc)
+                .select(&nonneg, ct, &ct.unary(UnaryOp::Negate, loc))
         }
         UnaryOp::Sqrt => mul(ct, &k(0.5).binary(Divide, y, loc)),
         UnaryOp::Rsqrt => mul(ct, &mul(&k(-0.5), &y.binary(Divide, x, loc))),
@@ -465,8 +465,8 @@ impl Op {
             }
         };
         Ok((
-            self.broadcast_to_at(&dims, loc),
-            rhs.broadcast_to_at(&dims, loc),
+            self.at(loc).broadcast_to(&dims),
+            rhs.at(loc).broadcast_to(&dims),
         ))
     }
 
@@ -492,8 +492,8 @@ pub(crate) fn vjp_binary(n: &Node) -> Grads {
     let k = |v: f64| konst(x, v, loc);
     let mul = |a: &Op, b: &Op| a.binary(Multiply, b, loc);
     let neg = |a: &Op| a.unary(UnaryOp::Negate, loc);
-    let eq = |a: &Op, b: &Op| a.compare_at(b, Comparison::Eq, loc);
-    let sel = |p: &Op, a: &Op, b: &Op| p.builder().select_at(p, a, b, loc);
+    let eq = |a: &Op, b: &Op| a.compare(b, Comparison::Eq);
+    let sel = |p: &Op, a: &Op, b: &Op| p.builder().select(p, a, b);
     Ok(arrays(match op {
         BinaryOp::Add => vec![Some(ct.clone()), Some(ct.clone())],
         BinaryOp::Subtract => vec![Some(ct.clone()), Some(neg(ct))],
@@ -675,15 +675,7 @@ impl Op {
     /// (float, signed, unsigned) follows the element type.
     #[track_caller]
     pub fn compare(&self, rhs: &Op, direction: Comparison) -> Op {
-        self.compare_at(rhs, direction, Location::caller())
-    }
-
-    pub(crate) fn compare_at(
-        &self,
-        rhs: &Op,
-        direction: Comparison,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         match self.broadcast_pair(rhs, "compare", loc) {
             Ok((l, r)) => self
                 .builder()
@@ -767,16 +759,7 @@ impl Builder {
     /// `select(pred, on_true, on_false)`: element-wise choice. Shapes broadcast.
     #[track_caller]
     pub fn select(&self, pred: &Op, on_true: &Op, on_false: &Op) -> Op {
-        self.select_at(pred, on_true, on_false, Location::caller())
-    }
-
-    pub(crate) fn select_at(
-        &self,
-        pred: &Op,
-        on_true: &Op,
-        on_false: &Op,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         if let Err(failed) = self.target(&[pred, on_true, on_false], "select", loc) {
             return failed;
         }
@@ -798,9 +781,9 @@ impl Builder {
                 );
             }
         };
-        let p = pred.broadcast_to_at(&dims, loc);
-        let t = on_true.broadcast_to_at(&dims, loc);
-        let f = on_false.broadcast_to_at(&dims, loc);
+        let p = pred.broadcast_to(&dims);
+        let t = on_true.broadcast_to(&dims);
+        let f = on_false.broadcast_to(&dims);
         self.emit(OpKind::Select, &[&p, &t, &f], None, loc)
     }
 }
@@ -812,8 +795,8 @@ pub(crate) fn vjp_select(n: &Node) -> Grads {
     let zero = crate::autodiff::zeros_like(ct, loc);
     Ok(arrays(vec![
         None,
-        Some(p.builder().select_at(p, ct, &zero, loc)),
-        Some(p.builder().select_at(p, &zero, ct, loc)),
+        Some(p.builder().select(p, ct, &zero)),
+        Some(p.builder().select(p, &zero, ct)),
     ]))
 }
 
@@ -896,10 +879,7 @@ impl Op {
     /// ```
     #[track_caller]
     pub fn clamp(&self, lo: &Op, hi: &Op) -> Op {
-        self.clamp_at(lo, hi, Location::caller())
-    }
-
-    pub(crate) fn clamp_at(&self, lo: &Op, hi: &Op, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         const OP: &str = "clamp";
         let b = self.builder();
         if let Err(failed) = b.target(&[lo, self, hi], OP, loc) {
@@ -926,9 +906,9 @@ impl Op {
         // Scalar bounds are broadcast too, as JAX lowers clamp: XLA's rule takes
         // them, but the CPU plugin of PJRT C API 0.115 fails to compile them
         // ("xtile.extract": tile shape does not match rank of buffer: 0).
-        let l = lo.broadcast_to_at(&dims, loc);
-        let h = hi.broadcast_to_at(&dims, loc);
-        let x = self.broadcast_to_at(&dims, loc);
+        let l = lo.broadcast_to(&dims);
+        let h = hi.broadcast_to(&dims);
+        let x = self.broadcast_to(&dims);
         b.emit(OpKind::Clamp, &[&l, &x, &h], None, loc)
     }
 }
@@ -941,25 +921,25 @@ pub(crate) fn vjp_clamp(n: &Node) -> Grads {
     let (lo, x, hi, loc) = (&n.operands[0], &n.operands[1], &n.operands[2], n.loc);
     let b = x.builder();
     let zero = crate::autodiff::zeros_like(ct, loc);
-    let both = |p: Op, q: Op| p.bitwise_at(crate::ops::bitwise::BitwiseOp::And, &q, loc);
-    let pick = |p: &Op| b.select_at(p, ct, &zero, loc);
+    let both = |p: Op, q: Op| p.bitwise(crate::ops::bitwise::BitwiseOp::And, &q, loc);
+    let pick = |p: &Op| b.select(p, ct, &zero);
     let fit = |g: Op, bound: &Op| -> Op {
         if bound.rank().unwrap_or(0) == 0 && ct.rank().unwrap_or(0) > 0 {
             let all: Vec<i64> = (0..ct.rank().unwrap_or(0) as i64).collect();
-            g.reduce_binary_at(&all, BinaryOp::Add, loc)
+            g.reduce_by(&all, BinaryOp::Add, loc)
         } else {
             g
         }
     };
     let g_lo = pick(&both(
-        lo.compare_at(x, Comparison::Gt, loc),
-        lo.compare_at(hi, Comparison::Lt, loc),
+        lo.compare(x, Comparison::Gt),
+        lo.compare(hi, Comparison::Lt),
     ));
     let g_x = pick(&both(
-        x.compare_at(lo, Comparison::Gt, loc),
-        x.compare_at(hi, Comparison::Lt, loc),
+        x.compare(lo, Comparison::Gt),
+        x.compare(hi, Comparison::Lt),
     ));
-    let g_hi = pick(&hi.compare_at(x, Comparison::Lt, loc));
+    let g_hi = pick(&hi.compare(x, Comparison::Lt));
     Ok(arrays(vec![
         Some(fit(g_lo, lo)),
         Some(g_x),
@@ -1151,7 +1131,7 @@ impl Builder {
                 } else {
                     ElementType::F32
                 };
-                self.scalar_of(wide, v, loc).convert_at(ty, loc)
+                self.scalar_of(wide, v, loc).at(loc).convert(ty)
             }
             _ => match v.to_bytes(ty) {
                 Ok(bytes) => self.constant_bytes(Shape::scalar(ty), bytes, loc),

@@ -572,11 +572,11 @@ fn start_limits(idx: &Op, axes: &[i64], sizes: &[i64], od: &[i64], ivd: i64, loc
     if ivd as usize == id.len() {
         return b
             .scalar_of(ty, crate::Scalar::Int(his[0]), loc)
-            .broadcast_to_at(&id, loc);
+            .broadcast_to(&id);
     }
     b.constant_vec(&his)
-        .convert_at(ty, loc)
-        .broadcast_in_dim_at(&id, &[ivd], loc)
+        .convert(ty)
+        .broadcast_in_dim(&id, &[ivd])
 }
 
 #[cfg(test)]
@@ -1013,11 +1013,11 @@ impl Builder {
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
         let cap_in: Vec<Op> = caps
             .iter()
-            .map(|c| c.broadcast_to_at(&in_dims, loc))
+            .map(|c| c.at(loc).broadcast_to(&in_dims))
             .collect();
         let cap_up: Vec<Op> = caps
             .iter()
-            .map(|c| c.broadcast_to_at(&up_dims, loc))
+            .map(|c| c.at(loc).broadcast_to(&up_dims))
             .collect();
         let operands: Vec<&Op> = inputs
             .iter()
@@ -1134,35 +1134,34 @@ fn scatter_cts(
     );
     let zero = b.scalar_of(ity, crate::Scalar::Int(0), loc);
     let ok = idx
-        .compare_at(&zero, crate::Comparison::Ge, loc)
-        .convert_at(ElementType::S32, loc)
+        .compare(&zero, crate::Comparison::Ge)
+        .convert(ElementType::S32)
         .binary(
             crate::BinaryOp::Multiply,
-            &idx.compare_at(&hi, crate::Comparison::Le, loc)
-                .convert_at(ElementType::S32, loc),
+            &idx.compare(&hi, crate::Comparison::Le)
+                .convert(ElementType::S32),
             loc,
         );
     let id = idx.dims().unwrap_or_default();
     let ok = if (d.index_vector_dim as usize) < id.len() {
-        ok.reduce_binary_at(&[d.index_vector_dim], crate::BinaryOp::Minimum, loc)
+        ok.reduce_by(&[d.index_vector_dim], crate::BinaryOp::Minimum, loc)
     } else {
         ok
     };
-    let keep = ok.compare_at(
+    let keep = ok.compare(
         &b.scalar_of(ElementType::S32, crate::Scalar::Int(1), loc),
         crate::Comparison::Eq,
-        loc,
     );
     let scatter_axes: Vec<i64> = (0..ud.len() as i64)
         .filter(|a| !d.update_window_dims.contains(a))
         .collect();
-    let keep = keep.broadcast_in_dim_at(&ud, &scatter_axes, loc);
-    let only = |pred: &Op, v: &Op| b.select_at(pred, v, &crate::autodiff::zeros_like(v, loc), loc);
-    let and = |p: &Op, q: &Op| p.bitwise_at(crate::ops::bitwise::BitwiseOp::And, q, loc);
+    let keep = keep.broadcast_in_dim(&ud, &scatter_axes);
+    let only = |pred: &Op, v: &Op| b.select(pred, v, &crate::autodiff::zeros_like(v, loc));
+    let and = |p: &Op, q: &Op| p.bitwise(crate::ops::bitwise::BitwiseOp::And, q, loc);
     let (ct_x, ct_u) = match comb {
         Combiner::Binary(B::Add) => (ct.clone(), only(&keep, &at_updates(ct))),
         Combiner::Binary(B::Multiply) => {
-            let ones = x.full_like_at(1.0, loc);
+            let ones = x.full_like(1.0);
             let ct_x = ct.binary(B::Multiply, &scatter_with(&ones, u, |o, v| o * v), loc);
             if !a.unique_indices && n.wanted.get(2).copied().unwrap_or(true) {
                 return Err(
@@ -1176,17 +1175,12 @@ fn scatter_cts(
         Combiner::Binary(_) => {
             // Max or min: the result's contributors share its cotangent equally.
             let out = n.out();
-            let won = and(
-                &keep,
-                &u.compare_at(&at_updates(out), crate::Comparison::Eq, loc),
-            );
-            let kept = x.compare_at(out, crate::Comparison::Eq, loc);
-            let as_float = |p: &Op| only(p, &x.full_like_at(1.0, loc));
-            let count = scatter_with(
-                &as_float(&kept),
-                &only(&won, &u.full_like_at(1.0, loc)),
-                |o, v| o + v,
-            );
+            let won = and(&keep, &u.compare(&at_updates(out), crate::Comparison::Eq));
+            let kept = x.compare(out, crate::Comparison::Eq);
+            let as_float = |p: &Op| only(p, &x.full_like(1.0));
+            let count = scatter_with(&as_float(&kept), &only(&won, &u.full_like(1.0)), |o, v| {
+                o + v
+            });
             let share = ct.binary(B::Divide, &count, loc);
             (only(&kept, &share), only(&won, &at_updates(&share)))
         }
@@ -1199,16 +1193,16 @@ fn scatter_cts(
             let numbers = b
                 .iota(s32, &[m], 0)
                 .binary_scalar(B::Add, crate::Scalar::Int(1), false, loc)
-                .reshape_at(&scatter_dims, loc)
-                .broadcast_in_dim_at(&ud, &scatter_axes, loc);
+                .reshape(&scatter_dims)
+                .broadcast_in_dim(&ud, &scatter_axes);
             let none = b
                 .scalar_of(s32, crate::Scalar::Int(0), loc)
-                .broadcast_to_at(&od, loc);
+                .broadcast_to(&od);
             let holds = scatter_with(&none, &numbers, |_, v| v.clone());
-            let untouched = holds.compare_at(&none, crate::Comparison::Eq, loc);
+            let untouched = holds.compare(&none, crate::Comparison::Eq);
             let won = and(
                 &keep,
-                &at_updates(&holds).compare_at(&numbers, crate::Comparison::Eq, loc),
+                &at_updates(&holds).compare(&numbers, crate::Comparison::Eq),
             );
             (only(&untouched, ct), only(&won, &at_updates(ct)))
         }

@@ -367,7 +367,7 @@ impl Op {
     /// output axis order.
     #[track_caller]
     pub fn dot_general(&self, rhs: &Op, dims: &DotDims) -> Op {
-        self.dot_general_at(rhs, dims, DotOptions::new(), Location::caller())
+        self.dot_general_with(rhs, dims, DotOptions::new())
     }
 
     /// [`dot_general`](Op::dot_general) with operand precisions and a preferred
@@ -375,16 +375,7 @@ impl Op {
     /// `f16 × f32 → f32`.
     #[track_caller]
     pub fn dot_general_with(&self, rhs: &Op, dims: &DotDims, opts: DotOptions) -> Op {
-        self.dot_general_at(rhs, dims, opts, Location::caller())
-    }
-
-    pub(crate) fn dot_general_at(
-        &self,
-        rhs: &Op,
-        dims: &DotDims,
-        opts: DotOptions,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         let kind = OpKind::Dot(Box::new(DotAttrs {
             dims: dims.clone(),
             precision: opts.precision,
@@ -401,17 +392,14 @@ impl Op {
     /// every batch of the left one without copies.
     #[track_caller]
     pub fn matmul(&self, rhs: &Op) -> Op {
-        self.matmul_at(rhs, DotOptions::new(), Location::caller())
+        self.matmul_with(rhs, DotOptions::new())
     }
 
     /// [`matmul`](Op::matmul) with operand precisions and a preferred result
     /// element type ([`DotOptions`]).
     #[track_caller]
     pub fn matmul_with(&self, rhs: &Op, opts: DotOptions) -> Op {
-        self.matmul_at(rhs, opts, Location::caller())
-    }
-
-    fn matmul_at(&self, rhs: &Op, opts: DotOptions, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         if let Err(failed) = self.builder().target(&[self, rhs], "dot_general", loc) {
             return failed;
         }
@@ -436,9 +424,13 @@ impl Op {
             let rc = if rr == 1 { 0 } else { rr - 2 };
             if lr == 1 && rr > 2 {
                 // [k] x [..., k, n] -> [..., n]
-                return self.dot_general_at(rhs, &DotDims::contract(0, rc), opts, loc);
+                return self
+                    .at(loc)
+                    .dot_general_with(rhs, &DotDims::contract(0, rc), opts);
             }
-            return self.dot_general_at(rhs, &DotDims::contract(lr - 1, rc), opts, loc);
+            return self
+                .at(loc)
+                .dot_general_with(rhs, &DotDims::contract(lr - 1, rc), opts);
         }
         // Both ≥ 2, rhs batched: batch axes broadcast the numpy way; both operands are
         // broadcast to the common batch shape, then contracted with batch axes.
@@ -463,15 +455,15 @@ impl Op {
         l_to.extend_from_slice(&ld[ld.len() - 2..]);
         let mut r_to = batch;
         r_to.extend_from_slice(&rd[rd.len() - 2..]);
-        let l = self.broadcast_to_at(&l_to, loc);
-        let r = rhs.broadcast_to_at(&r_to, loc);
+        let l = self.broadcast_to(&l_to);
+        let r = rhs.broadcast_to(&r_to);
         let dims = DotDims {
             lhs_contracting: vec![nb + 1],
             rhs_contracting: vec![nb],
             lhs_batch: (0..nb).collect(),
             rhs_batch: (0..nb).collect(),
         };
-        l.dot_general_at(&r, &dims, opts, loc)
+        l.dot_general_with(&r, &dims, opts)
     }
 }
 
@@ -494,7 +486,7 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
         precision: a.precision,
         preferred_element_type: t.element_type().ok(),
     };
-    let (x, y, loc) = (&n.operands[0], &n.operands[1], n.loc);
+    let (x, y) = (&n.operands[0], &n.operands[1]);
     let (xr, yr) = match (x.rank(), y.rank()) {
         (Ok(a), Ok(b)) => (a as i64, b as i64),
         _ => return vec![None, None],
@@ -521,7 +513,7 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
         if perm.iter().enumerate().all(|(i, p)| i as i64 == *p) {
             r
         } else {
-            r.transpose_at(&perm, loc)
+            r.transpose(&perm)
         }
     };
     let mut out = vec![None, None];
@@ -534,7 +526,7 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
             lhs_batch: ct_batch.clone(),
             rhs_batch: d.rhs_batch.clone(),
         };
-        let r = ct.dot_general_at(y, &dims, opts(x), loc);
+        let r = ct.dot_general_with(y, &dims, opts(x));
         let mut yc: Vec<(i64, i64)> = d
             .rhs_contracting
             .iter()
@@ -560,7 +552,7 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
             lhs_batch: d.lhs_batch.clone(),
             rhs_batch: ct_batch.clone(),
         };
-        let r = x.dot_general_at(ct, &dims, opts(y), loc);
+        let r = x.dot_general_with(ct, &dims, opts(y));
         let mut xc: Vec<(i64, i64)> = d
             .lhs_contracting
             .iter()
@@ -1023,7 +1015,7 @@ impl Op {
             feature_group_count,
             batch_group_count: 1,
         };
-        self.convolution_at(kernel, attrs, loc)
+        self.convolution(kernel, &attrs)
     }
 
     /// XLA's Convolution with all its attributes ([`ConvAttrs`]): what
@@ -1033,20 +1025,11 @@ impl Op {
     /// sizes must be the kernel's spatial sizes.
     #[track_caller]
     pub fn convolution(&self, kernel: &Op, attrs: &ConvAttrs) -> Op {
-        self.convolution_at(kernel, attrs.clone(), Location::caller())
-    }
-
-    pub(crate) fn convolution_at(
-        &self,
-        kernel: &Op,
-        attrs: ConvAttrs,
-        loc: &'static Location<'static>,
-    ) -> Op {
         self.builder().emit(
-            OpKind::Convolution(Box::new(attrs)),
+            OpKind::Convolution(Box::new(attrs.clone())),
             &[self, kernel],
             None,
-            loc,
+            Location::caller(),
         )
     }
 }
@@ -1107,13 +1090,8 @@ fn convolution_cts(
         let groups = fg.max(bg);
         let mut kernel = k.clone();
         if groups > 1 {
-            kernel = axis_out_of(&kernel, d.kernel_output_feature, groups, loc);
-            kernel = axis_into(
-                &kernel,
-                d.kernel_output_feature,
-                d.kernel_input_feature,
-                loc,
-            );
+            kernel = axis_out_of(&kernel, d.kernel_output_feature, groups);
+            kernel = axis_into(&kernel, d.kernel_output_feature, d.kernel_input_feature);
         }
         let axes: Vec<i64> = d.kernel_spatial.clone();
         let kernel =
@@ -1153,10 +1131,10 @@ fn convolution_cts(
             feature_group_count: groups,
             batch_group_count: 1,
         };
-        let mut g = ct.convolution_at(&kernel, attrs, loc);
+        let mut g = ct.convolution(&kernel, &attrs);
         if bg > 1 {
-            g = axis_out_of(&g, d.input_feature, bg, loc);
-            g = axis_into(&g, d.input_feature, d.input_batch, loc);
+            g = axis_out_of(&g, d.input_feature, bg);
+            g = axis_into(&g, d.input_feature, d.input_batch);
         }
         out[0] = Some(g);
     }
@@ -1195,26 +1173,26 @@ fn convolution_cts(
             feature_group_count: bg,
             batch_group_count: fg,
         };
-        out[1] = Some(x.convolution_at(ct, attrs, loc));
+        out[1] = Some(x.convolution(ct, &attrs));
     }
     Ok(out)
 }
 
 /// Splits axis `src` of `x` into `[size, rest]` (the new `size` axis at `src`; JAX's
 /// `_reshape_axis_out_of`).
-fn axis_out_of(x: &Op, src: i64, size: i64, loc: &'static Location<'static>) -> Op {
+fn axis_out_of(x: &Op, src: i64, size: i64) -> Op {
     let Ok(mut d) = x.dims() else {
         return x.clone();
     };
     let s = src as usize;
     let rest = d[s] / size;
     d.splice(s..s + 1, [size, rest]);
-    x.reshape_at(&d, loc)
+    x.reshape(&d)
 }
 
 /// Merges axis `src` of `x` into axis `dst` (numbered with `src` removed), `src`
 /// the major part (JAX's `_reshape_axis_into`).
-fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op {
+fn axis_into(x: &Op, src: i64, dst: i64) -> Op {
     let Ok(d) = x.dims() else {
         return x.clone();
     };
@@ -1223,7 +1201,7 @@ fn axis_into(x: &Op, src: i64, dst: i64, loc: &'static Location<'static>) -> Op 
     let mut to: Vec<i64> = perm.iter().map(|a| d[*a as usize]).collect();
     to.remove(dst as usize);
     to[dst as usize] *= d[src as usize];
-    x.transpose_at(&perm, loc).reshape_at(&to, loc)
+    x.transpose(&perm).reshape(&to)
 }
 
 // ---------------------------------------------------------------------------------
@@ -1284,22 +1262,22 @@ fn mask(x: &Op, part: Part, loc: &'static Location<'static>) -> Op {
         Part::Upper { strict: false } => Comparison::Le,
         Part::Upper { strict: true } => Comparison::Lt,
     };
-    let keep = row.compare_at(&col, dir, loc);
+    let keep = row.compare(&col, dir);
     let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
-    b.select_at(&keep, x, &zero, loc)
+    b.select(&keep, x, &zero)
 }
 
 /// `x` with its last two axes swapped.
-fn swap_last(x: &Op, loc: &'static Location<'static>) -> Op {
+fn swap_last(x: &Op) -> Op {
     let r = x.rank().unwrap_or(2) as i64;
     let mut perm: Vec<i64> = (0..r).collect();
     perm.swap(r as usize - 2, r as usize - 1);
-    x.transpose_at(&perm, loc)
+    x.transpose(&perm)
 }
 
 /// The batched product of the matrices in the last two axes of `x` and `y`,
 /// contracting axis `xc` of `x` (`r - 2` or `r - 1`) with axis `yc` of `y`.
-fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) -> Op {
+fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64) -> Op {
     let r = x.rank().unwrap_or(2) as i64;
     let dims = DotDims {
         lhs_contracting: vec![xc],
@@ -1307,12 +1285,7 @@ fn batch_dot(x: &Op, y: &Op, xc: i64, yc: i64, loc: &'static Location<'static>) 
         lhs_batch: (0..r - 2).collect(),
         rhs_batch: (0..r - 2).collect(),
     };
-    x.dot_general_at(
-        y,
-        &dims,
-        DotOptions::new().precision(Precision::Highest),
-        loc,
-    )
+    x.dot_general_with(y, &dims, DotOptions::new().precision(Precision::Highest))
 }
 
 // ---------------------------------------------------------------------------------
@@ -1395,8 +1368,8 @@ fn cholesky_cts(
         (mask(l, low, loc), mask(ct, low, loc))
     } else {
         (
-            mask(&swap_last(l, loc), low, loc),
-            mask(&swap_last(ct, loc), low, loc),
+            mask(&swap_last(l), low, loc),
+            mask(&swap_last(ct), low, loc),
         )
     };
     // Φ(X): the strict lower triangle plus half the diagonal.
@@ -1410,7 +1383,7 @@ fn cholesky_cts(
         );
         strict.binary(BinaryOp::Add, &half, loc)
     };
-    let p = phi(&batch_dot(&l, &lbar, r - 2, r - 2, loc));
+    let p = phi(&batch_dot(&l, &lbar, r - 2, r - 2));
     let solve = |left_side, transpose_a, b: &Op| {
         let o = TriangularSolveOptions {
             left_side,
@@ -1418,13 +1391,13 @@ fn cholesky_cts(
             unit_diagonal: false,
             transpose_a,
         };
-        l.triangular_solve_at(b, o, loc)
+        l.triangular_solve(b, o)
     };
     // Lᵀ Y = P, then S L = Y.
     let y = solve(true, Transpose::Transpose, &p);
     let s = solve(false, Transpose::No, &y);
-    let g = phi(&s.binary(BinaryOp::Add, &swap_last(&s, loc), loc));
-    Ok(vec![Some(if lower { g } else { swap_last(&g, loc) })])
+    let g = phi(&s.binary(BinaryOp::Add, &swap_last(&s), loc));
+    Ok(vec![Some(if lower { g } else { swap_last(&g) })])
 }
 
 // ---------------------------------------------------------------------------------
@@ -1538,15 +1511,7 @@ impl Op {
     /// this triangular matrix (batched in leading axes).
     #[track_caller]
     pub fn triangular_solve(&self, b: &Op, options: TriangularSolveOptions) -> Op {
-        self.triangular_solve_at(b, options, Location::caller())
-    }
-
-    pub(crate) fn triangular_solve_at(
-        &self,
-        b: &Op,
-        options: TriangularSolveOptions,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         self.builder()
             .emit(OpKind::TriangularSolve(options), &[self, b], None, loc)
     }
@@ -1585,15 +1550,15 @@ fn triangular_solve_cts(
         },
         ..*o
     };
-    let bbar = a.triangular_solve_at(ct, back, loc);
+    let bbar = a.triangular_solve(ct, back);
     let mut out = vec![None, None];
     if wants(a) {
         let m = if o.left_side {
-            batch_dot(&bbar, x, r - 1, r - 1, loc)
+            batch_dot(&bbar, x, r - 1, r - 1)
         } else {
-            batch_dot(x, &bbar, r - 2, r - 2, loc)
+            batch_dot(x, &bbar, r - 2, r - 2)
         };
-        let m = if transposed { swap_last(&m, loc) } else { m };
+        let m = if transposed { swap_last(&m) } else { m };
         let part = if o.lower {
             Part::Lower {
                 strict: o.unit_diagonal,

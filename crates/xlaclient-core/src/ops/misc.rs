@@ -157,7 +157,7 @@ impl Builder {
         let d0 = shapes[0].dims().to_vec();
         let spread: Vec<Op> = captures
             .iter()
-            .map(|c| self.op(target, *c).broadcast_to_at(&d0, loc))
+            .map(|c| self.op(target, *c).at(loc).broadcast_to(&d0))
             .collect();
         let all: Vec<&Op> = operands.iter().copied().chain(&spread).collect();
         self.emit(
@@ -183,8 +183,8 @@ pub(crate) fn vjp_map(n: &Node) -> Grads {
 /// Map: per operand, a map of the scalar function's derivative times the
 /// cotangent (the function recomputed and differentiated inside each map body).
 fn map_cts(body: crate::ir::CompId, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
-    use crate::autodiff::{inline, vjp_at, wants};
-    let (k, loc) = (n.operands.len(), n.loc);
+    use crate::autodiff::{inline, wants};
+    let k = n.operands.len();
     (0..k)
         .map(|i| {
             if !wants(&n.operands[i]) {
@@ -195,7 +195,7 @@ fn map_cts(body: crate::ir::CompId, n: &crate::autodiff::Node, ct: &Op) -> Vec<O
                 let bb = p[0].builder();
                 let out = inline(&bb, body, &p[..k]).swap_remove(0);
                 let wrt: Vec<&Op> = p[..k].iter().collect();
-                vjp_at(&bb, &[&out], &[&p[k]], &wrt, loc).swap_remove(i)
+                bb.vjp(&[&out], &[&p[k]], &wrt).swap_remove(i)
             }))
         })
         .collect()

@@ -31,23 +31,20 @@ impl Op {
     /// Zeros of this array's type and dimensions (`jnp.zeros_like`).
     #[track_caller]
     pub fn zeros_like(&self) -> Op {
-        self.full_like_at(0.0, Location::caller())
+        self.full_like(0.0)
     }
 
     /// Ones of this array's type and dimensions (`jnp.ones_like`).
     #[track_caller]
     pub fn ones_like(&self) -> Op {
-        self.full_like_at(1.0, Location::caller())
+        self.full_like(1.0)
     }
 
     /// `value` in this array's type and dimensions (`jnp.full_like`); a value the
     /// type cannot hold is a build error.
     #[track_caller]
     pub fn full_like(&self, value: f64) -> Op {
-        self.full_like_at(value, Location::caller())
-    }
-
-    pub(crate) fn full_like_at(&self, value: f64, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         let b = self.builder();
         match self.shape() {
             Ok(s) if s.is_array() => {
@@ -57,7 +54,7 @@ impl Op {
                 } else {
                     Scalar::Float(value)
                 };
-                b.scalar_of(ty, v, loc).broadcast_to_at(s.dims(), loc)
+                b.scalar_of(ty, v, loc).at(loc).broadcast_to(s.dims())
             }
             Ok(_) => b.fail_not_array(self, "broadcast", loc),
             Err(_) => self.clone(),
@@ -86,7 +83,7 @@ impl Op {
         let dims: Vec<i64> = (0..s.rank())
             .map(|i| if axes.contains(&i) { 1 } else { s.dims()[i] })
             .collect();
-        reduced.reshape_at(&dims, loc)
+        reduced.at(loc).reshape(&dims)
     }
 
     fn reduce_keep(
@@ -105,7 +102,7 @@ impl Op {
     pub fn sum(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
         self.reduce_keep(axes, keepdims, loc, |x| {
-            x.reduce_binary_at(axes, BinaryOp::Add, loc)
+            x.reduce_by(axes, BinaryOp::Add, loc)
         })
     }
 
@@ -114,7 +111,7 @@ impl Op {
     pub fn prod(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
         self.reduce_keep(axes, keepdims, loc, |x| {
-            x.reduce_binary_at(axes, BinaryOp::Multiply, loc)
+            x.reduce_by(axes, BinaryOp::Multiply, loc)
         })
     }
 
@@ -123,7 +120,7 @@ impl Op {
     pub fn amax(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
         self.reduce_keep(axes, keepdims, loc, |x| {
-            x.reduce_binary_at(axes, BinaryOp::Maximum, loc)
+            x.reduce_by(axes, BinaryOp::Maximum, loc)
         })
     }
 
@@ -132,7 +129,7 @@ impl Op {
     pub fn amin(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
         self.reduce_keep(axes, keepdims, loc, |x| {
-            x.reduce_binary_at(axes, BinaryOp::Minimum, loc)
+            x.reduce_by(axes, BinaryOp::Minimum, loc)
         })
     }
 
@@ -173,38 +170,36 @@ impl Op {
         );
         let init_i = b.scalar_of(ElementType::S32, Scalar::Int(-1), loc);
         let float = ty.is_float();
-        let out = b.reduce_many_at(
-            &[self, &idx],
-            &[&init_v, &init_i],
-            &[a as i64],
-            loc,
-            |acc, e| {
-                // A total order with the index as tie-break, so XLA may combine partial
-                // results in any grouping: an initial value (index -1) is the identity;
-                // a NaN beats numbers; among equals (or two NaNs) the smaller index wins.
-                let bb = acc[0].builder();
-                let and = |x: &Op, y: &Op| bb.select_at(x, y, x, loc);
-                let or = |x: &Op, y: &Op| bb.select_at(x, x, y, loc);
-                let zero = bb.scalar_of(ElementType::S32, Scalar::Int(0), loc);
-                let no_false = bb.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
-                let acc_none = acc[1].compare_at(&zero, Comparison::Lt, loc);
-                let e_none = e[1].compare_at(&zero, Comparison::Lt, loc);
-                let lower = e[1].compare_at(&acc[1], Comparison::Lt, loc);
-                let wins = e[0].compare_at(&acc[0], better, loc);
-                let tie = and(&e[0].compare_at(&acc[0], Comparison::Eq, loc), &lower);
-                let mut take = or(&wins, &tie);
-                if float {
-                    let e_nan = e[0].compare_at(&e[0], Comparison::Ne, loc);
-                    let a_nan = acc[0].compare_at(&acc[0], Comparison::Ne, loc);
-                    take = bb.select_at(&a_nan, &and(&e_nan, &lower), &or(&e_nan, &take), loc);
-                }
-                let take = bb.select_at(&e_none, &no_false, &or(&acc_none, &take), loc);
-                vec![
-                    bb.select_at(&take, &e[0], &acc[0], loc),
-                    bb.select_at(&take, &e[1], &acc[1], loc),
-                ]
-            },
-        );
+        let out =
+            b.at(loc)
+                .reduce_many(&[self, &idx], &[&init_v, &init_i], &[a as i64], |acc, e| {
+                    // A total order with the index as tie-break, so XLA may combine partial
+                    // results in any grouping: an initial value (index -1) is the identity;
+                    // a NaN beats numbers; among equals (or two NaNs) the smaller index wins.
+                    let bb = acc[0].builder();
+                    let and = |x: &Op, y: &Op| bb.at(loc).select(x, y, x);
+                    let or = |x: &Op, y: &Op| bb.at(loc).select(x, x, y);
+                    let zero = bb.scalar_of(ElementType::S32, Scalar::Int(0), loc);
+                    let no_false = bb.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
+                    let acc_none = acc[1].at(loc).compare(&zero, Comparison::Lt);
+                    let e_none = e[1].at(loc).compare(&zero, Comparison::Lt);
+                    let lower = e[1].at(loc).compare(&acc[1], Comparison::Lt);
+                    let wins = e[0].at(loc).compare(&acc[0], better);
+                    let tie = and(&e[0].at(loc).compare(&acc[0], Comparison::Eq), &lower);
+                    let mut take = or(&wins, &tie);
+                    if float {
+                        let e_nan = e[0].at(loc).compare(&e[0], Comparison::Ne);
+                        let a_nan = acc[0].at(loc).compare(&acc[0], Comparison::Ne);
+                        take = bb
+                            .at(loc)
+                            .select(&a_nan, &and(&e_nan, &lower), &or(&e_nan, &take));
+                    }
+                    let take = bb.at(loc).select(&e_none, &no_false, &or(&acc_none, &take));
+                    vec![
+                        bb.at(loc).select(&take, &e[0], &acc[0]),
+                        bb.at(loc).select(&take, &e[1], &acc[1]),
+                    ]
+                });
         out.into_iter().nth(1).expect("two results")
     }
 
@@ -221,8 +216,8 @@ impl Op {
         let mx = self.amax(&[axis], true);
         let ninf = b.scalar_of(ty, Scalar::Float(f64::NEG_INFINITY), loc);
         let zero = b.scalar_of(ty, Scalar::Int(0), loc);
-        let is_ninf = mx.compare_at(&ninf, Comparison::Eq, loc);
-        let shift = b.select_at(&is_ninf, &zero, &mx, loc);
+        let is_ninf = mx.compare(&ninf, Comparison::Eq);
+        let shift = b.select(&is_ninf, &zero, &mx);
         let e = self.binary(BinaryOp::Subtract, &shift, loc).exp();
         let lse = e
             .sum(&[axis], true)
@@ -273,10 +268,12 @@ impl Op {
         let b = self.builder();
         let classes = b.iota(ity, &dims, -1);
         let bd: Vec<i64> = (0..s.rank() as i64).collect();
-        let idx = self.broadcast_in_dim_at(&dims, &bd, loc);
+        let idx = self.broadcast_in_dim(&dims, &bd);
         classes
-            .compare_at(&idx, Comparison::Eq, loc)
-            .convert_at(ty, loc)
+            .at(loc)
+            .compare(&idx, Comparison::Eq)
+            .at(loc)
+            .convert(ty)
     }
 
     /// Each element limited to `[lo, hi]` (numpy's `clip`): XLA's `clamp` with Rust
@@ -292,7 +289,7 @@ impl Op {
         let b = self.builder();
         let lo = b.scalar_of(ty, lo.into(), loc);
         let hi = b.scalar_of(ty, hi.into(), loc);
-        self.clamp_at(&lo, &hi, loc)
+        self.clamp(&lo, &hi)
     }
 
     /// `x * x`.
@@ -327,7 +324,7 @@ impl Op {
             .filter(|i| !axes.contains(i))
             .map(|i| s.dims()[i])
             .collect();
-        self.reshape_at(&dims, loc)
+        self.reshape(&dims)
     }
 
     /// Inserts a size-1 axis at `axis` of the result (negative counts from the end
@@ -346,7 +343,7 @@ impl Op {
         };
         let mut dims = s.dims().to_vec();
         dims.insert(a, 1);
-        self.reshape_at(&dims, loc)
+        self.reshape(&dims)
     }
 
     /// Splits along `axis` into pieces of the given `sizes` (which must add up to the
@@ -385,7 +382,7 @@ impl Op {
                 st[a] = start;
                 lim[a] = start + z;
                 start += z;
-                self.slice_at(&st, &lim, &vec![1; s.rank()], loc)
+                self.at(loc).slice(&st, &lim, &vec![1; s.rank()])
             })
             .collect()
     }
@@ -410,7 +407,7 @@ impl Builder {
                     Ok(a) => {
                         let mut d = s.dims().to_vec();
                         d.insert(a.min(d.len()), 1);
-                        o.reshape_at(&d, loc)
+                        o.at(loc).reshape(&d)
                     }
                     Err(e) => self.fail(e, loc),
                 }
@@ -421,7 +418,7 @@ impl Builder {
             .first()
             .and_then(|o| o.rank().ok())
             .map_or(axis, |r| if axis < 0 { axis + r as i64 + 1 } else { axis });
-        self.concatenate_at(&refs, a, loc)
+        self.concatenate(&refs, a)
     }
 
     /// `start, start + step, …` below `stop` as a rank-1 array of `ty` (numpy's
@@ -451,7 +448,8 @@ impl Builder {
     pub fn full(&self, ty: ElementType, dims: &[i64], value: f64) -> Op {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Float(value), loc)
-            .broadcast_to_at(dims, loc)
+            .at(loc)
+            .broadcast_to(dims)
     }
 
     /// Zeros of `ty` and `dims`.
@@ -459,7 +457,8 @@ impl Builder {
     pub fn zeros(&self, ty: ElementType, dims: &[i64]) -> Op {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Int(0), loc)
-            .broadcast_to_at(dims, loc)
+            .at(loc)
+            .broadcast_to(dims)
     }
 
     /// Ones of `ty` and `dims`.
@@ -467,7 +466,8 @@ impl Builder {
     pub fn ones(&self, ty: ElementType, dims: &[i64]) -> Op {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Int(1), loc)
-            .broadcast_to_at(dims, loc)
+            .at(loc)
+            .broadcast_to(dims)
     }
 
     /// `jnp.where(cond, x, y)`: `x` where `cond` holds, else `y`, with numpy
@@ -483,7 +483,7 @@ impl Builder {
     /// ```
     #[track_caller]
     pub fn where_(&self, cond: &Op, x: &Op, y: &Op) -> Op {
-        self.select_at(cond, x, y, Location::caller())
+        self.select(cond, x, y)
     }
 
     /// Two-operand `einsum` (`"bij,bjk->bik"`): each letter names an axis; letters in
@@ -547,7 +547,7 @@ impl Builder {
             lhs_batch: batch.iter().map(|c| pos(&l, c)).collect(),
             rhs_batch: batch.iter().map(|c| pos(&r, c)).collect(),
         };
-        let d = lhs.dot_general_at(rhs, &dims, super::linalg::DotOptions::new(), loc);
+        let d = lhs.dot_general_with(rhs, &dims, super::linalg::DotOptions::new());
         // dot_general's order: batch, lhs free, rhs free.
         let order: Vec<char> = batch
             .iter()
@@ -559,7 +559,7 @@ impl Builder {
         if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
             d
         } else {
-            d.transpose_at(&perm, loc)
+            d.at(loc).transpose(&perm)
         }
     }
 }

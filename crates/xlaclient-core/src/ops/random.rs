@@ -81,14 +81,7 @@ impl Op {
     /// [`infer_bitcast_convert`] for how widths change the dimensions).
     #[track_caller]
     pub fn bitcast_convert(&self, ty: ElementType) -> Op {
-        self.bitcast_convert_at(ty, Location::caller())
-    }
-
-    pub(crate) fn bitcast_convert_at(
-        &self,
-        ty: ElementType,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         self.builder().emit(
             OpKind::BitcastConvert,
             &[self],
@@ -300,7 +293,7 @@ impl Op {
         // bits >> 9 | 0x3f800000, as f32 in [1, 2): shift by division (no shift op yet).
         let mantissa = bits.binary(crate::BinaryOp::Divide, &nine, loc);
         let word = mantissa.binary(crate::BinaryOp::Add, &one, loc);
-        let f = word.bitcast_convert_at(ElementType::F32, loc);
+        let f = word.bitcast_convert(ElementType::F32);
         (next, f - 1.0)
     }
 }

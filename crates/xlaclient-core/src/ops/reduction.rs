@@ -146,21 +146,11 @@ impl Op {
     /// ```
     #[track_caller]
     pub fn reduce(&self, init: &Op, axes: &[i64], body: impl FnOnce(&Op, &Op) -> Op) -> Op {
-        self.reduce_at(init, axes, Location::caller(), body)
-    }
-
-    pub(crate) fn reduce_at(
-        &self,
-        init: &Op,
-        axes: &[i64],
-        loc: &'static Location<'static>,
-        body: impl FnOnce(&Op, &Op) -> Op,
-    ) -> Op {
+        let loc = Location::caller();
         let mut out = self
             .builder()
-            .reduce_many_at(&[self], &[init], axes, loc, |acc, e| {
-                vec![body(&acc[0], &e[0])]
-            });
+            .at(loc)
+            .reduce_many(&[self], &[init], axes, |acc, e| vec![body(&acc[0], &e[0])]);
         out.pop().expect("one result per input")
     }
 
@@ -184,7 +174,7 @@ impl Op {
 
     /// A reduction with one binary op starting from its identity (0 for add, 1 for
     /// multiply, the lowest/highest value for maximum/minimum).
-    pub(crate) fn reduce_binary_at(
+    pub(crate) fn reduce_by(
         &self,
         axes: &[i64],
         op: BinaryOp,
@@ -211,7 +201,8 @@ impl Op {
             Err(_) => return self.builder().fail_not_array(self, "reduce", loc),
         };
         let init = self.builder().scalar_of(ty, identity(ty), loc);
-        self.reduce_at(&init, axes, loc, |a, e| a.binary(op, e, loc))
+        self.at(loc)
+            .reduce(&init, axes, |a, e| a.binary(op, e, loc))
     }
 
     /// Mean over `axes`. Floating-point (and complex) operands keep their type; an
@@ -253,7 +244,7 @@ impl Op {
         let x = if ty.is_float() || ty.is_complex() {
             self.clone()
         } else {
-            self.convert_at(ElementType::F32, loc)
+            self.at(loc).convert(ElementType::F32)
         };
         let sum = x.reduce_at_sum(axes, loc);
         sum.binary_scalar(BinaryOp::Divide, Scalar::Int(count), false, loc)
@@ -296,17 +287,7 @@ impl Builder {
         axes: &[i64],
         body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
     ) -> Vec<Op> {
-        self.reduce_many_at(inputs, inits, axes, Location::caller(), body)
-    }
-
-    pub(crate) fn reduce_many_at(
-        &self,
-        inputs: &[&Op],
-        inits: &[&Op],
-        axes: &[i64],
-        loc: &'static Location<'static>,
-        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
-    ) -> Vec<Op> {
+        let loc = Location::caller();
         let n = inputs.len().max(1);
         // A failure is one failed op per expected result.
         let failed = |op: Op| vec![op; n];
@@ -416,7 +397,7 @@ impl Builder {
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
         let spread: Vec<Op> = caps
             .iter()
-            .map(|c| c.broadcast_to_at(shapes[0].dims(), loc))
+            .map(|c| c.at(loc).broadcast_to(shapes[0].dims()))
             .collect();
         let operands: Vec<&Op> = inputs
             .iter()
@@ -504,15 +485,15 @@ fn reduce_cts(
     let kept: Vec<i64> = (0..dims.len() as i64)
         .filter(|a| !axes.contains(a))
         .collect();
-    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
+    let back = |v: &Op| v.broadcast_in_dim(&dims, &kept);
     match combiner {
         Some(BinaryOp::Add) => Ok(vec![Some(back(&ct)), None]),
         Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
             let ty = x.element_type().unwrap_or(ElementType::F32);
             let at = x
-                .compare_at(&back(n.out()), crate::Comparison::Eq, loc)
-                .convert_at(ty, loc);
-            let count = at.reduce_binary_at(axes, BinaryOp::Add, loc);
+                .compare(&back(n.out()), crate::Comparison::Eq)
+                .convert(ty);
+            let count = at.reduce_by(axes, BinaryOp::Add, loc);
             let share = ct.binary(BinaryOp::Divide, &count, loc);
             Ok(vec![
                 Some(at.binary(BinaryOp::Multiply, &back(&share), loc)),
@@ -543,7 +524,7 @@ fn vjp_prod(x: &Op, axes: &[i64], ct: &Op, loc: &'static Location<'static>) -> O
     let m: i64 = kept.iter().map(|a| dims[*a as usize]).product();
     // Rows of the kept axes, the reduced elements along each row.
     let perm: Vec<i64> = kept.iter().chain(axes).copied().collect();
-    let rows = x.transpose_at(&perm, loc).reshape_at(&[m, n], loc);
+    let rows = x.transpose(&perm).reshape(&[m, n]);
     let ty = x.element_type().unwrap_or(ElementType::F32);
     let one = x.builder().scalar_of(ty, Scalar::Int(1), loc);
     let scan = |lo: i64, hi: i64| {
@@ -563,8 +544,7 @@ fn vjp_prod(x: &Op, axes: &[i64], ct: &Op, loc: &'static Location<'static>) -> O
     let others = scan(n, -1).binary(BinaryOp::Multiply, &scan(-1, n), loc);
     let g = others.binary(
         BinaryOp::Multiply,
-        &ct.reshape_at(&[m], loc)
-            .broadcast_in_dim_at(&[m, n], &[0], loc),
+        &ct.reshape(&[m]).broadcast_in_dim(&[m, n], &[0]),
         loc,
     );
     let permuted: Vec<i64> = perm.iter().map(|a| dims[*a as usize]).collect();
@@ -572,7 +552,7 @@ fn vjp_prod(x: &Op, axes: &[i64], ct: &Op, loc: &'static Location<'static>) -> O
     for (i, p) in perm.iter().enumerate() {
         inv[*p as usize] = i as i64;
     }
-    g.reshape_at(&permuted, loc).transpose_at(&inv, loc)
+    g.reshape(&permuted).transpose(&inv)
 }
 
 /// The binary op a reduce body consists of (`body(a, e) = a op e` or `e op a`), if
@@ -647,8 +627,8 @@ pub(crate) fn selection_body(b: &Builder, body: crate::ir::CompId, m: usize) -> 
 }
 
 /// The logical and of two predicate arrays of one shape.
-pub(crate) fn and_at(x: &Op, y: &Op, loc: &'static Location<'static>) -> Op {
-    x.builder().select_at(x, y, x, loc)
+pub(crate) fn logical_and(x: &Op, y: &Op) -> Op {
+    x.builder().select(x, y, x)
 }
 
 /// A reduce whose body is a selection ([`selection_body`]): each floating-point
@@ -679,9 +659,9 @@ fn vjp_selection_reduce(
     let kept: Vec<i64> = (0..dims.len() as i64)
         .filter(|a| !axes.contains(a))
         .collect();
-    let back = |v: &Op| v.broadcast_in_dim_at(&dims, &kept, loc);
+    let back = |v: &Op| v.broadcast_in_dim(&dims, &kept);
     let equal: Vec<Op> = (0..m)
-        .map(|j| inputs[j].compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc))
+        .map(|j| inputs[j].compare(&back(&n.results[j]), crate::Comparison::Eq))
         .collect();
     for (j, g) in selection_shares(&equal, axes, &back, cts, &todo, ty, loc) {
         out[j] = Some(g);
@@ -722,30 +702,30 @@ pub(crate) fn selection_shares(
     ty: ElementType,
     loc: &'static Location<'static>,
 ) -> Vec<(usize, Op)> {
-    let count = |mask: &Op| mask.reduce_binary_at(axes, BinaryOp::Add, loc);
+    let count = |mask: &Op| mask.reduce_by(axes, BinaryOp::Add, loc);
     let b = equal[0].builder();
     let one = b.scalar_of(ty, Scalar::Int(1), loc);
     // The whole tuple's match and its count (one reduce for all results).
     let whole = (equal.len() > 1).then(|| {
         let all = equal[1..]
             .iter()
-            .fold(equal[0].clone(), |a, e| and_at(&a, e, loc))
-            .convert_at(ty, loc);
+            .fold(equal[0].clone(), |a, e| logical_and(&a, e))
+            .convert(ty);
         let c = count(&all);
         let zero = b.scalar_of(ty, Scalar::Int(0), loc);
-        let any = c.compare_at(&zero, crate::Comparison::Gt, loc);
+        let any = c.compare(&zero, crate::Comparison::Gt);
         (all, c, any)
     });
     todo.iter()
         .map(|j| {
             let ct = cts[*j].clone().expect("only results with a cotangent");
-            let own = equal[*j].convert_at(ty, loc);
+            let own = equal[*j].convert(ty);
             let own_count = count(&own);
             let (mask, k) = match &whole {
                 None => (own, own_count),
                 Some((all, c, any)) => (
-                    b.select_at(&back(any), all, &own, loc),
-                    b.select_at(any, c, &own_count, loc),
+                    b.select(&back(any), all, &own),
+                    b.select(any, c, &own_count),
                 ),
             };
             // No match at all (the initial value won): nothing, not 0/0.

@@ -237,7 +237,7 @@ impl Key {
 
     /// The two threefry halves of an rbg key.
     fn halves(&self, loc: Loc) -> [Op; 2] {
-        let h = |i: i64| self.data.slice_at(&[2 * i], &[2 * i + 2], &[1], loc);
+        let h = |i: i64| self.data.at(loc).slice(&[2 * i], &[2 * i + 2], &[1]);
         [h(0), h(1)]
     }
 
@@ -249,16 +249,13 @@ impl Key {
                 let (a, c) = self.data.hash_iota(dims, what, loc)?;
                 Ok(if wide {
                     let b = self.b();
-                    let hi = a.convert_at(U64, loc);
-                    let lo = c.convert_at(U64, loc);
+                    let hi = a.at(loc).convert(U64);
+                    let lo = c.at(loc).convert(U64);
                     let sh = b.scalar_of(U64, Scalar::Int(32), loc);
-                    hi.bitwise_at(BitwiseOp::ShiftLeft, &sh, loc).bitwise_at(
-                        BitwiseOp::Or,
-                        &lo,
-                        loc,
-                    )
+                    hi.bitwise(BitwiseOp::ShiftLeft, &sh, loc)
+                        .bitwise(BitwiseOp::Or, &lo, loc)
                 } else {
-                    a.bitwise_at(BitwiseOp::Xor, &c, loc)
+                    a.bitwise(BitwiseOp::Xor, &c, loc)
                 })
             }
             PrngImpl::Rbg => {
@@ -266,8 +263,10 @@ impl Key {
                 // key[2i] | key[2i+1] << 32.
                 let state = self
                     .data
-                    .reshape_at(&[2, 2], loc)
-                    .bitcast_convert_at(U64, loc);
+                    .at(loc)
+                    .reshape(&[2, 2])
+                    .at(loc)
+                    .bitcast_convert(U64);
                 let (_, bits) = state.rng_bit_generator(
                     RngAlgorithm::Default,
                     if wide { U64 } else { U32 },
@@ -281,11 +280,11 @@ impl Key {
     /// `jax.random.split(key, n)` as an array of `n` keys.
     fn split_array(&self, n: i64, loc: Loc) -> Op {
         match self.imp {
-            PrngImpl::Threefry2x32 => self.data.threefry_split_at(n, loc),
+            PrngImpl::Threefry2x32 => self.data.at(loc).threefry_split(n),
             PrngImpl::Rbg => {
                 let [h0, h1] = self.halves(loc);
-                let (s0, s1) = (h0.threefry_split_at(n, loc), h1.threefry_split_at(n, loc));
-                self.b().concatenate_at(&[&s0, &s1], 1, loc)
+                let (s0, s1) = (h0.at(loc).threefry_split(n), h1.at(loc).threefry_split(n));
+                self.b().at(loc).concatenate(&[&s0, &s1], 1)
             }
         }
     }
@@ -297,8 +296,10 @@ impl Key {
         (0..n)
             .map(|i| Key {
                 data: all
-                    .slice_at(&[i, 0], &[i + 1, w], &[1, 1], loc)
-                    .reshape_at(&[w], loc),
+                    .at(loc)
+                    .slice(&[i, 0], &[i + 1, w], &[1, 1])
+                    .at(loc)
+                    .reshape(&[w]),
                 imp: self.imp,
             })
             .collect()
@@ -306,14 +307,14 @@ impl Key {
 
     fn fold_in(&self, data: &Op, loc: Loc) -> Op {
         match self.imp {
-            PrngImpl::Threefry2x32 => self.data.threefry_fold_in_at(data, loc),
+            PrngImpl::Threefry2x32 => self.data.at(loc).threefry_fold_in(data),
             PrngImpl::Rbg => {
                 let [h0, h1] = self.halves(loc);
                 let (f0, f1) = (
-                    h0.threefry_fold_in_at(data, loc),
-                    h1.threefry_fold_in_at(data, loc),
+                    h0.at(loc).threefry_fold_in(data),
+                    h1.at(loc).threefry_fold_in(data),
                 );
-                self.b().concatenate_at(&[&f0, &f1], 0, loc)
+                self.b().at(loc).concatenate(&[&f0, &f1], 0)
             }
         }
     }
@@ -341,9 +342,10 @@ impl Key {
         let shift = b.scalar_of(uty, Scalar::Int(nbits - nmant), loc);
         let one = b.scalar_of(uty, Scalar::UInt(one_bits), loc);
         let floats = bits
-            .bitwise_at(BitwiseOp::ShiftRightLogical, &shift, loc)
-            .bitwise_at(BitwiseOp::Or, &one, loc)
-            .bitcast_convert_at(ty, loc)
+            .bitwise(BitwiseOp::ShiftRightLogical, &shift, loc)
+            .bitwise(BitwiseOp::Or, &one, loc)
+            .at(loc)
+            .bitcast_convert(ty)
             .binary_scalar(BinaryOp::Subtract, Scalar::Float(1.0), false, loc);
         let span = hi.binary(BinaryOp::Subtract, lo, loc);
         let x = floats
@@ -470,8 +472,8 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
         .binary(BinaryOp::Multiply, &x.unary(UnaryOp::Negate, loc), loc)
         .unary(UnaryOp::LogPlusOne, loc)
         .unary(UnaryOp::Negate, loc);
-    let small = w.compare_at(&f32c(&b, 5.0, loc), Comparison::Lt, loc);
-    let t = b.select_at(
+    let small = w.at(loc).compare(&f32c(&b, 5.0, loc), Comparison::Lt);
+    let t = b.at(loc).select(
         &small,
         &w.binary_scalar(BinaryOp::Subtract, Scalar::Float(2.5), false, loc),
         &w.unary(UnaryOp::Sqrt, loc).binary_scalar(
@@ -480,15 +482,10 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
             false,
             loc,
         ),
-        loc,
     );
     let coef = |i: usize| {
-        b.select_at(
-            &small,
-            &f32c(&b, SMALL[i], loc),
-            &f32c(&b, LARGE[i], loc),
-            loc,
-        )
+        b.at(loc)
+            .select(&small, &f32c(&b, SMALL[i], loc), &f32c(&b, LARGE[i], loc))
     };
     let mut p = coef(0);
     for i in 1..9 {
@@ -497,9 +494,10 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
     let r = p.binary(BinaryOp::Multiply, x, loc);
     let at_one = x
         .unary(UnaryOp::Abs, loc)
-        .compare_at(&f32c(&b, 1.0, loc), Comparison::Eq, loc);
+        .at(loc)
+        .compare(&f32c(&b, 1.0, loc), Comparison::Eq);
     let inf = x.binary(BinaryOp::Multiply, &f32c(&b, f32::INFINITY, loc), loc);
-    b.select_at(&at_one, &inf, &r, loc)
+    b.at(loc).select(&at_one, &inf, &r)
 }
 
 /// `erf` for `f32` as XLA's CPU backend computes its `erf` op inside a fusion,
@@ -535,7 +533,7 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
     ];
     let b = x.builder();
     let x2 = x.binary(BinaryOp::Multiply, x, loc);
-    let x2w = x2.convert_at(F64, loc);
+    let x2w = x2.at(loc).convert(F64);
     let c64 = |v: f32| b.scalar_of(F64, Scalar::Float(v.into()), loc);
     let s64 = |v: i64| b.scalar_of(ElementType::S64, Scalar::Int(v), loc);
     // fma(x2, acc, c) as f32 through f64 rounded to odd (see above).
@@ -550,24 +548,26 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
                 loc,
             )
             .binary(BinaryOp::Add, &c.binary(BinaryOp::Subtract, &bb, loc), loc);
-        let bits = s.bitcast_convert_at(ElementType::S64, loc);
+        let bits = s.at(loc).bitcast_convert(ElementType::S64);
         let zero = c64(0.0);
-        let even =
-            bits.bitwise_at(BitwiseOp::And, &s64(1), loc)
-                .compare_at(&s64(0), Comparison::Eq, loc);
-        let inexact = e.compare_at(&zero, Comparison::Ne, loc);
+        let even = bits
+            .bitwise(BitwiseOp::And, &s64(1), loc)
+            .at(loc)
+            .compare(&s64(0), Comparison::Eq);
+        let inexact = e.at(loc).compare(&zero, Comparison::Ne);
         // One step toward the exact sum: away from zero if e has s's sign.
-        let away = e.compare_at(&zero, Comparison::Gt, loc).compare_at(
-            &s.compare_at(&zero, Comparison::Gt, loc),
-            Comparison::Eq,
-            loc,
-        );
-        let step = b.select_at(&away, &s64(1), &s64(-1), loc);
+        let away = e
+            .at(loc)
+            .compare(&zero, Comparison::Gt)
+            .at(loc)
+            .compare(&s.at(loc).compare(&zero, Comparison::Gt), Comparison::Eq);
+        let step = b.at(loc).select(&away, &s64(1), &s64(-1));
         let odd = bits
             .binary(BinaryOp::Add, &step, loc)
-            .bitcast_convert_at(F64, loc);
-        let fix = inexact.bitwise_at(BitwiseOp::And, &even, loc);
-        let r = b.select_at(&fix, &odd, &s, loc).convert_at(F32, loc);
+            .at(loc)
+            .bitcast_convert(F64);
+        let fix = inexact.bitwise(BitwiseOp::And, &even, loc);
+        let r = b.at(loc).select(&fix, &odd, &s).at(loc).convert(F32);
         // The barrier keeps XLA from folding this f64 → f32 → f64 pair away (it
         // may when excess precision is allowed), which would skip the rounding.
         b.optimization_barrier(&[&r]).remove(0)
@@ -575,35 +575,40 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
     let horner = |coefs: &[f32]| {
         let mut acc = f32c(&b, coefs[0], loc);
         for c in &coefs[1..] {
-            acc = fma(&acc.convert_at(F64, loc), *c);
+            let wide = acc.at(loc).convert(F64);
+            acc = fma(&wide, *c);
         }
         acc
     };
     let p = x.binary(BinaryOp::Multiply, &horner(&ALPHA), loc);
     let q = horner(&BETA);
-    let big =
-        f32c(&b, 3.743_921_2, loc).compare_at(&x.unary(UnaryOp::Abs, loc), Comparison::Le, loc);
-    let neg = x.compare_at(&f32c(&b, 0.0, loc), Comparison::Lt, loc);
-    let sign = b.select_at(&neg, &f32c(&b, -1.0, loc), &f32c(&b, 1.0, loc), loc);
-    b.select_at(&big, &sign, &p.binary(BinaryOp::Divide, &q, loc), loc)
+    let big = f32c(&b, 3.743_921_2, loc)
+        .at(loc)
+        .compare(&x.unary(UnaryOp::Abs, loc), Comparison::Le);
+    let neg = x.at(loc).compare(&f32c(&b, 0.0, loc), Comparison::Lt);
+    let sign = b
+        .at(loc)
+        .select(&neg, &f32c(&b, -1.0, loc), &f32c(&b, 1.0, loc));
+    b.at(loc)
+        .select(&big, &sign, &p.binary(BinaryOp::Divide, &q, loc))
 }
 
 /// `nextafter(x, ±inf)` for `f32` (`up` toward `+inf`), from the bits.
 fn next_after_f32(x: &Op, up: bool, loc: Loc) -> Op {
     let b = x.builder();
     let s32 = |v: i64| b.scalar_of(S32, Scalar::Int(v), loc);
-    let bits = x.bitcast_convert_at(S32, loc);
+    let bits = x.at(loc).bitcast_convert(S32);
     let target = f32c(&b, if up { f32::INFINITY } else { f32::NEG_INFINITY }, loc);
     let is_zero = bits
-        .bitwise_at(BitwiseOp::And, &s32(0x7fff_ffff), loc)
-        .compare_at(&s32(0), Comparison::Eq, loc);
+        .bitwise(BitwiseOp::And, &s32(0x7fff_ffff), loc)
+        .at(loc)
+        .compare(&s32(0), Comparison::Eq);
     // Away from zero adds one to the magnitude's bits, toward zero takes one.
-    let positive = bits.compare_at(&s32(0), Comparison::Ge, loc);
-    let step = b.select_at(
+    let positive = bits.at(loc).compare(&s32(0), Comparison::Ge);
+    let step = b.at(loc).select(
         &positive,
         &s32(if up { 1 } else { -1 }),
         &s32(if up { -1 } else { 1 }),
-        loc,
     );
     let moved = bits.binary(BinaryOp::Add, &step, loc);
     let tiny = s32(if up {
@@ -612,12 +617,14 @@ fn next_after_f32(x: &Op, up: bool, loc: Loc) -> Op {
         i64::from(0x8000_0001u32 as i32)
     });
     let r = b
-        .select_at(&is_zero, &tiny, &moved, loc)
-        .bitcast_convert_at(F32, loc);
-    let at_target = x.compare_at(&target, Comparison::Eq, loc);
-    let r = b.select_at(&at_target, x, &r, loc);
-    let nan = x.compare_at(x, Comparison::Ne, loc);
-    b.select_at(&nan, x, &r, loc)
+        .at(loc)
+        .select(&is_zero, &tiny, &moved)
+        .at(loc)
+        .bitcast_convert(F32);
+    let at_target = x.at(loc).compare(&target, Comparison::Eq);
+    let r = b.at(loc).select(&at_target, x, &r);
+    let nan = x.at(loc).compare(x, Comparison::Ne);
+    b.at(loc).select(&nan, x, &r)
 }
 
 /// JAX's `_shuffle`: sorts `x` along `axis` by fresh random `u32` keys, as many
@@ -642,7 +649,7 @@ fn shuffle_core(
         let b = x.builder();
         x = b
             .sort(&[&sort_keys, &x], axis, true, |l, r| {
-                l[0].compare_at(&r[0], Comparison::Lt, loc)
+                l[0].at(loc).compare(&r[0], Comparison::Lt)
             })
             .pop()
             .expect("two results");
@@ -662,24 +669,25 @@ fn top_k_indices(x: &Op, k: i64, loc: Loc) -> Op {
         _ => (S32, i64::from(i32::MAX)),
     };
     // Floats as integers in the same order: negative floats count down from the top.
-    let bits = x.bitcast_convert_at(ity, loc);
+    let bits = x.at(loc).bitcast_convert(ity);
     let zero = b.scalar_of(ity, Scalar::Int(0), loc);
     let flipped = b
         .scalar_of(ity, Scalar::Int(max), loc)
         .binary(BinaryOp::Subtract, &bits, loc);
-    let order = b.select_at(
-        &bits.compare_at(&zero, Comparison::Lt, loc),
+    let order = b.at(loc).select(
+        &bits.at(loc).compare(&zero, Comparison::Lt),
         &flipped,
         &bits,
-        loc,
     );
     let idx = b.iota(S32, &dims, last);
     let sorted = b.sort(&[&order, &idx], last, true, |l, r| {
-        l[0].compare_at(&r[0], Comparison::Gt, loc)
+        l[0].at(loc).compare(&r[0], Comparison::Gt)
     });
     let mut lim = dims.clone();
     lim[last as usize] = k;
-    sorted[1].slice_at(&vec![0; dims.len()], &lim, &vec![1; dims.len()], loc)
+    sorted[1]
+        .at(loc)
+        .slice(&vec![0; dims.len()], &lim, &vec![1; dims.len()])
 }
 
 impl Builder {
@@ -866,9 +874,9 @@ impl Op {
         let higher = ks[0].bits(false, dims, "randint", loc)?;
         let lower = ks[1].bits(false, dims, "randint", loc)?;
         let u = |v: i64| b.scalar_of(U32, Scalar::Int(v), loc);
-        let span = hi.binary(BinaryOp::Subtract, lo, loc).convert_at(U32, loc);
-        let empty = hi.compare_at(lo, Comparison::Le, loc);
-        let span = b.select_at(&empty, &u(1), &span, loc);
+        let span = hi.binary(BinaryOp::Subtract, lo, loc).at(loc).convert(U32);
+        let empty = hi.at(loc).compare(lo, Comparison::Le);
+        let span = b.at(loc).select(&empty, &u(1), &span);
         // 2^32 mod span, as (2^16 mod span)^2 mod span.
         let m = u(1 << 16).binary(BinaryOp::Remainder, &span, loc);
         let m = m
@@ -883,7 +891,7 @@ impl Op {
                 loc,
             )
             .binary(BinaryOp::Remainder, &span, loc);
-        Ok(lo.binary(BinaryOp::Add, &off.convert_at(S32, loc), loc))
+        Ok(lo.binary(BinaryOp::Add, &off.at(loc).convert(S32), loc))
     }
 
     /// `jax.random.bernoulli(key, p, dims)`: `pred` samples, true with probability
@@ -913,7 +921,7 @@ impl Op {
                 "bernoulli",
                 loc,
             )?;
-            Ok(u.compare_at(&p, Comparison::Lt, loc))
+            Ok(u.at(loc).compare(&p, Comparison::Lt))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -962,7 +970,7 @@ impl Op {
     /// `argmax(logits + gumbel)`.
     #[track_caller]
     pub fn categorical(&self, logits: &Op, axis: i64) -> Op {
-        self.categorical_at(logits, axis, None, true, Location::caller())
+        self.categorical_core(logits, axis, None, true, Location::caller())
     }
 
     /// `jax.random.categorical(key, logits, axis, shape, replace)`: samples of
@@ -972,10 +980,10 @@ impl Op {
     /// most as many samples as there are categories, all distinct.
     #[track_caller]
     pub fn categorical_with(&self, logits: &Op, axis: i64, shape: &[i64], replace: bool) -> Op {
-        self.categorical_at(logits, axis, Some(shape), replace, Location::caller())
+        self.categorical_core(logits, axis, Some(shape), replace, Location::caller())
     }
 
-    fn categorical_at(
+    fn categorical_core(
         &self,
         logits: &Op,
         axis: i64,
@@ -1031,7 +1039,7 @@ impl Op {
                 let g = self.gumbel_core(&k, &gdims, ty, loc)?;
                 let mut edims = vec![1; np];
                 edims.extend(&ldims);
-                let x = g.binary(BinaryOp::Add, &logits.reshape_at(&edims, loc), loc);
+                let x = g.binary(BinaryOp::Add, &logits.at(loc).reshape(&edims), loc);
                 Ok(x.argmax((np + ax) as i64))
             } else {
                 let n: i64 = prefix.iter().product();
@@ -1065,10 +1073,10 @@ impl Op {
                 // Move `axis` last, take the top n, then move the samples first.
                 let mut perm: Vec<i64> = (0..rank as i64).filter(|i| *i != ax as i64).collect();
                 perm.push(ax as i64);
-                let top = top_k_indices(&x.transpose_at(&perm, loc), n, loc);
+                let top = top_k_indices(&x.at(loc).transpose(&perm), n, loc);
                 let mut back = vec![batch.len() as i64];
                 back.extend(0..batch.len() as i64);
-                Ok(top.transpose_at(&back, loc).reshape_at(&shape, loc))
+                Ok(top.at(loc).transpose(&back).at(loc).reshape(&shape))
             }
         };
         go().unwrap_or_else(|f| f)
@@ -1168,7 +1176,8 @@ impl Op {
                     .map_err(|_| self.clone())?;
                 return Ok(b
                     .scalar_of(ty, Scalar::Int(0), loc)
-                    .broadcast_to_at(dims, loc));
+                    .at(loc)
+                    .broadcast_to(dims));
             }
             if n <= 0 || n > i64::from(i32::MAX) {
                 return Err(fail(
@@ -1217,8 +1226,10 @@ impl Op {
                 )?,
                 (None, false) => {
                     let perm = shuffle_core(&k, &b.iota(S32, &[n], 0), 0, n, WHAT, loc)?;
-                    perm.slice_at(&[0], &[draws], &[1], loc)
-                        .reshape_at(dims, loc)
+                    perm.at(loc)
+                        .slice(&[0], &[draws], &[1])
+                        .at(loc)
+                        .reshape(dims)
                 }
                 (Some((p, ty)), true) => {
                     // The cumulative sum as JAX's cumsum lowers it (a window sum).
@@ -1229,7 +1240,7 @@ impl Op {
                     };
                     let cum =
                         p.reduce_window(&zero, &[win], |x, y| x.binary(BinaryOp::Add, y, loc));
-                    let total = cum.slice_at(&[n - 1], &[n], &[1], loc).reshape_at(&[], loc);
+                    let total = cum.at(loc).slice(&[n - 1], &[n], &[1]).at(loc).reshape(&[]);
                     let u = k.uniform(
                         dims,
                         ty,
@@ -1248,7 +1259,7 @@ impl Op {
                 (Some((p, ty)), false) => {
                     let g = self.gumbel_core(&k, &[n], ty, loc)?;
                     let x = g.binary(BinaryOp::Add, &p.unary(UnaryOp::Log, loc), loc);
-                    top_k_indices(&x, draws, loc).reshape_at(dims, loc)
+                    top_k_indices(&x, draws, loc).at(loc).reshape(dims)
                 }
             };
             Ok(match arr {
@@ -1269,20 +1280,24 @@ fn search_sorted_left(sorted: &Op, q: &Op, n: i64, loc: Loc) -> Op {
     let levels = 64 - (n as u64).leading_zeros();
     let mut low = b
         .scalar_of(S32, Scalar::Int(0), loc)
-        .broadcast_to_at(&dims, loc);
+        .at(loc)
+        .broadcast_to(&dims);
     let mut high = b
         .scalar_of(S32, Scalar::Int(n), loc)
-        .broadcast_to_at(&dims, loc);
+        .at(loc)
+        .broadcast_to(&dims);
     let two = b.scalar_of(U32, Scalar::Int(2), loc);
     for _ in 0..levels {
         let mid = low
-            .convert_at(U32, loc)
-            .binary(BinaryOp::Add, &high.convert_at(U32, loc), loc)
+            .at(loc)
+            .convert(U32)
+            .binary(BinaryOp::Add, &high.at(loc).convert(U32), loc)
             .binary(BinaryOp::Divide, &two, loc)
-            .convert_at(S32, loc);
-        let left = q.compare_at(&sorted.take(&mid, 0), Comparison::Le, loc);
-        low = b.select_at(&left, &low, &mid, loc);
-        high = b.select_at(&left, &mid, &high, loc);
+            .at(loc)
+            .convert(S32);
+        let left = q.at(loc).compare(&sorted.take(&mid, 0), Comparison::Le);
+        low = b.at(loc).select(&left, &low, &mid);
+        high = b.at(loc).select(&left, &mid, &high);
     }
     high
 }

@@ -125,15 +125,7 @@ impl Op {
     /// may stretch to any size (as in XLA's builder).
     #[track_caller]
     pub fn broadcast_in_dim(&self, out_dims: &[i64], broadcast_dimensions: &[i64]) -> Op {
-        self.broadcast_in_dim_at(out_dims, broadcast_dimensions, Location::caller())
-    }
-
-    pub(crate) fn broadcast_in_dim_at(
-        &self,
-        out_dims: &[i64],
-        bdims: &[i64],
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let (loc, bdims) = (Location::caller(), broadcast_dimensions);
         let s = match self.shape() {
             Ok(s) => s,
             Err(_) => return self.clone(),
@@ -159,8 +151,10 @@ impl Op {
                 let kd: Vec<i64> = keep.iter().map(|i| od[*i]).collect();
                 let kb: Vec<i64> = keep.iter().map(|i| bdims[*i]).collect();
                 return self
-                    .reshape_at(&kd, loc)
-                    .broadcast_in_dim_at(out_dims, &kb, loc);
+                    .at(loc)
+                    .reshape(&kd)
+                    .at(loc)
+                    .broadcast_in_dim(out_dims, &kb);
             }
         }
         let ty = s.element_type().expect("checked by the rule above");
@@ -184,16 +178,13 @@ impl Op {
         let mut out = prefix.to_vec();
         out.extend(dims);
         let bd: Vec<i64> = (prefix.len()..prefix.len() + r).map(|i| i as i64).collect();
-        self.broadcast_in_dim_at(&out, &bd, loc)
+        self.broadcast_in_dim(&out, &bd)
     }
 
     /// Numpy's `broadcast_to`: aligns axes at the right; size-1 axes stretch.
     #[track_caller]
     pub fn broadcast_to(&self, dims: &[i64]) -> Op {
-        self.broadcast_to_at(dims, Location::caller())
-    }
-
-    pub(crate) fn broadcast_to_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         let s = match self.shape() {
             Ok(s) if s.is_array() => s,
             _ => return self.builder().fail_not_array(self, "broadcast", loc),
@@ -214,7 +205,7 @@ impl Op {
         }
         let off = dims.len() - s.rank();
         let bd: Vec<i64> = (off..dims.len()).map(|i| i as i64).collect();
-        self.broadcast_in_dim_at(dims, &bd, loc)
+        self.broadcast_in_dim(dims, &bd)
     }
 }
 
@@ -242,7 +233,7 @@ fn broadcast_ct(dims: &[i64], n: &Node, ct: &Op) -> Op {
     let r = if summed.is_empty() {
         ct.clone()
     } else {
-        ct.reduce_binary_at(&summed, crate::BinaryOp::Add, loc)
+        ct.reduce_by(&summed, crate::BinaryOp::Add, loc)
     };
     // The kept axes, in output order, named by operand axis.
     let mut kept: Vec<(i64, usize)> = dims
@@ -264,9 +255,9 @@ fn broadcast_ct(dims: &[i64], n: &Node, ct: &Op) -> Op {
                 .map(|i| order.iter().position(|o| o == i).expect("kept") as i64)
                 .collect()
         };
-        r.transpose_at(&perm, loc)
+        r.transpose(&perm)
     };
-    r.reshape_at(&xd, loc)
+    r.reshape(&xd)
 }
 
 #[cfg(test)]
@@ -351,10 +342,7 @@ impl Op {
     /// Reshape to `dims` (row-major order kept); one entry may be `-1`.
     #[track_caller]
     pub fn reshape(&self, dims: &[i64]) -> Op {
-        self.reshape_at(dims, Location::caller())
-    }
-
-    pub(crate) fn reshape_at(&self, dims: &[i64], loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         // The rule resolves a -1; the target carries the requested dims.
         let ty = self.element_type().unwrap_or(ElementType::F32);
         self.builder()
@@ -365,7 +353,7 @@ impl Op {
 /// Reshape: the cotangent reshaped back.
 pub(crate) fn vjp_reshape(n: &Node) -> Grads {
     let g = match n.operands[0].dims() {
-        Ok(d) => n.ct().reshape_at(&d, n.loc),
+        Ok(d) => n.ct().reshape(&d),
         Err(_) => n.operands[0].clone(),
     };
     Ok(arrays(vec![Some(g)]))
@@ -445,10 +433,7 @@ impl Op {
     /// from the end).
     #[track_caller]
     pub fn transpose(&self, perm: &[i64]) -> Op {
-        self.transpose_at(perm, Location::caller())
-    }
-
-    pub(crate) fn transpose_at(&self, perm: &[i64], loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         // Negative axes are resolved here; the instruction holds the plain permutation.
         let perm: Vec<i64> = match self.shape() {
             Ok(s) => match resolve_axes("transpose", &s, perm) {
@@ -470,11 +455,11 @@ impl Op {
             Err(_) => return self.builder().fail_not_array(self, "transpose", loc),
         };
         if r < 2 {
-            return self.transpose_at(&(0..r).collect::<Vec<_>>(), loc);
+            return self.at(loc).transpose(&(0..r).collect::<Vec<_>>());
         }
         let mut p: Vec<i64> = (0..r).collect();
         p.swap(r as usize - 1, r as usize - 2);
-        self.transpose_at(&p, loc)
+        self.transpose(&p)
     }
 }
 
@@ -487,7 +472,7 @@ pub(crate) fn vjp_transpose(n: &Node) -> Grads {
     for (i, p) in perm.iter().enumerate() {
         inv[*p as usize] = i as i64;
     }
-    Ok(arrays(vec![Some(n.ct().transpose_at(&inv, n.loc))]))
+    Ok(arrays(vec![Some(n.ct().transpose(&inv))]))
 }
 
 #[cfg(test)]
@@ -554,10 +539,7 @@ impl Op {
     /// Converts each element to `ty` (XLA's `convert`).
     #[track_caller]
     pub fn convert(&self, ty: ElementType) -> Op {
-        self.convert_at(ty, Location::caller())
-    }
-
-    pub(crate) fn convert_at(&self, ty: ElementType, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         if self.element_type().ok() == Some(ty) {
             return self.clone();
         }
@@ -573,7 +555,7 @@ pub(crate) fn vjp_convert(n: &Node) -> Grads {
         .element_type()
         .ok()
         .filter(|t| crate::autodiff::differentiable(*t))
-        .map(|t| n.ct().convert_at(t, n.loc));
+        .map(|t| n.ct().convert(t));
     Ok(arrays(vec![g]))
 }
 

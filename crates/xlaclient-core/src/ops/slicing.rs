@@ -242,16 +242,7 @@ impl Op {
     /// XLA's Slice: elements `start[i] .. limit[i]` of each axis, every `strides[i]`-th.
     #[track_caller]
     pub fn slice(&self, start: &[i64], limit: &[i64], strides: &[i64]) -> Op {
-        self.slice_at(start, limit, strides, Location::caller())
-    }
-
-    pub(crate) fn slice_at(
-        &self,
-        start: &[i64],
-        limit: &[i64],
-        strides: &[i64],
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         let attrs = SliceAttrs {
             start: start.to_vec(),
             limit: limit.to_vec(),
@@ -406,15 +397,7 @@ impl Op {
     /// scalar per axis, computed at run time; clamped so the block stays inside).
     #[track_caller]
     pub fn dynamic_slice(&self, start: &[&Op], sizes: &[i64]) -> Op {
-        self.dynamic_slice_at(start, sizes, Location::caller())
-    }
-
-    pub(crate) fn dynamic_slice_at(
-        &self,
-        start: &[&Op],
-        sizes: &[i64],
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         let operands: Vec<&Op> = std::iter::once(self).chain(start.iter().copied()).collect();
         self.builder().emit(
             OpKind::DynamicSlice {
@@ -436,7 +419,7 @@ pub(crate) fn vjp_dynamic_slice(n: &Node) -> Grads {
 fn dynamic_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let starts: Vec<&Op> = n.operands[1..].iter().collect();
     let zeros = crate::autodiff::zeros_like(&n.operands[0], n.loc);
-    let mut out = vec![Some(zeros.dynamic_update_slice_at(ct, &starts, n.loc))];
+    let mut out = vec![Some(zeros.dynamic_update_slice(ct, &starts))];
     out.extend(std::iter::repeat_n(None, starts.len()));
     out
 }
@@ -532,15 +515,7 @@ impl Op {
     /// integer scalar per axis, clamped so the block stays inside).
     #[track_caller]
     pub fn dynamic_update_slice(&self, update: &Op, start: &[&Op]) -> Op {
-        self.dynamic_update_slice_at(update, start, Location::caller())
-    }
-
-    pub(crate) fn dynamic_update_slice_at(
-        &self,
-        update: &Op,
-        start: &[&Op],
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         let operands: Vec<&Op> = [self, update]
             .into_iter()
             .chain(start.iter().copied())
@@ -560,8 +535,8 @@ pub(crate) fn vjp_dynamic_update_slice(n: &Node) -> Grads {
 fn dynamic_update_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let (u, loc) = (&n.operands[1], n.loc);
     let starts: Vec<&Op> = n.operands[2..].iter().collect();
-    let ct_x = ct.dynamic_update_slice_at(&crate::autodiff::zeros_like(u, loc), &starts, loc);
-    let ct_u = ct.dynamic_slice_at(&starts, &u.dims().unwrap_or_default(), loc);
+    let ct_x = ct.dynamic_update_slice(&crate::autodiff::zeros_like(u, loc), &starts);
+    let ct_u = ct.dynamic_slice(&starts, &u.dims().unwrap_or_default());
     let mut out = vec![Some(ct_x), Some(ct_u)];
     out.extend(std::iter::repeat_n(None, starts.len()));
     out
@@ -652,15 +627,7 @@ impl Builder {
     /// XLA's ConcatInDim: joins arrays along `axis` (negative counts from the end).
     #[track_caller]
     pub fn concatenate(&self, operands: &[&Op], axis: i64) -> Op {
-        self.concatenate_at(operands, axis, Location::caller())
-    }
-
-    pub(crate) fn concatenate_at(
-        &self,
-        operands: &[&Op],
-        axis: i64,
-        loc: &'static Location<'static>,
-    ) -> Op {
+        let loc = Location::caller();
         if let Err(failed) = self.target(operands, "concatenate", loc) {
             return failed;
         }
@@ -696,7 +663,7 @@ fn concatenate_cts(axis: i64, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<
             start[axis as usize] = at;
             limit[axis as usize] = at + len;
             at += len;
-            Some(ct.slice_at(&start, &limit, &vec![1; cd.len()], n.loc))
+            Some(ct.slice(&start, &limit, &vec![1; cd.len()]))
         })
         .collect()
 }
@@ -868,16 +835,15 @@ fn pad_cts(config: &[PadDim], n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<
         .collect();
     let t = pad_zeros(ct, &unedged, loc);
     let td = t.dims().unwrap_or_default();
-    let ct_x = t.slice_at(
+    let ct_x = t.slice(
         &vec![0; td.len()],
         &td,
         &config.iter().map(|p| p.interior + 1).collect::<Vec<_>>(),
-        loc,
     );
     let all: Vec<i64> = (0..td.len() as i64).collect();
-    let ct_v = ct.reduce_binary_at(&all, crate::BinaryOp::Add, loc).binary(
+    let ct_v = ct.reduce_by(&all, crate::BinaryOp::Add, loc).binary(
         crate::BinaryOp::Subtract,
-        &ct_x.reduce_binary_at(&all, crate::BinaryOp::Add, loc),
+        &ct_x.reduce_by(&all, crate::BinaryOp::Add, loc),
         loc,
     );
     vec![Some(ct_x), Some(ct_v)]

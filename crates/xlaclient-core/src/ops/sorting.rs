@@ -219,7 +219,7 @@ impl Builder {
         }
         let dims = shapes[0].dims().to_vec();
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
-        let spread: Vec<Op> = caps.iter().map(|c| c.broadcast_to_at(&dims, loc)).collect();
+        let spread: Vec<Op> = caps.iter().map(|c| c.at(loc).broadcast_to(&dims)).collect();
         let all: Vec<&Op> = operands.iter().copied().chain(&spread).collect();
         let r = self.emit(
             OpKind::Sort {
@@ -246,12 +246,12 @@ impl Op {
             let ty = l[0].element_type().unwrap_or(ElementType::F32);
             if ty.is_float() {
                 // a < b, or b is NaN and a is not: NaNs sort last.
-                let lt = l[0].compare_at(&r[0], Comparison::Lt, loc);
-                let r_nan = r[0].compare_at(&r[0], Comparison::Ne, loc);
-                let l_num = l[0].compare_at(&l[0], Comparison::Eq, loc);
-                l[0].builder().select_at(&r_nan, &l_num, &lt, loc)
+                let lt = l[0].at(loc).compare(&r[0], Comparison::Lt);
+                let r_nan = r[0].at(loc).compare(&r[0], Comparison::Ne);
+                let l_num = l[0].at(loc).compare(&l[0], Comparison::Eq);
+                l[0].builder().at(loc).select(&r_nan, &l_num, &lt)
             } else {
-                l[0].compare_at(&r[0], Comparison::Lt, loc)
+                l[0].at(loc).compare(&r[0], Comparison::Lt)
             }
         });
         out.pop().expect("one result")
@@ -288,7 +288,7 @@ fn sort_cts(
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Vec<Option<Op>> {
-    let (b, loc) = (n.b, n.loc);
+    let b = n.b;
     let dims = n.operands[0].dims().unwrap_or_default();
     let k = n.operands.len();
     let iota = b.iota(ElementType::S32, &dims, dimension);
@@ -305,7 +305,7 @@ fn sort_cts(
     let mut back: Vec<&Op> = vec![perm];
     back.extend(with_ct.iter().map(|i| cts[*i].as_ref().expect("filtered")));
     let restored = b.sort(&back, dimension, false, |l, r| {
-        l[0].compare_at(&r[0], crate::Comparison::Lt, loc)
+        l[0].compare(&r[0], crate::Comparison::Lt)
     });
     let mut out = vec![None; k];
     for (j, i) in with_ct.iter().enumerate() {
@@ -426,18 +426,16 @@ impl Op {
         let axis = dims.len() - 1;
         let idx = b.iota(ElementType::S32, &dims, axis as i64);
         let sorted = b.sort(&[self, &idx], axis as i64, true, |l, r| {
-            total_order_key(&l[0], loc).compare_at(
-                &total_order_key(&r[0], loc),
-                Comparison::Gt,
-                loc,
-            )
+            total_order_key(&l[0], loc)
+                .at(loc)
+                .compare(&total_order_key(&r[0], loc), Comparison::Gt)
         });
         let start = vec![0; dims.len()];
         let strides = vec![1; dims.len()];
         let limit = values.dims().to_vec();
         (
-            sorted[0].slice_at(&start, &limit, &strides, loc),
-            sorted[1].slice_at(&start, &limit, &strides, loc),
+            sorted[0].at(loc).slice(&start, &limit, &strides),
+            sorted[1].at(loc).slice(&start, &limit, &strides),
         )
     }
 }
@@ -455,12 +453,12 @@ fn total_order_key(x: &Op, loc: &'static Location<'static>) -> Op {
         _ => return x.clone(),
     };
     let b = x.builder();
-    let bits = x.bitcast_convert_at(ity, loc);
+    let bits = x.at(loc).bitcast_convert(ity);
     let zero = b.scalar_of(ity, Scalar::Int(0), loc);
     let mask = b.scalar_of(ity, Scalar::Int(max), loc);
-    let negative = bits.compare_at(&zero, Comparison::Lt, loc);
-    let flipped = bits.bitwise_at(BitwiseOp::Xor, &mask, loc);
-    b.select_at(&negative, &flipped, &bits, loc)
+    let negative = bits.at(loc).compare(&zero, Comparison::Lt);
+    let flipped = bits.bitwise(BitwiseOp::Xor, &mask, loc);
+    b.at(loc).select(&negative, &flipped, &bits)
 }
 
 #[cfg(test)]

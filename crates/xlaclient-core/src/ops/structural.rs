@@ -460,8 +460,7 @@ impl Builder {
             Err(failed) => return vec![failed],
         };
         let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
-        self.define(target, name, &shapes, body, loc)
-            .call_at(args, loc)
+        self.define(target, name, &shapes, body, loc).call(args)
     }
 
     /// A function with its own backward rule (`jax.custom_vjp`): the result is
@@ -500,9 +499,7 @@ impl Builder {
             Err(failed) => return vec![failed],
         };
         let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
-        let out = self
-            .define(target, name, &shapes, forward, loc)
-            .call_at(args, loc);
+        let out = self.define(target, name, &shapes, forward, loc).call(args);
         // The call instruction: the result itself, or the tuple its elements come from.
         if let Some(first) = out.first().filter(|o| !o.is_poisoned()) {
             let key = {
@@ -635,10 +632,7 @@ impl Function {
     /// function and the caller's line.
     #[track_caller]
     pub fn call(&self, args: &[&Op]) -> Vec<Op> {
-        self.call_at(args, Location::caller())
-    }
-
-    fn call_at(&self, args: &[&Op], loc: &'static Location<'static>) -> Vec<Op> {
+        let loc = Location::caller();
         let b = &self.b;
         let n = self.results.max(1);
         let comp = match (&self.failed, self.comp) {
@@ -731,13 +725,13 @@ fn call_results(n: &Node, count: usize) -> Vec<Op> {
 /// Call: the called computation, recomputed on the call's operands, and the
 /// cotangents pulled back through it.
 fn vjp_through_body(body: crate::ir::CompId, n: &Node, cts: &[Option<Op>]) -> Vec<Option<Op>> {
-    use crate::autodiff::{ct_or_zeros, inline, vjp_at, wants};
+    use crate::autodiff::{ct_or_zeros, inline, wants};
     let (b, loc) = (n.b, n.loc);
     // A value of its own per operand: an argument passed twice gets two cotangents.
     let args: Vec<Op> = n
         .operands
         .iter()
-        .map(|a| a.reshape_at(&a.dims().unwrap_or_default(), loc))
+        .map(|a| a.reshape(&a.dims().unwrap_or_default()))
         .collect();
     let outs = inline(b, body, &args);
     let float: Vec<usize> = (0..outs.len()).filter(|j| wants(&outs[*j])).collect();
@@ -749,7 +743,7 @@ fn vjp_through_body(body: crate::ir::CompId, n: &Node, cts: &[Option<Op>]) -> Ve
     let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
     let ct_refs: Vec<&Op> = ct.iter().collect();
     let wrt_refs: Vec<&Op> = wrt.iter().map(|k| &args[*k]).collect();
-    let mut g = vjp_at(b, &outs_f, &ct_refs, &wrt_refs, loc).into_iter();
+    let mut g = b.vjp(&outs_f, &ct_refs, &wrt_refs).into_iter();
     (0..args.len())
         .map(|k| if wrt.contains(&k) { g.next() } else { None })
         .collect()

@@ -22,17 +22,17 @@ fn u32c(b: &Builder, v: u32, loc: &'static Location<'static>) -> Op {
 /// `x << d | x >> (32 - d)` on `u32`.
 fn rotl(x: &Op, d: u32, loc: &'static Location<'static>) -> Op {
     let b = x.builder();
-    let l = x.bitwise_at(
+    let l = x.bitwise(
         crate::ops::bitwise::BitwiseOp::ShiftLeft,
         &u32c(&b, d, loc),
         loc,
     );
-    let r = x.bitwise_at(
+    let r = x.bitwise(
         crate::ops::bitwise::BitwiseOp::ShiftRightLogical,
         &u32c(&b, 32 - d, loc),
         loc,
     );
-    l.bitwise_at(crate::ops::bitwise::BitwiseOp::Or, &r, loc)
+    l.bitwise(crate::ops::bitwise::BitwiseOp::Or, &r, loc)
 }
 
 /// The Threefry-2x32 hash (20 rounds) of counters `(x0, x1)` under key `(k0, k1)`
@@ -50,15 +50,15 @@ pub(crate) fn threefry2x32(
     let ks = [
         k0.clone(),
         k1.clone(),
-        k0.bitwise_at(Xor, k1, loc)
-            .bitwise_at(Xor, &u32c(&b, 0x1BD1_1BDA, loc), loc),
+        k0.bitwise(Xor, k1, loc)
+            .bitwise(Xor, &u32c(&b, 0x1BD1_1BDA, loc), loc),
     ];
     let rot = [[13u32, 15, 26, 6], [17, 29, 16, 24]];
     let mut x = [add(x0, &ks[0]), add(x1, &ks[1])];
     for i in 0..5usize {
         for r in rot[i % 2] {
             let s = add(&x[0], &x[1]);
-            let t = rotl(&x[1], r, loc).bitwise_at(Xor, &s, loc);
+            let t = rotl(&x[1], r, loc).bitwise(Xor, &s, loc);
             x = [s, t];
         }
         let inject = u32c(&b, i as u32 + 1, loc);
@@ -104,8 +104,10 @@ impl Op {
             Err(_) => return Err(self.clone()),
         }
         let w = |i: i64| {
-            self.slice_at(&[i], &[i + 1], &[1], loc)
-                .reshape_at(&[], loc)
+            self.at(loc)
+                .slice(&[i], &[i + 1], &[1])
+                .at(loc)
+                .reshape(&[])
         };
         Ok((w(0), w(1)))
     }
@@ -132,25 +134,21 @@ impl Op {
             ));
         }
         let b = self.builder();
-        let lo = b.iota(U32, &[n.expect("checked")], 0).reshape_at(dims, loc);
-        let hi = u32c(&b, 0, loc).broadcast_to_at(dims, loc);
+        let lo = b.iota(U32, &[n.expect("checked")], 0).at(loc).reshape(dims);
+        let hi = u32c(&b, 0, loc).at(loc).broadcast_to(dims);
         Ok(threefry2x32(&k0, &k1, &hi, &lo, loc))
     }
 
     /// `jax.random.split(key, n)`: `n` new keys, `u32[n, 2]`.
     #[track_caller]
     pub fn threefry_split(&self, n: i64) -> Op {
-        self.threefry_split_at(n, Location::caller())
-    }
-
-    pub(crate) fn threefry_split_at(&self, n: i64, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         match self.hash_iota(&[n], "threefry_split", loc) {
             Ok((a, c)) => {
                 let b = self.builder();
-                b.concatenate_at(
-                    &[&a.reshape_at(&[n, 1], loc), &c.reshape_at(&[n, 1], loc)],
+                b.at(loc).concatenate(
+                    &[&a.at(loc).reshape(&[n, 1]), &c.at(loc).reshape(&[n, 1])],
                     1,
-                    loc,
                 )
             }
             Err(f) => f,
@@ -161,17 +159,14 @@ impl Op {
     /// scalar, taken as its 32 bits).
     #[track_caller]
     pub fn threefry_fold_in(&self, data: &Op) -> Op {
-        self.threefry_fold_in_at(data, Location::caller())
-    }
-
-    pub(crate) fn threefry_fold_in_at(&self, data: &Op, loc: &'static Location<'static>) -> Op {
+        let loc = Location::caller();
         let (k0, k1) = match self.key_words("threefry_fold_in", loc) {
             Ok(k) => k,
             Err(f) => return f,
         };
         let d = match data.element_type() {
             Ok(ElementType::U32) => data.clone(),
-            Ok(ElementType::S32) => data.bitcast_convert_at(U32, loc),
+            Ok(ElementType::S32) => data.at(loc).bitcast_convert(U32),
             _ => {
                 let s = data.shape().ok();
                 let shapes: Vec<&Shape> = s.iter().collect();
@@ -189,11 +184,8 @@ impl Op {
         // The counters are JAX's seed of `data`: (0, data).
         let zero = u32c(&self.builder(), 0, loc);
         let (a, c) = threefry2x32(&k0, &k1, &zero, &d, loc);
-        self.builder().concatenate_at(
-            &[&a.reshape_at(&[1], loc), &c.reshape_at(&[1], loc)],
-            0,
-            loc,
-        )
+        self.builder()
+            .concatenate(&[&a.reshape(&[1]), &c.reshape(&[1])], 0)
     }
 
     /// `jax.random.bits(key, dims)` (32-bit): random `u32` of `dims`.
@@ -201,7 +193,7 @@ impl Op {
     pub fn threefry_bits(&self, dims: &[i64]) -> Op {
         let loc = Location::caller();
         match self.hash_iota(dims, "threefry_bits", loc) {
-            Ok((a, c)) => a.bitwise_at(crate::ops::bitwise::BitwiseOp::Xor, &c, loc),
+            Ok((a, c)) => a.bitwise(crate::ops::bitwise::BitwiseOp::Xor, &c, loc),
             Err(f) => f,
         }
     }
@@ -213,15 +205,16 @@ impl Op {
         use crate::ops::bitwise::BitwiseOp::{Or, ShiftRightLogical};
         let loc = Location::caller();
         let bits = match self.hash_iota(dims, "threefry_uniform", loc) {
-            Ok((a, c)) => a.bitwise_at(crate::ops::bitwise::BitwiseOp::Xor, &c, loc),
+            Ok((a, c)) => a.bitwise(crate::ops::bitwise::BitwiseOp::Xor, &c, loc),
             Err(f) => return f,
         };
         let b = self.builder();
-        let mant = bits.bitwise_at(ShiftRightLogical, &u32c(&b, 9, loc), loc);
+        let mant = bits.bitwise(ShiftRightLogical, &u32c(&b, 9, loc), loc);
         let one_bits = u32c(&b, 1.0f32.to_bits(), loc);
         let f = mant
-            .bitwise_at(Or, &one_bits, loc)
-            .bitcast_convert_at(ElementType::F32, loc);
+            .bitwise(Or, &one_bits, loc)
+            .at(loc)
+            .bitcast_convert(ElementType::F32);
         let lo_c = b.scalar_of(ElementType::F32, Scalar::Float(lo.into()), loc);
         let span = b.scalar_of(ElementType::F32, Scalar::Float((hi - lo).into()), loc);
         let x = f

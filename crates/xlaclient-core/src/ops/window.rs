@@ -294,20 +294,10 @@ impl Op {
         window: &[WindowDim],
         body: impl FnOnce(&Op, &Op) -> Op,
     ) -> Op {
-        self.reduce_window_at(init, window, Location::caller(), body)
-    }
-
-    fn reduce_window_at(
-        &self,
-        init: &Op,
-        window: &[WindowDim],
-        loc: &'static Location<'static>,
-        body: impl FnOnce(&Op, &Op) -> Op,
-    ) -> Op {
+        let loc = Location::caller();
         self.builder()
-            .reduce_window_many_at(&[self], &[init], window, loc, |a, e| {
-                vec![body(&a[0], &e[0])]
-            })
+            .at(loc)
+            .reduce_window_many(&[self], &[init], window, |a, e| vec![body(&a[0], &e[0])])
             .remove(0)
     }
 
@@ -341,7 +331,8 @@ impl Op {
             _ => Scalar::Int(0),
         };
         let init = self.builder().scalar_of(ty, init, loc);
-        self.reduce_window_at(&init, window, loc, |a, e| a.binary(op, e, loc))
+        self.at(loc)
+            .reduce_window(&init, window, |a, e| a.binary(op, e, loc))
     }
 }
 
@@ -380,17 +371,7 @@ impl crate::builder::Builder {
         window: &[WindowDim],
         body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
     ) -> Vec<Op> {
-        self.reduce_window_many_at(inputs, inits, window, Location::caller(), body)
-    }
-
-    pub(crate) fn reduce_window_many_at(
-        &self,
-        inputs: &[&Op],
-        inits: &[&Op],
-        window: &[WindowDim],
-        loc: &'static Location<'static>,
-        body: impl FnOnce(&[Op], &[Op]) -> Vec<Op>,
-    ) -> Vec<Op> {
+        let loc = Location::caller();
         const OP: &str = "reduce-window";
         let b = self;
         let failed = |op: Op| vec![op; inputs.len().max(1)];
@@ -532,10 +513,10 @@ fn reduce_window_cts(
             // choice as a flat index, and the cotangent scatter-added there.
             let (at, kept) = window_choice(x, window, dir, loc)?;
             let xd = x.dims().unwrap_or_default();
-            let ct = b.select_at(&kept, ct, &crate::autodiff::zeros_like(ct, loc), loc);
+            let ct = b.select(&kept, ct, &crate::autodiff::zeros_like(ct, loc));
             let flat = b
                 .scalar_of(ty, crate::Scalar::Int(0), loc)
-                .broadcast_to_at(&[xd.iter().product()], loc);
+                .broadcast_to(&[xd.iter().product()]);
             let dims = crate::ops::indexing::ScatterDims {
                 update_window_dims: vec![],
                 inserted_window_dims: vec![0],
@@ -549,7 +530,7 @@ fn reduce_window_cts(
                     vec![&o[0] + &u[0]]
                 })
                 .remove(0)
-                .reshape_at(&xd, loc);
+                .reshape(&xd);
             Ok(vec![Some(g), None])
         }
         _ => Err(
@@ -572,7 +553,7 @@ fn vjp_selection_reduce_window(
     cts: &[Option<Op>],
     reads_element: &[bool],
 ) -> Result<Vec<Option<Op>>, String> {
-    use crate::ops::reduction::{and_at, selection_shares, selection_todo};
+    use crate::ops::reduction::{logical_and, selection_shares, selection_todo};
     let m = n.operands.len() / 2;
     let (inputs, loc) = (&n.operands[..m], n.loc);
     let mut out = vec![None; 2 * m];
@@ -607,12 +588,10 @@ fn vjp_selection_reduce_window(
                 at.push(if hit { c / w.base_dilation } else { -1 });
             }
         }
-        let at = b.constant_array(&at, &[w.size, od[d]]).broadcast_in_dim_at(
-            &full,
-            &[d as i64, (r + d) as i64],
-            loc,
-        );
-        let hit = at.compare_at(&zero, crate::Comparison::Ge, loc);
+        let at = b
+            .constant_array(&at, &[w.size, od[d]])
+            .broadcast_in_dim(&full, &[d as i64, (r + d) as i64]);
+        let hit = at.compare(&zero, crate::Comparison::Ge);
         let term = at.binary(
             BinaryOp::Multiply,
             &b.scalar_of(s64, Scalar::Int(row), loc),
@@ -624,26 +603,21 @@ fn vjp_selection_reduce_window(
         });
         valid = Some(match valid {
             None => hit,
-            Some(v) => and_at(&v, &hit, loc),
+            Some(v) => logical_and(&v, &hit),
         });
         row *= xd[d];
     }
     let (flat, valid) = (flat.expect("rank >= 1"), valid.expect("rank >= 1"));
     let wide: Vec<i64> = std::iter::once(taps).chain(od.clone()).collect();
-    let valid = valid.reshape_at(&wide, loc);
-    let index = b.select_at(
-        &valid,
-        &flat.reshape_at(&wide, loc),
-        &zero.broadcast_to_at(&wide, loc),
-        loc,
-    );
+    let valid = valid.reshape(&wide);
+    let index = b.select(&valid, &flat.reshape(&wide), &zero.broadcast_to(&wide));
     let position_axes: Vec<i64> = (1..=r as i64).collect();
-    let back = |v: &Op| v.broadcast_in_dim_at(&wide, &position_axes, loc);
+    let back = |v: &Op| v.broadcast_in_dim(&wide, &position_axes);
     let equal: Vec<Op> = (0..m)
         .map(|j| {
-            let read = inputs[j].reshape_at(&[count], loc).take(&index, 0);
-            let eq = read.compare_at(&back(&n.results[j]), crate::Comparison::Eq, loc);
-            and_at(&valid, &eq, loc)
+            let read = inputs[j].reshape(&[count]).take(&index, 0);
+            let eq = read.compare(&back(&n.results[j]), crate::Comparison::Eq);
+            logical_and(&valid, &eq)
         })
         .collect();
     let dims = crate::ops::indexing::ScatterDims {
@@ -654,16 +628,14 @@ fn vjp_selection_reduce_window(
         input_batching_dims: vec![],
         scatter_indices_batching_dims: vec![],
     };
-    let zeros = b
-        .scalar_of(ty, Scalar::Int(0), loc)
-        .broadcast_to_at(&[count], loc);
+    let zeros = b.scalar_of(ty, Scalar::Int(0), loc).broadcast_to(&[count]);
     for (j, g) in selection_shares(&equal, &[0], &back, cts, &todo, ty, loc) {
         let g = b
             .scatter(&[&zeros], &index, &[&g], &dims, false, false, |o, u| {
                 vec![&o[0] + &u[0]]
             })
             .remove(0)
-            .reshape_at(&xd, loc);
+            .reshape(&xd);
         out[j] = Some(g);
     }
     Ok(out)
@@ -904,16 +876,11 @@ fn select_and_scatter_cts(
     let b = x.builder();
     let (at, kept) = window_choice(x, window, dir, loc)?;
     let n_all: i64 = ct.dims().unwrap_or_default().iter().product();
-    let picked = ct.reshape_at(&[n_all], loc).take(&at, 0);
-    let ct_src = b.select_at(
-        &kept,
-        &picked,
-        &crate::autodiff::zeros_like(&picked, loc),
-        loc,
-    );
+    let picked = ct.reshape(&[n_all]).take(&at, 0);
+    let ct_src = b.select(&kept, &picked, &crate::autodiff::zeros_like(&picked, loc));
     let rank = ct.dims().unwrap_or_default().len() as i64;
     let all: Vec<i64> = (0..rank).collect();
-    let ct_init = ct.reduce_binary_at(&all, BinaryOp::Add, loc);
+    let ct_init = ct.reduce_by(&all, BinaryOp::Add, loc);
     Ok(vec![None, Some(ct_src), Some(ct_init)])
 }
 
@@ -971,7 +938,7 @@ pub(crate) fn window_choice(
         }
     };
     let s32 = ElementType::S32;
-    let index = b.iota(s32, &[n], 0).reshape_at(&xd, loc);
+    let index = b.iota(s32, &[n], 0).reshape(&xd);
     let init_v = b.scalar_of(
         ty,
         Scalar::Float(if greater {
@@ -996,19 +963,16 @@ pub(crate) fn window_choice(
             loc,
             |bb, p| {
                 let (av, ai, ev, ei) = (&p[0], &p[1], &p[2], &p[3]);
-                let better = av.compare_at(ev, if greater { C::Gt } else { C::Lt }, loc);
-                let tie = av.compare_at(ev, C::Eq, loc);
-                let earlier = ai.compare_at(ei, if first { C::Lt } else { C::Gt }, loc);
+                let better = av.compare(ev, if greater { C::Gt } else { C::Lt });
+                let tie = av.compare(ev, C::Eq);
+                let earlier = ai.compare(ei, if first { C::Lt } else { C::Gt });
                 use crate::ops::bitwise::BitwiseOp;
-                let keep = better.bitwise_at(
+                let keep = better.bitwise(
                     BitwiseOp::Or,
-                    &tie.bitwise_at(BitwiseOp::And, &earlier, loc),
+                    &tie.bitwise(BitwiseOp::And, &earlier, loc),
                     loc,
                 );
-                vec![
-                    bb.select_at(&keep, av, ev, loc),
-                    bb.select_at(&keep, ai, ei, loc),
-                ]
+                vec![bb.select(&keep, av, ev), bb.select(&keep, ai, ei)]
             },
         )
         .map_err(
@@ -1029,9 +993,9 @@ pub(crate) fn window_choice(
     let at = b.results(r, 2, true).remove(1);
     let zero = b.scalar_of(s32, Scalar::Int(0), loc);
     let last = b.scalar_of(s32, Scalar::Int(n - 1), loc);
-    let kept = at.compare_at(&zero, C::Ge, loc).bitwise_at(
+    let kept = at.compare(&zero, C::Ge).bitwise(
         crate::ops::bitwise::BitwiseOp::And,
-        &at.compare_at(&last, C::Le, loc),
+        &at.compare(&last, C::Le),
         loc,
     );
     let at = at
