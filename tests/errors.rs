@@ -316,3 +316,44 @@ fn misused_handles_get_their_own_errors() {
     let copy = e.clone();
     assert_eq!(copy.to_string(), e.to_string());
 }
+
+#[test]
+fn graph_errors_have_kinds_and_a_failed_root_of_another_graph_keeps_its_own_error() {
+    use xlaclient::GraphError;
+    let b = Builder::new("one");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    let twice = b.parameter(0, Shape::of::<f32>(&[2]), "again");
+    match b.build(&(&x + &twice)).unwrap_err() {
+        Error::Graph {
+            kind: GraphError::ParameterTwice { number: 0 },
+            location: Some(loc),
+        } => assert_eq!(loc.file(), file!()),
+        e => panic!("{e:?}"),
+    }
+    // An op of another builder as the root.
+    let other = Builder::new("other");
+    let y = other.parameter(0, Shape::of::<f32>(&[2]), "y");
+    let b = Builder::new("two");
+    let _ = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    assert!(matches!(
+        b.build(&y),
+        Err(Error::Graph {
+            kind: GraphError::ForeignOp { .. },
+            ..
+        })
+    ));
+    // A failed op made in another graph (as a library with no builder at hand does)
+    // reports its own error, at its own line, not "another builder".
+    let failed = other.error("the parameter tree has no leaves");
+    let line = line!() - 1;
+    match b.build(&failed).unwrap_err() {
+        Error::Graph {
+            kind: GraphError::Recorded { reason },
+            location: Some(loc),
+        } => {
+            assert_eq!(reason, "the parameter tree has no leaves");
+            assert_eq!((loc.file(), loc.line()), (file!(), line));
+        }
+        e => panic!("{e:?}"),
+    }
+}

@@ -129,12 +129,13 @@ pub enum Error {
         /// Where in the user's code the op was built.
         location: Option<&'static Location<'static>>,
     },
-    /// A graph was used wrongly (an op from another builder, a parameter number given
-    /// twice, a module that is not well formed, …).
-    #[error("graph error{}: {reason}", at(location))]
+    /// A graph was used wrongly: an op from another builder, a parameter number given
+    /// twice, a value used outside its body, a result PJRT refuses, … (the kinds are
+    /// [`GraphError`]'s).
+    #[error("graph error{}: {kind}", at(location))]
     Graph {
         /// What is wrong.
-        reason: String,
+        kind: GraphError,
         /// Where in the user's code, when known.
         location: Option<&'static Location<'static>>,
     },
@@ -151,6 +152,82 @@ pub enum Error {
     #[error("invalid HLO module: {reason}")]
     InvalidModule {
         /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The kinds of [`Error::Graph`]: how a graph was used wrongly.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// A parameter number was declared twice in one computation.
+    #[error("parameter {number} is declared twice")]
+    ParameterTwice {
+        /// The parameter number.
+        number: usize,
+    },
+    /// A parameter number too large to be meant (numbers are dense).
+    #[error("parameter number {number} is too large (at most {max} parameters)")]
+    ParameterNumber {
+        /// The number given.
+        number: usize,
+        /// The most parameters a computation may declare.
+        max: usize,
+    },
+    /// An op of another builder was used: as an operand, as the root, as a body's
+    /// result.
+    #[error("{used_as} belongs to another builder")]
+    ForeignOp {
+        /// Where it was used (`` "an operand of `add`" ``, `"the root"`, …).
+        used_as: String,
+    },
+    /// A value was used outside the computation it belongs to: a value of another
+    /// body, of a finished body, or a root that is not of the computation being
+    /// finished.
+    #[error("{used_as}: {reason}")]
+    OutOfScope {
+        /// Where it was used.
+        used_as: String,
+        /// Which computation it belongs to, and why that does not enclose the use.
+        reason: String,
+    },
+    /// A body given to `emit_unchecked` uses a value from outside it.
+    #[error("a body for emit_unchecked uses a value from outside it")]
+    Captures,
+    /// A body was never finished (its closure did not return).
+    #[error("body `{name}` was never finished")]
+    UnfinishedBody {
+        /// The body's name.
+        name: String,
+    },
+    /// A result PJRT plugins refuse: a tuple nested in the result tuple.
+    #[error(
+        "the result {shape} is a nested tuple (element {element} is a tuple), which PJRT plugins refuse: return its arrays in one flat tuple (get_tuple_element then build_tuple)"
+    )]
+    NestedTupleResult {
+        /// The result's shape.
+        shape: Shape,
+        /// The first element that is a tuple.
+        element: usize,
+    },
+    /// An array was needed and the value is a tuple.
+    #[error("the value is a {shape}, not an array")]
+    NotArray {
+        /// The value's shape.
+        shape: Shape,
+    },
+    /// A built module failed its verification: a bug of this crate (the builder
+    /// checks every op as it is made), reported instead of handing XLA a bad module.
+    #[error("the built module does not verify (a bug: please report it): {reason}")]
+    Unverified {
+        /// The verifier's finding.
+        reason: String,
+    },
+    /// An error a library above the core recorded in the graph
+    /// ([`Builder::error`](crate::Builder::error)), in its own words.
+    #[error("{reason}")]
+    Recorded {
+        /// What the library found wrong.
         reason: String,
     },
 }

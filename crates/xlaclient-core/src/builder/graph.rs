@@ -4,7 +4,7 @@
 
 use std::panic::Location;
 
-use crate::error::{Error, Result, ShapeError};
+use crate::error::{Error, GraphError, Result, ShapeError};
 use crate::ir::op::OpKind;
 use crate::ir::{
     Comp, CompId, InferCx, Instr, Module, Operands, Rules, ShapeTable, Signatures, Value,
@@ -327,7 +327,9 @@ impl Graph {
                 root
             } else {
                 c.root.ok_or_else(|| Error::Graph {
-                    reason: format!("body `{}` was never finished", c.name),
+                    kind: GraphError::UnfinishedBody {
+                        name: c.name.clone(),
+                    },
                     location: None,
                 })?
             };
@@ -338,10 +340,12 @@ impl Graph {
             let order = emission_order(&operands.of, &live);
             if order.len() != live.iter().filter(|l| **l).count() {
                 return Err(Error::Graph {
-                    reason: format!(
-                        "the values forwarded in `{}` depend on each other (a bug: please report it)",
-                        c.name
-                    ),
+                    kind: GraphError::Unverified {
+                        reason: format!(
+                            "the values forwarded in `{}` depend on each other",
+                            c.name
+                        ),
+                    },
                     location: None,
                 });
             }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use graph::Graph;
 pub(crate) use graph::StoringLoop;
 
-use crate::error::{Error, Result, ShapeError};
+use crate::error::{Error, GraphError, Result, ShapeError};
 use crate::ir::{self, CompId, OpKind, Value};
 use crate::proto;
 use crate::shape::{ElementType, Shape};
@@ -223,7 +223,12 @@ impl Builder {
     /// ```
     #[track_caller]
     pub fn error(&self, reason: impl Into<String>) -> Op {
-        self.fail_graph(reason.into(), Location::caller())
+        self.fail_graph(
+            GraphError::Recorded {
+                reason: reason.into(),
+            },
+            Location::caller(),
+        )
     }
 
     /// Number of instructions in the graph so far (all computations, dead ones too).
@@ -245,16 +250,16 @@ impl Builder {
                 .flatten()
         };
         if declared.is_some() {
-            return self.fail_graph(format!("parameter {number} is declared twice"), loc);
+            return self.fail_graph(GraphError::ParameterTwice { number }, loc);
         }
         if number >= MAX_PARAMETERS {
             // Numbers are dense (gaps are errors), so a huge one is a mistake; it
             // would also size the parameter table.
             return self.fail_graph(
-                format!(
-                    "parameter number {number} is too large (at most {} parameters)",
-                    MAX_PARAMETERS
-                ),
+                GraphError::ParameterNumber {
+                    number,
+                    max: MAX_PARAMETERS,
+                },
                 loc,
             );
         }
@@ -294,9 +299,30 @@ impl Builder {
         if let Some(e) = self.g.borrow().errors.first() {
             return Err(e.clone());
         }
-        if !Rc::ptr_eq(&self.g, &root.g) || root.comp != self.comp {
+        if root.is_poisoned() {
+            // A failed op of another graph (a library that had no builder at hand
+            // made it): its own error, not "another builder".
+            return Err(root.shape().err().unwrap_or_else(|| Error::Graph {
+                kind: GraphError::ForeignOp {
+                    used_as: "the root".into(),
+                },
+                location: Some(loc),
+            }));
+        }
+        if !Rc::ptr_eq(&self.g, &root.g) {
             return Err(Error::Graph {
-                reason: "the root belongs to another builder or computation".into(),
+                kind: GraphError::ForeignOp {
+                    used_as: "the root".into(),
+                },
+                location: Some(loc),
+            });
+        }
+        if root.comp != self.comp {
+            return Err(Error::Graph {
+                kind: GraphError::OutOfScope {
+                    used_as: "the root".into(),
+                    reason: "it belongs to another computation of this builder (a body)".into(),
+                },
                 location: Some(loc),
             });
         }
@@ -343,7 +369,7 @@ impl Builder {
             .collect();
         ir::verify::verify(&module, &crate::ops::Table).map_err(|e| match e {
             Error::InvalidModule { reason } => Error::Graph {
-                reason,
+                kind: GraphError::Unverified { reason },
                 location: Some(loc),
             },
             e => e,
@@ -371,9 +397,9 @@ impl Builder {
         self.fail_with(Error::Shape(e))
     }
 
-    pub(crate) fn fail_graph(&self, reason: String, loc: &'static Location<'static>) -> Op {
+    pub(crate) fn fail_graph(&self, kind: GraphError, loc: &'static Location<'static>) -> Op {
         let location = Some(self.g.borrow().origin.unwrap_or(loc));
-        self.fail_with(Error::Graph { reason, location })
+        self.fail_with(Error::Graph { kind, location })
     }
 
     /// `op` if it failed, else a new failure: `name` needs an array, `op` is not one.
@@ -421,14 +447,24 @@ impl Builder {
             }
             if !Rc::ptr_eq(&self.g, &o.g) {
                 return Err(self.fail_graph(
-                    format!("`{what}`: an operand belongs to another builder"),
+                    GraphError::ForeignOp {
+                        used_as: format!("an operand of `{what}`"),
+                    },
                     loc,
                 ));
             }
         }
         let comps: Vec<CompId> = operands.iter().map(|o| o.comp).collect();
         let r = self.g.borrow().innermost(self.comp, &comps);
-        r.map_err(|reason| self.fail_graph(format!("`{what}`: {reason}"), loc))
+        r.map_err(|reason| {
+            self.fail_graph(
+                GraphError::OutOfScope {
+                    used_as: format!("an operand of `{what}`"),
+                    reason,
+                },
+                loc,
+            )
+        })
     }
 
     /// Infer-then-push: resolves the operands into the target computation (capturing
@@ -495,7 +531,9 @@ impl Builder {
             }
             if !Rc::ptr_eq(&self.g, &o.g) {
                 return Err(self.fail_graph(
-                    format!("the body of `{name}` returned an op of another builder"),
+                    GraphError::ForeignOp {
+                        used_as: format!("the result of the body of `{name}`"),
+                    },
                     loc,
                 ));
             }
@@ -504,7 +542,10 @@ impl Builder {
                 Ok(c) if c == comp => {}
                 _ => {
                     return Err(self.fail_graph(
-                        format!("the body of `{name}` returned a value of a computation it is not inside"),
+                        GraphError::OutOfScope {
+                            used_as: format!("the result of the body of `{name}`"),
+                            reason: "it is a value of a computation the body is not inside".into(),
+                        },
                         loc,
                     ));
                 }
@@ -639,7 +680,7 @@ impl Builder {
             .map_err(|failed| failed.shape().expect_err("a failed op"))?;
         if !self.g.borrow().comp(comp).captures.is_empty() {
             return Err(Error::Graph {
-                reason: "a body for emit_unchecked uses a value from outside it".into(),
+                kind: GraphError::Captures,
                 location: Some(loc),
             });
         }
@@ -665,11 +706,10 @@ fn check_result(s: &Shape, loc: &'static Location<'static>) -> Result<()> {
     if let Shape::Tuple(elems) = s {
         if let Some(i) = elems.iter().position(Shape::is_tuple) {
             return Err(Error::Graph {
-                reason: format!(
-                    "the result {s} is a nested tuple (element {i} is a tuple), which PJRT \
-                     plugins refuse: return its arrays in one flat tuple (get_tuple_element \
-                     then build_tuple)"
-                ),
+                kind: GraphError::NestedTupleResult {
+                    shape: s.clone(),
+                    element: i,
+                },
                 location: Some(loc),
             });
         }
@@ -854,7 +894,7 @@ impl Op {
 
     fn not_array(&self, s: &Shape) -> Error {
         Error::Graph {
-            reason: format!("the value is a {s}, not an array"),
+            kind: GraphError::NotArray { shape: s.clone() },
             location: None,
         }
     }
