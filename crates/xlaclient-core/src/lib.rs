@@ -49,6 +49,7 @@ pub mod builder;
 pub mod error;
 pub mod ir;
 pub mod jit;
+mod op_table;
 pub mod ops;
 pub mod tree;
 

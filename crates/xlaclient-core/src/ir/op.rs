@@ -1,6 +1,8 @@
-//! The op kinds of the IR: the opcode table (each op's name exactly as XLA spells
-//! it, its arity and its doc) and [`OpKind`], an op with its typed attributes
-//! (declared in [`attrs`](super::attrs)). What each op's attributes must satisfy,
+//! The op kinds of the IR: [`Opcode`] (each op's name exactly as XLA spells it, its
+//! arity and its doc) and [`OpKind`], an op with its typed attributes (declared in
+//! [`attrs`](super::attrs)). `Opcode` and [`OpKind::opcode`] are generated from the
+//! crate's op table (`src/op_table.rs`, one line per op), of which the IR reads the
+//! doc, name, arity and kind only. What each op's attributes must satisfy,
 //! how they lower and print, is supplied by the op library through
 //! [`Rules`](super::Rules); the functions here say only what the IR's structure
 //! needs (results, called computations, the fingerprint).
@@ -14,6 +16,7 @@ use super::attrs::{
     WindowDim,
 };
 use crate::error::{ShapeError, ShapeErrorKind};
+use crate::op_table::for_each_op;
 use crate::shape::Shape;
 
 /// How many operands an op takes.
@@ -38,8 +41,17 @@ impl Arity {
     }
 }
 
+/// Generates [`Opcode`] and [`OpKind::opcode`] from the op table
+/// (`src/op_table.rs`): the doc, XLA's name, the arity and the `OpKind` variant of
+/// each entry. The family and the rule slots are the op library's; they are matched
+/// as tokens and dropped here.
 macro_rules! opcodes {
-    ($( #[doc = $doc:literal] $v:ident = $name:literal, $arity:expr; )*) => {
+    ($(
+        #[doc = $doc:literal]
+        $v:ident = $name:literal, $arity:expr,
+        kind: $kind:ident $(($($member:tt)*))?,
+        $fam:ident { $($rules:tt)* };
+    )*) => {
         /// Every HLO opcode the crate emits: one entry per op, named as XLA names it.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Opcode {
@@ -70,163 +82,35 @@ macro_rules! opcodes {
                 match name { $($name => Some(Opcode::$v),)* _ => None }
             }
         }
+
+        impl OpKind {
+            /// The opcode of the op. The match has no catch-all: an `OpKind` variant
+            /// (or a member of a group such as [`UnaryOp`]) that no entry names does
+            /// not compile, and two entries naming one are an unreachable pattern.
+            #[deny(unreachable_patterns)]
+            pub fn opcode(&self) -> Opcode {
+                match self {
+                    $(kind_pattern!($kind $(($($member)*))?) => Opcode::$v,)*
+                }
+            }
+        }
+    };
+}
+
+/// The pattern of an entry's `kind`: `Reverse` is `OpKind::Reverse { .. }` (which
+/// matches a unit, tuple or struct variant), `Unary(UnaryOp::Negate)` is itself.
+macro_rules! kind_pattern {
+    ($kind:ident) => {
+        OpKind::$kind { .. }
+    };
+    ($kind:ident($($member:tt)*)) => {
+        OpKind::$kind($($member)*)
     };
 }
 
 use Arity::{Even, Fixed, Variadic};
 
-opcodes! {
-    /// A value passed into the computation.
-    Parameter = "parameter", Fixed(0);
-    /// A literal array.
-    Constant = "constant", Fixed(0);
-    /// `-x`.
-    Negate = "negate", Fixed(1);
-    /// `e^x`.
-    Exponential = "exponential", Fixed(1);
-    /// Natural logarithm.
-    Log = "log", Fixed(1);
-    /// Hyperbolic tangent.
-    Tanh = "tanh", Fixed(1);
-    /// Absolute value.
-    Abs = "abs", Fixed(1);
-    /// Square root.
-    Sqrt = "sqrt", Fixed(1);
-    /// `1 / sqrt(x)`.
-    Rsqrt = "rsqrt", Fixed(1);
-    /// Sine.
-    Sine = "sine", Fixed(1);
-    /// Cosine.
-    Cosine = "cosine", Fixed(1);
-    /// The logistic sigmoid `1 / (1 + e^-x)`.
-    Logistic = "logistic", Fixed(1);
-    /// Round down.
-    Floor = "floor", Fixed(1);
-    /// Round up.
-    Ceil = "ceil", Fixed(1);
-    /// -1, 0 or 1 by the sign of x.
-    Sign = "sign", Fixed(1);
-    /// `e^x - 1`, accurate near 0.
-    ExponentialMinusOne = "exponential-minus-one", Fixed(1);
-    /// `ln(1 + x)`, accurate near 0.
-    LogPlusOne = "log-plus-one", Fixed(1);
-    /// Sum.
-    Add = "add", Fixed(2);
-    /// Difference.
-    Subtract = "subtract", Fixed(2);
-    /// Product.
-    Multiply = "multiply", Fixed(2);
-    /// Quotient.
-    Divide = "divide", Fixed(2);
-    /// Element-wise maximum.
-    Maximum = "maximum", Fixed(2);
-    /// Element-wise minimum.
-    Minimum = "minimum", Fixed(2);
-    /// `x^y`.
-    Power = "power", Fixed(2);
-    /// Remainder with the sign of the dividend.
-    Remainder = "remainder", Fixed(2);
-    /// `atan2(y, x)`.
-    Atan2 = "atan2", Fixed(2);
-    /// Element-wise comparison giving `pred`.
-    Compare = "compare", Fixed(2);
-    /// Element-wise choice by a predicate.
-    Select = "select", Fixed(3);
-    /// BroadcastInDim: operand axes map to output axes; the rest are repeated.
-    Broadcast = "broadcast", Fixed(1);
-    /// Same elements, new dimensions (row-major order kept).
-    Reshape = "reshape", Fixed(1);
-    /// Permutes axes.
-    Transpose = "transpose", Fixed(1);
-    /// Converts each element to another type.
-    Convert = "convert", Fixed(1);
-    /// Groups values into a tuple.
-    Tuple = "tuple", Variadic;
-    /// One element of a tuple.
-    GetTupleElement = "get-tuple-element", Fixed(1);
-    /// DotGeneral: contraction with batch axes.
-    Dot = "dot", Fixed(2);
-    /// Reduces arrays over axes with a combiner computation.
-    Reduce = "reduce", Even;
-    /// Calls a computation on the operands (its parameters) and gives its result.
-    Call = "call", Variadic;
-    /// Counts 0, 1, 2, … along one axis.
-    Iota = "iota", Fixed(0);
-    /// A strided block of static bounds.
-    Slice = "slice", Fixed(1);
-    /// A block at run-time start indices.
-    DynamicSlice = "dynamic-slice", Variadic;
-    /// An array with a block replaced at run-time start indices.
-    DynamicUpdateSlice = "dynamic-update-slice", Variadic;
-    /// Joins arrays along one axis.
-    Concatenate = "concatenate", Variadic;
-    /// Pads (or cuts) the edges and the spaces between elements.
-    Pad = "pad", Fixed(2);
-    /// Reverses the order along axes.
-    Reverse = "reverse", Fixed(1);
-    /// Sorts several arrays together along one axis with a comparator computation.
-    Sort = "sort", Variadic;
-    /// Slices at many run-time starts (dimension numbers say how they are arranged).
-    Gather = "gather", Fixed(2);
-    /// Combines update windows into arrays at many run-time starts.
-    Scatter = "scatter", Variadic;
-    /// The same bits as another element type.
-    BitcastConvert = "bitcast-convert", Fixed(1);
-    /// Random bits from a counter-based generator state; gives the next state too.
-    RngBitGenerator = "rng-bit-generator", Fixed(1);
-    /// Reduces each window of arrays with a combiner computation (pooling).
-    ReduceWindow = "reduce-window", Even;
-    /// Scatters a source into the element each window selects (max-pool gradients).
-    SelectAndScatter = "select-and-scatter", Fixed(3);
-    /// Repeats a body computation on a carry while a condition computation holds.
-    While = "while", Fixed(1);
-    /// Bitwise (logical on pred) and.
-    And = "and", Fixed(2);
-    /// Bitwise (logical on pred) or.
-    Or = "or", Fixed(2);
-    /// Bitwise (logical on pred) exclusive or.
-    Xor = "xor", Fixed(2);
-    /// Bitwise (logical on pred) not.
-    Not = "not", Fixed(1);
-    /// Shift left.
-    ShiftLeft = "shift-left", Fixed(2);
-    /// Shift right, filling with the sign bit.
-    ShiftRightArithmetic = "shift-right-arithmetic", Fixed(2);
-    /// Shift right, filling with zeros.
-    ShiftRightLogical = "shift-right-logical", Fixed(2);
-    /// The number of set bits.
-    Popcnt = "popcnt", Fixed(1);
-    /// The number of leading zero bits.
-    CountLeadingZeros = "count-leading-zeros", Fixed(1);
-    /// Runs one of several branch computations, chosen by an index or predicate.
-    Conditional = "conditional", Variadic;
-    /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
-    Convolution = "convolution", Fixed(2);
-    /// Applies a scalar computation element-wise to several arrays.
-    Map = "map", Variadic;
-    /// Its operand unchanged; computations are not moved across it.
-    OptimizationBarrier = "opt-barrier", Fixed(1);
-    /// A kernel of the plugin's, by name.
-    CustomCall = "custom-call", Variadic;
-    /// The Cholesky factor of symmetric positive-definite matrices.
-    Cholesky = "cholesky", Fixed(1);
-    /// Solves triangular systems.
-    TriangularSolve = "triangular-solve", Fixed(2);
-    /// Rounds to the nearest integer, halfway cases away from zero.
-    RoundNearestAfz = "round-nearest-afz", Fixed(1);
-    /// Rounds to the nearest integer, halfway cases to even.
-    RoundNearestEven = "round-nearest-even", Fixed(1);
-    /// Cube root.
-    Cbrt = "cbrt", Fixed(1);
-    /// Tangent.
-    Tan = "tan", Fixed(1);
-    /// The error function.
-    Erf = "erf", Fixed(1);
-    /// True where an element is neither infinite nor NaN (`pred` result).
-    IsFinite = "is-finite", Fixed(1);
-    /// `min(max(operand, min), max)`: min, operand, max; the bounds are scalars or of the operand's shape.
-    Clamp = "clamp", Fixed(3);
-}
+for_each_op!(opcodes);
 
 /// An instruction's op with its typed attributes. Attributes that the result shape
 /// already says (a reshape's dimensions, a convert's element type) are not
@@ -416,52 +300,6 @@ impl Opcode {
 }
 
 impl OpKind {
-    /// The opcode of the op.
-    pub fn opcode(&self) -> Opcode {
-        match self {
-            OpKind::Parameter { .. } => Opcode::Parameter,
-            OpKind::Constant(_) => Opcode::Constant,
-            OpKind::Unary(u) => u.opcode(),
-            OpKind::Binary(b) => b.opcode(),
-            OpKind::Bitwise(b) => b.opcode(),
-            OpKind::BitwiseUnary(u) => u.opcode(),
-            OpKind::Compare(_) => Opcode::Compare,
-            OpKind::Select => Opcode::Select,
-            OpKind::Clamp => Opcode::Clamp,
-            OpKind::Broadcast { .. } => Opcode::Broadcast,
-            OpKind::Reshape => Opcode::Reshape,
-            OpKind::Transpose { .. } => Opcode::Transpose,
-            OpKind::Convert => Opcode::Convert,
-            OpKind::Tuple => Opcode::Tuple,
-            OpKind::GetTupleElement { .. } => Opcode::GetTupleElement,
-            OpKind::Dot(_) => Opcode::Dot,
-            OpKind::Reduce { .. } => Opcode::Reduce,
-            OpKind::Call { .. } => Opcode::Call,
-            OpKind::Iota { .. } => Opcode::Iota,
-            OpKind::Slice(_) => Opcode::Slice,
-            OpKind::DynamicSlice { .. } => Opcode::DynamicSlice,
-            OpKind::DynamicUpdateSlice => Opcode::DynamicUpdateSlice,
-            OpKind::Concatenate { .. } => Opcode::Concatenate,
-            OpKind::Pad(_) => Opcode::Pad,
-            OpKind::Reverse { .. } => Opcode::Reverse,
-            OpKind::Sort { .. } => Opcode::Sort,
-            OpKind::Gather(_) => Opcode::Gather,
-            OpKind::BitcastConvert => Opcode::BitcastConvert,
-            OpKind::Convolution(_) => Opcode::Convolution,
-            OpKind::Map { .. } => Opcode::Map,
-            OpKind::OptimizationBarrier => Opcode::OptimizationBarrier,
-            OpKind::While { .. } => Opcode::While,
-            OpKind::Conditional { .. } => Opcode::Conditional,
-            OpKind::SelectAndScatter { .. } => Opcode::SelectAndScatter,
-            OpKind::CustomCall(_) => Opcode::CustomCall,
-            OpKind::Cholesky { .. } => Opcode::Cholesky,
-            OpKind::TriangularSolve(_) => Opcode::TriangularSolve,
-            OpKind::ReduceWindow { .. } => Opcode::ReduceWindow,
-            OpKind::RngBitGenerator { .. } => Opcode::RngBitGenerator,
-            OpKind::Scatter { .. } => Opcode::Scatter,
-        }
-    }
-
     /// True if the instruction has several results (its shape is then the tuple of
     /// them, and each use takes one).
     pub fn multi_result(&self, n_operands: usize) -> bool {
@@ -559,6 +397,29 @@ mod tests {
         assert_eq!(Opcode::Exponential.name(), "exponential");
         assert_eq!(Opcode::GetTupleElement.name(), "get-tuple-element");
         assert_eq!(Opcode::Dot.name(), "dot");
+    }
+
+    #[test]
+    fn the_kind_of_each_entry_agrees_with_its_group() {
+        // The table's `kind: Unary(UnaryOp::Negate)` and the group's own mapping
+        // (`UnaryOp::opcode`, by name) give the same opcode.
+        for &u in UnaryOp::ALL {
+            assert_eq!(OpKind::Unary(u).opcode(), u.opcode());
+        }
+        for &b in BinaryOp::ALL {
+            assert_eq!(OpKind::Binary(b).opcode(), b.opcode());
+        }
+        for &b in BitwiseOp::ALL {
+            assert_eq!(OpKind::Bitwise(b).opcode(), b.opcode());
+        }
+        for &u in BitwiseUnary::ALL {
+            assert_eq!(OpKind::BitwiseUnary(u).opcode(), u.opcode());
+        }
+        assert_eq!(OpKind::Select.opcode(), Opcode::Select);
+        assert_eq!(
+            OpKind::Reverse { axes: [0].into() }.opcode(),
+            Opcode::Reverse
+        );
     }
 
     #[test]

@@ -1,15 +1,19 @@
-//! The op library, one file per family. Each op of the opcode table has one block
-//! in its family file, in one order: the attribute types it uses (re-exported from
+//! The op library, one file per family. Each op of the op table has one block in
+//! its family file, in one order: the attribute types it uses (re-exported from
 //! [`crate::ir::attrs`]), its pure shape rule (`infer_*`), the functions the op
 //! table names for it (`shape_*`, `lower_*`, `raise_*`, `text_*`), its builder
 //! methods on [`Op`](crate::Op)/[`Builder`](crate::Builder), its gradient rule
 //! (`vjp_*`) and its unit tests.
 //!
-//! Which op lives in which file, and which rules it has, is said once: by the op
-//! table ([`table`]), whose lines generate every dispatch over the ops (the
+//! An op is declared once, by one line of the crate's op table
+//! (`src/op_table.rs`): its doc, opcode, XLA's name, arity, `OpKind` variant,
+//! family file and rule functions. The IR generates [`Opcode`](crate::ir::Opcode)
+//! from that line; [`table`] generates every dispatch over the ops from it (the
 //! [`Rules`](crate::ir::Rules) the IR's passes are handed, the gradient dispatch,
-//! [`table::gradient`], [`table::family`]). The README's op table is checked
-//! against it (`tests/readme_ops.rs`).
+//! [`table::gradient`], [`table::family`]). Adding an op is that line, the op's
+//! block in its family file, an arm in the fuzzer (`tests/common/fuzz.rs`) and in
+//! `tests/ir.rs`'s examples, and a row in the guide's op table (`guide/14-ops.md`,
+//! checked by `tests/guide_ops.rs`); [`table`] gives the recipe with an example.
 //!
 //! Three files hold no op of the table, only functions built from the others:
 //! [`numpy`] (the `jax.numpy` face: reductions with `keepdims`, `softmax`,

@@ -1,19 +1,23 @@
-//! The op table: one line per opcode, naming the family file that holds the op's
-//! block and the op's rule functions there. Everything that dispatches on the op
-//! is generated from it: the [`Rules`] the IR's passes are handed (shape rule,
-//! lowering, raise, HLO text), the gradient dispatch of reverse mode and the
-//! [`gradient`] classification the README's table is checked against. The matches
-//! it generates have no catch-all arm, so a missing line does not compile, and a
-//! line given twice is an unreachable pattern.
+//! The op library's half of the op table. Every op is declared once, by one line
+//! of `src/op_table.rs` (its doc, `Opcode` variant, XLA's name, arity, `OpKind`
+//! variant, family file and rule slots); the IR generates [`Opcode`] and
+//! [`OpKind::opcode`] from the first half of each line, and this module generates,
+//! from the family and the rule slots, everything that dispatches on the op: the
+//! [`Rules`] the IR's passes are handed (shape rule, lowering, raise, HLO text),
+//! the gradient dispatch of reverse mode, the [`gradient`] classification the
+//! guide's op table is checked against and [`family`]. The matches it generates
+//! have no catch-all arm, so a rule that is not in its family file does not
+//! compile.
 //!
-//! Each line reads
+//! The rule slots of a line read
 //!
 //! ```text
-//! Opcode: family { shape: f, lower: f | -, raise: f, text: f | -, grad: G, batch: - };
+//! family { shape: f, lower: f | -, raise: f, text: f | -, grad: G, batch: - }
 //! ```
 //!
+//! - `family`: the file `src/ops/<family>.rs`, where every `f` of the line lives;
 //! - `shape`: `fn(&OpKind, &InferCx) -> Result<Shape, ShapeError>`, the op's shape
-//!   rule (the operand count is checked before, from the opcode table);
+//!   rule (the operand count is checked before, from the line's arity);
 //! - `lower`: `fn(&OpKind, &LowerCx, &mut HloInstructionProto)`, writes the
 //!   attributes; `-` for an op without any;
 //! - `raise`: `fn(&HloInstructionProto, &RaiseCx) -> Result<OpKind, String>`, reads
@@ -25,14 +29,29 @@
 //!   or `missing`; `f` is `fn(&Node) -> Grads` (see [`crate::autodiff`]);
 //! - `batch`: the slot for the batching rule (vmap), `-` until it lands.
 //!
-//! Adding an op: its entry in the opcode table ([`Opcode`]; a new [`OpKind`]
-//! variant and attribute type in [`crate::ir`] if its attributes are new), one line
-//! here, one block in its family file with the functions the line names (and the
-//! builder method, and tests), one generator in the fuzzer (`tests/common/fuzz.rs`).
+//! Adding an op (`reverse`, say):
+//!
+//! 1. one line at the end of `src/op_table.rs`:
+//!    ```text
+//!    /// Reverses the order along axes.
+//!    Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), batch: - };
+//!    ```
+//!    If its attributes are a new kind, the `OpKind` variant the line's `kind`
+//!    names (and its attribute type, in [`crate::ir::attrs`]); an op that joins a
+//!    group (`kind: Unary(UnaryOp::Erf)`) gets its member in that group instead;
+//! 2. one block in its family file (`ops/slicing.rs`): `infer_reverse`, the
+//!    functions the line names, the builder method (`Op::reverse`), `vjp_reverse`
+//!    and the unit tests;
+//! 3. one arm in the fuzzer's generator (`tests/common/fuzz.rs`, `Gen::step`) and
+//!    one in `tests/ir.rs`'s `example` (both matches have no catch-all, so neither
+//!    compiles without it);
+//! 4. one row in the guide's op table (`guide/14-ops.md`; `tests/guide_ops.rs`
+//!    fails without it).
 
 use crate::autodiff::{Grads, Node};
 use crate::error::ShapeError;
 use crate::ir::{InferCx, LowerCx, OpKind, OpText, Opcode, RaiseCx, Rules, TextCx};
+use crate::op_table::for_each_op;
 use crate::proto;
 use crate::shape::Shape;
 
@@ -121,9 +140,15 @@ macro_rules! grad_call {
     };
 }
 
-macro_rules! op_table {
+/// Generates the op library's dispatch from the op table (`src/op_table.rs`): the
+/// family and the rule slots of each entry, resolved in the family files. The doc,
+/// name, arity and kind are the IR's ([`Opcode`]); they are matched and dropped.
+macro_rules! op_rules {
     ($(
-        $op:ident: $fam:ident {
+        #[doc = $doc:literal]
+        $op:ident = $name:literal, $arity:expr,
+        kind: $kind:ident $(($($member:tt)*))?,
+        $fam:ident {
             shape: $shape:ident,
             lower: $lower:tt,
             raise: $raise:ident,
@@ -194,83 +219,7 @@ macro_rules! op_table {
     };
 }
 
-op_table! {
-    Parameter: structural { shape: shape_parameter, lower: lower_parameter, raise: raise_parameter, text: text_parameter, grad: none, batch: - };
-    Constant: structural { shape: shape_constant, lower: lower_constant, raise: raise_constant, text: text_constant, grad: none, batch: - };
-    Negate: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Exponential: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Log: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Tanh: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Abs: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Sqrt: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Rsqrt: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Sine: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Cosine: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Logistic: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Floor: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
-    Ceil: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
-    Sign: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
-    ExponentialMinusOne: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    LogPlusOne: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Add: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Subtract: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Multiply: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Divide: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Maximum: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Minimum: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Power: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Remainder: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Atan2: elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
-    Compare: elementwise { shape: shape_compare, lower: lower_compare, raise: raise_compare, text: text_compare, grad: none, batch: - };
-    Select: elementwise { shape: shape_select, lower: -, raise: raise_select, text: -, grad: rule(vjp_select), batch: - };
-    Broadcast: shape_ops { shape: shape_broadcast, lower: lower_broadcast, raise: raise_broadcast, text: text_broadcast, grad: rule(vjp_broadcast), batch: - };
-    Reshape: shape_ops { shape: shape_reshape, lower: -, raise: raise_reshape, text: -, grad: rule(vjp_reshape), batch: - };
-    Transpose: shape_ops { shape: shape_transpose, lower: lower_transpose, raise: raise_transpose, text: text_transpose, grad: rule(vjp_transpose), batch: - };
-    Convert: shape_ops { shape: shape_convert, lower: -, raise: raise_convert, text: -, grad: rule(vjp_convert), batch: - };
-    Tuple: structural { shape: shape_tuple, lower: -, raise: raise_tuple, text: -, grad: rule(vjp_tuple), batch: - };
-    GetTupleElement: shape_ops { shape: shape_get_tuple_element, lower: lower_get_tuple_element, raise: raise_get_tuple_element, text: text_get_tuple_element, grad: rule(vjp_get_tuple_element), batch: - };
-    Dot: linalg { shape: shape_dot, lower: lower_dot, raise: raise_dot, text: text_dot, grad: rule(vjp_dot), batch: - };
-    Reduce: reduction { shape: shape_reduce, lower: lower_reduce, raise: raise_reduce, text: text_reduce, grad: partial(vjp_reduce, "sum, product, max, min, bodies that select (argmax)"), batch: - };
-    Call: structural { shape: shape_call, lower: lower_call, raise: raise_call, text: text_call, grad: rule(vjp_call), batch: - };
-    Iota: slicing { shape: shape_iota, lower: lower_iota, raise: raise_iota, text: text_iota, grad: none, batch: - };
-    Slice: slicing { shape: shape_slice, lower: lower_slice, raise: raise_slice, text: text_slice, grad: rule(vjp_slice), batch: - };
-    DynamicSlice: slicing { shape: shape_dynamic_slice, lower: lower_dynamic_slice, raise: raise_dynamic_slice, text: text_dynamic_slice, grad: rule(vjp_dynamic_slice), batch: - };
-    DynamicUpdateSlice: slicing { shape: shape_dynamic_update_slice, lower: -, raise: raise_dynamic_update_slice, text: -, grad: rule(vjp_dynamic_update_slice), batch: - };
-    Concatenate: slicing { shape: shape_concatenate, lower: lower_concatenate, raise: raise_concatenate, text: text_concatenate, grad: rule(vjp_concatenate), batch: - };
-    Pad: slicing { shape: shape_pad, lower: lower_pad, raise: raise_pad, text: text_pad, grad: rule(vjp_pad), batch: - };
-    Reverse: slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), batch: - };
-    Sort: sorting { shape: shape_sort, lower: lower_sort, raise: raise_sort, text: text_sort, grad: rule(vjp_sort), batch: - };
-    Gather: indexing { shape: shape_gather, lower: lower_gather, raise: raise_gather, text: text_gather, grad: rule(vjp_gather), batch: - };
-    Scatter: indexing { shape: shape_scatter, lower: lower_scatter, raise: raise_scatter, text: text_scatter, grad: partial(vjp_scatter, "one array combined by add, multiply (unique indices), max, min or replace"), batch: - };
-    BitcastConvert: random { shape: shape_bitcast_convert, lower: -, raise: raise_bitcast_convert, text: -, grad: none, batch: - };
-    RngBitGenerator: random { shape: shape_rng_bit_generator, lower: lower_rng_bit_generator, raise: raise_rng_bit_generator, text: text_rng_bit_generator, grad: none, batch: - };
-    ReduceWindow: window { shape: shape_reduce_window, lower: lower_reduce_window, raise: raise_reduce_window, text: text_reduce_window, grad: partial(vjp_reduce_window, "sum, max, min, bodies that select (argmax)"), batch: - };
-    SelectAndScatter: window { shape: shape_select_and_scatter, lower: lower_select_and_scatter, raise: raise_select_and_scatter, text: text_select_and_scatter, grad: partial(vjp_select_and_scatter, "select a >= b (>, <=, <), scatter by adding"), batch: - };
-    While: control { shape: shape_while, lower: lower_while, raise: raise_while, text: text_while, grad: partial(vjp_while, "fori_loop, scan, while_loop_bounded"), batch: - };
-    And: bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
-    Or: bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
-    Xor: bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
-    Not: bitwise { shape: shape_bitwise_unary, lower: -, raise: raise_bitwise_unary, text: -, grad: none, batch: - };
-    ShiftLeft: bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
-    ShiftRightArithmetic: bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
-    ShiftRightLogical: bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
-    Popcnt: bitwise { shape: shape_bitwise_unary, lower: -, raise: raise_bitwise_unary, text: -, grad: none, batch: - };
-    CountLeadingZeros: bitwise { shape: shape_bitwise_unary, lower: -, raise: raise_bitwise_unary, text: -, grad: none, batch: - };
-    Conditional: control { shape: shape_conditional, lower: lower_conditional, raise: raise_conditional, text: text_conditional, grad: rule(vjp_conditional), batch: - };
-    Convolution: linalg { shape: shape_convolution, lower: lower_convolution, raise: raise_convolution, text: text_convolution, grad: rule(vjp_convolution), batch: - };
-    Map: misc { shape: shape_map, lower: lower_map, raise: raise_map, text: text_map, grad: rule(vjp_map), batch: - };
-    OptimizationBarrier: misc { shape: shape_optimization_barrier, lower: -, raise: raise_optimization_barrier, text: -, grad: rule(vjp_optimization_barrier), batch: - };
-    CustomCall: misc { shape: shape_custom_call, lower: lower_custom_call, raise: raise_custom_call, text: text_custom_call, grad: missing, batch: - };
-    Cholesky: linalg { shape: shape_cholesky, lower: lower_cholesky, raise: raise_cholesky, text: text_cholesky, grad: rule(vjp_cholesky), batch: - };
-    TriangularSolve: linalg { shape: shape_triangular_solve, lower: lower_triangular_solve, raise: raise_triangular_solve, text: text_triangular_solve, grad: rule(vjp_triangular_solve), batch: - };
-    RoundNearestAfz: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
-    RoundNearestEven: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
-    Cbrt: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Tan: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    Erf: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
-    IsFinite: elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
-    Clamp: elementwise { shape: shape_clamp, lower: -, raise: raise_clamp, text: -, grad: rule(vjp_clamp), batch: - };
-}
+for_each_op!(op_rules);
 
 #[cfg(test)]
 mod tests {

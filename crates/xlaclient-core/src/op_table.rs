@@ -1,0 +1,190 @@
+//! The op table: the one place an op is declared. Each entry is one line (after its
+//! doc line) and holds everything about the op that is said once:
+//!
+//! ```text
+//! /// Reverses the order along axes.
+//! Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), batch: - };
+//! ```
+//!
+//! - the doc line, the `Opcode` variant, its name as XLA spells it (proto and HLO
+//!   text) and its `Arity` (`Fixed(n)`, `Variadic` or `Even`);
+//! - `kind`: the `OpKind` variant that holds the op, `Reverse` (matched as
+//!   `OpKind::Reverse { .. }`), or, for the ops that share one variant, the variant
+//!   and the member of its group (`Unary(UnaryOp::Negate)`);
+//! - the family file (`src/ops/<family>.rs`) and, in braces, the rule slots, names
+//!   of functions in that file (described in `ops/table.rs`).
+//!
+//! The file is data only: one macro, `for_each_op!`, that hands every entry, in
+//! table order, to the callback macro it is given. It imports nothing and resolves
+//! nothing; each reader takes what it needs from the tokens:
+//!
+//! - the IR (`ir/op.rs`, `for_each_op!(opcodes)`) generates `Opcode` (`ALL`,
+//!   `name`, `arity`, `doc`, `from_name`) and `OpKind::opcode` from the doc, name,
+//!   arity and kind, and never looks at the family or the rule slots (for it they
+//!   are inert identifiers, so the IR still names nothing of the op library);
+//! - the op library (`ops/table.rs`, `for_each_op!(op_rules)`) generates the
+//!   `Rules` the IR's passes are handed, the gradient dispatch, `gradient` and
+//!   `family` from the family and the rule slots, resolved in the family files.
+//!
+//! The order of the entries is the order of `Opcode::ALL` (the fuzzer picks from
+//! it, so moving a line changes what a seed generates): add new ops at the end.
+
+/// Hands every op's entry to `$callback!`, in table order (see the module doc).
+macro_rules! for_each_op {
+    ($callback:ident) => {
+        $callback! {
+            /// A value passed into the computation.
+            Parameter = "parameter", Fixed(0), kind: Parameter, structural { shape: shape_parameter, lower: lower_parameter, raise: raise_parameter, text: text_parameter, grad: none, batch: - };
+            /// A literal array.
+            Constant = "constant", Fixed(0), kind: Constant, structural { shape: shape_constant, lower: lower_constant, raise: raise_constant, text: text_constant, grad: none, batch: - };
+            /// `-x`.
+            Negate = "negate", Fixed(1), kind: Unary(UnaryOp::Negate), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// `e^x`.
+            Exponential = "exponential", Fixed(1), kind: Unary(UnaryOp::Exponential), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Natural logarithm.
+            Log = "log", Fixed(1), kind: Unary(UnaryOp::Log), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Hyperbolic tangent.
+            Tanh = "tanh", Fixed(1), kind: Unary(UnaryOp::Tanh), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Absolute value.
+            Abs = "abs", Fixed(1), kind: Unary(UnaryOp::Abs), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Square root.
+            Sqrt = "sqrt", Fixed(1), kind: Unary(UnaryOp::Sqrt), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// `1 / sqrt(x)`.
+            Rsqrt = "rsqrt", Fixed(1), kind: Unary(UnaryOp::Rsqrt), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Sine.
+            Sine = "sine", Fixed(1), kind: Unary(UnaryOp::Sine), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Cosine.
+            Cosine = "cosine", Fixed(1), kind: Unary(UnaryOp::Cosine), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// The logistic sigmoid `1 / (1 + e^-x)`.
+            Logistic = "logistic", Fixed(1), kind: Unary(UnaryOp::Logistic), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Round down.
+            Floor = "floor", Fixed(1), kind: Unary(UnaryOp::Floor), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
+            /// Round up.
+            Ceil = "ceil", Fixed(1), kind: Unary(UnaryOp::Ceil), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
+            /// -1, 0 or 1 by the sign of x.
+            Sign = "sign", Fixed(1), kind: Unary(UnaryOp::Sign), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
+            /// `e^x - 1`, accurate near 0.
+            ExponentialMinusOne = "exponential-minus-one", Fixed(1), kind: Unary(UnaryOp::ExponentialMinusOne), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// `ln(1 + x)`, accurate near 0.
+            LogPlusOne = "log-plus-one", Fixed(1), kind: Unary(UnaryOp::LogPlusOne), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Sum.
+            Add = "add", Fixed(2), kind: Binary(BinaryOp::Add), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Difference.
+            Subtract = "subtract", Fixed(2), kind: Binary(BinaryOp::Subtract), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Product.
+            Multiply = "multiply", Fixed(2), kind: Binary(BinaryOp::Multiply), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Quotient.
+            Divide = "divide", Fixed(2), kind: Binary(BinaryOp::Divide), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Element-wise maximum.
+            Maximum = "maximum", Fixed(2), kind: Binary(BinaryOp::Maximum), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Element-wise minimum.
+            Minimum = "minimum", Fixed(2), kind: Binary(BinaryOp::Minimum), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// `x^y`.
+            Power = "power", Fixed(2), kind: Binary(BinaryOp::Power), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Remainder with the sign of the dividend.
+            Remainder = "remainder", Fixed(2), kind: Binary(BinaryOp::Remainder), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// `atan2(y, x)`.
+            Atan2 = "atan2", Fixed(2), kind: Binary(BinaryOp::Atan2), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), batch: - };
+            /// Element-wise comparison giving `pred`.
+            Compare = "compare", Fixed(2), kind: Compare, elementwise { shape: shape_compare, lower: lower_compare, raise: raise_compare, text: text_compare, grad: none, batch: - };
+            /// Element-wise choice by a predicate.
+            Select = "select", Fixed(3), kind: Select, elementwise { shape: shape_select, lower: -, raise: raise_select, text: -, grad: rule(vjp_select), batch: - };
+            /// BroadcastInDim: operand axes map to output axes; the rest are repeated.
+            Broadcast = "broadcast", Fixed(1), kind: Broadcast, shape_ops { shape: shape_broadcast, lower: lower_broadcast, raise: raise_broadcast, text: text_broadcast, grad: rule(vjp_broadcast), batch: - };
+            /// Same elements, new dimensions (row-major order kept).
+            Reshape = "reshape", Fixed(1), kind: Reshape, shape_ops { shape: shape_reshape, lower: -, raise: raise_reshape, text: -, grad: rule(vjp_reshape), batch: - };
+            /// Permutes axes.
+            Transpose = "transpose", Fixed(1), kind: Transpose, shape_ops { shape: shape_transpose, lower: lower_transpose, raise: raise_transpose, text: text_transpose, grad: rule(vjp_transpose), batch: - };
+            /// Converts each element to another type.
+            Convert = "convert", Fixed(1), kind: Convert, shape_ops { shape: shape_convert, lower: -, raise: raise_convert, text: -, grad: rule(vjp_convert), batch: - };
+            /// Groups values into a tuple.
+            Tuple = "tuple", Variadic, kind: Tuple, structural { shape: shape_tuple, lower: -, raise: raise_tuple, text: -, grad: rule(vjp_tuple), batch: - };
+            /// One element of a tuple.
+            GetTupleElement = "get-tuple-element", Fixed(1), kind: GetTupleElement, shape_ops { shape: shape_get_tuple_element, lower: lower_get_tuple_element, raise: raise_get_tuple_element, text: text_get_tuple_element, grad: rule(vjp_get_tuple_element), batch: - };
+            /// DotGeneral: contraction with batch axes.
+            Dot = "dot", Fixed(2), kind: Dot, linalg { shape: shape_dot, lower: lower_dot, raise: raise_dot, text: text_dot, grad: rule(vjp_dot), batch: - };
+            /// Reduces arrays over axes with a combiner computation.
+            Reduce = "reduce", Even, kind: Reduce, reduction { shape: shape_reduce, lower: lower_reduce, raise: raise_reduce, text: text_reduce, grad: partial(vjp_reduce, "sum, product, max, min, bodies that select (argmax)"), batch: - };
+            /// Calls a computation on the operands (its parameters) and gives its result.
+            Call = "call", Variadic, kind: Call, structural { shape: shape_call, lower: lower_call, raise: raise_call, text: text_call, grad: rule(vjp_call), batch: - };
+            /// Counts 0, 1, 2, … along one axis.
+            Iota = "iota", Fixed(0), kind: Iota, slicing { shape: shape_iota, lower: lower_iota, raise: raise_iota, text: text_iota, grad: none, batch: - };
+            /// A strided block of static bounds.
+            Slice = "slice", Fixed(1), kind: Slice, slicing { shape: shape_slice, lower: lower_slice, raise: raise_slice, text: text_slice, grad: rule(vjp_slice), batch: - };
+            /// A block at run-time start indices.
+            DynamicSlice = "dynamic-slice", Variadic, kind: DynamicSlice, slicing { shape: shape_dynamic_slice, lower: lower_dynamic_slice, raise: raise_dynamic_slice, text: text_dynamic_slice, grad: rule(vjp_dynamic_slice), batch: - };
+            /// An array with a block replaced at run-time start indices.
+            DynamicUpdateSlice = "dynamic-update-slice", Variadic, kind: DynamicUpdateSlice, slicing { shape: shape_dynamic_update_slice, lower: -, raise: raise_dynamic_update_slice, text: -, grad: rule(vjp_dynamic_update_slice), batch: - };
+            /// Joins arrays along one axis.
+            Concatenate = "concatenate", Variadic, kind: Concatenate, slicing { shape: shape_concatenate, lower: lower_concatenate, raise: raise_concatenate, text: text_concatenate, grad: rule(vjp_concatenate), batch: - };
+            /// Pads (or cuts) the edges and the spaces between elements.
+            Pad = "pad", Fixed(2), kind: Pad, slicing { shape: shape_pad, lower: lower_pad, raise: raise_pad, text: text_pad, grad: rule(vjp_pad), batch: - };
+            /// Reverses the order along axes.
+            Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), batch: - };
+            /// Sorts several arrays together along one axis with a comparator computation.
+            Sort = "sort", Variadic, kind: Sort, sorting { shape: shape_sort, lower: lower_sort, raise: raise_sort, text: text_sort, grad: rule(vjp_sort), batch: - };
+            /// Slices at many run-time starts (dimension numbers say how they are arranged).
+            Gather = "gather", Fixed(2), kind: Gather, indexing { shape: shape_gather, lower: lower_gather, raise: raise_gather, text: text_gather, grad: rule(vjp_gather), batch: - };
+            /// Combines update windows into arrays at many run-time starts.
+            Scatter = "scatter", Variadic, kind: Scatter, indexing { shape: shape_scatter, lower: lower_scatter, raise: raise_scatter, text: text_scatter, grad: partial(vjp_scatter, "one array combined by add, multiply (unique indices), max, min or replace"), batch: - };
+            /// The same bits as another element type.
+            BitcastConvert = "bitcast-convert", Fixed(1), kind: BitcastConvert, random { shape: shape_bitcast_convert, lower: -, raise: raise_bitcast_convert, text: -, grad: none, batch: - };
+            /// Random bits from a counter-based generator state; gives the next state too.
+            RngBitGenerator = "rng-bit-generator", Fixed(1), kind: RngBitGenerator, random { shape: shape_rng_bit_generator, lower: lower_rng_bit_generator, raise: raise_rng_bit_generator, text: text_rng_bit_generator, grad: none, batch: - };
+            /// Reduces each window of arrays with a combiner computation (pooling).
+            ReduceWindow = "reduce-window", Even, kind: ReduceWindow, window { shape: shape_reduce_window, lower: lower_reduce_window, raise: raise_reduce_window, text: text_reduce_window, grad: partial(vjp_reduce_window, "sum, max, min, bodies that select (argmax)"), batch: - };
+            /// Scatters a source into the element each window selects (max-pool gradients).
+            SelectAndScatter = "select-and-scatter", Fixed(3), kind: SelectAndScatter, window { shape: shape_select_and_scatter, lower: lower_select_and_scatter, raise: raise_select_and_scatter, text: text_select_and_scatter, grad: partial(vjp_select_and_scatter, "select a >= b (>, <=, <), scatter by adding"), batch: - };
+            /// Repeats a body computation on a carry while a condition computation holds.
+            While = "while", Fixed(1), kind: While, control { shape: shape_while, lower: lower_while, raise: raise_while, text: text_while, grad: partial(vjp_while, "fori_loop, scan, while_loop_bounded"), batch: - };
+            /// Bitwise (logical on pred) and.
+            And = "and", Fixed(2), kind: Bitwise(BitwiseOp::And), bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
+            /// Bitwise (logical on pred) or.
+            Or = "or", Fixed(2), kind: Bitwise(BitwiseOp::Or), bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
+            /// Bitwise (logical on pred) exclusive or.
+            Xor = "xor", Fixed(2), kind: Bitwise(BitwiseOp::Xor), bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
+            /// Bitwise (logical on pred) not.
+            Not = "not", Fixed(1), kind: BitwiseUnary(BitwiseUnary::Not), bitwise { shape: shape_bitwise_unary, lower: -, raise: raise_bitwise_unary, text: -, grad: none, batch: - };
+            /// Shift left.
+            ShiftLeft = "shift-left", Fixed(2), kind: Bitwise(BitwiseOp::ShiftLeft), bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
+            /// Shift right, filling with the sign bit.
+            ShiftRightArithmetic = "shift-right-arithmetic", Fixed(2), kind: Bitwise(BitwiseOp::ShiftRightArithmetic), bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
+            /// Shift right, filling with zeros.
+            ShiftRightLogical = "shift-right-logical", Fixed(2), kind: Bitwise(BitwiseOp::ShiftRightLogical), bitwise { shape: shape_bitwise, lower: -, raise: raise_bitwise, text: -, grad: none, batch: - };
+            /// The number of set bits.
+            Popcnt = "popcnt", Fixed(1), kind: BitwiseUnary(BitwiseUnary::Popcnt), bitwise { shape: shape_bitwise_unary, lower: -, raise: raise_bitwise_unary, text: -, grad: none, batch: - };
+            /// The number of leading zero bits.
+            CountLeadingZeros = "count-leading-zeros", Fixed(1), kind: BitwiseUnary(BitwiseUnary::CountLeadingZeros), bitwise { shape: shape_bitwise_unary, lower: -, raise: raise_bitwise_unary, text: -, grad: none, batch: - };
+            /// Runs one of several branch computations, chosen by an index or predicate.
+            Conditional = "conditional", Variadic, kind: Conditional, control { shape: shape_conditional, lower: lower_conditional, raise: raise_conditional, text: text_conditional, grad: rule(vjp_conditional), batch: - };
+            /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
+            Convolution = "convolution", Fixed(2), kind: Convolution, linalg { shape: shape_convolution, lower: lower_convolution, raise: raise_convolution, text: text_convolution, grad: rule(vjp_convolution), batch: - };
+            /// Applies a scalar computation element-wise to several arrays.
+            Map = "map", Variadic, kind: Map, misc { shape: shape_map, lower: lower_map, raise: raise_map, text: text_map, grad: rule(vjp_map), batch: - };
+            /// Its operand unchanged; computations are not moved across it.
+            OptimizationBarrier = "opt-barrier", Fixed(1), kind: OptimizationBarrier, misc { shape: shape_optimization_barrier, lower: -, raise: raise_optimization_barrier, text: -, grad: rule(vjp_optimization_barrier), batch: - };
+            /// A kernel of the plugin's, by name.
+            CustomCall = "custom-call", Variadic, kind: CustomCall, misc { shape: shape_custom_call, lower: lower_custom_call, raise: raise_custom_call, text: text_custom_call, grad: missing, batch: - };
+            /// The Cholesky factor of symmetric positive-definite matrices.
+            Cholesky = "cholesky", Fixed(1), kind: Cholesky, linalg { shape: shape_cholesky, lower: lower_cholesky, raise: raise_cholesky, text: text_cholesky, grad: rule(vjp_cholesky), batch: - };
+            /// Solves triangular systems.
+            TriangularSolve = "triangular-solve", Fixed(2), kind: TriangularSolve, linalg { shape: shape_triangular_solve, lower: lower_triangular_solve, raise: raise_triangular_solve, text: text_triangular_solve, grad: rule(vjp_triangular_solve), batch: - };
+            /// Rounds to the nearest integer, halfway cases away from zero.
+            RoundNearestAfz = "round-nearest-afz", Fixed(1), kind: Unary(UnaryOp::RoundNearestAfz), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
+            /// Rounds to the nearest integer, halfway cases to even.
+            RoundNearestEven = "round-nearest-even", Fixed(1), kind: Unary(UnaryOp::RoundNearestEven), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
+            /// Cube root.
+            Cbrt = "cbrt", Fixed(1), kind: Unary(UnaryOp::Cbrt), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// Tangent.
+            Tan = "tan", Fixed(1), kind: Unary(UnaryOp::Tan), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// The error function.
+            Erf = "erf", Fixed(1), kind: Unary(UnaryOp::Erf), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), batch: - };
+            /// True where an element is neither infinite nor NaN (`pred` result).
+            IsFinite = "is-finite", Fixed(1), kind: Unary(UnaryOp::IsFinite), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
+            /// `min(max(operand, min), max)`: min, operand, max; the bounds are scalars or of the operand's shape.
+            Clamp = "clamp", Fixed(3), kind: Clamp, elementwise { shape: shape_clamp, lower: -, raise: raise_clamp, text: -, grad: rule(vjp_clamp), batch: - };
+        }
+    };
+}
+
+pub(crate) use for_each_op;
