@@ -12,7 +12,7 @@
 //! returns the new parameters and the new state. The state, [`OptState`], is itself
 //! a tree, so it sits in the training state next to the parameters and a whole
 //! training step is `fn(TrainState<Op>) -> TrainState<Op>`, ready for
-//! [`Client::jit_donating`](crate::Client::jit_donating):
+//! [`ClientExt::jit_donating`](xlaclient_core::ClientExt::jit_donating):
 //!
 //! ```
 //! use xlaclient_core::{Builder, Op, Tree};
