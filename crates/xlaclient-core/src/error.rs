@@ -120,7 +120,7 @@ pub enum Error {
     Shape(#[from] ShapeError),
     /// Reverse mode reached an op, or a form of one, that has no gradient rule (see
     /// `autodiff::gradient`).
-    #[error("no gradient for `{op}`{}: {form}", built_at(location))]
+    #[error("no gradient for `{op}`{}: {form}", located("built at", location))]
     NoGradient {
         /// The op, as XLA names it (`"custom-call"`, `"reduce"`).
         op: &'static str,
@@ -132,7 +132,7 @@ pub enum Error {
     /// A graph was used wrongly: an op from another builder, a parameter number given
     /// twice, a value used outside its body, a result PJRT refuses, … (the kinds are
     /// [`GraphError`]'s).
-    #[error("graph error{}: {kind}", at(location))]
+    #[error("graph error{}: {kind}", located("at", location))]
     Graph {
         /// What is wrong.
         kind: GraphError,
@@ -232,18 +232,10 @@ pub enum GraphError {
     },
 }
 
-/// ` at file:line:col` for a known location, else nothing.
-fn at(location: &Option<&'static Location<'static>>) -> String {
+/// `" {word} file:line:col"` for a known location, else nothing.
+fn located(word: &str, location: &Option<&'static Location<'static>>) -> String {
     match location {
-        Some(l) => format!(" at {}:{}:{}", l.file(), l.line(), l.column()),
-        None => String::new(),
-    }
-}
-
-/// ` built at file:line:col` for a known location, else nothing.
-fn built_at(location: &Option<&'static Location<'static>>) -> String {
-    match location {
-        Some(l) => format!(" built at {}:{}:{}", l.file(), l.line(), l.column()),
+        Some(l) => format!(" {word} {}:{}:{}", l.file(), l.line(), l.column()),
         None => String::new(),
     }
 }

@@ -302,12 +302,8 @@ impl Builder {
         if root.is_poisoned() {
             // A failed op of another graph (a library that had no builder at hand
             // made it): its own error, not "another builder".
-            return Err(root.shape().err().unwrap_or_else(|| Error::Graph {
-                kind: GraphError::ForeignOp {
-                    used_as: "the root".into(),
-                },
-                location: Some(loc),
-            }));
+            // (`shape` of a failed op is always its error.)
+            root.shape()?;
         }
         if !Rc::ptr_eq(&self.g, &root.g) {
             return Err(Error::Graph {

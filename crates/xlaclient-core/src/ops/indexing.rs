@@ -378,6 +378,23 @@ pub(crate) fn text_gather(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
     }
 }
 
+/// The shapes of the array and the indices of `take`/`take_along_axis`, or the op
+/// to return instead: the failed operand, or a new failure for a tuple operand.
+fn gather_operands(
+    x: &Op,
+    indices: &Op,
+    loc: &'static Location<'static>,
+) -> std::result::Result<(Shape, Shape), Op> {
+    let b = x.builder();
+    match (x.shape(), indices.shape()) {
+        (Ok(s), Ok(is)) if s.is_array() && is.is_array() => Ok((s, is)),
+        (Err(_), _) => Err(x.clone()),
+        (_, Err(_)) => Err(indices.clone()),
+        (Ok(s), _) if !s.is_array() => Err(b.fail_not_array(x, "gather", loc)),
+        _ => Err(b.fail_not_array(indices, "gather", loc)),
+    }
+}
+
 impl Op {
     /// XLA's Gather: slices of `slice_sizes` of this array at the starts given by
     /// `indices`, arranged as `dims` says. See [`infer_gather`] for the result shape.
@@ -418,12 +435,9 @@ impl Op {
     pub fn take(&self, indices: &Op, axis: i64) -> Op {
         let loc = Location::caller();
         let b = self.builder();
-        let (s, is) = match (self.shape(), indices.shape()) {
-            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
-            (Err(_), _) => return self.clone(),
-            (_, Err(_)) => return indices.clone(),
-            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
-            _ => return b.fail_not_array(indices, "gather", loc),
+        let (s, is) = match gather_operands(self, indices, loc) {
+            Ok(shapes) => shapes,
+            Err(failed) => return failed,
         };
         let a = match resolve_axis("gather", &s, axis) {
             Ok(a) => a,
@@ -466,12 +480,9 @@ impl Op {
     pub fn take_along_axis(&self, indices: &Op, axis: i64) -> Op {
         let loc = Location::caller();
         let b = self.builder();
-        let (s, is) = match (self.shape(), indices.shape()) {
-            (Ok(s), Ok(is)) if s.is_array() && is.is_array() => (s, is),
-            (Err(_), _) => return self.clone(),
-            (_, Err(_)) => return indices.clone(),
-            (Ok(s), _) if !s.is_array() => return b.fail_not_array(self, "gather", loc),
-            _ => return b.fail_not_array(indices, "gather", loc),
+        let (s, is) = match gather_operands(self, indices, loc) {
+            Ok(shapes) => shapes,
+            Err(failed) => return failed,
         };
         let a = match resolve_axis("gather", &s, axis) {
             Ok(a) => a,
