@@ -415,7 +415,7 @@ fn arguments_of_the_wrong_type_or_shape_are_errors() {
         }
         assert!(e.to_string().contains(what), "{e}");
         assert!(exe.execute_async(&[&bad]).is_err());
-        assert!(exe.execute_with(&[(&bad).into()]).is_err());
+        assert!(exe.execute_with([(&bad).into()]).is_err());
     }
     // An output passed back in is checked the same way (its shape is known from
     // the executable).

@@ -195,14 +195,27 @@ fn unsafe_code_is_forbidden_outside_the_runtime() {
         "xlaclient-rl",
     ] {
         let lib = fs::read_to_string(crate_dir(name).join("src/lib.rs")).unwrap();
-        assert!(
-            lib.contains("#![forbid(unsafe_code)]"),
-            "{name} does not forbid unsafe code"
-        );
-        let hits = mentions(
+        // The core denies unsafe code and allows one `unsafe impl`: the verifier's
+        // promise that a `Computation` is a module XLA will not abort on (the
+        // runtime's `HloModuleSource` is an unsafe trait).
+        let (lint, allowed): (&str, &[&str]) = if name == "xlaclient-core" {
+            (
+                "#![deny(unsafe_code)]",
+                &["unsafe impl xlaclient_pjrt::HloModuleSource for Computation {"],
+            )
+        } else {
+            ("#![forbid(unsafe_code)]", &[])
+        };
+        assert!(lib.contains(lint), "{name} does not forbid unsafe code");
+        let mut hits = mentions(
             &crate_dir(name).join("src"),
             &["unsafe {", "unsafe fn", "unsafe impl"],
         );
+        hits.retain(|h| !allowed.iter().any(|a| h.ends_with(a)));
+        if name == "xlaclient-core" {
+            let allows = mentions(&crate_dir(name).join("src"), &["allow(unsafe_code)"]);
+            assert_eq!(allows.len(), 1, "one allowed unsafe impl only: {allows:?}");
+        }
         assert!(
             hits.is_empty(),
             "unsafe outside the runtime:\n{}",

@@ -219,24 +219,39 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
         self.outputs(outs)
     }
 
-    /// Runs the program, donating every aliased input (see
-    /// [`aliased_inputs`](Self::aliased_inputs)): its output is written into the
-    /// input's memory, and the input's handle is deleted afterwards (reading it is
-    /// the runtime's `BufferDeleted`). Other inputs are kept.
-    pub fn call_donating(&self, args: &I::With<Buffer>) -> Result<O::With<Buffer>> {
-        let bufs = self.check_args(args)?;
-        let args: Vec<Arg<'_>> = bufs
-            .iter()
-            .zip(&self.aliased)
-            .map(|(b, a)| if *a { Arg::Donate(b) } else { Arg::Keep(b) })
-            .collect();
-        let outs = self.exe.execute_with(&args)?;
-        self.outputs(outs)
-    }
-
-    /// As [`call_donating`](Self::call_donating), taking the inputs: the usual way
-    /// to run a training step whose state is updated in place.
+    /// Runs the program on `args`, taken by value: every aliased input (see
+    /// [`aliased_inputs`](Self::aliased_inputs)) is donated, so its output is
+    /// written into the input's memory; the other inputs are dropped once the call
+    /// is launched (pass clones of buffers you want to keep using, or use
+    /// [`call`](Self::call)). The usual way to run a training step whose state is
+    /// updated in place.
+    ///
+    /// Taking the inputs is what makes donation safe: no other reference to a
+    /// donated buffer can exist while the plugin takes its memory over (the
+    /// plugin aborts the process on a buffer another thread is using).
     pub fn call_donated(&self, args: I::With<Buffer>) -> Result<O::With<Buffer>> {
-        self.call_donating(&args)
+        self.check_args(&args)?;
+        let (mut donated, mut kept) = (Vec::new(), Vec::new());
+        for (b, a) in args.into_leaves().into_iter().zip(&self.aliased) {
+            if *a {
+                donated.push(b);
+            } else {
+                kept.push(b);
+            }
+        }
+        let (mut donated, mut kept) = (donated.into_iter(), kept.iter());
+        let args: Vec<Arg<'_>> = self
+            .aliased
+            .iter()
+            .filter_map(|a| {
+                if *a {
+                    donated.next().map(Arg::Donate)
+                } else {
+                    kept.next().map(Arg::Keep)
+                }
+            })
+            .collect();
+        let outs = self.exe.execute_with(args)?;
+        self.outputs(outs)
     }
 }

@@ -2,7 +2,6 @@
 
 use std::ffi::c_int;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::client::ClientInner;
@@ -53,17 +52,19 @@ pub struct Buffer {
     /// Element type and dims, when known without asking the plugin (uploads and
     /// outputs of executables whose output shapes were read at compile time).
     meta: OnceLock<(ElementType, Dims)>,
-    /// Set once the buffer was offered for donation: from then on every use asks
-    /// the plugin whether it was consumed (`PJRT_Buffer_IsDeleted`).
-    offered: AtomicBool,
 }
 
 // SAFETY: a PJRT buffer is owned by exactly one `Buffer` (destroyed once, in Drop)
 // and only used through the C API, which PJRT allows from any thread (buffers are
 // shared by JAX's threads); the `Arc` keeps the client, which owns the device
-// memory, alive.
+// memory, alive. Moving a `Buffer` to another thread moves the only handle.
 unsafe impl Send for Buffer {}
-// SAFETY: see `Send`; every method takes `&self` and the plugin synchronises.
+// SAFETY: see `Send`. Every method takes `&self` and only makes C calls the
+// plugin synchronises itself (queries, ready events, copies to the host, use as a
+// kept execution argument), so any number of threads may make them at once. The
+// one use the plugin does not synchronise, donation (it aborts on a buffer another
+// thread holds), needs the `Buffer` by value (`Arg::Donate`), which no `&Buffer`
+// can give: no shared reference can exist while a buffer is donated.
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
@@ -72,7 +73,6 @@ impl Buffer {
             client: client.clone(),
             raw,
             meta: OnceLock::new(),
-            offered: AtomicBool::new(false),
         }
     }
 
@@ -86,36 +86,6 @@ impl Buffer {
         let b = Buffer::from_raw(client, raw);
         let _ = b.meta.set((ty, dims.into()));
         b
-    }
-
-    /// True once the buffer's memory is gone: it was donated to an execution that
-    /// reused it for an output. A deleted buffer can only be dropped; every other
-    /// use is [`Error::BufferDeleted`].
-    pub fn is_deleted(&self) -> Result<bool> {
-        let b = self.raw;
-        // SAFETY: `b` is a buffer we own (destroyed only in Drop); IsDeleted is one
-        // of the two functions the header allows on a deleted buffer (with Destroy).
-        let a = unsafe {
-            self.client
-                .api
-                .query(slot::PJRT_Buffer_IsDeleted, |a| a.buffer = b)?
-        };
-        Ok(a.is_deleted)
-    }
-
-    /// Marks the buffer as offered for donation: from now on every use checks
-    /// whether it was consumed.
-    pub(crate) fn mark_offered(&self) {
-        self.offered.store(true, Ordering::Relaxed);
-    }
-
-    /// [`Error::BufferDeleted`] if the buffer was donated away. Costs a C call only
-    /// for buffers that were ever offered for donation.
-    pub(crate) fn check_not_donated(&self) -> Result<()> {
-        if self.offered.load(Ordering::Relaxed) && self.is_deleted()? {
-            return Err(Error::BufferDeleted);
-        }
-        Ok(())
     }
 
     /// Element type and dims, asked of the plugin once.
@@ -168,9 +138,8 @@ impl Buffer {
 
     /// Bytes the buffer takes on its device.
     pub fn on_device_size_in_bytes(&self) -> Result<usize> {
-        self.check_not_donated()?;
         let b = self.raw;
-        // SAFETY: `b` is a live buffer we own, not donated (checked above).
+        // SAFETY: `b` is a live buffer we own (never donated while borrowed).
         let a = unsafe {
             self.client
                 .api
@@ -194,7 +163,6 @@ impl Buffer {
 
     /// Copies the buffer to another device.
     pub fn copy_to_device(&self, device: &Device) -> Result<Buffer> {
-        self.check_not_donated()?;
         if !Arc::ptr_eq(&device.client, &self.client) {
             return Err(Error::ForeignDevice);
         }
@@ -215,7 +183,6 @@ impl Buffer {
 
     /// Waits until the buffer's contents are computed (or their computation failed).
     pub fn ready(&self) -> Result<()> {
-        self.check_not_donated()?;
         let b = self.raw;
         // SAFETY: a live buffer we own; the returned event is ours to destroy
         // (`Event` does).
@@ -285,22 +252,7 @@ impl Buffer {
         // failure); after this the memory holds the final values.
         self.ready()?;
         let b = self.raw;
-        // An external reference holds the memory for the read: while it is held the
-        // plugin refuses to donate the buffer (another thread may offer it, as
-        // `Buffer` is `Sync`), and a buffer already donated refuses the reference.
-        // SAFETY: a live buffer we own; the answer is nothing.
-        if unsafe {
-            self.client
-                .api
-                .query(slot::PJRT_Buffer_IncreaseExternalReferenceCount, |a| {
-                    a.buffer = b
-                })
-        }
-        .is_err()
-        {
-            return self.copy_to_host(out);
-        }
-        // SAFETY: a live buffer we own, held by the reference taken above.
+        // SAFETY: a live buffer we own; the answer is an address.
         let pointer = match unsafe {
             self.client
                 .api
@@ -312,23 +264,16 @@ impl Buffer {
         if let Some(p) = pointer {
             // SAFETY: the buffer is on the CPU, ready, dense row-major with exactly
             // `size` bytes on the device (checked by `host_readable`), so `size`
-            // bytes from its pointer are its elements in `out`'s order; the external
-            // reference keeps the memory alive and undonated, and a ready buffer is
-            // not written any more. `out` is a distinct, writable slice of `size`
-            // bytes.
+            // bytes from its pointer are its elements in `out`'s order. The memory
+            // stays put and unwritten while `self` is borrowed: a ready buffer is
+            // not written any more, only `Drop` destroys it, and only donation
+            // (which takes the `Buffer` by value, impossible while it is borrowed)
+            // could hand its memory to other work. `out` is a distinct, writable
+            // slice of `size` bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr().cast::<u8>(), size);
             }
         }
-        // SAFETY: drops the reference taken above, once.
-        let released = unsafe {
-            self.client
-                .api
-                .query(slot::PJRT_Buffer_DecreaseExternalReferenceCount, |a| {
-                    a.buffer = b
-                })
-        };
-        released?;
         match pointer {
             Some(_) => Ok(()),
             None => self.copy_to_host(out),
@@ -339,7 +284,6 @@ impl Buffer {
     /// of `rank` dimensions, `size` bytes on the device. Any query the plugin
     /// refuses answers "no" (the caller then copies).
     fn host_readable(&self, rank: usize, size: usize) -> Result<bool> {
-        self.check_not_donated()?;
         let b = self.raw;
         // SAFETY: a live buffer we own; the answer is a bool.
         let on_cpu = unsafe {
@@ -403,7 +347,6 @@ impl Buffer {
     /// # Safety
     /// `dst` must be writable for `size` bytes until this returns.
     unsafe fn copy_raw(&self, dst: *mut std::ffi::c_void, size: usize) -> Result<()> {
-        self.check_not_donated()?;
         let mut a = raw::PJRT_Buffer_ToHostBuffer_Args::new();
         a.src = self.raw;
         a.dst = dst;

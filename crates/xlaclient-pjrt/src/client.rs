@@ -23,6 +23,8 @@ pub(crate) struct ClientInner {
     pub(crate) plugin: Plugin,
     /// How this client's events are waited for.
     pub(crate) wait: WaitPolicy,
+    /// The identity written into guarded executables (made on first use).
+    identity: std::sync::OnceLock<String>,
 }
 
 impl ClientInner {
@@ -139,6 +141,7 @@ impl Client {
             all: Vec::new(),
             plugin: plugin.clone(),
             wait: options.wait,
+            identity: std::sync::OnceLock::new(),
         };
         // SAFETY: the client was just created. The header: the device arrays and
         // the devices are owned by the client and live as long as it; the arrays
@@ -154,6 +157,13 @@ impl Client {
         Ok(Client {
             inner: Arc::new(inner),
         })
+    }
+
+    /// The client a handle (buffer, executable) belongs to.
+    pub(crate) fn from_inner(inner: &Arc<ClientInner>) -> Client {
+        Client {
+            inner: inner.clone(),
+        }
     }
 
     /// A client of the default plugin (see [`Plugin::default_plugin`]): the CPU plugin
@@ -275,14 +285,20 @@ impl Client {
     ///
     /// The plugin is handed a NUL-terminated copy of `code` (MLIR's lexer in some
     /// plugins reads past `code_size` up to a NUL: a truncated text crashed them).
-    /// Executions of the result check argument counts and shapes only as far as
-    /// the plugin does (byte sizes): the C API does not report an executable's
-    /// parameter shapes, and this crate does not parse MLIR.
+    /// The entry's parameter and result shapes are read back from the compiled
+    /// program (`PJRT_Executable_OptimizedProgram`): dynamic dimensions (a bounded
+    /// `tensor<?xf32, #stablehlo.bounds<4>>`) are [`Error::DynamicShape`] (a
+    /// plugin may abort the process when such a program is given an array of its
+    /// actual size), and executions check their arguments' types and dimensions
+    /// against the parameters, as for HLO modules. Plugins that do not report the
+    /// program leave the check of arguments to the plugin (byte sizes).
     pub fn compile_mlir(&self, code: &[u8], options: &CompileOptions) -> Result<LoadedExecutable> {
         let mut z = Vec::with_capacity(code.len() + 1);
         z.extend_from_slice(code);
         z.push(0);
-        self.compile_program(b"mlir", &z[..code.len()], options, None)
+        let mut exe = self.compile_program(b"mlir", &z[..code.len()], options, None)?;
+        exe.check_static_entry()?;
+        Ok(exe)
     }
 
     /// The ids of every device of the client (for checking device assignments).
@@ -351,24 +367,128 @@ impl Client {
         LoadedExecutable::from_raw(&self.inner, a.executable, params)
     }
 
-    /// Loads an executable serialized with
-    /// [`LoadedExecutable::serialize`](super::LoadedExecutable::serialize) by the
-    /// same plugin version. Its executions' arguments are checked only as far as
-    /// the plugin checks them (byte sizes): the C API does not report parameter
-    /// shapes.
+    /// Loads an executable written by [`LoadedExecutable::serialize`]: its guard is
+    /// checked first (format, length, SHA-256, and that this client's plugin wrote
+    /// it: see [`plugin_identity`](Self::plugin_identity)), and damaged, truncated or
+    /// foreign bytes are [`Error::SerializedExecutable`] without reaching the plugin.
+    /// The executable's arguments are checked against the parameter shapes the
+    /// guard carries, as for a program compiled here.
+    ///
+    /// ```
+    /// # use xlaclient_pjrt::{Client, CompileOptions, Error};
+    /// # let client = Client::cpu()?;
+    /// # let neg = "func.func public @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+    /// #   %y = stablehlo.negate %x : tensor<2xf32>
+    /// #   return %y : tensor<2xf32>
+    /// # }";
+    /// let exe = client.compile_mlir(neg.as_bytes(), &CompileOptions::new())?;
+    /// let mut bytes = exe.serialize()?;
+    /// let again = client.deserialize_executable(&bytes)?;
+    /// let x = client.buffer_from_host(&[1.0f32, -2.0], &[2])?;
+    /// assert_eq!(again.execute(&[&x])?[0].to_vec::<f32>()?, vec![-1.0, 2.0]);
+    ///
+    /// let last = bytes.len() - 1;
+    /// bytes[last] ^= 1; // one bit flipped on disk
+    /// assert!(matches!(
+    ///     client.deserialize_executable(&bytes),
+    ///     Err(Error::SerializedExecutable(_))
+    /// ));
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn deserialize_executable(&self, bytes: &[u8]) -> Result<LoadedExecutable> {
+        let u = crate::guard::unwrap(bytes, self.plugin_identity()?)?;
+        let mut exe = self.deserialize_raw(u.payload, u.params)?;
+        exe.set_checked_static();
+        Ok(exe)
+    }
+
+    /// Loads XLA's own serialized executable bytes, without a guard (bytes from
+    /// [`LoadedExecutable::serialize_unguarded`] or another XLA client). The
+    /// entry's shapes are then read from the program the plugin reports
+    /// (`PJRT_Executable_OptimizedProgram`), and dynamic ones refused, when the
+    /// plugin reports it.
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must be an intact executable serialized by this very plugin build:
+    /// plugins check little of what they deserialize, and damaged or foreign bytes
+    /// can abort the process (the 0.81 CPU plugin does on single flipped bits) or
+    /// run corrupt machine code. Prefer [`deserialize_executable`](Self::deserialize_executable).
+    pub unsafe fn deserialize_executable_unguarded(
+        &self,
+        bytes: &[u8],
+    ) -> Result<LoadedExecutable> {
+        let mut exe = self.deserialize_raw(bytes, None)?;
+        exe.check_static_entry()?;
+        Ok(exe)
+    }
+
+    /// Hands XLA's serialized executable to the plugin (the guard, if any, checked
+    /// by the caller).
+    fn deserialize_raw(
+        &self,
+        bytes: &[u8],
+        params: Option<Vec<Shape>>,
+    ) -> Result<LoadedExecutable> {
         let mut a = raw::PJRT_Executable_DeserializeAndLoad_Args::new();
         a.client = self.inner.raw;
         a.serialized_executable = bytes.as_ptr().cast::<c_char>();
         a.serialized_executable_size = bytes.len();
         // SAFETY: `bytes` outlives the call (read during it); no compile-option
         // override or load options (null); the new executable is ours to destroy.
+        // The bytes themselves are the plugin's to trust: both callers establish
+        // that they are intact bytes of this plugin (the guard, or the caller of an
+        // `unsafe fn`).
         unsafe {
             self.inner
                 .api
                 .call(slot::PJRT_Executable_DeserializeAndLoad, &mut a)?
         };
-        LoadedExecutable::from_raw(&self.inner, a.loaded_executable, None)
+        LoadedExecutable::from_raw(&self.inner, a.loaded_executable, params)
+    }
+
+    /// What names this client's plugin in the guard of serialized executables (and
+    /// in the keys of compilation caches): the PJRT C API version, the platform's
+    /// name and version, the plugin's attributes, the size and modification time of
+    /// its file, and the number of devices. Executables are loaded only by a client
+    /// with the same identity.
+    pub fn plugin_identity(&self) -> Result<&str> {
+        if let Some(id) = self.inner.identity.get() {
+            return Ok(id);
+        }
+        let plugin = &self.inner.plugin;
+        let (major, minor) = plugin.api_version();
+        let mut id = format!(
+            "pjrt {major}.{minor}; {} {}; devices {}",
+            self.platform_name()?,
+            self.platform_version()?,
+            self.inner.all.len()
+        );
+        let mut attrs = plugin.attributes()?;
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in attrs {
+            id.push_str(&format!("; {k}={v:?}"));
+        }
+        let path = plugin.path();
+        let file = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        match std::fs::metadata(path) {
+            Ok(m) => {
+                let mtime = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                id.push_str(&format!(
+                    "; file {} {} bytes mtime {mtime}",
+                    file.unwrap_or_default(),
+                    m.len()
+                ));
+            }
+            // The file is gone (replaced after loading): an identity no file on
+            // disk matches.
+            Err(_) => id.push_str(&format!("; file {} (unreadable)", path.display())),
+        }
+        Ok(self.inner.identity.get_or_init(|| id))
     }
 
     /// Copies host data to a new buffer on the default device. `dims` must multiply

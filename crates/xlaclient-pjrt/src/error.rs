@@ -219,10 +219,6 @@ pub enum Error {
     /// A device of another client was named (e.g. as a copy's destination).
     #[error("the device belongs to another client")]
     ForeignDevice,
-    /// A buffer was used after it was donated to an execution (its memory now
-    /// belongs to the execution's outputs).
-    #[error("the buffer was donated to an execution (or deleted) and holds no data any more")]
-    BufferDeleted,
     /// The plugin reported an element type this crate has no [`ElementType`] for.
     #[error(
         "the buffer's element type (PJRT_Buffer_Type {pjrt_type}) is not supported by this crate"
@@ -261,4 +257,22 @@ pub enum Error {
         /// The decoder's message.
         reason: String,
     },
+    /// A program's entry parameter or result has dynamic dimensions (a bounded
+    /// `f32[<=4]`, say). The runtime refuses them: the plugin sizes such buffers by
+    /// their bound, and some plugins abort the process when given the buffer of an
+    /// actual size.
+    #[error(
+        "the program's {what} has dynamic dimensions ({shape}); only static shapes are supported in a program's parameters and results"
+    )]
+    DynamicShape {
+        /// Which one (`"parameter 0"`, `"result"`).
+        what: String,
+        /// The shape as XLA prints it (e.g. `f32[<=4]`).
+        shape: String,
+    },
+    /// Bytes given to [`Client::deserialize_executable`](crate::Client::deserialize_executable)
+    /// are not an intact executable that this crate wrote for this plugin; nothing
+    /// was handed to the plugin.
+    #[error("serialized executable refused: {0}")]
+    SerializedExecutable(#[from] crate::guard::GuardError),
 }

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::api::{copy_str, raw_slice};
 use super::buffer::Buffer;
-use super::client::ClientInner;
+use super::client::{Client, ClientInner};
 use super::device::Device;
 use super::event::Event;
 use super::raw::{self, PJRT_Buffer, PJRT_Device, PJRT_Executable, PJRT_LoadedExecutable, slot};
@@ -35,6 +34,10 @@ pub struct LoadedExecutable {
     /// parameters are not checked); `None` for programs compiled from MLIR or
     /// deserialized (the C API does not report them).
     params: Option<Box<[Shape]>>,
+    /// Whether the entry's parameters and result are known to have no dynamic
+    /// dimensions (modules of the core, whose verifier refuses them, and programs
+    /// whose optimized module was checked).
+    entry_static: bool,
 }
 
 // SAFETY: a loaded executable is owned by exactly one `LoadedExecutable` (destroyed
@@ -67,6 +70,7 @@ impl LoadedExecutable {
         raw: *mut PJRT_LoadedExecutable,
         params: Option<Vec<Shape>>,
     ) -> Result<Self> {
+        let entry_static = params.is_some();
         let params = params.map(Vec::into_boxed_slice);
         let mut exe = LoadedExecutable {
             client: client.clone(),
@@ -76,6 +80,7 @@ impl LoadedExecutable {
             name: String::new(),
             output_shapes: None,
             params,
+            entry_static,
         };
         // From here on `exe` owns `raw`: an error below destroys it in Drop.
         // SAFETY: `raw` is the live executable just returned to us; the device
@@ -129,6 +134,115 @@ impl LoadedExecutable {
         })
     }
 
+    /// Marks the entry as checked (a guarded executable: checked when it was
+    /// serialized).
+    pub(crate) fn set_checked_static(&mut self) {
+        self.entry_static = true;
+    }
+
+    /// Refuses a program whose entry parameters or result have dynamic dimensions,
+    /// reading its shapes from the optimized module the plugin reports, and keeps
+    /// the parameter shapes for argument checks when they were not known. A plugin
+    /// that does not report the module leaves the entry unchecked.
+    pub(crate) fn check_static_entry(&mut self) -> Result<()> {
+        if self.entry_static {
+            return Ok(());
+        }
+        if let Some(params) = self.read_static_entry()? {
+            if self.params.is_none() {
+                self.params = params.map(Vec::into_boxed_slice);
+            }
+            self.entry_static = true;
+        }
+        Ok(())
+    }
+
+    /// Reads the entry's shapes from the optimized module: `None` when the plugin
+    /// does not report it, [`Error::DynamicShape`] when a parameter or the result
+    /// has dynamic dimensions, else the parameter shapes when every parameter is
+    /// an array (a tuple parameter, as with tupled arguments, is passed as its
+    /// elements, which a count check would refuse).
+    fn read_static_entry(&self) -> Result<Option<Option<Vec<Shape>>>> {
+        let module = match self.optimized_module() {
+            Ok(m) => m,
+            Err(Error::Unsupported { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let eid = module.entry_computation_id;
+        let Some(ps) = module
+            .computations
+            .iter()
+            .find(|c| c.id == eid)
+            .and_then(|c| c.program_shape.as_ref())
+            .or(module.host_program_shape.as_ref())
+        else {
+            return Ok(None);
+        };
+        for (i, p) in ps.parameters.iter().enumerate() {
+            if has_dynamic(p) {
+                return Err(Error::DynamicShape {
+                    what: format!("parameter {i}"),
+                    shape: shape_text(p),
+                });
+            }
+        }
+        if let Some(r) = ps.result.as_ref().filter(|r| has_dynamic(r)) {
+            return Err(Error::DynamicShape {
+                what: "result".into(),
+                shape: shape_text(r),
+            });
+        }
+        Ok(Some(
+            ps.parameters
+                .iter()
+                .map(|p| Shape::from_proto(p).filter(|s| matches!(s, Shape::Array { .. })))
+                .collect(),
+        ))
+    }
+
+    /// The program as XLA optimized it (`PJRT_Executable_OptimizedProgram`): the
+    /// HLO module that runs, after fusion and layout assignment. Useful to see
+    /// what XLA made of a program; [`Error::Unsupported`] from plugins that do
+    /// not report it.
+    pub fn optimized_module(&self) -> Result<crate::proto::HloModuleProto> {
+        use prost::Message;
+        let e = self.executable()?;
+        let mut prog = raw::PJRT_Program::new();
+        let mut a = raw::PJRT_Executable_OptimizedProgram_Args::new();
+        a.executable = e.raw;
+        a.program = &mut prog;
+        // SAFETY: first call with a null `code`: the plugin writes the size it needs
+        // into `prog.code_size` (and its own format string, which it owns).
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Executable_OptimizedProgram, &mut a)?
+        };
+        let mut code = vec![0u8; prog.code_size];
+        prog.code = code.as_mut_ptr().cast();
+        a.program = &mut prog;
+        // SAFETY: second call: `code` is writable for `code_size` bytes (the size the
+        // plugin asked for) and outlives the call; `prog` is on this frame.
+        unsafe {
+            self.client
+                .api
+                .call(slot::PJRT_Executable_OptimizedProgram, &mut a)?
+        };
+        code.truncate(prog.code_size);
+        // SAFETY: the plugin's format string, owned by the executable `e` (alive),
+        // copied at once.
+        let format = unsafe { copy_str(prog.format, prog.format_size) };
+        let decoded = match format.as_str() {
+            "hlo_with_config" => crate::proto::HloModuleProtoWithConfig::decode(&code[..])
+                .map(|w| w.hlo_module.unwrap_or_default()),
+            _ => crate::proto::HloModuleProto::decode(&code[..]),
+        };
+        decoded.map_err(|err| Error::Decode {
+            what: "optimized program",
+            reason: err.to_string(),
+        })
+    }
+
     /// Element type and dims of output `i`, if the plugin reported them.
     pub(crate) fn output_shape(&self, i: usize) -> Option<(ElementType, &[i64])> {
         let (t, d) = self.output_shapes.as_ref()?.get(i)?;
@@ -178,9 +292,33 @@ impl LoadedExecutable {
             .collect()
     }
 
-    /// Serializes the compiled program (reload it with
-    /// [`Client::deserialize_executable`](super::Client::deserialize_executable)).
+    /// Serializes the compiled program with a guard (a header with a magic, a
+    /// format version, the plugin's identity, the parameter shapes, the length and
+    /// a SHA-256 of the whole): reload it with
+    /// [`Client::deserialize_executable`](super::Client::deserialize_executable),
+    /// which refuses damaged, truncated or foreign bytes before the plugin sees
+    /// them. A program whose entry was never checked for dynamic dimensions
+    /// (compiled from unchecked bytes) is checked now, and refused with
+    /// [`Error::DynamicShape`].
     pub fn serialize(&self) -> Result<Vec<u8>> {
+        let payload = self.serialize_unguarded()?;
+        let params = match (&self.params, self.entry_static) {
+            (p, true) => p.as_deref().map(<[Shape]>::to_vec),
+            (p, false) => match self.read_static_entry()? {
+                Some(read) => p.as_deref().map(<[Shape]>::to_vec).or(read),
+                None => p.as_deref().map(<[Shape]>::to_vec),
+            },
+        };
+        let identity = Client::from_inner(&self.client)
+            .plugin_identity()?
+            .to_string();
+        Ok(crate::guard::wrap(&identity, params.as_deref(), &payload))
+    }
+
+    /// XLA's serialized executable, without the guard (for tools that read XLA's
+    /// format; this crate loads it back only through the `unsafe`
+    /// [`Client::deserialize_executable_unguarded`](super::Client::deserialize_executable_unguarded)).
+    pub fn serialize_unguarded(&self) -> Result<Vec<u8>> {
         let e = self.executable()?;
         let mut a = raw::PJRT_Executable_Serialize_Args::new();
         a.executable = e.raw;
@@ -249,45 +387,60 @@ impl LoadedExecutable {
     /// let outputs = pending.wait()?; // or `pending.await?` in async code
     /// # Ok(()) }
     /// ```
-    pub fn execute_async(&self, args: &[&Buffer]) -> Result<Execution<'static>> {
+    pub fn execute_async(&self, args: &[&Buffer]) -> Result<Execution> {
         let mut out = self.execute_devices(&[args], true)?;
         let (outputs, event) = out.pop().unwrap_or_default();
-        Ok(Execution {
-            outputs,
-            event,
-            donated: false,
-            _args: PhantomData,
-        })
+        Ok(Execution { outputs, event })
     }
 
     /// Runs the program on its first device with arguments that may be donated
-    /// ([`Arg::Donate`]); waits until the computation is done when any input was
-    /// donated (their memory now belongs to the outputs), else returns at once like
+    /// ([`Arg::Donate`], which takes the buffer by value); returns at once like
     /// [`execute`](Self::execute).
     ///
-    /// A donated input is consumed when the program aliases it to an output (the
-    /// module's `input_output_alias`); otherwise it stays valid.
-    pub fn execute_with(&self, args: &[Arg<'_>]) -> Result<Vec<Buffer>> {
-        if args.iter().any(|a| a.donated()) {
-            self.execute_async_with(args)?.wait()
-        } else {
-            let mut out = self.execute_devices(&[args], false)?;
-            Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
-        }
+    /// A donated buffer is given up whether or not the program reuses its memory
+    /// (the module's `input_output_alias` says which inputs an output may reuse).
+    /// Because the buffer is moved into the call, no other use of it (on this
+    /// thread or another) can overlap the donation: the borrow checker rules it
+    /// out, where the plugin would abort the process.
+    ///
+    /// ```
+    /// use xlaclient_pjrt::{Arg, Client, CompileOptions};
+    /// let client = Client::cpu()?;
+    /// // Output 0 may reuse parameter 0's memory (`mhlo.input_output_alias`
+    /// // is what the core crate's `Builder::build_aliased` writes for HLO).
+    /// let step = "func.func public @main(%s: tensor<3xf32> {tf.aliasing_output = 0 : i32},
+    ///     %lr: tensor<f32>) -> tensor<3xf32> {
+    ///   %b = stablehlo.broadcast_in_dim %lr, dims = [] : (tensor<f32>) -> tensor<3xf32>
+    ///   %y = stablehlo.subtract %s, %b : tensor<3xf32>
+    ///   return %y : tensor<3xf32>
+    /// }";
+    /// let exe = client.compile_mlir(step.as_bytes(), &CompileOptions::new())?;
+    /// let mut state = client.buffer_from_host(&[1.0f32, 2.0, 3.0], &[3])?;
+    /// let lr = client.scalar(0.5f32)?;
+    /// for _ in 0..2 {
+    ///     // `state` moves in; the new state comes out.
+    ///     let mut out = exe.execute_with([Arg::Donate(state), Arg::Keep(&lr)])?;
+    ///     state = out.remove(0);
+    /// }
+    /// assert_eq!(state.to_vec::<f32>()?, vec![0.0, 1.0, 2.0]);
+    /// # Ok::<(), xlaclient_pjrt::Error>(())
+    /// ```
+    pub fn execute_with<'a>(&self, args: impl IntoIterator<Item = Arg<'a>>) -> Result<Vec<Buffer>> {
+        let args: SmallVec<[Arg<'a>; 8]> = args.into_iter().collect();
+        let mut out = self.execute_devices(&[&args[..]], false)?;
+        Ok(out.pop().map(|(bufs, _)| bufs).unwrap_or_default())
     }
 
-    /// [`execute_async`](Self::execute_async) with arguments that may be donated.
-    /// The [`Execution`] borrows the donated buffers until the device is done;
-    /// dropping it before then waits for the device.
-    pub fn execute_async_with<'a>(&self, args: &[Arg<'a>]) -> Result<Execution<'a>> {
-        let mut out = self.execute_devices(&[args], true)?;
+    /// [`execute_async`](Self::execute_async) with arguments that may be donated
+    /// (taken by value, as in [`execute_with`](Self::execute_with)).
+    pub fn execute_async_with<'a>(
+        &self,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> Result<Execution> {
+        let args: SmallVec<[Arg<'a>; 8]> = args.into_iter().collect();
+        let mut out = self.execute_devices(&[&args[..]], true)?;
         let (outputs, event) = out.pop().unwrap_or_default();
-        Ok(Execution {
-            outputs,
-            event,
-            donated: args.iter().any(|a| a.donated()),
-            _args: PhantomData,
-        })
+        Ok(Execution { outputs, event })
     }
 
     /// Runs the program on every device it was loaded on (replicas/partitions):
@@ -376,7 +529,6 @@ impl LoadedExecutable {
                 if !Arc::ptr_eq(&b.client, &self.client) {
                     return Err(Error::ForeignBuffer { argument });
                 }
-                b.check_not_donated()?;
             }
             self.check_arguments(device, list)?;
         }
@@ -387,14 +539,6 @@ impl LoadedExecutable {
             .filter(|&i| args.iter().any(|l| !l[i].donated()))
             .map(|i| i as i64)
             .collect();
-        let donating = keep.len() < num_args;
-        if donating {
-            for l in args {
-                for a in l.iter().filter(|a| a.donated()) {
-                    a.buffer().mark_offered();
-                }
-            }
-        }
         let raw_args: SmallVec<[SmallVec<[*mut PJRT_Buffer; 8]>; 1]> = args
             .iter()
             .map(|l| l.iter().map(|a| a.buffer().raw).collect())
@@ -430,6 +574,16 @@ impl LoadedExecutable {
         // only needs to live through the call. All arrays are on this frame and the
         // argument buffers are borrowed for the call; the plugin keeps its own
         // reference to inputs that the launched work still uses.
+        //
+        // Donation: the plugin may only donate an input that nothing else holds
+        // (it aborts the process on a buffer with a usage hold or an external
+        // reference, e.g. one being enqueued by another thread's Execute or read in
+        // place). Only `Arg::Donate`, which owns its `Buffer`, is left out of
+        // `non_donatable_input_indices`, and a `Buffer` is the only handle to its
+        // PJRT buffer: while this call owns it, no other thread can use it, and
+        // the same buffer cannot be passed twice. After the call the donated
+        // `Buffer` is dropped (Destroy on a donated buffer is allowed; the memory
+        // now belongs to the launched work).
         unsafe {
             self.client
                 .api
@@ -477,7 +631,8 @@ impl ArgLike for &Buffer {
 impl ArgLike for Arg<'_> {
     fn buffer(&self) -> &Buffer {
         match self {
-            Arg::Keep(b) | Arg::Donate(b) => b,
+            Arg::Keep(b) => b,
+            Arg::Donate(b) => b,
         }
     }
     fn donated(&self) -> bool {
@@ -485,21 +640,23 @@ impl ArgLike for Arg<'_> {
     }
 }
 
-/// An argument of [`LoadedExecutable::execute_with`]: kept (the caller's buffer
-/// stays valid) or donated (the program may write its output into the buffer's
-/// memory, as the module's `input_output_alias` allows; the buffer is then
-/// consumed: [`Buffer::is_deleted`] is true and every other use is
-/// [`Error::BufferDeleted`]).
+/// An argument of [`LoadedExecutable::execute_with`]: kept (borrowed: the
+/// caller's buffer stays valid) or donated (moved in: the program may write an
+/// output into the buffer's memory, as the module's `input_output_alias` allows,
+/// and the buffer is gone either way).
 ///
 /// Donation saves an allocation and a copy per call for state that is replaced by
-/// each step (parameters updated in place, an environment's state).
-#[derive(Clone, Copy, Debug)]
+/// each step (parameters updated in place, an environment's state). Taking the
+/// buffer by value is what makes it safe: no other thread can be reading it, or
+/// passing it to another execution, while the plugin takes its memory over.
+#[derive(Debug)]
 pub enum Arg<'a> {
     /// The buffer stays the caller's (listed in the execution's
     /// `non_donatable_input_indices`).
     Keep(&'a Buffer),
-    /// The buffer's memory may be reused for an output it aliases.
-    Donate(&'a Buffer),
+    /// The buffer is given to the execution; its memory may be reused for an
+    /// output it aliases.
+    Donate(Buffer),
 }
 
 impl<'a> From<&'a Buffer> for Arg<'a> {
@@ -515,15 +672,12 @@ impl<'a> From<&'a Buffer> for Arg<'a> {
 /// Dropping it early does not cancel the work; the outputs are dropped (the plugin
 /// frees them when the work is done).
 #[must_use = "an execution's outputs are only returned by awaiting or waiting for it"]
-pub struct Execution<'a> {
+pub struct Execution {
     outputs: Vec<Buffer>,
     event: Option<Event>,
-    /// Inputs were donated: dropping this waits for the work to finish.
-    donated: bool,
-    _args: PhantomData<&'a Buffer>,
 }
 
-impl Execution<'_> {
+impl Execution {
     /// Blocks until the device is done (as the client's wait policy says) and
     /// returns the outputs, or the execution's error.
     pub fn wait(mut self) -> Result<Vec<Buffer>> {
@@ -537,7 +691,7 @@ impl Execution<'_> {
     }
 }
 
-impl Future for Execution<'_> {
+impl Future for Execution {
     type Output = Result<Vec<Buffer>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -555,23 +709,42 @@ impl Future for Execution<'_> {
     }
 }
 
-impl Drop for Execution<'_> {
-    fn drop(&mut self) {
-        if self.donated {
-            // Donated inputs are released only once the work that now owns their
-            // memory is done (see the module docs on donation).
-            let _ = super::event::wait_opt(self.event.take());
-        }
-    }
-}
-
-impl fmt::Debug for Execution<'_> {
+impl fmt::Debug for Execution {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Execution")
             .field("outputs", &self.outputs.len())
             .field("pending", &self.event.is_some())
             .finish()
     }
+}
+
+/// Whether a shape (or an element of a tuple) has a dynamic dimension.
+fn has_dynamic(p: &crate::proto::ShapeProto) -> bool {
+    p.is_dynamic_dimension.iter().any(|d| *d) || p.tuple_shapes.iter().any(has_dynamic)
+}
+
+/// A shape as XLA prints it, with `<=` before dynamic dimensions (`f32[<=4,2]`).
+fn shape_text(p: &crate::proto::ShapeProto) -> String {
+    if !p.tuple_shapes.is_empty() {
+        let parts: Vec<String> = p.tuple_shapes.iter().map(shape_text).collect();
+        return format!("({})", parts.join(", "));
+    }
+    let ty = ElementType::from_primitive_type(p.element_type)
+        .map_or_else(|| format!("type{}", p.element_type), |t| t.to_string());
+    let dims: Vec<String> = p
+        .dimensions
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let dynamic = p.is_dynamic_dimension.get(i).copied().unwrap_or(false);
+            if dynamic {
+                format!("<={d}")
+            } else {
+                d.to_string()
+            }
+        })
+        .collect();
+    format!("{ty}[{}]", dims.join(","))
 }
 
 /// Copies bytes the plugin owns, then frees their owner with the plugin's deleter.

@@ -31,6 +31,7 @@ mod elf;
 pub mod error;
 mod event;
 mod executable;
+pub mod guard;
 pub mod install;
 mod options;
 mod raw;
@@ -55,11 +56,19 @@ pub use shape::{ElementType, NativeType, Shape};
 pub const SUPPORTED_API_MAJOR: i32 = raw::PJRT_API_MAJOR;
 
 /// Something the runtime can compile as an HLO module: the serialized
-/// `HloModuleProto`, already checked by whoever made it (XLA aborts the process on
-/// some malformed modules, and the runtime has no verifier of its own). The core
-/// crate's `Computation` is one: it is verified when it is built or raised from a
-/// proto.
-pub trait HloModuleSource {
+/// `HloModuleProto`, already checked by whoever made it. The core crate's
+/// `Computation` is one: it is verified when it is built or raised from a proto.
+///
+/// # Safety
+///
+/// Implementing this trait is a promise that [`hlo_module_bytes`](Self::hlo_module_bytes)
+/// returns a well-formed, complete module that XLA compiles or refuses with an
+/// error (the same contract as [`Client::compile_hlo_bytes_unchecked`]): XLA checks
+/// weakly and aborts the process on some malformed modules, and on modules whose
+/// entry has dynamic dimensions when they run. The runtime has no verifier of its
+/// own, so a safe `compile` relies on this promise; bytes from elsewhere go through
+/// the core crate's `Computation::from_hlo_bytes`, which checks them.
+pub unsafe trait HloModuleSource {
     /// The module's serialized `HloModuleProto`.
     fn hlo_module_bytes(&self) -> Vec<u8>;
 
@@ -72,7 +81,8 @@ pub trait HloModuleSource {
     }
 }
 
-impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
+// SAFETY: the bytes and shapes are `T`'s, which keeps the promise.
+unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
     fn hlo_module_bytes(&self) -> Vec<u8> {
         (**self).hlo_module_bytes()
     }

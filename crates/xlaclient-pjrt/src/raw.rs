@@ -269,7 +269,7 @@ slots!(
     PJRT_Executable_SizeOfGeneratedCodeInBytes: Unused,
     PJRT_Executable_GetCostAnalysis: Unused,
     PJRT_Executable_OutputMemoryKinds: Unused,
-    PJRT_Executable_OptimizedProgram: Unused,
+    PJRT_Executable_OptimizedProgram: PJRT_Executable_OptimizedProgram_Args,
     PJRT_Executable_Serialize: PJRT_Executable_Serialize_Args,
     PJRT_LoadedExecutable_Destroy: PJRT_LoadedExecutable_Destroy_Args,
     PJRT_LoadedExecutable_GetExecutable: PJRT_LoadedExecutable_GetExecutable_Args,
@@ -576,6 +576,10 @@ pjrt_args!(PJRT_Executable_NumOutputs_Args {
     executable: *mut PJRT_Executable,
     num_outputs: usize,
 });
+pjrt_args!(PJRT_Executable_OptimizedProgram_Args {
+    executable: *mut PJRT_Executable,
+    program: *mut PJRT_Program,
+});
 pjrt_args!(PJRT_Executable_Serialize_Args {
     executable: *const PJRT_Executable,
     serialized_bytes: *const c_char,
@@ -788,6 +792,7 @@ mod tests {
         assert_eq!(PJRT_Client_BufferFromHostBuffer_Args::STRUCT_SIZE, 120);
         assert_eq!(PJRT_Device_IsAddressable_Args::STRUCT_SIZE, 25);
         assert_eq!(PJRT_Executable_Serialize_Args::STRUCT_SIZE, 56);
+        assert_eq!(PJRT_Executable_OptimizedProgram_Args::STRUCT_SIZE, 32);
         assert_eq!(PJRT_Executable_OutputDimensions_Args::STRUCT_SIZE, 48);
         assert_eq!(PJRT_Buffer_ElementType_Args::STRUCT_SIZE, 28);
         assert_eq!(PJRT_Buffer_Dimensions_Args::STRUCT_SIZE, 40);

@@ -161,7 +161,16 @@ impl Computation {
     }
 }
 
-impl xlaclient_pjrt::HloModuleSource for Computation {
+// The one `unsafe` of the layers above the runtime: not an unsafe operation but
+// the promise that `HloModuleSource` asks of its implementors (bytes XLA compiles
+// or refuses without aborting), which only the verifier can make. Checked to be
+// the only one by tests/layers.rs.
+// SAFETY: a `Computation` exists only once the verifier has accepted it (`build`,
+// `from_proto`, `from_hlo_bytes` re-run every instruction's shape rule, refuse
+// dynamic dimensions and check ids, layouts and the entry), and its bytes are
+// lowered from that IR, with a layout on every shape and the program shape set.
+#[allow(unsafe_code)]
+unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
     /// Verified by `build` or `from_proto` (every instruction's shape rule re-run)
     /// and streamed from the IR.
     fn hlo_module_bytes(&self) -> Vec<u8> {
