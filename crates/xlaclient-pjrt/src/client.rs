@@ -444,7 +444,9 @@ impl Client {
                 .api
                 .call(slot::PJRT_Executable_DeserializeAndLoad, &mut a)?
         };
-        LoadedExecutable::from_raw(&self.inner, a.loaded_executable, params)
+        let mut exe = LoadedExecutable::from_raw(&self.inner, a.loaded_executable, params)?;
+        exe.set_payload(bytes);
+        Ok(exe)
     }
 
     /// What names this client's plugin in the guard of serialized executables (and

@@ -38,6 +38,10 @@ pub struct LoadedExecutable {
     /// dimensions (modules of the core, whose verifier refuses them, and programs
     /// whose optimized module was checked).
     entry_static: bool,
+    /// XLA's bytes this executable was deserialized from: serializing it again
+    /// returns them (both CPU plugins serialize a deserialized executable into
+    /// bytes whose executions fail with "Function ... not found").
+    payload: Option<Box<[u8]>>,
 }
 
 // SAFETY: a loaded executable is owned by exactly one `LoadedExecutable` (destroyed
@@ -81,6 +85,7 @@ impl LoadedExecutable {
             output_shapes: None,
             params,
             entry_static,
+            payload: None,
         };
         // From here on `exe` owns `raw`: an error below destroys it in Drop.
         // SAFETY: `raw` is the live executable just returned to us; the device
@@ -138,6 +143,11 @@ impl LoadedExecutable {
     /// serialized).
     pub(crate) fn set_checked_static(&mut self) {
         self.entry_static = true;
+    }
+
+    /// Keeps the bytes the executable was deserialized from (see `payload`).
+    pub(crate) fn set_payload(&mut self, bytes: &[u8]) {
+        self.payload = Some(bytes.into());
     }
 
     /// Refuses a program whose entry parameters or result have dynamic dimensions,
@@ -319,6 +329,9 @@ impl LoadedExecutable {
     /// format; this crate loads it back only through the `unsafe`
     /// [`Client::deserialize_executable_unguarded`](super::Client::deserialize_executable_unguarded)).
     pub fn serialize_unguarded(&self) -> Result<Vec<u8>> {
+        if let Some(p) = &self.payload {
+            return Ok(p.to_vec());
+        }
         let e = self.executable()?;
         let mut a = raw::PJRT_Executable_Serialize_Args::new();
         a.executable = e.raw;
