@@ -1,11 +1,12 @@
 //! Long fuzz runs: random graphs over every opcode (each rejected by the builder, or
-//! compiled and run with outputs of the inferred types and dims) and mutated
-//! serialized modules (each compiled to `Ok` or `Err`), every case in a child
-//! process so that a crash of the plugin is reported with its seed.
+//! compiled and run with outputs of the inferred types and dims), mutated
+//! serialized modules (each compiled to `Ok` or `Err`, and run when compiled) and
+//! damaged serialized executables (each refused by the guard), every case in a
+//! child process so that a crash of the plugin is reported with its seed.
 //!
 //! ```text
-//! cargo run --release --example fuzz -- --graphs 100000 --modules 20000 --jobs 2 [--seed N]
-//!     [--kinds BitFlip,Opcode] [--out DIR]
+//! cargo run --release --example fuzz -- --graphs 100000 --modules 20000 --executables 5000
+//!     --jobs 2 [--seed N] [--kinds BitFlip,Opcode] [--out DIR]
 //! ```
 //!
 //! Prints the counts and each failure's seed; with `--out`, writes each failure's
@@ -39,6 +40,7 @@ fn main() {
     };
     let graphs = num("--graphs", 0);
     let modules = num("--modules", 0);
+    let executables = num("--executables", 0);
     let seed = num("--seed", 0);
     let jobs = num("--jobs", 1) as usize;
     let out = get("--out").map(std::path::PathBuf::from);
@@ -46,9 +48,9 @@ fn main() {
         Some(k) => format!("modules:{k}"),
         None => "modules".to_string(),
     };
-    if graphs == 0 && modules == 0 {
+    if graphs == 0 && modules == 0 && executables == 0 {
         eprintln!(
-            "usage: fuzz [--graphs N] [--modules N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
+            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
         );
         std::process::exit(2);
     }
@@ -56,6 +58,7 @@ fn main() {
     for (kind, n, label) in [
         ("graphs", graphs, "graphs"),
         (module_kind.as_str(), modules, "modules"),
+        ("executables", executables, "executables"),
     ] {
         if n == 0 {
             continue;
@@ -84,6 +87,19 @@ fn main() {
                 r.failures.len(),
                 c("crash"),
             );
+        } else if label == "executables" {
+            println!(
+                "executables {seed}..{}: refused by the guard {}, loaded unchanged {}, skipped {}, failures {} ({} crashes) in {secs:.0} s",
+                seed + n,
+                c("err"),
+                c("ok"),
+                c("skip"),
+                r.failures.len(),
+                c("crash"),
+            );
+            for (k, v) in &r.details {
+                println!("  {k}: {v}");
+            }
         } else {
             println!(
                 "modules {seed}..{} ({kind}): compile Ok {}, compile Err {}, failures {} ({} crashes) in {secs:.0} s",

@@ -96,6 +96,37 @@ fn random_graphs_build_or_run_with_the_inferred_shapes() {
 }
 
 #[test]
+fn dynamic_entries_and_roots_moved_to_parameters_are_refused_or_run() {
+    // The classes that aborted the 0.81 plugin at run time: compiled modules are
+    // run too (on arguments of their parameters' shapes).
+    let r = run("modules:DynamicDim,RootToParam", 0..120);
+    check("modules:DynamicDim,RootToParam", &r);
+    let refused = r
+        .details
+        .iter()
+        .filter(|(k, _)| k.starts_with("err DynamicDim"))
+        .map(|(_, v)| v)
+        .sum::<u64>();
+    assert!(refused > 10, "{:?}", r.details);
+}
+
+#[test]
+fn damaged_serialized_executables_are_refused_by_the_guard() {
+    let r = run("executables", 0..150);
+    check("executables", &r);
+    // Every kind of damage was tried and refused in the guard.
+    for k in fuzz::Damage::ALL {
+        assert!(
+            r.details
+                .keys()
+                .any(|d| d.starts_with(&format!("err {k:?}"))),
+            "{k:?} never refused: {:?}",
+            r.details
+        );
+    }
+}
+
+#[test]
 fn mutated_modules_compile_or_fail_cleanly() {
     // Every mutation kind: the proto check refuses what would crash the plugin.
     let _ = Mutation::ALL;

@@ -1489,11 +1489,17 @@ pub enum Mutation {
     Attribute,
     /// Change a computation's root id.
     RootId,
+    /// Mark dimensions dynamic (`is_dynamic_dimension`) in an instruction's shape,
+    /// an entry parameter's or the result's.
+    DynamicDim,
+    /// Move the entry's root to one of its parameters (the program shape's
+    /// result following it, or not).
+    RootToParam,
 }
 
 impl Mutation {
     /// Every kind.
-    pub const ALL: [Mutation; 10] = [
+    pub const ALL: [Mutation; 12] = [
         Mutation::BitFlip,
         Mutation::ByteSet,
         Mutation::Truncate,
@@ -1504,7 +1510,27 @@ impl Mutation {
         Mutation::ProgramShape,
         Mutation::Attribute,
         Mutation::RootId,
+        Mutation::DynamicDim,
+        Mutation::RootToParam,
     ];
+}
+
+/// Marks one dimension of `s` (or every one) dynamic, when it has any.
+fn make_dynamic(rng: &mut Rng, s: &mut proto::ShapeProto) {
+    if !s.tuple_shapes.is_empty() {
+        let i = rng.below(s.tuple_shapes.len());
+        return make_dynamic(rng, &mut s.tuple_shapes[i]);
+    }
+    let n = s.dimensions.len();
+    s.is_dynamic_dimension.resize(n, false);
+    if n == 0 {
+        // No dimension to mark: a flag without one (a malformed shape).
+        s.is_dynamic_dimension.push(true);
+    } else if rng.chance(0.3) {
+        s.is_dynamic_dimension.iter_mut().for_each(|d| *d = true);
+    } else {
+        s.is_dynamic_dimension[rng.below(n)] = true;
+    }
 }
 
 fn mutate_shape(rng: &mut Rng, s: &mut proto::ShapeProto) {
@@ -1656,6 +1682,82 @@ pub fn mutate(rng: &mut Rng, bytes: &[u8], k: Mutation) -> Vec<u8> {
                 12345
             };
         }
+        Mutation::DynamicDim => {
+            let eid = m.entry_computation_id;
+            match rng.below(3) {
+                0 => {
+                    if let Some(s) = c.instructions.get_mut(ii).and_then(|i| i.shape.as_mut()) {
+                        make_dynamic(rng, s);
+                    }
+                }
+                _ => {
+                    // An entry parameter (instruction and program shapes alike) or
+                    // the result.
+                    let param = rng.chance(0.6);
+                    let k = rng.below(8);
+                    let mut shapes: Vec<&mut proto::ShapeProto> = Vec::new();
+                    if let Some(e) = m.computations.iter_mut().find(|c| c.id == eid) {
+                        let root = e.root_id;
+                        for ins in e.instructions.iter_mut() {
+                            let hit = if param {
+                                ins.opcode == "parameter" && ins.parameter_number == k as i64 % 2
+                            } else {
+                                ins.id == root
+                            };
+                            if hit {
+                                shapes.extend(ins.shape.as_mut());
+                            }
+                        }
+                        if let Some(ps) = e.program_shape.as_mut() {
+                            if param {
+                                shapes.extend(ps.parameters.get_mut(k % 2));
+                            } else {
+                                shapes.extend(ps.result.as_mut());
+                            }
+                        }
+                    }
+                    if let Some(ps) = m.host_program_shape.as_mut() {
+                        if param {
+                            shapes.extend(ps.parameters.get_mut(k % 2));
+                        } else {
+                            shapes.extend(ps.result.as_mut());
+                        }
+                    }
+                    // The same marks on every copy of the shape.
+                    let seed = rng.next_u64();
+                    for s in shapes {
+                        make_dynamic(&mut Rng(seed), s);
+                    }
+                }
+            }
+        }
+        Mutation::RootToParam => {
+            let eid = m.entry_computation_id;
+            let follow = rng.chance(0.7);
+            let pick = rng.next_u64();
+            let mut new_result = None;
+            if let Some(e) = m.computations.iter_mut().find(|c| c.id == eid) {
+                let params: Vec<&proto::HloInstructionProto> = e
+                    .instructions
+                    .iter()
+                    .filter(|i| i.opcode == "parameter")
+                    .collect();
+                if !params.is_empty() {
+                    let p = params[(pick % params.len() as u64) as usize];
+                    let (id, shape) = (p.id, p.shape.clone());
+                    e.root_id = id;
+                    if follow {
+                        if let Some(ps) = e.program_shape.as_mut() {
+                            ps.result = shape.clone();
+                        }
+                        new_result = Some(shape);
+                    }
+                }
+            }
+            if let (Some(r), Some(ps)) = (new_result, m.host_program_shape.as_mut()) {
+                ps.result = r;
+            }
+        }
         Mutation::BitFlip | Mutation::ByteSet | Mutation::Truncate => unreachable!(),
     }
     m.encode_to_vec()
@@ -1697,7 +1799,30 @@ pub fn run_module(client: &Client, seed: u64, kinds: &[Mutation], hlo: &Path) ->
     );
     match no_panic(|| client.compile_hlo_bytes(&bytes, &CompileOptions::new())) {
         Err(p) => ("fail", format!("{k:?}: panicked: {p}")),
-        Ok(Ok(_)) => ("ok", format!("{k:?}")),
+        Ok(Ok(exe)) => {
+            // Accepted: it runs on arguments of its parameters' shapes (a module
+            // the plugin compiles may still abort when it runs: dynamic entries did).
+            let shapes = exe.parameter_shapes().map(<[Shape]>::to_vec);
+            let Some(shapes) = shapes else {
+                return (
+                    "fail",
+                    format!("{k:?}: an accepted module without parameter shapes"),
+                );
+            };
+            let args: xlaclient::Result<Vec<Buffer>> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| argument(client, s, seed ^ i as u64))
+                .collect();
+            let ran = args.map_err(|e| e.to_string()).and_then(|args| {
+                let refs: Vec<&Buffer> = args.iter().collect();
+                exe.execute_sync(&refs).map_err(|e| e.to_string())
+            });
+            match ran {
+                Ok(_) => ("ok", format!("{k:?}")),
+                Err(e) => ("ok", format!("{k:?} (run: {})", first_line(&e))),
+            }
+        }
         Ok(Err(e)) => ("err", format!("{k:?}: {}", first_line(&e.to_string()))),
     }
 }
@@ -1756,12 +1881,126 @@ pub fn child_main(work: &dyn Fn(&str, u64, &Client, &Path) -> Outcome) -> bool {
     true
 }
 
-/// The fuzz work of this file: `graphs` and `modules` (every mutation kind, or
-/// `modules:K1,K2` for some).
+// ---------------------------------------------------------------------------------
+// Damaged serialized executables.
+
+/// The ways a guarded executable is damaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// Flip one to eight bits anywhere.
+    BitFlip,
+    /// Set a byte to a random value.
+    ByteSet,
+    /// Cut the bytes short.
+    Truncate,
+    /// Append bytes.
+    Extend,
+    /// The header of one executable on the body of another.
+    Swap,
+    /// Intact bytes written by another client configuration (another identity).
+    OtherPlugin,
+    /// XLA's own bytes without the guard.
+    Unguarded,
+}
+
+impl Damage {
+    pub const ALL: [Damage; 7] = [
+        Damage::BitFlip,
+        Damage::ByteSet,
+        Damage::Truncate,
+        Damage::Extend,
+        Damage::Swap,
+        Damage::OtherPlugin,
+        Damage::Unguarded,
+    ];
+}
+
+/// A client of the plugin under test with two CPU devices: another identity
+/// than [`fresh_client`]'s.
+fn other_client() -> &'static Client {
+    static C: std::sync::OnceLock<Client> = std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        let plugin = Plugin::default_plugin().expect("load the PJRT plugin under test");
+        Client::new(&plugin, &ClientOptions::new().cpu_device_count(2)).expect("a client")
+    })
+}
+
+/// Executable case `seed`: a module's guarded executable, damaged, then loaded.
+/// Loading must refuse it in the guard (never hand it to the plugin), unless the
+/// damage left the bytes as they were.
+pub fn run_executable(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+    let m = base_module(seed);
+    let mut rng = Rng(seed ^ 0xE7EC);
+    let k = rng.pick(&Damage::ALL);
+    let _ = std::fs::write(hlo, format!("mutation {k:?}\n{}", m.to_hlo_text()));
+    let exe = match client.compile(&m) {
+        Ok(e) => e,
+        Err(e) => return ("skip", format!("{k:?}: {}", first_line(&e.to_string()))),
+    };
+    let good = match exe.serialize() {
+        Ok(b) => b,
+        Err(e) => return ("fail", format!("{k:?}: serialize: {e}")),
+    };
+    let mut b = good.clone();
+    match k {
+        Damage::BitFlip => {
+            for _ in 0..1 + rng.below(8) {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+        }
+        Damage::ByteSet => {
+            let i = rng.below(b.len());
+            b[i] = rng.next_u64() as u8;
+        }
+        Damage::Truncate => b.truncate(rng.below(b.len())),
+        Damage::Extend => b.extend((0..1 + rng.below(64)).map(|_| rng.next_u64() as u8)),
+        Damage::Swap => {
+            let other = base_module(seed.wrapping_add(7919));
+            match client.compile(&other).and_then(|e| e.serialize()) {
+                Ok(o) => {
+                    let cut = 52.min(o.len());
+                    b.truncate(cut);
+                    b.extend_from_slice(&o[cut..]);
+                }
+                Err(e) => return ("skip", format!("{k:?}: {}", first_line(&e.to_string()))),
+            }
+        }
+        Damage::OtherPlugin => match other_client().compile(&m).and_then(|e| e.serialize()) {
+            Ok(o) => b = o,
+            Err(e) => return ("skip", format!("{k:?}: {}", first_line(&e.to_string()))),
+        },
+        Damage::Unguarded => match exe.serialize_unguarded() {
+            Ok(o) => b = o,
+            Err(e) => return ("fail", format!("{k:?}: serialize: {e}")),
+        },
+    }
+    match no_panic(|| client.deserialize_executable(&b)) {
+        Err(p) => ("fail", format!("{k:?}: panicked: {p}")),
+        Ok(Ok(_)) if b == good => ("ok", format!("{k:?} (unchanged)")),
+        Ok(Ok(_)) => ("fail", format!("{k:?}: damaged bytes were accepted")),
+        Ok(Err(xlaclient::RuntimeError::SerializedExecutable(g))) => {
+            let what = format!("{g:?}");
+            let name = what.split([' ', '{', '(']).next().unwrap_or("").to_string();
+            (
+                "err",
+                format!("{k:?} {name}: {}", first_line(&g.to_string())),
+            )
+        }
+        Ok(Err(e)) => (
+            "fail",
+            format!("{k:?}: refused by the plugin, not the guard: {e}"),
+        ),
+    }
+}
+
+/// The fuzz work of this file: `graphs`, `modules` (every mutation kind, or
+/// `modules:K1,K2` for some) and `executables`.
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
         "modules" => run_module(client, i, &Mutation::ALL, hlo),
+        "executables" => run_executable(client, i, hlo),
         other => match other.strip_prefix("modules:") {
             // `modules:BitFlip,Opcode`: only these kinds.
             Some(names) => {
