@@ -219,7 +219,14 @@ impl<'e> RawCall<'e> {
         let mut outs: SmallVec<[*mut PJRT_Buffer; 4]> =
             SmallVec::from_elem(std::ptr::null_mut(), n_out);
         let out_lists = [outs.as_mut_ptr()];
+        // Nothing is donated: the resident parameters are shared by every call (and
+        // every thread: `RawCall` is `Sync`), and the plugin aborts on donating a
+        // buffer another call holds. Listing every input as non-donatable makes a
+        // module that aliases an input copy instead.
+        let keep: SmallVec<[i64; 8]> = (0..args.len() as i64).collect();
         let mut opts = raw::PJRT_ExecuteOptions::new();
+        opts.non_donatable_input_indices = keep.as_ptr();
+        opts.num_non_donatable_input_indices = keep.len();
         let mut x = raw::PJRT_LoadedExecutable_Execute_Args::new();
         x.executable = self.exe.raw;
         x.options = &mut opts;
@@ -229,7 +236,8 @@ impl<'e> RawCall<'e> {
         x.output_lists = out_lists.as_ptr();
         // SAFETY: the header's Execute contract: one argument list of `num_args`
         // live buffers (resident parameters owned by `self`, the input buffer owned
-        // above) and one caller-allocated output list of `num_outputs` slots.
+        // above), one caller-allocated output list of `num_outputs` slots, and
+        // options (with the non-donatable list) that outlive the call.
         let e = unsafe { (self.fns.execute)(&mut x) };
         self.check("PJRT_LoadedExecutable_Execute", e)?;
         let outputs: SmallVec<[OwnedRaw<'_>; 4]> =

@@ -40,7 +40,9 @@ impl ClientInner {
 // thread on one client); the device pointers are owned by the client ("same
 // lifetime as `client`") and only read.
 unsafe impl Send for ClientInner {}
-// SAFETY: see `Send`.
+// SAFETY: see `Send`. The Rust fields are immutable after creation except the
+// identity, a `OnceLock`; the C calls made through `&ClientInner` (compile,
+// upload, queries, event wrapping) are ones PJRT makes from many threads at once.
 unsafe impl Sync for ClientInner {}
 
 impl Drop for ClientInner {

@@ -50,7 +50,14 @@ pub struct LoadedExecutable {
 // client alive; `devices` are handles the client owns ("same lifetime as
 // `client`").
 unsafe impl Send for LoadedExecutable {}
-// SAFETY: see `Send`.
+// SAFETY: see `Send`. Through `&self` the plugin is only asked to execute (which it
+// synchronises itself, concurrent executions of one executable included), to
+// report facts (name, outputs, memory statistics, the optimized program) or to
+// serialize; each query's `PJRT_Executable` is a fresh one of the calling thread
+// (`ExecutableRef`), destroyed by it. The Rust fields (`params`, `payload`,
+// `entry_static`) are written only through `&mut self`, before the executable is
+// shared. Concurrent executions never donate a buffer another one holds: only an
+// owned `Buffer` (`Arg::Donate`) is left out of the non-donatable list.
 unsafe impl Sync for LoadedExecutable {}
 
 /// Owns a `PJRT_Executable` obtained from a loaded executable, for queries.
