@@ -1818,9 +1818,19 @@ pub fn run_module(client: &Client, seed: u64, kinds: &[Mutation], hlo: &Path) ->
                 let refs: Vec<&Buffer> = args.iter().collect();
                 exe.execute_sync(&refs).map_err(|e| e.to_string())
             });
+            // "unchanged": the mutation found nothing to change (e.g. no parameter 1).
+            let same = {
+                use prost::Message;
+                let decode = |b: &[u8]| HloModuleProto::decode(b).ok();
+                if decode(&bytes) == decode(&m.to_bytes()) {
+                    " unchanged"
+                } else {
+                    ""
+                }
+            };
             match ran {
-                Ok(_) => ("ok", format!("{k:?}")),
-                Err(e) => ("ok", format!("{k:?} (run: {})", first_line(&e))),
+                Ok(_) => ("ok", format!("{k:?}{same}")),
+                Err(e) => ("ok", format!("{k:?}{same} (run: {})", first_line(&e))),
             }
         }
         Ok(Err(e)) => ("err", format!("{k:?}: {}", first_line(&e.to_string()))),
