@@ -1851,7 +1851,9 @@ pub const CHILD_ENV: &str = "XLACLIENT_FUZZ_CHILD";
 /// A fresh client of the plugin under test (one per child).
 pub fn fresh_client() -> Client {
     let plugin = Plugin::default_plugin().expect("load the PJRT plugin under test");
-    Client::new(&plugin, &ClientOptions::new()).expect("create a client")
+    // No compilation cache: thousands of one-off modules would fill it.
+    let options = ClientOptions::new().compile_cache(xlaclient::CompileCache::Off);
+    Client::new(&plugin, &options).expect("create a client")
 }
 
 /// If this process is a fuzz child, runs its cases with `work(kind, index, client,
@@ -1931,7 +1933,10 @@ fn other_client() -> &'static Client {
     static C: std::sync::OnceLock<Client> = std::sync::OnceLock::new();
     C.get_or_init(|| {
         let plugin = Plugin::default_plugin().expect("load the PJRT plugin under test");
-        Client::new(&plugin, &ClientOptions::new().cpu_device_count(2)).expect("a client")
+        let options = ClientOptions::new()
+            .cpu_device_count(2)
+            .compile_cache(xlaclient::CompileCache::Off);
+        Client::new(&plugin, &options).expect("a client")
     })
 }
 

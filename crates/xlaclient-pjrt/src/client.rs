@@ -25,6 +25,8 @@ pub(crate) struct ClientInner {
     pub(crate) wait: WaitPolicy,
     /// The identity written into guarded executables (made on first use).
     identity: std::sync::OnceLock<String>,
+    /// The persistent compilation cache, if on.
+    pub(crate) cache: Option<crate::cache::DiskCache>,
 }
 
 impl ClientInner {
@@ -144,6 +146,12 @@ impl Client {
             plugin: plugin.clone(),
             wait: options.wait,
             identity: std::sync::OnceLock::new(),
+            cache: options.cache.resolve().map(|dir| {
+                crate::cache::DiskCache::new(
+                    dir,
+                    options.cache_limit.unwrap_or(crate::cache::DEFAULT_LIMIT),
+                )
+            }),
         };
         // SAFETY: the client was just created. The header: the device arrays and
         // the devices are owned by the client and live as long as it; the arrays
@@ -311,7 +319,23 @@ impl Client {
             .collect()
     }
 
-    /// Checks `options`, then compiles on a thread with a [`COMPILE_STACK`] stack.
+    /// The directory of the client's persistent compilation cache, when it has
+    /// one ([`ClientOptions::compile_cache`]).
+    pub fn compile_cache_dir(&self) -> Option<&std::path::Path> {
+        self.inner.cache.as_ref().map(|c| c.dir())
+    }
+
+    /// What the client's compilation cache did so far (all zero without a cache).
+    pub fn compile_cache_stats(&self) -> crate::cache::CacheStats {
+        self.inner
+            .cache
+            .as_ref()
+            .map(|c| c.stats())
+            .unwrap_or_default()
+    }
+
+    /// Checks `options`, then loads the program from the compilation cache or
+    /// compiles it (and stores it there).
     fn compile_program(
         &self,
         format: &[u8],
@@ -321,13 +345,65 @@ impl Client {
     ) -> Result<LoadedExecutable> {
         options.validate(&self.device_ids()?)?;
         let opts = options.to_bytes();
+        // Without a cache, or when XLA is asked to dump its passes (which a load
+        // from the cache would skip), compile.
+        let Some(cache) = self.inner.cache.as_ref().filter(|_| !options.dumps()) else {
+            return self.compile_fresh(format, code, &opts, options, params);
+        };
+        let Ok(identity) = self.plugin_identity() else {
+            return self.compile_fresh(format, code, &opts, options, params);
+        };
+        let shapes: String = params.iter().flatten().map(|s| format!("{s};")).collect();
+        let key = crate::cache::DiskCache::key(&[
+            format,
+            code,
+            &opts,
+            shapes.as_bytes(),
+            identity.as_bytes(),
+        ]);
+        if let Some(guarded) = cache.load(&key) {
+            match self.deserialize_executable(&guarded) {
+                Ok(mut exe) => {
+                    // The module's own shapes (when given) over the entry's.
+                    if let Some(p) =
+                        params.filter(|_| !options.proto().parameter_is_tupled_arguments)
+                    {
+                        exe.set_params(p);
+                    }
+                    cache.hit();
+                    return Ok(exe);
+                }
+                // Truncated, damaged, foreign, or refused by the plugin: never
+                // used; compiled again and replaced below.
+                Err(_) => cache.reject(&key),
+            }
+        }
+        cache.miss();
+        let exe = self.compile_fresh(format, code, &opts, options, params)?;
+        // A plugin that cannot serialize (or a program it cannot) is simply not
+        // cached.
+        if let Ok(guarded) = exe.serialize() {
+            cache.store(&key, &guarded);
+        }
+        Ok(exe)
+    }
+
+    /// Compiles on a thread with a [`COMPILE_STACK`] stack.
+    fn compile_fresh(
+        &self,
+        format: &[u8],
+        code: &[u8],
+        opts: &[u8],
+        options: &CompileOptions,
+        params: Option<Vec<Shape>>,
+    ) -> Result<LoadedExecutable> {
         // Argument lists of tupled-argument programs are the tuple's elements:
         // not checked against the (single, tuple) parameter.
         let params = params.filter(|_| !options.proto().parameter_is_tupled_arguments);
         // Kept for the fallback below (the closure is dropped when no thread
         // starts); a few shapes, cloned once per compile.
         let fallback = params.clone();
-        let compile = || self.compile_here(format, code, &opts, params);
+        let compile = || self.compile_here(format, code, opts, params);
         std::thread::scope(|s| {
             match std::thread::Builder::new()
                 .name("xlaclient-compile".into())
@@ -337,7 +413,7 @@ impl Client {
                 Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
                 // No thread to be had (address space or thread limits): compile
                 // here, as a plain C caller would.
-                Err(_) => self.compile_here(format, code, &opts, fallback),
+                Err(_) => self.compile_here(format, code, opts, fallback),
             }
         })
     }

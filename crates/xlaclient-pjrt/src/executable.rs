@@ -152,6 +152,11 @@ impl LoadedExecutable {
         self.entry_static = true;
     }
 
+    /// Sets the parameter shapes (a cached program's, from its module).
+    pub(crate) fn set_params(&mut self, params: Vec<Shape>) {
+        self.params = Some(params.into_boxed_slice());
+    }
+
     /// Keeps the bytes the executable was deserialized from (see `payload`).
     pub(crate) fn set_payload(&mut self, bytes: &[u8]) {
         self.payload = Some(bytes.into());

@@ -25,6 +25,7 @@ mod api;
 #[doc(hidden)]
 pub mod bench_support;
 mod buffer;
+pub mod cache;
 mod client;
 mod device;
 mod elf;
@@ -42,6 +43,7 @@ pub use xlaclient_proto as proto;
 
 pub use api::{NamedValue, Plugin};
 pub use buffer::Buffer;
+pub use cache::{CacheStats, CompileCache};
 pub use client::COMPILE_STACK;
 pub use client::Client;
 pub use device::Device;

@@ -20,6 +20,8 @@ use crate::proto;
 pub struct ClientOptions {
     pub(crate) values: Vec<(String, super::NamedValue)>,
     pub(crate) wait: WaitPolicy,
+    pub(crate) cache: crate::cache::CompileCache,
+    pub(crate) cache_limit: Option<u64>,
 }
 
 impl ClientOptions {
@@ -32,6 +34,30 @@ impl ClientOptions {
     /// [`WaitPolicy::Auto`] by default.
     pub fn wait_policy(mut self, policy: WaitPolicy) -> Self {
         self.wait = policy;
+        self
+    }
+
+    /// Which persistent compilation cache the client uses: by default
+    /// `XLACLIENT_COMPILE_CACHE` or the user cache directory (see
+    /// [`cache`](crate::cache)); `CompileCache::Off` compiles every program;
+    /// `CompileCache::Dir(path)` keeps the client's programs there.
+    ///
+    /// ```
+    /// use xlaclient_pjrt::{ClientOptions, cache::CompileCache};
+    /// let no_cache = ClientOptions::new().compile_cache(CompileCache::Off);
+    /// let here = ClientOptions::new().compile_cache(CompileCache::Dir("/tmp/exes".into()));
+    /// # let _ = (no_cache, here);
+    /// ```
+    pub fn compile_cache(mut self, cache: crate::cache::CompileCache) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// The size limit of the compilation cache's directory in bytes
+    /// ([`cache::DEFAULT_LIMIT`](crate::cache::DEFAULT_LIMIT) by default): past it,
+    /// the least recently used entries are removed.
+    pub fn compile_cache_limit(mut self, bytes: u64) -> Self {
+        self.cache_limit = Some(bytes);
         self
     }
 
@@ -231,6 +257,12 @@ impl CompileOptions {
     pub fn dump_to(mut self, dir: impl Into<String>) -> Self {
         self.dump_to = Some(dir.into());
         self
+    }
+
+    /// Whether XLA is asked to dump what it compiles (a compile that must happen:
+    /// the compilation cache is bypassed).
+    pub(crate) fn dumps(&self) -> bool {
+        self.dump_to.is_some()
     }
 
     /// Whether [`CompileOptions::to_bytes`] sends XLA's default debug options
