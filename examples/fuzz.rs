@@ -27,17 +27,8 @@ fn main() {
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let get = |name: &str| -> Option<String> {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let num = |name: &str, default: u64| -> u64 {
-        get(name).map_or(default, |v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
-        })
-    };
+    let get = |name: &str| common::flag_value(&args, name);
+    let num = |name: &str, default: u64| common::flag_number(&args, name, default);
     let graphs = num("--graphs", 0);
     let modules = num("--modules", 0);
     let executables = num("--executables", 0);

@@ -42,17 +42,7 @@ fn main() {
         child(&spec);
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let get = |name: &str| -> Option<String> {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let num = |name: &str, default: u64| -> u64 {
-        get(name).map_or(default, |v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
-        })
-    };
+    let num = |name: &str, default: u64| common::flag_number(&args, name, default);
     if args.iter().any(|a| a == "--help" || a == "-h") {
         eprintln!("usage: soak [--runs R] [--calls C] [--threads T] [--seed S] [--hang-secs H]");
         std::process::exit(2);

@@ -93,3 +93,19 @@ pub fn fetch<T: NativeType>(buf: &Buffer, dims: &[i64], what: &str) -> Vec<T> {
     assert_eq!(buf.dims().unwrap(), dims, "{what}: dims");
     buf.to_vec::<T>().unwrap()
 }
+
+/// The value after `--name` on a command line (the long-form examples' flags).
+pub fn flag_value(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// The number after `--name`, or `default`; a value that is not a number stops the
+/// example with a message naming the flag.
+pub fn flag_number(args: &[String], name: &str, default: u64) -> u64 {
+    flag_value(args, name).map_or(default, |v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
+    })
+}
