@@ -135,6 +135,9 @@ where
     R: Tree<Op>,
 {
     let b = Builder::new(name);
+    // JAX's choice per platform: Threefry's rounds rolled into a loop on the CPU
+    // (XLA's CPU code generation is slow on the unrolled hash), unrolled elsewhere.
+    b.unroll_threefry(client.platform_name().is_ok_and(|p| p != "cpu"));
     let mut n = 0;
     let params = spec.map_ref(|s| {
         n += 1;

@@ -31,6 +31,9 @@ pub(crate) struct Graph {
     /// While loops whose backward pass recomputes each step's body instead of
     /// storing its values (`ScanOptions::checkpoint`).
     pub(crate) checkpointed: std::collections::HashSet<(CompId, u32)>,
+    /// Whether Threefry's 20 rounds are written out in full (fast to run, slow to
+    /// compile) rather than as a 5-step loop (what JAX does on CPU).
+    pub(crate) threefry_unrolled: bool,
     /// User-given backward rules of `call` instructions made by `custom_vjp`.
     pub(crate) custom_vjps:
         std::collections::HashMap<(CompId, u32), (usize, crate::ops::structural::BackwardRule)>,
@@ -81,6 +84,7 @@ impl Graph {
             loop_bounds: Default::default(),
             custom_vjps: Default::default(),
             checkpointed: Default::default(),
+            threefry_unrolled: false,
             forwarded: Default::default(),
             storing: Default::default(),
             origin: None,

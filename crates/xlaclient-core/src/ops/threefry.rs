@@ -35,8 +35,19 @@ fn rotl(x: &Op, d: u32, loc: &'static Location<'static>) -> Op {
     l.bitwise(crate::ops::bitwise::BitwiseOp::Or, &r, loc)
 }
 
+/// Threefry-2x32's rotation amounts: four rounds with the first set, four with the
+/// second, alternately.
+const ROTATIONS: [[u32; 4]; 2] = [[13, 15, 26, 6], [17, 29, 16, 24]];
+
 /// The Threefry-2x32 hash (20 rounds) of counters `(x0, x1)` under key `(k0, k1)`
 /// (`u32` scalars and equal-shape `u32` arrays).
+///
+/// Written as JAX lowers it for the builder's platform
+/// ([`Builder::unroll_threefry`]): by default the rounds run as a 5-step
+/// `fori_loop` of 4 rounds each, carrying the key schedule and the rotation
+/// amounts (JAX's CPU lowering: XLA's CPU backend spends minutes generating code
+/// for the unrolled hash fused across many draws); unrolled, all 20 rounds are
+/// written out (JAX's GPU lowering). Both compute the same bits.
 pub(crate) fn threefry2x32(
     k0: &Op,
     k1: &Op,
@@ -53,8 +64,72 @@ pub(crate) fn threefry2x32(
         k0.bitwise(Xor, k1, loc)
             .bitwise(Xor, &u32c(&b, 0x1BD1_1BDA, loc), loc),
     ];
-    let rot = [[13u32, 15, 26, 6], [17, 29, 16, 24]];
-    let mut x = [add(x0, &ks[0]), add(x1, &ks[1])];
+    let x = [add(x0, &ks[0]), add(x1, &ks[1])];
+    if b.g.borrow().threefry_unrolled {
+        unrolled_rounds(x, &ks, loc)
+    } else {
+        rolled_rounds(x, &ks, loc)
+    }
+}
+
+/// Four rounds with rotation amounts `rot`, then the key injection of step `i`.
+fn rounds_then_inject(
+    mut x: [Op; 2],
+    rot: &[Op; 4],
+    inject: [&Op; 2],
+    i: &Op,
+    loc: &'static Location<'static>,
+) -> [Op; 2] {
+    use crate::ops::bitwise::BitwiseOp::{Or, ShiftLeft, ShiftRightLogical, Xor};
+    let add = |a: &Op, c: &Op| a.binary(BinaryOp::Add, c, loc);
+    let b = x[0].builder();
+    for r in rot {
+        let s = add(&x[0], &x[1]);
+        let left = x[1].bitwise(ShiftLeft, r, loc);
+        let back = u32c(&b, 32, loc).binary(BinaryOp::Subtract, r, loc);
+        let right = x[1].bitwise(ShiftRightLogical, &back, loc);
+        let t = left.bitwise(Or, &right, loc).bitwise(Xor, &s, loc);
+        x = [s, t];
+    }
+    let one = u32c(&b, 1, loc);
+    [
+        add(&x[0], inject[0]),
+        add(&add(&x[1], inject[1]), &add(i, &one)),
+    ]
+}
+
+/// The rounds as a 5-step loop carrying the key schedule (rotated left each step)
+/// and the two rotation sets (swapped each step), as JAX's rolled lowering does.
+fn rolled_rounds(x: [Op; 2], ks: &[Op; 3], loc: &'static Location<'static>) -> (Op, Op) {
+    let b = x[0].builder();
+    let rot = |set: usize| b.constant_vec(&ROTATIONS[set]);
+    let init = (
+        (x[0].clone(), x[1].clone()),
+        (ks[1].clone(), ks[2].clone(), ks[0].clone()),
+        (rot(0), rot(1)),
+    );
+    let ((a, c), _, _) = b.fori_loop(0, 5, init, |i, (x, ks, rots)| {
+        let i = i.at(loc).convert(U32);
+        let r: [Op; 4] = std::array::from_fn(|j| {
+            let j = j as i64;
+            rots.0
+                .at(loc)
+                .slice(&[j], &[j + 1], &[1])
+                .at(loc)
+                .reshape(&[])
+        });
+        let [s, t] = rounds_then_inject([x.0, x.1], &r, [&ks.0, &ks.1], &i, loc);
+        ((s, t), (ks.1, ks.2, ks.0), (rots.1, rots.0))
+    });
+    (a, c)
+}
+
+/// All 20 rounds written out.
+fn unrolled_rounds(mut x: [Op; 2], ks: &[Op; 3], loc: &'static Location<'static>) -> (Op, Op) {
+    use crate::ops::bitwise::BitwiseOp::Xor;
+    let b = x[0].builder();
+    let add = |a: &Op, c: &Op| a.binary(BinaryOp::Add, c, loc);
+    let rot = ROTATIONS;
     for i in 0..5usize {
         for r in rot[i % 2] {
             let s = add(&x[0], &x[1]);
@@ -72,6 +147,16 @@ pub(crate) fn threefry2x32(
 }
 
 impl Builder {
+    /// Whether the Threefry hash behind every sampler is written with its 20 rounds
+    /// unrolled (`true`: JAX's lowering for GPUs, fastest to run) or as a 5-step
+    /// loop (`false`, the default: JAX's lowering for the CPU, where XLA takes
+    /// minutes to generate code for many unrolled hashes fused together). The bits
+    /// are the same either way. [`ClientExt::jit`](crate::ClientExt::jit) chooses
+    /// by the client's platform; set it before building samplers.
+    pub fn unroll_threefry(&self, on: bool) {
+        self.g.borrow_mut().threefry_unrolled = on;
+    }
+
     /// `jax.random.key_data(jax.random.PRNGKey(seed))` with JAX's default 32-bit
     /// integers: the key `[0, seed]`. (With `jax_enable_x64`, JAX keys a 64-bit seed
     /// as `[high word, low word]`: build that with `constant_vec`.)
