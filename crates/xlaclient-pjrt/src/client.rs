@@ -90,7 +90,31 @@ pub struct Client {
 
 impl Client {
     /// Creates a client of `plugin` with the given create options.
+    ///
+    /// As in JAX, `XLA_FLAGS=--xla_force_host_platform_device_count=N` gives a CPU
+    /// plugin's client `N` devices unless `options` set `cpu_device_count` (a CPU
+    /// plugin is one whose file name says `cpu`).
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        // The plugin reads XLA_FLAGS when the client is made and aborts on a flag
+        // it does not know: a flag this crate cannot vouch for is refused here.
+        let flags = crate::xla_flags::from_env().map_err(|reason| Error::InvalidOption {
+            option: "XLA_FLAGS".into(),
+            reason,
+        })?;
+        let from_flags;
+        let options = match flags.xla_force_host_platform_device_count {
+            Some(n)
+                if !options.values.iter().any(|(k, _)| k == "cpu_device_count")
+                    && plugin
+                        .path()
+                        .file_name()
+                        .is_some_and(|f| f.to_string_lossy().contains("cpu")) =>
+            {
+                from_flags = options.clone().cpu_device_count(n.into());
+                &from_flags
+            }
+            _ => options,
+        };
         options.validate()?;
         let api = plugin.api.clone();
         // The named values borrow the option names and strings from `options`,

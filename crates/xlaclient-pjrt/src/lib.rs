@@ -37,6 +37,7 @@ pub mod install;
 mod options;
 mod raw;
 pub mod shape;
+pub mod xla_flags;
 
 /// XLA's protocol buffers (the `xlaclient-proto` crate).
 pub use xlaclient_proto as proto;

@@ -168,8 +168,11 @@ pub const XLA_DEBUG_DEFAULTS: &[u8] = include_bytes!("xla_debug_defaults.bin");
 pub struct CompileOptions {
     proto: proto::CompileOptionsProto,
     xla_debug_defaults: bool,
-    fast_min_max: bool,
+    /// Set by the program (`None`: the crate's default, off, under `XLA_FLAGS`).
+    fast_min_max: Option<bool>,
     dump_to: Option<String>,
+    /// `XLA_FLAGS` as read when the options were made (or what is wrong with it).
+    xla_flags: Result<proto::DebugOptions, String>,
 }
 
 impl Default for CompileOptions {
@@ -184,10 +187,11 @@ impl Default for CompileOptions {
                 ..Default::default()
             },
             xla_debug_defaults: true,
-            fast_min_max: false,
+            fast_min_max: None,
             dump_to: std::env::var("XLACLIENT_DUMP_TO")
                 .ok()
                 .filter(|d| !d.is_empty()),
+            xla_flags: crate::xla_flags::from_env(),
         }
     }
 }
@@ -244,7 +248,7 @@ impl CompileOptions {
     /// `xla_cpu_enable_fast_min_max` and `xla_gpu_enable_fast_min_max` and needs
     /// [`CompileOptions::xla_debug_defaults`].
     pub fn fast_min_max(mut self, on: bool) -> Self {
-        self.fast_min_max = on;
+        self.fast_min_max = Some(on);
         self
     }
 
@@ -263,6 +267,18 @@ impl CompileOptions {
     /// the compilation cache is bypassed).
     pub(crate) fn dumps(&self) -> bool {
         self.dump_to.is_some()
+            || self
+                .xla_flags
+                .as_ref()
+                .is_ok_and(|f| f.xla_dump_to.is_some())
+    }
+
+    /// Replaces the `XLA_FLAGS` read from the environment when the options were
+    /// made with `flags` (the same syntax; see [`xla_flags`](crate::xla_flags)).
+    /// `""` ignores the environment's.
+    pub fn xla_flags(mut self, flags: &str) -> Self {
+        self.xla_flags = crate::xla_flags::parse(flags);
+        self
     }
 
     /// Whether [`CompileOptions::to_bytes`] sends XLA's default debug options
@@ -295,6 +311,9 @@ impl CompileOptions {
             option: option.to_string(),
             reason,
         };
+        if let Err(e) = &self.xla_flags {
+            return Err(bad("XLA_FLAGS", e.clone()));
+        }
         let b = self
             .proto
             .executable_build_options
@@ -414,15 +433,28 @@ impl CompileOptions {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(XLA_DEBUG_DEFAULTS.len() + 64);
         if self.xla_debug_defaults {
+            // Weakest first (see `xla_flags`): the crate's defaults, XLA_FLAGS, then
+            // what the program set.
+            let defaults = proto::DebugOptions {
+                xla_cpu_enable_fast_min_max: Some(false),
+                xla_gpu_enable_fast_min_max: Some(false),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            let flags = self
+                .xla_flags
+                .as_ref()
+                .map(|f| f.encode_to_vec())
+                .unwrap_or_default();
             let settings = proto::DebugOptions {
-                xla_cpu_enable_fast_min_max: Some(self.fast_min_max),
-                xla_gpu_enable_fast_min_max: Some(self.fast_min_max),
+                xla_cpu_enable_fast_min_max: self.fast_min_max,
+                xla_gpu_enable_fast_min_max: self.fast_min_max,
                 xla_dump_to: self.dump_to.clone(),
                 xla_dump_hlo_as_text: self.dump_to.as_ref().map(|_| true),
                 ..Default::default()
             }
             .encode_to_vec();
-            for debug in [XLA_DEBUG_DEFAULTS, &settings] {
+            for debug in [XLA_DEBUG_DEFAULTS, &defaults, &flags, &settings] {
                 // CompileOptionsProto.executable_build_options (3) holding
                 // ExecutableBuildOptionsProto.debug_options (3) holding `debug`.
                 let mut build = Vec::with_capacity(debug.len() + 4);
