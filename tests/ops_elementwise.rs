@@ -1552,3 +1552,38 @@ fn the_new_unary_ops_and_clamp_on_scalars_and_empty_arrays() {
         }
     }
 }
+
+#[test]
+fn comparisons_take_rust_numbers_with_jax_promotion() {
+    use xlaclient::{Builder, Shape};
+    let b = Builder::new("cmp");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let i = b.parameter(1, Shape::of::<i32>(&[4]), "i");
+    let outs = [
+        x.gt(2.4),
+        x.ge(&x),
+        x.lt(0),
+        x.le(2.0),
+        x.equal(-1.0),
+        x.not_equal(2.0),
+        // An integer array against a fractional number compares as f32 (JAX's
+        // promotion), not against 2 (the number truncated).
+        i.gt(2.4),
+        i.equal(2),
+    ];
+    let refs: Vec<&xlaclient::Op> = outs.iter().collect();
+    let m = b.build_tuple(&refs).unwrap();
+    let xs = [-1.0f32, 2.0, 2.5, 3.0];
+    let is = [1i32, 2, 3, 4];
+    let out = run(&m, &[&upload(&xs, &[4]), &upload(&is, &[4])]);
+    let got: Vec<Vec<bool>> = out.iter().map(|o| o.to_vec::<bool>().unwrap()).collect();
+    let f = |p: fn(f32) -> bool| xs.iter().map(|v| p(*v)).collect::<Vec<bool>>();
+    assert_eq!(got[0], f(|v| v > 2.4));
+    assert_eq!(got[1], vec![true; 4]);
+    assert_eq!(got[2], f(|v| v < 0.0));
+    assert_eq!(got[3], f(|v| v <= 2.0));
+    assert_eq!(got[4], f(|v| v == -1.0));
+    assert_eq!(got[5], f(|v| v != 2.0));
+    assert_eq!(got[6], vec![false, false, true, true]);
+    assert_eq!(got[7], vec![false, true, false, false]);
+}

@@ -147,3 +147,23 @@ fn rolled_rounds_give_the_unrolled_bits_in_a_small_module() {
         assert!(x.iter().all(|v| (-0.05..0.05).contains(v)), "{x:?}");
     }
 }
+
+#[test]
+fn split_keys_and_fold_in_with_numbers_equal_the_array_forms() {
+    // `let [rng, key] = rng.split_keys()` gives the rows of `random_split(2)`, and
+    // `fold_in(7)` the fold of a u32 constant 7.
+    let b = Builder::new("keys");
+    let rng = b.parameter(0, Shape::of::<u32>(&[2]), "rng");
+    let [a, c] = rng.split_keys();
+    let rows = rng.random_split(2);
+    let folded = rng.fold_in(7);
+    let seven = b.constant_vec(&[7u32]).reshape(&[]);
+    let m = b
+        .build_tuple(&[&a, &c, &rows, &folded, &rng.random_fold_in(&seven)])
+        .unwrap();
+    let out = run(&m, &[&upload(&[0u32, 42], &[2])]);
+    let v: Vec<Vec<u32>> = out.iter().map(|o| o.to_vec::<u32>().unwrap()).collect();
+    assert_eq!([v[0].clone(), v[1].clone()].concat(), v[2]);
+    assert_eq!(v[3], v[4]);
+    assert_ne!(v[0], v[1]);
+}

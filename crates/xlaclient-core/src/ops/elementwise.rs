@@ -683,6 +683,72 @@ impl Op {
             Err(failed) => failed,
         }
     }
+
+    /// Compares with an op or a Rust number (which takes this op's element type, as
+    /// a Python scalar does in JAX; an integer array compared with a fractional
+    /// number is compared as `f32`, as JAX promotes it).
+    fn compare_with(
+        &self,
+        rhs: crate::ops::sampling::Param<'_>,
+        direction: Comparison,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        use crate::ops::sampling::Param;
+        match rhs {
+            Param::Array(r) => self.at(loc).compare(r, direction),
+            Param::Number(v) => {
+                let ty = match self.element_type() {
+                    Ok(t) => t,
+                    Err(_) => return self.clone(),
+                };
+                let fractional = matches!(v, Scalar::Float(f) if f.fract() != 0.0);
+                let lhs = if fractional && !ty.is_float() {
+                    self.at(loc).convert(ElementType::F32)
+                } else {
+                    self.clone()
+                };
+                let ty = lhs.element_type().unwrap_or(ty);
+                let r = self.builder().scalar_of(ty, v, loc);
+                lhs.at(loc).compare(&r, direction)
+            }
+        }
+    }
+
+    /// `self > rhs` (`jnp.greater`), with an op or a Rust number: `x.gt(2.4)`.
+    #[track_caller]
+    pub fn gt<'a>(&self, rhs: impl Into<crate::ops::sampling::Param<'a>>) -> Op {
+        self.compare_with(rhs.into(), Comparison::Gt, Location::caller())
+    }
+
+    /// `self >= rhs` (`jnp.greater_equal`), with an op or a Rust number.
+    #[track_caller]
+    pub fn ge<'a>(&self, rhs: impl Into<crate::ops::sampling::Param<'a>>) -> Op {
+        self.compare_with(rhs.into(), Comparison::Ge, Location::caller())
+    }
+
+    /// `self < rhs` (`jnp.less`), with an op or a Rust number.
+    #[track_caller]
+    pub fn lt<'a>(&self, rhs: impl Into<crate::ops::sampling::Param<'a>>) -> Op {
+        self.compare_with(rhs.into(), Comparison::Lt, Location::caller())
+    }
+
+    /// `self <= rhs` (`jnp.less_equal`), with an op or a Rust number.
+    #[track_caller]
+    pub fn le<'a>(&self, rhs: impl Into<crate::ops::sampling::Param<'a>>) -> Op {
+        self.compare_with(rhs.into(), Comparison::Le, Location::caller())
+    }
+
+    /// `self == rhs` element-wise (`jnp.equal`), with an op or a Rust number.
+    #[track_caller]
+    pub fn equal<'a>(&self, rhs: impl Into<crate::ops::sampling::Param<'a>>) -> Op {
+        self.compare_with(rhs.into(), Comparison::Eq, Location::caller())
+    }
+
+    /// `self != rhs` element-wise (`jnp.not_equal`), with an op or a Rust number.
+    #[track_caller]
+    pub fn not_equal<'a>(&self, rhs: impl Into<crate::ops::sampling::Param<'a>>) -> Op {
+        self.compare_with(rhs.into(), Comparison::Ne, Location::caller())
+    }
 }
 
 #[cfg(test)]

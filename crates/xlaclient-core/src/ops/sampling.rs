@@ -720,6 +720,48 @@ impl Op {
         }
     }
 
+    /// `rng, key = jax.random.split(rng)` as `let [rng, key] = rng.split_keys();`:
+    /// `N` new keys of this key's kind (rows of [`random_split`](Self::random_split)).
+    /// (`split` is numpy's `jnp.split` of an array.)
+    ///
+    /// ```
+    /// # use xlaclient_core::{Builder, ElementType};
+    /// let b = Builder::new("keys");
+    /// let rng = b.prng_key(0);
+    /// let [rng, key] = rng.split_keys();
+    /// let x = key.uniform(&[3], ElementType::F32, 0.0, 1.0);
+    /// let [_a, _b, _c] = rng.split_keys();
+    /// assert_eq!(x.dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn split_keys<const N: usize>(&self) -> [Op; N] {
+        let loc = Location::caller();
+        let keys = self.at(loc).random_split(N as i64);
+        let width = keys
+            .dims()
+            .ok()
+            .and_then(|d| d.get(1).copied())
+            .unwrap_or(2);
+        std::array::from_fn(|i| {
+            let i = i as i64;
+            keys.at(loc)
+                .slice(&[i, 0], &[i + 1, width], &[1, 1])
+                .at(loc)
+                .reshape(&[width])
+        })
+    }
+
+    /// `jax.random.fold_in(key, data)` with a Rust number as the data.
+    #[track_caller]
+    pub fn fold_in(&self, data: u32) -> Op {
+        let loc = Location::caller();
+        let d = self
+            .builder()
+            .scalar_of(ElementType::U32, Scalar::UInt(data.into()), loc);
+        self.at(loc).random_fold_in(&d)
+    }
+
     /// `jax.random.fold_in(key, data)`: a new key of this key's kind mixing in
     /// `data` (a `u32` or `s32` scalar).
     #[track_caller]
