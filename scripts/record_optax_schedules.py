@@ -28,6 +28,12 @@ cases = [
      optax.linear_schedule(1e-3, 1e-4, 25)),
     ("warmup_cosine_decay", {"init": 0.0, "peak": 1e-2, "warmup_steps": 10, "decay_steps": 50, "end": 1e-4},
      optax.warmup_cosine_decay_schedule(0.0, 1e-2, 10, 50, 1e-4)),
+    ("polynomial", {"init": 1e-2, "end": 1e-4, "power": 2.0, "transition_steps": 30, "transition_begin": 5},
+     optax.polynomial_schedule(1e-2, 1e-4, 2.0, 30, 5)),
+    ("polynomial", {"init": 3e-4, "end": 0.0, "power": 1.0, "transition_steps": 40, "transition_begin": 0},
+     optax.polynomial_schedule(3e-4, 0.0, 1.0, 40, 0)),
+    ("piecewise_constant", {"init": 0.1, "boundaries_and_scales": [[10, 0.5], [30, 0.1], [20, 0.5]]},
+     optax.piecewise_constant_schedule(0.1, {10: 0.5, 30: 0.1, 20: 0.5})),
 ]
 out = [{"kind": k, "params": p, "values": [float(f(i)) for i in range(STEPS + 1)]} for k, p, f in cases]
 path = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "jax", "schedules.json")

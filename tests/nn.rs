@@ -1018,6 +1018,22 @@ fn schedule_of(kind: &str, p: &Value) -> Schedule {
             decay_steps: i("decay_steps"),
             end: f("end"),
         },
+        "polynomial" => Schedule::Polynomial {
+            init: f("init"),
+            end: f("end"),
+            power: f("power"),
+            transition_steps: i("transition_steps"),
+            transition_begin: i("transition_begin"),
+        },
+        "piecewise_constant" => Schedule::PiecewiseConstant {
+            init: f("init"),
+            boundaries_and_scales: p["boundaries_and_scales"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|bs| (bs[0].as_i64().unwrap(), bs[1].as_f64().unwrap()))
+                .collect(),
+        },
         other => panic!("unknown schedule {other}"),
     }
 }
@@ -1048,7 +1064,7 @@ fn schedules_equal_optax() {
             })
             .unwrap();
         for (step, w) in want.iter().enumerate() {
-            let host = sched.value(step as i64);
+            let host = sched.value(step as i64).unwrap();
             assert!(
                 (host - w).abs() <= 1e-12 * w.abs().max(1e-12),
                 "{kind} {:?} at step {step}: host {host} vs optax {w}",
@@ -1076,14 +1092,14 @@ fn optimizers_follow_a_schedule() {
         end: 0.02,
         transition_steps: 2,
     };
-    let lr = |s: usize| sched.value(s as i64);
-    let (got, _) = run_optimizer(optim::sgd(sched, 0.9, false), 3);
+    let lr = |s: usize| sched.value(s as i64).unwrap();
+    let (got, _) = run_optimizer(optim::sgd(sched.clone(), 0.9, false), 3);
     assert_trail(
         "sgd(linear schedule)",
         &got,
         &sgd_reference(lr, 0.9, false, 3),
     );
-    let (got, _) = run_optimizer(optim::adam(sched, 0.9, 0.999, 1e-8), 3);
+    let (got, _) = run_optimizer(optim::adam(sched.clone(), 0.9, 0.999, 1e-8), 3);
     assert_trail(
         "adam(linear schedule)",
         &got,
@@ -1093,6 +1109,32 @@ fn optimizers_follow_a_schedule() {
     let constant = sgd_reference(|_| 0.1, 0.9, false, 3);
     let with = sgd_reference(lr, 0.9, false, 3);
     assert!((constant[2][0] - with[2][0]).abs() > 1e-3);
+}
+
+/// A schedule written as a function of the count (`Schedule::from_fn`), traced
+/// into the program: PureJaxRL's annealing `LR · (1 − (count // k) / n)`, with Adam
+/// behind a global-norm clip as PureJaxRL chains them; the trail equals the host
+/// reference with the same rates.
+#[test]
+fn a_schedule_given_as_a_function_of_the_count_is_traced() {
+    let (lr0, k, n) = (0.05f64, 2.0f64, 4.0f64);
+    let anneal = Schedule::from_fn(move |count| {
+        let done = (count.convert(ElementType::F32) / k).floor();
+        (1.0 - done / n) * lr0
+    });
+    assert_eq!(anneal.value(3), None);
+    assert_eq!(anneal.clone(), anneal);
+    let lr = |s: usize| lr0 * (1.0 - (s as f64 / k).floor() / n);
+    let (got, _) = run_optimizer(optim::sgd(anneal.clone(), 0.9, false), 3);
+    assert_trail("sgd(anneal)", &got, &sgd_reference(lr, 0.9, false, 3));
+    let (got, _) = run_optimizer(optim::adam(anneal.clone(), 0.9, 0.999, 1e-8), 3);
+    assert_trail(
+        "adam(anneal)",
+        &got,
+        &adamw_reference(lr, 0.9, 0.999, 1e-8, 0.0, None, 3),
+    );
+    // The rates really change: step 2's is 3/4 of step 0's.
+    assert!((lr(2) - 0.75 * lr(0)).abs() < 1e-12);
 }
 
 /// `KeySequence` is `hk.PRNGSequence`: each key is the second half of a split of
@@ -1234,28 +1276,33 @@ fn optimizer_update_refuses_trees_that_do_not_fit() {
             "the gradients and the parameters differ in structure (2 leaves",
             &|b| {
                 let p = two_layers(b);
-                (p[..1].to_vec(), adam.init(&p), p, adam)
+                (p[..1].to_vec(), adam.init(&p), p, adam.clone())
             },
         ),
         (
             "the state's mu and the parameters differ in structure",
             &|b| {
                 let p = two_layers(b);
-                (p.clone(), adam.init(&p[..1].to_vec()), p, adam)
+                (p.clone(), adam.init(&p[..1].to_vec()), p, adam.clone())
             },
         ),
         (
             "the state holds no moment, this optimizer keeps mu and nu (was the state made by another optimizer?)",
             &|b| {
                 let p = two_layers(b);
-                (p.clone(), optim::sgd(0.1, 0.0, false).init(&p), p, adam)
+                (
+                    p.clone(),
+                    optim::sgd(0.1, 0.0, false).init(&p),
+                    p,
+                    adam.clone(),
+                )
             },
         ),
         (
             "the state holds mu and nu, this optimizer keeps mu only",
             &|b| {
                 let p = two_layers(b);
-                (p.clone(), adam.init(&p), p, sgd)
+                (p.clone(), adam.init(&p), p, sgd.clone())
             },
         ),
     ];

@@ -101,7 +101,7 @@ impl<L: Leaf, P: Tree<L>> Tree<L> for OptState<L, P> {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Rule {
     Sgd {
         lr: Schedule,
@@ -120,7 +120,7 @@ enum Rule {
 /// An optimizer: an update rule and its hyperparameters, optionally with gradient
 /// clipping in front (see [the module docs](self)). Made by [`sgd`], [`adam`] and
 /// [`adamw`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Optimizer {
     rule: Rule,
     clip: Option<f64>,
@@ -352,8 +352,8 @@ impl Optimizer {
         // The learning rate of this update: the schedule at the updates applied
         // before it (optax's scale_by_learning_rate), times −1; a constant stays a
         // Rust number.
-        let lr_schedule = match self.rule {
-            Rule::Sgd { lr, .. } | Rule::Adam { lr, .. } => lr,
+        let lr_schedule = match &self.rule {
+            Rule::Sgd { lr, .. } | Rule::Adam { lr, .. } => lr.clone(),
         };
         let lr_now = match lr_schedule {
             Schedule::Constant(lr) => Err(lr),
@@ -370,7 +370,7 @@ impl Optimizer {
 
         let wants_mu = self.moments().0;
         let (updates, new_mu, new_nu): (Vec<Op>, Option<Vec<Op>>, Option<Vec<Op>>) =
-            match (self.rule, mu, nu) {
+            match (self.rule.clone(), mu, nu) {
                 // transform.trace: t ← g + decay·t; Nesterov: g + decay·t.
                 (
                     Rule::Sgd {

@@ -5,6 +5,21 @@
 //! As in optax, the learning rate of an update is the schedule at the number of
 //! updates applied *before* it (0 for the first update).
 //!
+//! Any function of the step count works too ([`Schedule::from_fn`], optax's
+//! `count -> lr` callables), traced into the program, e.g. PureJaxRL's annealing
+//! `LR · (1 − (count // (minibatches · epochs)) / num_updates)`:
+//!
+//! ```
+//! use xlaclient_nn::{optim, Schedule};
+//! let (lr, minibatches, epochs, num_updates) = (2.5e-4, 4.0, 4.0, 1000.0);
+//! let anneal = Schedule::from_fn(move |count| {
+//!     let done = (count.convert(xlaclient_core::ElementType::F32) / (minibatches * epochs)).floor();
+//!     (1.0 - done / num_updates) * lr
+//! });
+//! let opt = optim::adam(anneal, 0.9, 0.999, 1e-5).clip_by_global_norm(0.5);
+//! # let _ = opt;
+//! ```
+//!
 //! ```
 //! use xlaclient_nn::{optim, Schedule};
 //! // Linear warm-up from 0 to 1e-3 over 100 steps, then cosine decay to 1e-5 at
@@ -16,15 +31,36 @@
 //!     decay_steps: 1000,
 //!     end: 1e-5,
 //! };
-//! assert!((sched.value(100) - 1e-3).abs() < 1e-12);
+//! assert!((sched.value(100).unwrap() - 1e-3).abs() < 1e-12);
 //! let opt = optim::adam(sched, 0.9, 0.999, 1e-8);
 //! # let _ = opt;
 //! ```
 
+use std::sync::Arc;
+
 use crate::{Comparison, ElementType, Op};
 
+/// A schedule written as a function of the step count (see [`Schedule::from_fn`]):
+/// it receives the count (an `s32` scalar op of the update's program) and returns
+/// the learning rate (a scalar op). Two are equal when they are the same function
+/// object.
+#[derive(Clone)]
+pub struct ScheduleFn(Arc<dyn Fn(&Op) -> Op + Send + Sync>);
+
+impl std::fmt::Debug for ScheduleFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScheduleFn(..)")
+    }
+}
+
+impl PartialEq for ScheduleFn {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// A learning rate as a function of the step (the number of updates applied).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Schedule {
     /// The same value at every step (`optax.constant_schedule`).
     Constant(f64),
@@ -77,6 +113,33 @@ pub enum Schedule {
         /// The value from `decay_steps` on.
         end: f64,
     },
+    /// `(init − end) · (1 − min(max(step − transition_begin, 0), transition_steps) /
+    /// transition_steps)^power + end` (`optax.polynomial_schedule`);
+    /// `transition_steps ≤ 0` gives `init` at every step.
+    Polynomial {
+        /// The value at step 0 (and until `transition_begin`).
+        init: f64,
+        /// The value from `transition_begin + transition_steps` on.
+        end: f64,
+        /// The exponent of the decay.
+        power: f64,
+        /// Steps of the decay.
+        transition_steps: i64,
+        /// Steps before the decay starts.
+        transition_begin: i64,
+    },
+    /// `init`, multiplied by each `scale` whose `boundary` the step has reached
+    /// (`optax.piecewise_constant_schedule`).
+    PiecewiseConstant {
+        /// The value before the first boundary.
+        init: f64,
+        /// `(boundary, scale)`: from step `boundary` on, the value is multiplied
+        /// by `scale`.
+        boundaries_and_scales: Vec<(i64, f64)>,
+    },
+    /// Any function of the step count, traced into the program
+    /// ([`Schedule::from_fn`]).
+    Fn(ScheduleFn),
 }
 
 impl From<f64> for Schedule {
@@ -86,9 +149,44 @@ impl From<f64> for Schedule {
 }
 
 impl Schedule {
-    /// The value at `step`, computed on the host in `f64`.
-    pub fn value(&self, step: i64) -> f64 {
-        match *self {
+    /// A schedule given as a function of the step count, as optax takes any
+    /// `count -> lr` callable: `f` receives the count of updates applied before
+    /// this one (an `s32` scalar op) and returns the learning rate (a scalar op,
+    /// converted to each parameter's type). It is traced into every update that
+    /// uses it.
+    pub fn from_fn(f: impl Fn(&Op) -> Op + Send + Sync + 'static) -> Schedule {
+        Schedule::Fn(ScheduleFn(Arc::new(f)))
+    }
+
+    /// The value at `step`, computed on the host in `f64`; `None` for a schedule
+    /// given as a function ([`Schedule::from_fn`]), which exists only in programs.
+    pub fn value(&self, step: i64) -> Option<f64> {
+        Some(match *self {
+            Schedule::Fn(_) => return None,
+            Schedule::Polynomial {
+                init,
+                end,
+                power,
+                transition_steps,
+                transition_begin,
+            } => {
+                if transition_steps <= 0 {
+                    return Some(init);
+                }
+                let c = (step - transition_begin).clamp(0, transition_steps) as f64;
+                (init - end) * (1.0 - c / transition_steps as f64).powf(power) + end
+            }
+            Schedule::PiecewiseConstant {
+                init,
+                ref boundaries_and_scales,
+            } => {
+                let mut sorted = boundaries_and_scales.clone();
+                sorted.sort_by_key(|(b, _)| *b);
+                sorted
+                    .iter()
+                    .filter(|(b, _)| step >= *b)
+                    .fold(init, |v, (_, s)| v * s)
+            }
             Schedule::Constant(v) => v,
             Schedule::ExponentialDecay {
                 init,
@@ -97,7 +195,7 @@ impl Schedule {
                 staircase,
             } => {
                 if transition_steps <= 0 {
-                    return init;
+                    return Some(init);
                 }
                 let mut p = step.max(0) as f64 / transition_steps as f64;
                 if staircase {
@@ -134,7 +232,7 @@ impl Schedule {
                     )
                 }
             }
-        }
+        })
     }
 
     /// Whether the value is the same at every step.
@@ -150,6 +248,32 @@ impl Schedule {
         let f = |v: f64| b.constant(v as f32);
         let t = step.convert(ElementType::F32);
         match *self {
+            Schedule::Fn(ref g) => (g.0)(step),
+            Schedule::Polynomial {
+                init,
+                end,
+                power,
+                transition_steps,
+                transition_begin,
+            } => {
+                if transition_steps <= 0 {
+                    return f(init);
+                }
+                let c = (&t - transition_begin as f64).clamp(&f(0.0), &f(transition_steps as f64));
+                let frac = 1.0 - &c / transition_steps as f64;
+                &(&frac.pow(&f(power)) * (init - end)) + end
+            }
+            Schedule::PiecewiseConstant {
+                init,
+                ref boundaries_and_scales,
+            } => {
+                let mut sorted = boundaries_and_scales.clone();
+                sorted.sort_by_key(|(b, _)| *b);
+                sorted.iter().fold(f(init), |v, (boundary, scale)| {
+                    let reached = step.compare(&b.constant(*boundary as i32), Comparison::Ge);
+                    b.select(&reached, &(&v * *scale), &v)
+                })
+            }
             Schedule::Constant(v) => f(v),
             Schedule::ExponentialDecay {
                 init,
