@@ -82,11 +82,11 @@ fn rnn_grad() -> xlaclient::Result<Computation> {
     let xs = b.parameter(2, Shape::of::<f32>(&[t, batch, d_in]), "xs");
     let h0 = b.zeros(ElementType::F32, &[batch, d_h]);
     let (loss, (), (gx, gh)) = b.value_and_grad((wx, wh), |(wx, wh)| {
-        let (_h, ys) = b.scan(h0.clone(), xs.clone(), None, false, |h, x| {
+        let (_h, ys) = b.scan(h0.clone(), xs.clone(), |h, x| {
             let h = (&x.matmul(&wx) + &h.matmul(&wh)).tanh();
             (h.clone(), h)
         });
-        (ys.square().mean(&[0, 1, 2]), ())
+        (ys.square().mean(&[0, 1, 2], false), ())
     });
     b.build_tuple(&[&loss, &gx, &gh])
 }

@@ -76,11 +76,10 @@ fn program(batch: i64, steps: i64) -> xlaclient::Result<xlaclient::Computation> 
         b.constant(0f32),
         b.constant(0i32),
     );
-    let ((_, _, total, count), ()) = b.scan(
+    let ((_, _, total, count), ()) = b.scan_with(
         init,
         (),
-        Some(steps),
-        false,
+        &xlaclient::ScanOptions::new().length(steps),
         |(t, state, total, count), ()| {
             let (next, reward, terminal) = step(&t.builder(), &seed, &t, state, batch);
             (

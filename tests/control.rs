@@ -293,9 +293,12 @@ fn scan_with_a_length_and_no_xs() {
     // Fibonacci numbers: carry (a, b), y = a.
     let b = Builder::new("fib");
     let init = (b.constant(0i64), b.constant(1i64));
-    let (_, fib) = b.scan(init, (), Some(10), false, |(a, c), ()| {
-        ((c.clone(), &a + &c), a)
-    });
+    let (_, fib) = b.scan_with(
+        init,
+        (),
+        &xlaclient::ScanOptions::new().length(10),
+        |(a, c), ()| ((c.clone(), &a + &c), a),
+    );
     let m = b.build(&fib).unwrap();
     assert_eq!(run1::<i64>(&m, &[]), vec![0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
     let init = (b.constant(0i64), b.constant(1i64));

@@ -212,7 +212,7 @@ fn reductions() {
     prop("reduce_min", -1.0, 1.0, s(), |p, axes| {
         p[0].reduce_min(axes)
     });
-    prop("mean", -1.0, 1.0, s(), |p, axes| p[0].mean(axes));
+    prop("mean", -1.0, 1.0, s(), |p, axes| p[0].mean(axes, false));
     prop("prod", 0.5, 1.5, s(), |p, axes| p[0].prod(axes, false));
     // A zero among the factors: the others' product, no division by it.
     check_at(
@@ -467,7 +467,7 @@ fn through_nested_loops() {
     check("nested", &[&[2], &[4, 2], &[2]], -1.0, 1.0, |p| {
         let (h0, xs, w) = (&p[0], &p[1], &p[2]);
         let b = h0.builder();
-        let (h, ys) = b.scan(h0.clone(), xs.clone(), None, false, |h, x| {
+        let (h, ys) = b.scan(h0.clone(), xs.clone(), |h, x| {
             let inner = h
                 .builder()
                 .fori_loop(0, 3, h.clone(), |_, v| (&(&v * w) + &x).sin());
@@ -602,12 +602,17 @@ fn each_loop_runs_forward_once_nested_bounded_and_twice_differentiated() {
     // A loop in a scan body: forward, the inner loop inside it; backward, the
     // inner loop's storing loop and its backward loop (the body's recomputed
     // inner loop is served by the storing one).
-    let (h, ys) = b.scan(x.clone(), (), Some(3), false, |h, ()| {
-        let inner = h
-            .builder()
-            .fori_loop(0, 2, h.clone(), |_, v| (&v * &w).sin());
-        (inner.clone(), &inner * &inner)
-    });
+    let (h, ys) = b.scan_with(
+        x.clone(),
+        (),
+        &xlaclient::ScanOptions::new().length(3),
+        |h, ()| {
+            let inner = h
+                .builder()
+                .fori_loop(0, 2, h.clone(), |_, v| (&v * &w).sin());
+            (inner.clone(), &inner * &inner)
+        },
+    );
     let ln = &h.reduce_sum(&[0]) + &ys.reduce_sum(&[0, 1]);
     let gn = b.grad(&ln, &w);
     assert_eq!(whiles(&b.build_tuple(&[&ln, &gn]).unwrap()), 5);
@@ -688,10 +693,15 @@ fn second_order() {
             "scan",
             Box::new(|x: &Op| {
                 let b = x.builder();
-                let (h, ys) = b.scan(x.clone(), (), Some(4), false, |h, ()| {
-                    let h2 = (&h * 0.9).sin() + 0.1;
-                    (h2.clone(), &h2 * &h2)
-                });
+                let (h, ys) = b.scan_with(
+                    x.clone(),
+                    (),
+                    &xlaclient::ScanOptions::new().length(4),
+                    |h, ()| {
+                        let h2 = (&h * 0.9).sin() + 0.1;
+                        (h2.clone(), &h2 * &h2)
+                    },
+                );
                 &h + &ys.reduce_sum(&[0])
             }),
         ),
@@ -745,7 +755,7 @@ fn through_conditionals() {
     // A conditional inside a scan body.
     check("cond_in_scan", &[&[2], &[5, 2]], -1.0, 1.0, |p| {
         let b = p[0].builder();
-        let (h, ys) = b.scan(p[0].clone(), p[1].clone(), None, false, |h, x| {
+        let (h, ys) = b.scan(p[0].clone(), p[1].clone(), |h, x| {
             let bb = h.builder();
             let up = x
                 .reduce_sum(&[0])

@@ -51,7 +51,7 @@ fn spec() -> (State<Shape>, Batch<Shape>) {
 fn sgd_step(s: State<Op>, batch: Batch<Op>) -> (State<Op>, Op) {
     let pred = batch.x.matmul(&s.params.w) + &s.params.b;
     let err = pred - &batch.y;
-    let loss = (&err * &err).mean(&[0]);
+    let loss = (&err * &err).mean(&[0], false);
     let scale = 2.0 / N as f64;
     let gw = batch.x.t().matmul(&err) * scale;
     let gb = err.reduce_sum(&[0]) * scale;

@@ -797,7 +797,7 @@ fn zero_size_dimensions() {
         w0.matmul(&z0),                     // 8: zeros [2, 4]
         w0.convert(ElementType::S32)
             .dot_general(&z0.convert(ElementType::S32), &DotDims::contract(1, 0)), // 9
-        e.mean(&[0]),                       // 10: 0 / 0 = NaN
+        e.mean(&[0], false),                // 10: 0 / 0 = NaN
         e.transpose(&[1, 0]).reshape(&[3, 0, 5]), // 11
     ];
     let m = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();

@@ -614,7 +614,7 @@ fn reduce_sum_max_min_mean_over_axis_sets() {
         outs.push(px.reduce_sum(axes));
         outs.push(px.reduce_max(axes));
         outs.push(px.reduce_min(axes));
-        outs.push(px.mean(axes));
+        outs.push(px.mean(axes, false));
     }
     let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
     let res = run(&module, &[&upload(&x, &dims)]);
@@ -814,7 +814,7 @@ fn the_mean_of_integers_is_a_float() {
     let b = Builder::new("int_mean");
     let x = b.parameter(0, Shape::of::<u8>(&[300]), "x");
     let y = b.parameter(1, Shape::of::<i32>(&[2]), "y");
-    let (mx, my) = (x.mean(&[0]), y.mean(&[0]));
+    let (mx, my) = (x.mean(&[0], false), y.mean(&[0], false));
     assert_eq!(mx.shape().unwrap(), Shape::of::<f32>(&[]));
     let m = b.build_tuple(&[&mx, &my]).unwrap();
     let xs: Vec<u8> = (0..300).map(|i| (i % 256) as u8).collect();
@@ -822,4 +822,47 @@ fn the_mean_of_integers_is_a_float() {
     let out = run(&m, &[&upload(&xs, &[300]), &upload(&[1i32, 2], &[2])]);
     assert_close(&[out[0].to_scalar::<f32>().unwrap()], &[want as f32], 1e-6);
     assert_eq!(out[1].to_scalar::<f32>().unwrap(), 1.5);
+}
+
+#[test]
+fn reductions_share_one_signature_and_var_std_equal_plain_rust() {
+    // sum, prod, amax, amin, mean, var and std all take (axes, keepdims).
+    let b = Builder::new("reductions");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let outs = [
+        x.sum(&[1], true),
+        x.prod(&[1], true),
+        x.amax(&[1], true),
+        x.amin(&[1], true),
+        x.mean(&[1], true),
+        x.var(&[1], true),
+        x.std(&[1], false),
+        x.var(&[0, 1], false),
+    ];
+    for o in &outs[..6] {
+        assert_eq!(o.dims().unwrap(), vec![2, 1]);
+    }
+    assert_eq!(outs[6].dims().unwrap(), vec![2]);
+    assert_eq!(outs[7].dims().unwrap(), Vec::<i64>::new());
+    let refs: Vec<&xlaclient::Op> = outs.iter().collect();
+    let m = b.build_tuple(&refs).unwrap();
+    let xs = [1.0f32, 2.0, 4.0, -1.0, 0.5, 3.0];
+    let out = run(&m, &[&upload(&xs, &[2, 3])]);
+    let got: Vec<Vec<f32>> = out.iter().map(|o| o.to_vec::<f32>().unwrap()).collect();
+    let rows = [&xs[..3], &xs[3..]];
+    let mean = |r: &[f32]| r.iter().map(|v| f64::from(*v)).sum::<f64>() / r.len() as f64;
+    let var = |r: &[f32]| {
+        let m = mean(r);
+        r.iter().map(|v| (f64::from(*v) - m).powi(2)).sum::<f64>() / r.len() as f64
+    };
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(got[0][i], r.iter().sum::<f32>());
+        assert_eq!(got[1][i], r.iter().product::<f32>());
+        assert_eq!(got[2][i], r.iter().cloned().fold(f32::MIN, f32::max));
+        assert_eq!(got[3][i], r.iter().cloned().fold(f32::MAX, f32::min));
+        assert!((f64::from(got[4][i]) - mean(r)).abs() < 1e-6);
+        assert!((f64::from(got[5][i]) - var(r)).abs() < 1e-5);
+        assert!((f64::from(got[6][i]) - var(r).sqrt()).abs() < 1e-5);
+    }
+    assert!((f64::from(got[7][0]) - var(&xs)).abs() < 1e-5);
 }

@@ -854,13 +854,18 @@ fn permutations_are_uniform() {
     // value equally likely.
     let b = Builder::new("perm_first");
     let key = b.prng_key(15);
-    let (_, firsts) = b.scan(b.constant(0u32), (), Some(3000), false, |i, ()| {
-        let first = key
-            .random_fold_in(&i)
-            .permutation(6)
-            .slice(&[0], &[1], &[1]);
-        (i + 1, first)
-    });
+    let (_, firsts) = b.scan_with(
+        b.constant(0u32),
+        (),
+        &xlaclient::ScanOptions::new().length(3000),
+        |i, ()| {
+            let first = key
+                .random_fold_in(&i)
+                .permutation(6)
+                .slice(&[0], &[1], &[1]);
+            (i + 1, first)
+        },
+    );
     let out = run(&b.build(&firsts).unwrap(), &[]).remove(0);
     assert_jax_digest("permutation_6_firsts", &out);
     let v = out.to_vec::<i32>().unwrap();

@@ -806,7 +806,7 @@ impl Gen {
             0 => x.reduce_sum(&axes),
             1 => x.reduce_max(&axes),
             2 => x.reduce_min(&axes),
-            3 => x.mean(&axes),
+            3 => x.mean(&axes, false),
             4 => {
                 // A body that captures an outer scalar (or, invalid, an array).
                 let s = if self.bad(0.3) {

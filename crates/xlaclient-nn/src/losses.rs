@@ -23,7 +23,7 @@ use crate::Op;
 pub fn mean(x: &Op) -> Op {
     let rank = x.dims().map(|d| d.len()).unwrap_or(0) as i64;
     let axes: Vec<i64> = (0..rank).collect();
-    x.mean(&axes)
+    x.mean(&axes, false)
 }
 
 /// `(predictions − targets)²` element-wise (`optax.squared_error`).

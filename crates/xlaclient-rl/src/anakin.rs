@@ -441,7 +441,7 @@ fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> Anaki
     // observation, the first layer's activations, the Q-values, the action, the
     // reward and the discount.
     let rollout = |params: &MlpParams<Op>| {
-        b.scan(s.env.clone(), resets.clone(), None, false, |env, reset| {
+        b.scan(s.env.clone(), resets.clone(), |env, reset| {
             let obs = catch::render(&env);
             let h = affine(&obs, &params[0], per_learner).relu();
             let q = affine(&h, &params[1], per_learner);

@@ -205,7 +205,7 @@ pub fn mean_nll(net: &Mlp, params: &MlpParams<Op>, observations: &Op, actions: &
     let classes = net.layers.last().map_or(1, |l| l.output);
     let logp = log_softmax(&logits, -1);
     let picked = (&actions.one_hot(classes, ElementType::F32) * &logp).sum(&[-1], false);
-    -&picked.mean(&[0])
+    -&picked.mean(&[0], false)
 }
 
 /// The fit step of path-space reweighting, compiled: `K` optimizer steps on

@@ -573,14 +573,14 @@ impl Builder {
         }
     }
 
-    /// `lax.scan`: runs `body(carry, x)` for each slice `x` of `xs` along their
-    /// leading axis (of length `length` when `xs` has no leaves), threading the
-    /// carry and stacking each step's `y` along a new leading axis; `reverse` walks
-    /// the slices from the last. Returns the final carry and the stacked `ys`. The
+    /// `lax.scan(body, init, xs)`: runs `body(carry, x)` for each slice `x` of `xs`
+    /// along their leading axis, threading the carry and stacking each step's `y`
+    /// along a new leading axis. Returns the final carry and the stacked `ys`. The
     /// body runs twice while the program is built (once to learn the shapes of `y`),
     /// hence `Fn`; it may use outside values. Lowered to a while loop with a static
-    /// trip count. [`Builder::scan_with`] takes the same arguments as
-    /// [`ScanOptions`], with `unroll`.
+    /// trip count. Options by name (`length` when `xs` has no leaves, `reverse`,
+    /// `unroll`, `checkpoint`) go through [`Builder::scan_with`] and
+    /// [`ScanOptions`]: `b.scan_with(init, (), &ScanOptions::new().length(10), body)`.
     ///
     /// ```
     /// use xlaclient_core::{Builder, Shape};
@@ -588,7 +588,7 @@ impl Builder {
     /// let b = Builder::new("cumsum");
     /// let x = b.parameter(0, Shape::of::<f32>(&[5, 3]), "x");
     /// let zero = b.zeros(xlaclient_core::ElementType::F32, &[3]);
-    /// let (total, sums) = b.scan(zero, x, None, false, |acc, row| {
+    /// let (total, sums) = b.scan(zero, x, |acc, row| {
     ///     let next = &acc + &row;
     ///     (next.clone(), next)
     /// });
@@ -597,25 +597,13 @@ impl Builder {
     /// # Ok::<(), xlaclient_core::Error>(())
     /// ```
     #[track_caller]
-    pub fn scan<C, X, Y>(
-        &self,
-        init: C,
-        xs: X,
-        length: Option<i64>,
-        reverse: bool,
-        body: impl Fn(C, X) -> (C, Y),
-    ) -> (C, Y)
+    pub fn scan<C, X, Y>(&self, init: C, xs: X, body: impl Fn(C, X) -> (C, Y)) -> (C, Y)
     where
         C: Tree<Op, With<Op> = C>,
         X: Tree<Op, With<Op> = X>,
         Y: Tree<Op, With<Op> = Y>,
     {
-        let options = ScanOptions {
-            length,
-            reverse,
-            ..ScanOptions::default()
-        };
-        self.scan_with(init, xs, &options, body)
+        self.scan_with(init, xs, &ScanOptions::default(), body)
     }
 
     /// [`Builder::scan`] with its options in one value, `unroll` among them: each

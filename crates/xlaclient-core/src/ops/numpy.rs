@@ -73,7 +73,7 @@ impl Op {
     }
 
     /// `reduced` with the reduced `axes` put back as size-1 axes.
-    fn keep(&self, reduced: Op, axes: &[i64], loc: &'static Location<'static>) -> Op {
+    pub(crate) fn keep(&self, reduced: Op, axes: &[i64], loc: &'static Location<'static>) -> Op {
         let Ok(s) = self.array_shape("reduce", loc) else {
             return reduced;
         };
@@ -95,6 +95,34 @@ impl Op {
     ) -> Op {
         let r = f(self);
         if keepdims { self.keep(r, axes, loc) } else { r }
+    }
+
+    /// Variance over `axes` (`jnp.var(x, axes, keepdims=keepdims)`, `ddof = 0`): the
+    /// mean of `|x − mean(x)|²`; integer operands as `f32` (as [`mean`](Self::mean)).
+    #[track_caller]
+    pub fn var(&self, axes: &[i64], keepdims: bool) -> Op {
+        let loc = Location::caller();
+        let centred = self.at(loc).mean(axes, true);
+        let x = match self.element_type() {
+            Ok(t) if !(t.is_float() || t.is_complex()) => self.at(loc).convert(ElementType::F32),
+            _ => self.clone(),
+        };
+        let d = x.binary(crate::BinaryOp::Subtract, &centred, loc);
+        let sq = match d.element_type() {
+            Ok(t) if t.is_complex() => {
+                let a = d.at(loc).abs();
+                a.binary(crate::BinaryOp::Multiply, &a, loc)
+            }
+            _ => d.binary(crate::BinaryOp::Multiply, &d, loc),
+        };
+        sq.at(loc).mean(axes, keepdims)
+    }
+
+    /// Standard deviation over `axes` (`jnp.std`, `ddof = 0`): `√var`.
+    #[track_caller]
+    pub fn std(&self, axes: &[i64], keepdims: bool) -> Op {
+        let loc = Location::caller();
+        self.at(loc).var(axes, keepdims).at(loc).sqrt()
     }
 
     /// Sum over `axes` (numpy's `sum`), keeping them as size-1 axes if `keepdims`.

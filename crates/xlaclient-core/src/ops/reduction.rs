@@ -205,20 +205,28 @@ impl Op {
             .reduce(&init, axes, |a, e| a.binary(op, e, loc))
     }
 
-    /// Mean over `axes`. Floating-point (and complex) operands keep their type; an
-    /// integer or `pred` operand is converted to `f32` first and its mean is `f32`,
-    /// as `jnp.mean` does (no truncating division, no overflow of the count).
+    /// Mean over `axes` (`jnp.mean(x, axes, keepdims=keepdims)`), keeping them as
+    /// size-1 axes if `keepdims`, like the other reductions (`sum`, `prod`, `amax`,
+    /// `amin`, `var`, `std`). Floating-point (and complex) operands keep their type;
+    /// an integer or `pred` operand is converted to `f32` first and its mean is
+    /// `f32`, as `jnp.mean` does (no truncating division, no overflow of the count).
     ///
     /// ```
     /// use xlaclient_core::{Builder, ElementType, Shape};
     /// let b = Builder::new("m");
-    /// let x = b.parameter(0, Shape::of::<u8>(&[300]), "x");
-    /// assert_eq!(x.mean(&[0]).element_type()?, ElementType::F32);
+    /// let x = b.parameter(0, Shape::of::<u8>(&[300, 2]), "x");
+    /// assert_eq!(x.mean(&[0], false).element_type()?, ElementType::F32);
+    /// assert_eq!(x.mean(&[0], true).dims()?, vec![1, 2]);
     /// # Ok::<(), xlaclient_core::Error>(())
     /// ```
     #[track_caller]
-    pub fn mean(&self, axes: &[i64]) -> Op {
+    pub fn mean(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
+        let r = self.mean_over(axes, loc);
+        if keepdims { self.keep(r, axes, loc) } else { r }
+    }
+
+    fn mean_over(&self, axes: &[i64], loc: &'static Location<'static>) -> Op {
         let s = match self.shape() {
             Ok(s) if s.is_array() => s,
             _ => return self.builder().fail_not_array(self, "reduce", loc),
