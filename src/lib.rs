@@ -57,6 +57,11 @@ pub use xlaclient_core::*;
 #[cfg(feature = "nn")]
 pub use xlaclient_nn as nn;
 
+/// The names `nn` users write most, at the root: `xlaclient::Schedule`,
+/// `xlaclient::Optimizer`.
+#[cfg(feature = "nn")]
+pub use xlaclient_nn::{Schedule, optim::Optimizer};
+
 /// Checkpoints of trees of arrays in the safetensors format (`xlaclient_nn::checkpoint`).
 #[cfg(feature = "nn")]
 pub use xlaclient_nn::checkpoint;

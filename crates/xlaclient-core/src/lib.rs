@@ -76,8 +76,14 @@ pub use half;
 pub use jit::{ClientExt, Jit};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
-pub use ops::linalg::{DotDims, DotOptions, Precision};
-pub use ops::sampling::{Param, Population};
+pub use ops::indexing::{GatherDims, ScatterDims};
+pub use ops::linalg::{
+    ConvAttrs, ConvDims, DotDims, DotOptions, Precision, Transpose, TriangularSolveOptions,
+};
+pub use ops::sampling::{Param, Population, PrngImpl};
+pub use ops::slicing::PadDim;
+pub use ops::window::WindowDim;
+pub use xlaclient_pjrt::WaitPolicy;
 pub use ops::structural::Function;
 pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};
