@@ -30,6 +30,8 @@
 //!     conditions.
 //! 13. [Design](design): the crates, the IR, the builder, the runtime.
 //! 14. [Ops](ops): every op of the opcode table, its tests and its gradient.
+//! 15. [Porting from JAX](porting_from_jax): JAX idioms next to their Rust forms,
+//!     and the traps.
 
 // Cross-chapter links. A chapter links to another with `[text][chapter-name]` and
 // defines `[chapter-name]: NN-chapter-name.md` at its end (for reading on GitHub).
@@ -50,7 +52,8 @@ macro_rules! chapter_links {
          [reliability]: crate::guide::reliability\n\
          [performance]: crate::guide::performance\n\
          [design]: crate::guide::design\n\
-         [ops]: crate::guide::ops\n\n"
+         [ops]: crate::guide::ops\n\
+         [porting-from-jax]: crate::guide::porting_from_jax\n\n"
     };
 }
 
@@ -111,3 +114,7 @@ pub mod design {}
 #[doc = chapter_links!()]
 #[doc = include_str!("../guide/14-ops.md")]
 pub mod ops {}
+
+#[doc = chapter_links!()]
+#[doc = include_str!("../guide/15-porting-from-jax.md")]
+pub mod porting_from_jax {}
