@@ -32,6 +32,7 @@ fn main() {
     let graphs = num("--graphs", 0);
     let modules = num("--modules", 0);
     let executables = num("--executables", 0);
+    let caches = num("--cache", 0);
     let seed = num("--seed", 0);
     let jobs = num("--jobs", 1) as usize;
     let out = get("--out").map(std::path::PathBuf::from);
@@ -39,9 +40,9 @@ fn main() {
         Some(k) => format!("modules:{k}"),
         None => "modules".to_string(),
     };
-    if graphs == 0 && modules == 0 && executables == 0 {
+    if graphs == 0 && modules == 0 && executables == 0 && caches == 0 {
         eprintln!(
-            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
+            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--cache N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
         );
         std::process::exit(2);
     }
@@ -50,6 +51,7 @@ fn main() {
         ("graphs", graphs, "graphs"),
         (module_kind.as_str(), modules, "modules"),
         ("executables", executables, "executables"),
+        ("cache", caches, "cache"),
     ] {
         if n == 0 {
             continue;
@@ -78,9 +80,9 @@ fn main() {
                 r.failures.len(),
                 c("crash"),
             );
-        } else if label == "executables" {
+        } else if label == "executables" || label == "cache" {
             println!(
-                "executables {seed}..{}: refused by the guard {}, loaded unchanged {}, skipped {}, failures {} ({} crashes) in {secs:.0} s",
+                "{label} {seed}..{}: refused by the guard {}, loaded unchanged {}, skipped {}, failures {} ({} crashes) in {secs:.0} s",
                 seed + n,
                 c("err"),
                 c("ok"),

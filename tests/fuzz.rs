@@ -127,6 +127,17 @@ fn damaged_serialized_executables_are_refused_by_the_guard() {
 }
 
 #[test]
+fn damaged_cache_entries_are_refused_and_compiled_again() {
+    let r = run("cache", 0..60);
+    check("cache", &r);
+    assert!(
+        r.counts.get("err").copied().unwrap_or(0) > 40,
+        "{}",
+        r.summary()
+    );
+}
+
+#[test]
 fn mutated_modules_compile_or_fail_cleanly() {
     // Every mutation kind: the proto check refuses what would crash the plugin.
     let _ = Mutation::ALL;

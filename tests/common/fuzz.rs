@@ -2009,13 +2009,121 @@ pub fn run_executable(client: &Client, seed: u64, hlo: &Path) -> Outcome {
     }
 }
 
+/// Cache case `seed`: a module compiled into a fresh compilation-cache directory,
+/// its entry damaged like an executable (bit flips, byte sets, truncation,
+/// extension, another module's entry under this key, another client's entry under
+/// this key, garbage), then compiled by a new client: the damaged entry must be
+/// refused (never handed to the plugin: a refusal by the plugin counts as a
+/// failure), the module compiled again and run, and the entry written anew.
+pub fn run_cache(seed: u64, hlo: &Path) -> Outcome {
+    let m = base_module(seed);
+    let mut rng = Rng(seed ^ 0xCAC4E);
+    let k = rng.pick(&Damage::ALL);
+    let _ = std::fs::write(hlo, format!("mutation {k:?}\n{}", m.to_hlo_text()));
+    let Ok(dir) = tempfile::tempdir() else {
+        return ("fail", "no temporary directory".into());
+    };
+    let plugin = Plugin::default_plugin().expect("load the PJRT plugin under test");
+    let client = |devices: i64, d: &Path| {
+        let options = ClientOptions::new()
+            .cpu_device_count(devices)
+            .compile_cache(xlaclient::CompileCache::Dir(d.to_path_buf()));
+        Client::new(&plugin, &options).expect("a client")
+    };
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    if let Err(e) = client(1, dir.path()).compile(&m) {
+        return ("skip", format!("{k:?}: {}", first_line(&e.to_string())));
+    }
+    let Some(path) = entries(dir.path()).into_iter().next() else {
+        return ("fail", format!("{k:?}: nothing was stored"));
+    };
+    let good = std::fs::read(&path).unwrap_or_default();
+    let mut b = good.clone();
+    match k {
+        Damage::BitFlip => {
+            for _ in 0..1 + rng.below(8) {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+        }
+        Damage::ByteSet => {
+            let i = rng.below(b.len());
+            b[i] = rng.next_u64() as u8;
+        }
+        Damage::Truncate => b.truncate(rng.below(b.len())),
+        Damage::Extend => b.extend((0..1 + rng.below(64)).map(|_| rng.next_u64() as u8)),
+        // Another module's entry, or another client's, renamed to this key.
+        Damage::Swap | Damage::OtherPlugin => {
+            let Ok(other_dir) = tempfile::tempdir() else {
+                return ("fail", "no temporary directory".into());
+            };
+            let (other, devices) = if k == Damage::Swap {
+                (base_module(seed.wrapping_add(7919)), 1)
+            } else {
+                (m.clone(), 2)
+            };
+            if let Err(e) = client(devices, other_dir.path()).compile(&other) {
+                return ("skip", format!("{k:?}: {}", first_line(&e.to_string())));
+            }
+            b = entries(other_dir.path())
+                .first()
+                .and_then(|p| std::fs::read(p).ok())
+                .unwrap_or_default();
+            if k == Damage::OtherPlugin && b.len() >= 40 {
+                // Under this key: only the guard's identity can tell.
+                b[8..40].copy_from_slice(&good[8..40]);
+            }
+        }
+        Damage::Unguarded => b = b"not an executable at all".to_vec(),
+    }
+    if std::fs::write(&path, &b).is_err() {
+        return ("fail", "cannot write the entry".into());
+    }
+    let again = client(1, dir.path());
+    let exe = match no_panic(|| again.compile(&m)) {
+        Err(p) => return ("fail", format!("{k:?}: panicked: {p}")),
+        Ok(Err(e)) => return ("fail", format!("{k:?}: compile failed: {e}")),
+        Ok(Ok(exe)) => exe,
+    };
+    let s = again.compile_cache_stats();
+    let unchanged = b == good;
+    match (unchanged, s.hits, s.rejected, s.stored) {
+        (true, 1, 0, 0) => {}
+        (false, 0, 1, 1) => {}
+        _ => return ("fail", format!("{k:?}: unexpected cache counts {s:?}")),
+    }
+    // The program runs, on arguments of its parameters' shapes.
+    let Some(shapes) = exe.parameter_shapes().map(<[Shape]>::to_vec) else {
+        return ("fail", format!("{k:?}: no parameter shapes"));
+    };
+    let args: xlaclient::Result<Vec<Buffer>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| argument(&again, s, seed ^ i as u64))
+        .collect();
+    if let Ok(args) = args {
+        let refs: Vec<&Buffer> = args.iter().collect();
+        let _ = exe.execute_sync(&refs);
+    }
+    if unchanged {
+        ("ok", format!("{k:?} (unchanged)"))
+    } else {
+        ("err", format!("{k:?} refused and recompiled"))
+    }
+}
+
 /// The fuzz work of this file: `graphs`, `modules` (every mutation kind, or
-/// `modules:K1,K2` for some) and `executables`.
+/// `modules:K1,K2` for some), `executables` and `cache`.
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
         "modules" => run_module(client, i, &Mutation::ALL, hlo),
         "executables" => run_executable(client, i, hlo),
+        "cache" => run_cache(i, hlo),
         other => match other.strip_prefix("modules:") {
             // `modules:BitFlip,Opcode`: only these kinds.
             Some(names) => {

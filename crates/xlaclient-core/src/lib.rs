@@ -82,11 +82,11 @@ pub use ops::linalg::{
 };
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
-pub use ops::window::WindowDim;
-pub use xlaclient_pjrt::WaitPolicy;
 pub use ops::structural::Function;
+pub use ops::window::WindowDim;
 pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};
+pub use xlaclient_pjrt::WaitPolicy;
 pub use xlaclient_pjrt::{
     Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions, Device,
     HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
