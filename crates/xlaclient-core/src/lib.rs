@@ -76,7 +76,7 @@ pub use half;
 pub use jit::{ClientExt, Jit};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
-pub use ops::linalg::{DotDims, DotOptions, Precision};
+pub use ops::linalg::{DotDims, DotOptions, Precision, QrMode};
 pub use ops::sampling::{Param, Population};
 pub use ops::structural::Function;
 pub use shape::{ElementType, NativeType, Shape};
