@@ -4,7 +4,8 @@
 //! several dimension numbers, strides, asymmetric and negative padding, input and
 //! kernel dilation, feature and batch groups; Cholesky of a product `M Mᵀ + n·I`
 //! and of a raw input (whose unread triangle must get no gradient); triangular
-//! solves in every combination of options, with noise in the unread triangle.
+//! solves in every combination of options, with noise in the unread triangle; QR
+//! (a composite of other ops) in both modes, square, tall, wide and batched.
 
 mod common;
 #[path = "common/fd.rs"]
@@ -13,7 +14,7 @@ mod fd;
 use fd::check;
 use xlaclient::ops::linalg::{ConvAttrs, ConvDims, Transpose, TriangularSolveOptions};
 use xlaclient::ops::window::WindowDim;
-use xlaclient::{Builder, Comparison, DotDims, ElementType, Op};
+use xlaclient::{Builder, Comparison, DotDims, ElementType, Op, QrMode};
 
 // ---------------------------------------------------------------------------------
 // Convolution.
@@ -386,5 +387,28 @@ fn triangular_solve_adjoint_and_batched() {
             ..o
         };
         solve_case(&format!("trsm_batched_left{}", left_side as u8), &[2], o);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// QR: a composite of the ops above (Householder reflections in two fori_loops),
+// differentiated through them. (Against jax.grad through JAX's QR rule:
+// tests/ops_qr.rs.)
+
+#[test]
+fn qr_factors() {
+    for (dims, mode) in [
+        (&[3i64, 3][..], QrMode::Reduced),
+        (&[4, 3], QrMode::Reduced),
+        (&[3, 4], QrMode::Reduced),
+        (&[4, 3], QrMode::Complete),
+        (&[2, 3, 3], QrMode::Reduced),
+    ] {
+        let name = format!("qr_{mode:?}_{dims:?}");
+        check(&name, &[dims], -1.0, 1.0, |p| {
+            let (q, r) = p[0].qr(mode);
+            p[0].builder()
+                .concatenate(&[&q.reshape(&[-1]), &r.reshape(&[-1])], 0)
+        });
     }
 }

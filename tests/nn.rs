@@ -1382,3 +1382,254 @@ fn optimizers_on_a_tree_without_leaves_follow_optax() {
         .expect("an error");
     assert!(e.to_string().contains("Optimizer::init"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------
+// flax: the orthogonal initialiser and the parameter keys, against values recorded
+// from jax 0.10.2 and flax 0.12.8 (`scripts/record_flax_init.py`).
+
+fn flax_data() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/jax/flax_init.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read flax_init.json"))
+        .expect("parse")
+}
+
+fn dims_of(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap())
+        .collect()
+}
+
+fn max_abs_diff(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f32::max)
+}
+
+/// `wᵀ w` (or `w wᵀ`, whichever is smaller) of `w` seen as `[rows, cols]` with
+/// the column axis last is `scale² I`.
+fn assert_scaled_orthogonal(w: &[f32], dims: &[i64], column_axis: i64, scale: f64) {
+    let r = dims.len();
+    let ax = if column_axis < 0 {
+        column_axis + r as i64
+    } else {
+        column_axis
+    } as usize;
+    let cols = dims[ax] as usize;
+    let rows = w.len() / cols;
+    // Element (i, c) with the column axis moved last.
+    let at = |i: usize, c: usize| {
+        let mut rest: Vec<i64> = dims.to_vec();
+        rest.remove(ax);
+        let mut idx = unravel(i as i64, &rest);
+        idx.insert(ax, c as i64);
+        f64::from(w[ravel(&idx, dims)])
+    };
+    let (n, dot): (usize, Box<dyn Fn(usize, usize) -> f64>) = if rows >= cols {
+        (
+            cols,
+            Box::new(|a, b| (0..rows).map(|i| at(i, a) * at(i, b)).sum()),
+        )
+    } else {
+        (
+            rows,
+            Box::new(|a, b| (0..cols).map(|c| at(a, c) * at(b, c)).sum()),
+        )
+    };
+    for a in 0..n {
+        for b in 0..n {
+            let want = if a == b { scale * scale } else { 0.0 };
+            let got = dot(a, b);
+            assert!(
+                (got - want).abs() <= 1e-5 * scale * scale,
+                "{dims:?} axis {column_axis}: gram[{a},{b}] = {got}, want {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn orthogonal_equals_jax() {
+    let data = flax_data();
+    let cases = data["orthogonal"].as_array().unwrap();
+    let got = eval(|b| {
+        cases
+            .iter()
+            .map(|c| {
+                let init = Initializer::Orthogonal {
+                    scale: c["scale"].as_f64().unwrap(),
+                    column_axis: c["column_axis"].as_i64().unwrap(),
+                };
+                init.init(
+                    &b.prng_key(c["seed"].as_u64().unwrap() as u32),
+                    &dims_of(&c["dims"]),
+                )
+            })
+            .collect()
+    });
+    let mut worst = 0.0f32;
+    for (c, got) in cases.iter().zip(&got) {
+        let (scale, dims) = (c["scale"].as_f64().unwrap(), dims_of(&c["dims"]));
+        let axis = c["column_axis"].as_i64().unwrap();
+        let want = f32s(&c["bits"]);
+        let d = max_abs_diff(got, &want);
+        assert!(
+            f64::from(d) <= 1e-5 * scale,
+            "seed {} dims {dims:?} axis {axis} scale {scale}: max |difference| from JAX {d}",
+            c["seed"]
+        );
+        worst = worst.max(d / scale as f32);
+        assert_scaled_orthogonal(got, &dims, axis, scale);
+    }
+    eprintln!(
+        "orthogonal: max |difference| from jax.nn.initializers.orthogonal / scale = {worst:e}"
+    );
+    // The default column axis is JAX's -1.
+    assert_eq!(
+        init::orthogonal(0.5),
+        Initializer::Orthogonal {
+            scale: 0.5,
+            column_axis: -1
+        }
+    );
+}
+
+#[test]
+fn orthogonal_refuses_vectors_and_bad_axes_at_the_callers_line() {
+    for (dims, axis, reason) in [
+        (
+            vec![5i64],
+            -1i64,
+            "needs a parameter of rank 2 or more, got dims [5]",
+        ),
+        (
+            vec![3, 4],
+            2,
+            "column axis 2 is out of range for dims [3, 4]",
+        ),
+    ] {
+        let b = Builder::new("bad_orthogonal");
+        let init = Initializer::Orthogonal {
+            scale: 1.0,
+            column_axis: axis,
+        };
+        let line = line!() + 1;
+        let w = init.init(&b.prng_key(0), &dims);
+        let e = b.build(&w).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("init::orthogonal") && msg.contains(reason),
+            "{msg}"
+        );
+        assert_eq!(
+            e.location().map(|l| (l.file(), l.line())),
+            Some(("tests/nn.rs", line))
+        );
+    }
+    // Dims with a zero give zeros (JAX returns jnp.zeros).
+    assert!(eval1(|b| init::orthogonal(1.0).init(&b.prng_key(0), &[0, 3])).is_empty());
+}
+
+#[test]
+fn flax_keys_equal_flaxs() {
+    use xlaclient::nn::flax::{Foldable, fold_in_static, static_hash};
+    let data = flax_data();
+    let cases = data["keys"].as_array().unwrap();
+    let suffix = |c: &Value| -> Vec<Foldable<'static>> {
+        c["suffix"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| match x {
+                Value::String(s) => Foldable::Name(Box::leak(s.clone().into_boxed_str())),
+                n => Foldable::Count(n.as_u64().unwrap()),
+            })
+            .collect()
+    };
+    let jit = client()
+        .jit("flax_keys", &(), |b, ()| {
+            cases
+                .iter()
+                .map(|c| {
+                    fold_in_static(&b.prng_key(c["seed"].as_u64().unwrap() as u32), &suffix(c))
+                })
+                .collect::<Vec<Op>>()
+        })
+        .unwrap();
+    let got = jit.call(&()).unwrap();
+    for (c, key) in cases.iter().zip(&got) {
+        assert_eq!(
+            u64::from(static_hash(&suffix(c))),
+            c["hash"].as_u64().unwrap(),
+            "hash of {}",
+            c["suffix"]
+        );
+        let want: Vec<u32> = c["key"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(
+            key.to_vec::<u32>().unwrap(),
+            want,
+            "key for {}",
+            c["suffix"]
+        );
+    }
+}
+
+/// PureJaxRL's PPO network, `ActorCritic(action_dim=2).init(PRNGKey(0), zeros(4))`:
+/// six `nn.Dense` layers with orthogonal kernels, rebuilt with `Linear::init_flax`.
+#[test]
+fn ppo_actor_critic_init_equals_flaxs() {
+    let data = flax_data();
+    let want = data["network"].as_array().unwrap();
+    let sqrt2 = 2f64.sqrt();
+    // (module name, in, out, kernel scale) in the order flax names them.
+    let layers = [
+        ("Dense_0", 4, 64, sqrt2),
+        ("Dense_1", 64, 64, sqrt2),
+        ("Dense_2", 64, 2, 0.01),
+        ("Dense_3", 4, 64, sqrt2),
+        ("Dense_4", 64, 64, sqrt2),
+        ("Dense_5", 64, 1, 1.0),
+    ];
+    let got = eval(|b| {
+        let root = b.prng_key(0);
+        let mut outs = vec![];
+        for (name, i, o, scale) in layers {
+            let dense = Linear::new(i, o).with_init(init::orthogonal(scale), init::zeros());
+            let p = dense.init_flax(&root, &[name]);
+            outs.extend([p.w, p.b]);
+        }
+        // nn.Dense(5) with flax's default kernel_init, the root module itself.
+        let dense = Linear::new(3, 5).with_init(init::lecun_normal(), init::zeros());
+        outs.push(dense.init_flax(&b.prng_key(7), &[]).w);
+        outs
+    });
+    let mut worst = 0.0f32;
+    for (k, (name, _, _, scale)) in layers.iter().enumerate() {
+        for (j, param) in ["kernel", "bias"].iter().enumerate() {
+            let w = want
+                .iter()
+                .find(|c| c["layer"] == *name && c["param"] == *param)
+                .unwrap();
+            let d = max_abs_diff(&got[2 * k + j], &f32s(&w["bits"]));
+            assert!(
+                f64::from(d) <= 1e-5 * scale,
+                "{name}.{param}: max |difference| from flax {d}"
+            );
+            worst = worst.max(d / *scale as f32);
+        }
+    }
+    let dflt = want.iter().find(|c| c["layer"] == "default_dense").unwrap();
+    let d = max_abs_diff(&got[12], &f32s(&dflt["bits"]));
+    assert!(d <= 2.0 * f32::EPSILON, "default Dense kernel: {d}");
+    eprintln!(
+        "PPO ActorCritic: max |difference| from flax / scale = {worst:e}; default Dense kernel {d:e}"
+    );
+}

@@ -78,7 +78,7 @@ pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::indexing::{GatherDims, ScatterDims};
 pub use ops::linalg::{
-    ConvAttrs, ConvDims, DotDims, DotOptions, Precision, Transpose, TriangularSolveOptions,
+    ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;

@@ -91,6 +91,37 @@ impl Linear {
         LinearParams { w, b }
     }
 
+    /// Fresh parameters as flax's `nn.Dense(output)` at `module_path` makes them
+    /// from `module.init(root, …)`: `w` (the kernel) from the key flax gives its
+    /// first parameter, `b` from the key of its second
+    /// ([`flax_param_key`](crate::flax_param_key) with index 0 and 1). With
+    /// `w_init` the Dense's `kernel_init` (flax's default is
+    /// `lecun_normal`; PureJaxRL's PPO uses [`init::orthogonal`]) the values are
+    /// flax's for the same root key.
+    ///
+    /// ```
+    /// use xlaclient_core::Builder;
+    /// use xlaclient_nn::{Linear, init};
+    /// let b = Builder::new("ppo_critic_head");
+    /// // nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0)), 6th in the module
+    /// let head = Linear::new(64, 1).with_init(init::orthogonal(1.0), init::zeros());
+    /// let p = head.init_flax(&b.prng_key(0), &["Dense_5"]);
+    /// assert_eq!(p.w.dims()?, vec![64, 1]);
+    /// # Ok::<(), xlaclient_nn::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn init_flax(&self, root: &Op, module_path: &[&str]) -> LinearParams<Op> {
+        let w = self.w_init.init(
+            &crate::flax::param_key(root, module_path, 0),
+            &[self.input, self.output],
+        );
+        let b = self.b_init.init(
+            &crate::flax::param_key(root, module_path, 1),
+            &[self.output],
+        );
+        LinearParams { w, b }
+    }
+
     /// `x · w + b` for `x` of `[..., in]` (any leading axes), giving `[..., out]`.
     #[track_caller]
     pub fn apply(&self, params: &LinearParams<Op>, x: &Op) -> Op {

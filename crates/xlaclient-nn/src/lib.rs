@@ -56,6 +56,7 @@
 
 pub mod checkpoint;
 pub mod error;
+pub mod flax;
 pub mod init;
 pub mod layers;
 pub mod losses;
@@ -63,7 +64,8 @@ pub mod optim;
 pub mod schedule;
 
 pub use error::{Error, Result};
-pub use init::Initializer;
+pub use flax::param_key as flax_param_key;
+pub use init::{Initializer, orthogonal};
 pub use layers::{
     Activation, KeySequence, Linear, LinearParams, Mlp, MlpParams, elu, flatten, gelu, leaky_relu,
     log_softmax, relu, sigmoid, silu, softmax, softplus, swish,

@@ -1,4 +1,5 @@
-//! Linear algebra: `dot_general` and numpy-style `matmul`.
+//! Linear algebra: `dot_general` and numpy-style `matmul`, convolution, Cholesky,
+//! triangular solve, and `qr` (Householder reflections built from the other ops).
 use super::array_of;
 use crate::autodiff::{Grads, Node, arrays};
 use crate::builder::Op;
@@ -1574,4 +1575,240 @@ fn triangular_solve_cts(
         out[1] = Some(bbar);
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------
+// `qr`: Householder reflections in two loops, a composite of the ops above (XLA
+// has no QR instruction; JAX's CPU lowering calls LAPACK's `geqrf` and `orgqr`)
+
+/// Which factors [`Op::qr`] gives: the `mode` of numpy's and JAX's
+/// `jnp.linalg.qr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QrMode {
+    /// `"reduced"` (the default): for `a: [..., m, n]` and `k = min(m, n)`,
+    /// `q: [..., m, k]` with orthonormal columns and `r: [..., k, n]`.
+    #[default]
+    Reduced,
+    /// `"complete"`: `q: [..., m, m]` orthogonal and `r: [..., m, n]` (its rows
+    /// from `n` on zero).
+    Complete,
+}
+
+/// The QR rule: `f32` or `f64` matrices in the last two axes `[..., m, n]` (rank 2
+/// or more, batched over the leading axes); the shapes of `(q, r)` for `mode`
+/// (see [`QrMode`]).
+pub fn infer_qr(a: &Shape, mode: QrMode) -> Result<(Shape, Shape), ShapeError> {
+    const OP: &str = "qr";
+    let (t, d) = array_of(OP, a)?;
+    if !matches!(t, ElementType::F32 | ElementType::F64) {
+        let hint = if t.is_float() {
+            " (convert to f32 first)"
+        } else if t.is_complex() {
+            " (complex QR is not supported)"
+        } else {
+            ""
+        };
+        return Err(ShapeError::new(
+            OP,
+            &[a],
+            ShapeErrorKind::ElementType,
+            format!("needs f32 or f64 matrices, got {t}{hint}"),
+        ));
+    }
+    if d.len() < 2 {
+        return Err(ShapeError::new(
+            OP,
+            &[a],
+            ShapeErrorKind::Rank,
+            format!(
+                "needs matrices in the last two axes (rank 2 or more), got rank {}",
+                d.len()
+            ),
+        ));
+    }
+    let (batch, m, n) = (&d[..d.len() - 2], d[d.len() - 2], d[d.len() - 1]);
+    if m.min(n) > i64::from(i32::MAX) {
+        return Err(ShapeError::new(
+            OP,
+            &[a],
+            ShapeErrorKind::Dimension,
+            format!("min(m, n) = {} is more steps than a loop counts", m.min(n)),
+        ));
+    }
+    let k = m.min(n);
+    let rows = match mode {
+        QrMode::Reduced => k,
+        QrMode::Complete => m,
+    };
+    let with = |tail: [i64; 2]| -> Vec<i64> { batch.iter().copied().chain(tail).collect() };
+    Ok((
+        Shape::array(t, &with([m, rows])),
+        Shape::array(t, &with([rows, n])),
+    ))
+}
+
+impl Op {
+    /// The QR decomposition of each matrix in the last two axes, as
+    /// `jnp.linalg.qr(a, mode)`: `(q, r)` with `a = q r`, `q`'s columns orthonormal
+    /// and `r` upper triangular (shapes in [`QrMode`]; `f32` or `f64`, batched over
+    /// leading axes).
+    ///
+    /// Built from the crate's ops as LAPACK computes it (`geqrf`, then `orgqr`),
+    /// `min(m, n)` Householder reflections `H = I − τ v vᵀ` in a
+    /// [`fori_loop`](crate::Builder::fori_loop), then their product in a second one. The signs are
+    /// LAPACK's, so they equal JAX's on the CPU: the reflection for column `j`
+    /// maps it to `β eⱼ` with `β = −sign(α)·‖column j from row j‖` (`α` its
+    /// diagonal element; a negative zero counts as negative), so `r`'s diagonal
+    /// is negative where `α ≥ 0`; a column already zero below the diagonal is left
+    /// as it is (`τ = 0`). Gradients flow through the loops (the usual caveats:
+    /// `r`'s signs and a rank-deficient `a` make the factors non-smooth there).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, QrMode, Shape};
+    /// let b = Builder::new("qr");
+    /// let a = b.parameter(0, Shape::of::<f32>(&[8, 5, 3]), "a");
+    /// let (q, r) = a.qr(QrMode::Reduced);
+    /// assert_eq!((q.dims()?, r.dims()?), (vec![8, 5, 3], vec![8, 3, 3]));
+    /// let (q, r) = a.qr(QrMode::Complete);
+    /// assert_eq!((q.dims()?, r.dims()?), (vec![8, 5, 5], vec![8, 5, 3]));
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn qr(&self, mode: QrMode) -> (Op, Op) {
+        let loc = Location::caller();
+        let Ok(s) = self.shape() else {
+            return (self.clone(), self.clone());
+        };
+        if let Err(e) = infer_qr(&s, mode) {
+            let f = self.builder().fail(e, loc);
+            return (f.clone(), f);
+        }
+        // Every op built below carries the caller's line.
+        let _here = self.at(loc);
+        householder_qr(self, &s, mode)
+    }
+}
+
+/// [`Op::qr`] on an operand its rule accepted (see there).
+fn householder_qr(a: &Op, s: &Shape, mode: QrMode) -> (Op, Op) {
+    use ElementType::{F64, S32, S64};
+    let d = s.dims().to_vec();
+    let ty = s.element_type().unwrap_or(ElementType::F32);
+    let r = d.len();
+    let (m, n) = (d[r - 2], d[r - 1]);
+    let k = m.min(n);
+    let cols = match mode {
+        QrMode::Reduced => k,
+        QrMode::Complete => m,
+    };
+    let with = |tail: &[i64]| -> Vec<i64> { d[..r - 2].iter().chain(tail).copied().collect() };
+    // Axes: in `[batch, m, n]` (and `[batch, m]`) rows are `ax_m`, columns `ax_n`.
+    let (ax_m, ax_n) = ((r - 2) as i64, (r - 1) as i64);
+    let b = a.builder();
+    let eye = {
+        let (i, j) = (b.iota(S32, &[m, cols], 0), b.iota(S32, &[m, cols], 1));
+        i.equal(&j).convert(ty).broadcast_to(&with(&[m, cols]))
+    };
+    if k == 0 {
+        let (_, rs) = infer_qr(s, mode).unwrap_or((s.clone(), s.clone()));
+        return (eye, b.zeros(ty, rs.dims()));
+    }
+    // `vᵀ x` for each batch: `v: [batch, m]`, `x: [batch, m, c]` → `[batch, c]`.
+    let vt = |v: &Op, x: &Op| {
+        let dims = DotDims {
+            lhs_contracting: vec![ax_m],
+            rhs_contracting: vec![ax_m],
+            lhs_batch: (0..ax_m).collect(),
+            rhs_batch: (0..ax_m).collect(),
+        };
+        v.dot_general_with(x, &dims, DotOptions::new().precision(Precision::Highest))
+    };
+    // `x + v (−τ w)ᵀ`: the reflection applied, with `w = vᵀ x` (LAPACK's `dlarf`).
+    let reflect = |x: &Op, v: &Op, tau: &Op, c: i64| {
+        let tw = &vt(v, x) * &tau.reshape(&with(&[1])).neg();
+        x + &(&v.reshape(&with(&[m, 1])) * &tw.reshape(&with(&[1, c])))
+    };
+    // Index `j` (an `s32` scalar) of axis `axis` of `x`, the axis dropped.
+    let take = |x: &Op, j: &Op, axis: i64| {
+        let Ok(mut dims) = x.dims() else {
+            return x.clone();
+        };
+        let zero = j.builder().zeros(S32, &[]);
+        let start: Vec<&Op> = (0..dims.len() as i64)
+            .map(|a| if a == axis { j } else { &zero })
+            .collect();
+        dims[axis as usize] = 1;
+        let part = x.dynamic_slice(&start, &dims);
+        dims.remove(axis as usize);
+        part.reshape(&dims)
+    };
+    let int = if ty == F64 { S64 } else { S32 };
+    let (k32, vs0, taus0) = (
+        k as i32,
+        b.zeros(ty, &with(&[m, k])),
+        b.zeros(ty, &with(&[k])),
+    );
+    // `geqrf`: step `j` reflects column `j` to `β eⱼ` (LAPACK's `dlarfg`) and
+    // applies the reflection to the columns after it; `v` and `τ` are kept.
+    let (rr, vs, taus) = b.fori_loop(0, k32, (a.clone(), vs0, taus0), |j, (x, vs, taus)| {
+        let bb = j.builder();
+        let (zero, one) = (bb.zeros(ty, &[]), bb.ones(ty, &[]));
+        let rows_mn = bb.iota(S32, &d, ax_m);
+        let cols_mn = bb.iota(S32, &d, ax_n);
+        let rows_m = bb.iota(S32, &with(&[m]), ax_m);
+        // Column `j` and its diagonal element, bit for bit (a negative zero too).
+        let col = take(&x, j, ax_n);
+        let alpha = take(&col, j, ax_m);
+        let at_j = rows_m.equal(j);
+        let below = bb.select(&rows_m.gt(j), &col, &zero);
+        // ‖(α, below)‖, scaled by the largest magnitude against overflow; the
+        // selects keep every division and square root away from zero, so that
+        // gradients stay finite where `τ = 0`.
+        let xmax = below.abs().reduce_max(&[ax_m]);
+        let trivial = xmax.equal(0.0);
+        let scale = bb.select(&trivial, &one, &alpha.abs().max(&xmax));
+        let ssq = &(&below / &scale.reshape(&with(&[1])))
+            .square()
+            .reduce_sum(&[ax_m])
+            + &(&alpha / &scale).square();
+        let norm = &scale * &bb.select(&trivial, &one, &ssq).sqrt();
+        let negative = alpha.bitcast_convert(int).lt(0);
+        let beta = bb.select(&trivial, &alpha, &bb.select(&negative, &norm, &norm.neg()));
+        let tau = bb.select(
+            &trivial,
+            &zero,
+            &(&(&beta - &alpha) / &bb.select(&trivial, &one, &beta)),
+        );
+        let inv = 1.0 / &bb.select(&trivial, &one, &(&alpha - &beta));
+        let v = bb.select(&at_j, &one, &(&below * &inv.reshape(&with(&[1]))));
+        let col_j = bb.select(
+            &rows_mn.equal(j),
+            &beta.reshape(&with(&[1, 1])),
+            &bb.select(&rows_mn.lt(j), &x, &zero),
+        );
+        let x = bb.select(
+            &cols_mn.gt(j),
+            &reflect(&x, &v, &tau, n),
+            &bb.select(&cols_mn.equal(j), &col_j, &x),
+        );
+        let cols_mk = bb.iota(S32, &with(&[m, k]), ax_n);
+        let vs = bb.select(&cols_mk.equal(j), &v.reshape(&with(&[m, 1])), &vs);
+        let ks = bb.iota(S32, &with(&[k]), ax_m);
+        let taus = bb.select(&ks.equal(j), &tau.reshape(&with(&[1])), &taus);
+        (x, vs, taus)
+    });
+    // `orgqr`: q = H₀ H₁ … H_{k−1} times the first `cols` columns of the identity,
+    // applied from the last reflection back.
+    let q = b.fori_loop(0, k32, eye, |i, q| {
+        let j = i64::from(k32 - 1) - i;
+        reflect(&q, &take(&vs, &j, ax_n), &take(&taus, &j, ax_m), cols)
+    });
+    let r_out = if mode == QrMode::Reduced && m > k {
+        let mut lim = d.clone();
+        lim[r - 2] = k;
+        rr.slice(&vec![0; r], &lim, &vec![1; r])
+    } else {
+        rr
+    };
+    (q, r_out)
 }
