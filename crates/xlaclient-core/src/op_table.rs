@@ -183,6 +183,20 @@ macro_rules! for_each_op {
             IsFinite = "is-finite", Fixed(1), kind: Unary(UnaryOp::IsFinite), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, batch: - };
             /// `min(max(operand, min), max)`: min, operand, max; the bounds are scalars or of the operand's shape.
             Clamp = "clamp", Fixed(3), kind: Clamp, elementwise { shape: shape_clamp, lower: -, raise: raise_clamp, text: -, grad: rule(vjp_clamp), batch: - };
+            /// The replica the program runs as, a `u32` scalar.
+            ReplicaId = "replica-id", Fixed(0), kind: ReplicaId, collective { shape: shape_replica_id, lower: -, raise: raise_replica_id, text: -, grad: none, batch: - };
+            /// The partition the program runs as, a `u32` scalar.
+            PartitionId = "partition-id", Fixed(0), kind: PartitionId, collective { shape: shape_partition_id, lower: -, raise: raise_partition_id, text: -, grad: none, batch: - };
+            /// Combines an array across the devices of each replica group with a reducer computation (psum).
+            AllReduce = "all-reduce", Fixed(1), kind: AllReduce, collective { shape: shape_all_reduce, lower: lower_all_reduce, raise: raise_all_reduce, text: text_all_reduce, grad: partial(vjp_all_reduce, "sum"), batch: - };
+            /// Joins the arrays of each replica group along one axis.
+            AllGather = "all-gather", Fixed(1), kind: AllGather, collective { shape: shape_all_gather, lower: lower_all_gather, raise: raise_all_gather, text: text_all_gather, grad: rule(vjp_all_gather), batch: - };
+            /// Combines an array across each replica group and keeps this device's block along one axis.
+            ReduceScatter = "reduce-scatter", Fixed(1), kind: ReduceScatter, collective { shape: shape_reduce_scatter, lower: lower_reduce_scatter, raise: raise_reduce_scatter, text: text_reduce_scatter, grad: partial(vjp_reduce_scatter, "sum"), batch: - };
+            /// Sends each source device's array to its target device.
+            CollectivePermute = "collective-permute", Fixed(1), kind: CollectivePermute, collective { shape: shape_collective_permute, lower: lower_collective_permute, raise: raise_collective_permute, text: text_collective_permute, grad: rule(vjp_collective_permute), batch: - };
+            /// Splits an array into one block per group member, exchanges the blocks and joins them.
+            AllToAll = "all-to-all", Fixed(1), kind: AllToAll, collective { shape: shape_all_to_all, lower: lower_all_to_all, raise: raise_all_to_all, text: text_all_to_all, grad: rule(vjp_all_to_all), batch: - };
         }
     };
 }

@@ -291,6 +291,14 @@ impl Client {
         module: impl HloModuleSource,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
+        options.validate(&self.device_ids()?)?;
+        let (replicas, partitions) = options.counts();
+        module
+            .check_replicas(replicas, partitions)
+            .map_err(|reason| Error::InvalidOption {
+                option: "num_replicas".into(),
+                reason,
+            })?;
         let bytes = module.hlo_module_bytes();
         let params = module.entry_parameter_shapes();
         self.compile_program(b"hlo", &bytes, options, params)

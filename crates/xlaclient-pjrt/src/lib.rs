@@ -82,6 +82,13 @@ pub unsafe trait HloModuleSource {
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
         None
     }
+
+    /// Checks the module against the program's replica and partition counts
+    /// before compiling (collectives naming replicas the program does not have:
+    /// XLA may abort on them); `Err` says why. The default checks nothing.
+    fn check_replicas(&self, _num_replicas: i64, _num_partitions: i64) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 // SAFETY: the bytes and shapes are `T`'s, which keeps the promise.
@@ -92,5 +99,9 @@ unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
 
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
         (**self).entry_parameter_shapes()
+    }
+
+    fn check_replicas(&self, num_replicas: i64, num_partitions: i64) -> Result<(), String> {
+        (**self).check_replicas(num_replicas, num_partitions)
     }
 }

@@ -214,6 +214,16 @@ impl CompileOptions {
         self
     }
 
+    /// The replica and partition counts (1 where unset).
+    pub(crate) fn counts(&self) -> (i64, i64) {
+        let b = self.proto.executable_build_options.as_ref();
+        let n = |v: Option<i64>| v.filter(|v| *v >= 1).unwrap_or(1);
+        (
+            n(b.map(|b| b.num_replicas)),
+            n(b.map(|b| b.num_partitions)),
+        )
+    }
+
     /// Number of partitions (model-parallel shards of the program).
     pub fn num_partitions(mut self, n: i64) -> Self {
         self.build_options().num_partitions = n;

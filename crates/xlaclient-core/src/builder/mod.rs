@@ -180,6 +180,14 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
     fn entry_parameter_shapes(&self) -> Option<Vec<Shape>> {
         Some(self.parameter_shapes())
     }
+
+    fn check_replicas(
+        &self,
+        num_replicas: i64,
+        num_partitions: i64,
+    ) -> std::result::Result<(), String> {
+        crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)
+    }
 }
 
 impl PartialEq for Computation {

@@ -473,3 +473,28 @@ impl RngAlgorithm {
         }
     }
 }
+
+/// Which devices a collective combines, and over which channel.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CollectiveAttrs {
+    /// The replica groups: each a list of replica ids (device ids when
+    /// `use_global_device_ids`) that combine among themselves; empty: one group of
+    /// every replica.
+    pub replica_groups: Vec<Vec<i64>>,
+    /// XLA's channel id (`None`: a cross-replica collective); with one, the op
+    /// also spans partitions.
+    pub channel_id: Option<i64>,
+    /// The groups name global device ids (replica × partitions + partition) rather
+    /// than replica ids; needs a channel id.
+    pub use_global_device_ids: bool,
+}
+
+/// A collective permute's attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PermuteAttrs {
+    /// `(source, target)` replica pairs: each source sends its operand to its
+    /// target; a device that is no target receives zeros.
+    pub pairs: Vec<(i64, i64)>,
+    /// XLA's channel id (`None`: across replicas).
+    pub channel_id: Option<i64>,
+}

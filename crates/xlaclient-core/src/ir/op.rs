@@ -11,8 +11,8 @@ use std::hash::{Hash, Hasher};
 
 use super::CompId;
 use super::attrs::{
-    BinaryOp, BitwiseOp, BitwiseUnary, Comparison, ConvAttrs, CustomCallAttrs, DotAttrs,
-    GatherAttrs, PadDim, RngAlgorithm, ScatterAttrs, SliceAttrs, TriangularSolveOptions, UnaryOp,
+    BinaryOp, BitwiseOp, BitwiseUnary, CollectiveAttrs, Comparison, ConvAttrs, CustomCallAttrs, DotAttrs,
+    GatherAttrs, PadDim, PermuteAttrs, RngAlgorithm, ScatterAttrs, SliceAttrs, TriangularSolveOptions, UnaryOp,
     WindowDim,
 };
 use crate::error::{ShapeError, ShapeErrorKind};
@@ -282,6 +282,44 @@ pub enum OpKind {
         /// The combiner computation.
         body: CompId,
     },
+    /// The replica the program runs as (`u32[]`).
+    ReplicaId,
+    /// The partition the program runs as (`u32[]`).
+    PartitionId,
+    /// The operand combined by `body` over the devices of each replica group.
+    AllReduce {
+        /// The replica groups and channel.
+        attrs: Box<CollectiveAttrs>,
+        /// The combiner computation.
+        body: CompId,
+    },
+    /// The operands of each replica group joined along `dimension`.
+    AllGather {
+        /// The replica groups and channel.
+        attrs: Box<CollectiveAttrs>,
+        /// The joined axis.
+        dimension: i64,
+    },
+    /// The operand combined by `body` over each replica group, then split along
+    /// `dimension`: each device keeps its block.
+    ReduceScatter {
+        /// The replica groups and channel.
+        attrs: Box<CollectiveAttrs>,
+        /// The split axis.
+        dimension: i64,
+        /// The combiner computation.
+        body: CompId,
+    },
+    /// The operand sent from each source device to its target.
+    CollectivePermute(Box<PermuteAttrs>),
+    /// The operand split along `dimension` into one block per group member, block
+    /// `j` sent to member `j`, the received blocks joined along `dimension`.
+    AllToAll {
+        /// The replica groups and channel.
+        attrs: Box<CollectiveAttrs>,
+        /// The split (and join) axis.
+        dimension: i64,
+    },
 }
 
 impl Opcode {
@@ -323,6 +361,8 @@ impl OpKind {
             | OpKind::Scatter { body, .. }
             | OpKind::ReduceWindow { body, .. }
             | OpKind::Map { body, .. }
+            | OpKind::AllReduce { body, .. }
+            | OpKind::ReduceScatter { body, .. }
             | OpKind::Sort {
                 comparator: body, ..
             } => smallvec::smallvec![*body],
@@ -345,6 +385,8 @@ impl OpKind {
             }
             | OpKind::Scatter { body, .. }
             | OpKind::ReduceWindow { body, .. }
+            | OpKind::AllReduce { body, .. }
+            | OpKind::ReduceScatter { body, .. }
             | OpKind::Map { body, .. } => *body = f(*body),
             OpKind::SelectAndScatter {
                 select, scatter, ..

@@ -24,6 +24,7 @@
 #![allow(clippy::items_after_test_module)]
 
 pub mod bitwise;
+pub mod collective;
 pub mod control;
 pub mod elementwise;
 pub mod indexing;
