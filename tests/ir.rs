@@ -191,6 +191,15 @@ fn example(op: Opcode) -> (Builder, xlaclient::Op) {
         Opcode::Compare => x.compare(&y, Comparison::Lt),
         Opcode::Select => b.select(&x.compare(&y, Comparison::Lt), &x, &y),
         Opcode::Clamp => x.clamp(&b.constant(-0.5f32), &y),
+        // Collectives over one replica (group {0}), as one device compiles them;
+        // tests/collectives.rs runs them on several.
+        Opcode::ReplicaId => b.replica_id(),
+        Opcode::PartitionId => b.partition_id(),
+        Opcode::AllReduce => x.psum(&[vec![0]]),
+        Opcode::AllGather => x.all_gather(1, &[vec![0]]),
+        Opcode::ReduceScatter => x.reduce_scatter(xlaclient::BinaryOp::Add, 0, &[vec![0]]),
+        Opcode::CollectivePermute => x.collective_permute(&[(0, 0)]),
+        Opcode::AllToAll => x.all_to_all(0, &[vec![0]]),
         Opcode::Broadcast => x.broadcast(&[4]),
         Opcode::Reshape => x.reshape(&[3, 2]),
         Opcode::Transpose => x.transpose(&[1, 0]),

@@ -1294,6 +1294,15 @@ impl Gen {
             // A custom call names a plugin's kernel; the CPU plugins have none for a
             // random graph to call, so it is built by its test (tests/ops_misc.rs).
             Opcode::CustomCall => self.pick(),
+            // Collectives need several replicas to mean anything; they are built and
+            // run by tests/collectives.rs.
+            Opcode::ReplicaId
+            | Opcode::PartitionId
+            | Opcode::AllReduce
+            | Opcode::AllGather
+            | Opcode::ReduceScatter
+            | Opcode::CollectivePermute
+            | Opcode::AllToAll => self.pick(),
             Opcode::Cholesky | Opcode::TriangularSolve => {
                 let ty = if self.rng.chance(0.5) {
                     ElementType::F32
