@@ -218,10 +218,7 @@ impl CompileOptions {
     pub(crate) fn counts(&self) -> (i64, i64) {
         let b = self.proto.executable_build_options.as_ref();
         let n = |v: Option<i64>| v.filter(|v| *v >= 1).unwrap_or(1);
-        (
-            n(b.map(|b| b.num_replicas)),
-            n(b.map(|b| b.num_partitions)),
-        )
+        (n(b.map(|b| b.num_replicas)), n(b.map(|b| b.num_partitions)))
     }
 
     /// Number of partitions (model-parallel shards of the program).

@@ -11,9 +11,9 @@ use std::hash::{Hash, Hasher};
 
 use super::CompId;
 use super::attrs::{
-    BinaryOp, BitwiseOp, BitwiseUnary, CollectiveAttrs, Comparison, ConvAttrs, CustomCallAttrs, DotAttrs,
-    GatherAttrs, PadDim, PermuteAttrs, RngAlgorithm, ScatterAttrs, SliceAttrs, TriangularSolveOptions, UnaryOp,
-    WindowDim,
+    BinaryOp, BitwiseOp, BitwiseUnary, CollectiveAttrs, Comparison, ConvAttrs, CustomCallAttrs,
+    DotAttrs, GatherAttrs, PadDim, PermuteAttrs, RngAlgorithm, ScatterAttrs, SliceAttrs,
+    TriangularSolveOptions, UnaryOp, WindowDim,
 };
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::op_table::for_each_op;

@@ -84,7 +84,11 @@ fn check_groups(
         }
     }
     let size = a.replica_groups.first().map(|g| g.len() as i64);
-    if uniform && a.replica_groups.iter().any(|g| Some(g.len() as i64) != size) {
+    if uniform
+        && a.replica_groups
+            .iter()
+            .any(|g| Some(g.len() as i64) != size)
+    {
         return Err(err(format!(
             "the replica groups must all have one size, got {:?}",
             a.replica_groups
@@ -387,7 +391,11 @@ impl Op {
     /// The sum over the devices of each group (`jax.lax.psum`).
     #[track_caller]
     pub fn psum(&self, groups: &[Vec<i64>]) -> Op {
-        self.all_reduce_by(BinaryOp::Add, &CollectiveAttrs::groups(groups), Location::caller())
+        self.all_reduce_by(
+            BinaryOp::Add,
+            &CollectiveAttrs::groups(groups),
+            Location::caller(),
+        )
     }
 
     /// The maximum over the devices of each group (`jax.lax.pmax`).
@@ -420,14 +428,20 @@ impl Op {
             Ok(ty) => ty,
             Err(_) => return s,
         };
-        let n = self.builder().scalar_of(ty, Scalar::Float(group_size as f64), loc);
+        let n = self
+            .builder()
+            .scalar_of(ty, Scalar::Float(group_size as f64), loc);
         s.binary(BinaryOp::Divide, &n, loc)
     }
 
     /// XLA's AllReduce with all its attributes and a reducer closure
     /// `body(a, b)` on two scalars of the operand's type.
     #[track_caller]
-    pub fn all_reduce_with(&self, attrs: &CollectiveAttrs, body: impl FnOnce(&Op, &Op) -> Op) -> Op {
+    pub fn all_reduce_with(
+        &self,
+        attrs: &CollectiveAttrs,
+        body: impl FnOnce(&Op, &Op) -> Op,
+    ) -> Op {
         let loc = Location::caller();
         let attrs = Box::new(attrs.clone());
         self.builder()
@@ -469,7 +483,11 @@ pub(crate) fn vjp_all_reduce(n: &Node) -> Grads {
         );
     }
     let ct = n.ct();
-    Ok(arrays(vec![Some(ct.all_reduce_by(BinaryOp::Add, attrs, n.loc))]))
+    Ok(arrays(vec![Some(ct.all_reduce_by(
+        BinaryOp::Add,
+        attrs,
+        n.loc,
+    ))]))
 }
 
 // ---------------------------------------------------------------------------------
@@ -540,11 +558,7 @@ pub(crate) fn shape_all_gather(kind: &OpKind, cx: &InferCx<'_>) -> Result<Shape,
     infer_all_gather(cx.operands[0], attrs, *dimension, cx.target)
 }
 
-pub(crate) fn lower_all_gather(
-    kind: &OpKind,
-    _: &LowerCx<'_>,
-    p: &mut proto::HloInstructionProto,
-) {
+pub(crate) fn lower_all_gather(kind: &OpKind, _: &LowerCx<'_>, p: &mut proto::HloInstructionProto) {
     if let OpKind::AllGather { attrs, dimension } = kind {
         lower_groups(attrs, p);
         p.dimensions = vec![*dimension];
@@ -759,17 +773,14 @@ impl Op {
         body: impl FnOnce(&Op, &Op) -> Op,
     ) -> Op {
         let attrs = Box::new(attrs.clone());
-        self.builder().emit_reducing(
-            self,
-            "reduce-scatter",
-            Location::caller(),
-            body,
-            |body| OpKind::ReduceScatter {
-                attrs,
-                dimension,
-                body,
-            },
-        )
+        self.builder()
+            .emit_reducing(self, "reduce-scatter", Location::caller(), body, |body| {
+                OpKind::ReduceScatter {
+                    attrs,
+                    dimension,
+                    body,
+                }
+            })
     }
 
     pub(crate) fn reduce_scatter_by(
@@ -814,7 +825,9 @@ pub(crate) fn vjp_reduce_scatter(n: &Node) -> Grads {
         );
     }
     let ct = n.ct();
-    Ok(arrays(vec![Some(ct.all_gather_at(*dimension, attrs, n.loc))]))
+    Ok(arrays(vec![Some(
+        ct.all_gather_at(*dimension, attrs, n.loc),
+    )]))
 }
 
 // ---------------------------------------------------------------------------------
@@ -1069,7 +1082,8 @@ pub(crate) fn vjp_all_to_all(n: &Node) -> Grads {
 
 /// Checks every collective of `module` against the program's `replicas` and
 /// `partitions`: each replica id (or, with global device ids, device id) below
-/// their count. XLA aborts on some out-of-range ids instead of failing.
+/// their count, and replica groups, where given, covering every replica (device)
+/// as XLA's verifier asks, so that the error names the op and the user's line.
 pub fn check_device_ids(module: &ir::Module, replicas: i64, partitions: i64) -> Result<(), String> {
     for c in &module.comps {
         for ins in &c.instrs {
@@ -1100,7 +1114,9 @@ pub fn check_device_ids(module: &ir::Module, replicas: i64, partitions: i64) -> 
                     ins.loc
                 ));
             }
-            if let OpKind::AllGather { attrs, .. }
+            // XLA's verifier wants every replica (device) in some group.
+            if let OpKind::AllReduce { attrs, .. }
+            | OpKind::AllGather { attrs, .. }
             | OpKind::ReduceScatter { attrs, .. }
             | OpKind::AllToAll { attrs, .. } = &ins.kind
             {
@@ -1127,7 +1143,9 @@ mod tests {
 
     #[test]
     fn group_rules() {
-        let g = |v: &[&[i64]]| CollectiveAttrs::groups(&v.iter().map(|g| g.to_vec()).collect::<Vec<_>>());
+        let g = |v: &[&[i64]]| {
+            CollectiveAttrs::groups(&v.iter().map(|g| g.to_vec()).collect::<Vec<_>>())
+        };
         assert_eq!(
             infer_all_reduce(&f32s(&[3]), &g(&[&[0, 1], &[2, 3]]), None).unwrap(),
             f32s(&[3])
@@ -1147,7 +1165,10 @@ mod tests {
     #[test]
     fn gather_scatter_to_all_rules() {
         let g4 = CollectiveAttrs::groups(&[vec![0, 1, 2, 3]]);
-        assert_eq!(infer_all_gather(&f32s(&[2, 3]), &g4, 1, None).unwrap(), f32s(&[2, 12]));
+        assert_eq!(
+            infer_all_gather(&f32s(&[2, 3]), &g4, 1, None).unwrap(),
+            f32s(&[2, 12])
+        );
         assert!(infer_all_gather(&f32s(&[2, 3]), &g4, 2, None).is_err());
         assert!(infer_all_gather(&f32s(&[2, 3]), &g4, -1, None).is_err());
         let uneven = CollectiveAttrs::groups(&[vec![0, 1, 2], vec![3]]);
@@ -1166,7 +1187,10 @@ mod tests {
         );
         let e = infer_reduce_scatter(&f32s(&[8, 3]), &g4, 1, None, None).unwrap_err();
         assert!(e.to_string().contains("divide"), "{e}");
-        assert_eq!(infer_all_to_all(&f32s(&[4, 3]), &g4, 0).unwrap(), f32s(&[4, 3]));
+        assert_eq!(
+            infer_all_to_all(&f32s(&[4, 3]), &g4, 0).unwrap(),
+            f32s(&[4, 3])
+        );
         assert!(infer_all_to_all(&f32s(&[4, 3]), &g4, 1).is_err());
     }
 
@@ -1188,9 +1212,15 @@ mod tests {
         let x = b.parameter(0, f32s(&[3]), "x");
         let e = x.reduce_scatter(BinaryOp::Add, 0, &[vec![0, 1]]);
         let msg = e.dims().unwrap_err().to_string();
-        assert!(msg.contains("reduce-scatter") && msg.contains("collective.rs"), "{msg}");
+        assert!(
+            msg.contains("reduce-scatter") && msg.contains("collective.rs"),
+            "{msg}"
+        );
         let e = x.all_reduce(BinaryOp::Subtract, &[]);
         assert!(e.dims().unwrap_err().to_string().contains("all-reduce"));
-        assert_eq!(b.replica_id().shape().unwrap(), Shape::scalar(ElementType::U32));
+        assert_eq!(
+            b.replica_id().shape().unwrap(),
+            Shape::scalar(ElementType::U32)
+        );
     }
 }
