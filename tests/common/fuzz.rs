@@ -1294,15 +1294,47 @@ impl Gen {
             // A custom call names a plugin's kernel; the CPU plugins have none for a
             // random graph to call, so it is built by its test (tests/ops_misc.rs).
             Opcode::CustomCall => self.pick(),
-            // Collectives need several replicas to mean anything; they are built and
-            // run by tests/collectives.rs.
-            Opcode::ReplicaId
-            | Opcode::PartitionId
-            | Opcode::AllReduce
-            | Opcode::AllGather
-            | Opcode::ReduceScatter
-            | Opcode::CollectivePermute
-            | Opcode::AllToAll => self.pick(),
+            // Collectives over the one replica a fuzz case runs on (group {0}, or no
+            // groups where the op allows it); tests/collectives.rs runs them on
+            // several devices.
+            Opcode::ReplicaId => self.b.replica_id(),
+            Opcode::PartitionId => self.b.partition_id(),
+            Opcode::AllReduce => {
+                let x = self.pick();
+                let op = self
+                    .rng
+                    .pick(&[B::Add, B::Multiply, B::Maximum, B::Minimum]);
+                let groups = if self.rng.chance(0.5) {
+                    vec![]
+                } else {
+                    vec![vec![0]]
+                };
+                x.all_reduce(op, &groups)
+            }
+            Opcode::AllGather => {
+                let x = self.pick();
+                let d = self.rng.below(dims_of(&x).len() + 1) as i64;
+                x.all_gather(d, &[vec![0]])
+            }
+            Opcode::ReduceScatter => {
+                let x = self.pick();
+                let d = self.rng.below(dims_of(&x).len() + 1) as i64;
+                x.reduce_scatter(B::Add, d, &[vec![0]])
+            }
+            Opcode::CollectivePermute => {
+                let x = self.pick();
+                let pairs = if self.rng.chance(0.5) {
+                    vec![]
+                } else {
+                    vec![(0, 0)]
+                };
+                x.collective_permute(&pairs)
+            }
+            Opcode::AllToAll => {
+                let x = self.pick();
+                let d = self.rng.below(dims_of(&x).len() + 1) as i64;
+                x.all_to_all(d, &[vec![0]])
+            }
             Opcode::Cholesky | Opcode::TriangularSolve => {
                 let ty = if self.rng.chance(0.5) {
                     ElementType::F32
