@@ -196,6 +196,72 @@ fn other_reductions_and_a_closure_body() {
     out.iter().for_each(|o| assert_eq!(o, &max2));
 }
 
+#[test]
+fn channels_and_global_device_ids() {
+    use xlaclient::ops::collective::{CollectiveAttrs, PermuteAttrs};
+    // With a channel and one partition, replica and device ids agree.
+    let n = 4;
+    let groups = blocks(n, 2);
+    for attrs in [
+        CollectiveAttrs::groups(&groups).channel(1),
+        CollectiveAttrs::groups(&groups)
+            .channel(2)
+            .global_device_ids(),
+    ] {
+        let (xs, out) = each(n, &[3], |x| x.all_reduce_with(&attrs, |a, b| a + b));
+        for (d, o) in out.iter().enumerate() {
+            let (g, _) = group_of(&groups, d);
+            let want: Vec<f32> = (0..3)
+                .map(|i| g.iter().map(|&r| xs[r as usize][i]).sum())
+                .collect();
+            assert_eq!(o, &want, "{attrs:?}, device {d}");
+        }
+        let (xs, out) = each(n, &[3], |x| x.all_gather_with(0, &attrs));
+        for (d, o) in out.iter().enumerate() {
+            let (g, _) = group_of(&groups, d);
+            let want: Vec<f32> = g.iter().flat_map(|&r| xs[r as usize].clone()).collect();
+            assert_eq!(o, &want, "{attrs:?}, device {d}");
+        }
+    }
+    // With a channel a permute's pairs are partition ids: with one partition,
+    // (0, 0) leaves every replica its own value.
+    let permute = PermuteAttrs {
+        pairs: vec![(0, 0)],
+        channel_id: Some(5),
+    };
+    let (xs, out) = each(n, &[2], |x| x.collective_permute_with(&permute));
+    assert_eq!(out, xs);
+}
+
+#[test]
+fn partition_ids_beyond_the_partitions_are_compile_errors_not_aborts() {
+    // Both CPU plugins abort the process (`Span::at failed bounds check`) when a
+    // permute with a channel names a partition the program does not have; the
+    // compile-time check fences it. An all-to-all with a channel reads its groups
+    // as partitions too (the plugins fail its run).
+    in_child(
+        "partition_ids_beyond_the_partitions_are_compile_errors_not_aborts",
+        || {
+            use xlaclient::ops::collective::{CollectiveAttrs, PermuteAttrs};
+            let c = client(4);
+            let permute = PermuteAttrs {
+                pairs: vec![(0, 3), (3, 0)],
+                channel_id: Some(5),
+            };
+            let m = module(&[2], |x| x.collective_permute_with(&permute));
+            let e = compile_error(&c, &m, 4);
+            assert!(
+                e.contains("collective-permute") && e.contains("partition 3"),
+                "{e}"
+            );
+            let attrs = CollectiveAttrs::groups(&[vec![0, 1], vec![2, 3]]).channel(1);
+            let m = module(&[2], |x| x.all_to_all_with(0, &attrs));
+            let e = compile_error(&c, &m, 4);
+            assert!(e.contains("all-to-all") && e.contains("partition"), "{e}");
+        },
+    );
+}
+
 // ---- all-gather, reduce-scatter, collective-permute, all-to-all -----------------
 
 #[test]

@@ -495,6 +495,7 @@ pub struct PermuteAttrs {
     /// `(source, target)` replica pairs: each source sends its operand to its
     /// target; a device that is no target receives zeros.
     pub pairs: Vec<(i64, i64)>,
-    /// XLA's channel id (`None`: across replicas).
+    /// XLA's channel id (`None`: the pairs are replica ids; with one, XLA reads
+    /// them as partition ids).
     pub channel_id: Option<i64>,
 }

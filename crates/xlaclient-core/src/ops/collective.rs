@@ -1080,33 +1080,58 @@ pub(crate) fn vjp_all_to_all(n: &Node) -> Grads {
 // ---------------------------------------------------------------------------------
 // Ids against the number of replicas, when a program is compiled
 
+/// What the ids of a collective name.
+enum Ids {
+    Replicas,
+    Partitions,
+    Devices,
+}
+
 /// Checks every collective of `module` against the program's `replicas` and
-/// `partitions`: each replica id (or, with global device ids, device id) below
-/// their count, and replica groups, where given, covering every replica (device)
-/// as XLA's verifier asks, so that the error names the op and the user's line.
+/// `partitions`: each replica id (device id with global device ids, partition id
+/// for a collective-permute or an all-to-all with a channel) below their count,
+/// and replica groups, where given, covering every replica (device) as XLA's
+/// verifier asks, so that the error names the op and the user's line. Both CPU
+/// plugins abort the process (`Span::at` out of range) on a channel permute
+/// naming a partition the program does not have.
 pub fn check_device_ids(module: &ir::Module, replicas: i64, partitions: i64) -> Result<(), String> {
     for c in &module.comps {
         for ins in &c.instrs {
-            let (ids, global, op): (Vec<i64>, bool, &str) = match &ins.kind {
+            // What the ids name: devices with global ids; partitions for a
+            // permute or an all-to-all with a channel (XLA's cross-partition
+            // mode); replicas otherwise.
+            let (ids, space, op): (Vec<i64>, Ids, &str) = match &ins.kind {
                 OpKind::AllReduce { attrs, .. }
                 | OpKind::AllGather { attrs, .. }
                 | OpKind::ReduceScatter { attrs, .. }
                 | OpKind::AllToAll { attrs, .. } => (
                     attrs.replica_groups.iter().flatten().copied().collect(),
-                    attrs.use_global_device_ids,
+                    if attrs.use_global_device_ids {
+                        Ids::Devices
+                    } else if attrs.channel_id.is_some()
+                        && matches!(ins.kind, OpKind::AllToAll { .. })
+                    {
+                        Ids::Partitions
+                    } else {
+                        Ids::Replicas
+                    },
                     ins.kind.opcode().name(),
                 ),
                 OpKind::CollectivePermute(attrs) => (
                     attrs.pairs.iter().flat_map(|&(s, t)| [s, t]).collect(),
-                    false,
+                    if attrs.channel_id.is_some() {
+                        Ids::Partitions
+                    } else {
+                        Ids::Replicas
+                    },
                     "collective-permute",
                 ),
                 _ => continue,
             };
-            let (limit, what) = if global {
-                (replicas * partitions, "device")
-            } else {
-                (replicas, "replica")
+            let (limit, what) = match space {
+                Ids::Devices => (replicas * partitions, "device"),
+                Ids::Partitions => (partitions, "partition"),
+                Ids::Replicas => (replicas, "replica"),
             };
             if let Some(bad) = ids.iter().find(|&&id| id >= limit) {
                 return Err(format!(
