@@ -177,11 +177,22 @@ fn other_reductions_and_a_closure_body() {
     let (xs, out) = each(n, &[6], |x| x.all_reduce(BinaryOp::Multiply, &[]));
     let prod: Vec<f32> = (0..6).map(|i| xs.iter().map(|x| x[i]).product()).collect();
     out.iter().for_each(|o| assert_eq!(o, &prod));
-    let (xs, out) = each(n, &[6], |x| x.pmean(&[], n as i64));
+    // pmean counts the devices when no groups are given, and takes the size of
+    // groups that are.
+    let (xs, out) = each(n, &[6], |x| x.pmean(&[]));
     let mean: Vec<f32> = (0..6)
         .map(|i| xs.iter().map(|x| x[i]).sum::<f32>() / n as f32)
         .collect();
     out.iter().for_each(|o| assert_eq!(o, &mean));
+    let groups = vec![vec![0, 3], vec![1, 2]];
+    let (xs, out) = each(n, &[6], |x| x.pmean(&groups));
+    for (d, o) in out.iter().enumerate() {
+        let (g, _) = group_of(&groups, d);
+        let want: Vec<f32> = (0..6)
+            .map(|i| g.iter().map(|&r| xs[r as usize][i]).sum::<f32>() / 2.0)
+            .collect();
+        assert_eq!(o, &want);
+    }
     // A reducer closure: sum of absolute values is not associative-with-identity
     // safe, so use max(a, b) written out with a select.
     let (xs, out) = each(n, &[6], |x| {
@@ -419,6 +430,13 @@ fn gradient_of_psum_is_psum_of_the_cotangents() {
         gs.iter().for_each(|g| assert_eq!(g, &want));
         assert_adjoint(&xs, &ys, &cs, &gs);
     }
+    // pmean: the cotangents' sum over the devices, divided by their count.
+    let (xs, ys, cs, gs) = vjp_each(4, &[3], &[3], |x| x.pmean(&[]));
+    let want: Vec<f32> = (0..3)
+        .map(|i| cs.iter().map(|c| c[i]).sum::<f32>() / 4.0)
+        .collect();
+    gs.iter().for_each(|g| assert_eq!(g, &want));
+    assert_adjoint(&xs, &ys, &cs, &gs);
     // A product has no rule: an error naming the op.
     let b = Builder::new("no");
     let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");

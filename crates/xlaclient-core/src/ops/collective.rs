@@ -418,19 +418,26 @@ impl Op {
         )
     }
 
-    /// The mean over the devices of each group of `group_size` devices
-    /// (`jax.lax.pmean`): the sum divided by `group_size`.
+    /// The mean over the devices of each group (`jax.lax.pmean`): the sum divided
+    /// by the group's size, a constant when the groups are given and of one size,
+    /// else counted on the devices (an all-reduce of ones, as JAX does).
     #[track_caller]
-    pub fn pmean(&self, groups: &[Vec<i64>], group_size: i64) -> Op {
+    pub fn pmean(&self, groups: &[Vec<i64>]) -> Op {
         let loc = Location::caller();
-        let s = self.all_reduce_by(BinaryOp::Add, &CollectiveAttrs::groups(groups), loc);
+        let attrs = CollectiveAttrs::groups(groups);
+        let s = self.all_reduce_by(BinaryOp::Add, &attrs, loc);
         let ty = match s.element_type() {
             Ok(ty) => ty,
             Err(_) => return s,
         };
-        let n = self
-            .builder()
-            .scalar_of(ty, Scalar::Float(group_size as f64), loc);
+        let b = self.builder();
+        let size = groups.first().map(Vec::len);
+        let n = if size.is_some() && groups.iter().all(|g| Some(g.len()) == size) {
+            b.scalar_of(ty, Scalar::Float(size.unwrap_or(1) as f64), loc)
+        } else {
+            b.scalar_of(ty, Scalar::Float(1.0), loc)
+                .all_reduce_by(BinaryOp::Add, &attrs, loc)
+        };
         s.binary(BinaryOp::Divide, &n, loc)
     }
 
