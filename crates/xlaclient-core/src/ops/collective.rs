@@ -198,16 +198,12 @@ fn text_groups(a: &CollectiveAttrs, out: &mut OpText) {
     }
 }
 
-/// The identity of a binary reduction (0 for add, 1 for multiply, the lowest or
-/// highest value for maximum or minimum), or `None` for another op.
-fn reducer_name(op: BinaryOp) -> Option<&'static str> {
-    match op {
-        BinaryOp::Add => Some("sum"),
-        BinaryOp::Multiply => Some("product"),
-        BinaryOp::Maximum => Some("max"),
-        BinaryOp::Minimum => Some("min"),
-        _ => None,
-    }
+/// Whether `op` is one of the binary reductions the collectives take by name.
+fn is_reducer(op: BinaryOp) -> bool {
+    matches!(
+        op,
+        BinaryOp::Add | BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum
+    )
 }
 
 impl Builder {
@@ -260,7 +256,7 @@ fn binary_reducer(
     by: BinaryOp,
     loc: &'static Location<'static>,
 ) -> Result<impl FnOnce(&Op, &Op) -> Op, Op> {
-    if reducer_name(by).is_none() {
+    if !is_reducer(by) {
         let s = x.shape().unwrap_or(Shape::Tuple(vec![]));
         return Err(x.builder().fail(
             ShapeError::new(
