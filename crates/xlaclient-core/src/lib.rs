@@ -81,6 +81,6 @@ pub use ops::structural::Function;
 pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::{
-    Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions, Device,
-    HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
+    AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
+    Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };

@@ -364,6 +364,74 @@ impl Event {
     }
 }
 
+/// What [`Event::release_when_ready`] hands to the plugin's callback: the API (to
+/// destroy the callback's error) and the value to drop.
+struct Release<K> {
+    api: Arc<Api>,
+    keep: K,
+}
+
+/// The `PJRT_Event_OnReadyCallback` of [`Event::release_when_ready`]: drops the
+/// kept value, and destroys the error (its status has no reader).
+///
+/// # Safety
+/// `user_arg` is a `Box<Release<K>>` leaked by `release_when_ready` for this
+/// callback alone; `error` is null or an error the callback owns.
+unsafe extern "C" fn release_on_ready<K>(error: *mut PJRT_Error, user_arg: *mut c_void) {
+    // SAFETY: per the contract above: reclaims the box leaked for us, once.
+    let r = unsafe { Box::from_raw(user_arg.cast::<Release<K>>()) };
+    let Release { api, keep } = *r;
+    if !error.is_null() {
+        // Destroys `error` (the callback owns it).
+        drop(api.event_error(error));
+    }
+    drop(keep);
+}
+
+impl Event {
+    /// Drops `keep` once the event is ready, without waiting for it: at once when
+    /// it already is, else from the plugin's `PJRT_Event_OnReady` callback (on a
+    /// plugin thread). What `keep` owns (host memory the plugin may still read)
+    /// therefore lives until the plugin says it is done with it. When the plugin
+    /// takes no callback the thread waits for the event instead; when it refuses
+    /// one in a way that leaves unclear whether it will still call it, `keep` is
+    /// leaked rather than risk freeing memory the plugin reads.
+    pub(crate) fn release_when_ready<K: Send + 'static>(self, keep: K) {
+        if matches!(self.is_ready(), Ok(true)) {
+            drop(keep);
+            return;
+        }
+        let user_arg = Box::into_raw(Box::new(Release {
+            api: self.api.clone(),
+            keep,
+        }))
+        .cast::<c_void>();
+        let mut a = raw::PJRT_Event_OnReady_Args::new();
+        a.event = self.raw;
+        a.callback = Some(release_on_ready::<K>);
+        a.user_arg = user_arg;
+        // SAFETY: `self.raw` is live (destroyed when `self` drops, after this call;
+        // the header lets a pending event be destroyed, its callback still fires).
+        // The callback runs once, with an error it owns; `user_arg` is a leaked box
+        // only `release_on_ready::<K>` reclaims, so it outlives the callback.
+        match unsafe { self.api.call(slot::PJRT_Event_OnReady, &mut a) } {
+            Ok(()) => {}
+            Err(Error::Unsupported { .. }) => {
+                // Never handed to the plugin: the box is ours again.
+                // SAFETY: from `Box::into_raw` above, not given to the plugin.
+                let r = unsafe { Box::from_raw(user_arg.cast::<Release<K>>()) };
+                // Waits until the work is done (an error too is only returned
+                // then), so dropping `keep` afterwards is safe.
+                let _ = self.wait_with(WaitPolicy::Park);
+                drop(r);
+            }
+            // The plugin refused the callback; whether it may still call it is not
+            // specified, so the box stays leaked.
+            Err(_) => {}
+        }
+    }
+}
+
 impl Future for Event {
     type Output = Result<()>;
 
