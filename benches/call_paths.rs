@@ -27,8 +27,9 @@
 //! `raw`, its own parameter copy). In each cell the paths run alternately, in rounds
 //! of 25 calls per path with the order rotated each round (with 4 threads, all
 //! threads run the same path at once). Prints one line per path and cell (`cell
-//! threads=… client=… wait=… batch=… gap_us=… path=… calls=… min_us=… median_us=…`,
-//! medians over all calls of all threads), then a table of medians and ratios.
+//! threads=… client=… wait=… batch=… gap_us=… path=… calls=… min_us=… median_us=…
+//! calls_per_s=…`: medians over all calls of all threads, and the calls per second of
+//! all threads together, host gaps included), then a table of medians and ratios.
 //!
 //! Run: `cargo bench --bench call_paths`. Environment: `CALLS` (timed calls per path
 //! and cell, default 1000; a quarter at batch 1024), `THREADS` (default `1,4`),
@@ -258,11 +259,16 @@ impl<'a> Caller<'a> {
 /// medians of each stage of `stages` and `stages-plugin-read`.
 struct CellTimes {
     calls: Vec<Vec<f64>>,
+    /// Per path, calls per second of all threads together: the calls of its
+    /// rounds over the rounds' wall time (host gaps included; a round lasts until
+    /// its slowest thread is done).
+    rate: Vec<f64>,
     stages: [Option<[f64; 4]>; 2],
 }
 
-/// One thread's part of a cell: per path its calls' µs, and its stage times.
-type ThreadTimes = (Vec<Vec<f64>>, [Stages; 2]);
+/// One thread's part of a cell: per path its calls' µs and the seconds each of its
+/// rounds took, and its stage times.
+type ThreadTimes = (Vec<Vec<f64>>, Vec<Vec<f64>>, [Stages; 2]);
 
 /// Runs one cell: `threads` callers, the paths alternated.
 fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<CellTimes> {
@@ -282,10 +288,15 @@ fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<
                         .map_err(|e| failed = Some(e))
                         .ok();
                     let mut times = vec![Vec::with_capacity(per_thread); paths.len()];
+                    let mut walls = vec![Vec::with_capacity(rounds); paths.len()];
                     for r in 0..warm_rounds + rounds {
                         for k in 0..paths.len() {
                             let i = (k + r) % paths.len();
                             barrier.wait();
+                            let start = Instant::now();
+                            if r >= warm_rounds {
+                                walls[i].push(0.0);
+                            }
                             let Some(c) = caller.as_mut().filter(|_| failed.is_none()) else {
                                 continue;
                             };
@@ -297,6 +308,11 @@ fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<
                                         failed = Some(e);
                                         break;
                                     }
+                                }
+                            }
+                            if r >= warm_rounds {
+                                if let Some(w) = walls[i].last_mut() {
+                                    *w = start.elapsed().as_secs_f64();
                                 }
                             }
                         }
@@ -317,7 +333,7 @@ fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<
                     {
                         return Err("the paths disagree on the output".into());
                     }
-                    Ok((times, caller.stages))
+                    Ok((times, walls, caller.stages))
                 })
             })
             .collect();
@@ -327,11 +343,19 @@ fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<
             .collect()
     });
     let mut all = vec![Vec::new(); paths.len()];
+    // Per path and round, the slowest thread's seconds.
+    let mut round_walls: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let mut stages: [Stages; 2] = Default::default();
     for r in results {
-        let (times, st) = r?;
+        let (times, walls, st) = r?;
         for (a, t) in all.iter_mut().zip(times) {
             a.extend(t);
+        }
+        for (a, w) in round_walls.iter_mut().zip(walls) {
+            a.resize(w.len().max(a.len()), 0.0);
+            for (x, y) in a.iter_mut().zip(w) {
+                *x = x.max(y);
+            }
         }
         for (a, t) in stages.iter_mut().zip(st) {
             for (x, y) in a.iter_mut().zip(t) {
@@ -339,8 +363,14 @@ fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<
             }
         }
     }
+    let rate = all
+        .iter()
+        .zip(&round_walls)
+        .map(|(c, w)| c.len() as f64 / w.iter().sum::<f64>())
+        .collect();
     Ok(CellTimes {
         calls: all,
+        rate,
         stages: stages.map(|mut s| (!s[0].is_empty()).then(|| s.each_mut().map(|v| median(v)))),
     })
 }
@@ -438,11 +468,13 @@ fn main() -> R<()> {
                             "threads={threads} client={name} wait={wait} batch={batch} gap_us={gap}"
                         );
                         let mut medians = Vec::new();
-                        for (p, t) in paths.iter().zip(times.calls.iter_mut()) {
+                        for ((p, t), rate) in
+                            paths.iter().zip(times.calls.iter_mut()).zip(&times.rate)
+                        {
                             let med = median(t);
                             let min = t.first().copied().unwrap_or(f64::NAN);
                             println!(
-                                "cell {at} path={} calls={} min_us={min:.2} median_us={med:.2}",
+                                "cell {at} path={} calls={} min_us={min:.2} median_us={med:.2} calls_per_s={rate:.0}",
                                 p.name(),
                                 t.len()
                             );
