@@ -17,7 +17,8 @@
 #
 #   bench/call_paths_vs_jax.sh [REPS]      (default 1 repetition)
 #
-# Environment: CALLS (timed calls per path and cell, default 1000), GAPS (default
+# Environment: CALLS (timed calls per path, cell and thread, default 1000; the
+# anchor's one thread makes CALLS calls per batch, half at 1024), GAPS (default
 # "0 100 1000"), JAX_VENV (see bench/jax_venv.sh), ANCHORS (default
 # ../shared/bench-anchors), CARGO_TARGET_DIR.
 set -euo pipefail

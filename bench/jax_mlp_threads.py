@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--anchor", required=True, help="folder of jax_mlp_latency.py")
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024])
-    ap.add_argument("--calls", type=int, default=1000, help="timed calls per batch, all threads (1024: a quarter)")
+    ap.add_argument("--calls", type=int, default=1000, help="timed calls per batch and thread (1024: a quarter)")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--gap-us", type=float, default=0.0)
     ap.add_argument("--sync", action="store_true")
@@ -49,8 +49,7 @@ def main():
     rng = np.random.default_rng(1)
     results = {}
     for b in args.batches:
-        n = args.calls if b < 1024 else max(args.calls // 4, 100)
-        per_thread = max(n // args.threads, 1)
+        per_thread = args.calls if b < 1024 else max(args.calls // 4, 25)
         pools = [[rng.standard_normal((b, anchor.OBS)).astype(np.float32) for _ in range(16)]
                  for _ in range(args.threads)]
         np.asarray(jitted(params, pools[0][0]))  # compile

@@ -31,8 +31,8 @@
 //! calls_per_s=…`: medians over all calls of all threads, and the calls per second of
 //! all threads together, host gaps included), then a table of medians and ratios.
 //!
-//! Run: `cargo bench --bench call_paths`. Environment: `CALLS` (timed calls per path
-//! and cell, default 1000; a quarter at batch 1024), `THREADS` (default `1,4`),
+//! Run: `cargo bench --bench call_paths`. Environment: `CALLS` (timed calls per path,
+//! cell and thread, default 1000; a quarter at batch 1024), `THREADS` (default `1,4`),
 //! `CLIENTS` (`async,sync`), `WAITS` (the safe paths' `WaitPolicy`: `auto`, `spin`
 //! = poll up to 1 ms, `park`; default `auto`), `BATCHES` (`1,64,1024`), `GAPS`
 //! (`0,100,1000`), `BREAKDOWN=1` (adds, with one thread, the paths `stages` =
@@ -272,7 +272,7 @@ type ThreadTimes = (Vec<Vec<f64>>, Vec<Vec<f64>>, [Stages; 2]);
 
 /// Runs one cell: `threads` callers, the paths alternated.
 fn run_cell(cell: &Cell<'_>, threads: usize, paths: &[Path], calls: usize) -> R<CellTimes> {
-    let per_thread = calls.div_ceil(threads).max(BLOCK);
+    let per_thread = calls.max(BLOCK);
     let rounds = per_thread.div_ceil(BLOCK);
     let warm_rounds = 2;
     let barrier = Barrier::new(threads);
@@ -417,8 +417,8 @@ fn main() -> R<()> {
     let breakdown = std::env::var("BREAKDOWN").is_ok_and(|v| v == "1");
     let plugin = Plugin::default_plugin()?;
     println!(
-        "plugin {} (PJRT C API {}.{}), {} cores, {calls} timed calls per path and cell \
-         (a quarter at batch 1024), µs per call",
+        "plugin {} (PJRT C API {}.{}), {} cores, {calls} timed calls per path, cell and \
+         thread (a quarter at batch 1024), µs per call",
         plugin.path().display(),
         plugin.api_version().0,
         plugin.api_version().1,
