@@ -21,7 +21,7 @@ COMPARE=${COMPARE:-1}
 ANCHOR=${ANCHOR:-../shared/bench-anchors/jax_hostloop_catch.py}
 . bench/jax_venv.sh
 cargo build --release --quiet --example catch_hostloop
-OURS=target/release/examples/catch_hostloop
+OURS=${CARGO_TARGET_DIR:-target}/release/examples/catch_hostloop
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 

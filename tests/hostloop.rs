@@ -1,14 +1,17 @@
-//! `Buffer::read_in_place` (the host loop's way of reading Q-values, see
-//! `examples/catch_hostloop.rs`) on the real plugin: it gives what an independent
-//! computation in Rust gives, and the same as `copy_to_host`, for outputs of
-//! executables (transposed ones included), uploaded buffers, every rank from 0 to 3,
-//! a second device, and synchronous and asynchronous clients; bad input is the same
-//! error as a copy's.
+//! Reading results on the host, as every read does by default (`copy_to_host`,
+//! `to_vec`, `to_scalar`: in place where the buffer lives in host memory in the
+//! dense row-major layout, through the plugin's transfer otherwise), on the real
+//! plugin: it gives what an independent computation in Rust gives, and the same as
+//! the plugin's own transfer (`copy_to_host_via_plugin`), for outputs of executables
+//! (tuples and transposed ones included), uploaded buffers, every rank from 0 to 3,
+//! every element type, a second device, and synchronous and asynchronous clients;
+//! bad input is the same error either way.
 
 mod common;
 
 use common::*;
-use xlaclient::{Builder, Client, ClientOptions, Shape};
+use xlaclient::half::{bf16, f16};
+use xlaclient::{Builder, Client, ClientOptions, NativeType, Shape};
 
 /// `[rows, cols]` input; outputs `x * 2 + 1` ([rows, cols]) and `transpose(x)`
 /// ([cols, rows]).
@@ -42,52 +45,136 @@ fn check_client(client: &Client) {
         assert_eq!(out.len(), 2);
         let mut y = vec![0.0f32; rows * cols];
         let mut t = vec![0.0f32; rows * cols];
-        out[0].read_in_place(&mut y).unwrap();
+        out[0].copy_to_host(&mut y).unwrap();
         out[1].read_in_place(&mut t).unwrap();
         assert_eq!(y, want_y);
         assert_eq!(t, want_t);
         assert_eq!(out[0].to_vec::<f32>().unwrap(), y);
         assert_eq!(out[1].to_vec::<f32>().unwrap(), t);
+        let (mut y2, mut t2) = (vec![0.0f32; rows * cols], vec![0.0f32; rows * cols]);
+        out[0].copy_to_host_via_plugin(&mut y2).unwrap();
+        out[1].copy_to_host_via_plugin(&mut t2).unwrap();
+        assert_eq!((y2, t2), (want_y.clone(), want_t.clone()));
     }
     // An uploaded buffer reads back as it was given.
     let mut back = vec![0.0f32; rows * cols];
-    xb.read_in_place(&mut back).unwrap();
+    xb.copy_to_host(&mut back).unwrap();
     assert_eq!(back, x);
 }
 
 #[test]
-fn read_in_place_matches_rust_and_copy_on_the_shared_client() {
+fn reads_match_rust_and_the_plugin_on_the_default_synchronous_client() {
     check_client(client());
 }
 
 #[test]
-fn read_in_place_matches_rust_and_copy_on_a_synchronous_client() {
-    let sync = Client::new(client().plugin(), &ClientOptions::new().asynchronous(false)).unwrap();
-    check_client(&sync);
+fn reads_match_rust_and_the_plugin_on_an_asynchronous_client() {
+    let a = Client::new(client().plugin(), &ClientOptions::new().asynchronous(true)).unwrap();
+    check_client(&a);
+}
+
+/// Uploads `values` with `dims`, runs `x + x` (`x | x` for bools, so every type
+/// takes the program's path), and reads input and output back every way.
+fn check_type<T: NativeType + PartialEq>(values: &[T], dims: &[i64], double: impl Fn(T) -> T) {
+    let c = client();
+    let b = Builder::new("double");
+    let x = b.parameter(0, Shape::of::<T>(dims), "x");
+    let y = if T::TYPE == xlaclient::ElementType::Pred {
+        x.or(&x)
+    } else {
+        &x + &x
+    };
+    let exe = c.compile(b.build(&y).unwrap()).unwrap();
+    let input = c.buffer_from_host(values, dims).unwrap();
+    let out = exe.execute(&[&input]).unwrap().remove(0);
+    let want: Vec<T> = values.iter().map(|v| double(*v)).collect();
+    for (buf, want) in [(&input, values), (&out, &want[..])] {
+        let mut by_plugin = vec![T::default(); want.len()];
+        buf.copy_to_host_via_plugin(&mut by_plugin).unwrap();
+        assert_eq!(by_plugin, want, "{} {dims:?} via plugin", T::TYPE);
+        assert_eq!(
+            buf.to_vec::<T>().unwrap(),
+            want,
+            "{} {dims:?} to_vec",
+            T::TYPE
+        );
+        let mut copied = vec![T::default(); want.len()];
+        buf.copy_to_host(&mut copied).unwrap();
+        assert_eq!(copied, want, "{} {dims:?} copy_to_host", T::TYPE);
+        if dims.is_empty() {
+            assert_eq!(buf.to_scalar::<T>().unwrap(), want[0]);
+        }
+    }
 }
 
 #[test]
-fn read_in_place_every_rank_and_type() {
-    let c = client();
-    let s = c.scalar(7i32).unwrap();
-    let mut one = [0i32];
-    s.read_in_place(&mut one).unwrap();
-    assert_eq!(one, [7]);
-
-    let v: Vec<f64> = (0..24).map(|i| i as f64 * 0.5 - 3.0).collect();
-    for dims in [&[24i64][..], &[4, 6], &[2, 3, 4]] {
-        let b = c.buffer_from_host(&v, dims).unwrap();
-        let mut got = vec![0.0f64; 24];
-        b.read_in_place(&mut got).unwrap();
-        assert_eq!(got, v, "dims {dims:?}");
+fn every_rank_and_element_type_reads_as_the_plugin_copies() {
+    for dims in [&[][..], &[6], &[2, 3], &[1, 2, 3]] {
+        let n: i64 = dims.iter().product();
+        let n = n as usize;
+        let f: Vec<f64> = (0..n).map(|i| i as f64 * 0.5 - 1.25).collect();
+        check_type(&f, dims, |v| v + v);
+        check_type(
+            &f.iter().map(|v| *v as f32).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &f.iter().map(|v| f16::from_f64(*v)).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &f.iter().map(|v| bf16::from_f64(*v)).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &(0..n as i8).map(|i| i - 2).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &(0..n as i16).map(|i| i * 100 - 7).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &(0..n as i32).map(|i| i * 1000 - 9).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &(0..n as i64).map(|i| i << 40).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(&(0..n as u8).collect::<Vec<_>>(), dims, |v| v + v);
+        check_type(
+            &(0..n as u16).map(|i| i * 300).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &(0..n as u32).map(|i| i * 70000).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(
+            &(0..n as u64).map(|i| i << 33).collect::<Vec<_>>(),
+            dims,
+            |v| v + v,
+        );
+        check_type(&(0..n).map(|i| i % 3 == 0).collect::<Vec<_>>(), dims, |v| v);
     }
     // Empty buffers read as empty.
-    let e = c.buffer_from_host::<f32>(&[], &[0, 3]).unwrap();
-    e.read_in_place::<f32>(&mut []).unwrap();
+    let e = client().buffer_from_host::<f32>(&[], &[0, 3]).unwrap();
+    e.copy_to_host::<f32>(&mut []).unwrap();
+    assert!(e.to_vec::<f32>().unwrap().is_empty());
 }
 
 #[test]
-fn read_in_place_on_the_second_device() {
+fn reads_on_the_second_device() {
     let c = client();
     let devices = c.addressable_devices();
     if devices.len() < 2 {
@@ -98,21 +185,32 @@ fn read_in_place_on_the_second_device() {
     let b = c.buffer_from_host(&v, &[3, 4]).unwrap();
     let moved = b.copy_to_device(&devices[1]).unwrap();
     let mut got = vec![0u8; 12];
-    moved.read_in_place(&mut got).unwrap();
+    moved.copy_to_host(&mut got).unwrap();
     assert_eq!(got, v);
+    assert_eq!(moved.to_vec::<u8>().unwrap(), v);
 }
 
 #[test]
-fn read_in_place_refuses_what_a_copy_refuses() {
+fn reads_refuse_what_a_plugin_copy_refuses() {
     let b = upload(&[1.0f32, 2.0, 3.0], &[3]);
     let mut short = [0.0f32; 2];
-    assert!(matches!(
-        b.read_in_place(&mut short),
-        Err(xlaclient::RuntimeError::HostLength { .. })
-    ));
     let mut wrong_type = [0i32; 3];
+    for in_place in [true, false] {
+        let r = if in_place {
+            b.copy_to_host(&mut short)
+        } else {
+            b.copy_to_host_via_plugin(&mut short)
+        };
+        assert!(matches!(r, Err(xlaclient::RuntimeError::HostLength { .. })));
+        let r = if in_place {
+            b.copy_to_host(&mut wrong_type)
+        } else {
+            b.copy_to_host_via_plugin(&mut wrong_type)
+        };
+        assert!(matches!(r, Err(xlaclient::RuntimeError::HostType { .. })));
+    }
     assert!(matches!(
-        b.read_in_place(&mut wrong_type),
-        Err(xlaclient::RuntimeError::HostType { .. })
+        b.to_scalar::<f32>(),
+        Err(xlaclient::RuntimeError::HostLength { .. })
     ));
 }

@@ -305,7 +305,15 @@ fn slow(k: usize) -> Computation {
 
 #[test]
 fn execute_async_is_a_future_woken_by_the_plugin() {
-    let exe = client().compile(slow(40)).unwrap();
+    // An asynchronous client: the default one runs the program inside
+    // `execute_async`, which then returns a finished execution.
+    let c = xlaclient::Client::new(
+        client().plugin(),
+        &xlaclient::ClientOptions::new().asynchronous(true),
+    )
+    .unwrap();
+    let upload = |v: &[f32], dims: &[i64]| c.buffer_from_host(v, dims).unwrap();
+    let exe = c.compile(slow(40)).unwrap();
     let x = upload(&vec![0.5f32; 256 * 256], &[256, 256]);
     let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
 

@@ -229,14 +229,16 @@ impl Stats {
     }
 }
 
-/// The client options of run `run` (the wait policies and the synchronous client
-/// take turns; run 0 is the default client).
+/// The client options of run `run` (the default, synchronous client and
+/// asynchronous ones with each wait policy take turns; run 0 is the default
+/// client).
 pub fn client_options(run: u64) -> ClientOptions {
+    let asynchronous = ClientOptions::new().asynchronous(true);
     match run % 4 {
         0 => ClientOptions::new(),
-        1 => ClientOptions::new().wait_policy(WaitPolicy::Park),
-        2 => ClientOptions::new().wait_policy(WaitPolicy::Spin(Duration::from_micros(200))),
-        _ => ClientOptions::new().asynchronous(false),
+        1 => asynchronous.wait_policy(WaitPolicy::Park),
+        2 => asynchronous.wait_policy(WaitPolicy::Spin(Duration::from_micros(200))),
+        _ => asynchronous,
     }
 }
 

@@ -88,6 +88,6 @@ pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::WaitPolicy;
 pub use xlaclient_pjrt::{
-    Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions, Device,
-    HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
+    AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
+    Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };

@@ -1,7 +1,11 @@
-//! The raw comparison path of `benches/mlp_overhead.rs`: one MLP-style call
-//! (upload an input, execute with resident parameters, download output 0) driven
+//! The raw comparison path of `benches/call_paths.rs`: one MLP-style call
+//! (upload an input, execute with resident parameters, read output 0) driven
 //! through C function pointers looked up once, with no safe wrapper in between, as a
-//! C program would (`pjrt_floor.c` of the benchmark anchors).
+//! C program would (`pjrt_floor.c` of the benchmark anchors). By default it is the
+//! anchors' floor (`pjrt_floor.c --d2h ptr --no-exec-event`): no completion event
+//! asked of the execution, output 0 read through `PJRT_Buffer_ReadyEvent` +
+//! `PJRT_Buffer_UnsafePointer` + `memcpy` where the buffer is on the CPU;
+//! [`RawCall::read`] and [`RawCall::upload`] pick the other sequences.
 //!
 //! Not part of the API (hidden from the docs, may change at any time). It lives here
 //! so that every `unsafe` line stays in `src/pjrt/`; its interface is safe: it
@@ -28,6 +32,28 @@ pub enum RawWait {
     Spin(Duration),
 }
 
+/// How the raw path reads output 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawRead {
+    /// `PJRT_Buffer_ReadyEvent`, wait, `PJRT_Buffer_UnsafePointer`, `memcpy`: the
+    /// anchors' floor (`--d2h ptr`), CPU plugins only (checked once, at
+    /// [`RawCall::new`], by `PJRT_Buffer_IsOnCpu` on a parameter).
+    Pointer,
+    /// `PJRT_Buffer_ToHostBuffer` and a wait for its event (`--d2h copy`).
+    Copy,
+}
+
+/// How the raw path uploads its input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawUpload {
+    /// `kImmutableOnlyDuringCall`: the plugin copies during the call.
+    DuringCall,
+    /// `kImmutableZeroCopy`: the plugin may use the host memory itself (when it is
+    /// aligned as the plugin wants); the input buffer is destroyed and its
+    /// done-with-host-buffer event waited for before the call returns.
+    ZeroCopy,
+}
+
 /// Function pointers looked up once, then called directly.
 struct Fns {
     from_host: CFn<raw::PJRT_Client_BufferFromHostBuffer_Args>,
@@ -37,6 +63,8 @@ struct Fns {
     await_: CFn<raw::PJRT_Event_Await_Args>,
     event_destroy: CFn<raw::PJRT_Event_Destroy_Args>,
     buffer_destroy: CFn<raw::PJRT_Buffer_Destroy_Args>,
+    ready_event: CFn<raw::PJRT_Buffer_ReadyEvent_Args>,
+    unsafe_pointer: CFn<raw::PJRT_Buffer_UnsafePointer_Args>,
 }
 
 /// Raw calls of one executable: parameters resident, an f32 input uploaded per call
@@ -49,6 +77,12 @@ pub struct RawCall<'e> {
     param_ptrs: Vec<*mut PJRT_Buffer>,
     out_len: usize,
     wait: RawWait,
+    read: RawRead,
+    upload: RawUpload,
+    on_cpu: bool,
+    /// Whether output 0 holds exactly `out_len` f32 values on the device (asked of
+    /// the first output; the program's output shape is static).
+    pointer_ok: std::sync::OnceLock<bool>,
     fns: Fns,
 }
 
@@ -81,7 +115,9 @@ impl Drop for OwnedRaw<'_> {
 impl<'e> RawCall<'e> {
     /// Prepares raw calls of `exe` with `params` (resident buffers of its client) as
     /// its first arguments. Output 0 must be an f32 array whose shape the plugin
-    /// reported at compile time.
+    /// reported at compile time. Reads by pointer ([`RawRead::Pointer`]) when the
+    /// parameters live on the CPU, else by copy; uploads with
+    /// [`RawUpload::DuringCall`].
     pub fn new(exe: &'e LoadedExecutable, params: Vec<Buffer>, wait: RawWait) -> Result<Self> {
         let client = &exe.client;
         for (argument, p) in params.iter().enumerate() {
@@ -108,6 +144,17 @@ impl<'e> RawCall<'e> {
             await_: api.slot_fn(slot::PJRT_Event_Await)?,
             event_destroy: api.slot_fn(slot::PJRT_Event_Destroy)?,
             buffer_destroy: api.slot_fn(slot::PJRT_Buffer_Destroy)?,
+            ready_event: api.slot_fn(slot::PJRT_Buffer_ReadyEvent)?,
+            unsafe_pointer: api.slot_fn(slot::PJRT_Buffer_UnsafePointer)?,
+        };
+        let on_cpu = match params.first() {
+            Some(p) => {
+                let b = p.raw;
+                // SAFETY: a live buffer owned by `params`; the answer is a bool.
+                matches!(unsafe { api.query(slot::PJRT_Buffer_IsOnCpu, |a| a.buffer = b) },
+                    Ok(a) if a.is_on_cpu)
+            }
+            None => false,
         };
         Ok(RawCall {
             exe,
@@ -117,8 +164,29 @@ impl<'e> RawCall<'e> {
             params,
             out_len,
             wait,
+            read: if on_cpu {
+                RawRead::Pointer
+            } else {
+                RawRead::Copy
+            },
+            upload: RawUpload::DuringCall,
+            on_cpu,
+            pointer_ok: std::sync::OnceLock::new(),
             fns,
         })
+    }
+
+    /// Reads output 0 this way ([`RawRead::Pointer`] only where the parameters
+    /// live on the CPU: elsewhere it stays [`RawRead::Copy`]).
+    pub fn read(mut self, read: RawRead) -> Self {
+        self.read = if self.on_cpu { read } else { RawRead::Copy };
+        self
+    }
+
+    /// Uploads the input this way.
+    pub fn upload(mut self, upload: RawUpload) -> Self {
+        self.upload = upload;
+        self
     }
 
     /// The resident parameters.
@@ -201,19 +269,29 @@ impl<'e> RawCall<'e> {
         h.type_ = raw::PJRT_Buffer_Type_F32;
         h.dims = dims.as_ptr();
         h.num_dims = dims.len();
-        h.host_buffer_semantics = raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+        h.host_buffer_semantics = match self.upload {
+            RawUpload::DuringCall => raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+            RawUpload::ZeroCopy => raw::PJRT_HostBufferSemantics_kImmutableZeroCopy,
+        };
         h.device = self.device;
-        // SAFETY: `input` holds exactly the elements `dims` describe (checked above)
-        // and, with "immutable only during call" semantics, is read during the call
-        // only; the client and device are live for `'e`.
+        // SAFETY: `input` holds exactly the elements `dims` describe (checked above).
+        // With "immutable only during call" semantics it is read during the call
+        // only; with zero-copy semantics the plugin may read it until the
+        // done-with-host-buffer event fires, which this function waits for (after
+        // destroying the input buffer) before it returns, while `input` is borrowed
+        // and so unmodified. The client and device are live for `'e`.
         let e = unsafe { (self.fns.from_host)(&mut h) };
         self.check("PJRT_Client_BufferFromHostBuffer", e)?;
-        let input_buf = OwnedRaw(&self.fns, h.buffer);
-        // SAFETY: the event (if any) was returned to us by the upload.
-        let uploaded = unsafe { self.finish_event(h.done_with_host_buffer) };
+        // Destroys the input buffer and then waits for its done-with-host-buffer
+        // event, on every path.
+        let input = Input {
+            call: self,
+            buf: h.buffer,
+            done: h.done_with_host_buffer,
+        };
 
         let mut args: SmallVec<[*mut PJRT_Buffer; 8]> = self.param_ptrs.iter().copied().collect();
-        args.push(input_buf.1);
+        args.push(input.buf);
         let arg_lists = [args.as_ptr()];
         let n_out = self.exe.num_outputs();
         let mut outs: SmallVec<[*mut PJRT_Buffer; 4]> =
@@ -243,19 +321,117 @@ impl<'e> RawCall<'e> {
         let outputs: SmallVec<[OwnedRaw<'_>; 4]> =
             outs.iter().map(|p| OwnedRaw(&self.fns, *p)).collect();
 
+        let read = match self.read {
+            RawRead::Copy => self.copy_out(outputs[0].1, out),
+            RawRead::Pointer if self.pointer_readable(outputs[0].1, out.len()) => {
+                self.read_pointer(outputs[0].1, out)
+            }
+            RawRead::Pointer => self.copy_out(outputs[0].1, out),
+        };
+        drop(outputs);
+        let uploaded = input.finish();
+        read.and(uploaded)
+    }
+
+    /// `PJRT_Buffer_ToHostBuffer` of `buf` (output 0, live, owned by the caller)
+    /// into `out` (its length checked by `call`), and the wait for it.
+    fn copy_out(&self, buf: *mut PJRT_Buffer, out: &mut [f32]) -> Result<()> {
         let mut t = raw::PJRT_Buffer_ToHostBuffer_Args::new();
-        t.src = outputs[0].1;
+        t.src = buf;
         t.dst = out.as_mut_ptr().cast();
         t.dst_size = std::mem::size_of_val(out);
         // SAFETY: `out` has room for exactly output 0 (f32, `out_len` elements,
-        // checked above) and is not touched again before the copy's event is done,
-        // which `finish_event` waits for before this function returns.
+        // checked by `call`) and is not touched again before the copy's event is
+        // done, which `finish_event` waits for before this function returns.
         let e = unsafe { (self.fns.to_host)(&mut t) };
         self.check("PJRT_Buffer_ToHostBuffer", e)?;
         // SAFETY: the copy's event, returned to us.
-        let copied = unsafe { self.finish_event(t.event) };
-        drop(outputs);
-        drop(input_buf);
-        uploaded.and(copied)
+        unsafe { self.finish_event(t.event) }
+    }
+
+    /// Whether output 0 (`buf`, live) takes exactly `len` f32 values on the device,
+    /// asked once per `RawCall`.
+    fn pointer_readable(&self, buf: *mut PJRT_Buffer, len: usize) -> bool {
+        *self.pointer_ok.get_or_init(|| {
+            // SAFETY: a live buffer owned by the caller; the answer is a size.
+            let size = unsafe {
+                self.exe
+                    .client
+                    .api
+                    .query(slot::PJRT_Buffer_OnDeviceSizeInBytes, |a| a.buffer = buf)
+            };
+            matches!(size, Ok(a) if a.on_device_size_in_bytes == len * 4)
+        })
+    }
+
+    /// Waits until `buf` (output 0 of an execution) is ready, then copies its
+    /// memory into `out`.
+    fn read_pointer(&self, buf: *mut PJRT_Buffer, out: &mut [f32]) -> Result<()> {
+        let mut r = raw::PJRT_Buffer_ReadyEvent_Args::new();
+        r.buffer = buf;
+        // SAFETY: `buf` is a live buffer owned by the caller; the event is ours.
+        let e = unsafe { (self.fns.ready_event)(&mut r) };
+        self.check("PJRT_Buffer_ReadyEvent", e)?;
+        // SAFETY: the ready event, returned to us.
+        unsafe { self.finish_event(r.event)? };
+        let mut u = raw::PJRT_Buffer_UnsafePointer_Args::new();
+        u.buffer = buf;
+        // SAFETY: a live buffer; the answer is an address.
+        let e = unsafe { (self.fns.unsafe_pointer)(&mut u) };
+        self.check("PJRT_Buffer_UnsafePointer", e)?;
+        if u.buffer_pointer == 0 {
+            return Err(Error::Unsupported {
+                function: "PJRT_Buffer_UnsafePointer (null address)",
+                api_version: self.exe.client.api.version(),
+            });
+        }
+        // SAFETY: the buffer lives on the CPU (checked at `new`), is ready (its
+        // computation is done, so nothing writes it any more) and owned by the
+        // caller until after this copy; it takes exactly `out`'s bytes on the device
+        // (`pointer_readable`, the output's static size), and `out` is a distinct
+        // writable slice. (The order of the values is the program's output layout,
+        // dense row-major for these programs; the bench compares the values with
+        // the safe path's.)
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                u.buffer_pointer as *const u8,
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(out),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The uploaded input: on drop or [`finish`](Input::finish), the buffer is destroyed
+/// first and then its done-with-host-buffer event waited for (a zero-copy input's
+/// event fires only once the buffer is gone); after that the plugin no longer reads
+/// the host input.
+struct Input<'r, 'e> {
+    call: &'r RawCall<'e>,
+    buf: *mut PJRT_Buffer,
+    done: *mut PJRT_Event,
+}
+
+impl Input<'_, '_> {
+    fn release(&mut self) -> Result<()> {
+        drop(OwnedRaw(
+            &self.call.fns,
+            std::mem::replace(&mut self.buf, std::ptr::null_mut()),
+        ));
+        let ev = std::mem::replace(&mut self.done, std::ptr::null_mut());
+        // SAFETY: the event (if any) was returned to us by the upload and is
+        // finished once (the field is cleared).
+        unsafe { self.call.finish_event(ev) }
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.release()
+    }
+}
+
+impl Drop for Input<'_, '_> {
+    fn drop(&mut self) {
+        let _ = self.release();
     }
 }

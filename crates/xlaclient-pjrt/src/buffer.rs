@@ -8,6 +8,7 @@ use super::client::ClientInner;
 use super::device::Device;
 use super::raw::{self, PJRT_Buffer, slot};
 use crate::error::{Error, Result};
+use crate::host::{AlignedHost, Lent};
 use crate::shape::{Dims, ElementType, NativeType, Shape};
 
 /// The C API's buffer type number for an element type.
@@ -52,6 +53,18 @@ pub struct Buffer {
     /// Element type and dims, when known without asking the plugin (uploads and
     /// outputs of executables whose output shapes were read at compile time).
     meta: OnceLock<(ElementType, Dims)>,
+    /// For a buffer uploaded from an [`AlignedHost`]: the host memory, which the
+    /// plugin may use as the buffer's own until the done event fires.
+    host: Option<HostLease>,
+}
+
+/// Host memory lent to the plugin by an upload without a copy, and the upload's
+/// done-with-host-buffer event (null: the plugin said it was done at once), owned
+/// by the buffer (wrapped in an `Event` when the buffer is taken apart; kept raw
+/// so that a buffer stays small).
+pub(crate) struct HostLease {
+    pub(crate) memory: Lent,
+    pub(crate) done: *mut raw::PJRT_Event,
 }
 
 // SAFETY: a PJRT buffer is owned by exactly one `Buffer` (destroyed once, in Drop)
@@ -64,7 +77,10 @@ unsafe impl Send for Buffer {}
 // kept execution argument), so any number of threads may make them at once. The
 // one use the plugin does not synchronise, donation (it aborts on a buffer another
 // thread holds), needs the `Buffer` by value (`Arg::Donate`), which no `&Buffer`
-// can give: no shared reference can exist while a buffer is donated.
+// can give: no shared reference can exist while a buffer is donated. Lent host
+// memory (`host`) is never written through `&Buffer` (the plugin only reads it,
+// in-place reads copy out of it), and its `Event` is only used by value (in
+// `into_host` and `Drop`), never through a shared reference.
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
@@ -73,7 +89,29 @@ impl Buffer {
             client: client.clone(),
             raw,
             meta: OnceLock::new(),
+            host: None,
         }
+    }
+
+    /// A buffer uploaded without a copy from `memory`, which it keeps until the
+    /// plugin is done with it (`done`).
+    pub(crate) fn with_host(
+        client: &Arc<ClientInner>,
+        raw: *mut PJRT_Buffer,
+        ty: ElementType,
+        dims: &[i64],
+        lease: HostLease,
+    ) -> Buffer {
+        let mut b = Buffer::with_meta(client, raw, ty, dims);
+        b.host = Some(lease);
+        b
+    }
+
+    /// Whether the buffer holds host memory lent to the plugin (such a buffer is
+    /// never donated: its memory is an array of the caller or of the client's
+    /// pool, not the plugin's to reuse).
+    pub(crate) fn holds_host(&self) -> bool {
+        self.host.is_some()
     }
 
     /// A buffer whose element type and dims are already known.
@@ -194,15 +232,13 @@ impl Buffer {
         super::event::wait_opt(self.client.event(a.event))
     }
 
-    /// Copies the buffer to the host into `out`, whose length must equal the
-    /// buffer's element count and whose type must match its element type.
-    pub fn copy_to_host<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
+    /// Checks that `out` can hold the buffer: the same element type and count.
+    fn check_host<T: NativeType>(&self, out: &[T]) -> Result<()> {
         let (ty, dims) = self.meta()?;
-        let ty = *ty;
-        if ty != T::TYPE {
+        if *ty != T::TYPE {
             return Err(Error::HostType {
                 what: "buffer",
-                expected: ty,
+                expected: *ty,
                 given: T::TYPE,
             });
         }
@@ -214,39 +250,73 @@ impl Buffer {
                 given: out.len(),
             });
         }
+        Ok(())
+    }
+
+    /// Copies the buffer's values to the host into `out`, whose length must equal
+    /// the buffer's element count and whose type must match its element type; waits
+    /// for the computation that produces them.
+    ///
+    /// Where the buffer lives in host memory (a CPU device) in the dense row-major
+    /// layout (minor-to-major `[rank-1, …, 0]`, no tiles) and takes exactly `out`'s
+    /// bytes, it waits for the buffer to be ready and copies its memory with
+    /// `memcpy`, on the calling thread. Anything else (another device, another
+    /// layout, a plugin without the needed functions) goes through the plugin's
+    /// device-to-host transfer ([`copy_to_host_via_plugin`](Self::copy_to_host_via_plugin)),
+    /// so the values are the same either way. The in-place read skips the plugin's
+    /// transfer, which the CPU plugin runs as a task on a worker thread even for a
+    /// synchronous client: a thread hand-off that costs tens of µs on a small, busy
+    /// machine (more after the thread has slept), for a copy of a few bytes.
+    ///
+    /// # Errors
+    /// Another element type or length than the buffer's ([`Error::HostType`],
+    /// [`Error::HostLength`]); the failure of the computation that defines the
+    /// buffer ([`Error::Execution`]).
+    pub fn copy_to_host<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
+        self.check_host(out)?;
+        if self.read_host_memory(out)? {
+            return Ok(());
+        }
         // SAFETY: `out` is a writable slice of exactly the buffer's byte size (checked
         // above: same element type, same count), alive until the copy event fires,
         // which `copy_raw` waits for.
         unsafe { self.copy_raw(out.as_mut_ptr().cast(), std::mem::size_of_val(out)) }
     }
 
-    /// Like [`copy_to_host`](Self::copy_to_host), reading the buffer's memory
-    /// directly when it lives on the host (CPU devices): waits until the buffer is
-    /// ready, then copies its bytes with `memcpy`. This skips the plugin's
-    /// device-to-host copy, which the CPU plugin runs as a task on a worker thread
-    /// even for a client created with `asynchronous=false`: a thread hand-off that
-    /// costs tens of µs on a small, busy machine, for a copy of a few bytes.
-    ///
-    /// It reads in place only what it can read exactly: a buffer on the CPU, in the
-    /// dense row-major layout (minor-to-major `[rank-1, …, 0]`, no tiles) and exactly
-    /// `out`'s size on the device. Anything else (another device, another layout, a
-    /// plugin without the needed functions) goes through
-    /// [`copy_to_host`](Self::copy_to_host), so the result is the same either way.
+    /// Copies the buffer to the host through the plugin's device-to-host transfer
+    /// (`PJRT_Buffer_ToHostBuffer`) always, even where
+    /// [`copy_to_host`](Self::copy_to_host) would read the memory in place.
     ///
     /// # Errors
-    /// As [`copy_to_host`](Self::copy_to_host): another element type or length than
-    /// the buffer's ([`Error::HostType`], [`Error::HostLength`]), a donated buffer, a failed computation.
+    /// As [`copy_to_host`](Self::copy_to_host).
+    pub fn copy_to_host_via_plugin<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
+        self.check_host(out)?;
+        // SAFETY: as in `copy_to_host`.
+        unsafe { self.copy_raw(out.as_mut_ptr().cast(), std::mem::size_of_val(out)) }
+    }
+
+    /// The same as [`copy_to_host`](Self::copy_to_host), which reads in place
+    /// wherever it can (this name is from before that was the default).
+    ///
+    /// # Errors
+    /// As [`copy_to_host`](Self::copy_to_host).
     pub fn read_in_place<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
-        let (ty, dims) = self.meta()?;
-        let ty = *ty;
-        let n: i64 = dims.iter().product();
-        if ty != T::TYPE || n != out.len() as i64 {
-            // The same checks and messages as a copy.
-            return self.copy_to_host(out);
-        }
+        self.copy_to_host(out)
+    }
+
+    /// Reads the buffer's memory into `out` (whose type and length are checked)
+    /// when it can be read in place; `Ok(false)` when it cannot (the caller then
+    /// copies through the plugin).
+    fn read_host_memory<T: NativeType>(&self, out: &mut [T]) -> Result<bool> {
         let size = std::mem::size_of_val(out);
-        if !self.host_readable(dims.len(), size)? {
-            return self.copy_to_host(out);
+        if size == 0 {
+            // Nothing to read; the computation's failure, if any, is still reported.
+            self.ready()?;
+            return Ok(true);
+        }
+        let rank = self.meta()?.1.len();
+        if !self.host_readable(rank, size)? {
+            return Ok(false);
         }
         // Waits for the computation that defines the buffer (and reports its
         // failure); after this the memory holds the final values.
@@ -258,26 +328,25 @@ impl Buffer {
                 .api
                 .query(slot::PJRT_Buffer_UnsafePointer, |a| a.buffer = b)
         } {
-            Ok(a) if a.buffer_pointer != 0 => Some(a.buffer_pointer),
-            _ => None,
+            Ok(a) if a.buffer_pointer != 0 => a.buffer_pointer,
+            _ => return Ok(false),
         };
-        if let Some(p) = pointer {
-            // SAFETY: the buffer is on the CPU, ready, dense row-major with exactly
-            // `size` bytes on the device (checked by `host_readable`), so `size`
-            // bytes from its pointer are its elements in `out`'s order. The memory
-            // stays put and unwritten while `self` is borrowed: a ready buffer is
-            // not written any more, only `Drop` destroys it, and only donation
-            // (which takes the `Buffer` by value, impossible while it is borrowed)
-            // could hand its memory to other work. `out` is a distinct, writable
-            // slice of `size` bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr().cast::<u8>(), size);
-            }
+        // SAFETY: the buffer is on the CPU, ready, dense row-major with exactly
+        // `size` bytes on the device (checked by `host_readable`), so `size` bytes
+        // from its pointer are its elements in `out`'s order. The memory stays put
+        // and unwritten while `self` is borrowed: a ready buffer is not written any
+        // more, only `Drop` destroys it, and only donation (which takes the `Buffer`
+        // by value, impossible while it is borrowed) could hand its memory to other
+        // work; memory lent by an `AlignedHost` is owned by `self` and never
+        // written while lent. `out` is a distinct, writable slice of `size` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                pointer as *const u8,
+                out.as_mut_ptr().cast::<u8>(),
+                size,
+            );
         }
-        match pointer {
-            Some(_) => Ok(()),
-            None => self.copy_to_host(out),
-        }
+        Ok(true)
     }
 
     /// Whether the buffer may be read in place: on the CPU, dense row-major layout
@@ -326,7 +395,8 @@ impl Buffer {
             .all(|(i, &d)| d == (rank - 1 - i) as i64))
     }
 
-    /// Copies the buffer to a new `Vec` on the host.
+    /// Copies the buffer to a new `Vec` on the host (in place where it can, as
+    /// [`copy_to_host`](Self::copy_to_host)).
     pub fn to_vec<T: NativeType>(&self) -> Result<Vec<T>> {
         let mut v = vec![T::default(); self.element_count()?];
         self.copy_to_host(&mut v)?;
@@ -337,7 +407,8 @@ impl Buffer {
         Ok(self.meta()?.1.iter().product::<i64>().max(0) as usize)
     }
 
-    /// Copies a rank-0 buffer to the host.
+    /// Copies a rank-0 buffer to the host (in place where it can, as
+    /// [`copy_to_host`](Self::copy_to_host)).
     pub fn to_scalar<T: NativeType>(&self) -> Result<T> {
         let mut v = [T::default()];
         self.copy_to_host(&mut v)?;
@@ -360,15 +431,81 @@ impl Buffer {
         };
         super::event::wait_opt(self.client.event(a.event))
     }
+
+    /// The buffer's values in an [`AlignedHost`] array, giving the buffer up. A
+    /// buffer uploaded from an `AlignedHost`
+    /// ([`Client::buffer_from_aligned`](super::Client::buffer_from_aligned)) gives
+    /// that very array back, unchanged, once the plugin no longer reads it (the
+    /// buffer is destroyed first; executions still using it are waited for): the
+    /// way to reuse one host array for every step's upload. Any other buffer is
+    /// copied into a new array ([`copy_to_host`](Self::copy_to_host)).
+    ///
+    /// # Errors
+    /// [`Error::HostType`] when `T` is not the buffer's element type; as
+    /// [`copy_to_host`](Self::copy_to_host) for a copy; the failure of the upload's
+    /// done event (the array is then not given back, it stays with the plugin).
+    pub fn into_host<T: NativeType>(mut self) -> Result<AlignedHost<T>> {
+        let ty = self.meta()?.0;
+        if ty != T::TYPE {
+            return Err(Error::HostType {
+                what: "buffer",
+                expected: ty,
+                given: T::TYPE,
+            });
+        }
+        let Some(lease) = self.host.take() else {
+            let mut a = AlignedHost::new(self.element_count()?)?;
+            self.copy_to_host(&mut a)?;
+            return Ok(a);
+        };
+        self.destroy();
+        let HostLease { memory, done } = lease;
+        if let Some(done) = self.client.event(done) {
+            if let Err(e) = done.wait() {
+                // The plugin reported a failure of the event; keep the memory out
+                // of reach for good rather than reuse what it may still read.
+                std::mem::forget(memory);
+                return Err(e);
+            }
+        }
+        // An upload records the array's own element type as the buffer's (checked
+        // against `T` above), so this is the array that was lent (or the pool's
+        // block holding a copy of the uploaded values).
+        AlignedHost::from_memory(memory.into_memory()).map_err(|m| Error::HostType {
+            what: "buffer's host array",
+            expected: m.element_type(),
+            given: T::TYPE,
+        })
+    }
+
+    /// Destroys the PJRT buffer (once; `raw` is null afterwards).
+    fn destroy(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        let mut a = raw::PJRT_Buffer_Destroy_Args::new();
+        a.buffer = std::mem::replace(&mut self.raw, std::ptr::null_mut());
+        // SAFETY: we own the buffer and destroy it once (the field is cleared).
+        // The runtime keeps the memory alive for work still using it (PJRT tracks
+        // usage).
+        let _ = unsafe { self.client.api.call(slot::PJRT_Buffer_Destroy, &mut a) };
+    }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        let mut a = raw::PJRT_Buffer_Destroy_Args::new();
-        a.buffer = self.raw;
-        // SAFETY: we own the buffer and destroy it once. The runtime keeps the
-        // memory alive for work still using it (PJRT tracks usage).
-        let _ = unsafe { self.client.api.call(slot::PJRT_Buffer_Destroy, &mut a) };
+        self.destroy();
+        // Lent host memory is freed once the plugin is done with it: when the
+        // upload's done event fires, which for memory the plugin uses as the
+        // buffer's is after the buffer is destroyed (just above) and no execution
+        // uses it any more. Freed from the event's callback, so dropping never
+        // blocks.
+        if let Some(HostLease { memory, done }) = self.host.take() {
+            match self.client.event(done) {
+                Some(ev) => ev.release_when_ready(memory),
+                None => drop(memory),
+            }
+        }
     }
 }
 

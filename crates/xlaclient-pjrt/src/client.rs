@@ -3,9 +3,10 @@
 use std::ffi::c_char;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::api::{Api, NamedValue, Plugin, copy_str};
-use super::buffer::Buffer;
+use super::buffer::{Buffer, HostLease};
 use super::device::Device;
 use super::event::{Event, WaitPolicy};
 use super::executable::LoadedExecutable;
@@ -13,7 +14,8 @@ use super::options::{ClientOptions, CompileOptions};
 use super::raw::{self, PJRT_Client, PJRT_Device, slot};
 use crate::HloModuleSource;
 use crate::error::{Error, Result};
-use crate::shape::{NativeType, Shape};
+use crate::host::{AlignedHost, HostPool, Lent};
+use crate::shape::{ElementType, NativeType, Shape};
 
 pub(crate) struct ClientInner {
     pub(crate) api: Arc<Api>,
@@ -27,6 +29,11 @@ pub(crate) struct ClientInner {
     identity: std::sync::OnceLock<String>,
     /// The persistent compilation cache, if on.
     pub(crate) cache: Option<crate::cache::DiskCache>,
+    /// Aligned host blocks for small uploads without a copy by the plugin.
+    pub(crate) pool: Arc<HostPool>,
+    /// Whether the plugin took a zero-copy upload: 0 not tried yet, 1 yes, 2 no
+    /// (it refused one: uploads are then copied by the plugin during the call).
+    zero_copy: std::sync::atomic::AtomicU8,
 }
 
 impl ClientInner {
@@ -94,6 +101,12 @@ impl Client {
     /// As in JAX, `XLA_FLAGS=--xla_force_host_platform_device_count=N` gives a CPU
     /// plugin's client `N` devices unless `options` set `cpu_device_count` (a CPU
     /// plugin is one whose file name says `cpu`).
+    ///
+    /// Unless `options` name `asynchronous`, the client is asked to run work on
+    /// the calling thread (`asynchronous=false`, see
+    /// [`ClientOptions::asynchronous`]): the faster choice for every pattern
+    /// measured with the CPU plugin (`benches/call_paths.rs`). A plugin that
+    /// refuses that option (one that is not a CPU plugin) gets `options` as given.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
         // The plugin reads XLA_FLAGS when the client is made and aborts on a flag
         // it does not know: a flag this crate cannot vouch for is refused here.
@@ -117,51 +130,16 @@ impl Client {
         };
         options.validate()?;
         let api = plugin.api.clone();
-        // The named values borrow the option names and strings from `options`,
-        // which outlives the call.
-        let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(options.values.len());
-        for (name, value) in &options.values {
-            let mut nv = raw::PJRT_NamedValue::new();
-            nv.name = name.as_ptr().cast::<c_char>();
-            nv.name_size = name.len();
-            match value {
-                NamedValue::String(s) => {
-                    nv.type_ = raw::PJRT_NamedValue_kString;
-                    nv.value.string_value = s.as_ptr().cast::<c_char>();
-                    nv.value_size = s.len();
-                }
-                NamedValue::Int64(v) => {
-                    nv.type_ = raw::PJRT_NamedValue_kInt64;
-                    nv.value.int64_value = *v;
-                    nv.value_size = 1;
-                }
-                NamedValue::Int64List(v) => {
-                    nv.type_ = raw::PJRT_NamedValue_kInt64List;
-                    nv.value.int64_array_value = v.as_ptr();
-                    nv.value_size = v.len();
-                }
-                NamedValue::Float(v) => {
-                    nv.type_ = raw::PJRT_NamedValue_kFloat;
-                    nv.value.float_value = *v;
-                    nv.value_size = 1;
-                }
-                NamedValue::Bool(v) => {
-                    nv.type_ = raw::PJRT_NamedValue_kBool;
-                    nv.value.bool_value = *v;
-                    nv.value_size = 1;
-                }
+        let raw_client = if options.values.iter().any(|(n, _)| n == "asynchronous") {
+            create_raw(&api, &options.values)?
+        } else {
+            let mut values = options.values.clone();
+            values.push(("asynchronous".into(), NamedValue::Bool(false)));
+            match create_raw(&api, &values) {
+                Ok(c) => c,
+                Err(_) => create_raw(&api, &options.values)?,
             }
-            nvs.push(nv);
-        }
-        let mut a = raw::PJRT_Client_Create_Args::new();
-        a.create_options = nvs.as_ptr();
-        a.num_options = nvs.len();
-        // SAFETY: `nvs` and the names and strings it points into (owned by
-        // `options`) outlive the call; the plugin copies what it keeps. No
-        // key-value callbacks are given (all null). The new client is ours to
-        // destroy (`ClientInner` does).
-        unsafe { api.call(slot::PJRT_Client_Create, &mut a)? };
-        let raw_client = a.client;
+        };
         let mut inner = ClientInner {
             api: api.clone(),
             raw: raw_client,
@@ -176,6 +154,8 @@ impl Client {
                     options.cache_limit.unwrap_or(crate::cache::DEFAULT_LIMIT),
                 )
             }),
+            pool: Arc::default(),
+            zero_copy: std::sync::atomic::AtomicU8::new(0),
         };
         // SAFETY: the client was just created. The header: the device arrays and
         // the devices are owned by the client and live as long as it; the arrays
@@ -615,45 +595,236 @@ impl Client {
         self.buffer_from_host(&[value], &[])
     }
 
+    /// Moves `host` into a new buffer on the default device without copying it
+    /// where the plugin can use host memory as the buffer's (a CPU plugin, with the
+    /// array's 64-byte alignment and dense layout: the C API's
+    /// `kImmutableZeroCopy`); other plugins copy it. `dims` must multiply to
+    /// `host.len()`. The buffer keeps the array, unchanged, as long as the plugin
+    /// may read it; [`Buffer::into_host`] gives it back to be filled again (see
+    /// [`AlignedHost`] for the loop). A buffer made this way is never donated
+    /// (`Arg::Donate` passes it as kept): its memory is the array's.
+    ///
+    /// # Errors
+    /// [`Error::HostLength`] when `dims` do not describe `host.len()` values (the
+    /// array is dropped); the plugin's refusal.
+    pub fn buffer_from_aligned<T: NativeType>(
+        &self,
+        host: AlignedHost<T>,
+        dims: &[i64],
+    ) -> Result<Buffer> {
+        let dev = *self.inner.addressable.first().ok_or(Error::NoDevice)?;
+        self.upload_aligned(host, dims, dev)
+    }
+
+    pub(crate) fn upload_aligned<T: NativeType>(
+        &self,
+        host: AlignedHost<T>,
+        dims: &[i64],
+        device: *mut PJRT_Device,
+    ) -> Result<Buffer> {
+        check_count(dims, host.len())?;
+        self.upload_lent(Lent::Array(host.into_memory()), T::TYPE, dims, device)
+    }
+
     pub(crate) fn upload<T: NativeType>(
         &self,
         data: &[T],
         dims: &[i64],
         device: *mut PJRT_Device,
     ) -> Result<Buffer> {
-        if element_count(dims) != Some(data.len() as i64) {
-            return Err(Error::HostLength {
-                what: format!("dimensions {dims:?}"),
-                expected: element_count(dims).unwrap_or(-1),
-                given: data.len(),
-            });
+        check_count(dims, data.len())?;
+        if self.inner.zero_copy.load(Ordering::Relaxed) != ZERO_COPY_REFUSED {
+            if let Some(block) = self.inner.pool.copy_of(data) {
+                return self.upload_lent(Lent::Pooled(block), T::TYPE, dims, device);
+            }
         }
-        let mut a = raw::PJRT_Client_BufferFromHostBuffer_Args::new();
-        a.client = self.inner.raw;
-        a.data = data.as_ptr().cast();
-        a.type_ = super::buffer::buffer_type_of(T::TYPE);
-        a.dims = dims.as_ptr();
-        a.num_dims = dims.len();
-        a.host_buffer_semantics = raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
-        a.device = device;
         // SAFETY: `data` holds exactly the elements `dims` describe (checked above);
         // with kImmutableOnlyDuringCall semantics the plugin reads `data` during the
-        // call only, and `dims` is read during the call. No strides, layout or
-        // memory (null); `device` is an addressable device of this client. The new
-        // buffer and event are ours to destroy.
+        // call only.
+        let (raw, done) = unsafe {
+            self.upload_raw(
+                data.as_ptr().cast(),
+                T::TYPE,
+                dims,
+                device,
+                raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+            )?
+        };
+        let buffer = Buffer::with_meta(&self.inner, raw, T::TYPE, dims);
+        // The host data must stay untouched until this event fires. It has fired for
+        // every plugin we know when the semantics is "only during call" (then the
+        // wait is one IsReady call); when it has not, wait, so that `data` may be
+        // reused as soon as we return.
+        super::event::wait_opt(self.inner.event(done))?;
+        Ok(buffer)
+    }
+
+    /// Uploads `memory` (whose element type is `ty`, its count checked against
+    /// `dims` by the caller) with zero-copy semantics; the buffer keeps `memory`
+    /// until the plugin is done with it. A plugin that refuses zero-copy uploads
+    /// gets a copy during the call instead (remembered for the client's later
+    /// uploads), and the memory is then the buffer's at once.
+    fn upload_lent(
+        &self,
+        memory: Lent,
+        ty: ElementType,
+        dims: &[i64],
+        device: *mut PJRT_Device,
+    ) -> Result<Buffer> {
+        let data = memory.memory().ptr().cast();
+        if self.inner.zero_copy.load(Ordering::Relaxed) != ZERO_COPY_REFUSED {
+            // SAFETY: `memory` holds exactly the elements `dims` describe (checked
+            // by the caller), aligned to 64 bytes. With zero-copy semantics the
+            // plugin may read it until the done-with-host-buffer event fires; the
+            // returned buffer owns `memory` and frees, pools or returns it only
+            // after that event (its `Drop` and `into_host`), and nothing can write
+            // it meanwhile (the buffer holds the only handle and lends it to nobody
+            // as writable). If the call fails no buffer exists, and the plugin
+            // keeps no reference to the data of a failed upload.
+            match unsafe {
+                self.upload_raw(
+                    data,
+                    ty,
+                    dims,
+                    device,
+                    raw::PJRT_HostBufferSemantics_kImmutableZeroCopy,
+                )
+            } {
+                Ok((raw, done)) => {
+                    self.inner
+                        .zero_copy
+                        .store(ZERO_COPY_TAKEN, Ordering::Relaxed);
+                    let lease = HostLease { memory, done };
+                    return Ok(Buffer::with_host(&self.inner, raw, ty, dims, lease));
+                }
+                // A plugin that has taken zero-copy uploads before refuses this
+                // one for its own reasons (a bad device, say): report it.
+                Err(e) if self.inner.zero_copy.load(Ordering::Relaxed) == ZERO_COPY_TAKEN => {
+                    return Err(e);
+                }
+                Err(_) => self
+                    .inner
+                    .zero_copy
+                    .store(ZERO_COPY_REFUSED, Ordering::Relaxed),
+            }
+        }
+        // SAFETY: as above, read during the call only (kImmutableOnlyDuringCall).
+        let (raw, done) = unsafe {
+            self.upload_raw(
+                data,
+                ty,
+                dims,
+                device,
+                raw::PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+            )?
+        };
+        // The memory is kept (an `AlignedHost` goes back through `into_host`)
+        // with the done event, which has fired or fires once the copy is made.
+        let lease = HostLease { memory, done };
+        Ok(Buffer::with_host(&self.inner, raw, ty, dims, lease))
+    }
+
+    /// `PJRT_Client_BufferFromHostBuffer`: returns the new buffer and the
+    /// done-with-host-buffer event (both ours to destroy; the event may be null).
+    ///
+    /// # Safety
+    /// `data` must point to the elements of type `ty` that `dims` describe, dense
+    /// and row-major, readable as `semantics` says: during the call only
+    /// (`kImmutableOnlyDuringCall`), or, unchanged, until the returned event fires
+    /// (the other semantics). `device` must be an addressable device of this
+    /// client.
+    unsafe fn upload_raw(
+        &self,
+        data: *const std::ffi::c_void,
+        ty: ElementType,
+        dims: &[i64],
+        device: *mut PJRT_Device,
+        semantics: std::ffi::c_int,
+    ) -> Result<(*mut raw::PJRT_Buffer, *mut raw::PJRT_Event)> {
+        let mut a = raw::PJRT_Client_BufferFromHostBuffer_Args::new();
+        a.client = self.inner.raw;
+        a.data = data;
+        a.type_ = super::buffer::buffer_type_of(ty);
+        a.dims = dims.as_ptr();
+        a.num_dims = dims.len();
+        a.host_buffer_semantics = semantics;
+        a.device = device;
+        // SAFETY: per this function's contract for `data` and `device`; `dims` is
+        // read during the call. No strides, layout or memory (null). The new
+        // buffer and event are returned to the caller to own.
         unsafe {
             self.inner
                 .api
                 .call(slot::PJRT_Client_BufferFromHostBuffer, &mut a)?
         };
-        let buffer = Buffer::with_meta(&self.inner, a.buffer, T::TYPE, dims);
-        // The host data must stay untouched until this event fires. It has fired for
-        // every plugin we know when the semantics is "only during call" (then the
-        // wait is one IsReady call); when it has not, wait, so that `data` may be
-        // reused as soon as we return.
-        super::event::wait_opt(self.inner.event(a.done_with_host_buffer))?;
-        Ok(buffer)
+        Ok((a.buffer, a.done_with_host_buffer))
     }
+}
+
+/// `ClientInner::zero_copy`: the plugin took a zero-copy upload.
+const ZERO_COPY_TAKEN: u8 = 1;
+/// `ClientInner::zero_copy`: the plugin refused a zero-copy upload.
+const ZERO_COPY_REFUSED: u8 = 2;
+
+/// Checks that `dims` describe `len` elements.
+fn check_count(dims: &[i64], len: usize) -> Result<()> {
+    if element_count(dims) != Some(len as i64) {
+        return Err(Error::HostLength {
+            what: format!("dimensions {dims:?}"),
+            expected: element_count(dims).unwrap_or(-1),
+            given: len,
+        });
+    }
+    Ok(())
+}
+
+/// `PJRT_Client_Create` with the named create options `values`: the new client,
+/// ours to destroy.
+fn create_raw(api: &Api, values: &[(String, NamedValue)]) -> Result<*mut PJRT_Client> {
+    // The named values borrow the option names and strings from `values`, which
+    // outlives the call.
+    let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(values.len());
+    for (name, value) in values {
+        let mut nv = raw::PJRT_NamedValue::new();
+        nv.name = name.as_ptr().cast::<c_char>();
+        nv.name_size = name.len();
+        match value {
+            NamedValue::String(s) => {
+                nv.type_ = raw::PJRT_NamedValue_kString;
+                nv.value.string_value = s.as_ptr().cast::<c_char>();
+                nv.value_size = s.len();
+            }
+            NamedValue::Int64(v) => {
+                nv.type_ = raw::PJRT_NamedValue_kInt64;
+                nv.value.int64_value = *v;
+                nv.value_size = 1;
+            }
+            NamedValue::Int64List(v) => {
+                nv.type_ = raw::PJRT_NamedValue_kInt64List;
+                nv.value.int64_array_value = v.as_ptr();
+                nv.value_size = v.len();
+            }
+            NamedValue::Float(v) => {
+                nv.type_ = raw::PJRT_NamedValue_kFloat;
+                nv.value.float_value = *v;
+                nv.value_size = 1;
+            }
+            NamedValue::Bool(v) => {
+                nv.type_ = raw::PJRT_NamedValue_kBool;
+                nv.value.bool_value = *v;
+                nv.value_size = 1;
+            }
+        }
+        nvs.push(nv);
+    }
+    let mut a = raw::PJRT_Client_Create_Args::new();
+    a.create_options = nvs.as_ptr();
+    a.num_options = nvs.len();
+    // SAFETY: `nvs` and the names and strings it points into (owned by `values`)
+    // outlive the call; the plugin copies what it keeps. No key-value callbacks
+    // are given (all null). The new client is the caller's to destroy.
+    unsafe { api.call(slot::PJRT_Client_Create, &mut a)? };
+    Ok(a.client)
 }
 
 /// The stack of the thread XLA compiles on: 512 MiB.

@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -26,11 +26,14 @@ use crate::error::{Error, Result};
 /// finish the work. Parking costs a wake-up (tens of µs on a small VM) but no core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WaitPolicy {
-    /// Poll for at most [`AUTO_SPIN`] when no other thread of this process is
-    /// waiting on an event and either the machine has more than two cores or the
-    /// recent waits of this process were shorter than that budget (then polling
-    /// almost surely ends the wait before it runs out, and holds the core only that
-    /// long); otherwise park at once.
+    /// Poll for at most [`AUTO_SPIN`] when the machine has more than two cores and
+    /// no other thread of this process is waiting on an event; otherwise park at
+    /// once. On two cores a poll holds the core that the plugin's worker threads
+    /// (and other processes) need, and measured slower than parking or no faster:
+    /// an asynchronous client's batch-1 call back to back took 18–90 µs polling
+    /// against 13–18 µs parked on a loaded 2-core VM, and the same with host work
+    /// between calls (`benches/call_paths.rs`, `WAITS=auto,park`). A synchronous
+    /// client (the default) hardly waits: its events have fired when asked.
     #[default]
     Auto,
     /// Poll for at most this long, then park.
@@ -46,16 +49,6 @@ pub const AUTO_SPIN: Duration = Duration::from_micros(50);
 /// Threads of this process now inside a wait (`Auto` polls only when it is alone).
 static WAITERS: AtomicUsize = AtomicUsize::new(0);
 
-/// A running average (weight 1/8) of how long this process's waits took, in
-/// nanoseconds. A parked wait counts its wake-up too, which errs towards parking.
-static RECENT_WAIT_NS: AtomicU64 = AtomicU64::new(0);
-
-fn record_wait(d: Duration) {
-    let sample = d.as_nanos().min(u64::MAX as u128) as u64;
-    let old = RECENT_WAIT_NS.load(Ordering::Relaxed);
-    RECENT_WAIT_NS.store(old - old / 8 + sample / 8, Ordering::Relaxed);
-}
-
 fn cores() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
     *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -66,14 +59,7 @@ impl WaitPolicy {
     /// were already waiting.
     fn budget(self, others_waiting: usize) -> Duration {
         match self {
-            WaitPolicy::Auto
-                if others_waiting == 0
-                    && (cores() > 2
-                        || RECENT_WAIT_NS.load(Ordering::Relaxed)
-                            < AUTO_SPIN.as_nanos() as u64) =>
-            {
-                AUTO_SPIN
-            }
+            WaitPolicy::Auto if others_waiting == 0 && cores() > 2 => AUTO_SPIN,
             WaitPolicy::Auto | WaitPolicy::Park => Duration::ZERO,
             WaitPolicy::Spin(d) => d,
         }
@@ -226,9 +212,14 @@ impl Event {
         if let Some(s) = self.status.take() {
             return s;
         }
+        // Already done (a synchronous client's events mostly are): no count of
+        // waiters, no poll, no callback.
+        if let Ok(true) = self.is_ready() {
+            let status = self.status_of_ready();
+            return self.finish(status);
+        }
         let (_guard, others) = WaiterGuard::enter();
         let budget = policy.budget(others);
-        let start = Instant::now();
         // An error from IsReady is returned, but only after the work is done: the
         // plugin may still be writing into memory the caller owns.
         let status = match self.poll_ready(budget) {
@@ -239,7 +230,6 @@ impl Event {
                 self.park()
             }
         };
-        record_wait(start.elapsed());
         self.finish(status)
     }
 
@@ -361,6 +351,74 @@ impl Event {
             std::thread::park();
         }
         signal.lock().status.take().unwrap_or(Ok(()))
+    }
+}
+
+/// What [`Event::release_when_ready`] hands to the plugin's callback: the API (to
+/// destroy the callback's error) and the value to drop.
+struct Release<K> {
+    api: Arc<Api>,
+    keep: K,
+}
+
+/// The `PJRT_Event_OnReadyCallback` of [`Event::release_when_ready`]: drops the
+/// kept value, and destroys the error (its status has no reader).
+///
+/// # Safety
+/// `user_arg` is a `Box<Release<K>>` leaked by `release_when_ready` for this
+/// callback alone; `error` is null or an error the callback owns.
+unsafe extern "C" fn release_on_ready<K>(error: *mut PJRT_Error, user_arg: *mut c_void) {
+    // SAFETY: per the contract above: reclaims the box leaked for us, once.
+    let r = unsafe { Box::from_raw(user_arg.cast::<Release<K>>()) };
+    let Release { api, keep } = *r;
+    if !error.is_null() {
+        // Destroys `error` (the callback owns it).
+        drop(api.event_error(error));
+    }
+    drop(keep);
+}
+
+impl Event {
+    /// Drops `keep` once the event is ready, without waiting for it: at once when
+    /// it already is, else from the plugin's `PJRT_Event_OnReady` callback (on a
+    /// plugin thread). What `keep` owns (host memory the plugin may still read)
+    /// therefore lives until the plugin says it is done with it. When the plugin
+    /// takes no callback the thread waits for the event instead; when it refuses
+    /// one in a way that leaves unclear whether it will still call it, `keep` is
+    /// leaked rather than risk freeing memory the plugin reads.
+    pub(crate) fn release_when_ready<K: Send + 'static>(self, keep: K) {
+        if matches!(self.is_ready(), Ok(true)) {
+            drop(keep);
+            return;
+        }
+        let user_arg = Box::into_raw(Box::new(Release {
+            api: self.api.clone(),
+            keep,
+        }))
+        .cast::<c_void>();
+        let mut a = raw::PJRT_Event_OnReady_Args::new();
+        a.event = self.raw;
+        a.callback = Some(release_on_ready::<K>);
+        a.user_arg = user_arg;
+        // SAFETY: `self.raw` is live (destroyed when `self` drops, after this call;
+        // the header lets a pending event be destroyed, its callback still fires).
+        // The callback runs once, with an error it owns; `user_arg` is a leaked box
+        // only `release_on_ready::<K>` reclaims, so it outlives the callback.
+        match unsafe { self.api.call(slot::PJRT_Event_OnReady, &mut a) } {
+            Ok(()) => {}
+            Err(Error::Unsupported { .. }) => {
+                // Never handed to the plugin: the box is ours again.
+                // SAFETY: from `Box::into_raw` above, not given to the plugin.
+                let r = unsafe { Box::from_raw(user_arg.cast::<Release<K>>()) };
+                // Waits until the work is done (an error too is only returned
+                // then), so dropping `keep` afterwards is safe.
+                let _ = self.wait_with(WaitPolicy::Park);
+                drop(r);
+            }
+            // The plugin refused the callback; whether it may still call it is not
+            // specified, so the box stays leaked.
+            Err(_) => {}
+        }
     }
 }
 

@@ -660,8 +660,11 @@ impl ArgLike for Arg<'_> {
             Arg::Donate(b) => b,
         }
     }
+    /// A buffer holding lent host memory (an `AlignedHost` upload) is never
+    /// donated: the memory is the caller's array, which the plugin may only read.
+    /// It is passed as kept, and dropped after the call like any donated buffer.
     fn donated(&self) -> bool {
-        matches!(self, Arg::Donate(_))
+        matches!(self, Arg::Donate(b) if !b.holds_host())
     }
 }
 

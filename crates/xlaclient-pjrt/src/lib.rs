@@ -33,6 +33,7 @@ pub mod error;
 mod event;
 mod executable;
 pub mod guard;
+mod host;
 pub mod install;
 mod options;
 mod raw;
@@ -51,6 +52,7 @@ pub use device::Device;
 pub use error::{Error, PjrtErrorCode, Result};
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
 pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
+pub use host::{AlignedHost, HOST_ALIGN};
 pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES, XLA_DEBUG_DEFAULTS};
 pub use shape::{ElementType, NativeType, Shape};
 

@@ -25,7 +25,8 @@ pub struct ClientOptions {
 }
 
 impl ClientOptions {
-    /// No options: the plugin's defaults.
+    /// No options: the plugin's defaults, except that the client runs work on the
+    /// calling thread unless [`asynchronous`](Self::asynchronous) says otherwise.
     pub fn new() -> Self {
         Self::default()
     }
@@ -129,9 +130,20 @@ impl ClientOptions {
         self.set("cpu_device_count", super::NamedValue::Int64(n))
     }
 
-    /// CPU plugin: run work asynchronously on worker threads (`true`, the default) or
-    /// on the calling thread (`false`; honoured by recent plugins only, ignored by
-    /// older ones).
+    /// CPU plugin: run work asynchronously on the plugin's worker threads (`true`)
+    /// or on the calling thread (`false`; honoured by recent plugins, such as the
+    /// 0.115 CPU plugin; older ones, such as the 0.81 one, ignore it).
+    ///
+    /// Unless this is set, [`Client::new`](super::Client::new) asks for `false`
+    /// (and falls back to the plugin's own default, `true` for the CPU plugin, when
+    /// a plugin refuses the option): on a small machine the hand-off to a worker
+    /// thread and back costs more than a small program takes, more still after the
+    /// thread has slept between calls, and with several threads calling at once
+    /// the calling threads do the work themselves instead of queueing it
+    /// (`benches/call_paths.rs`, figures in the guide's Performance chapter). Ask
+    /// for `true` to overlap host work with device work through
+    /// [`LoadedExecutable::execute_async`](super::LoadedExecutable::execute_async):
+    /// on a synchronous client it returns only once the work is done.
     pub fn asynchronous(self, on: bool) -> Self {
         self.set("asynchronous", super::NamedValue::Bool(on))
     }

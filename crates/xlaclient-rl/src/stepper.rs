@@ -49,7 +49,7 @@ use futures::task::{ArcWake, waker};
 
 use crate::builder::{Builder, Op};
 use crate::error::{Error, NetworkOutputError, Result};
-use crate::pjrt::{Buffer, Client, LoadedExecutable};
+use crate::pjrt::{AlignedHost, Buffer, Client, LoadedExecutable};
 use crate::shape::{ElementType, Shape};
 use crate::tree::Tree;
 
@@ -166,7 +166,9 @@ pub struct BatchedNet {
     compiles: usize,
     calls: usize,
     busy: Duration,
-    padded: Vec<f32>,
+    /// Per batch size, the aligned host array the observations are padded in:
+    /// moved into the call's input buffer without a copy and taken back after it.
+    padded: BTreeMap<usize, AlignedHost<f32>>,
 }
 
 impl fmt::Debug for BatchedNet {
@@ -258,7 +260,7 @@ impl BatchedNet {
             compiles: 0,
             calls: 0,
             busy: Duration::ZERO,
-            padded: Vec::new(),
+            padded: BTreeMap::new(),
         })
     }
 
@@ -388,15 +390,18 @@ impl BatchedNet {
     }
 
     fn run_padded(&mut self, obs: &[f32], n: usize, size: usize) -> Result<Vec<f32>> {
-        let mut padded = std::mem::take(&mut self.padded);
-        padded.clear();
-        padded.extend_from_slice(obs);
-        padded.resize(size * self.obs_len, 0.0);
+        let mut padded = match self.padded.remove(&size) {
+            Some(p) => p,
+            None => AlignedHost::new(size * self.obs_len)?,
+        };
+        let (rows, pad) = padded.split_at_mut(obs.len());
+        rows.copy_from_slice(obs);
+        pad.fill(0.0);
         let mut dims = vec![size as i64];
         dims.extend_from_slice(&self.obs_dims);
-        let uploaded = self.client.buffer_from_host(&padded, &dims);
-        self.padded = padded;
-        let obs_buf = uploaded?;
+        // Moved in without a copy where the plugin can read host memory; back
+        // below, to be filled again next time.
+        let obs_buf = self.client.buffer_from_aligned(padded, &dims)?;
         let mut args: Vec<&Buffer> = self.params.iter().collect();
         args.push(&obs_buf);
         self.calls += 1;
@@ -405,8 +410,11 @@ impl BatchedNet {
         let first = out.first().ok_or(NetworkOutputError::Missing {
             program: "BatchedNet",
         })?;
+        // Read in place where the output lives in host memory.
         let mut values = first.to_vec::<f32>()?;
         values.truncate(n * self.out_len);
+        drop(out);
+        self.padded.insert(size, obs_buf.into_host()?);
         Ok(values)
     }
 }
