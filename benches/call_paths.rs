@@ -23,8 +23,9 @@
 //!
 //! Grid: batch 1, 64, 1024 × gap 0, 100, 1000 µs × an asynchronous and a synchronous
 //! client (create option `asynchronous`; the synchronous one is the default) × 1 and
-//! 4 threads (one executable, each thread its own observations and, for `jit` and
-//! `raw`, its own parameter copy). In each cell the paths run alternately, in rounds
+//! 4 threads (one executable, each thread its own observations and parameter copy:
+//! one executable's parameters shared by threads calling at once contend in the
+//! plugin for each buffer's usage holds). In each cell the paths run alternately, in rounds
 //! of 25 calls per path with the order rotated each round (with 4 threads, all
 //! threads run the same path at once). Prints one line per path and cell (`cell
 //! threads=… client=… wait=… batch=… gap_us=… path=… calls=… min_us=… median_us=…
@@ -150,12 +151,12 @@ struct Cell<'a> {
     client: &'a Client,
     exe: &'a LoadedExecutable,
     jit: &'a MlpJit,
-    params: &'a P4<Buffer>,
     batch: i64,
     gap: Duration,
 }
 
-/// One thread's state: its observations, its parameter copies for `jit` and `raw`.
+/// One thread's state: its observations, its parameter copies (one for the safe
+/// paths, one for each raw path).
 struct Caller<'a> {
     cell: &'a Cell<'a>,
     obs: Vec<f32>,
@@ -206,7 +207,7 @@ impl<'a> Caller<'a> {
         match path {
             Path::Default => {
                 let o = c.client.buffer_from_host(&self.obs, &dims)?;
-                let (w1, b1, w2, b2) = c.params;
+                let (w1, b1, w2, b2) = &self.jit_args.0;
                 let r = c.exe.execute(&[w1, b1, w2, b2, &o])?;
                 self.last = r[0].to_vec::<f32>()?;
             }
@@ -219,7 +220,7 @@ impl<'a> Caller<'a> {
             Path::ZeroCopy => {
                 let host = self.aligned.take().ok_or("the aligned array was lost")?;
                 let o = c.client.buffer_from_aligned(host, &dims)?;
-                let (w1, b1, w2, b2) = c.params;
+                let (w1, b1, w2, b2) = &self.jit_args.0;
                 let r = c.exe.execute(&[w1, b1, w2, b2, &o])?;
                 self.last = r[0].to_vec::<f32>()?;
                 self.aligned = Some(o.into_host()?);
@@ -227,7 +228,7 @@ impl<'a> Caller<'a> {
             Path::Stages | Path::StagesPluginRead => {
                 let o = c.client.buffer_from_host(&self.obs, &dims)?;
                 let t1 = Instant::now();
-                let (w1, b1, w2, b2) = c.params;
+                let (w1, b1, w2, b2) = &self.jit_args.0;
                 let r = c.exe.execute(&[w1, b1, w2, b2, &o])?;
                 let t2 = Instant::now();
                 let k = if path == Path::Stages {
@@ -452,13 +453,11 @@ fn main() -> R<()> {
                 for &batch in &batches {
                     let (ps, obs) = spec(batch);
                     let jit = client.jit("mlp", &(ps, obs), |_, (p, obs)| mlp(&p, &obs))?;
-                    let params = params(&client)?;
                     for &gap in &gaps {
                         let cell = Cell {
                             client: &client,
                             exe: jit.executable(),
                             jit: &jit,
-                            params: &params,
                             batch,
                             gap: Duration::from_micros(gap),
                         };

@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -26,14 +26,13 @@ use crate::error::{Error, Result};
 /// finish the work. Parking costs a wake-up (tens of µs on a small VM) but no core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WaitPolicy {
-    /// Poll for at most [`AUTO_SPIN`] when the machine has more than two cores and
-    /// no other thread of this process is waiting on an event; otherwise park at
-    /// once. On two cores a poll holds the core that the plugin's worker threads
-    /// (and other processes) need, and measured slower than parking or no faster:
-    /// an asynchronous client's batch-1 call back to back took 18–90 µs polling
-    /// against 13–18 µs parked on a loaded 2-core VM, and the same with host work
-    /// between calls (`benches/call_paths.rs`, `WAITS=auto,park`). A synchronous
-    /// client (the default) hardly waits: its events have fired when asked.
+    /// Poll for at most [`AUTO_SPIN`] when no other thread of this process is
+    /// waiting on an event and either the machine has more than two cores or the
+    /// recent waits of this process that had to wait were shorter than that budget
+    /// (then polling almost surely ends the wait before it runs out, and holds the
+    /// core only that long); otherwise park at once. A synchronous client (the
+    /// default) hardly waits: its events have fired when asked, and such a wait
+    /// neither polls nor parks.
     #[default]
     Auto,
     /// Poll for at most this long, then park.
@@ -49,6 +48,17 @@ pub const AUTO_SPIN: Duration = Duration::from_micros(50);
 /// Threads of this process now inside a wait (`Auto` polls only when it is alone).
 static WAITERS: AtomicUsize = AtomicUsize::new(0);
 
+/// A running average (weight 1/8) of how long this process's waits took, in
+/// nanoseconds (waits for events already fired are not counted). A parked wait
+/// counts its wake-up too, which errs towards parking.
+static RECENT_WAIT_NS: AtomicU64 = AtomicU64::new(0);
+
+fn record_wait(d: Duration) {
+    let sample = d.as_nanos().min(u64::MAX as u128) as u64;
+    let old = RECENT_WAIT_NS.load(Ordering::Relaxed);
+    RECENT_WAIT_NS.store(old - old / 8 + sample / 8, Ordering::Relaxed);
+}
+
 fn cores() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
     *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -59,7 +69,14 @@ impl WaitPolicy {
     /// were already waiting.
     fn budget(self, others_waiting: usize) -> Duration {
         match self {
-            WaitPolicy::Auto if others_waiting == 0 && cores() > 2 => AUTO_SPIN,
+            WaitPolicy::Auto
+                if others_waiting == 0
+                    && (cores() > 2
+                        || RECENT_WAIT_NS.load(Ordering::Relaxed)
+                            < AUTO_SPIN.as_nanos() as u64) =>
+            {
+                AUTO_SPIN
+            }
             WaitPolicy::Auto | WaitPolicy::Park => Duration::ZERO,
             WaitPolicy::Spin(d) => d,
         }
@@ -220,6 +237,7 @@ impl Event {
         }
         let (_guard, others) = WaiterGuard::enter();
         let budget = policy.budget(others);
+        let start = Instant::now();
         // An error from IsReady is returned, but only after the work is done: the
         // plugin may still be writing into memory the caller owns.
         let status = match self.poll_ready(budget) {
@@ -230,6 +248,7 @@ impl Event {
                 self.park()
             }
         };
+        record_wait(start.elapsed());
         self.finish(status)
     }
 
