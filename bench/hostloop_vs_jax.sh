@@ -2,10 +2,10 @@
 # Side by side: the JAX host-loop anchor (../shared/bench-anchors/jax_hostloop_catch.py:
 # N numpy Catch envs, a jitted MLP policy per step) and examples/catch_hostloop.rs
 # (N Catch envs stepped in Rust, the same policy through PJRT), run alternately in
-# one session on this machine: per repetition JAX default, JAX --sync and ours, the
-# order rotated each repetition. Then, unless COMPARE=0, our call paths side by side
-# (catch_hostloop --compare: plain, plain-sync, fast-async, fast-copy, fast), once
-# per repetition.
+# one session on this machine: per repetition JAX default, JAX --sync and ours (the
+# example's default mode, `split`), the order rotated each repetition. Then, unless
+# COMPARE=0, our call paths side by side (catch_hostloop --compare: split, fast,
+# pipelined, fast-copy, plain, plain-async), once per repetition.
 #
 # Prints, for N = 1, 64, 1024, the median over the repetitions of each run's median
 # env-steps/s, and the ratios ours / JAX and ours / JAX --sync.
@@ -60,9 +60,11 @@ def ours(name):
             res.setdefault(kv["mode"], {}).setdefault(int(kv["n"]), []).append(float(kv["median"]))
     return res
 
-j, js, o = jax("jax"), jax("jaxsync"), ours("ours.txt")["fast"]
+mine = ours("ours.txt")
+mode = next(iter(mine))  # the example's default mode: its only one
+j, js, o = jax("jax"), jax("jaxsync"), mine[mode]
 med = statistics.median
-print(f"env-steps/s, median over {reps} alternated runs of each run's median")
+print(f"env-steps/s, median over {reps} alternated runs of each run's median; ours = mode {mode}")
 print(f"{'N':>5} | {'JAX':>10} {'JAX --sync':>11} {'ours':>10} | {'ours/JAX':>8} {'ours/JAX-sync':>13}")
 for n in sorted(o):
     a, b, c = med(j[n]), med(js[n]), med(o[n])
@@ -72,11 +74,12 @@ print("per run, ours/JAX at each N:",
 
 if os.path.exists(f"{out}/compare.txt"):
     cmp = ours("compare.txt")
-    modes = ["plain", "plain-sync", "fast-async", "fast-copy", "fast"]
+    modes = list(cmp)
     print()
     print("our call paths (catch_hostloop --compare, alternated within each run), median env-steps/s")
-    print(f"{'N':>5} | " + " ".join(f"{m:>11}" for m in modes) + " | fast/plain")
-    for n in sorted(cmp["fast"]):
+    print(f"{'N':>5} | " + " ".join(f"{m:>11}" for m in modes) + f" | {modes[0]}/plain-async")
+    for n in sorted(cmp[modes[0]]):
         ms = [med(cmp[m][n]) for m in modes]
-        print(f"{n:>5} | " + " ".join(f"{v:>11.3e}" for v in ms) + f" | {ms[-1] / ms[0]:>10.2f}")
+        print(f"{n:>5} | " + " ".join(f"{v:>11.3e}" for v in ms)
+              + f" | {ms[0] / med(cmp['plain-async'][n]):>10.2f}")
 PY

@@ -3,7 +3,7 @@
 //!
 //! N Catch environments (`xlaclient::rl::catch`, 10 × 5) are stepped in plain Rust.
 //! One vector step of all N environments =
-//!   render the observations `f32[N, 50]` into one reused host array
+//!   render the observations `f32[N, 50]` into a host array
 //!   → one batched policy call through PJRT (MLP 50 → 256 → relu → 3, parameters
 //!     resident on the device; the observations are uploaded in the call)
 //!   → Q-values back on the host → greedy argmax per environment (epsilon-greedy with
@@ -16,93 +16,119 @@
 //! both; the cost of a step does not depend on the values).
 //!
 //! Call paths (`--mode M[,M...]`, alternated within each round; `--compare` = the
-//! first five):
-//!   - `fast` (default): a client created with `asynchronous=false` (the 0.115 CPU
-//!     plugin then runs the program on the calling thread), `LoadedExecutable::execute`
-//!     on resident parameter buffers, the observations uploaded from one reused host
-//!     array, the Q-values read straight from the output's memory into one reused
-//!     host slice (`Buffer::read_in_place`);
-//!   - `fast-copy`: the same, the Q-values copied with `Buffer::copy_to_host` (the
-//!     plugin's device-to-host copy);
-//!   - `fast-async`: `fast` on a default (asynchronous) client;
-//!   - `plain-sync`: `Client::jit` + `Jit::call` + `Buffer::to_vec` (a new vector per
-//!     step) on the `asynchronous=false` client;
-//!   - `plain`: the same on a default client: what a first program would write;
+//! first six):
+//!   - `split` (default): the N environments split into one share per core (`--workers
+//!     W`, default the number of cores; shares of at least 256 environments, so one
+//!     share below N = 512), each share stepped by its own thread with the `fast`
+//!     loop below, all threads at once on the default client (one executable per
+//!     share size and one parameter set, shared). Each thread's policy call overlaps
+//!     the other threads' world steps, and the batch's computation, which XLA runs on
+//!     one core for this program, uses every core;
+//!   - `fast`: one thread, `LoadedExecutable::execute` on resident parameter buffers
+//!     on the default (synchronous) client; the observations rendered into an
+//!     `AlignedHost` array that is moved into the call without a copy
+//!     (`Client::buffer_from_aligned`) and taken back after it (`Buffer::into_host`);
+//!     the Q-values read into one reused slice (`Buffer::copy_to_host`, in place);
+//!   - `pipelined`: one thread, the N environments in two halves on an asynchronous
+//!     client: each half's call is launched as soon as its observations are
+//!     rendered, so its computation (on a plugin worker thread) overlaps the other
+//!     half's world step, and the two halves' computations can run on two cores;
+//!   - `fast-copy`: `fast` with the crate's copies: the observations uploaded with
+//!     `Client::buffer_from_host`, the Q-values read through the plugin's transfer
+//!     (`Buffer::copy_to_host_via_plugin`, what every read did before reading in place
+//!     was the default);
+//!   - `plain`: `Client::jit` + `Jit::call` + `Buffer::to_vec` (a new vector per step)
+//!     on the default client: what a first program writes;
+//!   - `plain-async`: the same on an asynchronous client (the default before the
+//!     synchronous client was);
+//!   - `fast-async` (not in `--compare`): `fast` on an asynchronous client;
 //!   - `sharded` (not in `--compare`; even N only): two CPU devices on an
 //!     asynchronous client, each computing half the batch with its own parameter
 //!     copy, launched by one `execute_replicated` call, Q-values read in place.
 //!
-//! Every path waits by the crate's default `WaitPolicy::Auto` (poll up to 50 µs when
-//! recent waits were that short, else park); `--wait spin` polls up to 1 ms, then
-//! parks, `--wait park` never polls.
+//! Every path waits by the crate's default `WaitPolicy::Auto`; `--wait spin` polls up
+//! to 1 ms, then parks, `--wait park` never polls.
 //!
 //! For N = 1, 64 and 1024 (`--n`) it prints environment steps per second
 //! (N × steps / seconds), best and median over rounds, as the anchor does (3000 steps
 //! per round, 600 at N ≥ 1024, 5 rounds, 200 warm-up steps). `--breakdown` adds where
 //! a `fast` vector step's time goes (environments, upload, execute, download).
-//! Correctness: for each N, the Q-values of one step are compared with a forward pass
-//! in plain Rust on the same parameters and observations (max abs error printed; the
-//! program fails above 1e-4).
+//! Correctness: for each N and mode, the Q-values of one step of every world are
+//! compared with a forward pass in plain Rust on the same parameters and
+//! observations (max abs error printed; the program fails above 1e-4).
 //!
 //! Run: `cargo run --release --example catch_hostloop -- [--n 1 64 1024] [--steps S]
-//! [--rounds R] [--epsilon E] [--mode M[,M...] | --plain | --compare]
+//! [--rounds R] [--epsilon E] [--mode M[,M...] | --plain | --compare] [--workers W]
 //! [--wait auto|spin|park] [--breakdown] [--quick]`. `--quick` (CI): 300 steps, 3
 //! rounds, 50 warm-up steps. The last line is `steps_per_s_1024=<median>` of the last
 //! mode given (of the last N when 1024 is not among them).
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use xlaclient::ClientExt;
 use xlaclient::pjrt::WaitPolicy;
 use xlaclient::rl::catch::{Catch, NUM_ACTIONS};
 use xlaclient::rl::{Environment, Rng};
-use xlaclient::{Buffer, Builder, Client, ClientOptions, Jit, LoadedExecutable, Shape};
+use xlaclient::{
+    AlignedHost, Buffer, Builder, Client, ClientOptions, Jit, LoadedExecutable, Shape,
+};
 
 const OBS: usize = 50;
 const HID: usize = 256;
 const ACT: usize = NUM_ACTIONS;
 const MAX_ERR: f32 = 1e-4;
+/// The fewest environments `split` gives a thread: a smaller share's policy call is
+/// too short to pay for the thread (at N = 64 two shares of 32 were half as fast as
+/// one thread on this 2-core VM).
+const MIN_SHARE: usize = 256;
 /// The polling budget of `--wait spin`: then park.
 const SPIN: Duration = Duration::from_millis(1);
 
+type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
+    Split,
     Fast,
+    Pipelined,
     FastCopy,
-    FastAsync,
     Plain,
-    PlainSync,
+    PlainAsync,
+    FastAsync,
     Sharded,
 }
+
+const MODES: [Mode; 8] = [
+    Mode::Split,
+    Mode::Fast,
+    Mode::Pipelined,
+    Mode::FastCopy,
+    Mode::Plain,
+    Mode::PlainAsync,
+    Mode::FastAsync,
+    Mode::Sharded,
+];
 
 impl Mode {
     fn name(self) -> &'static str {
         match self {
+            Mode::Split => "split",
             Mode::Fast => "fast",
+            Mode::Pipelined => "pipelined",
             Mode::FastCopy => "fast-copy",
-            Mode::FastAsync => "fast-async",
             Mode::Plain => "plain",
-            Mode::PlainSync => "plain-sync",
+            Mode::PlainAsync => "plain-async",
+            Mode::FastAsync => "fast-async",
             Mode::Sharded => "sharded",
         }
     }
 
     fn parse(s: &str) -> Result<Mode, String> {
-        match s {
-            "fast" => Ok(Mode::Fast),
-            "fast-copy" => Ok(Mode::FastCopy),
-            "fast-async" => Ok(Mode::FastAsync),
-            "plain" => Ok(Mode::Plain),
-            "plain-sync" => Ok(Mode::PlainSync),
-            "sharded" => Ok(Mode::Sharded),
-            _ => Err(format!(
-                "--mode {s}: expected fast, fast-copy, fast-async, plain, plain-sync or sharded"
-            )),
-        }
-    }
-
-    fn synchronous(self) -> bool {
-        matches!(self, Mode::Fast | Mode::FastCopy | Mode::PlainSync)
+        MODES.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            let names: Vec<_> = MODES.iter().map(|m| m.name()).collect();
+            format!("--mode {s}: expected one of {}", names.join(", "))
+        })
     }
 }
 
@@ -113,13 +139,14 @@ struct Config {
     warmup: usize,
     epsilon: f32,
     modes: Vec<Mode>,
+    workers: usize,
     breakdown: bool,
     wait: WaitPolicy,
 }
 
 const USAGE: &str = "usage: catch_hostloop [--n N...] [--steps S] [--rounds R] [--epsilon E] \
-[--mode M[,M...]] (M: fast|fast-copy|fast-async|plain|plain-sync|sharded) [--plain] [--compare] [--wait spin|auto|park] \
-[--breakdown] [--quick]";
+[--mode M[,M...]] (M: split|fast|pipelined|fast-copy|plain|plain-async|fast-async|sharded) [--plain] \
+[--compare] [--workers W] [--wait spin|auto|park] [--breakdown] [--quick]";
 
 fn parse_args(args: &[String]) -> Result<Config, String> {
     let mut cfg = Config {
@@ -128,7 +155,8 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
         rounds: 5,
         warmup: 200,
         epsilon: 0.0,
-        modes: vec![Mode::Fast],
+        modes: vec![Mode::Split],
+        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         breakdown: false,
         wait: WaitPolicy::Auto,
     };
@@ -191,14 +219,15 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
                 i += 1;
             }
             "--plain" => cfg.modes = vec![Mode::Plain],
-            "--compare" => {
-                cfg.modes = vec![
-                    Mode::Plain,
-                    Mode::PlainSync,
-                    Mode::FastAsync,
-                    Mode::FastCopy,
-                    Mode::Fast,
-                ]
+            "--compare" => cfg.modes = MODES[..6].to_vec(),
+            "--workers" => {
+                let v = value(i, a)?;
+                cfg.workers = v
+                    .parse()
+                    .ok()
+                    .filter(|w| (1..=256).contains(w))
+                    .ok_or_else(|| format!("--workers {v}: expected a whole number in 1..=256"))?;
+                i += 1;
             }
             "--breakdown" => cfg.breakdown = true,
             "--wait" => {
@@ -323,195 +352,12 @@ struct Breakdown {
     steps: usize,
 }
 
-/// One way of calling the policy.
-enum Policy {
-    /// `execute` on resident parameters, Q-values copied into `q` (reused).
-    Fast {
-        client: Client,
-        exe: LoadedExecutable,
-        params: Vec<Buffer>,
-        dims: [i64; 2],
-        q: Vec<f32>,
-        /// Q-values read with `Buffer::read_in_place`, else `copy_to_host`.
-        in_place: bool,
-    },
-    /// The batch split in two halves, one per CPU device, run by one
-    /// `execute_replicated` call (the devices compute in parallel); per device its
-    /// own parameter copy; Q-values read in place.
-    Sharded {
-        exe: LoadedExecutable,
-        devices: Vec<xlaclient::Device>,
-        params: Vec<Vec<Buffer>>,
-        dims: [i64; 2],
-        q: Vec<f32>,
-    },
-    /// `Jit::call` on `[w1, b1, w2, b2, obs]`, Q-values read with `to_vec`.
-    Plain {
-        client: Client,
-        jit: Jit<Vec<Shape>, Shape>,
-        args: Vec<Buffer>,
-        dims: [i64; 2],
-        q: Vec<f32>,
-    },
-}
-
-impl Policy {
-    fn new(
-        mode: Mode,
-        client: &Client,
-        params: &HostParams,
-        n: usize,
-    ) -> xlaclient::rl::Result<Policy> {
-        let dims = [n as i64, OBS as i64];
-        match mode {
-            Mode::Fast | Mode::FastCopy | Mode::FastAsync => {
-                let b = Builder::new("catch_policy");
-                let ps: Vec<_> = param_shapes(n)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, s)| b.parameter(i, s, &format!("p{i}")))
-                    .collect();
-                let module = b.build(&mlp_ops(&ps[0], &ps[1], &ps[2], &ps[3], &ps[4]))?;
-                Ok(Policy::Fast {
-                    client: client.clone(),
-                    exe: client.compile(&module)?,
-                    params: params.upload(client)?,
-                    dims,
-                    q: vec![0.0; n * ACT],
-                    in_place: mode != Mode::FastCopy,
-                })
-            }
-            Mode::Sharded => {
-                let devices = client.addressable_devices();
-                if devices.len() < 2 || n % 2 != 0 {
-                    return Err(xlaclient::rl::Error::InvalidArgument {
-                        what: "mode",
-                        reason: format!(
-                            "mode sharded needs 2 CPU devices ({} here) and an even N ({n})",
-                            devices.len()
-                        ),
-                    });
-                }
-                let half = n / 2;
-                let b = Builder::new("catch_policy_sharded");
-                let ps: Vec<_> = param_shapes(half)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, s)| b.parameter(i, s, &format!("p{i}")))
-                    .collect();
-                let module = b.build(&mlp_ops(&ps[0], &ps[1], &ps[2], &ps[3], &ps[4]))?;
-                let exe = client
-                    .compile_with(&module, &xlaclient::CompileOptions::new().num_replicas(2))?;
-                let mut per_device = Vec::new();
-                for d in &devices[..2] {
-                    per_device.push(vec![
-                        d.buffer_from_host(&params.w1, &[OBS as i64, HID as i64])?,
-                        d.buffer_from_host(&params.b1, &[HID as i64])?,
-                        d.buffer_from_host(&params.w2, &[HID as i64, ACT as i64])?,
-                        d.buffer_from_host(&params.b2, &[ACT as i64])?,
-                    ]);
-                }
-                Ok(Policy::Sharded {
-                    exe,
-                    devices: devices[..2].to_vec(),
-                    params: per_device,
-                    dims: [half as i64, OBS as i64],
-                    q: vec![0.0; n * ACT],
-                })
-            }
-            Mode::Plain | Mode::PlainSync => {
-                let jit = client.jit("catch_policy", &param_shapes(n), |_, p: Vec<_>| {
-                    mlp_ops(&p[0], &p[1], &p[2], &p[3], &p[4])
-                })?;
-                let mut args = params.upload(client)?;
-                args.push(client.buffer_from_host(&vec![0.0f32; n * OBS], &dims)?);
-                Ok(Policy::Plain {
-                    client: client.clone(),
-                    jit,
-                    args,
-                    dims,
-                    q: Vec::new(),
-                })
-            }
-        }
-    }
-
-    /// The Q-values `[n, 3]` for `obs [n, 50]`.
-    fn q(&mut self, obs: &[f32], bd: Option<&mut Breakdown>) -> xlaclient::rl::Result<&[f32]> {
-        match self {
-            Policy::Fast {
-                client,
-                exe,
-                params,
-                dims,
-                q,
-                in_place,
-            } => {
-                let read = |b: &Buffer, q: &mut [f32]| {
-                    if *in_place {
-                        b.read_in_place(q)
-                    } else {
-                        b.copy_to_host(q)
-                    }
-                };
-                let Some(bd) = bd else {
-                    let o = client.buffer_from_host(obs, dims)?;
-                    let out = exe.execute(&[&params[0], &params[1], &params[2], &params[3], &o])?;
-                    read(&out[0], q)?;
-                    return Ok(q);
-                };
-                let t0 = Instant::now();
-                let o = client.buffer_from_host(obs, dims)?;
-                let t1 = Instant::now();
-                let out = exe.execute(&[&params[0], &params[1], &params[2], &params[3], &o])?;
-                let t2 = Instant::now();
-                read(&out[0], q)?;
-                let t3 = Instant::now();
-                bd.upload += t1 - t0;
-                bd.execute += t2 - t1;
-                bd.download += t3 - t2;
-                Ok(q)
-            }
-            Policy::Sharded {
-                exe,
-                devices,
-                params,
-                dims,
-                q,
-            } => {
-                let (o0, o1) = obs.split_at(obs.len() / 2);
-                let a = devices[0].buffer_from_host(o0, dims)?;
-                let b = devices[1].buffer_from_host(o1, dims)?;
-                let (p0, p1) = (&params[0], &params[1]);
-                let out = exe.execute_replicated(&[
-                    vec![&p0[0], &p0[1], &p0[2], &p0[3], &a],
-                    vec![&p1[0], &p1[1], &p1[2], &p1[3], &b],
-                ])?;
-                let half = q.len() / 2;
-                let (q0, q1) = q.split_at_mut(half);
-                out[0][0].read_in_place(q0)?;
-                out[1][0].read_in_place(q1)?;
-                Ok(q)
-            }
-            Policy::Plain {
-                client,
-                jit,
-                args,
-                dims,
-                q,
-            } => {
-                args[4] = client.buffer_from_host(obs, dims)?;
-                *q = jit.call(args)?.to_vec()?;
-                Ok(q)
-            }
-        }
-    }
-}
-
-/// N environments and the host arrays of a vector step.
+/// Environments and the host array their observations are rendered into.
 struct World {
     envs: Vec<Catch>,
-    obs: Vec<f32>,
+    /// `[envs, 50]`, aligned: moved into the policy call without a copy (`None`
+    /// while it is).
+    obs: Option<AlignedHost<f32>>,
     rng: Rng,
     epsilon: f32,
     episodes: u64,
@@ -519,30 +365,41 @@ struct World {
 }
 
 impl World {
-    fn new(n: usize, epsilon: f32) -> xlaclient::rl::Result<World> {
-        let envs: Vec<Catch> = (0..n as u64).map(|i| Catch::new(1000 + i)).collect();
-        let mut obs = vec![0.0; n * OBS];
+    /// The environments of global indices `range` (seeded by index, so a world
+    /// split in shares steps the same environments as one world).
+    fn new(range: Range<usize>, epsilon: f32) -> Res<World> {
+        let envs: Vec<Catch> = range.clone().map(|i| Catch::new(1000 + i as u64)).collect();
+        let mut obs = AlignedHost::new(envs.len() * OBS)?;
         for (e, o) in envs.iter().zip(obs.chunks_exact_mut(OBS)) {
             e.observe(o)?;
         }
         Ok(World {
             envs,
-            obs,
-            rng: Rng::new(7),
+            obs: Some(obs),
+            rng: Rng::new(7 + range.start as u64),
             epsilon,
             episodes: 0,
             reward: 0.0,
         })
     }
 
+    fn len(&self) -> usize {
+        self.envs.len()
+    }
+
+    fn obs(&self) -> Res<&[f32]> {
+        Ok(self.obs.as_deref().ok_or("the observation array is lent")?)
+    }
+
     /// Acts on `q` (greedy, first maximum as numpy's argmax; epsilon-greedy when
     /// `epsilon > 0`), steps every environment and renders the next observations.
-    fn step(&mut self, q: &[f32]) -> xlaclient::rl::Result<()> {
+    fn step(&mut self, q: &[f32]) -> Res<()> {
+        let obs = self.obs.as_mut().ok_or("the observation array is lent")?;
         for ((env, qs), o) in self
             .envs
             .iter_mut()
             .zip(q.chunks_exact(ACT))
-            .zip(self.obs.chunks_exact_mut(OBS))
+            .zip(obs.chunks_exact_mut(OBS))
         {
             let mut a = 0;
             for (k, v) in qs.iter().enumerate().skip(1) {
@@ -564,30 +421,490 @@ impl World {
     }
 }
 
-/// Runs `steps` vector steps; returns the seconds taken.
-fn run(
+/// The executable and resident parameters of one batch size, shared by threads.
+struct Net {
+    exe: LoadedExecutable,
+    params: Vec<Buffer>,
+}
+
+impl Net {
+    fn new(client: &Client, host: &HostParams, batch: usize) -> Res<Net> {
+        let b = Builder::new("catch_policy");
+        let ps: Vec<_> = param_shapes(batch)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| b.parameter(i, s, &format!("p{i}")))
+            .collect();
+        let module = b.build(&mlp_ops(&ps[0], &ps[1], &ps[2], &ps[3], &ps[4]))?;
+        Ok(Net {
+            exe: client.compile(&module)?,
+            params: host.upload(client)?,
+        })
+    }
+
+    /// Launches the call on `obs` (returns at once on an asynchronous client).
+    fn launch(&self, obs: &Buffer) -> Res<Vec<Buffer>> {
+        let p = &self.params;
+        Ok(self.exe.execute(&[&p[0], &p[1], &p[2], &p[3], obs])?)
+    }
+}
+
+/// `world`'s Q-values into `q`, the `fast` way (or with the crate's copies).
+fn fast_q(
+    client: &Client,
+    net: &Net,
     world: &mut World,
-    policy: &mut Policy,
-    steps: usize,
-    mut bd: Option<&mut Breakdown>,
-) -> xlaclient::rl::Result<f64> {
+    q: &mut [f32],
+    copies: bool,
+    bd: Option<&mut Breakdown>,
+) -> Res<()> {
+    let dims = [world.len() as i64, OBS as i64];
     let t0 = Instant::now();
-    for _ in 0..steps {
-        let obs = std::mem::take(&mut world.obs);
-        let q = policy.q(&obs, bd.as_deref_mut());
-        world.obs = obs;
-        let q = q?;
-        match bd.as_deref_mut() {
-            Some(bd) => {
-                let te = Instant::now();
-                world.step(q)?;
-                bd.env += te.elapsed();
-                bd.steps += 1;
-            }
-            None => world.step(q)?,
+    let (input, host_back) = if copies {
+        (client.buffer_from_host(world.obs()?, &dims)?, false)
+    } else {
+        let host = world.obs.take().ok_or("the observation array is lent")?;
+        (client.buffer_from_aligned(host, &dims)?, true)
+    };
+    let t1 = Instant::now();
+    let out = net.launch(&input)?;
+    let t2 = Instant::now();
+    if copies {
+        out[0].copy_to_host_via_plugin(q)?;
+    } else {
+        out[0].copy_to_host(q)?;
+    }
+    drop(out);
+    if host_back {
+        world.obs = Some(input.into_host()?);
+    }
+    if let Some(bd) = bd {
+        let t3 = Instant::now();
+        bd.upload += t1 - t0;
+        bd.execute += t2 - t1;
+        bd.download += t3 - t2;
+    }
+    Ok(())
+}
+
+/// One share of a `split` world: its environments, its Q-values.
+struct Share {
+    world: World,
+    q: Vec<f32>,
+}
+
+/// One way of calling the policy, with the world(s) it steps.
+enum Policy {
+    /// `fast`, `fast-copy`, `fast-async`: one world, one call per vector step.
+    Fast {
+        client: Client,
+        net: Net,
+        world: World,
+        q: Vec<f32>,
+        copies: bool,
+    },
+    /// `split`: one share per thread, the same executable for every share size
+    /// (shares differ by at most one environment: one or two executables).
+    Split {
+        client: Client,
+        nets: Vec<(usize, Net)>,
+        shares: Vec<Share>,
+    },
+    /// `pipelined`: two halves, calls launched as soon as a half is rendered.
+    Pipelined {
+        client: Client,
+        nets: Vec<(usize, Net)>,
+        halves: Vec<Share>,
+    },
+    /// The batch split in two halves, one per CPU device, run by one
+    /// `execute_replicated` call (the devices compute in parallel); per device its
+    /// own parameter copy; Q-values read in place.
+    Sharded {
+        exe: LoadedExecutable,
+        devices: Vec<xlaclient::Device>,
+        params: Vec<Vec<Buffer>>,
+        world: World,
+        q: Vec<f32>,
+    },
+    /// `plain`, `plain-async`: `Jit::call` on `[w1, b1, w2, b2, obs]`, Q-values read
+    /// with `to_vec`.
+    Plain {
+        client: Client,
+        jit: Jit<Vec<Shape>, Shape>,
+        args: Vec<Buffer>,
+        world: World,
+        q: Vec<f32>,
+    },
+}
+
+/// Splits `0..n` into `k` contiguous ranges whose lengths differ by at most one.
+fn shares(n: usize, k: usize) -> Vec<Range<usize>> {
+    let k = k.clamp(1, n.max(1));
+    (0..k).map(|i| n * i / k..n * (i + 1) / k).collect()
+}
+
+/// The nets for every distinct length of `ranges`.
+fn nets_for(client: &Client, host: &HostParams, ranges: &[Range<usize>]) -> Res<Vec<(usize, Net)>> {
+    let mut nets: Vec<(usize, Net)> = Vec::new();
+    for r in ranges {
+        if !nets.iter().any(|(n, _)| *n == r.len()) {
+            nets.push((r.len(), Net::new(client, host, r.len())?));
         }
     }
-    Ok(t0.elapsed().as_secs_f64())
+    Ok(nets)
+}
+
+fn net_of(nets: &[(usize, Net)], len: usize) -> Res<&Net> {
+    Ok(nets
+        .iter()
+        .find(|(n, _)| *n == len)
+        .map(|(_, net)| net)
+        .ok_or("no executable for this share")?)
+}
+
+/// Runs one `split` share for `steps` vector steps on this thread.
+fn run_share(client: &Client, nets: &[(usize, Net)], share: &mut Share, steps: usize) -> Res<()> {
+    let net = net_of(nets, share.world.len())?;
+    for _ in 0..steps {
+        fast_q(client, net, &mut share.world, &mut share.q, false, None)?;
+        share.world.step(&share.q)?;
+    }
+    Ok(())
+}
+
+impl Policy {
+    fn new(
+        mode: Mode,
+        clients: &Clients,
+        host: &HostParams,
+        n: usize,
+        cfg: &Config,
+    ) -> Res<Policy> {
+        let world = |r: Range<usize>| World::new(r, cfg.epsilon);
+        match mode {
+            Mode::Fast | Mode::FastCopy | Mode::FastAsync => {
+                let client = if mode == Mode::FastAsync {
+                    &clients.asynchronous
+                } else {
+                    &clients.default
+                };
+                Ok(Policy::Fast {
+                    client: client.clone(),
+                    net: Net::new(client, host, n)?,
+                    world: world(0..n)?,
+                    q: vec![0.0; n * ACT],
+                    copies: mode == Mode::FastCopy,
+                })
+            }
+            Mode::Split | Mode::Pipelined => {
+                let (client, parts) = if mode == Mode::Split {
+                    let workers = cfg.workers.min((n / MIN_SHARE).max(1));
+                    (&clients.default, shares(n, workers))
+                } else {
+                    (&clients.asynchronous, shares(n, 2))
+                };
+                let nets = nets_for(client, host, &parts)?;
+                let worlds = parts
+                    .into_iter()
+                    .map(|r| {
+                        Ok(Share {
+                            q: vec![0.0; r.len() * ACT],
+                            world: world(r)?,
+                        })
+                    })
+                    .collect::<Res<Vec<_>>>()?;
+                Ok(if mode == Mode::Split {
+                    Policy::Split {
+                        client: client.clone(),
+                        nets,
+                        shares: worlds,
+                    }
+                } else {
+                    Policy::Pipelined {
+                        client: client.clone(),
+                        nets,
+                        halves: worlds,
+                    }
+                })
+            }
+            Mode::Sharded => {
+                let client = &clients.sharded;
+                let devices = client.addressable_devices();
+                if devices.len() < 2 || n % 2 != 0 {
+                    return Err(format!(
+                        "mode sharded needs 2 CPU devices ({} here) and an even N ({n})",
+                        devices.len()
+                    )
+                    .into());
+                }
+                let half = n / 2;
+                let b = Builder::new("catch_policy_sharded");
+                let ps: Vec<_> = param_shapes(half)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| b.parameter(i, s, &format!("p{i}")))
+                    .collect();
+                let module = b.build(&mlp_ops(&ps[0], &ps[1], &ps[2], &ps[3], &ps[4]))?;
+                let exe = client
+                    .compile_with(&module, &xlaclient::CompileOptions::new().num_replicas(2))?;
+                let mut per_device = Vec::new();
+                for d in &devices[..2] {
+                    per_device.push(vec![
+                        d.buffer_from_host(&host.w1, &[OBS as i64, HID as i64])?,
+                        d.buffer_from_host(&host.b1, &[HID as i64])?,
+                        d.buffer_from_host(&host.w2, &[HID as i64, ACT as i64])?,
+                        d.buffer_from_host(&host.b2, &[ACT as i64])?,
+                    ]);
+                }
+                Ok(Policy::Sharded {
+                    exe,
+                    devices: devices[..2].to_vec(),
+                    params: per_device,
+                    world: world(0..n)?,
+                    q: vec![0.0; n * ACT],
+                })
+            }
+            Mode::Plain | Mode::PlainAsync => {
+                let client = if mode == Mode::Plain {
+                    &clients.default
+                } else {
+                    &clients.asynchronous
+                };
+                let jit = client.jit("catch_policy", &param_shapes(n), |_, p: Vec<_>| {
+                    mlp_ops(&p[0], &p[1], &p[2], &p[3], &p[4])
+                })?;
+                let mut args = host.upload(client)?;
+                args.push(
+                    client.buffer_from_host(&vec![0.0f32; n * OBS], &[n as i64, OBS as i64])?,
+                );
+                Ok(Policy::Plain {
+                    client: client.clone(),
+                    jit,
+                    args,
+                    world: world(0..n)?,
+                    q: Vec::new(),
+                })
+            }
+        }
+    }
+
+    /// The worlds (one, or one per share).
+    fn worlds(&self) -> Vec<&World> {
+        match self {
+            Policy::Fast { world, .. }
+            | Policy::Sharded { world, .. }
+            | Policy::Plain { world, .. } => {
+                vec![world]
+            }
+            Policy::Split { shares: s, .. } | Policy::Pipelined { halves: s, .. } => {
+                s.iter().map(|s| &s.world).collect()
+            }
+        }
+    }
+
+    /// Runs `steps` vector steps; returns the seconds taken.
+    fn run(&mut self, steps: usize, mut bd: Option<&mut Breakdown>) -> Res<f64> {
+        let t0 = Instant::now();
+        match self {
+            Policy::Fast {
+                client,
+                net,
+                world,
+                q,
+                copies,
+            } => {
+                for _ in 0..steps {
+                    fast_q(client, net, world, q, *copies, bd.as_deref_mut())?;
+                    let te = Instant::now();
+                    world.step(q)?;
+                    if let Some(bd) = bd.as_deref_mut() {
+                        bd.env += te.elapsed();
+                        bd.steps += 1;
+                    }
+                }
+            }
+            Policy::Split {
+                client,
+                nets,
+                shares,
+            } => {
+                let (client, nets) = (&*client, &nets[..]);
+                std::thread::scope(|s| -> Res<()> {
+                    let handles: Vec<_> = shares
+                        .iter_mut()
+                        .map(|share| s.spawn(move || run_share(client, nets, share, steps)))
+                        .collect();
+                    for h in handles {
+                        h.join().map_err(|_| "a share's thread panicked")??;
+                    }
+                    Ok(())
+                })?;
+            }
+            Policy::Pipelined {
+                client,
+                nets,
+                halves,
+            } => {
+                // Per half: its launched call (input, outputs).
+                let mut pending: Vec<Option<(Buffer, Vec<Buffer>)>> = Vec::new();
+                let launch = |h: &mut Share| -> Res<(Buffer, Vec<Buffer>)> {
+                    let dims = [h.world.len() as i64, OBS as i64];
+                    let host = h.world.obs.take().ok_or("the observation array is lent")?;
+                    let input = client.buffer_from_aligned(host, &dims)?;
+                    let out = net_of(nets, h.world.len())?.launch(&input)?;
+                    Ok((input, out))
+                };
+                for h in halves.iter_mut() {
+                    pending.push(Some(launch(h)?));
+                }
+                for step in 0..steps {
+                    for (h, p) in halves.iter_mut().zip(pending.iter_mut()) {
+                        let (input, out) = p.take().ok_or("no call in flight")?;
+                        out[0].copy_to_host(&mut h.q)?;
+                        drop(out);
+                        h.world.obs = Some(input.into_host()?);
+                        h.world.step(&h.q)?;
+                        if step + 1 < steps {
+                            *p = Some(launch(h)?);
+                        }
+                    }
+                }
+            }
+            Policy::Sharded {
+                exe,
+                devices,
+                params,
+                world,
+                q,
+            } => {
+                for _ in 0..steps {
+                    sharded_q(exe, devices, params, world.obs()?, q)?;
+                    world.step(q)?;
+                }
+            }
+            Policy::Plain {
+                client,
+                jit,
+                args,
+                world,
+                q,
+            } => {
+                let dims = [world.len() as i64, OBS as i64];
+                for _ in 0..steps {
+                    args[4] = client.buffer_from_host(world.obs()?, &dims)?;
+                    *q = jit.call(args)?.to_vec()?;
+                    world.step(q)?;
+                }
+            }
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    }
+
+    /// The largest difference, over every world, between this policy's Q-values
+    /// for the world's current observations and the forward pass in plain Rust.
+    fn check(&mut self, host: &HostParams) -> Res<f32> {
+        let mut got_want: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+        match self {
+            Policy::Fast {
+                client,
+                net,
+                world,
+                q,
+                copies,
+            } => {
+                fast_q(client, net, world, q, *copies, None)?;
+                got_want.push((q.clone(), host.forward(world.obs()?, world.len())));
+            }
+            Policy::Split {
+                client,
+                nets,
+                shares: s,
+            }
+            | Policy::Pipelined {
+                client,
+                nets,
+                halves: s,
+            } => {
+                for share in s.iter_mut() {
+                    let net = net_of(nets, share.world.len())?;
+                    fast_q(client, net, &mut share.world, &mut share.q, false, None)?;
+                    got_want.push((
+                        share.q.clone(),
+                        host.forward(share.world.obs()?, share.world.len()),
+                    ));
+                }
+            }
+            Policy::Sharded {
+                exe,
+                devices,
+                params,
+                world,
+                q,
+            } => {
+                sharded_q(exe, devices, params, world.obs()?, q)?;
+                got_want.push((q.clone(), host.forward(world.obs()?, world.len())));
+            }
+            Policy::Plain {
+                client,
+                jit,
+                args,
+                world,
+                ..
+            } => {
+                args[4] =
+                    client.buffer_from_host(world.obs()?, &[world.len() as i64, OBS as i64])?;
+                let got = jit.call(args)?.to_vec()?;
+                got_want.push((got, host.forward(world.obs()?, world.len())));
+            }
+        }
+        let mut err = 0.0f32;
+        for (got, want) in got_want {
+            if got.len() != want.len() {
+                return Err(format!("{} Q-values, want {}", got.len(), want.len()).into());
+            }
+            for (g, w) in got.iter().zip(&want) {
+                let d = (g - w).abs();
+                // A NaN anywhere is kept (f32::max would drop it).
+                if d.is_nan() || d > err {
+                    err = d;
+                }
+            }
+        }
+        Ok(err)
+    }
+}
+
+/// The `sharded` call: each half of `obs` to its device, Q-values read in place.
+fn sharded_q(
+    exe: &LoadedExecutable,
+    devices: &[xlaclient::Device],
+    params: &[Vec<Buffer>],
+    obs: &[f32],
+    q: &mut [f32],
+) -> Res<()> {
+    let dims = [(obs.len() / OBS / 2) as i64, OBS as i64];
+    let (o0, o1) = obs.split_at(obs.len() / 2);
+    let a = devices[0].buffer_from_host(o0, &dims)?;
+    let b = devices[1].buffer_from_host(o1, &dims)?;
+    let (p0, p1) = (&params[0], &params[1]);
+    let out = exe.execute_replicated(&[
+        vec![&p0[0], &p0[1], &p0[2], &p0[3], &a],
+        vec![&p1[0], &p1[1], &p1[2], &p1[3], &b],
+    ])?;
+    let half = q.len() / 2;
+    let (q0, q1) = q.split_at_mut(half);
+    out[0][0].copy_to_host(q0)?;
+    out[1][0].copy_to_host(q1)?;
+    Ok(())
+}
+
+/// The clients the modes run on.
+struct Clients {
+    /// `Client::new` with default options: synchronous.
+    default: Client,
+    asynchronous: Client,
+    /// Two CPU devices, asynchronous: `execute_replicated` runs them in parallel.
+    sharded: Client,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -616,19 +933,22 @@ fn main() {
     }
 }
 
-fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
+fn real_main(cfg: &Config) -> Res<()> {
     let plugin = xlaclient::Plugin::default_plugin()?;
     let base = ClientOptions::new().wait_policy(cfg.wait);
-    let async_client = Client::new(&plugin, &base)?;
-    let sync_client = Client::new(&plugin, &base.clone().asynchronous(false))?;
-    // Two CPU devices, asynchronous: `execute_replicated` runs them in parallel.
-    let sharded_client = Client::new(&plugin, &base.clone().cpu_device_count(2))?;
+    let asynchronous = base.clone().asynchronous(true);
+    let clients = Clients {
+        default: Client::new(&plugin, &base)?,
+        asynchronous: Client::new(&plugin, &asynchronous)?,
+        sharded: Client::new(&plugin, &asynchronous.cpu_device_count(2))?,
+    };
     println!(
-        "plugin {} (PJRT C API {}.{}); modes {:?}; wait {:?}; epsilon {}; untrained policy, params N(0,1)/sqrt(fan_in) from rl::Rng(0)",
+        "plugin {} (PJRT C API {}.{}); modes {:?}; workers {}; wait {:?}; epsilon {}; untrained policy, params N(0,1)/sqrt(fan_in) from rl::Rng(0)",
         plugin.path().display(),
         plugin.api_version().0,
         plugin.api_version().1,
         cfg.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        cfg.workers,
         cfg.wait,
         cfg.epsilon
     );
@@ -643,33 +963,17 @@ fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             600
         };
-        let mut world = World::new(n, cfg.epsilon)?;
         let mut policies = Vec::new();
         for &m in &cfg.modes {
-            let client = match m {
-                Mode::Sharded => &sharded_client,
-                _ if m.synchronous() => &sync_client,
-                _ => &async_client,
-            };
-            let mut p = Policy::new(m, client, &host, n)?;
-            run(&mut world, &mut p, cfg.warmup, None)?;
+            let mut p = Policy::new(m, &clients, &host, n, cfg)?;
+            p.run(cfg.warmup, None)?;
             // Correctness: this step's Q-values against plain Rust.
-            let obs = world.obs.clone();
-            let got = p.q(&obs, None)?.to_vec();
-            let want = host.forward(&obs, n);
-            let err = got
-                .iter()
-                .zip(&want)
-                .map(|(g, w)| (g - w).abs())
-                // A NaN anywhere is kept (f32::max would drop it).
-                .fold(0.0f32, |m, d| if d.is_nan() || d > m { d } else { m });
+            let err = p.check(&host)?;
             println!("check mode={} n={n} max_abs_err={err:.3e}", m.name());
-            if got.len() != want.len() || err.is_nan() || err > MAX_ERR {
+            if err.is_nan() || err > MAX_ERR {
                 return Err(format!(
-                    "mode {} n={n}: Q-values differ from the plain-Rust forward pass (max abs error {err}, {} values, want {})",
-                    m.name(),
-                    got.len(),
-                    want.len()
+                    "mode {} n={n}: Q-values differ from the plain-Rust forward pass (max abs error {err})",
+                    m.name()
                 )
                 .into());
             }
@@ -680,10 +984,11 @@ fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
             let k = policies.len();
             for j in 0..k {
                 let (_, p, times) = &mut policies[(j + r) % k];
-                times.push(run(&mut world, p, steps, None)?);
+                times.push(p.run(steps, None)?);
             }
         }
-        for (m, _, times) in &policies {
+        let (mut episodes, mut reward) = (0u64, 0.0f64);
+        for (m, p, times) in &policies {
             let sps: Vec<f64> = times.iter().map(|t| (n * steps) as f64 / t).collect();
             let best = sps.iter().cloned().fold(0.0, f64::max);
             let med = median(&sps);
@@ -700,11 +1005,14 @@ fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
                     at_1024 = Some(med);
                 }
             }
+            for w in p.worlds() {
+                episodes += w.episodes;
+                reward += w.reward;
+            }
         }
         println!(
-            "n={n} episodes={} mean_terminal_reward={:.3}",
-            world.episodes,
-            world.reward / world.episodes.max(1) as f64
+            "n={n} episodes={episodes} mean_terminal_reward={:.3}",
+            reward / episodes.max(1) as f64
         );
         if cfg.breakdown {
             // The `fast` path if it ran, else `fast-async`.
@@ -716,7 +1024,7 @@ fn real_main(cfg: &Config) -> Result<(), Box<dyn std::error::Error>> {
             let (m, p, _) = &mut policies[pick];
             let m = *m;
             let mut bd = Breakdown::default();
-            run(&mut world, p, steps, Some(&mut bd))?;
+            p.run(steps, Some(&mut bd))?;
             let us = |d: Duration| d.as_secs_f64() * 1e6 / bd.steps as f64;
             println!(
                 "breakdown mode={} n={n} us_per_vector_step: env={:.2} upload={:.2} execute={:.2} download={:.2} total={:.2}",
