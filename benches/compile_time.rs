@@ -20,6 +20,9 @@
 
 use std::time::Instant;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use xlaclient::rl::anakin::{Anakin, AnakinConfig};
 use xlaclient::{
     Builder, Client, ClientOptions, CompileCache, Computation, ElementType, Op, Plugin, Shape,
@@ -30,28 +33,6 @@ const PROGRAMS: [&str; 5] = ["reset4", "reset64", "samplers", "rnn_grad", "anaki
 /// Row `i` of a `[n, 2]` array of keys.
 fn key_row(keys: &Op, i: i64) -> Op {
     keys.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2])
-}
-
-fn reset(envs: i64) -> xlaclient::Result<Computation> {
-    let b = Builder::new("reset");
-    let key = b.parameter(0, Shape::of::<u32>(&[2]), "key");
-    let halves = key.random_split(2);
-    let per_env = key_row(&halves, 1).random_split(envs);
-    let draws: Vec<Op> = (0..envs)
-        .map(|i| key_row(&per_env, i).uniform(&[4], ElementType::F32, -0.05, 0.05))
-        .collect();
-    let refs: Vec<&Op> = draws.iter().collect();
-    let states = b.stack(&refs, 0);
-    let cols: Vec<Op> = (0..4)
-        .map(|j| {
-            states
-                .slice(&[0, j], &[envs, j + 1], &[1, 1])
-                .reshape(&[envs])
-        })
-        .collect();
-    let next = key_row(&halves, 0);
-    let outs: Vec<&Op> = cols.iter().chain([&next]).collect();
-    b.build_tuple(&outs)
 }
 
 fn samplers() -> xlaclient::Result<Computation> {
@@ -117,8 +98,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (total - a.compile_s(), a.compile_s())
         } else {
             let m = match name {
-                "reset4" => reset(4)?,
-                "reset64" => reset(64)?,
+                "reset4" => common::gymnax_reset(4, false)?,
+                "reset64" => common::gymnax_reset(64, false)?,
                 "samplers" => samplers()?,
                 "rnn_grad" => rnn_grad()?,
                 other => {

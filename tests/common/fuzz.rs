@@ -1613,25 +1613,15 @@ fn mutate_shape(rng: &mut Rng, s: &mut proto::ShapeProto) {
 pub fn mutate(rng: &mut Rng, bytes: &[u8], k: Mutation) -> Vec<u8> {
     use prost::Message;
     let mut b = bytes.to_vec();
-    match k {
-        Mutation::BitFlip => {
-            for _ in 0..1 + rng.below(8) {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
-            }
-            return b;
-        }
-        Mutation::ByteSet => {
-            let i = rng.below(b.len());
-            b[i] = rng.next_u64() as u8;
-            return b;
-        }
-        Mutation::Truncate => {
-            let n = rng.below(b.len());
-            b.truncate(n);
-            return b;
-        }
-        _ => {}
+    let bytewise = match k {
+        Mutation::BitFlip => Some(Damage::BitFlip),
+        Mutation::ByteSet => Some(Damage::ByteSet),
+        Mutation::Truncate => Some(Damage::Truncate),
+        _ => None,
+    };
+    if let Some(d) = bytewise {
+        damage_bytes(rng, &mut b, d);
+        return b;
     }
     let Ok(mut m) = HloModuleProto::decode(bytes) else {
         return b;
@@ -1968,6 +1958,30 @@ impl Damage {
     ];
 }
 
+/// Damages `b` in place the byte-level ways (`BitFlip`: one to eight bits,
+/// `ByteSet`: one byte, `Truncate`, `Extend`: up to 64 random bytes appended); the
+/// other kinds leave it as it is (their callers build the bytes).
+fn damage_bytes(rng: &mut Rng, b: &mut Vec<u8>, k: Damage) {
+    match k {
+        Damage::BitFlip => {
+            for _ in 0..1 + rng.below(8) {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+        }
+        Damage::ByteSet => {
+            let i = rng.below(b.len());
+            b[i] = rng.next_u64() as u8;
+        }
+        Damage::Truncate => {
+            let n = rng.below(b.len());
+            b.truncate(n);
+        }
+        Damage::Extend => b.extend((0..1 + rng.below(64)).map(|_| rng.next_u64() as u8)),
+        Damage::Swap | Damage::OtherPlugin | Damage::Unguarded => {}
+    }
+}
+
 /// A client of the plugin under test with two CPU devices: another identity
 /// than [`fresh_client`]'s.
 fn other_client() -> &'static Client {
@@ -1999,18 +2013,9 @@ pub fn run_executable(client: &Client, seed: u64, hlo: &Path) -> Outcome {
     };
     let mut b = good.clone();
     match k {
-        Damage::BitFlip => {
-            for _ in 0..1 + rng.below(8) {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
-            }
+        Damage::BitFlip | Damage::ByteSet | Damage::Truncate | Damage::Extend => {
+            damage_bytes(&mut rng, &mut b, k)
         }
-        Damage::ByteSet => {
-            let i = rng.below(b.len());
-            b[i] = rng.next_u64() as u8;
-        }
-        Damage::Truncate => b.truncate(rng.below(b.len())),
-        Damage::Extend => b.extend((0..1 + rng.below(64)).map(|_| rng.next_u64() as u8)),
         Damage::Swap => {
             let other = base_module(seed.wrapping_add(7919));
             match client.compile(&other).and_then(|e| e.serialize()) {
@@ -2085,18 +2090,9 @@ pub fn run_cache(seed: u64, hlo: &Path) -> Outcome {
     let good = std::fs::read(&path).unwrap_or_default();
     let mut b = good.clone();
     match k {
-        Damage::BitFlip => {
-            for _ in 0..1 + rng.below(8) {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
-            }
+        Damage::BitFlip | Damage::ByteSet | Damage::Truncate | Damage::Extend => {
+            damage_bytes(&mut rng, &mut b, k)
         }
-        Damage::ByteSet => {
-            let i = rng.below(b.len());
-            b[i] = rng.next_u64() as u8;
-        }
-        Damage::Truncate => b.truncate(rng.below(b.len())),
-        Damage::Extend => b.extend((0..1 + rng.below(64)).map(|_| rng.next_u64() as u8)),
         // Another module's entry, or another client's, renamed to this key.
         Damage::Swap | Damage::OtherPlugin => {
             let Ok(other_dir) = tempfile::tempdir() else {

@@ -109,3 +109,33 @@ pub fn flag_number(args: &[String], name: &str, default: u64) -> u64 {
             .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
     })
 }
+
+/// gymnax's CartPole reset for `envs` environments as a port writes it: split the
+/// key, a key per environment from one half, a `uniform(4)` from each, stacked, the
+/// four columns sliced back out; outputs the columns, then the other half (the next
+/// key). `unrolled` writes Threefry's rounds out instead of looping
+/// (`Builder::unroll_threefry`). Shared by tests/threefry.rs and the compile-time
+/// bench.
+pub fn gymnax_reset(envs: i64, unrolled: bool) -> xlaclient::Result<Computation> {
+    use xlaclient::{Builder, ElementType, Op, Shape};
+    let b = Builder::new("reset");
+    b.unroll_threefry(unrolled);
+    let key = b.parameter(0, Shape::of::<u32>(&[2]), "key");
+    let row = |k: &Op, i: i64| k.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2]);
+    let [next, reset_key] = key.split_keys();
+    let per_env = reset_key.random_split(envs);
+    let draws: Vec<Op> = (0..envs)
+        .map(|i| row(&per_env, i).uniform(&[4], ElementType::F32, -0.05, 0.05))
+        .collect();
+    let refs: Vec<&Op> = draws.iter().collect();
+    let states = b.stack(&refs, 0);
+    let cols: Vec<Op> = (0..4)
+        .map(|j| {
+            states
+                .slice(&[0, j], &[envs, j + 1], &[1, 1])
+                .reshape(&[envs])
+        })
+        .collect();
+    let outs: Vec<&Op> = cols.iter().chain([&next]).collect();
+    b.build_tuple(&outs)
+}
