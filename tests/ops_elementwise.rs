@@ -950,6 +950,112 @@ fn scalar_takes_the_integer_arrays_element_type() {
     assert_eq!(fetch::<f64>(&res[1], &[2], "f64*0.1"), [3.0 * 0.1, -0.1]);
 }
 
+/// JAX's promotion of weakly typed Rust numbers: a float number with an integer or
+/// boolean array gives f32 (`jnp.int32(1) / 2.0` is `f32` 0.5 with 64-bit types off),
+/// an integer number with a boolean array gives s32 (`jnp.bool_(True) + 1` is 2).
+/// The references are plain Rust on the same values in f32/i32.
+#[test]
+fn float_number_makes_integer_array_f32_as_in_jax() {
+    let xs: Vec<i32> = vec![1, -3, 0, 7];
+    let b = Builder::new("promote");
+    let x = b.parameter(0, Shape::of::<i32>(&[4]), "x");
+    let p = b.parameter(1, Shape::of::<bool>(&[4]), "p");
+    let u = b.parameter(2, Shape::of::<u8>(&[4]), "u");
+    let outs = [&x / 2.0, 2.5 - &x, &x * 0.5, &p + 1, &u * 1.5, &x * 2];
+    let want = [
+        ElementType::F32,
+        ElementType::F32,
+        ElementType::F32,
+        ElementType::S32,
+        ElementType::F32,
+        ElementType::S32,
+    ];
+    for (o, w) in outs.iter().zip(want) {
+        assert_eq!(o.element_type().ok(), Some(w), "{o:?}");
+    }
+    let module = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let ps = [true, false, true, false];
+    let us = [0u8, 1, 200, 255];
+    let res = run(
+        &module,
+        &[&upload(&xs, &[4]), &upload(&ps, &[4]), &upload(&us, &[4])],
+    );
+    // The exact case: s32 1 / 2.0 = f32 0.5.
+    assert_eq!(fetch::<f32>(&res[0], &[4], "x / 2.0")[0], 0.5);
+    assert_eq!(
+        fetch::<f32>(&res[0], &[4], "x / 2.0"),
+        map(&xs, |x| x as f32 / 2.0)
+    );
+    assert_eq!(
+        fetch::<f32>(&res[1], &[4], "2.5 - x"),
+        map(&xs, |x| 2.5 - x as f32)
+    );
+    assert_eq!(
+        fetch::<f32>(&res[2], &[4], "x * 0.5"),
+        map(&xs, |x| x as f32 * 0.5)
+    );
+    assert_eq!(
+        fetch::<i32>(&res[3], &[4], "p + 1"),
+        map(&ps, |p| p as i32 + 1)
+    );
+    assert_eq!(
+        fetch::<f32>(&res[4], &[4], "u * 1.5"),
+        map(&us, |u| u as f32 * 1.5)
+    );
+    assert_eq!(fetch::<i32>(&res[5], &[4], "x * 2"), map(&xs, |x| x * 2));
+}
+
+/// `select`/`where` with `pred[n]` against an `[n, n]` operand chooses per column
+/// (numpy's trailing rule) where a JAX user under `vmap` means per row: a warning
+/// names the line; the op is built (and runs) with numpy's meaning.
+#[test]
+fn select_with_a_vector_predicate_on_a_square_operand_warns() {
+    let b = Builder::new("trap");
+    let p = b.parameter(0, Shape::of::<bool>(&[3]), "p");
+    let x = b.parameter(1, Shape::of::<f32>(&[3, 3]), "x");
+    let zero = b.zeros(ElementType::F32, &[3, 3]);
+    let line = line!() + 1;
+    let per_column = b.select(&p, &x, &zero);
+    let warnings = b.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    assert_eq!(w.op, "select");
+    assert_eq!(
+        w.location.map(|l| (l.file(), l.line())),
+        Some((file!(), line))
+    );
+    assert!(w.message.contains("[3, 1]"), "{w}");
+    assert!(w.to_string().contains("warning: select"), "{w}");
+    // What the warning suggests: per row. Neither that nor a non-square operand,
+    // a full predicate or a broadcast done by hand warns.
+    let per_row = b.where_(&p.reshape(&[3, 1]), &x, &zero);
+    let q = b.parameter(2, Shape::of::<f32>(&[2, 3]), "q");
+    let _ = b.select(&p, &q, &b.zeros(ElementType::F32, &[2, 3]));
+    let full = p.broadcast_to(&[3, 3]);
+    let _ = b.select(&full, &x, &zero);
+    assert_eq!(b.warnings().len(), 1, "{:?}", b.warnings());
+    let module = b.build_tuple(&[&per_column, &per_row]).unwrap();
+    assert_eq!(module.warnings().len(), 1);
+    let xs: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+    let ps = [true, false, true];
+    let res = run(
+        &module,
+        &[
+            &upload(&ps, &[3]),
+            &upload(&xs, &[3, 3]),
+            &upload(&[0f32; 6], &[2, 3]),
+        ],
+    );
+    let by_col: Vec<f32> = (0..9)
+        .map(|i| if ps[i % 3] { xs[i] } else { 0.0 })
+        .collect();
+    let by_row: Vec<f32> = (0..9)
+        .map(|i| if ps[i / 3] { xs[i] } else { 0.0 })
+        .collect();
+    assert_eq!(fetch::<f32>(&res[0], &[3, 3], "per column"), by_col);
+    assert_eq!(fetch::<f32>(&res[1], &[3, 3], "per row"), by_row);
+}
+
 #[test]
 fn s64_scalar_operand_keeps_full_precision() {
     let big: i64 = (1 << 53) + 1;
@@ -1259,10 +1365,12 @@ fn numbers_at_the_edge_of_64_bit_types_are_rejected_not_saturated() {
         (Shape::of::<i64>(&[2]), -9.3e18),
     ] {
         for left in [false, true] {
+            // As an integer array's constant (what the operators made before a
+            // float number promoted the array to f32, as JAX does).
             let b = Builder::new("edge");
             let x = b.parameter(0, ty.clone(), "x");
-            #[allow(clippy::if_same_then_else)] // the number on either side of `+`
-            let y = if left { v + &x } else { &x + v };
+            let c = b.constant_of_type(ty.element_type().unwrap(), v);
+            let y = if left { &c + &x } else { &x + &c };
             let e = b.build(&y).unwrap_err().to_string();
             assert!(e.contains("does not fit"), "{ty} {v}: {e}");
         }

@@ -256,3 +256,27 @@ impl From<InstallError> for Error {
         Error::Runtime(RuntimeError::Install(e))
     }
 }
+
+/// Something legal that a JAX user probably did not mean, noticed while an op was
+/// built (the op is built all the same). [`Builder::warnings`](crate::Builder::warnings)
+/// and [`Computation::warnings`](crate::Computation::warnings) list them, and
+/// finishing a module prints each once on standard error, as a compiler prints its
+/// warnings, unless the environment variable `XLACLIENT_WARNINGS` is `0`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildWarning {
+    /// The op's name (`select`).
+    pub op: String,
+    /// What was noticed, and what to write instead.
+    pub message: String,
+    /// The user's line that built the op.
+    pub location: Option<&'static std::panic::Location<'static>>,
+}
+
+impl std::fmt::Display for BuildWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(l) = self.location {
+            write!(f, "{}:{}:{}: ", l.file(), l.line(), l.column())?;
+        }
+        write!(f, "warning: {}: {}", self.op, self.message)
+    }
+}

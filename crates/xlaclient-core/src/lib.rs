@@ -68,7 +68,8 @@ pub use xlaclient_proto as proto;
 
 pub use builder::{Builder, Computation, Op};
 pub use error::{
-    Error, GraphError, PjrtErrorCode, Result, RuntimeError, ShapeError, ShapeErrorKind,
+    BuildWarning, Error, GraphError, PjrtErrorCode, Result, RuntimeError, ShapeError,
+    ShapeErrorKind,
 };
 /// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are the host
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).

@@ -18,6 +18,11 @@ pub(crate) struct Graph {
     pub(crate) shapes: ShapeTable,
     /// Every error recorded, in order; the first is what `build` reports.
     pub(crate) errors: Vec<Error>,
+    /// Legal ops that a JAX user probably did not mean, in order.
+    pub(crate) warnings: Vec<crate::error::BuildWarning>,
+    /// How many of the warnings were printed (each once, by the first module
+    /// finished after it was recorded).
+    pub(crate) warnings_printed: usize,
     /// Values made by `stop_gradient`: constants to the backward pass.
     pub(crate) stopped: std::collections::HashSet<(CompId, Value)>,
     /// The static trip counts of while loops (by computation and instruction) that
@@ -79,6 +84,8 @@ impl Graph {
             comps: vec![Comp::new(name.to_string(), None)],
             shapes: ShapeTable::default(),
             errors: Vec::new(),
+            warnings: Vec::new(),
+            warnings_printed: 0,
             stopped: Default::default(),
             trip_counts: Default::default(),
             loop_bounds: Default::default(),

@@ -58,8 +58,9 @@ pub struct Builder {
 ///
 /// Cheap to clone. Operators (`+ - * /`, unary `-`) work on `Op` and `&Op`, and with
 /// Rust numbers on either side (a number takes the element type of the other operand,
-/// like a weakly-typed constant in JAX). Arrays of different shapes broadcast the
-/// numpy way.
+/// like a weakly-typed constant in JAX, and a float number makes an integer array
+/// `f32` as in JAX: see [`Scalar`](crate::Scalar)). Arrays of different shapes
+/// broadcast the numpy way.
 #[derive(Clone)]
 pub struct Op {
     pub(crate) g: Rc<RefCell<Graph>>,
@@ -79,6 +80,7 @@ const POISON: CompId = CompId(u32::MAX);
 #[derive(Clone)]
 pub struct Computation {
     ir: Arc<ir::Module>,
+    warnings: Arc<[crate::error::BuildWarning]>,
 }
 
 /// Traced values are the leaves of the trees a traced function takes and returns.
@@ -120,7 +122,15 @@ impl Computation {
         })?;
         Ok(Computation {
             ir: Arc::new(module),
+            warnings: Arc::new([]),
         })
+    }
+
+    /// What was noticed while the module was built: legal ops that a JAX user
+    /// probably did not mean (see [`BuildWarning`](crate::BuildWarning)). Empty for
+    /// a module read from a proto.
+    pub fn warnings(&self) -> &[crate::error::BuildWarning] {
+        &self.warnings
     }
 
     /// The typed IR of the module.
@@ -346,6 +356,7 @@ impl Builder {
         }
         Ok(Computation {
             ir: Arc::new(module),
+            warnings: self.report_warnings(),
         })
     }
 
@@ -389,7 +400,37 @@ impl Builder {
         })?;
         Ok(Computation {
             ir: Arc::new(module),
+            warnings: self.report_warnings(),
         })
+    }
+
+    /// The warnings recorded so far (see [`BuildWarning`](crate::BuildWarning)).
+    pub fn warnings(&self) -> Vec<crate::error::BuildWarning> {
+        self.g.borrow().warnings.clone()
+    }
+
+    /// The warnings, for a finished module; each printed on standard error by the
+    /// first module finished after it was recorded, unless `XLACLIENT_WARNINGS=0`.
+    fn report_warnings(&self) -> Arc<[crate::error::BuildWarning]> {
+        let mut g = self.g.borrow_mut();
+        if std::env::var_os("XLACLIENT_WARNINGS").is_none_or(|v| v != "0") {
+            for w in &g.warnings[g.warnings_printed..] {
+                eprintln!("{w}");
+            }
+        }
+        g.warnings_printed = g.warnings.len();
+        g.warnings.clone().into()
+    }
+
+    /// Records a warning about the op built at `loc`.
+    pub(crate) fn warn(&self, op: &str, message: String, loc: &'static Location<'static>) {
+        let mut g = self.g.borrow_mut();
+        let location = Some(g.origin.unwrap_or(loc));
+        g.warnings.push(crate::error::BuildWarning {
+            op: op.to_string(),
+            message,
+            location,
+        });
     }
 
     // ---------------------------------------------------------------------------

@@ -847,11 +847,35 @@ impl Builder {
                 );
             }
         };
+        if let Some(message) = per_column_trap(ps.dims(), &dims) {
+            self.warn("select", message, loc);
+        }
         let p = pred.broadcast_to(&dims);
         let t = on_true.broadcast_to(&dims);
         let f = on_false.broadcast_to(&dims);
         self.emit(OpKind::Select, &[&p, &t, &f], None, loc)
     }
+}
+
+/// The porting trap of `select`/`where` with a vector predicate: `pred[n]` against
+/// an `[…, n]` result broadcasts by numpy's trailing rule (one choice per column),
+/// which a JAX user who wrote the per-example program under `vmap` reads as one
+/// choice per row. Noticed when another axis of the result also has `n` elements,
+/// so that both readings type-check.
+fn per_column_trap(pred: &[i64], result: &[i64]) -> Option<String> {
+    let &[n] = pred else { return None };
+    let (&last, rest) = result.split_last()?;
+    let axis = rest.iter().position(|&d| d == n)?;
+    if n < 2 || last != n {
+        return None;
+    }
+    Some(format!(
+        "the predicate pred[{n}] broadcasts along the last axis of {result:?} (numpy's \
+         rule: one choice per column), and axis {axis} also has {n} elements; for one \
+         choice per row, as `jnp.where` inside `vmap` means, reshape the predicate to \
+         [{n}, 1] (`pred.reshape(&[{n}, 1])`); to keep per column and silence this, \
+         broadcast it yourself (`pred.broadcast_to(&{result:?})`)"
+    ))
 }
 
 /// `select(p, a, b)`: the cotangent goes to the side that was chosen.
@@ -1044,9 +1068,11 @@ mod clamp_tests {
 // Rust numbers in expressions: weakly typed scalars
 
 /// A Rust number written in an expression (`&x * 2.0`, `1 - &y`): it takes the
-/// element type of the other operand, like a weakly-typed constant in JAX. Integers
-/// stay exact; a value the element type cannot hold (2.5 or -1 for an integer type,
-/// 300 for `u8`) is a shape error, not a silent truncation.
+/// element type of the other operand, like a weakly-typed constant in JAX, with
+/// JAX's promotions: a float number with an integer or boolean array gives `f32`
+/// (`s32 / 2.0` is `f32`, 0.5 for 1), an integer number with a boolean array gives
+/// `s32`. Integers stay exact; a value the element type cannot hold (-1 or 300 for
+/// `u8`) is a shape error, not a silent truncation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scalar {
     /// A signed integer.
@@ -1232,6 +1258,36 @@ impl Op {
     }
 }
 
+impl Op {
+    /// `self op v` for a Rust number written in an expression, with JAX's promotion
+    /// of weakly typed scalars: a float number with an integer or boolean array
+    /// makes the array `f32` first (`s32[] / 2.0` is `f32` 0.5, as `jnp` gives with
+    /// 64-bit types off), and an integer number with a boolean array makes it `s32`;
+    /// otherwise the number takes the array's element type.
+    pub(crate) fn weak_binary(
+        &self,
+        op: BinaryOp,
+        v: Scalar,
+        scalar_on_left: bool,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let promoted = match (self.element_type(), v) {
+            (Ok(ty), Scalar::Float(_)) if !ty.is_float() && !ty.is_complex() => {
+                Some(ElementType::F32)
+            }
+            (Ok(ElementType::Pred), Scalar::Int(_) | Scalar::UInt(_)) => Some(ElementType::S32),
+            _ => None,
+        };
+        match promoted {
+            Some(ty) => self
+                .at(loc)
+                .convert(ty)
+                .binary_scalar(op, v, scalar_on_left, loc),
+            None => self.binary_scalar(op, v, scalar_on_left, loc),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Operators `+ - * /` and unary `-`
 
@@ -1263,22 +1319,22 @@ macro_rules! op_traits {
         impl $trait<$t> for &Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, Scalar::from(rhs), false, Location::caller()) }
+            fn $method(self, rhs: $t) -> Op { self.weak_binary(BinaryOp::$kind, Scalar::from(rhs), false, Location::caller()) }
         }
         impl $trait<$t> for Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: $t) -> Op { self.binary_scalar(BinaryOp::$kind, Scalar::from(rhs), false, Location::caller()) }
+            fn $method(self, rhs: $t) -> Op { self.weak_binary(BinaryOp::$kind, Scalar::from(rhs), false, Location::caller()) }
         }
         impl $trait<&Op> for $t {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: &Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, Scalar::from(self), true, Location::caller()) }
+            fn $method(self, rhs: &Op) -> Op { rhs.weak_binary(BinaryOp::$kind, Scalar::from(self), true, Location::caller()) }
         }
         impl $trait<Op> for $t {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: Op) -> Op { rhs.binary_scalar(BinaryOp::$kind, Scalar::from(self), true, Location::caller()) }
+            fn $method(self, rhs: Op) -> Op { rhs.weak_binary(BinaryOp::$kind, Scalar::from(self), true, Location::caller()) }
         }
     )*};
 }
