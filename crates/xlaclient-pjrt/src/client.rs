@@ -34,6 +34,9 @@ pub(crate) struct ClientInner {
     /// Whether the plugin took a zero-copy upload: 0 not tried yet, 1 yes, 2 no
     /// (it refused one: uploads are then copied by the plugin during the call).
     zero_copy: std::sync::atomic::AtomicU8,
+    /// The key-value store the plugin's callbacks reach (dropped after the client
+    /// is destroyed: the plugin may call until then).
+    _kv: Option<crate::distributed::StoreHandle>,
 }
 
 impl ClientInner {
@@ -130,14 +133,37 @@ impl Client {
         };
         options.validate()?;
         let api = plugin.api.clone();
-        let raw_client = if options.values.iter().any(|(n, _)| n == "asynchronous") {
-            create_raw(&api, &options.values)?
+        let is_cpu = plugin
+            .path()
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().contains("cpu"));
+        let mut values = options.values.clone();
+        let kv: Option<crate::distributed::StoreHandle> = options
+            .distributed
+            .as_ref()
+            .map(|d| Box::new(d.store.clone()));
+        if let Some(d) = &options.distributed {
+            // A CPU plugin knows its process by `process_id`; CUDA's clients by
+            // `node_id` among `num_nodes`.
+            let named: &[(&str, u32)] = if is_cpu {
+                &[("process_id", d.node_id)]
+            } else {
+                &[("node_id", d.node_id), ("num_nodes", d.num_nodes)]
+            };
+            for (name, v) in named {
+                if !values.iter().any(|(n, _)| n == name) {
+                    values.push((name.to_string(), NamedValue::Int64((*v).into())));
+                }
+            }
+        }
+        let raw_client = if values.iter().any(|(n, _)| n == "asynchronous") {
+            create_raw(&api, &values, kv.as_ref())?
         } else {
-            let mut values = options.values.clone();
-            values.push(("asynchronous".into(), NamedValue::Bool(false)));
-            match create_raw(&api, &values) {
+            let mut with_sync = values.clone();
+            with_sync.push(("asynchronous".into(), NamedValue::Bool(false)));
+            match create_raw(&api, &with_sync, kv.as_ref()) {
                 Ok(c) => c,
-                Err(_) => create_raw(&api, &options.values)?,
+                Err(_) => create_raw(&api, &values, kv.as_ref())?,
             }
         };
         let mut inner = ClientInner {
@@ -156,6 +182,7 @@ impl Client {
             }),
             pool: Arc::default(),
             zero_copy: std::sync::atomic::AtomicU8::new(0),
+            _kv: kv,
         };
         // SAFETY: the client was just created. The header: the device arrays and
         // the devices are owned by the client and live as long as it; the arrays
@@ -168,9 +195,23 @@ impl Client {
             let d = api.query(slot::PJRT_Client_Devices, |a| a.client = raw_client)?;
             inner.all = ptr_slice(d.devices, d.num_devices);
         }
-        Ok(Client {
+        let client = Client {
             inner: Arc::new(inner),
-        })
+        };
+        if let Some(d) = &options.distributed {
+            let got = client.process_index()?;
+            if i64::from(got) != i64::from(d.node_id) {
+                return Err(Error::InvalidOption {
+                    option: "distributed".into(),
+                    reason: format!(
+                        "the plugin did not take node id {} (its client reports process {got}): \
+                         this plugin cannot join a job of several processes",
+                        d.node_id
+                    ),
+                });
+            }
+        }
+        Ok(client)
     }
 
     /// The client a handle (buffer, executable) belongs to.
@@ -780,7 +821,11 @@ fn check_count(dims: &[i64], len: usize) -> Result<()> {
 
 /// `PJRT_Client_Create` with the named create options `values`: the new client,
 /// ours to destroy.
-fn create_raw(api: &Api, values: &[(String, NamedValue)]) -> Result<*mut PJRT_Client> {
+fn create_raw(
+    api: &Api,
+    values: &[(String, NamedValue)],
+    kv: Option<&crate::distributed::StoreHandle>,
+) -> Result<*mut PJRT_Client> {
     // The named values borrow the option names and strings from `values`, which
     // outlives the call.
     let mut nvs: Vec<raw::PJRT_NamedValue> = Vec::with_capacity(values.len());
@@ -820,9 +865,13 @@ fn create_raw(api: &Api, values: &[(String, NamedValue)]) -> Result<*mut PJRT_Cl
     let mut a = raw::PJRT_Client_Create_Args::new();
     a.create_options = nvs.as_ptr();
     a.num_options = nvs.len();
+    if let Some(handle) = kv {
+        crate::distributed::wire(handle, &mut a);
+    }
     // SAFETY: `nvs` and the names and strings it points into (owned by `values`)
-    // outlive the call; the plugin copies what it keeps. No key-value callbacks
-    // are given (all null). The new client is the caller's to destroy.
+    // outlive the call; the plugin copies what it keeps. The key-value callbacks'
+    // store (if any) is owned by the client made from this call and dropped after
+    // the client is destroyed. The new client is the caller's to destroy.
     unsafe { api.call(slot::PJRT_Client_Create, &mut a)? };
     Ok(a.client)
 }

@@ -28,6 +28,7 @@ mod buffer;
 pub mod cache;
 mod client;
 mod device;
+pub mod distributed;
 mod elf;
 pub mod error;
 mod event;

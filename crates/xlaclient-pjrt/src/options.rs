@@ -22,6 +22,7 @@ pub struct ClientOptions {
     pub(crate) wait: WaitPolicy,
     pub(crate) cache: crate::cache::CompileCache,
     pub(crate) cache_limit: Option<u64>,
+    pub(crate) distributed: Option<crate::distributed::Distributed>,
 }
 
 impl ClientOptions {
@@ -59,6 +60,13 @@ impl ClientOptions {
     /// the least recently used entries are removed.
     pub fn compile_cache_limit(mut self, bytes: u64) -> Self {
         self.cache_limit = Some(bytes);
+        self
+    }
+
+    /// Makes the client node `node_id` of a job of several processes, sharing a
+    /// key-value store with the others (see [`distributed`](crate::distributed)).
+    pub fn distributed(mut self, d: crate::distributed::Distributed) -> Self {
+        self.distributed = Some(d);
         self
     }
 

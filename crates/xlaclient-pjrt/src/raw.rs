@@ -434,15 +434,63 @@ pjrt_args!(PJRT_Event_OnReady_Args {
 // ----------------------------------------------------------------------------------
 // Client.
 
+/// What a key-value callback calls to make the error it returns: the plugin's
+/// function, passed by pointer in each callback's args.
+pub type PJRT_CallbackError = unsafe extern "C" fn(
+    code: c_int,
+    message: *const c_char,
+    message_size: usize,
+) -> *mut PJRT_Error;
+
+/// Frees a value a get callback returned (the callback's own function).
+pub type PJRT_KeyValue_ValueDeleter = unsafe extern "C" fn(value: *mut c_char);
+
+pjrt_args!(PJRT_KeyValueGetCallback_Args {
+    key: *const c_char,
+    key_size: usize,
+    timeout_in_ms: c_int,
+    callback_error: *const PJRT_CallbackError,
+    user_arg: *mut c_void,
+    value: *mut c_char,
+    value_size: usize,
+    value_deleter_callback: Option<PJRT_KeyValue_ValueDeleter>,
+});
+
+pjrt_args!(PJRT_KeyValueTryGetCallback_Args {
+    key: *const c_char,
+    key_size: usize,
+    callback_error: *const PJRT_CallbackError,
+    user_arg: *mut c_void,
+    value: *mut c_char,
+    value_size: usize,
+    value_deleter_callback: Option<PJRT_KeyValue_ValueDeleter>,
+});
+
+pjrt_args!(PJRT_KeyValuePutCallback_Args {
+    key: *const c_char,
+    key_size: usize,
+    value: *const c_char,
+    value_size: usize,
+    callback_error: *const PJRT_CallbackError,
+    user_arg: *mut c_void,
+});
+
+pub type PJRT_KeyValueGetCallback =
+    unsafe extern "C" fn(args: *mut PJRT_KeyValueGetCallback_Args) -> *mut PJRT_Error;
+pub type PJRT_KeyValueTryGetCallback =
+    unsafe extern "C" fn(args: *mut PJRT_KeyValueTryGetCallback_Args) -> *mut PJRT_Error;
+pub type PJRT_KeyValuePutCallback =
+    unsafe extern "C" fn(args: *mut PJRT_KeyValuePutCallback_Args) -> *mut PJRT_Error;
+
 pjrt_args!(PJRT_Client_Create_Args {
     create_options: *const PJRT_NamedValue,
     num_options: usize,
-    kv_get_callback: *mut c_void,
+    kv_get_callback: Option<PJRT_KeyValueGetCallback>,
     kv_get_user_arg: *mut c_void,
-    kv_put_callback: *mut c_void,
+    kv_put_callback: Option<PJRT_KeyValuePutCallback>,
     kv_put_user_arg: *mut c_void,
     client: *mut PJRT_Client,
-    kv_try_get_callback: *mut c_void,
+    kv_try_get_callback: Option<PJRT_KeyValueTryGetCallback>,
     kv_try_get_user_arg: *mut c_void,
 });
 pjrt_args!(PJRT_Client_Destroy_Args {
@@ -764,6 +812,12 @@ mod tests {
     #[test]
     fn struct_sizes_match_the_header() {
         assert_eq!(PJRT_Api_Version::STRUCT_SIZE, 24);
+        // The key-value callbacks' args and the create args that carry them (the
+        // header's layout: `int timeout_in_ms` padded to 8).
+        assert_eq!(PJRT_KeyValueGetCallback_Args::STRUCT_SIZE, 80);
+        assert_eq!(PJRT_KeyValueTryGetCallback_Args::STRUCT_SIZE, 72);
+        assert_eq!(PJRT_KeyValuePutCallback_Args::STRUCT_SIZE, 64);
+        assert_eq!(PJRT_Client_Create_Args::STRUCT_SIZE, 88);
         // (API 0.115 header, `PJRT_*_STRUCT_SIZE` printed by a C program.)
         assert_eq!(PJRT_Buffer_MemoryLayout_Tiled::STRUCT_SIZE, 56);
         assert_eq!(PJRT_Buffer_MemoryLayout::STRUCT_SIZE, 76);
