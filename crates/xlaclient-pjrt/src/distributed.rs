@@ -5,10 +5,10 @@
 //! A plugin that spans processes (CUDA, TPU) exchanges its topology at client
 //! creation through a key-value store the caller provides: each process puts its
 //! local devices under keys of its own and gets the others'. This crate wires a
-//! [`KeyValueStore`] to those callbacks. [`InMemoryStore`] serves the processes'
-//! clients of one process (tests, one host); a store that a cluster already runs is
-//! the other implementation to write (the guide's "Many hosts" section shows one
-//! over Redis, in a few lines).
+//! [`KeyValueStore`] to those callbacks. `InMemoryStore` serves clients of one
+//! process (tests, one host); `RedisStore` (feature `redis`) keeps the keys in a
+//! Redis server that the cluster runs. The guide's "Many hosts" section has the
+//! design: how N processes × M devices form one global device assignment.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -145,6 +145,94 @@ impl KeyValueStore for InMemoryStore {
         self.lock().insert(key.to_string(), value.to_vec());
         self.changed.notify_all();
         Ok(())
+    }
+}
+
+/// A [`KeyValueStore`] in a Redis server that the cluster runs (feature `redis`):
+/// every process of the job connects to the same server and uses keys under one
+/// prefix (the job's name), so that jobs sharing a server do not collide.
+///
+/// Redis because clusters commonly run one already, its Rust client (`redis`) is
+/// well kept and has a synchronous connection (the plugin calls from its own
+/// threads and blocks, so no async runtime is needed), and the server is a
+/// package on every distribution. A blocking `get` polls with a growing pause (1 to
+/// 50 ms) until the key appears or the timeout passes: topology exchange happens
+/// once per client creation, where polling costs nothing that matters.
+#[cfg(feature = "redis")]
+pub struct RedisStore {
+    conn: Mutex<redis::Connection>,
+    prefix: String,
+}
+
+#[cfg(feature = "redis")]
+impl RedisStore {
+    /// Connects to the server at `url` (`redis://host:port/`), keys under `prefix`.
+    pub fn connect(url: &str, prefix: &str) -> Result<RedisStore, KvError> {
+        let store = |e: redis::RedisError| KvError::Store(format!("redis at {url}: {e}"));
+        let client = redis::Client::open(url).map_err(store)?;
+        let conn = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .map_err(store)?;
+        Ok(RedisStore {
+            conn: Mutex::new(conn),
+            prefix: prefix.to_string(),
+        })
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}/{key}", self.prefix)
+    }
+
+    fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        redis::cmd("GET")
+            .arg(self.key(key))
+            .query::<Option<Vec<u8>>>(&mut *conn)
+            .map_err(|e| KvError::Store(format!("redis GET {key:?}: {e}")))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl KeyValueStore for RedisStore {
+    fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>, KvError> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Some(v) = self.fetch(key)? {
+                return Ok(v);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(KvError::Timeout {
+                    key: key.to_string(),
+                    timeout,
+                });
+            }
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        self.fetch(key)
+    }
+
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        redis::cmd("SET")
+            .arg(self.key(key))
+            .arg(value)
+            .query::<()>(&mut *conn)
+            .map_err(|e| KvError::Store(format!("redis SET {key:?}: {e}")))
     }
 }
 
