@@ -461,6 +461,106 @@ fn through_scan_with_several_carries_and_outputs() {
     }
 }
 
+/// The scan body of the deferred-dot tests: a weight the loop does not change in
+/// every position a dot can hold it. `x_t · w` (the weight on the right, the rows
+/// of a batch on the left), `v · h'ᵀ` (on the left), `x_t · wb` batched over the
+/// rows (one weight matrix per row), and `w` also read element-wise.
+fn weights_in_dots(p: &[Op], checkpoint: bool) -> Op {
+    let (h0, xs, w, v, wb) = (&p[0], &p[1], &p[2], &p[3], &p[4]);
+    let b = h0.builder();
+    let per_row = DotDims {
+        lhs_contracting: vec![1],
+        rhs_contracting: vec![1],
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+    };
+    let opts = xlaclient::ScanOptions::new().checkpoint(checkpoint);
+    let (h, ys) = b.scan_with(h0.clone(), xs.clone(), &opts, |h, x| {
+        let pre = &(&h + &x.matmul(w)) + &x.dot_general(wb, &per_row);
+        let h2 = (&pre + &w.reduce_sum(&[0])).tanh();
+        let y = v.dot_general(&h2, &DotDims::contract(1, 1));
+        (h2, y)
+    });
+    b.concatenate(&[&h.reshape(&[6]), &ys.reshape(&[30])], 0)
+}
+
+/// A dot's cotangent for a weight the loop does not change is summed over the steps
+/// after the loop, in one product over the stacked rows (stored values), instead of
+/// one product and an add per step. Both ways (stored: summed after; checkpointed:
+/// per step) against finite differences, and the summed product is in the entry
+/// computation, not in a loop.
+#[test]
+fn through_scan_dots_with_loop_invariant_weights() {
+    let shapes: &[&[i64]] = &[&[3, 2], &[5, 3, 4], &[4, 2], &[2, 2], &[3, 4, 2]];
+    for checkpoint in [false, true] {
+        check(&format!("weights_{checkpoint}"), shapes, -1.0, 1.0, |p| {
+            weights_in_dots(p, checkpoint)
+        });
+    }
+    // Where the products are: with stored values the entry computation has the
+    // summed ones; checkpointed, every product stays in a loop.
+    for (checkpoint, summed_outside) in [(false, true), (true, false)] {
+        let b = Builder::new("where");
+        let p: Vec<Op> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| b.parameter(i, Shape::of::<f64>(d), &format!("p{i}")))
+            .collect();
+        let loss = weights_in_dots(&p, checkpoint).reduce_sum(&[0]);
+        let g = b.grad(&loss, &(p[2].clone(), p[3].clone(), p[4].clone()));
+        let text = b.build_tuple(&[&g.0, &g.1, &g.2]).unwrap().to_hlo_text();
+        let entry = &text[text.find("ENTRY").expect("an entry")..];
+        let entry = &entry[..entry.find("\n}").unwrap_or(entry.len())];
+        assert_eq!(
+            entry.contains(" dot("),
+            summed_outside,
+            "checkpoint={checkpoint}\n{entry}"
+        );
+    }
+}
+
+/// The same in a loop that stops early (rows past the steps taken stay zero) and
+/// differentiated twice.
+#[test]
+fn deferred_weight_cotangents_in_bounded_loops_and_second_order() {
+    check_at(
+        "bounded_dot",
+        &[&[2, 2], &[2, 2]],
+        &[vec![0.3, 0.2, 0.1, 0.25], vec![1.2, 0.1, -0.2, 1.1]],
+        |p| {
+            let (x, w) = (&p[0], &p[1]);
+            let b = x.builder();
+            let (v, acc) = b.while_loop_bounded(
+                (x.clone(), b.constant(0f64)),
+                50,
+                |(v, _)| {
+                    (v * v)
+                        .reduce_sum(&[0, 1])
+                        .compare(&v.builder().constant(4f64), Comparison::Lt)
+                },
+                |(v, acc)| {
+                    let v2 = &v.matmul(w) + &(&v.tanh() * 0.1);
+                    let acc2 = &acc + &v2.reduce_sum(&[0, 1]);
+                    (v2, acc2)
+                },
+            );
+            b.concatenate(&[&v.reshape(&[4]), &acc.reshape(&[1])], 0)
+        },
+    );
+    let u = [0.3f64, -0.6, 0.8, 0.1];
+    check("hvp_weights", &[&[2, 2], &[4, 2, 2]], -1.0, 1.0, |p| {
+        let (w, xs) = (&p[0], &p[1]);
+        let b = w.builder();
+        let h0 = b.zeros(ElementType::F64, &[2, 2]);
+        let (h, _) = b.scan(h0, xs.clone(), |h, x| {
+            let h2 = (&h.matmul(w) + &x).sin();
+            (h2, ())
+        });
+        let g = b.grad(&h.reduce_sum(&[0, 1]), w);
+        &g.reshape(&[4]) * &b.constant_vec(&u)
+    });
+}
+
 #[test]
 fn through_nested_loops() {
     // A fori_loop inside a scan body, using the scan's carry and an outside weight.

@@ -15,7 +15,7 @@
 //! [`Error::NoGradient`](crate::Error::NoGradient) naming the op, the form and the
 //! line that built it, never a silent zero.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::Location;
 
 use crate::builder::{Builder, Op};
@@ -384,6 +384,27 @@ pub(crate) fn backprop(
     wrt: &[Value],
     loc: &'static Location<'static>,
 ) -> Result<Vec<Option<Op>>, Op> {
+    backprop_deferring(b, tape, seeds, wrt, &HashSet::new(), loc).map(|(g, _)| g)
+}
+
+/// The result cotangents [`backprop_deferring`] hands back, by instruction.
+pub(crate) type Captured = HashMap<u32, Op>;
+
+/// [`backprop`], leaving out the cotangents that some instructions would send to
+/// some of their operands: for each `(instruction, operand)` in `deferred`, that
+/// operand gets nothing from that instruction, and the cotangent arriving at the
+/// instruction's result is returned instead (by instruction; zeros where the
+/// result got none). A loop's gradient uses this to sum a dot's contributions to a
+/// loop-invariant operand over all steps in one product after the loop.
+pub(crate) fn backprop_deferring(
+    b: &Builder,
+    tape: &Tape,
+    seeds: &[(Value, Op)],
+    wrt: &[Value],
+    deferred: &HashSet<(u32, usize)>,
+    loc: &'static Location<'static>,
+) -> Result<(Vec<Option<Op>>, Captured), Op> {
+    let mut captured: HashMap<u32, Op> = HashMap::new();
     let comp = tape.src;
     let (kinds, operands, locs, results) = (&tape.kinds, &tape.operands, &tape.locs, &tape.results);
     let end = kinds.len();
@@ -474,6 +495,9 @@ pub(crate) fn backprop(
             at: (comp, i as u32),
             cts: &res_cts,
         };
+        if deferred.iter().any(|(d, _)| *d as usize == i) {
+            captured.insert(i as u32, node.ct());
+        }
         // The ops the rule builds carry this instruction's line.
         let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
         let got = crate::ops::table::vjp(&node);
@@ -491,7 +515,7 @@ pub(crate) fn backprop(
         for (k, g) in got.into_iter().enumerate() {
             let Some(g) = g else { continue };
             let v = operands[i][k];
-            if !active[v.instr as usize] {
+            if !active[v.instr as usize] || deferred.contains(&(i as u32, k)) {
                 continue;
             }
             let keep = match &g {
@@ -503,13 +527,14 @@ pub(crate) fn backprop(
             }
         }
     }
-    Ok(wrt
+    let grads = wrt
         .iter()
         .map(|w| match cts.get(w) {
             Some(Ct::Array(g)) => Some(g.clone()),
             _ => None,
         })
-        .collect())
+        .collect();
+    Ok((grads, captured))
 }
 
 /// For rules: is `v` a value whose gradient matters (a float array)?

@@ -967,10 +967,34 @@ fn while_cts(
         .iter()
         .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
         .collect();
-    let (bwd_i, ct_in) = b.while_loop(
-        (s32(b, 0), ct0),
-        |(s, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
-        |(s, ct)| {
+    // Dots whose cotangent for a loop-invariant operand (a weight the body reads)
+    // is summed over the steps after the loop, in one product over the stacked
+    // rows, instead of one small product and an add per step.
+    let deferred: Vec<DeferredDot> = if store && std::env::var_os("XLACLIENT_NO_DEFER").is_none() {
+        deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored)
+    } else {
+        Vec::new()
+    };
+    let defer_edges: std::collections::HashSet<(u32, usize)> =
+        deferred.iter().map(|d| (d.dot, d.operand)).collect();
+    let ct_stacks0: Vec<Op> = deferred
+        .iter()
+        .map(|d| {
+            let dims: Vec<i64> = std::iter::once(trips)
+                .chain(d.out.dims().iter().copied())
+                .collect();
+            b.scalar_of(
+                d.out.element_type().expect("array"),
+                crate::Scalar::Int(0),
+                loc,
+            )
+            .broadcast_to(&dims)
+        })
+        .collect();
+    let (bwd_i, ct_in, ct_stacks) = b.while_loop(
+        (s32(b, 0), ct0, ct_stacks0),
+        |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
+        |(s, ct, ct_rows)| {
             let bb = s.builder();
             let last = local(&bb, &count).binary_scalar(
                 crate::BinaryOp::Subtract,
@@ -1005,7 +1029,7 @@ fn while_cts(
                     }
                 })
                 .collect();
-            let back = if store {
+            let (back, captured) = if store {
                 // The step's values, read back from the stacks.
                 let vals: HashMap<(u32, u32), Op> = stored
                     .iter()
@@ -1014,15 +1038,37 @@ fn while_cts(
                         ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
                     })
                     .collect();
-                backprop_stored(&bb, body, &c_t, &vals, &float, &ct, loc)
+                backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc)
             } else {
                 let outs = inline(&bb, body, &c_t);
                 let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
                 let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
                 let ct_refs: Vec<&Op> = ct.iter().collect();
-                bb.vjp(&outs_f, &ct_refs, &wrt_f)
+                (bb.vjp(&outs_f, &ct_refs, &wrt_f), HashMap::new())
             };
-            (plus_one(s), back)
+            // Row `t` of each deferred dot's result cotangents.
+            let rows: Vec<Op> = deferred
+                .iter()
+                .zip(&ct_rows)
+                .map(|(d, buf)| {
+                    let row = captured
+                        .get(&d.dot)
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            bb.scalar_of(
+                                d.out.element_type().expect("array"),
+                                crate::Scalar::Int(0),
+                                loc,
+                            )
+                            .broadcast_to(d.out.dims())
+                        })
+                        .reshape(&with_step_axis(&d.out));
+                    let starts = at_step(&t, d.out.rank());
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    buf.dynamic_update_slice(&row, &refs)
+                })
+                .collect();
+            (plus_one(s), back, rows)
         },
     );
     // The backward loop has a trip count or bound too: the gradient is
@@ -1036,7 +1082,134 @@ fn while_cts(
     for (c, j) in ct_in.into_iter().zip(&float) {
         out[*j] = Some(c);
     }
+    // Each deferred dot's contribution to its invariant operand: the sum over the
+    // steps, as one product of the other operand's stacked rows (from the forward
+    // loop's stacks) with the stacked result cotangents.
+    for (d, ct_stack) in deferred.iter().zip(&ct_stacks) {
+        let other = match d.other {
+            Rows::Carry(p) => &stacks[p],
+            Rows::Stored(p) => &stacks[stacked.len() + p],
+        };
+        let w = &shapes[d.element];
+        let Some(sum) = crate::ops::linalg::dot_operand_ct(
+            &d.attrs,
+            d.operand,
+            other,
+            ct_stack,
+            w.element_type(),
+            w.rank() as i64,
+            true,
+        ) else {
+            continue;
+        };
+        out[d.element] = Some(match out[d.element].take() {
+            Some(c) => c.binary(crate::BinaryOp::Add, &sum, loc),
+            None => sum,
+        });
+    }
     Ok(out)
+}
+
+/// Where the rows of a deferred dot's other operand come from: the forward loop's
+/// stack of a carry element, or of a stored body value.
+#[derive(Clone, Copy, Debug)]
+enum Rows {
+    /// Position in the stacked carry elements.
+    Carry(usize),
+    /// Position in the stored values.
+    Stored(usize),
+}
+
+/// A dot in a loop body one of whose operands is a loop-invariant float carry
+/// element: its cotangent for that operand is summed over the steps after the loop.
+#[derive(Clone, Debug)]
+struct DeferredDot {
+    /// The dot's instruction in the body.
+    dot: u32,
+    /// Which operand is the invariant one (0 lhs, 1 rhs).
+    operand: usize,
+    /// The carry element it reads.
+    element: usize,
+    /// The other operand's rows.
+    other: Rows,
+    /// The dot's attributes.
+    attrs: crate::ops::linalg::DotAttrs,
+    /// The dot's result shape (one row of the cotangent stack).
+    out: Shape,
+}
+
+/// The dots of a flat loop body that read a loop-invariant float carry element
+/// directly as one operand, and whose other operand has a row per step in the
+/// forward loop's stacks (a stacked carry element or a stored value).
+fn deferrable_dots(
+    b: &Builder,
+    body: CompId,
+    invariant: &[bool],
+    shapes: &[Shape],
+    stacked: &[usize],
+    stored: &[(u32, u32, Shape)],
+) -> Vec<DeferredDot> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let Some(Some(param)) = c.params.first().copied() else {
+        return Vec::new();
+    };
+    // The carry element a value reads, if it is a get-tuple-element of the carry.
+    let element_of = |v: Value| -> Option<usize> {
+        if v.result != 0 {
+            return None;
+        }
+        let ins = c.instrs.get(v.instr as usize)?;
+        match ins.kind {
+            OpKind::GetTupleElement { index } if ins.operands[0].instr == param => {
+                Some(index as usize)
+            }
+            _ => None,
+        }
+    };
+    let float = |j: usize| {
+        shapes[j]
+            .element_type()
+            .is_some_and(crate::autodiff::differentiable)
+    };
+    let mut out = Vec::new();
+    for (i, ins) in c.instrs.iter().enumerate() {
+        let OpKind::Dot(attrs) = &ins.kind else {
+            continue;
+        };
+        for operand in 0..2 {
+            let Some(j) = element_of(ins.operands[operand]) else {
+                continue;
+            };
+            if !invariant[j] || !float(j) {
+                continue;
+            }
+            let o = ins.operands[1 - operand];
+            let other = match element_of(o) {
+                Some(m) => match stacked.iter().position(|x| *x == m) {
+                    Some(p) => Rows::Carry(p),
+                    None => continue,
+                },
+                None => match stored
+                    .iter()
+                    .position(|(si, sr, _)| *si == o.instr && *sr == o.result)
+                {
+                    Some(p) => Rows::Stored(p),
+                    None => continue,
+                },
+            };
+            out.push(DeferredDot {
+                dot: i as u32,
+                operand,
+                element: j,
+                other,
+                attrs: (**attrs).clone(),
+                out: g.shapes.get(ins.shape).clone(),
+            });
+            break;
+        }
+    }
+    out
 }
 
 /// The values of a loop body worth storing per step for the backward pass: every
@@ -1084,6 +1257,7 @@ fn stored_values(b: &Builder, body: CompId) -> Option<Vec<(u32, u32, Shape)>> {
 /// recomputation): the carry entering the step is `carry`, the other values are
 /// `vals` (constants and iotas are made again). Returns the cotangents of the
 /// carry's float elements (`float`), given those of the step's results (`ct`).
+#[allow(clippy::too_many_arguments)]
 fn backprop_stored(
     bb: &Builder,
     body: CompId,
@@ -1091,9 +1265,10 @@ fn backprop_stored(
     vals: &HashMap<(u32, u32), Op>,
     float: &[usize],
     ct: &[Op],
+    deferred: &std::collections::HashSet<(u32, usize)>,
     loc: &'static Location<'static>,
-) -> Vec<Op> {
-    use crate::autodiff::{Tape, backprop, zeros_like};
+) -> (Vec<Op>, HashMap<u32, Op>) {
+    use crate::autodiff::{Tape, backprop_deferring, zeros_like};
     let tape = Tape::of_comp(bb, body, usize::MAX);
     let (param, root) = {
         let g = bb.g.borrow();
@@ -1136,13 +1311,13 @@ fn backprop_stored(
         .map(|(j, c)| (root_elems[*j], c.clone()))
         .collect();
     let wrt: Vec<Value> = float.iter().flat_map(|j| elements[*j].clone()).collect();
-    let got = match backprop(bb, &tape, &seeds, &wrt, loc) {
+    let (got, captured) = match backprop_deferring(bb, &tape, &seeds, &wrt, deferred, loc) {
         Ok(g) => g,
-        Err(f) => return vec![f; float.len()],
+        Err(f) => return (vec![f; float.len()], HashMap::new()),
     };
     // Each element's cotangent: the sum over the instructions that read it.
     let mut got = got.into_iter();
-    float
+    let cts = float
         .iter()
         .map(|j| {
             let mut sum: Option<Op> = None;
@@ -1156,7 +1331,8 @@ fn backprop_stored(
             }
             sum.unwrap_or_else(|| zeros_like(&carry[*j], loc))
         })
-        .collect()
+        .collect();
+    (cts, captured)
 }
 
 /// The loop of [`vjp_while`]'s forward steps: the original loop's steps (its

@@ -480,17 +480,54 @@ pub(crate) fn vjp_dot(n: &Node) -> Grads {
 /// other operand over the other operand's free axes, batched over the batch axes,
 /// then transposed into the operand's axis order (JAX's transpose rule).
 fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
-    let d = &a.dims;
-    // The forward's precision; each result in its operand's type (operands of
-    // mixed types take it through the preferred type).
-    let opts = |t: &Op| DotOptions {
-        precision: a.precision,
-        preferred_element_type: t.element_type().ok(),
-    };
     let (x, y) = (&n.operands[0], &n.operands[1]);
-    let (xr, yr) = match (x.rank(), y.rank()) {
-        (Ok(a), Ok(b)) => (a as i64, b as i64),
-        _ => return vec![None, None],
+    [(0, x, y), (1, y, x)]
+        .into_iter()
+        .map(|(which, operand, other)| {
+            if !crate::autodiff::wants(operand) {
+                return None;
+            }
+            let rank = operand.rank().ok()? as i64;
+            dot_operand_ct(
+                a,
+                which,
+                other,
+                ct,
+                operand.element_type().ok(),
+                rank,
+                false,
+            )
+        })
+        .collect()
+}
+
+/// The cotangent of operand `which` (0: lhs, 1: rhs) of a dot with attributes `a`,
+/// given the `other` operand and the result's cotangent `ct`; the operand is of
+/// element type `ty` (the result's type, `None`: the dot's rule picks) and rank
+/// `rank`. With `stepped`, `other` and `ct` carry a leading axis of steps (one row
+/// per step of a loop) and the result is the sum over the steps of each step's
+/// cotangent, as one product contracting the step axis too: what a loop's
+/// gradient computes after the loop for an operand the loop does not change.
+pub(crate) fn dot_operand_ct(
+    a: &DotAttrs,
+    which: usize,
+    other: &Op,
+    ct: &Op,
+    ty: Option<ElementType>,
+    rank: i64,
+    stepped: bool,
+) -> Option<Op> {
+    let d = &a.dims;
+    let step = i64::from(stepped);
+    let other_rank = other.rank().ok()? as i64 - step;
+    let (xr, yr) = if which == 0 {
+        (rank, other_rank)
+    } else {
+        (other_rank, rank)
+    };
+    let opts = DotOptions {
+        precision: a.precision,
+        preferred_element_type: ty,
     };
     let free = |rank: i64, c: &[i64], b: &[i64]| -> Vec<i64> {
         (0..rank)
@@ -506,6 +543,29 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
     let ct_batch: Vec<i64> = (0..nb).collect();
     let ct_xf: Vec<i64> = (nb..nb + xf.len() as i64).collect();
     let ct_yf: Vec<i64> = (nb + xf.len() as i64..nb + (xf.len() + yf.len()) as i64).collect();
+    if stepped && which == 1 && nb == 0 && xf.first() == Some(&0) {
+        // `x · W` with x's axis 0 free (the rows of a batch): the step axis and
+        // axis 0 are adjacent in both stacks, so each stack is one taller array
+        // (a free reshape) and the sum over steps is the one-step product over
+        // all rows, in the layout the plugin's matrix product takes directly.
+        let merge = |v: &Op| -> Option<Op> {
+            let dims = v.dims().ok()?;
+            let mut m = vec![dims[0] * dims[1]];
+            m.extend_from_slice(&dims[2..]);
+            Some(v.reshape(&m))
+        };
+        return dot_operand_ct(a, which, &merge(other)?, &merge(ct)?, ty, rank, false);
+    }
+    // With steps: every axis one further, and the step axis contracted on both
+    // sides (paired first).
+    let contracted = |axes: &[i64]| -> Vec<i64> {
+        let steps = if stepped { Some(0) } else { None };
+        steps
+            .into_iter()
+            .chain(axes.iter().map(|a| a + step))
+            .collect()
+    };
+    let batch = |axes: &[i64]| -> Vec<i64> { axes.iter().map(|a| a + step).collect() };
     // Puts `r`, whose axes are `names` (axes of the operand), in operand order.
     let arrange = |r: Op, names: Vec<i64>| -> Op {
         let perm: Vec<i64> = (0..names.len() as i64)
@@ -517,17 +577,16 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
             r.transpose(&perm)
         }
     };
-    let mut out = vec![None, None];
-    if crate::autodiff::wants(x) {
+    if which == 0 {
         // ct · y over y's free axes: batch, x's free, then y's contracting axes in
         // y's order (each standing for its paired x axis).
         let dims = DotDims {
-            lhs_contracting: ct_yf.clone(),
-            rhs_contracting: yf.clone(),
-            lhs_batch: ct_batch.clone(),
-            rhs_batch: d.rhs_batch.clone(),
+            lhs_contracting: contracted(&ct_yf),
+            rhs_contracting: contracted(&yf),
+            lhs_batch: batch(&ct_batch),
+            rhs_batch: batch(&d.rhs_batch),
         };
-        let r = ct.dot_general_with(y, &dims, opts(x));
+        let r = ct.dot_general_with(other, &dims, opts);
         let mut yc: Vec<(i64, i64)> = d
             .rhs_contracting
             .iter()
@@ -542,18 +601,17 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
             .chain(xf.iter().copied())
             .chain(yc.iter().map(|(_, l)| *l))
             .collect();
-        out[0] = Some(arrange(r, names));
-    }
-    if crate::autodiff::wants(y) {
+        Some(arrange(r, names))
+    } else {
         // x · ct over x's free axes: batch, x's contracting axes in x's order (each
         // standing for its paired y axis), then y's free.
         let dims = DotDims {
-            lhs_contracting: xf.clone(),
-            rhs_contracting: ct_xf.clone(),
-            lhs_batch: d.lhs_batch.clone(),
-            rhs_batch: ct_batch.clone(),
+            lhs_contracting: contracted(&xf),
+            rhs_contracting: contracted(&ct_xf),
+            lhs_batch: batch(&d.lhs_batch),
+            rhs_batch: batch(&ct_batch),
         };
-        let r = x.dot_general_with(ct, &dims, opts(y));
+        let r = other.dot_general_with(ct, &dims, opts);
         let mut xc: Vec<(i64, i64)> = d
             .lhs_contracting
             .iter()
@@ -568,9 +626,8 @@ fn dot_cts(a: &DotAttrs, n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> 
             .chain(xc.iter().map(|(_, r)| *r))
             .chain(yf.iter().copied())
             .collect();
-        out[1] = Some(arrange(r, names));
+        Some(arrange(r, names))
     }
-    out
 }
 
 #[cfg(test)]
