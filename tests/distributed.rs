@@ -26,7 +26,7 @@ fn psum_on(client: &Client) -> Vec<Vec<f32>> {
     let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
     let exe = client
         .compile_with(
-            &b.build(&x.psum(&[])).unwrap(),
+            b.build(&x.psum(&[])).unwrap(),
             &CompileOptions::new().num_replicas(2),
         )
         .unwrap();
@@ -81,7 +81,7 @@ fn node_one_of_two_gets_its_process_index_and_global_device_ids_or_a_clear_error
                 .device_assignment(&[vec![2049], vec![2048]]);
             assert!(
                 client
-                    .compile_with(&b.build(&x.psum(&[])).unwrap(), &opts)
+                    .compile_with(b.build(&x.psum(&[])).unwrap(), &opts)
                     .is_ok()
             );
             // An id of another process is refused before the plugin sees it.
@@ -90,7 +90,7 @@ fn node_one_of_two_gets_its_process_index_and_global_device_ids_or_a_clear_error
                 .device_assignment(&[vec![0], vec![1]]);
             assert!(
                 client
-                    .compile_with(&b.build(&x.psum(&[])).unwrap(), &opts)
+                    .compile_with(b.build(&x.psum(&[])).unwrap(), &opts)
                     .is_err()
             );
         }
