@@ -583,19 +583,28 @@ impl Client {
     /// What names this client's plugin in the guard of serialized executables (and
     /// in the keys of compilation caches): the PJRT C API version, the platform's
     /// name and version, the plugin's attributes, the size and modification time of
-    /// its file, and the number of devices. Executables are loaded only by a client
-    /// with the same identity.
+    /// its file, the client's process index and the global ids of its devices (an
+    /// executable compiled for one process's devices names them). Executables are
+    /// loaded only by a client with the same identity.
     pub fn plugin_identity(&self) -> Result<&str> {
         if let Some(id) = self.inner.identity.get() {
             return Ok(id);
         }
         let plugin = &self.inner.plugin;
         let (major, minor) = plugin.api_version();
+        // The devices by global id, and this client's process: an executable
+        // compiled for process 0's devices must not load in process 1's client.
+        let ids = self
+            .devices()
+            .iter()
+            .map(|d| d.id().map(|i| i.to_string()))
+            .collect::<Result<Vec<_>>>()?
+            .join(",");
         let mut id = format!(
-            "pjrt {major}.{minor}; {} {}; devices {}",
+            "pjrt {major}.{minor}; {} {}; process {}; devices [{ids}]",
             self.platform_name()?,
             self.platform_version()?,
-            self.inner.all.len()
+            self.process_index()?,
         );
         let mut attrs = plugin.attributes()?;
         attrs.sort_by(|a, b| a.0.cmp(&b.0));
