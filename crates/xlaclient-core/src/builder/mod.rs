@@ -123,6 +123,14 @@ impl Computation {
         })
     }
 
+    /// A module edited in the crate (shardings set on a built one), verified again.
+    pub(crate) fn from_module(module: ir::Module) -> Result<Computation> {
+        ir::verify::verify(&module, &crate::ops::Table)?;
+        Ok(Computation {
+            ir: Arc::new(module),
+        })
+    }
+
     /// The typed IR of the module.
     pub fn ir(&self) -> &ir::Module {
         &self.ir
@@ -186,7 +194,8 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
         num_replicas: i64,
         num_partitions: i64,
     ) -> std::result::Result<(), String> {
-        crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)
+        crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)?;
+        crate::sharding::check_devices(self.ir(), num_partitions)
     }
 }
 
