@@ -330,8 +330,10 @@ fn shardings_are_read_back_and_lowered_again() {
     // before the plugin sees it.
     let e = client()
         .compile(&c)
-        .err()
-        .expect("a sharding naming partition 3 of 1")
+        .expect_err("a sharding naming partition 3 of 1")
         .to_string();
-    assert!(e.contains("partition 3") && e.contains("1 partition"), "{e}");
+    assert!(
+        e.contains("partition 3") && e.contains("1 partition"),
+        "{e}"
+    );
 }

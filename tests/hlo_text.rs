@@ -86,7 +86,8 @@ fn shardings_print_as_golden_hlo_text() {
             &(P::new([Some("data"), None]), P::new([Some("model")])),
             &(P::replicated(), P::new([None, Some("model")])),
             |_, (x, b): (Op, Op)| {
-                let y = (x + b).with_sharding_constraint(&mesh, &P::new([Some("data"), Some("model")]));
+                let y =
+                    (x + b).with_sharding_constraint(&mesh, &P::new([Some("data"), Some("model")]));
                 (y.reduce_sum(&[0]), y)
             },
         )

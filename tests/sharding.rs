@@ -26,7 +26,9 @@ fn client(n: usize) -> Client {
 
 /// Deterministic test data in [-1, 1).
 fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             s = s
@@ -84,11 +86,31 @@ fn upload_and_download_round_trip_for_several_specs() {
     let cases: Vec<(PartitionSpec, Vec<i64>, Vec<Vec<usize>>)> = vec![
         (P::replicated(), vec![8, 6], vec![vec![], vec![]]),
         (P::new([Some("data")]), vec![8, 6], vec![vec![0], vec![]]),
-        (P::new([None, Some("model")]), vec![8, 6], vec![vec![], vec![1]]),
-        (P::new([Some("model"), Some("data")]), vec![4, 8], vec![vec![1], vec![0]]),
-        (P::split([vec!["data", "model"], vec![]]), vec![16, 3], vec![vec![0, 1], vec![]]),
-        (P::split([vec!["model", "data"], vec![]]), vec![8, 2], vec![vec![1, 0], vec![]]),
-        (P::new([Some("data"), None, Some("model")]), vec![4, 3, 2], vec![vec![0], vec![], vec![1]]),
+        (
+            P::new([None, Some("model")]),
+            vec![8, 6],
+            vec![vec![], vec![1]],
+        ),
+        (
+            P::new([Some("model"), Some("data")]),
+            vec![4, 8],
+            vec![vec![1], vec![0]],
+        ),
+        (
+            P::split([vec!["data", "model"], vec![]]),
+            vec![16, 3],
+            vec![vec![0, 1], vec![]],
+        ),
+        (
+            P::split([vec!["model", "data"], vec![]]),
+            vec![8, 2],
+            vec![vec![1, 0], vec![]],
+        ),
+        (
+            P::new([Some("data"), None, Some("model")]),
+            vec![4, 3, 2],
+            vec![vec![0], vec![], vec![1]],
+        ),
         (P::new([Some("data")]), vec![8], vec![vec![0]]),
         (P::replicated(), vec![], vec![]),
     ];
@@ -139,7 +161,8 @@ fn upload_and_download_round_trip_for_several_specs() {
 fn specs_lower_to_xla_shardings() {
     let c = client(8);
     let mesh = Mesh::new(&c, &[("data", 4), ("model", 2)]).unwrap();
-    let s = |spec: &PartitionSpec, dims: &[i64]| mesh.sharding(spec, dims, "x").unwrap().to_string();
+    let s =
+        |spec: &PartitionSpec, dims: &[i64]| mesh.sharding(spec, dims, "x").unwrap().to_string();
     assert_eq!(s(&P::replicated(), &[8, 4]), "{replicated}");
     assert_eq!(
         s(&P::new([Some("data"), Some("model")]), &[8, 4]),
@@ -297,11 +320,23 @@ fn close(got: &[f32], want: &[f32], what: &str) {
 
 /// Runs the step sharded over `mesh` with the given specs and compares every
 /// output with the one-device run; returns the partitioned program's opcodes.
-fn sharded_step(mesh: &Mesh, c: &Client, in_specs: &Step<PartitionSpec>, out_specs: &Out<PartitionSpec>) -> Vec<String> {
+fn sharded_step(
+    mesh: &Mesh,
+    c: &Client,
+    in_specs: &Step<PartitionSpec>,
+    out_specs: &Out<PartitionSpec>,
+) -> Vec<String> {
     let host = host_step();
     let want = one_device(&host);
     let f = c
-        .jit_sharded("mlp_step", mesh, &step_spec(), in_specs, out_specs, sgd_step)
+        .jit_sharded(
+            "mlp_step",
+            mesh,
+            &step_spec(),
+            in_specs,
+            out_specs,
+            sgd_step,
+        )
         .unwrap();
     let args: Vec<ShardedArray> = host
         .iter()
@@ -322,7 +357,11 @@ fn sharded_step(mesh: &Mesh, c: &Client, in_specs: &Step<PartitionSpec>, out_spe
     }
     // Both agree with the loss computed in plain Rust.
     let l = rust_loss(&host);
-    assert!((got[4][0] - l).abs() <= 1e-5 * (1.0 + l.abs()), "{} vs {l}", got[4][0]);
+    assert!(
+        (got[4][0] - l).abs() <= 1e-5 * (1.0 + l.abs()),
+        "{} vs {l}",
+        got[4][0]
+    );
     // The outputs are laid out as asked.
     for (a, p) in out.leaves().into_iter().zip(out_specs.leaves()) {
         assert_eq!(a.spec(), p);
@@ -445,7 +484,13 @@ fn a_sharding_constraint_inside_a_program() {
     let proto = f.computation().proto();
     let back = xlaclient::Computation::from_proto(proto.clone()).unwrap();
     assert_eq!(shardings(&back.proto()), shardings(&proto));
-    assert_eq!(shardings(&proto).iter().filter(|(_, s)| s.is_some()).count(), 3);
+    assert_eq!(
+        shardings(&proto)
+            .iter()
+            .filter(|(_, s)| s.is_some())
+            .count(),
+        3
+    );
     // A constraint that does not fit fails the op, naming the line.
     let b = Builder::new("bad");
     let x = b.parameter(0, Shape::of::<f32>(&[6, 4]), "x");
@@ -503,28 +548,41 @@ fn bad_specs_and_shards_are_errors() {
         ShardedArray::upload(&mesh, &P::new([Some("data"), None]), &six, &[6, 4]).unwrap_err(),
     );
     assert!(
-        e.contains("dimension 0") && e.contains("size 6") && e.contains("4 shards") && e.contains("`data`=4"),
+        e.contains("dimension 0")
+            && e.contains("size 6")
+            && e.contains("4 shards")
+            && e.contains("`data`=4"),
         "{e}"
     );
     let e = sharding_error(
-        ShardedArray::upload(&mesh, &P::split([vec!["data", "model"]]), &six[..12], &[12]).unwrap_err(),
+        ShardedArray::upload(&mesh, &P::split([vec!["data", "model"]]), &six[..12], &[12])
+            .unwrap_err(),
     );
-    assert!(e.contains("size 12") && e.contains("8 shards") && e.contains("`data`=4 × `model`=2"), "{e}");
+    assert!(
+        e.contains("size 12") && e.contains("8 shards") && e.contains("`data`=4 × `model`=2"),
+        "{e}"
+    );
     // An axis the mesh does not have.
     let e = sharding_error(
         ShardedArray::upload(&mesh, &P::new([Some("batch")]), &six, &[24]).unwrap_err(),
     );
-    assert!(e.contains("`batch`") && e.contains("data=4, model=2"), "{e}");
+    assert!(
+        e.contains("`batch`") && e.contains("data=4, model=2"),
+        "{e}"
+    );
     // An axis twice, a spec longer than the rank, data of the wrong length.
     let e = sharding_error(
-        ShardedArray::upload(&mesh, &P::new([Some("data"), Some("data")]), &six, &[4, 6]).unwrap_err(),
+        ShardedArray::upload(&mesh, &P::new([Some("data"), Some("data")]), &six, &[4, 6])
+            .unwrap_err(),
     );
     assert!(e.contains("twice"), "{e}");
     let e = sharding_error(
-        ShardedArray::upload(&mesh, &P::new([None, None, Some("data")]), &six, &[4, 6]).unwrap_err(),
+        ShardedArray::upload(&mesh, &P::new([None, None, Some("data")]), &six, &[4, 6])
+            .unwrap_err(),
     );
     assert!(e.contains("rank 2"), "{e}");
-    let e = sharding_error(ShardedArray::upload(&mesh, &P::replicated(), &six, &[5, 5]).unwrap_err());
+    let e =
+        sharding_error(ShardedArray::upload(&mesh, &P::replicated(), &six, &[5, 5]).unwrap_err());
     assert!(e.contains("25 elements"), "{e}");
 
     // Shards: the wrong number, on the wrong device, of the wrong shape.
@@ -532,28 +590,56 @@ fn bad_specs_and_shards_are_errors() {
     let spec = P::new([Some("data")]);
     let shards = |on: &dyn Fn(usize) -> usize, len: usize| -> Vec<xlaclient::Buffer> {
         (0..8)
-            .map(|p| devs[on(p)].buffer_from_host(&vec![p as f32; len], &[len as i64]).unwrap())
+            .map(|p| {
+                devs[on(p)]
+                    .buffer_from_host(&vec![p as f32; len], &[len as i64])
+                    .unwrap()
+            })
             .collect()
     };
     let mut three = shards(&|p| p, 2);
     three.truncate(3);
-    let e = sharding_error(ShardedArray::from_shards(&mesh, &spec, ElementType::F32, &[8], three).unwrap_err());
+    let e = sharding_error(
+        ShardedArray::from_shards(&mesh, &spec, ElementType::F32, &[8], three).unwrap_err(),
+    );
     assert!(e.contains("3 shards") && e.contains("8 devices"), "{e}");
     let e = sharding_error(
-        ShardedArray::from_shards(&mesh, &spec, ElementType::F32, &[8], shards(&|p| (p + 1) % 8, 2)).unwrap_err(),
+        ShardedArray::from_shards(
+            &mesh,
+            &spec,
+            ElementType::F32,
+            &[8],
+            shards(&|p| (p + 1) % 8, 2),
+        )
+        .unwrap_err(),
     );
-    assert!(e.contains("shard 0 is on device") , "{e}");
+    assert!(e.contains("shard 0 is on device"), "{e}");
     let e = sharding_error(
-        ShardedArray::from_shards(&mesh, &spec, ElementType::F32, &[8], shards(&|p| p, 3)).unwrap_err(),
+        ShardedArray::from_shards(&mesh, &spec, ElementType::F32, &[8], shards(&|p| p, 3))
+            .unwrap_err(),
     );
     assert!(e.contains("f32[3]") && e.contains("f32[2]"), "{e}");
 
     // jit_sharded: specs that do not fit, arguments laid out otherwise.
     let shape = Shape::of::<f32>(&[6, 4]);
-    let r = c.jit_sharded("f", &mesh, &shape, &P::new([Some("data")]), &P::replicated(), |_, x: Op| x + 1.0);
+    let r = c.jit_sharded(
+        "f",
+        &mesh,
+        &shape,
+        &P::new([Some("data")]),
+        &P::replicated(),
+        |_, x: Op| x + 1.0,
+    );
     let e = sharding_error(r.err().expect("a spec that does not divide"));
     assert!(e.contains("input 0") && e.contains("size 6"), "{e}");
-    let r = c.jit_sharded("f", &mesh, &shape, &P::replicated(), &P::new([None, Some("nope")]), |_, x: Op| x + 1.0);
+    let r = c.jit_sharded(
+        "f",
+        &mesh,
+        &shape,
+        &P::replicated(),
+        &P::new([None, Some("nope")]),
+        |_, x: Op| x + 1.0,
+    );
     let e = sharding_error(r.err().expect("an unknown axis"));
     assert!(e.contains("output 0") && e.contains("`nope`"), "{e}");
     let r = c.jit_sharded(
@@ -564,22 +650,42 @@ fn bad_specs_and_shards_are_errors() {
         &P::replicated(),
         |_, (x, y): (Op, Op)| x + y,
     );
-    assert!(sharding_error(r.err().expect("a spec tree of another structure")).contains("in_specs"));
+    assert!(
+        sharding_error(r.err().expect("a spec tree of another structure")).contains("in_specs")
+    );
     let f = c
-        .jit_sharded("f", &mesh, &Shape::of::<f32>(&[8, 4]), &P::new([None, Some("model")]), &P::replicated(), |_, x: Op| x + 1.0)
+        .jit_sharded(
+            "f",
+            &mesh,
+            &Shape::of::<f32>(&[8, 4]),
+            &P::new([None, Some("model")]),
+            &P::replicated(),
+            |_, x: Op| x + 1.0,
+        )
         .unwrap();
     let rows = ShardedArray::upload(&mesh, &P::new([Some("data")]), &data(32, 2), &[8, 4]).unwrap();
     let e = sharding_error(f.call(&rows).unwrap_err());
-    assert!(e.contains("P('data')") && e.contains("P(None, 'model')"), "{e}");
-    let small = ShardedArray::upload(&mesh, &P::new([None, Some("model")]), &data(16, 2), &[4, 4]).unwrap();
+    assert!(
+        e.contains("P('data')") && e.contains("P(None, 'model')"),
+        "{e}"
+    );
+    let small =
+        ShardedArray::upload(&mesh, &P::new([None, Some("model")]), &data(16, 2), &[4, 4]).unwrap();
     let e = sharding_error(f.call(&small).unwrap_err());
     assert!(e.contains("f32[4,4]") && e.contains("f32[8,4]"), "{e}");
     let mesh2 = Mesh::new(&c, &[("model", 2), ("data", 4)]).unwrap();
-    let elsewhere = ShardedArray::upload(&mesh2, &P::new([None, Some("model")]), &data(32, 2), &[8, 4]).unwrap();
+    let elsewhere = ShardedArray::upload(
+        &mesh2,
+        &P::new([None, Some("model")]),
+        &data(32, 2),
+        &[8, 4],
+    )
+    .unwrap();
     let e = sharding_error(f.call(&elsewhere).unwrap_err());
     assert!(e.contains("lives on"), "{e}");
     // The right one runs.
-    let ok = ShardedArray::upload(&mesh, &P::new([None, Some("model")]), &data(32, 2), &[8, 4]).unwrap();
+    let ok =
+        ShardedArray::upload(&mesh, &P::new([None, Some("model")]), &data(32, 2), &[8, 4]).unwrap();
     let got = f.call(&ok).unwrap().to_vec::<f32>().unwrap();
     let want: Vec<f32> = data(32, 2).iter().map(|v| v + 1.0).collect();
     assert_eq!(got, want);
@@ -605,7 +711,10 @@ fn in_child(name: &str, body: impl FnOnce()) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tail = |s: &str| s[s.len().saturating_sub(4000)..].to_string();
     match (out.status.code(), out.status.signal()) {
-        (Some(0), _) => assert!(stdout.contains("1 passed"), "no test named {name}:\n{stdout}"),
+        (Some(0), _) => assert!(
+            stdout.contains("1 passed"),
+            "no test named {name}:\n{stdout}"
+        ),
         (code, signal) => panic!(
             "{name} failed in its child (exit code {code:?}, signal {signal:?}):\n\
              --- stdout ---\n{}\n--- stderr ---\n{}",
@@ -617,30 +726,47 @@ fn in_child(name: &str, body: impl FnOnce()) {
 
 #[test]
 fn shardings_naming_missing_partitions_are_compile_errors() {
-    in_child("shardings_naming_missing_partitions_are_compile_errors", || {
-        let c = client(8);
-        let mesh8 = Mesh::new(&c, &[("data", 8)]).unwrap();
-        let mesh4 = Mesh::new(&c, &[("data", 4)]).unwrap();
-        let f = c
-            .jit_sharded("f", &mesh8, &Shape::of::<f32>(&[8]), &P::new([Some("data")]), &P::replicated(), |_, x: Op| x * 2.0)
-            .unwrap();
-        // The program for 8 partitions compiled for 4: refused before XLA.
-        let e = c
-            .compile_with(f.computation(), &mesh4.compile_options())
-            .err()
-            .expect("a sharding naming partition 7 of 4")
-            .to_string();
-        assert!(e.contains("partition 7") && e.contains("4 partition"), "{e}");
-        // The wrong number of per-device argument lists and a shard on the wrong
-        // device reach the runtime's checks, not the plugin.
-        let x = ShardedArray::upload(&mesh8, &P::new([Some("data")]), &[1.0f32; 8], &[8]).unwrap();
-        let exe = f.executable();
-        let few: Vec<Vec<&xlaclient::Buffer>> = x.shards()[..3].iter().map(|b| vec![b]).collect();
-        assert!(exe.execute_replicated(&few).is_err());
-        let wrong_shape = mesh8.devices()[0].buffer_from_host(&[1.0f32; 8], &[8]).unwrap();
-        let mut lists: Vec<Vec<&xlaclient::Buffer>> = x.shards().iter().map(|b| vec![b]).collect();
-        lists[0] = vec![&wrong_shape];
-        let e = exe.execute_replicated(&lists).unwrap_err().to_string();
-        assert!(e.contains("f32[1]") && e.contains("f32[8]"), "{e}");
-    });
+    in_child(
+        "shardings_naming_missing_partitions_are_compile_errors",
+        || {
+            let c = client(8);
+            let mesh8 = Mesh::new(&c, &[("data", 8)]).unwrap();
+            let mesh4 = Mesh::new(&c, &[("data", 4)]).unwrap();
+            let f = c
+                .jit_sharded(
+                    "f",
+                    &mesh8,
+                    &Shape::of::<f32>(&[8]),
+                    &P::new([Some("data")]),
+                    &P::replicated(),
+                    |_, x: Op| x * 2.0,
+                )
+                .unwrap();
+            // The program for 8 partitions compiled for 4: refused before XLA.
+            let e = c
+                .compile_with(f.computation(), &mesh4.compile_options())
+                .expect_err("a sharding naming partition 7 of 4")
+                .to_string();
+            assert!(
+                e.contains("partition 7") && e.contains("4 partition"),
+                "{e}"
+            );
+            // The wrong number of per-device argument lists and a shard on the wrong
+            // device reach the runtime's checks, not the plugin.
+            let x =
+                ShardedArray::upload(&mesh8, &P::new([Some("data")]), &[1.0f32; 8], &[8]).unwrap();
+            let exe = f.executable();
+            let few: Vec<Vec<&xlaclient::Buffer>> =
+                x.shards()[..3].iter().map(|b| vec![b]).collect();
+            assert!(exe.execute_replicated(&few).is_err());
+            let wrong_shape = mesh8.devices()[0]
+                .buffer_from_host(&[1.0f32; 8], &[8])
+                .unwrap();
+            let mut lists: Vec<Vec<&xlaclient::Buffer>> =
+                x.shards().iter().map(|b| vec![b]).collect();
+            lists[0] = vec![&wrong_shape];
+            let e = exe.execute_replicated(&lists).unwrap_err().to_string();
+            assert!(e.contains("f32[1]") && e.contains("f32[8]"), "{e}");
+        },
+    );
 }

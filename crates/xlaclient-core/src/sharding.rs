@@ -91,7 +91,11 @@ impl Mesh {
     /// A mesh over the given devices of `client`, in row-major order of the axes.
     /// The count must be the axes' product, and each device the client's own and
     /// listed once.
-    pub fn with_devices(client: &Client, axes: &[(&str, usize)], devices: &[Device]) -> Result<Mesh> {
+    pub fn with_devices(
+        client: &Client,
+        axes: &[(&str, usize)],
+        devices: &[Device],
+    ) -> Result<Mesh> {
         let n = mesh_size(axes)?;
         if devices.len() != n {
             return Err(err(format!(
@@ -116,7 +120,10 @@ impl Mesh {
         Ok(Mesh {
             inner: Arc::new(MeshInner {
                 client: client.clone(),
-                axes: axes.iter().map(|(a, s)| (a.to_string(), *s as i64)).collect(),
+                axes: axes
+                    .iter()
+                    .map(|(a, s)| (a.to_string(), *s as i64))
+                    .collect(),
                 devices: devices.to_vec(),
                 ids,
             }),
@@ -125,7 +132,10 @@ impl Mesh {
 
     /// The axes, with their sizes, in order.
     pub fn axes(&self) -> impl Iterator<Item = (&str, usize)> + '_ {
-        self.inner.axes.iter().map(|(a, s)| (a.as_str(), *s as usize))
+        self.inner
+            .axes
+            .iter()
+            .map(|(a, s)| (a.as_str(), *s as usize))
     }
 
     /// The size of axis `name`, if the mesh has it.
@@ -165,7 +175,7 @@ impl Mesh {
             .num_replicas(1)
             .num_partitions(self.size() as i64)
             .use_spmd_partitioning(true)
-            .device_assignment(&[self.inner.ids.clone()])
+            .device_assignment(std::slice::from_ref(&self.inner.ids))
     }
 
     /// Whether `other` is the same mesh (the same devices and axes).
@@ -204,9 +214,7 @@ impl Mesh {
                     ))
                 })?;
                 if used.contains(&a) {
-                    return Err(err(format!(
-                        "{what}: {spec} uses mesh axis `{name}` twice"
-                    )));
+                    return Err(err(format!("{what}: {spec} uses mesh axis `{name}` twice")));
                 }
                 used.push(a);
                 axes[d].push(a);
@@ -494,7 +502,7 @@ impl ShardedArray {
         for (p, dev) in mesh.devices().iter().enumerate() {
             let (idx, _) = mesh.tile_of(&l, p);
             let offset: Vec<i64> = idx.iter().zip(&l.shard).map(|(i, s)| i * s).collect();
-            copy_block(data, dims, &mut host, &l.shard, &offset, true);
+            copy_block(data, dims, &mut host, &l.shard, &offset);
             shards.push(dev.buffer_from_host(&host, &l.shard)?);
         }
         Ok(ShardedArray {
@@ -577,8 +585,7 @@ impl ShardedArray {
             }
             let shard = b.to_vec::<T>()?;
             let offset: Vec<i64> = idx.iter().zip(&l.shard).map(|(i, s)| i * s).collect();
-            let mut shard = shard;
-            copy_block_into(&mut out, &self.dims, &mut shard, &l.shard, &offset);
+            copy_block_into(&mut out, &self.dims, &shard, &l.shard, &offset);
         }
         Ok(out)
     }
@@ -642,24 +649,24 @@ fn zero<T: NativeType>() -> T {
 }
 
 /// Copies the block of `shard`'s dims at `offset` of the row-major array `full`
-/// into `shard` (`to_shard`) or back.
+/// into `shard`.
 fn copy_block<T: Copy>(
     full: &[T],
     full_dims: &[i64],
     shard: &mut [T],
     shard_dims: &[i64],
     offset: &[i64],
-    _to_shard: bool,
 ) {
     for_each_row(full_dims, shard_dims, offset, |src, dst, len| {
         shard[dst..dst + len].copy_from_slice(&full[src..src + len]);
     });
 }
 
+/// Copies `shard` into the block at `offset` of the row-major array `full`.
 fn copy_block_into<T: Copy>(
     full: &mut [T],
     full_dims: &[i64],
-    shard: &mut [T],
+    shard: &[T],
     shard_dims: &[i64],
     offset: &[i64],
 ) {
@@ -729,10 +736,11 @@ impl Op {
                 "with_sharding_constraint: the value is {shape}, not an array"
             ));
         };
-        let sharding = match mesh.sharding(spec, dims, &format!("with_sharding_constraint on {shape}")) {
-            Ok(s) => s,
-            Err(e) => return fail(e.to_string()),
-        };
+        let sharding =
+            match mesh.sharding(spec, dims, &format!("with_sharding_constraint on {shape}")) {
+                Ok(s) => s,
+                Err(e) => return fail(e.to_string()),
+            };
         let at = b.at(loc);
         let attrs = crate::ops::misc::CustomCallAttrs {
             target: "Sharding".into(),
@@ -895,11 +903,11 @@ where
     let exe_devices = exe.addressable_devices();
     let mut positions = Vec::with_capacity(exe_devices.len());
     for d in &exe_devices {
-        let p = mesh
-            .devices()
-            .iter()
-            .position(|m| m == d)
-            .ok_or_else(|| err(format!("jit_sharded `{name}`: the program runs on a device outside the mesh")))?;
+        let p = mesh.devices().iter().position(|m| m == d).ok_or_else(|| {
+            err(format!(
+                "jit_sharded `{name}`: the program runs on a device outside the mesh"
+            ))
+        })?;
         positions.push(p);
     }
     if positions.len() != mesh.size() {
@@ -1003,7 +1011,8 @@ impl<I: Tree<Shape>, O: Tree<Shape>> ShardedJit<I, O> {
             .collect();
         let outs = self.exe.execute_replicated(&per_device)?;
         let n_out = self.out_specs.len();
-        let mut by_position: Vec<Option<Vec<Buffer>>> = (0..self.mesh.size()).map(|_| None).collect();
+        let mut by_position: Vec<Option<Vec<Buffer>>> =
+            (0..self.mesh.size()).map(|_| None).collect();
         for (d, bufs) in outs.into_iter().enumerate() {
             if bufs.len() != n_out {
                 return Err(err(format!(
@@ -1050,7 +1059,10 @@ impl<I: Tree<Shape>, O: Tree<Shape>> ShardedJit<I, O> {
 
 /// Refuses shardings naming partitions the program does not have (`Err` says
 /// which instruction), before XLA sees them.
-pub(crate) fn check_devices(m: &ir::Module, num_partitions: i64) -> std::result::Result<(), String> {
+pub(crate) fn check_devices(
+    m: &ir::Module,
+    num_partitions: i64,
+) -> std::result::Result<(), String> {
     for c in &m.comps {
         for (i, ins) in c.instrs.iter().enumerate() {
             if let Some(d) = ins.sharding.as_ref().and_then(|s| s.max_device()) {
@@ -1059,7 +1071,10 @@ pub(crate) fn check_devices(m: &ir::Module, num_partitions: i64) -> std::result:
                         "instruction {i} (`{}`) of `{}` has the sharding {}, which names partition {d}, but the program has {num_partitions} partition(s) (line {})",
                         ins.kind.opcode().name(),
                         c.name,
-                        ins.sharding.as_deref().map(|s| s.to_string()).unwrap_or_default(),
+                        ins.sharding
+                            .as_deref()
+                            .map(|s| s.to_string())
+                            .unwrap_or_default(),
                         ins.loc.line()
                     ));
                 }

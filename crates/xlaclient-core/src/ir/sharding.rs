@@ -81,10 +81,9 @@ impl Sharding {
                 Ok(())
             }
             (Sharding::Tiled { .. }, _) => Err(format!("a tiled sharding ({self}) on {shape}")),
-            (Sharding::Tuple(s), Shape::Tuple(e)) if s.len() == e.len() => s
-                .iter()
-                .zip(e)
-                .try_for_each(|(s, e)| s.check(e)),
+            (Sharding::Tuple(s), Shape::Tuple(e)) if s.len() == e.len() => {
+                s.iter().zip(e).try_for_each(|(s, e)| s.check(e))
+            }
             (Sharding::Tuple(s), _) => Err(format!(
                 "a tuple sharding of {} elements on {shape}",
                 s.len()
