@@ -507,6 +507,113 @@ fn a_sharding_constraint_inside_a_program() {
     assert!(e.contains("`batch`"), "{e}");
 }
 
+#[test]
+fn a_sharding_constraint_has_a_gradient() {
+    let c = client(8);
+    let mesh = Mesh::new(&c, &[("data", 4), ("model", 2)]).unwrap();
+    let dims = [8i64, 4];
+    let xs = data(32, 11);
+    let ws = data(32, 12);
+    let rows = P::new([Some("data"), None]);
+    let x = ShardedArray::upload(&mesh, &rows, &xs, &dims).unwrap();
+    let w = ShardedArray::upload(&mesh, &rows, &ws, &dims).unwrap();
+    let shape = Shape::of::<f32>(&dims);
+    let f = c
+        .jit_sharded(
+            "grad",
+            &mesh,
+            &(shape.clone(), shape.clone()),
+            &rows,
+            &rows,
+            |b, (x, w): (Op, Op)| {
+                // loss = Σ (x·w)², with the product constrained to `model` columns.
+                let y = (&x * &w).with_sharding_constraint(&mesh, &P::new([None, Some("model")]));
+                let loss = y.square().reduce_sum(&[0, 1]);
+                b.grad(&loss, &x)
+            },
+        )
+        .unwrap();
+    // The cotangent passes the same constraint on its way back.
+    let text = f.computation().to_hlo_text();
+    assert_eq!(
+        text.matches("custom_call_target=\"Sharding\"").count(),
+        2,
+        "{text}"
+    );
+    let got = f.call(&(x, w)).unwrap().to_vec::<f32>().unwrap();
+    // d/dx Σ (x w)² = 2 x w².
+    for (i, g) in got.iter().enumerate() {
+        let want = 2.0 * xs[i] * ws[i] * ws[i];
+        assert!((g - want).abs() < 1e-5, "[{i}] {g} vs {want}");
+    }
+    // Other kernels still have no rule.
+    let b = Builder::new("no_rule");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    let attrs = xlaclient::ops::misc::CustomCallAttrs {
+        target: "my_kernel".into(),
+        opaque: Vec::new(),
+        api_version: 1,
+        has_side_effect: false,
+    };
+    let y = b.custom_call(&attrs, &[&x], Shape::of::<f32>(&[2]));
+    let g = b.grad(&y.reduce_sum(&[0]), &x);
+    let e = b.build(&g).unwrap_err().to_string();
+    assert!(e.contains("my_kernel") && e.contains("no gradient"), "{e}");
+}
+
+#[test]
+fn a_mesh_over_devices_in_another_order() {
+    // Mesh position p on device 7 - p: shards, partitions and outputs follow the
+    // mesh, whatever order the executable lists its devices in.
+    let c = client(8);
+    let devs = c.addressable_devices();
+    let rev: Vec<_> = devs.iter().rev().cloned().collect();
+    let mesh = Mesh::with_devices(&c, &[("data", 8)], &rev).unwrap();
+    let xs = data(16, 5);
+    let rows = P::new([Some("data")]);
+    let x = ShardedArray::upload(&mesh, &rows, &xs, &[16]).unwrap();
+    assert_eq!(x.shards()[0].device().unwrap(), devs[7]);
+    assert_eq!(x.shards()[0].to_vec::<f32>().unwrap(), &xs[..2]);
+    let f = c
+        .jit_sharded(
+            "reversed",
+            &mesh,
+            &Shape::of::<f32>(&[16]),
+            &rows,
+            &(rows.clone(), P::replicated()),
+            |_, x: Op| {
+                let s = x.reduce_sum(&[0]);
+                (&x - &s, s)
+            },
+        )
+        .unwrap();
+    let (y, s) = f.call(&x).unwrap();
+    let total: f32 = xs.iter().sum();
+    let sum = s.to_vec::<f32>().unwrap()[0];
+    assert!((sum - total).abs() < 1e-5);
+    for (g, v) in y.to_vec::<f32>().unwrap().iter().zip(&xs) {
+        assert!((g - (v - sum)).abs() < 1e-6);
+    }
+    for (p, b) in y.shards().iter().enumerate() {
+        assert_eq!(b.device().unwrap(), devs[7 - p]);
+    }
+    // Shardings are part of a module's fingerprint (the compilation cache's key).
+    let g = c
+        .jit_sharded(
+            "reversed",
+            &mesh,
+            &Shape::of::<f32>(&[16]),
+            &P::replicated(),
+            &(rows.clone(), P::replicated()),
+            |_, x: Op| {
+                let s = x.reduce_sum(&[0]);
+                (&x - &s, s)
+            },
+        )
+        .unwrap();
+    assert_ne!(f.computation().fingerprint(), g.computation().fingerprint());
+}
+
 // ---------------------------------------------------------------------------------
 // Bad input
 

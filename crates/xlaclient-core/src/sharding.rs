@@ -1083,3 +1083,32 @@ pub(crate) fn check_devices(
     }
     Ok(())
 }
+
+/// The gradient of a `Sharding` custom call (a sharding constraint): its cotangent,
+/// under the same constraint (JAX's transpose of `with_sharding_constraint`).
+/// `Err` for other kernels, which have no rule.
+pub(crate) fn vjp_sharding_constraint(
+    n: &crate::autodiff::Node,
+) -> std::result::Result<Option<Op>, String> {
+    let OpKind::CustomCall(a) = n.kind else {
+        return Err("not a custom-call".into());
+    };
+    if a.target != "Sharding" || n.operands.len() != 1 {
+        return Err(format!(
+            "the kernel `{}` has no gradient rule (only the `Sharding` constraint of with_sharding_constraint has)",
+            a.target
+        ));
+    }
+    let sharding = {
+        let g = n.b.g.borrow();
+        g.comp(n.at.0).instrs[n.at.1 as usize].sharding.clone()
+    };
+    let ct = n.ct();
+    let shape = ct.shape().map_err(|e| e.to_string())?;
+    let out = n.b.custom_call(a, &[&ct], shape);
+    if !out.is_poisoned() {
+        let mut g = out.g.borrow_mut();
+        g.comp_mut(out.comp).instrs[out.v.instr as usize].sharding = sharding;
+    }
+    Ok(Some(out))
+}
