@@ -102,6 +102,13 @@ fn shardings_print_as_golden_hlo_text() {
     ] {
         assert!(text.contains(want), "{want} missing from\n{text}");
     }
+    // The parameters and the root carry the line of the `jit_sharded` call.
+    for l in text
+        .lines()
+        .filter(|l| l.contains("parameter(") || l.contains("ROOT %tuple"))
+    {
+        assert!(l.contains("source_file=\"tests/hlo_text.rs\""), "{l}");
+    }
 }
 
 const STABLEHLO: &str = r#"

@@ -144,6 +144,7 @@ impl ClientExt for Client {
         trace(self, name, spec, true, f)
     }
 
+    #[track_caller]
     fn jit_sharded<I, R, IS, OS>(
         &self,
         name: &str,

@@ -812,6 +812,7 @@ impl Context for Error {
     }
 }
 
+#[track_caller]
 pub(crate) fn trace_sharded<I, R, IS, OS>(
     client: &Client,
     name: &str,
@@ -837,18 +838,26 @@ where
     let in_specs = spec_leaves(in_specs, spec.num_leaves(), &in_structure, "in_specs")?;
     let b = Builder::new(name);
     b.unroll_threefry(client.platform_name().is_ok_and(|p| p != "cpu"));
+    // The parameters and the root carry the caller's line.
+    let loc = Location::caller();
     let mut n = 0;
-    let params = spec.map_ref(|s| {
-        n += 1;
-        b.parameter(n - 1, s.clone(), &format!("arg{}", n - 1))
-    });
+    let params = {
+        let at = b.at(loc);
+        spec.map_ref(|s| {
+            n += 1;
+            at.parameter(n - 1, s.clone(), &format!("arg{}", n - 1))
+        })
+    };
     let out = f(&b, params);
     let output: R::With<Shape> = out.try_map_ref(&mut |op: &Op| op.shape())?;
     let mut out_structure = Vec::new();
     output.structure(&mut out_structure);
     let out_specs = spec_leaves(out_specs, output.num_leaves(), &out_structure, "out_specs")?;
     let outs = out.leaves();
-    let module = b.build_aliased(&outs, &[])?;
+    let module = {
+        let at = b.at(loc);
+        at.build_aliased(&outs, &[])?
+    };
     // The parameters' and outputs' shardings.
     let mut in_shardings = Vec::new();
     for (i, (s, p)) in spec.leaves().into_iter().zip(&in_specs).enumerate() {
