@@ -259,6 +259,9 @@ fn main() -> xlaclient::Result<()> {
         );
     }
     println!("max_param_diff_vs_one_device={worst:e}");
-    assert!(worst < 1e-4, "the sharded runs drifted from the one-device run");
+    assert!(
+        worst < 1e-4,
+        "the sharded runs drifted from the one-device run"
+    );
     Ok(())
 }

@@ -874,6 +874,23 @@ fn shardings_naming_missing_partitions_are_compile_errors() {
             lists[0] = vec![&wrong_shape];
             let e = exe.execute_replicated(&lists).unwrap_err().to_string();
             assert!(e.contains("f32[1]") && e.contains("f32[8]"), "{e}");
+            // Device 1's shard in device 0's list: both plugins fail device 0
+            // while the others wait in the all-gather, and abort the process
+            // after 40 s; refused before the launch.
+            let mut lists: Vec<Vec<&xlaclient::Buffer>> =
+                x.shards().iter().map(|b| vec![b]).collect();
+            lists.swap(0, 1);
+            let e = exe.execute_replicated(&lists).unwrap_err().to_string();
+            assert!(
+                e.contains("argument 0 for device 0") && e.contains("on device id 1"),
+                "{e}"
+            );
+            // One argument list for a program loaded on 8 devices.
+            let e = exe.execute(&[&x.shards()[0]]).unwrap_err().to_string();
+            assert!(e.contains("1 argument lists") && e.contains("8"), "{e}");
+            // The program still runs with the right lists afterwards.
+            let out = f.call(&x).unwrap();
+            assert_eq!(out.to_vec::<f32>().unwrap(), [2.0f32; 8]);
         },
     );
 }
