@@ -141,6 +141,27 @@ fn upload_and_download_round_trip_for_several_specs() {
             );
         }
         assert_eq!(a.to_vec::<f32>().unwrap(), full, "{spec} on {dims:?}");
+        // XLA reads the sharding the way the upload laid the shards out: a
+        // program taking the array as `spec` sees every element where it is
+        // (returned replicated, and as `spec` again).
+        let f = c
+            .jit_sharded(
+                "layout",
+                &mesh,
+                &Shape::of::<f32>(&dims),
+                &spec,
+                &(P::replicated(), spec.clone()),
+                |_, x: Op| (&x + 1.0, &x * 2.0),
+            )
+            .unwrap();
+        let (plus, twice) = f.call(&a).unwrap();
+        let want: Vec<f32> = full.iter().map(|v| v + 1.0).collect();
+        assert_eq!(plus.to_vec::<f32>().unwrap(), want, "{spec} on {dims:?}");
+        let want: Vec<f32> = full.iter().map(|v| v * 2.0).collect();
+        assert_eq!(twice.to_vec::<f32>().unwrap(), want, "{spec} on {dims:?}");
+        for (p, b) in twice.shards().iter().enumerate() {
+            assert_eq!(b.dims().unwrap(), shard, "{spec}, device {p}");
+        }
     }
     // Another element type, through from_shards of the uploaded shards.
     let ints: Vec<i32> = (0..24).collect();
