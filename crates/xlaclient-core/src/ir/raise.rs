@@ -12,7 +12,9 @@
 //! parameters. Fields that do not change what is computed (layouts: the IR's
 //! arrays are row-major; metadata, frontend attributes, scheduling) are dropped;
 //! an instruction's sharding is kept ([`Sharding`](super::Sharding)), one of a kind
-//! the IR does not hold (maximal, manual) refused. The shape rules are not run here: [`verify`](super::verify) runs them
+//! the IR does not hold (maximal, manual) refused; that of a `get-tuple-element` of
+//! a multi-result instruction, which becomes a value and not an instruction, is
+//! dropped. The shape rules are not run here: [`verify`](super::verify) runs them
 //! on the raised module, as on every module.
 //!
 //! The IR names each result of a multi-result instruction (a variadic reduce, a
