@@ -163,6 +163,23 @@ fn upload_and_download_round_trip_for_several_specs() {
             assert_eq!(b.dims().unwrap(), shard, "{spec}, device {p}");
         }
     }
+    // Resharding on the devices: every pair of a few specs.
+    let specs = [
+        P::replicated(),
+        P::new([Some("data"), None]),
+        P::new([None, Some("model")]),
+        P::new([Some("model"), Some("data")]),
+        P::split([vec!["data", "model"], vec![]]),
+    ];
+    let full = data(64, 3);
+    for from in &specs {
+        let a = ShardedArray::upload(&mesh, from, &full, &[8, 8]).unwrap();
+        for to in &specs {
+            let b = a.reshard(to).unwrap();
+            assert_eq!(b.spec(), to);
+            assert_eq!(b.to_vec::<f32>().unwrap(), full, "{from} -> {to}");
+        }
+    }
     // Another element type, through from_shards of the uploaded shards.
     let ints: Vec<i32> = (0..24).collect();
     let a = ShardedArray::upload(&mesh, &P::new([None, Some("data")]), &ints, &[3, 8]).unwrap();

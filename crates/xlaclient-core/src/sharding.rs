@@ -590,6 +590,24 @@ impl ShardedArray {
         Ok(out)
     }
 
+    /// The same array laid out as `spec` (JAX's `jax.device_put(x,
+    /// NamedSharding(mesh, spec))` of a sharded array): a program compiled for
+    /// the mesh that takes the array as it is and returns it as `spec`, so the
+    /// shards move between devices (XLA's collectives), not through the host.
+    pub fn reshard(&self, spec: &PartitionSpec) -> Result<ShardedArray> {
+        let client = self.mesh.client().clone();
+        let f = crate::jit::ClientExt::jit_sharded(
+            &client,
+            "reshard",
+            &self.mesh,
+            &self.shape(),
+            &self.spec,
+            spec,
+            |_, x: Op| x,
+        )?;
+        f.call(self)
+    }
+
     /// The logical array's shape.
     pub fn shape(&self) -> Shape {
         Shape::array(self.ty, &self.dims)
