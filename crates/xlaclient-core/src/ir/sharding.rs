@@ -57,6 +57,11 @@ impl Sharding {
                         tile_dims.len()
                     ));
                 }
+                if tile_dims.is_empty() {
+                    return Err(format!(
+                        "a tiled sharding needs at least one tile dimension ({self}); a scalar is replicated"
+                    ));
+                }
                 if tile_dims.iter().any(|t| *t < 1) {
                     return Err(format!("tile dimensions must be at least 1 ({self})"));
                 }
