@@ -298,5 +298,17 @@ mod tests {
         };
         assert!(t.check(&f32x(&[4, 4])).unwrap_err().contains("twice"));
         assert!(t.check(&f32x(&[4])).unwrap_err().contains("needs 1 tile"));
+        let scalar = Sharding::Tiled {
+            tile_dims: vec![],
+            devices: vec![0],
+            replicate_last: false,
+        };
+        assert!(scalar.check(&f32x(&[])).unwrap_err().contains("replicated"));
+        let copies = Sharding::Tiled {
+            tile_dims: vec![4],
+            devices: vec![0, 1, 2, 3],
+            replicate_last: true,
+        };
+        assert!(copies.check(&f32x(&[])).is_ok());
     }
 }
