@@ -811,23 +811,13 @@ fn spec_leaves<S: Tree<PartitionSpec>>(
         return Ok(vec![leaves[0].clone(); n]);
     }
     if st != structure || leaves.len() != n {
-        return Err(Error::Tree(TreeError::Structure {
+        let e = TreeError::Structure {
             expected: structure.to_vec(),
             got: st,
-        })
-        .context_sharding(what));
+        };
+        return Err(err(format!("{what}: {e}")));
     }
     Ok(leaves)
-}
-
-trait Context {
-    fn context_sharding(self, what: &str) -> Error;
-}
-
-impl Context for Error {
-    fn context_sharding(self, what: &str) -> Error {
-        err(format!("{what}: {self}"))
-    }
 }
 
 #[track_caller]
