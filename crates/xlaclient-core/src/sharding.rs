@@ -895,7 +895,7 @@ where
         )));
     }
     root_ins.sharding = Some(Box::new(Sharding::Tuple(out_shardings)));
-    let module = Computation::from_module(m)?;
+    let module = module.with_module(m)?;
     let exe = client.compile_with(&module, &mesh.compile_options())?;
     // The per-device parameters XLA made must be the shards we send.
     if let Some(ps) = exe.parameter_shapes() {

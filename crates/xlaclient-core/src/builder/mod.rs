@@ -123,14 +123,6 @@ impl Computation {
         })
     }
 
-    /// A module edited in the crate (shardings set on a built one), verified again.
-    pub(crate) fn from_module(module: ir::Module) -> Result<Computation> {
-        ir::verify::verify(&module, &crate::ops::Table)?;
-        Ok(Computation {
-            ir: Arc::new(module),
-        })
-    }
-
     /// The typed IR of the module.
     pub fn ir(&self) -> &ir::Module {
         &self.ir
@@ -166,6 +158,15 @@ impl Computation {
     /// Shape of the entry computation's result.
     pub fn result_shape(&self) -> Shape {
         self.ir.result_shape()
+    }
+
+    /// This computation with its module replaced by `module`, an edit of it made
+    /// in the crate (shardings set on a built one), verified again.
+    pub(crate) fn with_module(&self, module: ir::Module) -> Result<Computation> {
+        ir::verify::verify(&module, &crate::ops::Table)?;
+        let mut c = self.clone();
+        c.ir = Arc::new(module);
+        Ok(c)
     }
 }
 
