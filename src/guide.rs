@@ -17,7 +17,7 @@
 //! 5. [Control flow and random numbers](control_flow): loops, `scan`, `cond`,
 //!    functions, JAX's PRNG and samplers.
 //! 6. [Gradients](gradients): reverse mode inside the program, through loops.
-//! 7. [Many devices](many_devices): replicas and collectives; what has not landed.
+//! 7. [Many devices](many_devices): replicas and collectives, SPMD sharding; what has not landed.
 //! 8. [Neural networks](neural_networks): `nn` (layers, losses, optimizers,
 //!    schedules, initialisers) and checkpoints.
 //! 9. [Reinforcement learning](reinforcement_learning): environments, the host loop,

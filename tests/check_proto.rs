@@ -228,3 +228,112 @@ fn a_dots_precision_and_result_type_are_read_and_checked() {
         .operand_precision[1] = 7;
     rejected(&bad, "operand precision 7");
 }
+
+/// A tiled sharding of `dims` tiles over `devices`.
+fn tiled(dims: &[i64], devices: &[i64]) -> proto::OpSharding {
+    proto::OpSharding {
+        r#type: proto::op_sharding::Type::Other as i32,
+        tile_assignment_dimensions: dims.to_vec(),
+        tile_assignment_devices: devices.to_vec(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn bad_shardings_are_refused() {
+    // The tile grid must have the array's rank, one distinct device per tile.
+    let cases = [
+        (tiled(&[2], &[0, 1]), "needs 2 tile dimensions"),
+        (tiled(&[2, 1], &[0, 0]), "twice"),
+        (tiled(&[2, 2], &[0, 1]), "needs 4 devices"),
+        (tiled(&[2, 1], &[0, -1]), "negative device"),
+        (tiled(&[0, 1], &[]), "tile assignment dimensions"),
+        (
+            proto::OpSharding {
+                r#type: proto::op_sharding::Type::Maximal as i32,
+                tile_assignment_devices: vec![0],
+                ..Default::default()
+            },
+            "Maximal",
+        ),
+        (
+            proto::OpSharding {
+                r#type: proto::op_sharding::Type::Tuple as i32,
+                tuple_shardings: vec![tiled(&[2, 1], &[0, 1])],
+                ..Default::default()
+            },
+            "tuple sharding",
+        ),
+        (
+            proto::OpSharding {
+                r#type: proto::op_sharding::Type::Other as i32,
+                tile_assignment_dimensions: vec![2, 1],
+                iota_reshape_dims: vec![3],
+                ..Default::default()
+            },
+            "iota",
+        ),
+    ];
+    for (s, needle) in cases {
+        let mut m = module();
+        instr(&mut m, "parameter").sharding = Some(s);
+        rejected(&m, needle);
+    }
+}
+
+#[test]
+fn shardings_are_read_back_and_lowered_again() {
+    let mut m = module();
+    // XLA's compact form ([4] iota reshaped [2,2], transposed): devices 0,2,1,3.
+    instr(&mut m, "parameter").sharding = Some(proto::OpSharding {
+        r#type: proto::op_sharding::Type::Other as i32,
+        tile_assignment_dimensions: vec![2, 2],
+        iota_reshape_dims: vec![2, 2],
+        iota_transpose_perm: vec![1, 0],
+        ..Default::default()
+    });
+    instr(&mut m, "multiply").sharding = Some(proto::OpSharding {
+        r#type: proto::op_sharding::Type::Other as i32,
+        tile_assignment_dimensions: vec![2, 2],
+        tile_assignment_devices: vec![3, 2, 1, 0],
+        last_tile_dims: vec![proto::op_sharding::Type::Replicated as i32],
+        ..Default::default()
+    });
+    let c = Computation::from_proto(m).unwrap();
+    let text = c.to_hlo_text();
+    assert!(text.contains("sharding={devices=[2,2]0,2,1,3}"), "{text}");
+    assert!(
+        text.contains("sharding={devices=[2,2]3,2,1,0 last_tile_dim_replicate}"),
+        "{text}"
+    );
+    let p = c.proto();
+    let entry = p
+        .computations
+        .iter()
+        .find(|x| x.id == p.entry_computation_id)
+        .unwrap();
+    let param = entry
+        .instructions
+        .iter()
+        .find(|i| i.opcode == "parameter")
+        .unwrap();
+    assert_eq!(param.sharding, Some(tiled(&[2, 2], &[0, 2, 1, 3])));
+    let mul = entry
+        .instructions
+        .iter()
+        .find(|i| i.opcode == "multiply")
+        .unwrap();
+    let mut want = tiled(&[2, 2], &[3, 2, 1, 0]);
+    want.replicate_on_last_tile_dim = true;
+    assert_eq!(mul.sharding, Some(want));
+    // Compiled for one partition, a sharding naming partition 3 is refused
+    // before the plugin sees it.
+    let e = client()
+        .compile(&c)
+        .expect_err("a sharding naming partition 3 of 1")
+        .to_string();
+    assert!(
+        e.contains("partition 3") && e.contains("1 partition"),
+        "{e}"
+    );
+}

@@ -68,6 +68,49 @@ fn mlp_layer_prints_as_golden_hlo_text() {
     }
 }
 
+/// Shardings on parameters, a constraint and the root, as XLA prints them
+/// (`sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}`, a tuple's as
+/// `{{...}}`).
+#[test]
+fn shardings_print_as_golden_hlo_text() {
+    use xlaclient::{Client, ClientExt, ClientOptions, Mesh, Op, P, Plugin};
+    let plugin = Plugin::default_plugin().unwrap();
+    let c = Client::new(&plugin, &ClientOptions::new().cpu_device_count(4)).unwrap();
+    let mesh = Mesh::new(&c, &[("data", 2), ("model", 2)]).unwrap();
+    let spec = (Shape::of::<f32>(&[4, 2]), Shape::of::<f32>(&[2]));
+    let f = c
+        .jit_sharded(
+            "sharded",
+            &mesh,
+            &spec,
+            &(P::new([Some("data"), None]), P::new([Some("model")])),
+            &(P::replicated(), P::new([None, Some("model")])),
+            |_, (x, b): (Op, Op)| {
+                let y =
+                    (x + b).with_sharding_constraint(&mesh, &P::new([Some("data"), Some("model")]));
+                (y.reduce_sum(&[0]), y)
+            },
+        )
+        .unwrap();
+    let text = f.computation().to_hlo_text();
+    golden("sharded.hlo.txt", &without_metadata(&text));
+    for want in [
+        "parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}",
+        "parameter(1), sharding={devices=[2,2]0,2,1,3 last_tile_dim_replicate}",
+        "custom_call_target=\"Sharding\", sharding={devices=[2,2]0,1,2,3}",
+        "sharding={{replicated}, {devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}}",
+    ] {
+        assert!(text.contains(want), "{want} missing from\n{text}");
+    }
+    // The parameters and the root carry the line of the `jit_sharded` call.
+    for l in text
+        .lines()
+        .filter(|l| l.contains("parameter(") || l.contains("ROOT %tuple"))
+    {
+        assert!(l.contains("source_file=\"tests/hlo_text.rs\""), "{l}");
+    }
+}
+
 const STABLEHLO: &str = r#"
 module @double_plus_one {
   func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {

@@ -154,6 +154,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A device mesh, a partition spec or a sharded array does not fit what it is
+    /// used with (an unknown mesh axis, a split that does not divide a dimension,
+    /// a mesh larger than the client, shards on the wrong devices, …).
+    #[error("sharding: {reason}")]
+    Sharding {
+        /// What is wrong, naming the array, the axis and the sizes.
+        reason: String,
+    },
 }
 
 /// The kinds of [`Error::Graph`]: how a graph was used wrongly.

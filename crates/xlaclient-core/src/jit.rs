@@ -84,6 +84,28 @@ pub trait ClientExt {
     where
         I: Tree<Shape>,
         R: Tree<Op>;
+
+    /// JAX's `jax.jit(f, in_shardings=…, out_shardings=…)` over `mesh`: traces `f`
+    /// on the logical (whole) arrays shaped like `spec`, with each input laid out
+    /// as `in_specs` says and each output as `out_specs` says (trees of
+    /// [`PartitionSpec`](crate::PartitionSpec)s of the inputs' and outputs'
+    /// structure, or one spec for every leaf), and compiles it with XLA's SPMD
+    /// partitioner into one program per mesh device (see [`crate::sharding`]).
+    /// A spec that does not fit its array is an [`Error::Sharding`](crate::Error::Sharding).
+    fn jit_sharded<I, R, IS, OS>(
+        &self,
+        name: &str,
+        mesh: &crate::sharding::Mesh,
+        spec: &I,
+        in_specs: &IS,
+        out_specs: &OS,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<crate::sharding::ShardedJit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+        IS: Tree<crate::sharding::PartitionSpec>,
+        OS: Tree<crate::sharding::PartitionSpec>;
 }
 
 impl ClientExt for Client {
@@ -120,6 +142,25 @@ impl ClientExt for Client {
         R: Tree<Op>,
     {
         trace(self, name, spec, true, f)
+    }
+
+    #[track_caller]
+    fn jit_sharded<I, R, IS, OS>(
+        &self,
+        name: &str,
+        mesh: &crate::sharding::Mesh,
+        spec: &I,
+        in_specs: &IS,
+        out_specs: &OS,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<crate::sharding::ShardedJit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+        IS: Tree<crate::sharding::PartitionSpec>,
+        OS: Tree<crate::sharding::PartitionSpec>,
+    {
+        crate::sharding::trace_sharded(self, name, mesh, spec, in_specs, out_specs, f)
     }
 }
 

@@ -54,6 +54,7 @@ pub mod ir;
 pub mod jit;
 mod op_table;
 pub mod ops;
+pub mod sharding;
 pub mod tree;
 
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,
@@ -86,6 +87,7 @@ pub use ops::slicing::PadDim;
 pub use ops::structural::Function;
 pub use ops::window::WindowDim;
 pub use shape::{ElementType, NativeType, Shape};
+pub use sharding::{Mesh, P, PartitionSpec, ShardedArray, ShardedJit};
 pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::WaitPolicy;
 pub use xlaclient_pjrt::{

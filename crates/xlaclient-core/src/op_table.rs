@@ -164,7 +164,7 @@ macro_rules! for_each_op {
             /// Its operand unchanged; computations are not moved across it.
             OptimizationBarrier = "opt-barrier", Fixed(1), kind: OptimizationBarrier, misc { shape: shape_optimization_barrier, lower: -, raise: raise_optimization_barrier, text: -, grad: rule(vjp_optimization_barrier), batch: - };
             /// A kernel of the plugin's, by name.
-            CustomCall = "custom-call", Variadic, kind: CustomCall, misc { shape: shape_custom_call, lower: lower_custom_call, raise: raise_custom_call, text: text_custom_call, grad: missing, batch: - };
+            CustomCall = "custom-call", Variadic, kind: CustomCall, misc { shape: shape_custom_call, lower: lower_custom_call, raise: raise_custom_call, text: text_custom_call, grad: partial(vjp_custom_call, "the `Sharding` constraint (with_sharding_constraint)"), batch: - };
             /// The Cholesky factor of symmetric positive-definite matrices.
             Cholesky = "cholesky", Fixed(1), kind: Cholesky, linalg { shape: shape_cholesky, lower: lower_cholesky, raise: raise_cholesky, text: text_cholesky, grad: rule(vjp_cholesky), batch: - };
             /// Solves triangular systems.

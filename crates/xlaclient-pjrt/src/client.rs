@@ -321,6 +321,13 @@ impl Client {
                 reason,
             })?;
         let bytes = module.hlo_module_bytes();
+        if options.spmd_partitioned() {
+            // The module states the logical arrays; each partition's parameters are
+            // its shards, read back from the partitioned program.
+            let mut exe = self.compile_program(b"hlo", &bytes, options, None)?;
+            exe.check_static_entry()?;
+            return Ok(exe);
+        }
         let params = module.entry_parameter_shapes();
         self.compile_program(b"hlo", &bytes, options, params)
     }

@@ -200,6 +200,22 @@ pub enum Error {
         /// The buffer's shape.
         given: Box<Shape>,
     },
+    /// In a multi-device execution, an argument lives on another device than the
+    /// one its list is for (the plugin would fail that device while the others
+    /// wait in their collectives, and abort the process).
+    #[error(
+        "argument {argument} for device {device} (id {expected}) is a buffer on device id {given}"
+    )]
+    ArgumentDevice {
+        /// The position of the argument list (the executable's device index).
+        device: usize,
+        /// Position of the argument.
+        argument: usize,
+        /// The id of the device the list is for.
+        expected: i32,
+        /// The id of the device the buffer is on.
+        given: i32,
+    },
     /// A client create option or a compile option has a value the plugin would
     /// fail on (some plugins abort the process on them instead of returning an
     /// error), or the wrong type.

@@ -554,6 +554,22 @@ impl LoadedExecutable {
                 if !Arc::ptr_eq(&b.client, &self.client) {
                     return Err(Error::ForeignBuffer { argument });
                 }
+                // On several devices, a buffer of another device fails that
+                // device's launch while the others wait in their collectives'
+                // rendezvous, which aborts the process after 40 s (both CPU
+                // plugins): refused here.
+                if num_devices > 1 {
+                    let on = b.device()?;
+                    if on.raw != self.devices[device] {
+                        let expected = super::Device::new(&self.client, self.devices[device]);
+                        return Err(Error::ArgumentDevice {
+                            device,
+                            argument,
+                            expected: expected.id()?,
+                            given: on.id()?,
+                        });
+                    }
+                }
             }
             self.check_arguments(device, list)?;
         }

@@ -247,6 +247,23 @@ impl CompileOptions {
         self
     }
 
+    /// Whether XLA partitions the program over its `num_partitions` devices
+    /// (SPMD): one program whose instructions carry shardings is compiled into the
+    /// per-device program each partition runs, with the collectives it needs
+    /// inserted. The executable's parameters are then the per-device shards'
+    /// shapes, read back from the compiled program.
+    pub fn use_spmd_partitioning(mut self, on: bool) -> Self {
+        self.build_options().use_spmd_partitioning = on;
+        self
+    }
+
+    /// Whether the program is partitioned by XLA's SPMD partitioner over more than
+    /// one partition (its parameters are then per-device shards).
+    pub(crate) fn spmd_partitioned(&self) -> bool {
+        let b = self.proto.executable_build_options.as_ref();
+        b.is_some_and(|b| b.use_spmd_partitioning) && self.counts().1 > 1
+    }
+
     /// Explicit device assignment: `devices[replica][partition]` = device id.
     pub fn device_assignment(mut self, devices: &[Vec<i64>]) -> Self {
         let replicas = devices.len() as i32;

@@ -191,6 +191,7 @@ impl Graph {
             operands: Operands::new(),
             shape,
             loc,
+            sharding: None,
         });
         let idx = comp.instrs.len() as u32 - 1;
         comp.params.push(Some(idx));
@@ -267,6 +268,7 @@ impl Graph {
             operands,
             shape,
             loc,
+            sharding: None,
         });
         Value::of(c.instrs.len() as u32 - 1)
     }

@@ -169,6 +169,15 @@ impl Computation {
     pub fn result_shape(&self) -> Shape {
         self.ir.result_shape()
     }
+
+    /// This computation with its module replaced by `module`, an edit of it made
+    /// in the crate (shardings set on a built one), verified again.
+    pub(crate) fn with_module(&self, module: ir::Module) -> Result<Computation> {
+        ir::verify::verify(&module, &crate::ops::Table)?;
+        let mut c = self.clone();
+        c.ir = Arc::new(module);
+        Ok(c)
+    }
 }
 
 // The one `unsafe` of the layers above the runtime: not an unsafe operation but
@@ -196,7 +205,8 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
         num_replicas: i64,
         num_partitions: i64,
     ) -> std::result::Result<(), String> {
-        crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)
+        crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)?;
+        crate::sharding::check_devices(self.ir(), num_partitions)
     }
 }
 

@@ -254,6 +254,7 @@ impl<'a> Sink<'a> for ProtoSink<'a> {
                     comp_id: &|c| ids[&c],
                 };
                 self.rules.lower(&ins.kind, &cx, &mut p);
+                p.sharding = ins.sharding.as_ref().map(|s| s.to_proto());
                 p.metadata = Some(proto::OpMetadata {
                     op_type: opcode.to_string(),
                     op_name: format!("{}/{}", self.module_name, l.name),

@@ -19,6 +19,7 @@ pub(crate) mod lower;
 pub mod op;
 pub mod raise;
 pub mod rules;
+pub mod sharding;
 pub(crate) mod text;
 pub mod verify;
 
@@ -30,6 +31,7 @@ use smallvec::SmallVec;
 
 pub use op::{OpKind, Opcode};
 pub use rules::{InferCx, LowerCx, OpText, RaiseCx, Rules, TextCx};
+pub use sharding::Sharding;
 
 use crate::shape::Shape;
 
@@ -108,6 +110,9 @@ pub struct Instr {
     pub shape: ShapeId,
     /// Where in the user's code it was built.
     pub loc: &'static Location<'static>,
+    /// How an SPMD-partitioned program lays its value out over the partitions
+    /// (XLA's instruction `sharding`); `None` leaves it to XLA's propagation.
+    pub sharding: Option<Box<Sharding>>,
 }
 
 /// One computation: the entry, or a body called by an instruction (a reduce
@@ -284,6 +289,7 @@ impl Module {
                 ins.kind.hash_structure(&mut h);
                 ins.operands.hash(&mut h);
                 self.shapes.get(ins.shape).hash(&mut h);
+                ins.sharding.hash(&mut h);
             }
         }
         h.0.finalize().into()

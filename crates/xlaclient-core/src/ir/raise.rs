@@ -10,7 +10,10 @@
 //! dimension numbers on a `call`, …) is refused rather than dropped. What the IR
 //! does not hold is refused too: dynamic dimensions, aliases into tuple
 //! parameters. Fields that do not change what is computed (layouts: the IR's
-//! arrays are row-major; metadata, shardings, frontend attributes, scheduling) are
+//! arrays are row-major; metadata, frontend attributes, scheduling) are dropped;
+//! an instruction's sharding is kept ([`Sharding`](super::Sharding)), one of a kind
+//! the IR does not hold (maximal, manual) refused; that of a `get-tuple-element` of
+//! a multi-result instruction, which becomes a value and not an instruction, is
 //! dropped. The shape rules are not run here: [`verify`](super::verify) runs them
 //! on the raised module, as on every module.
 //!
@@ -127,6 +130,7 @@ impl Raising<'_> {
             operands: (0..n).map(|result| Value { instr: i, result }).collect(),
             shape,
             loc: self.loc,
+            sharding: None,
         });
         let t = self.comp.instrs.len() as u32 - 1;
         self.wholes.insert(i, t);
@@ -374,12 +378,19 @@ fn raise_comp(
                 return Err(what(format!("parameter {n} is declared twice")));
             }
         }
+        let sharding = match &ins.sharding {
+            Some(s) => Some(Box::new(
+                super::Sharding::from_proto(s).map_err(|e| what(format!("sharding: {e}")))?,
+            )),
+            None => None,
+        };
         let shape = r.shapes.intern(declared);
         r.comp.instrs.push(Instr {
             kind,
             operands,
             shape,
             loc,
+            sharding,
         });
         let slot = if multi {
             Slot::Multi(index)

@@ -69,6 +69,9 @@ impl<'a> Sink<'a> for TextSink<'_> {
                 self.rules.text(&ins.kind, &cx, &mut text);
                 let args = text.args.unwrap_or_else(|| operands.join(", "));
                 let mut attrs = text.attrs;
+                if let Some(s) = &ins.sharding {
+                    let _ = write!(attrs, ", sharding={s}");
+                }
                 let _ = write!(
                     attrs,
                     ", metadata={{source_file=\"{}\" source_line={}}}",

@@ -91,6 +91,17 @@ pub fn verify(m: &Module, rules: &dyn Rules) -> Result<()> {
                 }
             }
             let declared = m.shapes.get(ins.shape);
+            if let Some(s) = &ins.sharding {
+                s.check(declared).map_err(|e| {
+                    bad(
+                        &c.name,
+                        format!(
+                            "instruction {i} (`{}`): sharding: {e}",
+                            ins.kind.opcode().name()
+                        ),
+                    )
+                })?;
+            }
             let cx = InferCx {
                 operands: &shapes,
                 target: Some(declared),

@@ -107,6 +107,7 @@ impl Builder {
                         operands: Operands::from_slice(&[Value::of(b.param)]),
                         shape,
                         loc,
+                        sharding: None,
                     });
                     Value::of(c.instrs.len() as u32 - 1)
                 })

@@ -351,6 +351,13 @@ pub(crate) fn raise_custom_call(
     })))
 }
 
+/// Custom call: the `Sharding` constraint passes its cotangent back under the same
+/// constraint (JAX's rule for `with_sharding_constraint`); other kernels have no
+/// rule.
+pub(crate) fn vjp_custom_call(n: &Node) -> Grads {
+    crate::sharding::vjp_sharding_constraint(n).map(|g| arrays(vec![g]))
+}
+
 pub(crate) fn text_custom_call(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
     if let OpKind::CustomCall(a) = kind {
         out.attr("custom_call_target", format!("\"{}\"", a.target));
