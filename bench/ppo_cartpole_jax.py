@@ -280,14 +280,15 @@ def flat_params(params):
 
 
 def record(out_dir):
-    """Small configurations for tests/ppo.rs: the initial state from seed 0 and
-    the parameters after each of 3 updates, with a constant and an annealed LR."""
+    """Small configurations for tests/ppo.rs (4 environments, 16 steps, 2 epochs
+    of 2 minibatches, 16 hidden units): the initial state from seed 0 and the
+    state after each of 3 updates, with a constant and an annealed LR."""
     os.makedirs(out_dir, exist_ok=True)
     cases = {
         "ppo_small_const": dict(CONFIG, NUM_ENVS=4, NUM_STEPS=16, TOTAL_TIMESTEPS=4 * 16 * 10,
-                                UPDATE_EPOCHS=2, NUM_MINIBATCHES=2, ANNEAL_LR=False),
+                                UPDATE_EPOCHS=2, NUM_MINIBATCHES=2, ANNEAL_LR=False, HIDDEN=16),
         "ppo_small_anneal": dict(CONFIG, NUM_ENVS=4, NUM_STEPS=16, TOTAL_TIMESTEPS=4 * 16 * 10,
-                                 UPDATE_EPOCHS=2, NUM_MINIBATCHES=2, ANNEAL_LR=True),
+                                 UPDATE_EPOCHS=2, NUM_MINIBATCHES=2, ANNEAL_LR=True, HIDDEN=16),
     }
     for name, cfg in cases.items():
         c, init, update, _ = make(cfg)
