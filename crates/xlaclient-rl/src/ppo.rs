@@ -32,7 +32,8 @@
 use std::time::Instant;
 
 use super::cartpole::{self, CartPoleState};
-use crate::nn::{Activation, Linear, Mlp, MlpParams, OptState, Schedule, init, optim};
+use crate::nn::optim::{self, transform};
+use crate::nn::{Activation, Linear, Mlp, MlpParams, OptState, Schedule, init};
 use crate::{Buffer, Builder, Client, ElementType, Error, Jit, Op, Result, Shape, Tree};
 use xlaclient_core::{ClientExt, ScanOptions};
 
@@ -219,7 +220,10 @@ impl PpoConfig {
         } else {
             Schedule::Constant(self.lr)
         };
-        optim::adam(lr, 0.9, 0.999, 1e-5).clip_by_global_norm(self.max_grad_norm)
+        optim::chain([
+            transform::clip_by_global_norm(self.max_grad_norm),
+            optim::adam(lr, 0.9, 0.999, 1e-5),
+        ])
     }
 }
 
@@ -298,13 +302,7 @@ pub fn init_state(b: &Builder, c: &PpoConfig) -> PpoState<Op> {
     let opt = c.optimizer();
     let rng = b.prng_key(c.seed);
     let [rng, k] = rng.split_keys();
-    let ks: [Op; 6] = {
-        let all = k.random_split(6);
-        std::array::from_fn(|i| {
-            let i = i as i64;
-            all.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2])
-        })
-    };
+    let ks: [Op; 6] = k.split_keys();
     let params = ActorCriticParams {
         actor: (0..3).map(|i| actor.layers[i].init(&ks[i])).collect(),
         critic: (0..3).map(|i| critic.layers[i].init(&ks[3 + i])).collect(),
