@@ -6,7 +6,7 @@
 # repetition and as medians: environment steps per second over the training
 # (compile excluded), compile seconds (JAX: lower + compile; ours: trace + compile
 # of both programs) and the mean return of the last 10% of updates, with the
-# ratios ours / JAX.
+# ratios ours / JAX. Compilation caches are off on both sides.
 #
 #   bench/ppo_vs_jax.sh [REPS]      (default 2)
 #
@@ -28,7 +28,7 @@ for rep in $(seq 1 "$REPS"); do
         if [ "$who" = jax ]; then
             "$VENV/bin/python" bench/ppo_cartpole_jax.py --json | tail -1 >>"$OUT/jax.jsonl"
         else
-            "$OURS" --set print_every_update=false --set min_return=-1 \
+            XLACLIENT_COMPILE_CACHE=0 "$OURS" --set print_every_update=false --set min_return=-1 \
                 --output-dir "$OUT/run-$rep" 2>/dev/null | tail -1 >>"$OUT/ours.txt"
         fi
     done

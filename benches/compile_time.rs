@@ -31,8 +31,7 @@ mod common;
 use xlaclient::rl::anakin::{Anakin, AnakinConfig};
 use xlaclient::rl::ppo::{self, PpoConfig, PpoState};
 use xlaclient::{
-    Builder, Client, ClientOptions, CompileCache, Computation, ElementType, Op, Plugin, Shape,
-    Tree,
+    Builder, Client, ClientOptions, CompileCache, Computation, ElementType, Op, Plugin, Shape, Tree,
 };
 
 const PROGRAMS: [&str; 7] = [

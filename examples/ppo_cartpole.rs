@@ -111,7 +111,10 @@ fn run() -> xlaclient::rl::Result<()> {
             ("hidden", "hidden units per layer (actor and critic)"),
             ("seed", "PRNG seed"),
             ("updates_per_call", "updates per call of the update program"),
-            ("min_return", "last-10% mean return the run must reach, else exit 1"),
+            (
+                "min_return",
+                "last-10% mean return the run must reach, else exit 1",
+            ),
             ("print_every_update", "print every update's return"),
         ],
     };

@@ -10,8 +10,8 @@ mod common;
 
 use common::client;
 use serde_json::Value;
-use xlaclient::nn::optim::{self, OptState, Optimizer, transform};
 use xlaclient::nn::Schedule;
+use xlaclient::nn::optim::{self, OptState, Optimizer, transform};
 use xlaclient::{ClientExt, ElementType, Op, Shape, Tree};
 
 #[derive(Tree, Clone, Debug)]
@@ -27,7 +27,10 @@ struct S<T> {
 }
 
 fn data() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/jax/optax_chain.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/jax/optax_chain.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).expect("read optax_chain.json"))
         .expect("parse")
 }
@@ -80,7 +83,10 @@ fn run(opt: &Optimizer, d: &Value) -> Vec<(Vec<f32>, Vec<f32>)> {
             b: up(&floats(&g["b"]), &[2]),
         };
         s = step.call(&(s, g)).expect("step");
-        out.push((s.p.w.to_vec::<f32>().unwrap(), s.p.b.to_vec::<f32>().unwrap()));
+        out.push((
+            s.p.w.to_vec::<f32>().unwrap(),
+            s.p.b.to_vec::<f32>().unwrap(),
+        ));
     }
     out
 }
@@ -195,7 +201,10 @@ fn the_old_spellings_are_the_same_chains() {
 
 #[test]
 fn two_moment_keeping_steps_are_an_error() {
-    let opt = optim::chain([optim::adam(1e-3, 0.9, 0.999, 1e-8), optim::sgd(0.1, 0.9, false)]);
+    let opt = optim::chain([
+        optim::adam(1e-3, 0.9, 0.999, 1e-8),
+        optim::sgd(0.1, 0.9, false),
+    ]);
     let pspec = P {
         w: Shape::of::<f32>(&[3, 2]),
         b: Shape::of::<f32>(&[2]),

@@ -29,7 +29,11 @@ fn device_cartpole_equals_the_host_cartpole_for_the_same_actions() {
             // Mostly alternating pushes (long episodes, some reaching the time
             // limit would need 500 steps), with random runs that tip the pole.
             let r = rng.next_u64();
-            if r % 4 == 0 { (r >> 8) as i32 & 1 } else { (t / batch) as i32 & 1 }
+            if r % 4 == 0 {
+                (r >> 8) as i32 & 1
+            } else {
+                (t / batch) as i32 & 1
+            }
         })
         .collect();
     let spec = (
@@ -42,14 +46,19 @@ fn device_cartpole_equals_the_host_cartpole_for_the_same_actions() {
             let init = cartpole::from_rows(&start);
             let (_, (obs, rewards, dones)) = b.scan(init, (a, r), |s, (a, r)| {
                 let (next, obs, reward, done) = cartpole::step(&s, &a, &r);
-                (next, (obs, reward, done.convert(xlaclient::ElementType::S32)))
+                (
+                    next,
+                    (obs, reward, done.convert(xlaclient::ElementType::S32)),
+                )
             });
             (obs, rewards, dones)
         })
         .expect("compile");
     let args = (
         client().buffer_from_host(&starts, &[batch, 4]).unwrap(),
-        client().buffer_from_host(&actions, &[steps, batch]).unwrap(),
+        client()
+            .buffer_from_host(&actions, &[steps, batch])
+            .unwrap(),
         client()
             .buffer_from_host(&resets, &[steps, batch, 4])
             .unwrap(),
@@ -105,7 +114,11 @@ fn host_cartpole_terminates_on_each_limit() {
     let mut t = 0;
     loop {
         t += 1;
-        let a = if env.state[2] + 0.1 * env.state[3] > 0.0 { 1 } else { 0 };
+        let a = if env.state[2] + 0.1 * env.state[3] > 0.0 {
+            1
+        } else {
+            0
+        };
         let (r, done) = env.step(a, [0.0; 4]);
         assert_eq!(r, 1.0);
         if done {
@@ -117,10 +130,7 @@ fn host_cartpole_terminates_on_each_limit() {
 }
 
 fn record(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/data/jax/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/tests/data/jax/{name}.json", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(&path).expect("read the recording"))
         .expect("parse")
 }
@@ -171,7 +181,10 @@ fn params_of(s: &PpoState<Buffer>) -> Vec<(String, Vec<f32>)> {
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn env_of(s: &PpoState<Buffer>) -> Vec<(&'static str, Vec<f32>)> {
@@ -240,8 +253,15 @@ fn check_against_jax(name: &str) {
             .into_iter()
             .map(|(k, v)| max_diff(&v, &floats(&want["params"][&k])))
             .fold(0.0, f32::max);
-        eprintln!("{name}: update {} max |ours - JAX| over parameters {worst:e}", u + 1);
-        assert!(worst <= 1e-5, "update {}: parameters differ by {worst:e}", u + 1);
+        eprintln!(
+            "{name}: update {} max |ours - JAX| over parameters {worst:e}",
+            u + 1
+        );
+        assert!(
+            worst <= 1e-5,
+            "update {}: parameters differ by {worst:e}",
+            u + 1
+        );
         for (k, v) in env_of(&state) {
             let d = max_diff(&v, &floats(&want["env"][k]));
             assert!(d <= 1e-5, "update {}: env {k} differs by {d:e}", u + 1);
@@ -260,7 +280,12 @@ fn check_against_jax(name: &str) {
             want["mean_return"].as_f64().unwrap() as f32,
             want["loss"].as_f64().unwrap() as f32,
         );
-        assert!((ret[0] - jr).abs() <= 1e-4, "update {}: return {} JAX {jr}", u + 1, ret[0]);
+        assert!(
+            (ret[0] - jr).abs() <= 1e-4,
+            "update {}: return {} JAX {jr}",
+            u + 1,
+            ret[0]
+        );
         assert!(
             (loss[0] - jl).abs() <= 1e-4 * (1.0 + jl.abs()),
             "update {}: loss {} JAX {jl}",

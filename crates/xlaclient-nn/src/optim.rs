@@ -205,7 +205,9 @@ pub mod transform {
     use super::{Optimizer, Schedule, Transform};
 
     fn one(t: Transform) -> Optimizer {
-        Optimizer { transforms: vec![t] }
+        Optimizer {
+            transforms: vec![t],
+        }
     }
 
     /// `optax.clip_by_global_norm(max_norm)`.
@@ -349,11 +351,7 @@ impl Optimizer {
     /// An error message when the chain has more than one moment-keeping step
     /// (the state has room for one).
     fn too_many_moments(&self, what: &str) -> Option<String> {
-        let keepers: Vec<&Transform> = self
-            .transforms
-            .iter()
-            .filter(|t| t.moments().0)
-            .collect();
+        let keepers: Vec<&Transform> = self.transforms.iter().filter(|t| t.moments().0).collect();
         (keepers.len() > 1).then(|| {
             format!(
                 "Optimizer::{what}: the chain has {} steps that keep moments ({keepers:?}); \
@@ -530,8 +528,7 @@ impl Optimizer {
                     let Some(mu) = &mu else {
                         return refuse(b.error(MOMENTS_CHECKED));
                     };
-                    let trace: Vec<Op> =
-                        u.iter().zip(mu).map(|(g, t)| g + &(t * decay)).collect();
+                    let trace: Vec<Op> = u.iter().zip(mu).map(|(g, t)| g + &(t * decay)).collect();
                     let dir = if nesterov {
                         u.iter()
                             .zip(&trace)

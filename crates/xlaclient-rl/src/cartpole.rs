@@ -76,7 +76,11 @@ fn column(x: &Op, i: i64) -> Op {
 #[track_caller]
 pub fn from_rows(values: &Op) -> CartPoleState<Op> {
     let b = values.builder();
-    let batch = values.dims().ok().and_then(|d| d.first().copied()).unwrap_or(0);
+    let batch = values
+        .dims()
+        .ok()
+        .and_then(|d| d.first().copied())
+        .unwrap_or(0);
     CartPoleState {
         x: column(values, 0),
         x_dot: column(values, 1),
@@ -92,7 +96,11 @@ pub fn from_rows(values: &Op) -> CartPoleState<Op> {
 #[track_caller]
 pub fn reset_draws(keys: &Op) -> Op {
     let b = keys.builder();
-    let batch = keys.dims().ok().and_then(|d| d.first().copied()).unwrap_or(0);
+    let batch = keys
+        .dims()
+        .ok()
+        .and_then(|d| d.first().copied())
+        .unwrap_or(0);
     let draws: Vec<Op> = (0..batch)
         .map(|i| {
             let key = keys.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2]);
@@ -139,10 +147,8 @@ pub fn step_env(s: &CartPoleState<Op>, actions: &Op) -> (CartPoleState<Op>, Op, 
     let sin = s.theta.sin();
     let temp = &(&force + &(&(&s.theta_dot.square() * POLE_MASS_LENGTH as f64) * &sin))
         / TOTAL_MASS as f64;
-    let den =
-        (4.0f32 / 3.0) as f64 - &(&(&cos.square() * MASS_POLE as f64) / TOTAL_MASS as f64);
-    let theta_acc =
-        &(&(&sin * GRAVITY as f64) - &(&cos * &temp)) / &(&den * LENGTH as f64);
+    let den = (4.0f32 / 3.0) as f64 - &(&(&cos.square() * MASS_POLE as f64) / TOTAL_MASS as f64);
+    let theta_acc = &(&(&sin * GRAVITY as f64) - &(&cos * &temp)) / &(&den * LENGTH as f64);
     let x_acc = &temp - &(&(&(&theta_acc * POLE_MASS_LENGTH as f64) * &cos) / TOTAL_MASS as f64);
     let next = CartPoleState {
         x: &s.x + &(&s.x_dot * TAU as f64),
@@ -161,11 +167,7 @@ pub fn step_env(s: &CartPoleState<Op>, actions: &Op) -> (CartPoleState<Op>, Op, 
 /// their observations (`f32[batch, 4]`), the rewards (`f32[batch]`) and whether
 /// the step ended an episode (`pred[batch]`).
 #[track_caller]
-pub fn step(
-    s: &CartPoleState<Op>,
-    actions: &Op,
-    resets: &Op,
-) -> (CartPoleState<Op>, Op, Op, Op) {
+pub fn step(s: &CartPoleState<Op>, actions: &Op, resets: &Op) -> (CartPoleState<Op>, Op, Op, Op) {
     let b = s.x.builder();
     let (next, reward, done) = step_env(s, actions);
     let fresh = from_rows(resets);
@@ -191,7 +193,11 @@ pub fn step_with_keys(
     keys: &Op,
 ) -> (CartPoleState<Op>, Op, Op, Op) {
     let b = keys.builder();
-    let batch = keys.dims().ok().and_then(|d| d.first().copied()).unwrap_or(0);
+    let batch = keys
+        .dims()
+        .ok()
+        .and_then(|d| d.first().copied())
+        .unwrap_or(0);
     let resets: Vec<Op> = (0..batch)
         .map(|i| {
             let key = keys.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2]);

@@ -74,8 +74,7 @@ pub use error::{Error, NetworkOutputError, Result, WeightsError};
 
 use xlaclient_core::{
     Buffer, Builder, Client, Comparison, DotDims, ElementType, Jit, Op, Shape, Tree, builder, pjrt,
-    shape,
-    tree,
+    shape, tree,
 };
 use xlaclient_nn as nn;
 use xlaclient_nn::checkpoint;

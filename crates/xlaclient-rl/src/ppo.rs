@@ -140,7 +140,10 @@ impl PpoConfig {
         ];
         for (what, v) in counts {
             if v < 1 {
-                return bad(what, format!("PpoConfig::{what} is {v}; it must be at least 1"));
+                return bad(
+                    what,
+                    format!("PpoConfig::{what} is {v}; it must be at least 1"),
+                );
             }
         }
         if self.num_updates() < 1 {
@@ -189,7 +192,8 @@ impl PpoConfig {
     /// kernels, orthogonal(0.01) for the actor's head, orthogonal(1) for the
     /// critic's, zero biases.
     pub fn networks(&self) -> (Mlp, Mlp) {
-        let layer = |i, o, scale: f64| Linear::new(i, o).with_init(init::orthogonal(scale), init::zeros());
+        let layer =
+            |i, o, scale: f64| Linear::new(i, o).with_init(init::orthogonal(scale), init::zeros());
         let h = self.hidden;
         let s2 = 2f64.sqrt();
         let net = |head: i64, head_scale: f64| Mlp {
@@ -392,7 +396,9 @@ pub fn update(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<Op>) 
     let (_, adv) = b.scan_with(
         (last_val.zeros_like(), last_val),
         (traj.done.clone(), traj.value.clone(), traj.reward.clone()),
-        &ScanOptions::new().reverse(true).unroll(16.min(c.num_steps as usize)),
+        &ScanOptions::new()
+            .reverse(true)
+            .unroll(16.min(c.num_steps as usize)),
         |(gae, next_value), (done, value, reward)| {
             let notdone = 1.0 - &done;
             let delta = &(&reward + &(&(next_value * gamma) * &notdone)) - &value;
@@ -418,31 +424,31 @@ pub fn update(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<Op>) 
     };
     let mbs = c.num_minibatches;
     let (((params, opt_state), rng), losses) = b.scan_with(
-            ((s.params, s.opt), rng),
-            (),
-            &ScanOptions::new().length(c.update_epochs),
-            |((p, o), rng), ()| {
-                let [rng, k] = rng.split_keys();
-                let perm = k.permutation(size);
-                let minibatches = batch.map_ref(|x: &Op| {
-                    let mut dims = vec![mbs, size / mbs];
-                    dims.extend(x.dims().unwrap_or_default().into_iter().skip(1));
-                    x.take(&perm, 0).reshape(&dims)
-                });
-                let ((p, o), losses) = b.scan(
-                    (p, o),
-                    minibatches,
-                    |(p, o): (ActorCriticParams<Op>, OptState<Op, ActorCriticParams<Op>>),
-                     mb: Batch<Op>| {
-                        let (total, (), grads) =
-                            b.value_and_grad(p.clone(), |q| (loss(c, &nets, &q, &mb), ()));
-                        let (p, o) = opt.update(&grads, o, &p);
-                        ((p, o), total)
-                    },
-                );
-                (((p, o), rng), losses)
-            },
-        );
+        ((s.params, s.opt), rng),
+        (),
+        &ScanOptions::new().length(c.update_epochs),
+        |((p, o), rng), ()| {
+            let [rng, k] = rng.split_keys();
+            let perm = k.permutation(size);
+            let minibatches = batch.map_ref(|x: &Op| {
+                let mut dims = vec![mbs, size / mbs];
+                dims.extend(x.dims().unwrap_or_default().into_iter().skip(1));
+                x.take(&perm, 0).reshape(&dims)
+            });
+            let ((p, o), losses) = b.scan(
+                (p, o),
+                minibatches,
+                |(p, o): (ActorCriticParams<Op>, OptState<Op, ActorCriticParams<Op>>),
+                 mb: Batch<Op>| {
+                    let (total, (), grads) =
+                        b.value_and_grad(p.clone(), |q| (loss(c, &nets, &q, &mb), ()));
+                    let (p, o) = opt.update(&grads, o, &p);
+                    ((p, o), total)
+                },
+            );
+            (((p, o), rng), losses)
+        },
+    );
     let metrics = PpoMetrics {
         mean_return: traj.returned.mean(&[0, 1], false),
         loss: losses.mean(&[0, 1], false),
@@ -492,7 +498,8 @@ impl Ppo {
         let init = client.jit("ppo_init", &(), |b, ()| init_state(b, &c))?;
         let init_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let update = client.jit_donating("ppo_update", init.output_spec(), |_, s| updates(&c, s))?;
+        let update =
+            client.jit_donating("ppo_update", init.output_spec(), |_, s| updates(&c, s))?;
         let update_s = t.elapsed().as_secs_f64();
         Ok(Ppo {
             config,
