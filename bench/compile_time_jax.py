@@ -9,10 +9,14 @@ off, and timed: `program=<name> build_s=<lower> compile_s=<compile> total_s=<sum
       sliced out);
   samplers: eight samplers from eight split keys;
   rnn_grad: a 100-step tanh RNN under lax.scan, value_and_grad of the mean square;
-  anakin: see ../shared/bench-anchors/jax_anakin_catch.py (run separately).
+  anakin: see ../shared/bench-anchors/jax_anakin_catch.py (run separately);
+  ppo_init, ppo_update: PureJaxRL's PPO on CartPole (bench/ppo_cartpole_jax.py,
+      the default configuration): `init`, and a lax.scan of 122 `update`s (the
+      update program of examples/ppo_cartpole.rs).
 
 Usage: python bench/compile_time_jax.py [PROGRAM ...]
 """
+import os
 import sys
 import time
 
@@ -77,11 +81,28 @@ def rnn_grad():
     )
 
 
+def ppo(which):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ppo_cartpole_jax as p
+
+    _, init, update, _ = p.make(p.CONFIG)
+    key = random.PRNGKey(0)
+    if which == "init":
+        return init, (key,)
+
+    def f(state):
+        return lax.scan(lambda s, _: update(s), state, None, 122)
+
+    return f, (jax.eval_shape(init, key),)
+
+
 PROGRAMS = {
     "reset4": lambda: reset(4),
     "reset64": lambda: reset(64),
     "samplers": samplers,
     "rnn_grad": rnn_grad,
+    "ppo_init": lambda: ppo("init"),
+    "ppo_update": lambda: ppo("update"),
 }
 
 for name in sys.argv[1:] or list(PROGRAMS):

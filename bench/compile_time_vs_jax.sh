@@ -14,7 +14,7 @@ PROGRAMS=${PROGRAMS:-"reset4 reset64 samplers rnn_grad anakin"}
 ANAKIN=${ANAKIN:-../shared/bench-anchors/jax_anakin_catch.py}
 . bench/jax_venv.sh
 cargo bench --quiet --bench compile_time --no-run 2>/dev/null
-OURS=$(ls -t target/release/deps/compile_time-* | grep -v '\.d$' | head -1)
+OURS=$(ls -t "${CARGO_TARGET_DIR:-target}"/release/deps/compile_time-* | grep -v '\.d$' | head -1)
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 

@@ -11,7 +11,12 @@
 //!   - `rnn_grad`: a 100-step tanh RNN scanned over a sequence, loss and gradient
 //!     through the scan;
 //!   - `anakin`: the Anakin Catch learner (`xlaclient::rl::anakin`, the notebook's
-//!     layout), whose JAX side is `../shared/bench-anchors/jax_anakin_catch.py`.
+//!     layout), whose JAX side is `../shared/bench-anchors/jax_anakin_catch.py`;
+//!   - `ppo_init`, `ppo_update`: PureJaxRL's PPO on CartPole (`xlaclient::rl::ppo`,
+//!     the default configuration): the init program, and the update program of
+//!     `updates_per_call` (122) updates, as in `examples/ppo_cartpole.rs` (its JAX
+//!     side is `bench/ppo_cartpole_jax.py`'s `init` and a `lax.scan` of 122
+//!     `update`s).
 //!
 //! Prints `program=<name> build_s=<trace and lower> compile_s=<XLA> total_s=<sum>`.
 //! The compilation cache is off: every compile compiles.
@@ -24,11 +29,47 @@ use std::time::Instant;
 mod common;
 
 use xlaclient::rl::anakin::{Anakin, AnakinConfig};
+use xlaclient::rl::ppo::{self, PpoConfig, PpoState};
 use xlaclient::{
-    Builder, Client, ClientOptions, CompileCache, Computation, ElementType, Op, Plugin, Shape,
+    Builder, Client, ClientOptions, CompileCache, Computation, ElementType, Op, Plugin, Shape, Tree,
 };
 
-const PROGRAMS: [&str; 5] = ["reset4", "reset64", "samplers", "rnn_grad", "anakin"];
+const PROGRAMS: [&str; 7] = [
+    "reset4",
+    "reset64",
+    "samplers",
+    "rnn_grad",
+    "anakin",
+    "ppo_init",
+    "ppo_update",
+];
+
+/// The PPO init program (PureJaxRL's CartPole configuration).
+fn ppo_init() -> xlaclient::Result<Computation> {
+    let b = Builder::new("ppo_init");
+    let s = ppo::init_state(&b, &PpoConfig::default());
+    b.build_tuple(&s.leaves())
+}
+
+/// The PPO update program: `updates_per_call` updates of a state given as
+/// parameters.
+fn ppo_update() -> xlaclient::Result<Computation> {
+    let c = PpoConfig::default();
+    let spec: PpoState<Shape> = {
+        let b = Builder::new("ppo_spec");
+        ppo::init_state(&b, &c).map_ref(|o: &Op| o.shape().expect("the init program's shapes"))
+    };
+    let b = Builder::new("ppo_update");
+    let mut i = 0;
+    let s = spec.map_ref(|shape: &Shape| {
+        i += 1;
+        b.parameter(i - 1, shape.clone(), "state")
+    });
+    let (s, m) = ppo::updates(&c, s);
+    let mut outs = s.leaves();
+    outs.extend(m.leaves());
+    b.build_tuple(&outs)
+}
 
 /// Row `i` of a `[n, 2]` array of keys.
 fn key_row(keys: &Op, i: i64) -> Op {
@@ -102,6 +143,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "reset64" => common::gymnax_reset(64, false)?,
                 "samplers" => samplers()?,
                 "rnn_grad" => rnn_grad()?,
+                "ppo_init" => ppo_init()?,
+                "ppo_update" => ppo_update()?,
                 other => {
                     eprintln!("unknown program {other}; one of {PROGRAMS:?}");
                     std::process::exit(2);

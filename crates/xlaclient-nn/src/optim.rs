@@ -1,10 +1,24 @@
 //! Optimizers that build their update into the program, over trees of parameters,
 //! with optax's update rules (`optax/_src/alias.py`, `transform.py`,
-//! `transforms/`): [`sgd`] (`optax.sgd`: `trace` then scale by `−lr`), [`adam`]
-//! (`scale_by_adam` with bias correction, then `−lr`), [`adamw`] (`scale_by_adam`,
-//! `add_decayed_weights`, then `−lr`), and [`clip_by_global_norm`] (optax's, as a
-//! function or chained in front of an optimizer with
-//! [`Optimizer::clip_by_global_norm`]).
+//! `transforms/`). An [`Optimizer`] is optax's `chain` of gradient
+//! transformations ([`Transform`]), applied in order: [`chain`] composes any of
+//! them, [`transform`] has the one-step ones (`clip_by_global_norm`,
+//! `scale_by_adam`, `trace`, `add_decayed_weights`, `scale_by_learning_rate`,
+//! `scale_by_schedule`, `scale`), and the aliases are chains: [`sgd`]
+//! (`optax.sgd`: `trace` then scale by `−lr`), [`adam`] (`scale_by_adam` with bias
+//! correction, then `−lr`), [`adamw`] (`scale_by_adam`, `add_decayed_weights`,
+//! then `−lr`). [`clip_by_global_norm`] is also a function of a tree, and
+//! [`Optimizer::clip_by_global_norm`] puts it in front of a chain.
+//!
+//! ```
+//! use xlaclient_nn::optim::{self, transform};
+//! // optax.chain(optax.clip_by_global_norm(0.5), optax.adam(2.5e-4, eps=1e-5))
+//! let opt = optim::chain([
+//!     transform::clip_by_global_norm(0.5),
+//!     optim::adam(2.5e-4, 0.9, 0.999, 1e-5),
+//! ]);
+//! # let _ = opt;
+//! ```
 //!
 //! An [`Optimizer`] is a small value. [`Optimizer::init`] builds its state for a
 //! tree of parameters `P` (zeros made in the program, and a step counter);
@@ -101,68 +115,175 @@ impl<L: Leaf, P: Tree<L>> Tree<L> for OptState<L, P> {
     }
 }
 
+/// One gradient transformation, optax's `GradientTransformation`: a step of an
+/// [`Optimizer`], which is a chain of them applied in order to the gradients (the
+/// result is added to the parameters). Made by the constructors in [`transform`]
+/// (as optax's functions of the same names) and composed with [`chain`].
 #[derive(Clone, Debug, PartialEq)]
-enum Rule {
-    Sgd {
-        lr: Schedule,
-        momentum: f64,
+#[non_exhaustive]
+pub enum Transform {
+    /// `optax.clip_by_global_norm(max_norm)`: see [`clip_by_global_norm`].
+    ClipByGlobalNorm(f64),
+    /// `optax.scale_by_adam(b1, b2, eps)`: the moments `m ← (1−b1)·g + b1·m`, `v ←
+    /// (1−b2)·g² + b2·v`, the update `m̂ / (√v̂ + eps)` with bias correction at step
+    /// `t` (counted from 1; `b^t` in `f32`). Keeps `mu` and `nu`.
+    ScaleByAdam {
+        /// Decay of the first moment.
+        b1: f64,
+        /// Decay of the second moment.
+        b2: f64,
+        /// Added to `√v̂`.
+        eps: f64,
+    },
+    /// `optax.trace(decay, nesterov)`: `t ← g + decay·t`, the update `t` (Nesterov:
+    /// `g + decay·t`). Keeps `mu`.
+    Trace {
+        /// The momentum.
+        decay: f64,
+        /// Nesterov's form.
         nesterov: bool,
     },
-    Adam {
-        lr: Schedule,
-        b1: f64,
-        b2: f64,
-        eps: f64,
-        weight_decay: f64,
-    },
+    /// `optax.add_decayed_weights(weight_decay)`: `u + weight_decay · params`.
+    AddDecayedWeights(f64),
+    /// `optax.scale_by_learning_rate(lr)`: `u · (−lr(count))`, the schedule at the
+    /// number of updates applied before this one.
+    ScaleByLearningRate(Schedule),
+    /// `optax.scale_by_schedule(f)`: `u · f(count)` (no sign change).
+    ScaleBySchedule(Schedule),
+    /// `optax.scale(factor)`: `u · factor`.
+    Scale(f64),
 }
 
-/// An optimizer: an update rule and its hyperparameters, optionally with gradient
-/// clipping in front (see [the module docs](self)). Made by [`sgd`], [`adam`] and
-/// [`adamw`].
+impl Transform {
+    /// Which moments it keeps in the state: (mu, nu).
+    fn moments(&self) -> (bool, bool) {
+        match self {
+            Transform::ScaleByAdam { .. } => (true, true),
+            Transform::Trace { .. } => (true, false),
+            _ => (false, false),
+        }
+    }
+}
+
+/// An optimizer: a chain of [`Transform`]s applied in order to the gradients,
+/// optax's `chain(...)` (see [the module docs](self)). Made by [`sgd`], [`adam`],
+/// [`adamw`], the one-step constructors of [`transform`], and [`chain`] of any of
+/// them.
+///
+/// The state ([`OptState`]) has one step count, shared by every step of the chain
+/// (optax keeps one per step that counts; they are always equal), and room for the
+/// moments of one moment-keeping step ([`Transform::ScaleByAdam`] or
+/// [`Transform::Trace`]): a chain with two of them is refused by
+/// [`init`](Optimizer::init) and [`update`](Optimizer::update) with an error.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Optimizer {
-    rule: Rule,
-    clip: Option<f64>,
+    transforms: Vec<Transform>,
+}
+
+/// `optax.chain(*parts)`: the transformations of each part, in order, as one
+/// optimizer.
+///
+/// ```
+/// use xlaclient_nn::optim::{self, transform};
+/// // PureJaxRL's optimizer: optax.chain(clip_by_global_norm(0.5), adam(2.5e-4, eps=1e-5)).
+/// let opt = optim::chain([
+///     transform::clip_by_global_norm(0.5),
+///     optim::adam(2.5e-4, 0.9, 0.999, 1e-5),
+/// ]);
+/// assert_eq!(opt, optim::adam(2.5e-4, 0.9, 0.999, 1e-5).clip_by_global_norm(0.5));
+/// assert_eq!(opt.transforms().len(), 3); // clip, scale_by_adam, scale_by_learning_rate
+/// ```
+pub fn chain(parts: impl IntoIterator<Item = Optimizer>) -> Optimizer {
+    Optimizer {
+        transforms: parts.into_iter().flat_map(|o| o.transforms).collect(),
+    }
+}
+
+/// optax's one-step gradient transformations, each an [`Optimizer`] of one
+/// [`Transform`], to compose with [`chain`].
+pub mod transform {
+    use super::{Optimizer, Schedule, Transform};
+
+    fn one(t: Transform) -> Optimizer {
+        Optimizer {
+            transforms: vec![t],
+        }
+    }
+
+    /// `optax.clip_by_global_norm(max_norm)`.
+    pub fn clip_by_global_norm(max_norm: f64) -> Optimizer {
+        one(Transform::ClipByGlobalNorm(max_norm))
+    }
+
+    /// `optax.scale_by_adam(b1, b2, eps)`.
+    pub fn scale_by_adam(b1: f64, b2: f64, eps: f64) -> Optimizer {
+        one(Transform::ScaleByAdam { b1, b2, eps })
+    }
+
+    /// `optax.trace(decay, nesterov)`.
+    pub fn trace(decay: f64, nesterov: bool) -> Optimizer {
+        one(Transform::Trace { decay, nesterov })
+    }
+
+    /// `optax.add_decayed_weights(weight_decay)`.
+    pub fn add_decayed_weights(weight_decay: f64) -> Optimizer {
+        one(Transform::AddDecayedWeights(weight_decay))
+    }
+
+    /// `optax.scale_by_learning_rate(lr)`: multiplies by `−lr(count)`.
+    pub fn scale_by_learning_rate(lr: impl Into<Schedule>) -> Optimizer {
+        one(Transform::ScaleByLearningRate(lr.into()))
+    }
+
+    /// `optax.scale_by_schedule(f)`: multiplies by `f(count)`.
+    pub fn scale_by_schedule(schedule: impl Into<Schedule>) -> Optimizer {
+        one(Transform::ScaleBySchedule(schedule.into()))
+    }
+
+    /// `optax.scale(factor)`.
+    pub fn scale(factor: f64) -> Optimizer {
+        one(Transform::Scale(factor))
+    }
 }
 
 /// `optax.sgd(lr, momentum, nesterov)`: with `momentum > 0` the trace
 /// `t ← g + momentum·t` and the update `−lr·t` (Nesterov: `−lr·(g + momentum·t)`);
 /// with `momentum == 0` and no Nesterov, `−lr·g` and no trace in the state
-/// (optax's `momentum=None`).
+/// (optax's `momentum=None`). The chain `[trace(momentum, nesterov),
+/// scale_by_learning_rate(lr)]`.
 pub fn sgd(lr: impl Into<Schedule>, momentum: f64, nesterov: bool) -> Optimizer {
-    Optimizer {
-        rule: Rule::Sgd {
-            lr: lr.into(),
-            momentum,
-            nesterov,
-        },
-        clip: None,
+    let mut parts = Vec::new();
+    if momentum != 0.0 || nesterov {
+        parts.push(transform::trace(momentum, nesterov));
     }
+    parts.push(transform::scale_by_learning_rate(lr));
+    chain(parts)
 }
 
 /// `optax.adam(lr, b1, b2, eps)`: `m ← (1−b1)·g + b1·m`, `v ← (1−b2)·g² + b2·v`,
 /// update `−lr · m̂ / (√v̂ + eps)` with `m̂ = m / (1 − b1ᵗ)`, `v̂ = v / (1 − b2ᵗ)` at
-/// step `t` (counted from 1; `b^t` in `f32`).
+/// step `t` (counted from 1; `b^t` in `f32`). The chain `[scale_by_adam(b1, b2,
+/// eps), scale_by_learning_rate(lr)]`.
 pub fn adam(lr: impl Into<Schedule>, b1: f64, b2: f64, eps: f64) -> Optimizer {
     adamw(lr, b1, b2, eps, 0.0)
 }
 
 /// `optax.adamw(lr, b1, b2, eps, weight_decay)`: Adam's direction plus
 /// `weight_decay · params` (`add_decayed_weights`), then scaled by `−lr` (optax's
-/// default `weight_decay` is `1e-4`).
+/// default `weight_decay` is `1e-4`; 0 leaves the step out).
 pub fn adamw(lr: impl Into<Schedule>, b1: f64, b2: f64, eps: f64, weight_decay: f64) -> Optimizer {
-    Optimizer {
-        rule: Rule::Adam {
-            lr: lr.into(),
-            b1,
-            b2,
-            eps,
-            weight_decay,
-        },
-        clip: None,
+    let mut parts = vec![transform::scale_by_adam(b1, b2, eps)];
+    if weight_decay != 0.0 {
+        parts.push(transform::add_decayed_weights(weight_decay));
     }
+    parts.push(transform::scale_by_learning_rate(lr));
+    chain(parts)
 }
+
+/// The error of a step that finds no moment in the state (not reached: the
+/// state's moments are checked against the chain's first).
+const MOMENTS_CHECKED: &str =
+    "Optimizer::update: a step that keeps moments found none in the state";
 
 /// The gradient of each leaf paired with its state: leaves of `tree`, or `None`.
 fn leaves_of<P: Tree<Op>>(tree: &Option<P>) -> Option<Vec<Op>> {
@@ -211,20 +332,33 @@ impl Optimizer {
     /// [`clip_by_global_norm`]`(max_norm)` (`optax.chain(clip_by_global_norm(max_norm),
     /// opt)`).
     pub fn clip_by_global_norm(self, max_norm: f64) -> Optimizer {
-        Optimizer {
-            clip: Some(max_norm),
-            ..self
-        }
+        chain([transform::clip_by_global_norm(max_norm), self])
+    }
+
+    /// The transformations of the chain, in the order they apply.
+    pub fn transforms(&self) -> &[Transform] {
+        &self.transforms
     }
 
     /// Which moments the state holds: (mu, nu).
     fn moments(&self) -> (bool, bool) {
-        match self.rule {
-            Rule::Sgd {
-                momentum, nesterov, ..
-            } => (momentum != 0.0 || nesterov, false),
-            Rule::Adam { .. } => (true, true),
-        }
+        self.transforms
+            .iter()
+            .map(Transform::moments)
+            .fold((false, false), |(a, b), (c, d)| (a || c, b || d))
+    }
+
+    /// An error message when the chain has more than one moment-keeping step
+    /// (the state has room for one).
+    fn too_many_moments(&self, what: &str) -> Option<String> {
+        let keepers: Vec<&Transform> = self.transforms.iter().filter(|t| t.moments().0).collect();
+        (keepers.len() > 1).then(|| {
+            format!(
+                "Optimizer::{what}: the chain has {} steps that keep moments ({keepers:?}); \
+                 its state has room for one (scale_by_adam or trace)",
+                keepers.len()
+            )
+        })
     }
 
     /// The initial state for `params`: count 0, moments of zeros of each leaf's
@@ -267,8 +401,12 @@ impl Optimizer {
         P: Tree<Op, With<Op> = P>,
     {
         let (mu, nu) = self.moments();
+        let count = match self.too_many_moments("init") {
+            Some(msg) => b.error(msg),
+            None => b.constant(0i32),
+        };
         OptState {
-            count: b.constant(0i32),
+            count,
             mu: mu.then(|| params.map_ref(zeros_like)),
             nu: nu.then(|| params.map_ref(zeros_like)),
         }
@@ -337,87 +475,84 @@ impl Optimizer {
                 return refuse(failed);
             }
         }
-        let clipped;
-        let grads = match self.clip {
-            Some(max_norm) => {
-                clipped = clip_by_global_norm(grads, max_norm);
-                &clipped
-            }
-            None => grads,
-        };
-        let g: Vec<Op> = grads.leaves().into_iter().cloned().collect();
+        if let Some(msg) = self.too_many_moments("update") {
+            return refuse(b.error(msg));
+        }
+        let (wants_mu, wants_nu) = self.moments();
+        if (state.mu.is_some(), state.nu.is_some()) != (wants_mu, wants_nu) {
+            let names = |mu: bool, nu: bool| match (mu, nu) {
+                (true, true) => "mu and nu",
+                (true, false) => "mu only",
+                (false, true) => "nu only",
+                (false, false) => "no moment",
+            };
+            let failed = b.error(format!(
+                "Optimizer::update: the state holds {}, this optimizer keeps {} \
+                 (was the state made by another optimizer?)",
+                names(state.mu.is_some(), state.nu.is_some()),
+                names(wants_mu, wants_nu)
+            ));
+            return refuse(failed);
+        }
+        let mut u: Vec<Op> = grads.leaves().into_iter().cloned().collect();
         let p: Vec<Op> = params.leaves().into_iter().cloned().collect();
         let mu = leaves_of(&state.mu);
         let nu = leaves_of(&state.nu);
-        // The learning rate of this update: the schedule at the updates applied
-        // before it (optax's scale_by_learning_rate), times −1; a constant stays a
-        // Rust number.
-        let lr_schedule = match &self.rule {
-            Rule::Sgd { lr, .. } | Rule::Adam { lr, .. } => lr.clone(),
-        };
-        let lr_now = match lr_schedule {
-            Schedule::Constant(lr) => Err(lr),
-            schedule => Ok(schedule.at(&state.count)),
-        };
-        let scale = |x: &Op| match &lr_now {
-            Ok(lr) => x * &(-&convert_like(lr, x)),
-            Err(lr) => x * -lr,
-        };
+        let (mut new_mu, mut new_nu): (Option<Vec<Op>>, Option<Vec<Op>>) = (None, None);
         // numerics.safe_increment: the count stops at i32::MAX.
-        let count = &state.count;
-        let below = count.compare(&b.constant(i32::MAX), Comparison::Lt);
-        let count = b.select(&below, &(count + 1i64), count);
-
-        let wants_mu = self.moments().0;
-        let (updates, new_mu, new_nu): (Vec<Op>, Option<Vec<Op>>, Option<Vec<Op>>) =
-            match (self.rule.clone(), mu, nu) {
+        let old_count = &state.count;
+        let below = old_count.compare(&b.constant(i32::MAX), Comparison::Lt);
+        let count = b.select(&below, &(old_count + 1i64), old_count);
+        // `x · factor`, the factor a schedule at the updates applied before this
+        // one (optax's scale_by_schedule), negated for a learning rate; a constant
+        // stays a Rust number.
+        let scaled = |u: &[Op], schedule: &Schedule, sign: f64| -> Vec<Op> {
+            match schedule {
+                Schedule::Constant(v) => u.iter().map(|x| x * (sign * v)).collect(),
+                s => {
+                    let f = s.at(old_count);
+                    u.iter()
+                        .map(|x| {
+                            let f = convert_like(&f, x);
+                            if sign < 0.0 { x * &(-&f) } else { x * &f }
+                        })
+                        .collect()
+                }
+            }
+        };
+        for t in &self.transforms {
+            u = match t {
+                Transform::ClipByGlobalNorm(max_norm) => clip_by_global_norm(&u, *max_norm),
                 // transform.trace: t ← g + decay·t; Nesterov: g + decay·t.
-                (
-                    Rule::Sgd {
-                        momentum, nesterov, ..
-                    },
-                    Some(mu),
-                    None,
-                ) if wants_mu => {
-                    let trace: Vec<Op> = g
-                        .iter()
-                        .zip(&mu)
-                        .map(|(g, t)| g + &(t * momentum))
-                        .collect();
-                    let dir: Vec<Op> = if nesterov {
-                        g.iter()
+                &Transform::Trace { decay, nesterov } => {
+                    let Some(mu) = &mu else {
+                        return refuse(b.error(MOMENTS_CHECKED));
+                    };
+                    let trace: Vec<Op> = u.iter().zip(mu).map(|(g, t)| g + &(t * decay)).collect();
+                    let dir = if nesterov {
+                        u.iter()
                             .zip(&trace)
-                            .map(|(g, t)| g + &(t * momentum))
+                            .map(|(g, t)| g + &(t * decay))
                             .collect()
                     } else {
                         trace.clone()
                     };
-                    let u = dir.iter().map(&scale).collect();
-                    (u, Some(trace), None)
+                    new_mu = Some(trace);
+                    dir
                 }
-                (Rule::Sgd { .. }, None, None) if !wants_mu => {
-                    (g.iter().map(&scale).collect(), None, None)
-                }
-                (
-                    Rule::Adam {
-                        b1,
-                        b2,
-                        eps,
-                        weight_decay,
-                        ..
-                    },
-                    Some(mu),
-                    Some(nu),
-                ) => {
+                &Transform::ScaleByAdam { b1, b2, eps } => {
+                    let (Some(mu), Some(nu)) = (&mu, &nu) else {
+                        return refuse(b.error(MOMENTS_CHECKED));
+                    };
                     // tree_update_moment: (1 − decay)·g^order + decay·t.
-                    let m: Vec<Op> = g
+                    let m: Vec<Op> = u
                         .iter()
-                        .zip(&mu)
+                        .zip(mu)
                         .map(|(g, t)| &(g * (1.0 - b1)) + &(t * b1))
                         .collect();
-                    let v: Vec<Op> = g
+                    let v: Vec<Op> = u
                         .iter()
-                        .zip(&nu)
+                        .zip(nu)
                         .map(|(g, t)| &(&(g * g) * (1.0 - b2)) + &(t * b2))
                         .collect();
                     // The new moments go through an optimization barrier, so the
@@ -442,40 +577,29 @@ impl Optimizer {
                     let t = count.convert(ElementType::F32);
                     let bc = |decay: f64| 1.0 - &b.constant(decay as f32).pow(&t);
                     let (bc1, bc2) = (bc(b1), bc(b2));
-                    let u = m
+                    let dir = m
                         .iter()
                         .zip(&v)
-                        .zip(&p)
-                        .map(|((m, v), p)| {
+                        .map(|(m, v)| {
                             let m_hat = m / &convert_like(&bc1, m);
                             let v_hat = v / &convert_like(&bc2, v);
-                            let mut u = &m_hat / &(&v_hat.sqrt() + eps);
-                            if weight_decay != 0.0 {
-                                // add_decayed_weights: g + wd·p.
-                                u = &u + &(p * weight_decay);
-                            }
-                            scale(&u)
+                            &m_hat / &(&v_hat.sqrt() + eps)
                         })
                         .collect();
-                    (u, Some(m), Some(v))
+                    new_mu = Some(m);
+                    new_nu = Some(v);
+                    dir
                 }
-                (_, mu, nu) => {
-                    let names = |mu: bool, nu: bool| match (mu, nu) {
-                        (true, true) => "mu and nu",
-                        (true, false) => "mu only",
-                        (false, true) => "nu only",
-                        (false, false) => "no moment",
-                    };
-                    let (wants_mu, wants_nu) = self.moments();
-                    let failed = b.error(format!(
-                        "Optimizer::update: the state holds {}, this optimizer keeps {} \
-                         (was the state made by another optimizer?)",
-                        names(mu.is_some(), nu.is_some()),
-                        names(wants_mu, wants_nu)
-                    ));
-                    return refuse(failed);
+                // add_decayed_weights: u + wd·p.
+                &Transform::AddDecayedWeights(wd) => {
+                    u.iter().zip(&p).map(|(u, p)| u + &(p * wd)).collect()
                 }
+                Transform::ScaleByLearningRate(lr) => scaled(&u, lr, -1.0),
+                Transform::ScaleBySchedule(s) => scaled(&u, s, 1.0),
+                &Transform::Scale(k) => u.iter().map(|x| x * k).collect(),
             };
+        }
+        let updates = u;
         // apply_updates: p + u.
         let new_p: Vec<Op> = p.iter().zip(&updates).map(|(p, u)| p + u).collect();
         // One new leaf per leaf of `params` (the trees' structures were checked

@@ -59,9 +59,11 @@ pub mod error;
 pub mod runner;
 
 pub mod anakin;
+pub mod cartpole;
 pub mod catch;
 pub mod catch_device;
 pub mod env;
+pub mod ppo;
 pub mod reweight;
 pub mod stepper;
 
@@ -71,8 +73,8 @@ pub use stepper::{BatchSizes, BatchedNet, NetHandle, Prediction, Stepper, TickSt
 pub use error::{Error, NetworkOutputError, Result, WeightsError};
 
 use xlaclient_core::{
-    Buffer, Client, Comparison, DotDims, ElementType, Jit, Op, Shape, Tree, builder, pjrt, shape,
-    tree,
+    Buffer, Builder, Client, Comparison, DotDims, ElementType, Jit, Op, Shape, Tree, builder, pjrt,
+    shape, tree,
 };
 use xlaclient_nn as nn;
 use xlaclient_nn::checkpoint;
