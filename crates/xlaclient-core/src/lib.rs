@@ -54,6 +54,7 @@ pub mod ir;
 pub mod jit;
 mod op_table;
 pub mod ops;
+pub mod pmap;
 pub mod tree;
 
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,
@@ -84,6 +85,7 @@ pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
 pub use ops::structural::Function;
 pub use ops::window::WindowDim;
+pub use pmap::{AxisNames, Pmap, PmapError, Stacked};
 pub use shape::{ElementType, NativeType, Shape};
 pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::WaitPolicy;
