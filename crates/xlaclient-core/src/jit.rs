@@ -94,7 +94,7 @@ pub trait ClientExt {
     /// [`crate::pmap`]); compiles it for one replica per device and returns it
     /// ready to call with one tree of buffers per device.
     ///
-    /// ```no_run
+    /// ```
     /// use xlaclient_core::{Client, ClientExt, ClientOptions, Op, Plugin, Shape, Stacked};
     ///
     /// let plugin = Plugin::default_plugin()?;

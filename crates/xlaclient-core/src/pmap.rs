@@ -741,8 +741,8 @@ impl<T: NativeType> Stacked<T> {
 /// buffers on that device. `I` is one device's input spec and `O` its output
 /// shapes (trees of [`Shape`]s).
 ///
-/// ```no_run
-/// use xlaclient_core::{Client, ClientExt, ClientOptions, Op, Plugin, Shape, Tree};
+/// ```
+/// use xlaclient_core::{Client, ClientExt, ClientOptions, Op, Plugin, Shape};
 /// use xlaclient_core::pmap::Stacked;
 ///
 /// let plugin = Plugin::default_plugin()?;
