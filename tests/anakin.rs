@@ -336,7 +336,10 @@ fn a_replicated_learner_keeps_identical_copies_and_takes_the_one_device_steps() 
             s1.loss.to_scalar::<f32>().unwrap(),
             s2[0].loss.to_scalar::<f32>().unwrap(),
         );
-        assert!((l1 - l2).abs() <= 1e-4 * (1.0 + l1.abs()), "loss {l2} vs {l1}");
+        assert!(
+            (l1 - l2).abs() <= 1e-4 * (1.0 + l1.abs()),
+            "loss {l2} vs {l1}"
+        );
         // The environments: device d's are block d of the one-device run's.
         let env = |s: &CatchState<xlaclient::Buffer>| -> Vec<Vec<i32>> {
             s.leaves()
@@ -346,7 +349,10 @@ fn a_replicated_learner_keeps_identical_copies_and_takes_the_one_device_steps() 
         };
         let whole = env(&s1.env);
         for (d, s) in s2.iter().enumerate() {
-            let block: Vec<Vec<i32>> = whole.iter().map(|f| f[d * 4..(d + 1) * 4].to_vec()).collect();
+            let block: Vec<Vec<i32>> = whole
+                .iter()
+                .map(|f| f[d * 4..(d + 1) * 4].to_vec())
+                .collect();
             assert_eq!(env(&s.env), block, "device {d}'s environments");
         }
         // Moved at all (2 calls of 10 updates at lr 1e-3).

@@ -112,7 +112,8 @@ fn named_collectives_match_plain_rust() {
         // The host helpers agree with the per-device reads.
         let host: Vec<Stacked<f32>> = f.stack_host(&outs).unwrap();
         assert_eq!(host[0].dims(), &[n as i64, LEN as i64]);
-        assert_eq!(host[0].row(n - 1), &sum[..]);
+        assert_eq!(host[0].row(n - 1), Some(&sum[..]));
+        assert_eq!(host[0].row(n), None);
         assert_eq!(host[8].data(), (0..n).map(|d| d as f32).collect::<Vec<_>>());
     }
 }

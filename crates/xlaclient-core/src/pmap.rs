@@ -672,7 +672,8 @@ impl<T: NativeType> Stacked<T> {
     /// ```
     /// use xlaclient_core::pmap::Stacked;
     /// let xs = Stacked::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
-    /// assert_eq!(xs.row(1), &[4.0, 5.0, 6.0]);
+    /// assert_eq!(xs.row(1), Some(&[4.0, 5.0, 6.0][..]));
+    /// assert_eq!(xs.row(2), None);
     /// assert!(Stacked::new(vec![1.0f32; 5], &[2, 3]).is_err());
     /// # Ok::<(), xlaclient_core::Error>(())
     /// ```
@@ -724,11 +725,15 @@ impl<T: NativeType> Stacked<T> {
         self.data
     }
 
-    /// Row `d` (device `d`'s array), row-major. Panics when `d` is not below
-    /// `dims()[0]`, as slice indexing does.
-    pub fn row(&self, d: usize) -> &[T] {
-        let per = self.data.len() / (self.dims[0].max(1) as usize);
-        &self.data[d * per..(d + 1) * per]
+    /// Row `d` (device `d`'s array), row-major; `None` when `d` is not below
+    /// `dims()[0]`.
+    pub fn row(&self, d: usize) -> Option<&[T]> {
+        let rows = usize::try_from(self.dims[0]).ok()?;
+        if d >= rows {
+            return None;
+        }
+        let per = self.data.len() / rows;
+        self.data.get(d * per..(d + 1) * per)
     }
 }
 
@@ -755,7 +760,7 @@ impl<T: NativeType> Stacked<T> {
 /// let xs = Stacked::new(vec![1.0f32, 1.0, 2.0, 1.0, 3.0, 1.0, 4.0, 1.0], &[4, 2])?;
 /// let out = f.call(&f.shard_host(&xs)?)?; // one buffer per device
 /// let ys: Stacked<f32> = f.stack_host(&out)?;
-/// assert_eq!(ys.row(3), &[0.4, 0.25]);
+/// assert_eq!(ys.row(3), Some(&[0.4, 0.25][..]));
 /// # Ok::<(), xlaclient_core::Error>(())
 /// ```
 pub struct Pmap<I, O> {
@@ -1036,7 +1041,9 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Pmap<I, O> {
             .enumerate()
             .map(|(d, dev)| {
                 tree.try_map_ref(&mut |leaf: &Stacked<T>| {
-                    Ok(dev.buffer_from_host(leaf.row(d), &leaf.dims[1..])?)
+                    // Every leading axis was checked to be the device count.
+                    let row = leaf.row(d).unwrap_or_default();
+                    Ok(dev.buffer_from_host(row, &leaf.dims[1..])?)
                 })
             })
             .collect()
