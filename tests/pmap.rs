@@ -724,3 +724,39 @@ fn fewer_devices_than_the_client_has_use_the_first_ones() {
         .unwrap();
     assert_eq!(out.data(), &[7.0, 8.0]);
 }
+
+#[test]
+fn named_collectives_inside_loop_bodies() {
+    // A fori_loop body (another computation of the same graph) sees the axes:
+    // x ← pmean(x) + axis_index, 3 times.
+    for n in [1usize, 2, 4, 8] {
+        let c = client(n);
+        let f = c
+            .pmap("loop", &[("i", n)], &Shape::of::<f32>(&[2]), |b, x: Op| {
+                b.fori_loop(0, 3, x, |_, x: Op| {
+                    let body = x.builder(); // the loop body's builder
+                    x.pmean_axis("i") + &body.axis_index("i").convert(xlaclient::ElementType::F32)
+                })
+            })
+            .unwrap();
+        let (rows, xs) = stacked(n, 2);
+        let out: Stacked<f32> = f
+            .stack_host(&f.call(&f.shard_host(&xs).unwrap()).unwrap())
+            .unwrap();
+        // Plain Rust: the same three steps on every device's row.
+        let mut v = rows.clone();
+        for _ in 0..3 {
+            let mean: Vec<f32> = (0..2)
+                .map(|i| v.iter().map(|r| r[i]).sum::<f32>() / n as f32)
+                .collect();
+            v = (0..n)
+                .map(|d| mean.iter().map(|m| m + d as f32).collect())
+                .collect();
+        }
+        for d in 0..n {
+            for (a, b) in out.row(d).unwrap().iter().zip(&v[d]) {
+                assert!((a - b).abs() <= 1e-5, "n={n}, device {d}: {a} vs {b}");
+            }
+        }
+    }
+}
