@@ -753,8 +753,8 @@ fn named_collectives_inside_loop_bodies() {
                 .map(|d| mean.iter().map(|m| m + d as f32).collect())
                 .collect();
         }
-        for d in 0..n {
-            for (a, b) in out.row(d).unwrap().iter().zip(&v[d]) {
+        for (d, want) in v.iter().enumerate() {
+            for (a, b) in out.row(d).unwrap().iter().zip(want) {
                 assert!((a - b).abs() <= 1e-5, "n={n}, device {d}: {a} vs {b}");
             }
         }
