@@ -10,6 +10,13 @@
 //! learners, each with its own parameters and Adam state, gradients averaged
 //! across them) or `--shared-params` (one copy; the same learning).
 //!
+//! `--set devices=N` replicates the learner over N devices with `pmap` (N CPU
+//! devices of the plugin: `ClientOptions::cpu_device_count`), `batch` learners on
+//! each, the gradients averaged over the batch inside each device and over the
+//! devices with `pmean`, as the notebook runs it on 8 TPU cores; frames per call
+//! count every device, and the run checks that every device holds the same
+//! parameters at the end.
+//!
 //! Run: `cargo run --release --example anakin [-- --help]`; options are set with
 //! `--set key=value` (or a TOML file, `--config FILE`), e.g. `--set
 //! shared_params=true`, and `--help` lists every key with its default. It prints
@@ -31,9 +38,9 @@
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use xlaclient::Client;
 use xlaclient::rl::anakin::{Anakin, AnakinConfig};
 use xlaclient::runner::{Help, Runner};
+use xlaclient::{Client, ClientOptions, Plugin, Tree};
 
 /// The run's configuration; the defaults are the notebook's.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -63,6 +70,8 @@ struct Config {
     checkpoint_every: u64,
     /// The greedy reward the run must reach.
     min_reward: f64,
+    /// Devices the learner is replicated over (pmap), `batch` learners each.
+    devices: usize,
 }
 
 impl Default for Config {
@@ -81,6 +90,7 @@ impl Default for Config {
             timed_calls: 5,
             checkpoint_every: 10,
             min_reward: 0.9,
+            devices: a.devices,
         }
     }
 }
@@ -123,6 +133,10 @@ fn run() -> xlaclient::rl::Result<()> {
                 "min_reward",
                 "greedy reward the run must reach, else exit 1",
             ),
+            (
+                "devices",
+                "devices the learner is replicated over (pmap), batch learners each",
+            ),
         ],
     };
     let mut run = Runner::<Config>::from_args_with_help(&help)?;
@@ -136,18 +150,28 @@ fn run() -> xlaclient::rl::Result<()> {
         seed: c.seed,
         shared_params: c.shared_params,
         grad_through_scan: c.grad_through_scan,
+        devices: c.devices,
         ..AnakinConfig::default()
     };
-    let client = Client::cpu()?;
+    let client = if c.devices > 1 {
+        let plugin = Plugin::default_plugin()?;
+        Client::new(
+            &plugin,
+            &ClientOptions::new().cpu_device_count(c.devices as i64),
+        )?
+    } else {
+        Client::cpu()?
+    };
     let anakin = Anakin::new(&client, config.clone())?;
     let compile_s = anakin.compile_s();
     println!(
-        "layout={} batch={} rollout={} iterations/call={} lr={} grad_through_scan={}",
+        "layout={} devices={} batch={}/device rollout={} iterations/call={} lr={} grad_through_scan={}",
         if config.shared_params {
             "shared-params"
         } else {
             "per-learner (notebook)"
         },
+        config.devices,
         config.batch,
         config.rollout_len,
         config.iterations,
@@ -156,11 +180,28 @@ fn run() -> xlaclient::rl::Result<()> {
     );
     println!("compile_s={compile_s:.3}");
 
-    let mut state = match run.restore(&client, anakin.learner().input_spec())? {
-        Some(state) => state,
-        None => anakin.init()?,
+    // One state per device; a one-device run checkpoints its state alone (as
+    // before), a replicated one the list of the devices' states.
+    let spec = anakin.state_spec().clone();
+    let mut states = if config.devices == 1 {
+        match run.restore(&client, &spec)? {
+            Some(state) => vec![state],
+            None => anakin.init_devices()?,
+        }
+    } else {
+        match run.restore(&client, &vec![spec; config.devices])? {
+            Some(restored) => match anakin.replicated_learner() {
+                Some(pmap) => restored
+                    .iter()
+                    .zip(pmap.devices())
+                    .map(|(s, d)| s.try_map_ref(&mut |b| b.copy_to_device(d)))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => restored,
+            },
+            None => anakin.init_devices()?,
+        }
     };
-    let reward = anakin.greedy_reward(&state)?;
+    let reward = anakin.greedy_reward(&states[0])?;
     let start = run.start_step();
     println!(
         "iteration {:>6}  greedy reward {reward:+.2}",
@@ -170,13 +211,13 @@ fn run() -> xlaclient::rl::Result<()> {
     let mut call_s = Vec::new();
     for call in start + 1..=c.calls.max(start + 1) {
         let t = Instant::now();
-        state = anakin.step(state)?;
-        let loss = state.loss.to_scalar::<f32>()? as f64;
+        states = anakin.step_devices(states)?;
+        let loss = states[0].loss.to_scalar::<f32>()? as f64;
         let secs = t.elapsed().as_secs_f64();
         if call_s.len() < c.timed_calls {
             call_s.push(secs);
         }
-        let reward = anakin.greedy_reward(&state)?;
+        let reward = anakin.greedy_reward(&states[0])?;
         let fps = config.frames_per_call() / secs;
         run.log(call, &[("fps", fps), ("loss", loss), ("reward", reward)])?;
         run.println(&format!(
@@ -184,7 +225,11 @@ fn run() -> xlaclient::rl::Result<()> {
             call * config.iterations as u64
         ));
         if call % c.checkpoint_every.max(1) == 0 || call >= c.calls {
-            run.checkpoint(call, &state)?;
+            if config.devices == 1 {
+                run.checkpoint(call, &states[0])?;
+            } else {
+                run.checkpoint(call, &states)?;
+            }
         }
     }
     call_s.sort_by(f64::total_cmp);
@@ -195,9 +240,20 @@ fn run() -> xlaclient::rl::Result<()> {
         call_s.len(),
         config.frames_per_call()
     ));
-    let reward = anakin.greedy_reward(&state)?;
+    let reward = anakin.greedy_reward(&states[0])?;
+    // Every device's copy of the parameters, compared with device 0's.
+    let first = anakin.host_params(&states[0])?;
+    let mut identical = true;
+    for s in &states[1..] {
+        identical &= anakin.host_params(s)? == first;
+    }
     run.finish()?;
+    println!("devices={} params_identical={identical}", config.devices);
     println!("eval_mean_reward={reward:.3} fps={fps:.4e} compile_s={compile_s:.3}");
+    if !identical {
+        eprintln!("the devices' parameter copies differ after training");
+        std::process::exit(1);
+    }
     if reward < c.min_reward {
         eprintln!(
             "the greedy policy did not learn Catch (mean reward {reward:.3} < {})",

@@ -270,6 +270,114 @@ fn the_two_layouts_and_the_two_gradients_learn_the_same_parameters() {
 }
 
 #[test]
+fn a_replicated_learner_keeps_identical_copies_and_takes_the_one_device_steps() {
+    // Two devices × 4 learners each against one device × 8: every device draws
+    // the random numbers of the whole batch of 8 and keeps its block, so the two
+    // runs step the same environments, and the batch mean inside each device
+    // followed by the pmean over the devices is the mean over all 8 (up to f32
+    // reassociation). After training, both devices hold the same parameters.
+    for shared in [true, false] {
+        let one = Anakin::new(client(), small(shared, false)).expect("compile");
+        let two = Anakin::new(
+            client(),
+            AnakinConfig {
+                batch: 4,
+                devices: 2,
+                ..small(shared, false)
+            },
+        )
+        .expect("compile for 2 devices");
+        assert!(two.learner().is_none() && one.replicated_learner().is_none());
+        assert!(
+            two.init().is_err(),
+            "one state is not the init of 2 devices"
+        );
+        let mut s1 = one.init().unwrap();
+        let mut s2 = two.init_devices().unwrap();
+        let devices = two.replicated_learner().unwrap().devices().to_vec();
+        assert_eq!(s2.len(), 2);
+        for _ in 0..2 {
+            s1 = one.step(s1).unwrap();
+            s2 = two.step_devices(s2).unwrap();
+        }
+        for (d, s) in s2.iter().enumerate() {
+            assert_eq!(s.key.device().unwrap(), devices[d]);
+        }
+        let leaves = |s: &xlaclient::rl::anakin::AnakinState<xlaclient::Buffer>| -> Vec<Vec<f32>> {
+            s.params
+                .leaves()
+                .into_iter()
+                .map(|b| b.to_vec::<f32>().unwrap())
+                .collect()
+        };
+        let (p0, p1) = (leaves(&s2[0]), leaves(&s2[1]));
+        assert_eq!(p0.len(), leaves(&s1).len());
+        assert_eq!(p0, p1, "shared={shared}: the devices' copies differ");
+        assert_eq!(
+            two.host_params(&s2[0]).unwrap(),
+            two.host_params(&s2[1]).unwrap()
+        );
+        // Learner 0's copy against the one-device run's.
+        let mine = two.host_params(&s2[0]).unwrap();
+        for (i, (a, b)) in mine.iter().zip(one.host_params(&s1).unwrap()).enumerate() {
+            assert_near(a, &b, &format!("shared={shared}, leaf {i}"));
+        }
+        if !shared {
+            // Per learner: 4 equal copies per device.
+            let n = mine[0].len();
+            assert_eq!(p0[0].len(), 4 * n);
+            assert!((1..4).all(|c| p0[0][c * n..(c + 1) * n] == p0[0][..n]));
+        }
+        assert_eq!(
+            s2[0].loss.to_scalar::<f32>().unwrap(),
+            s2[1].loss.to_scalar::<f32>().unwrap()
+        );
+        let (l1, l2) = (
+            s1.loss.to_scalar::<f32>().unwrap(),
+            s2[0].loss.to_scalar::<f32>().unwrap(),
+        );
+        assert!(
+            (l1 - l2).abs() <= 1e-4 * (1.0 + l1.abs()),
+            "loss {l2} vs {l1}"
+        );
+        // The environments: device d's are block d of the one-device run's.
+        let env = |s: &CatchState<xlaclient::Buffer>| -> Vec<Vec<i32>> {
+            s.leaves()
+                .into_iter()
+                .map(|b| b.to_vec::<i32>().unwrap())
+                .collect()
+        };
+        let whole = env(&s1.env);
+        for (d, s) in s2.iter().enumerate() {
+            let block: Vec<Vec<i32>> = whole
+                .iter()
+                .map(|f| f[d * 4..(d + 1) * 4].to_vec())
+                .collect();
+            assert_eq!(env(&s.env), block, "device {d}'s environments");
+        }
+        // Moved at all (2 calls of 10 updates at lr 1e-3).
+        let init = one.host_params(&one.init().unwrap()).unwrap();
+        let moved = init[0]
+            .iter()
+            .zip(&mine[0])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(moved > 1e-3, "w1 moved by only {moved}");
+    }
+    // More devices than the client has is an error, not a crash.
+    assert!(
+        Anakin::new(
+            client(),
+            AnakinConfig {
+                devices: 3,
+                ..small(true, false)
+            }
+        )
+        .is_err()
+    );
+}
+
+#[test]
 fn a_short_anakin_run_lowers_its_loss_and_improves_its_policy() {
     let config = AnakinConfig {
         batch: 32,
@@ -329,7 +437,7 @@ fn the_learner_runs_the_rollout_once_and_reverses_it_only_when_asked() {
                 },
             )
             .unwrap();
-            let text = anakin.learner().computation().to_hlo_text();
+            let text = anakin.computation().to_hlo_text();
             // The learner's own loops: not the 5-step loops of the Threefry hashes
             // behind its samplers (whose bodies are the only ones that rotate bits).
             let mut bodies = std::collections::HashMap::<String, String>::new();

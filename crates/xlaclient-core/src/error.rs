@@ -147,6 +147,10 @@ pub enum Error {
     /// function called with another structure, leaves of the wrong count).
     #[error(transparent)]
     Tree(#[from] crate::tree::TreeError),
+    /// A replicated program's axes, devices or per-device trees do not fit (see
+    /// [`crate::pmap`]).
+    #[error(transparent)]
+    Pmap(#[from] crate::pmap::PmapError),
     /// Bytes given as a serialized `HloModuleProto` do not decode or do not form a
     /// well-formed module.
     #[error("invalid HLO module: {reason}")]

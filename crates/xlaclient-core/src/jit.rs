@@ -10,6 +10,7 @@
 use crate::builder::{Builder, Computation, Op};
 use crate::error::Result;
 use crate::pjrt::{Arg, Buffer, Client, CompileOptions, LoadedExecutable};
+use crate::pmap::Pmap;
 use crate::shape::Shape;
 use crate::tree::{Tree, TreeError};
 
@@ -106,9 +107,88 @@ pub trait ClientExt {
         R: Tree<Op>,
         IS: Tree<crate::sharding::PartitionSpec>,
         OS: Tree<crate::sharding::PartitionSpec>;
+    /// JAX's `pmap`: traces `f` on one device's inputs (shaped like `spec`) with
+    /// the named device `axes` bound (`&[("i", 8)]`, or a grid such as
+    /// `&[("hosts", 2), ("devices", 4)]`; the product of the sizes is the number
+    /// of devices, the client's first ones), so that `f` can use the named
+    /// collectives (`psum_axis`, `pmean_axis`, `all_gather_axis`, …, see
+    /// [`crate::pmap`]); compiles it for one replica per device and returns it
+    /// ready to call with one tree of buffers per device.
+    ///
+    /// ```
+    /// use xlaclient_core::{Client, ClientExt, ClientOptions, Op, Plugin, Shape, Stacked};
+    ///
+    /// let plugin = Plugin::default_plugin()?;
+    /// let client = Client::new(&plugin, &ClientOptions::new().cpu_device_count(2))?;
+    /// let spec = Shape::of::<f32>(&[3]);
+    /// let centre = client.pmap("centre", &[("i", 2)], &spec, |_, x: Op| &x - &x.pmean_axis("i"))?;
+    /// let xs = Stacked::new(vec![1.0f32, 2.0, 3.0, 3.0, 2.0, 1.0], &[2, 3])?;
+    /// let out: Stacked<f32> = centre.stack_host(&centre.call(&centre.shard_host(&xs)?)?)?;
+    /// assert_eq!(out.data(), &[-1.0, 0.0, 1.0, 1.0, 0.0, -1.0]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PmapError::Axes`](crate::PmapError::Axes) for axes that are no grid,
+    /// [`PmapError::TooFewDevices`](crate::PmapError::TooFewDevices) when they ask
+    /// for more devices than the client has, and the builder's first error (an
+    /// unknown axis name names the op, the axis and the line).
+    fn pmap<I, R>(
+        &self,
+        name: &str,
+        axes: &[(&str, usize)],
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Pmap<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>;
+
+    /// As [`pmap`](ClientExt::pmap), and each input leaf may give its buffer to
+    /// an output leaf of the same shape (as [`jit_donating`](ClientExt::jit_donating)
+    /// pairs them): [`Pmap::call_donated`] then updates those inputs in place on
+    /// every device.
+    fn pmap_donating<I, R>(
+        &self,
+        name: &str,
+        axes: &[(&str, usize)],
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Pmap<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>;
 }
 
 impl ClientExt for Client {
+    fn pmap<I, R>(
+        &self,
+        name: &str,
+        axes: &[(&str, usize)],
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Pmap<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+    {
+        crate::pmap::trace(self, name, axes, spec, false, f)
+    }
+
+    fn pmap_donating<I, R>(
+        &self,
+        name: &str,
+        axes: &[(&str, usize)],
+        spec: &I,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Pmap<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+    {
+        crate::pmap::trace(self, name, axes, spec, true, f)
+    }
+
     fn compile_hlo_bytes(
         &self,
         bytes: &[u8],

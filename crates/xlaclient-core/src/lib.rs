@@ -55,6 +55,7 @@ pub mod jit;
 mod op_table;
 pub mod ops;
 pub mod sharding;
+pub mod pmap;
 pub mod tree;
 
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,
@@ -86,6 +87,7 @@ pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
 pub use ops::structural::Function;
 pub use ops::window::WindowDim;
+pub use pmap::{AxisNames, Pmap, PmapError, Stacked};
 pub use shape::{ElementType, NativeType, Shape};
 pub use sharding::{Mesh, P, PartitionSpec, ShardedArray, ShardedJit};
 pub use tree::{Leaf, Tree, TreeError};

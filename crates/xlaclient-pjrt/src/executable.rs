@@ -489,6 +489,31 @@ impl LoadedExecutable {
         }
     }
 
+    /// [`execute_replicated`](Self::execute_replicated) with arguments that may be
+    /// donated ([`Arg::Donate`], taken by value as in
+    /// [`execute_with`](Self::execute_with)): `args[d]` are device `d`'s. An
+    /// argument position is donated only where every device donates it (the
+    /// plugin's list of kept inputs is one for all devices); elsewhere the
+    /// donated buffers are dropped after the launch. Waits for every device.
+    pub fn execute_replicated_with<'a>(&self, args: Vec<Vec<Arg<'a>>>) -> Result<Vec<Vec<Buffer>>> {
+        let lists: Vec<&[Arg<'a>]> = args.iter().map(|v| v.as_slice()).collect();
+        let out = self.execute_devices(&lists, true)?;
+        let mut res = Vec::with_capacity(out.len());
+        let mut first_err = None;
+        for (bufs, ev) in out {
+            if let Err(e) = super::event::wait_opt(ev) {
+                first_err.get_or_insert(e);
+            }
+            res.push(bufs);
+        }
+        drop(lists);
+        drop(args);
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(res),
+        }
+    }
+
     /// Checks one device's arguments against the entry parameters (count,
     /// element type and dims), when they are known. Buffers made by this crate know
     /// their shape without a C call, so this is a few compares per argument.

@@ -24,6 +24,19 @@
 //! - shared: one copy, the loss averaged over the batch; the same learning with
 //!   `batch` times less optimizer work.
 //!
+//! Across devices ([`AnakinConfig::devices`], default 1), as the notebook runs it:
+//! the learner is replicated over the devices with `pmap` (axis `"devices"`),
+//! each device runs [`AnakinConfig::batch`] learners (one batch of the layouts
+//! above), and the gradients are averaged over both: the batch mean inside each
+//! device, then `pmean` over the devices, so every device applies the same update
+//! and the parameter copies stay identical. The devices split one batch of
+//! `devices × batch` environments: every device draws the random numbers of the
+//! whole batch from the same key and takes its own block of columns, so that a run
+//! on `devices` devices takes the same steps as a one-device run with `devices ×
+//! batch` environments (`tests/anakin.rs` checks it). Start it with
+//! [`Anakin::init_devices`] and step it with [`Anakin::step_devices`] (one state
+//! per device).
+//!
 //! Two ways to the gradient ([`AnakinConfig::grad_through_scan`]): by default the
 //! rollout records the observations, the first layer's activations, the actions,
 //! rewards and discounts, and the loss is one batched pass over all `rollout_len ×
@@ -41,6 +54,7 @@ use super::catch_device::{self as catch, CatchState};
 use crate::nn::{Activation, LinearParams, Mlp, MlpParams, OptState, layers::split_keys, optim};
 use crate::{Buffer, Client, DotDims, Error, Jit, Op, Result, Shape, Tree};
 use xlaclient_core::ClientExt;
+use xlaclient_core::{Builder, Computation, Pmap};
 
 /// What to train, and how; the default is the notebook's configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +77,9 @@ pub struct AnakinConfig {
     pub shared_params: bool,
     /// Differentiate through the rollout scan (see the module docs). Default false.
     pub grad_through_scan: bool,
+    /// Devices the learner is replicated over (`pmap`), each with `batch`
+    /// learners; the client must have at least this many. Default 1.
+    pub devices: usize,
 }
 
 impl Default for AnakinConfig {
@@ -77,14 +94,19 @@ impl Default for AnakinConfig {
             seed: 42,
             shared_params: false,
             grad_through_scan: false,
+            devices: 1,
         }
     }
 }
 
 impl AnakinConfig {
-    /// Frames (environment steps) per call: `iterations × rollout_len × batch`.
+    /// Frames (environment steps) per call, over all devices: `iterations ×
+    /// rollout_len × batch × devices`.
     pub fn frames_per_call(&self) -> f64 {
-        self.iterations as f64 * self.rollout_len as f64 * self.batch as f64
+        self.iterations as f64
+            * self.rollout_len as f64
+            * self.batch as f64
+            * self.devices.max(1) as f64
     }
 }
 
@@ -108,24 +130,39 @@ pub struct AnakinState<T> {
 pub struct Anakin {
     config: AnakinConfig,
     net: Mlp,
-    init: Jit<(), AnakinState<Shape>>,
-    learner: Jit<AnakinState<Shape>, AnakinState<Shape>>,
+    programs: Programs,
     compile_s: f64,
 }
+
+/// One device's programs (`jit`), or the replicated ones (`pmap`).
+enum Programs {
+    One {
+        init: Jit<(), AnakinState<Shape>>,
+        learner: Jit<AnakinState<Shape>, AnakinState<Shape>>,
+    },
+    Many {
+        init: Pmap<(), AnakinState<Shape>>,
+        learner: Pmap<AnakinState<Shape>, AnakinState<Shape>>,
+    },
+}
+
+/// The axis name of the devices in the replicated learner.
+pub const DEVICE_AXIS: &str = "devices";
 
 impl Anakin {
     /// Traces and compiles the initialiser and the learner for `config`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a `batch` or `hidden` below 1, a
-    /// `rollout_len` below 2 (a TD target needs a next step) or negative
-    /// `iterations`; compile errors.
+    /// [`Error::InvalidArgument`] for a `batch`, `hidden` or `devices` below 1,
+    /// a `rollout_len` below 2 (a TD target needs a next step) or negative
+    /// `iterations`; more `devices` than the client has; compile errors.
     pub fn new(client: &Client, config: AnakinConfig) -> Result<Anakin> {
-        let checks: [(&'static str, i64, i64); 4] = [
+        let checks: [(&'static str, i64, i64); 5] = [
             ("batch", config.batch, 1),
             ("hidden", config.hidden, 1),
             ("rollout_len", config.rollout_len, 2),
             ("iterations", config.iterations.into(), 0),
+            ("devices", config.devices.min(i64::MAX as usize) as i64, 1),
         ];
         if let Some((what, v, min)) = checks.into_iter().find(|(_, v, min)| v < min) {
             return Err(Error::InvalidArgument {
@@ -140,7 +177,7 @@ impl Anakin {
         let opt = optim::adam(config.lr, 0.9, 0.999, 1e-8);
         let c = config.clone();
         let per_learner = !c.shared_params;
-        let init = client.jit("anakin_init", &(), |b, ()| {
+        let init_fn = |b: &Builder, ()| {
             let keys = split_keys(&b.prng_key(c.seed), 3);
             let mut params = net.init(&keys[0]);
             if per_learner {
@@ -150,7 +187,9 @@ impl Anakin {
                     p.expand_dims(0).broadcast_to(&dims)
                 });
             }
-            let columns = keys[1].randint(&[c.batch], 0, catch::COLUMNS);
+            // Every device draws the whole batch's columns and keeps its block.
+            let columns = keys[1].randint(&[c.batch * c.devices as i64], 0, catch::COLUMNS);
+            let columns = device_block(&columns, c.devices, c.batch);
             AnakinState {
                 opt: opt.init(&params),
                 params,
@@ -158,17 +197,28 @@ impl Anakin {
                 env: catch::initial_state(&columns),
                 loss: b.constant(f32::NAN),
             }
-        })?;
-        let t = Instant::now();
-        let learner = client.jit_donating("anakin", init.output_spec(), |b, s| {
+        };
+        let learner_fn = |b: &Builder, s: AnakinState<Op>| {
             b.fori_loop(0, c.iterations, s, |_, s| update(&c, &opt, s))
-        })?;
+        };
+        let t;
+        let programs = if c.devices == 1 {
+            let init = client.jit("anakin_init", &(), init_fn)?;
+            t = Instant::now();
+            let learner = client.jit_donating("anakin", init.output_spec(), learner_fn)?;
+            Programs::One { init, learner }
+        } else {
+            let axes = [(DEVICE_AXIS, c.devices)];
+            let init = client.pmap("anakin_init", &axes, &(), init_fn)?;
+            t = Instant::now();
+            let learner = client.pmap_donating("anakin", &axes, init.output_spec(), learner_fn)?;
+            Programs::Many { init, learner }
+        };
         let compile_s = t.elapsed().as_secs_f64();
         Ok(Anakin {
             config,
             net,
-            init,
-            learner,
+            programs,
             compile_s,
         })
     }
@@ -183,20 +233,103 @@ impl Anakin {
         self.compile_s
     }
 
-    /// The learner program (e.g. for its HLO text).
-    pub fn learner(&self) -> &Jit<AnakinState<Shape>, AnakinState<Shape>> {
-        &self.learner
+    /// The one-device learner program (`None` with several devices: see
+    /// [`replicated_learner`](Self::replicated_learner)).
+    pub fn learner(&self) -> Option<&Jit<AnakinState<Shape>, AnakinState<Shape>>> {
+        match &self.programs {
+            Programs::One { learner, .. } => Some(learner),
+            Programs::Many { .. } => None,
+        }
+    }
+
+    /// The learner replicated over [`AnakinConfig::devices`] devices (`None` with
+    /// one device).
+    pub fn replicated_learner(&self) -> Option<&Pmap<AnakinState<Shape>, AnakinState<Shape>>> {
+        match &self.programs {
+            Programs::One { .. } => None,
+            Programs::Many { learner, .. } => Some(learner),
+        }
+    }
+
+    /// The learner's module, one device's program (e.g. for its HLO text).
+    pub fn computation(&self) -> &Computation {
+        match &self.programs {
+            Programs::One { learner, .. } => learner.computation(),
+            Programs::Many { learner, .. } => learner.computation(),
+        }
+    }
+
+    /// The shapes of one device's state.
+    pub fn state_spec(&self) -> &AnakinState<Shape> {
+        match &self.programs {
+            Programs::One { learner, .. } => learner.input_spec(),
+            Programs::Many { learner, .. } => learner.input_spec(),
+        }
     }
 
     /// The initial state: one Haiku-initialised network (copied per learner in the
     /// notebook's layout), Adam's zeros, environments at their initial states.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] with several devices (use
+    /// [`init_devices`](Self::init_devices)).
     pub fn init(&self) -> Result<AnakinState<Buffer>> {
-        Ok(self.init.call(&())?)
+        match &self.programs {
+            Programs::One { init, .. } => Ok(init.call(&())?),
+            Programs::Many { .. } => Err(self.one_device_only("init", "init_devices")),
+        }
     }
 
     /// One call: [`AnakinConfig::iterations`] updates; the state is donated.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] with several devices (use
+    /// [`step_devices`](Self::step_devices)); the runtime's errors.
     pub fn step(&self, state: AnakinState<Buffer>) -> Result<AnakinState<Buffer>> {
-        Ok(self.learner.call_donated(state)?)
+        match &self.programs {
+            Programs::One { learner, .. } => Ok(learner.call_donated(state)?),
+            Programs::Many { .. } => Err(self.one_device_only("step", "step_devices")),
+        }
+    }
+
+    /// The initial state of every device, in device order (one state with one
+    /// device): the same network on every device, each device's block of the
+    /// environments.
+    pub fn init_devices(&self) -> Result<Vec<AnakinState<Buffer>>> {
+        match &self.programs {
+            Programs::One { init, .. } => Ok(vec![init.call(&())?]),
+            Programs::Many { init, .. } => {
+                let none = vec![(); init.num_devices()];
+                Ok(init.call(&none)?)
+            }
+        }
+    }
+
+    /// One call on every device: [`AnakinConfig::iterations`] updates, the
+    /// gradients averaged over the devices; the states (one per device, each on
+    /// its device, as [`init_devices`](Self::init_devices) returns them) are
+    /// donated.
+    pub fn step_devices(
+        &self,
+        states: Vec<AnakinState<Buffer>>,
+    ) -> Result<Vec<AnakinState<Buffer>>> {
+        match &self.programs {
+            Programs::One { learner, .. } => states
+                .into_iter()
+                .map(|s| Ok(learner.call_donated(s)?))
+                .collect(),
+            Programs::Many { learner, .. } => Ok(learner.call_donated(states)?),
+        }
+    }
+
+    fn one_device_only(&self, what: &'static str, instead: &str) -> Error {
+        Error::InvalidArgument {
+            what,
+            reason: format!(
+                "the learner runs on {} devices: use Anakin::{instead}, one state per device",
+                self.config.devices
+            ),
+        }
     }
 
     /// The parameters of learner 0 (all copies are equal), downloaded:
@@ -206,7 +339,7 @@ impl Anakin {
     /// [`Error::InvalidArgument`] when `state`'s parameters are not shaped as this
     /// learner's (a state of another configuration); download errors.
     pub fn host_params(&self, state: &AnakinState<Buffer>) -> Result<Vec<Vec<f32>>> {
-        let spec: Vec<&Shape> = self.init.output_spec().params.leaves();
+        let spec: Vec<&Shape> = self.state_spec().params.leaves();
         let shapes = state
             .params
             .leaves()
@@ -418,6 +551,25 @@ pub fn td_loss(q: &Op, actions: &Op, rewards: &Op, discounts: &Op, lambda: f64) 
     (&td * &td).sum(&[1], false) / (t - 1) as f64
 }
 
+/// This device's block of `batch` entries of `x`'s last axis, which holds
+/// `devices × batch` (the whole of it with one device).
+fn device_block(x: &Op, devices: usize, batch: i64) -> Op {
+    if devices == 1 {
+        return x.clone();
+    }
+    let b = x.builder();
+    let dims = x.dims().unwrap_or_default();
+    let last = dims.len().saturating_sub(1);
+    let start = b.axis_index(DEVICE_AXIS) * batch;
+    let zero = b.constant(0i32);
+    let starts: Vec<&Op> = (0..dims.len())
+        .map(|k| if k == last { &start } else { &zero })
+        .collect();
+    let mut sizes = dims.clone();
+    sizes[last] = batch;
+    x.dynamic_slice(&starts, &sizes)
+}
+
 /// `[T, batch, …]` to `[batch, T, …]`.
 fn batch_major(x: &Op) -> Op {
     let rank = x.dims().map(|d| d.len()).unwrap_or(2) as i64;
@@ -434,7 +586,13 @@ fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> Anaki
     let keys = split_keys(&s.key, 2);
     // The ball column each environment starts its next episode with, should step t
     // end one.
-    let resets = keys[1].randint(&[c.rollout_len, batch], 0, catch::COLUMNS);
+    // Every device draws the whole batch's and keeps its block.
+    let resets = keys[1].randint(
+        &[c.rollout_len, batch * c.devices as i64],
+        0,
+        catch::COLUMNS,
+    );
+    let resets = device_block(&resets, c.devices, batch);
     // The rollout; per step it records the Q-values (to differentiate through the
     // scan) or the observation (to evaluate the loss after it).
     // The rollout: greedy actions from the Q-network, recording per step the
@@ -479,15 +637,23 @@ fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> Anaki
         });
         (loss, env, g)
     };
+    // The notebook's pmean over the devices (after the mean over the batch).
+    let across = |x: Op| {
+        if c.devices > 1 {
+            x.pmean_axis(DEVICE_AXIS)
+        } else {
+            x
+        }
+    };
     let (grads, loss) = if per_learner {
         // The notebook's pmean over the batch axis.
         let g = grads.map_ref(|g: &Op| {
             let dims = g.dims().unwrap_or_default();
-            (g.sum(&[0], true) / batch as f64).broadcast_to(&dims)
+            across(g.sum(&[0], true) / batch as f64).broadcast_to(&dims)
         });
-        (g, loss / batch as f64)
+        (g, across(loss / batch as f64))
     } else {
-        (grads, loss)
+        (grads.map_ref(|g: &Op| across(g.clone())), across(loss))
     };
     let (params, opt_state) = opt.update(&grads, s.opt, &s.params);
     AnakinState {

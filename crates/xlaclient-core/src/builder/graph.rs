@@ -52,6 +52,10 @@ pub(crate) struct Graph {
     /// The residual-storing loop built for a while loop (by computation and
     /// instruction): a second gradient of the same loop reuses it.
     pub(crate) storing: std::collections::HashMap<(CompId, u32), StoringLoop>,
+    /// The named device axes the program runs over (`pmap`'s, or
+    /// `Builder::bind_axes`'s): what named collectives lower to replica groups
+    /// with (see `crate::pmap`). `None` outside a replicated program.
+    pub(crate) axes: Option<Vec<(String, usize)>>,
 }
 
 /// What the gradient rule of a while loop stored for it: values of the loop's
@@ -94,6 +98,7 @@ impl Graph {
             threefry_unrolled: false,
             forwarded: Default::default(),
             storing: Default::default(),
+            axes: None,
             origin: None,
         }
     }
