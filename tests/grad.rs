@@ -464,8 +464,10 @@ fn through_scan_with_several_carries_and_outputs() {
 /// The scan body of the deferred-dot tests: a weight the loop does not change in
 /// every position a dot can hold it. `x_t · w` (the weight on the right, the rows
 /// of a batch on the left), `v · h'ᵀ` (on the left), `x_t · wb` batched over the
-/// rows (one weight matrix per row), and `w` also read element-wise.
-fn weights_in_dots(p: &[Op], checkpoint: bool) -> Op {
+/// rows (one weight matrix per row), and `w` also read element-wise. With
+/// `recurrent` the state `h` is carried from step to step; without, every step
+/// starts from `h0` (no float cotangent flows between steps).
+fn weights_in_dots(p: &[Op], checkpoint: bool, recurrent: bool) -> Op {
     let (h0, xs, w, v, wb) = (&p[0], &p[1], &p[2], &p[3], &p[4]);
     let b = h0.builder();
     let per_row = DotDims {
@@ -479,42 +481,42 @@ fn weights_in_dots(p: &[Op], checkpoint: bool) -> Op {
         let pre = &(&h + &x.matmul(w)) + &x.dot_general(wb, &per_row);
         let h2 = (&pre + &w.reduce_sum(&[0])).tanh();
         let y = v.dot_general(&h2, &DotDims::contract(1, 1));
-        (h2, y)
+        (if recurrent { h2 } else { h }, y)
     });
     b.concatenate(&[&h.reshape(&[6]), &ys.reshape(&[30])], 0)
 }
 
 /// A dot's cotangent for a weight the loop does not change is summed over the steps
 /// after the loop, in one product over the stacked rows (stored values), instead of
-/// one product and an add per step. Both ways (stored: summed after; checkpointed:
-/// per step) against finite differences, and the summed product is in the entry
-/// computation, not in a loop.
+/// one product and an add per step, where no float cotangent flows between steps.
+/// Every way (summed after; per step in a recurrent loop; checkpointed) against
+/// finite differences, and the summed products are in the entry computation only
+/// in the first.
 #[test]
 fn through_scan_dots_with_loop_invariant_weights() {
     let shapes: &[&[i64]] = &[&[3, 2], &[5, 3, 4], &[4, 2], &[2, 2], &[3, 4, 2]];
-    for checkpoint in [false, true] {
-        check(&format!("weights_{checkpoint}"), shapes, -1.0, 1.0, |p| {
-            weights_in_dots(p, checkpoint)
+    let cases = [(false, false, true), (false, true, false), (true, false, false)];
+    for (checkpoint, recurrent, _) in cases {
+        check(&format!("weights_{checkpoint}_{recurrent}"), shapes, -1.0, 1.0, |p| {
+            weights_in_dots(p, checkpoint, recurrent)
         });
     }
-    // Where the products are: with stored values the entry computation has the
-    // summed ones; checkpointed, every product stays in a loop.
-    for (checkpoint, summed_outside) in [(false, true), (true, false)] {
+    for (checkpoint, recurrent, summed_outside) in cases {
         let b = Builder::new("where");
         let p: Vec<Op> = shapes
             .iter()
             .enumerate()
             .map(|(i, d)| b.parameter(i, Shape::of::<f64>(d), &format!("p{i}")))
             .collect();
-        let loss = weights_in_dots(&p, checkpoint).reduce_sum(&[0]);
+        let loss = weights_in_dots(&p, checkpoint, recurrent).reduce_sum(&[0]);
         let g = b.grad(&loss, &(p[2].clone(), p[3].clone(), p[4].clone()));
         let text = b.build_tuple(&[&g.0, &g.1, &g.2]).unwrap().to_hlo_text();
         let entry = &text[text.find("ENTRY").expect("an entry")..];
         let entry = &entry[..entry.find("\n}").unwrap_or(entry.len())];
         assert_eq!(
-            entry.contains(" dot("),
-            summed_outside,
-            "checkpoint={checkpoint}\n{entry}"
+            entry.matches(" dot(").count(),
+            if summed_outside { 3 } else { 0 },
+            "checkpoint={checkpoint} recurrent={recurrent}\n{entry}"
         );
     }
 }

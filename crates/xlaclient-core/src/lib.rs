@@ -54,8 +54,8 @@ pub mod ir;
 pub mod jit;
 mod op_table;
 pub mod ops;
-pub mod sharding;
 pub mod pmap;
+pub mod sharding;
 pub mod tree;
 
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,

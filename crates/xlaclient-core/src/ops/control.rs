@@ -222,6 +222,81 @@ fn carry_roles(b: &Builder, body: CompId, k: usize) -> (Vec<bool>, Vec<bool>) {
     (invariant, write_only)
 }
 
+/// Which write-only carry elements (see [`carry_roles`]) get one row written per
+/// step at a row no other step writes: the update's start index along the stacked
+/// axis is the loop's counter (an element that the body increments by a
+/// constant), or a constant minus it (a scan walking backwards), and its other
+/// start indices are constants.
+fn rows_once(b: &Builder, body: CompId, write_only: &[bool]) -> Vec<bool> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let mut out = vec![false; write_only.len()];
+    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
+        return out;
+    };
+    let ins = |v: Value| &c.instrs[v.instr as usize];
+    let element = |v: Value| match ins(v).kind {
+        OpKind::GetTupleElement { index } if ins(v).operands[0].instr == *param => {
+            Some(index as usize)
+        }
+        _ => None,
+    };
+    let is_constant = |v: Value| matches!(ins(v).kind, OpKind::Constant(_));
+    let root_ops = &ins(root).operands;
+    // Elements that step by a constant: `e + c` or `c + e`.
+    let counter = |e: usize| -> bool {
+        let Some(r) = root_ops.get(e) else {
+            return false;
+        };
+        let r = ins(*r);
+        matches!(r.kind, OpKind::Binary(crate::BinaryOp::Add))
+            && ((element(r.operands[0]) == Some(e) && is_constant(r.operands[1]))
+                || (element(r.operands[1]) == Some(e) && is_constant(r.operands[0])))
+    };
+    let counted = |v: Value| element(v).is_some_and(counter);
+    for (j, w) in write_only.iter().enumerate() {
+        if !*w {
+            continue;
+        }
+        let Some(r) = root_ops.get(j) else { continue };
+        let dus = ins(*r);
+        let Some((first, rest)) = dus.operands.get(2..).and_then(|s| s.split_first()) else {
+            continue;
+        };
+        let first_ok = counted(*first)
+            || match &ins(*first).kind {
+                OpKind::Unary(crate::UnaryOp::Negate) => {
+                    let sub = ins(ins(*first).operands[0]);
+                    matches!(sub.kind, OpKind::Binary(crate::BinaryOp::Subtract))
+                        && counted(sub.operands[0])
+                        && is_constant(sub.operands[1])
+                }
+                _ => false,
+            };
+        out[j] = first_ok && rest.iter().all(|v| is_constant(*v));
+    }
+    out
+}
+
+/// Whether `x` is a constant or a broadcast of one (what a scan's stacked outputs
+/// start from): nothing differentiates through it.
+fn constant_like(x: &Op) -> bool {
+    let g = x.g.borrow();
+    if x.is_poisoned() {
+        return false;
+    }
+    let c = g.comp(x.comp);
+    let mut v = x.v;
+    loop {
+        let ins = &c.instrs[v.instr as usize];
+        match ins.kind {
+            OpKind::Constant(_) | OpKind::Iota { .. } => return true,
+            OpKind::Broadcast { .. } | OpKind::Reshape => v = ins.operands[0],
+            _ => return false,
+        }
+    }
+}
+
 /// The elements of a tuple built by a `tuple` instruction.
 fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
     let b = t.builder();
@@ -970,11 +1045,29 @@ fn while_cts(
         .collect();
     // Dots whose cotangent for a loop-invariant operand (a weight the body reads)
     // is summed over the steps after the loop, in one product over the stacked
-    // rows, instead of one small product and an add per step.
-    let deferred: Vec<DeferredDot> = if store && std::env::var_os("XLACLIENT_NO_DEFER").is_none() {
+    // rows, instead of one small product and an add per step. Only where no float
+    // cotangent flows from step to step (every float element of the carry is
+    // invariant or a stacked output, as in a rollout whose state is discrete):
+    // there the backward steps are independent and the per-step products were the
+    // work. Where a recurrent state's cotangent chains the steps (an RNN), the
+    // plugin runs each step's weight product beside that chain, and one product
+    // after the loop measured slower (benches/scan_grad.rs: 6.5-8.6x the forward
+    // pass against 3.9-5.0x).
+    let recurrent = stacked.iter().any(|j| {
+        shapes[*j]
+            .element_type()
+            .is_some_and(crate::autodiff::differentiable)
+    });
+    let deferred: Vec<DeferredDot> = if store && !recurrent {
         deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored)
     } else {
         Vec::new()
+    };
+    // Stacked outputs written one row per step (a scan's ys), whose initial value
+    // is a constant: their cotangent passes through the backward loop unchanged.
+    let once: Vec<bool> = {
+        let rows = rows_once(b, body, &write_only);
+        (0..k).map(|j| rows[j] && constant_like(&init[j])).collect()
     };
     let defer_edges: std::collections::HashSet<(u32, usize)> =
         deferred.iter().map(|d| (d.dot, d.operand)).collect();
@@ -1047,6 +1140,16 @@ fn while_cts(
                 let ct_refs: Vec<&Op> = ct.iter().collect();
                 (bb.vjp(&outs_f, &ct_refs, &wrt_f), HashMap::new())
             };
+            // A stacked output's cotangent stays the final one: each step reads
+            // its own row of it, which no later step's write has touched (see
+            // `rows_once`); zeroing the row after reading it would make the
+            // plugin copy the whole stack every step.
+            let back: Vec<Op> = back
+                .into_iter()
+                .zip(&ct)
+                .zip(&float)
+                .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
+                .collect();
             // Row `t` of each deferred dot's result cotangents.
             let rows: Vec<Op> = deferred
                 .iter()
@@ -1081,7 +1184,10 @@ fn while_cts(
     }
     let mut out = vec![None; k];
     for (c, j) in ct_in.into_iter().zip(&float) {
-        out[*j] = Some(c);
+        // A constant's cotangent goes nowhere (and this one was not zeroed).
+        if !once[*j] {
+            out[*j] = Some(c);
+        }
     }
     // Each deferred dot's contribution to its invariant operand: the sum over the
     // steps, as one product of the other operand's stacked rows (from the forward
