@@ -233,6 +233,41 @@ fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
     Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
 }
 
+/// Whether `s` is an array with a size-0 dimension (it holds no element).
+fn holds_nothing(s: &Shape) -> bool {
+    s.is_array() && s.dims().contains(&0)
+}
+
+/// `buf` with the block at `starts` set to `update`, or `buf` itself where either
+/// holds no element: such an update changes nothing (and XLA refuses it), which
+/// is what a stack of size-0 rows, or of no rows, needs.
+fn write_block(buf: &Op, update: &Op, starts: &[&Op]) -> Op {
+    let empty = |o: &Op| o.shape().is_ok_and(|s| holds_nothing(&s));
+    if empty(buf) || empty(update) {
+        buf.clone()
+    } else {
+        buf.dynamic_update_slice(update, starts)
+    }
+}
+
+/// The block of `sizes` at `starts` of `x`, or zeros of that size where it holds
+/// no element or `x` has none to read (a stack of no rows).
+fn read_block(
+    x: &Op,
+    starts: &[&Op],
+    sizes: &[i64],
+    loc: &'static Location<'static>,
+) -> Op {
+    let empty = sizes.contains(&0) || x.shape().is_ok_and(|s| holds_nothing(&s));
+    match x.element_type() {
+        Ok(t) if empty => x
+            .builder()
+            .scalar_of(t, crate::Scalar::Int(0), loc)
+            .broadcast_to(sizes),
+        _ => x.at(loc).dynamic_slice(starts, sizes),
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // `while` (`while_loop`, `fori_loop`, `while_loop_bounded`, `scan`)
 
@@ -715,7 +750,7 @@ impl Builder {
                     start.extend(std::iter::repeat_n(&zero, d.len()));
                     let mut sizes = vec![1];
                     sizes.extend(d);
-                    x.at(loc).dynamic_slice(&start, &sizes).at(loc).reshape(d)
+                    read_block(x, &start, &sizes, loc).at(loc).reshape(d)
                 })
                 .collect();
             xs.rebuild(slices).expect("one slice per leaf")
@@ -729,11 +764,14 @@ impl Builder {
             .chain(c_shapes.iter().cloned())
             .collect();
         let mut y_shapes: Vec<Shape> = Vec::new();
+        // The probe's y gives the structure of the stacked ys when no step runs.
+        let mut y_probe: Option<Y> = None;
         let probed = self.body(target, "scan_shapes", &probe_params, loc, |_, p| {
             let c = init.rebuild(p[1..].to_vec()).expect("one value per leaf");
             let (c2, y) = body(c, take(&p[0]));
             let ys: Vec<Op> = y.leaves().into_iter().cloned().collect();
             y_shapes = ys.iter().filter_map(|o| o.shape().ok()).collect();
+            y_probe = Some(y);
             c2.into_leaves().into_iter().chain(ys).collect()
         });
         if let Err(f) = probed {
@@ -768,19 +806,19 @@ impl Builder {
                     up.extend(&d);
                     let mut start = vec![&pos];
                     start.extend(std::iter::repeat_n(&zero, d.len()));
-                    buf.at(loc)
-                        .dynamic_update_slice(&yv.at(loc).reshape(&up), &start)
+                    write_block(buf, &yv.at(loc).reshape(&up), &start)
                 })
                 .collect();
             (c2, ys2, y)
         };
         let unroll = unroll.max(1) as i64;
         // Steps `0..full` run in the loop, `unroll` per iteration; `full..len` after
-        // it. A loop with no iteration is left out unless there is no step at all
-        // (then it still gives the shapes of y).
+        // it. A loop with no iteration is left out: with no step at all (`len` 0,
+        // as JAX) the scan is its init and ys of no rows, whose gradient passes the
+        // carry's cotangent straight through.
         let full = len / unroll * unroll;
         let mut y_template: Option<Y> = None;
-        let (mut c, mut ys) = if full > 0 || len == 0 {
+        let (mut c, mut ys) = if full > 0 {
             let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
             let (i_out, c, ys) = self.at(loc).while_loop(
                 (i0, init, ys0),
@@ -811,7 +849,7 @@ impl Builder {
                     (next, c, ys)
                 },
             );
-            self.record_trip_count(&i_out, if len == 0 { 0 } else { full / unroll });
+            self.record_trip_count(&i_out, full / unroll);
             if checkpoint && !i_out.is_poisoned() {
                 self.g
                     .borrow_mut()
@@ -829,6 +867,7 @@ impl Builder {
             y_template = Some(y);
         }
         let y = y_template
+            .or(y_probe)
             .expect("the body ran")
             .rebuild(ys)
             .expect("one stack per leaf");
@@ -895,6 +934,17 @@ fn while_cts(
     use crate::autodiff::{ct_or_zeros, differentiable, inline, local};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
+    if trips <= 0 {
+        // No step can run: the loop is the identity on its carry, so each
+        // element's cotangent passes straight through (and the stacks of the
+        // general case would have no row to write or read).
+        return Ok((0..init.len())
+            .map(|j| {
+                let float = init[j].element_type().is_ok_and(differentiable);
+                float.then(|| ct_or_zeros(cts, j, &n.results[j], loc))
+            })
+            .collect());
+    }
     // Without checkpointing, the body's intermediate values are stored too (when
     // the body is flat: no loops, branches or calls inside).
     let stored: Vec<(u32, u32, Shape)> = if checkpoint {
@@ -1008,8 +1058,7 @@ fn while_cts(
             let slice = |stack: &Op, shape: &Shape| {
                 let starts = at_step(&t, shape.rank());
                 let refs: Vec<&Op> = starts.iter().collect();
-                local(&bb, stack)
-                    .dynamic_slice(&refs, &with_step_axis(shape))
+                read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
                     .reshape(shape.dims())
             };
             let c_t: Vec<Op> = (0..k)
@@ -1066,7 +1115,7 @@ fn while_cts(
                         .reshape(&with_step_axis(&d.out));
                     let starts = at_step(&t, d.out.rank());
                     let refs: Vec<&Op> = starts.iter().collect();
-                    buf.dynamic_update_slice(&row, &refs)
+                    write_block(buf, &row, &refs)
                 })
                 .collect();
             (plus_one(s), back, rows)
@@ -1399,7 +1448,7 @@ fn storing_loop(
                         .chain(std::iter::repeat_n(s32(&bb, 0), s.rank()))
                         .collect();
                     let refs: Vec<&Op> = starts.iter().collect();
-                    buf.dynamic_update_slice(&row, &refs)
+                    write_block(buf, &row, &refs)
                 })
                 .collect();
             let next = i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
