@@ -483,7 +483,12 @@ impl Builder {
         }
         let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
         let carry: Vec<&Op> = refs.iter().copied().chain(&captured).collect();
-        let tuple = self.tuple(&carry);
+        // In the loop's computation (see `switch`).
+        let here = Builder {
+            g: self.g.clone(),
+            comp: target,
+        };
+        let tuple = here.tuple(&carry);
         let r = self.emit(
             OpKind::While {
                 cond: c.comp,
@@ -1666,7 +1671,14 @@ impl Builder {
             }
             let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
             let elems: Vec<&Op> = leaves.iter().chain(&captured).collect();
-            operands.push(self.tuple(&elems));
+            // In the conditional's computation, also when every element is a value
+            // of an enclosing one (the selector is what puts it deeper): the
+            // gradient reads the tuple's elements where the conditional is.
+            let here = Builder {
+                g: self.g.clone(),
+                comp: target,
+            };
+            operands.push(here.tuple(&elems));
         }
         let all: Vec<&Op> = std::iter::once(sel).chain(operands.iter()).collect();
         let r = self.emit(
@@ -1718,6 +1730,20 @@ fn conditional_cts(
         .iter()
         .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
         .collect();
+    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
+    // A cotangent that failed upstream (an op without a gradient further on) fails
+    // every operand's cotangent with the same error. Building the backward
+    // conditional on it would run a branch on failed values, whose builder is the
+    // top computation's, and import this conditional's operands into it, a
+    // computation they are not in.
+    if let Some(f) = ct.iter().find(|c| c.is_poisoned()) {
+        out.extend(
+            elems
+                .iter()
+                .map(|e| Some(e.iter().map(|x| float(x).then(|| f.clone())).collect())),
+        );
+        return Ok(out);
+    }
     // The float elements of every branch's operand, in branch order.
     let slots: Vec<(usize, usize)> = elems
         .iter()
@@ -1737,6 +1763,8 @@ fn conditional_cts(
         let (elems, slots, res_float) = (&elems, &slots, &res_float);
         Box::new(move |ct: Vec<Op>| {
             let bb = match ct.first() {
+                // Failed values (the switch could not be built): fail alike.
+                Some(c) if c.is_poisoned() => return vec![c.clone(); slots.len()],
                 Some(c) => c.builder(),
                 None => b.clone(),
             };
@@ -1772,7 +1800,6 @@ fn conditional_cts(
     let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
         (1..branches.len()).map(branch).collect();
     let back: Vec<Op> = b.switch(&n.operands[0], ct, branch(0), rest);
-    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
     out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
     for ((k, j), g) in slots.iter().zip(back) {
         if let Some(Some(t)) = out.get_mut(k + 1) {
