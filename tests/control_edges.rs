@@ -386,3 +386,140 @@ fn zero_trips_and_zero_lengths_inside_cond_branches() {
         });
     }
 }
+
+#[test]
+fn a_failed_gradient_inside_nested_conds_is_an_error_not_a_panic() {
+    // The inner-most gradient fails (a `while` with no trip count); its failed
+    // cotangent reaches the gradient of a cond in a cond's branch, which used to
+    // import the branch's values into the top computation and panic ("`from`
+    // encloses `to`"). Now the build fails with the first error: the `while`'s.
+    let b = Builder::new("nested_fail");
+    let x = b.parameter(0, f64s(&[3]), "x");
+    let w = b.parameter(1, f64s(&[3]), "w");
+    let gt = |v: &Op| v.reduce_sum(&[0]).compare(&v.builder().constant(0f64), Comparison::Gt);
+    let y = b.cond(
+        &gt(&x),
+        x.clone(),
+        |x| {
+            let s = b.cond(&gt(&x), x.clone(), |x| x.cos(), |x| &x * 3.0);
+            b.cond(
+                &gt(&s),
+                s.clone(),
+                |s| {
+                    b.while_loop(
+                        s,
+                        |v| v.reduce_sum(&[0]).compare(&v.builder().constant(10f64), Comparison::Lt),
+                        |v| &v * 1.5,
+                    )
+                },
+                |s| s,
+            )
+        },
+        |x| &x * &w,
+    );
+    let g = b.grad(&y.reduce_sum(&[0]), &x);
+    let err = b.build(&g).unwrap_err().to_string();
+    assert!(
+        err.contains("no gradient for `while`") && err.contains("control_edges.rs"),
+        "{err}"
+    );
+    // The same program without the failing loop builds, and its gradient is right.
+    check("nested_ok", &[&[3], &[3]], -1.0, 1.0, |p| {
+        let (x, w) = (&p[0], &p[1]);
+        let b = x.builder();
+        b.cond(
+            &gt(x),
+            x.clone(),
+            |x| {
+                let s = b.cond(&gt(&x), x.clone(), |x| x.cos(), |x| &x * 3.0);
+                b.cond(&gt(&s), s.clone(), |s| &s * &s, |s| s.sin())
+            },
+            |x| &x * w,
+        )
+    });
+}
+
+#[test]
+fn a_cond_whose_operands_are_outer_values_under_grad() {
+    // Inside a branch, a cond on outer values only (its selector is the branch's):
+    // the operand tuple used to be built in the outer computation, and the
+    // gradient then read a tuple where it wanted its elements.
+    for (name, lo) in [("outer_ops_t", 0.1), ("outer_ops_f", -1.0)] {
+        check(name, &[&[3], &[3]], lo, lo + 0.9, |p| {
+            let (x, w) = (&p[0], &p[1]);
+            let b = x.builder();
+            let gt = |v: &Op| v.reduce_sum(&[0]).compare(&v.builder().constant(0f64), Comparison::Gt);
+            b.cond(
+                &gt(x),
+                x.clone(),
+                |x| {
+                    let q = gt(&x);
+                    &b.cond(&q, w.clone(), |w| w.sin(), |w| &w * &w) * &x
+                },
+                |x| &x * w,
+            )
+        });
+    }
+}
+
+#[test]
+fn size_0_dimensions_through_cond_switch_and_loops() {
+    // Operands and results with a size-0 dimension next to ordinary ones.
+    check("cond_size0", &[&[3], &[0, 2]], -1.0, 1.0, |p| {
+        let (x, e) = (&p[0], &p[1]);
+        let b = x.builder();
+        let gt = x.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Gt);
+        let (y, e2) = b.cond(
+            &gt,
+            (x.clone(), e.clone()),
+            |(x, e)| (x.sin(), &e * 2.0),
+            |(x, e)| (&x * &x, e.exp()),
+        );
+        b.concatenate(&[&y, &e2.reshape(&[0])], 0)
+    });
+    check("switch_size0", &[&[2], &[3, 0]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let (y, _) = b.switch(
+            &b.constant(1i32),
+            (p[0].clone(), p[1].clone()),
+            Box::new(|(x, e): (Op, Op)| (x.cos(), e)),
+            vec![Box::new(|(x, e): (Op, Op)| {
+                let bb = x.builder();
+                bb.fori_loop(0, 2, (x, e), |_, (v, e)| (v.tanh(), e.sin()))
+            })],
+        );
+        y
+    });
+    // Scans over xs with a size-0 dimension after the leading one, forwards and
+    // back, with unrolling; a bounded while over a size-0 carry element.
+    for (name, opts) in [
+        ("scan_x_size0", xlaclient::ScanOptions::new()),
+        ("scan_x_size0_rev", xlaclient::ScanOptions::new().reverse(true).unroll(2)),
+        ("scan_x_size0_ckpt", xlaclient::ScanOptions::new().checkpoint(true)),
+    ] {
+        check(name, &[&[2], &[3, 0], &[3, 2]], -1.0, 1.0, |p| {
+            let b = p[0].builder();
+            let (c, ys) = b.scan_with(
+                p[0].clone(),
+                (p[1].clone(), p[2].clone()),
+                &opts,
+                |h, (e, x)| {
+                    let h2 = &(&h * &x).sin() + &e.reduce_sum(&[0]);
+                    (h2.clone(), (e, h2))
+                },
+            );
+            assert_eq!(ys.0.dims().unwrap(), vec![3, 0]);
+            b.concatenate(&[&c, &ys.1.reshape(&[6])], 0)
+        });
+    }
+    check("bounded_size0", &[&[2]], 0.1, 0.5, |p| {
+        let b = p[0].builder();
+        let (v, _) = b.while_loop_bounded(
+            (p[0].clone(), b.zeros(ElementType::F64, &[2, 0])),
+            5,
+            |(v, _)| v.reduce_sum(&[0]).compare(&v.builder().constant(3f64), Comparison::Lt),
+            |(v, e)| (&v * 1.3, &e + 1.0),
+        );
+        v
+    });
+}
