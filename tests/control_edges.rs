@@ -24,7 +24,9 @@ fn f64s(d: &[i64]) -> Shape {
 /// A body step that holds a `cond`: `sin(v * w)` where `Σ v > 0`, else `v * w + 0.5`.
 fn branchy(v: &Op, w: &Op) -> Op {
     let b = v.builder();
-    let up = v.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Gt);
+    let up = v
+        .reduce_sum(&[0])
+        .compare(&b.constant(0f64), Comparison::Gt);
     b.cond(
         &up,
         (v.clone(), w.clone()),
@@ -84,7 +86,9 @@ fn zero_trip_fori_loops_with_a_cond_are_the_identity_under_grad() {
         // Inside a cond's branch (both branches loop zero times).
         let (v, gx, gw) = value_and_grads(3, &x, &w, &c, |x, w| {
             let b = x.builder();
-            let p = x.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Gt);
+            let p = x
+                .reduce_sum(&[0])
+                .compare(&b.constant(0f64), Comparison::Gt);
             b.cond(
                 &p,
                 (x.clone(), w.clone()),
@@ -189,14 +193,15 @@ fn a_scan_over_zero_length_xs_returns_its_init_and_empty_ys() {
     // With `length(0)` and no xs, reversed, unrolled, checkpointed: the same.
     for opts in [
         xlaclient::ScanOptions::new().length(0),
-        xlaclient::ScanOptions::new().length(0).reverse(true).unroll(3),
+        xlaclient::ScanOptions::new()
+            .length(0)
+            .reverse(true)
+            .unroll(3),
         xlaclient::ScanOptions::new().length(0).checkpoint(true),
     ] {
         check(&format!("scan_len0_{opts:?}"), &[&[3]], -1.0, 1.0, |p| {
             let b = p[0].builder();
-            let (c, ys) = b.scan_with(p[0].clone(), (), &opts, |h, ()| {
-                (h.sin(), h.cos())
-            });
+            let (c, ys) = b.scan_with(p[0].clone(), (), &opts, |h, ()| (h.sin(), h.cos()));
             assert_eq!(ys.dims().unwrap(), vec![0, 3]);
             &c * 3.0
         });
@@ -277,7 +282,9 @@ fn grad_of_a_cond_in_a_cond() {
     // The inner cond is in the outer's first branch, both use outside values.
     let nested = |x: &Op, w: &Op| {
         let b = x.builder();
-        let p = x.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Gt);
+        let p = x
+            .reduce_sum(&[0])
+            .compare(&b.constant(0f64), Comparison::Gt);
         let y = b.cond(
             &p,
             x.clone(),
@@ -311,7 +318,8 @@ fn grad_of_a_cond_in_a_cond() {
                 (h2.clone(), &h2 * &x)
             });
             let post = b.cond(
-                &h.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Lt),
+                &h.reduce_sum(&[0])
+                    .compare(&b.constant(0f64), Comparison::Lt),
                 h.clone(),
                 |h| h.exp(),
                 |h| nested(&h, w),
@@ -336,7 +344,8 @@ fn grad_of_a_switch_with_a_fori_loop_inside() {
                 }),
                 vec![
                     Box::new(|(x, w): (Op, Op)| {
-                        x.builder().fori_loop(1, 1, x.clone(), |_, v| branchy(&v, &w))
+                        x.builder()
+                            .fori_loop(1, 1, x.clone(), |_, v| branchy(&v, &w))
                     }),
                     Box::new(|(x, w): (Op, Op)| {
                         let (c, ys) = x.builder().scan(x.clone(), w.reshape(&[2, 1]), |h, wi| {
@@ -354,36 +363,47 @@ fn grad_of_a_switch_with_a_fori_loop_inside() {
 #[test]
 fn zero_trips_and_zero_lengths_inside_cond_branches() {
     for (name, lo) in [("branch_t", 0.1), ("branch_f", -1.0)] {
-        check(name, &[&[3], &[3]], lo, if lo > 0.0 { 1.0 } else { -0.1 }, |p| {
-            let (x, w) = (&p[0], &p[1]);
-            let b = x.builder();
-            let pos = x.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Gt);
-            b.cond(
-                &pos,
-                (x.clone(), w.clone()),
-                |(x, w)| {
-                    let bb = x.builder();
-                    // A scan over zero rows, then a zero-trip bounded while.
-                    let xs = bb.zeros(ElementType::F64, &[0, 3]);
-                    let (c, _) = bb.scan(x.clone(), xs, |h, r| {
-                        let h2 = branchy(&(&h + &r), &w);
-                        (h2.clone(), h2)
-                    });
-                    let c = bb.while_loop_bounded(
-                        c,
-                        0,
-                        |v| v.reduce_sum(&[0]).compare(&v.builder().constant(1e9f64), Comparison::Lt),
-                        |v| branchy(&v, &w),
-                    );
-                    &c * &w
-                },
-                |(x, w)| {
-                    let bb = x.builder();
-                    let r = bb.fori_loop(3, 0, x.clone(), |_, v| branchy(&v, &w));
-                    &r.sin() + &w
-                },
-            )
-        });
+        check(
+            name,
+            &[&[3], &[3]],
+            lo,
+            if lo > 0.0 { 1.0 } else { -0.1 },
+            |p| {
+                let (x, w) = (&p[0], &p[1]);
+                let b = x.builder();
+                let pos = x
+                    .reduce_sum(&[0])
+                    .compare(&b.constant(0f64), Comparison::Gt);
+                b.cond(
+                    &pos,
+                    (x.clone(), w.clone()),
+                    |(x, w)| {
+                        let bb = x.builder();
+                        // A scan over zero rows, then a zero-trip bounded while.
+                        let xs = bb.zeros(ElementType::F64, &[0, 3]);
+                        let (c, _) = bb.scan(x.clone(), xs, |h, r| {
+                            let h2 = branchy(&(&h + &r), &w);
+                            (h2.clone(), h2)
+                        });
+                        let c = bb.while_loop_bounded(
+                            c,
+                            0,
+                            |v| {
+                                v.reduce_sum(&[0])
+                                    .compare(&v.builder().constant(1e9f64), Comparison::Lt)
+                            },
+                            |v| branchy(&v, &w),
+                        );
+                        &c * &w
+                    },
+                    |(x, w)| {
+                        let bb = x.builder();
+                        let r = bb.fori_loop(3, 0, x.clone(), |_, v| branchy(&v, &w));
+                        &r.sin() + &w
+                    },
+                )
+            },
+        );
     }
 }
 
@@ -396,7 +416,10 @@ fn a_failed_gradient_inside_nested_conds_is_an_error_not_a_panic() {
     let b = Builder::new("nested_fail");
     let x = b.parameter(0, f64s(&[3]), "x");
     let w = b.parameter(1, f64s(&[3]), "w");
-    let gt = |v: &Op| v.reduce_sum(&[0]).compare(&v.builder().constant(0f64), Comparison::Gt);
+    let gt = |v: &Op| {
+        v.reduce_sum(&[0])
+            .compare(&v.builder().constant(0f64), Comparison::Gt)
+    };
     let y = b.cond(
         &gt(&x),
         x.clone(),
@@ -408,7 +431,10 @@ fn a_failed_gradient_inside_nested_conds_is_an_error_not_a_panic() {
                 |s| {
                     b.while_loop(
                         s,
-                        |v| v.reduce_sum(&[0]).compare(&v.builder().constant(10f64), Comparison::Lt),
+                        |v| {
+                            v.reduce_sum(&[0])
+                                .compare(&v.builder().constant(10f64), Comparison::Lt)
+                        },
                         |v| &v * 1.5,
                     )
                 },
@@ -448,7 +474,10 @@ fn a_cond_whose_operands_are_outer_values_under_grad() {
         check(name, &[&[3], &[3]], lo, lo + 0.9, |p| {
             let (x, w) = (&p[0], &p[1]);
             let b = x.builder();
-            let gt = |v: &Op| v.reduce_sum(&[0]).compare(&v.builder().constant(0f64), Comparison::Gt);
+            let gt = |v: &Op| {
+                v.reduce_sum(&[0])
+                    .compare(&v.builder().constant(0f64), Comparison::Gt)
+            };
             b.cond(
                 &gt(x),
                 x.clone(),
@@ -468,7 +497,9 @@ fn size_0_dimensions_through_cond_switch_and_loops() {
     check("cond_size0", &[&[3], &[0, 2]], -1.0, 1.0, |p| {
         let (x, e) = (&p[0], &p[1]);
         let b = x.builder();
-        let gt = x.reduce_sum(&[0]).compare(&b.constant(0f64), Comparison::Gt);
+        let gt = x
+            .reduce_sum(&[0])
+            .compare(&b.constant(0f64), Comparison::Gt);
         let (y, e2) = b.cond(
             &gt,
             (x.clone(), e.clone()),
@@ -494,8 +525,14 @@ fn size_0_dimensions_through_cond_switch_and_loops() {
     // back, with unrolling; a bounded while over a size-0 carry element.
     for (name, opts) in [
         ("scan_x_size0", xlaclient::ScanOptions::new()),
-        ("scan_x_size0_rev", xlaclient::ScanOptions::new().reverse(true).unroll(2)),
-        ("scan_x_size0_ckpt", xlaclient::ScanOptions::new().checkpoint(true)),
+        (
+            "scan_x_size0_rev",
+            xlaclient::ScanOptions::new().reverse(true).unroll(2),
+        ),
+        (
+            "scan_x_size0_ckpt",
+            xlaclient::ScanOptions::new().checkpoint(true),
+        ),
     ] {
         check(name, &[&[2], &[3, 0], &[3, 2]], -1.0, 1.0, |p| {
             let b = p[0].builder();
@@ -517,9 +554,46 @@ fn size_0_dimensions_through_cond_switch_and_loops() {
         let (v, _) = b.while_loop_bounded(
             (p[0].clone(), b.zeros(ElementType::F64, &[2, 0])),
             5,
-            |(v, _)| v.reduce_sum(&[0]).compare(&v.builder().constant(3f64), Comparison::Lt),
+            |(v, _)| {
+                v.reduce_sum(&[0])
+                    .compare(&v.builder().constant(3f64), Comparison::Lt)
+            },
             |(v, e)| (&v * 1.3, &e + 1.0),
         );
         v
+    });
+}
+
+#[test]
+fn second_order_through_nested_bodies_and_empty_loops() {
+    // grad of grad: the gradient of Σ (∇L ⊙ v) against finite differences, where
+    // L holds a cond in a cond in a scan, a zero-trip fori_loop and a scan of no row.
+    let v = [0.7, -1.3, 0.4];
+    check("hvp_nested_edges", &[&[3], &[3]], -1.0, 1.0, |p| {
+        let (x, w) = (&p[0], &p[1]);
+        let b = x.builder();
+        let gt = |v: &Op| {
+            v.reduce_sum(&[0])
+                .compare(&v.builder().constant(0f64), Comparison::Gt)
+        };
+        let xs = (w * 0.5).broadcast_to(&[3, 3]);
+        let (h, _) = b.scan(x.clone(), xs, |h, r| {
+            let h2 = h.builder().cond(
+                &gt(&h),
+                (h.clone(), r.clone()),
+                |(h, r)| {
+                    let bb = h.builder();
+                    bb.cond(&gt(&r), h.clone(), |h| (&h * &r).sin(), |h| &h.tanh() + &r)
+                },
+                |(h, r)| &h.cos() * &r,
+            );
+            (h2.clone(), h2)
+        });
+        let h = b.fori_loop(4, 4, h, |_, v| v.exp());
+        let empty = b.zeros(ElementType::F64, &[0, 3]);
+        let (h, _) = b.scan(h, empty, |c, r| (&c * &r, c.clone()));
+        let inner = (&(&h * &h) * w).reduce_sum(&[0]);
+        let g = b.grad(&inner, x);
+        &g * &b.constant_vec(&v)
     });
 }

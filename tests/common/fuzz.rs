@@ -2554,7 +2554,10 @@ pub fn run_control(client: &Client, seed: u64, hlo: &Path) -> Outcome {
             };
         }
         Ok(Ok(_)) if plan.needs_while_gradient() => {
-            return ("fail", format!("a gradient through a plain while built ({plan:?})"));
+            return (
+                "fail",
+                format!("a gradient through a plain while built ({plan:?})"),
+            );
         }
         Ok(Ok(m)) => m,
     };
@@ -2606,7 +2609,11 @@ pub fn run_control(client: &Client, seed: u64, hlo: &Path) -> Outcome {
         if (got - fd).abs() > 1e-6 * (1.0 + fd.abs()) {
             return (
                 "fail",
-                format!("d/d{}[{}]: {got} vs finite differences {fd} ({plan:?})", if k < 2 { "x" } else { "w" }, k % 2),
+                format!(
+                    "d/d{}[{}]: {got} vs finite differences {fd} ({plan:?})",
+                    if k < 2 { "x" } else { "w" },
+                    k % 2
+                ),
             );
         }
     }

@@ -252,12 +252,7 @@ fn write_block(buf: &Op, update: &Op, starts: &[&Op]) -> Op {
 
 /// The block of `sizes` at `starts` of `x`, or zeros of that size where it holds
 /// no element or `x` has none to read (a stack of no rows).
-fn read_block(
-    x: &Op,
-    starts: &[&Op],
-    sizes: &[i64],
-    loc: &'static Location<'static>,
-) -> Op {
+fn read_block(x: &Op, starts: &[&Op], sizes: &[i64], loc: &'static Location<'static>) -> Op {
     let empty = sizes.contains(&0) || x.shape().is_ok_and(|s| holds_nothing(&s));
     match x.element_type() {
         Ok(t) if empty => x
