@@ -96,6 +96,18 @@ fn random_graphs_build_or_run_with_the_inferred_shapes() {
 }
 
 #[test]
+fn random_control_flow_under_grad_builds_and_matches_finite_differences() {
+    // Zero trips, zero lengths, size-0 outputs, out-of-range switch indices, and
+    // cond/switch/scan/while nested under `grad`: every program builds (or, with a
+    // plain `while_loop`, is refused with its no-gradient error) and its gradient
+    // matches central finite differences.
+    let r = run("control", 0..60);
+    check("control", &r);
+    let ran = r.counts.get("ran").copied().unwrap_or(0);
+    assert!(ran > 40, "{}", r.summary());
+}
+
+#[test]
 fn dynamic_entries_and_roots_moved_to_parameters_are_refused_or_run() {
     // The classes that aborted the 0.81 plugin at run time: compiled modules are
     // run too (on arguments of their parameters' shapes).

@@ -2154,13 +2154,14 @@ pub fn run_cache(seed: u64, hlo: &Path) -> Outcome {
 }
 
 /// The fuzz work of this file: `graphs`, `modules` (every mutation kind, or
-/// `modules:K1,K2` for some), `executables` and `cache`.
+/// `modules:K1,K2` for some), `executables`, `cache` and `control`.
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
         "modules" => run_module(client, i, &Mutation::ALL, hlo),
         "executables" => run_executable(client, i, hlo),
         "cache" => run_cache(i, hlo),
+        "control" => run_control(client, i, hlo),
         other => match other.strip_prefix("modules:") {
             // `modules:BitFlip,Opcode`: only these kinds.
             Some(names) => {
@@ -2370,4 +2371,251 @@ fn run_chunk(range: std::ops::Range<u64>, dir: &Path, opts: &RunOptions, report:
         }
         start = seed + 1;
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Control flow under `grad`.
+
+/// A random program over `f64[2]` values `v` (the carry) and `w` (an outside value
+/// every body may read): loops with zero trips or more, bounded whiles, scans over
+/// zero rows or more (with size-0 outputs), conds and switches (indices out of
+/// range), nested to depth 3, in sequence. `While` (a plain `while_loop`) has no
+/// gradient: a program holding one must be refused with that error.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    /// A smooth step: one of four.
+    Leaf(u8),
+    /// `fori_loop(lo, hi, ..)` (`hi <= lo`: no step).
+    Fori(i32, i32, Box<Plan>),
+    /// `while_loop_bounded` with this bound, while `Σv² < 4`.
+    Bounded(i64, Box<Plan>),
+    /// `scan` over this many rows, reversed or not, unrolled by this much, with a
+    /// size-0 output next to the stacked carry or not.
+    Scan(i64, bool, usize, bool, Box<Plan>),
+    /// `cond(Σv > 0, ..)`.
+    Cond(Box<Plan>, Box<Plan>),
+    /// `switch` on a constant index (maybe out of range).
+    Switch(i32, Vec<Plan>),
+    /// A plain `while_loop` of three steps (no gradient).
+    While(Box<Plan>),
+    /// One after the other.
+    Then(Box<Plan>, Box<Plan>),
+}
+
+impl Plan {
+    /// A plan of at most `depth` nested bodies.
+    pub fn random(rng: &mut Rng, depth: usize) -> Plan {
+        let leaf = |rng: &mut Rng| Plan::Leaf(rng.below(4) as u8);
+        if depth == 0 {
+            return leaf(rng);
+        }
+        let sub = |rng: &mut Rng| Box::new(Plan::random(rng, depth - 1));
+        match rng.below(20) {
+            0..=2 => leaf(rng),
+            3..=5 => {
+                let lo = rng.below(3) as i32;
+                let hi = lo + rng.below(5) as i32 - 2;
+                Plan::Fori(lo, hi, sub(rng))
+            }
+            6..=7 => Plan::Bounded(rng.below(4) as i64, sub(rng)),
+            8..=10 => Plan::Scan(
+                rng.below(4) as i64,
+                rng.chance(0.3),
+                1 + rng.below(3),
+                rng.chance(0.4),
+                sub(rng),
+            ),
+            11..=13 => Plan::Cond(sub(rng), sub(rng)),
+            14..=15 => {
+                let n = 2 + rng.below(2);
+                let i = rng.below(n + 2) as i32 - 1;
+                Plan::Switch(i, (0..n).map(|_| Plan::random(rng, depth - 1)).collect())
+            }
+            16 => Plan::While(sub(rng)),
+            _ => Plan::Then(sub(rng), sub(rng)),
+        }
+    }
+
+    /// Whether the gradient must go through a plain `while_loop` (one in a body
+    /// that runs: a loop of no step, or a scan of no row, is the identity, whose
+    /// gradient never reads its body).
+    pub fn needs_while_gradient(&self) -> bool {
+        match self {
+            Plan::Leaf(_) => false,
+            Plan::While(_) => true,
+            Plan::Fori(lo, hi, p) => hi > lo && p.needs_while_gradient(),
+            Plan::Bounded(n, p) | Plan::Scan(n, _, _, _, p) => *n > 0 && p.needs_while_gradient(),
+            Plan::Cond(a, b) | Plan::Then(a, b) => {
+                a.needs_while_gradient() || b.needs_while_gradient()
+            }
+            Plan::Switch(_, ps) => ps.iter().any(Plan::needs_while_gradient),
+        }
+    }
+
+    /// The plan applied to `v`, reading `w`.
+    pub fn build(&self, v: &Op, w: &Op) -> Op {
+        let b = v.builder();
+        let sum_gt = |v: &Op, t: f64| {
+            v.reduce_sum(&[0])
+                .compare(&v.builder().constant(t), Comparison::Gt)
+        };
+        match self {
+            Plan::Leaf(k) => match k {
+                0 => (v * w).sin(),
+                1 => &v.tanh() + w,
+                2 => &(v * 0.5) + w,
+                _ => &v.cos() * w,
+            },
+            Plan::Fori(lo, hi, p) => b.fori_loop(*lo, *hi, v.clone(), |_, v| p.build(&v, w)),
+            Plan::Bounded(n, p) => b.while_loop_bounded(
+                v.clone(),
+                *n,
+                |v| {
+                    (v * v)
+                        .reduce_sum(&[0])
+                        .compare(&v.builder().constant(4f64), Comparison::Lt)
+                },
+                |v| p.build(&v, w),
+            ),
+            Plan::Scan(len, reverse, unroll, empty, p) => {
+                let xs = (w * 0.5).broadcast_to(&[*len, 2]);
+                let opts = xlaclient::ScanOptions::new()
+                    .reverse(*reverse)
+                    .unroll(*unroll);
+                let (c, (ys, e)) = b.scan_with(v.clone(), xs, &opts, |h, x| {
+                    let h2 = p.build(&(&h + &x), w);
+                    let e = if *empty {
+                        h2.slice(&[1], &[1], &[1])
+                    } else {
+                        h2.slice(&[0], &[1], &[1])
+                    };
+                    (h2.clone(), (h2, e))
+                });
+                &(&c + &ys.reduce_sum(&[0])) + &e.reduce_sum(&[0, 1])
+            }
+            Plan::Cond(a, c) => b.cond(
+                &sum_gt(v, 0.0),
+                v.clone(),
+                |v| a.build(&v, w),
+                |v| c.build(&v, w),
+            ),
+            Plan::Switch(i, ps) => {
+                let mut fs: Vec<Box<dyn FnOnce(Op) -> Op + '_>> = ps
+                    .iter()
+                    .map(|p| Box::new(move |v: Op| p.build(&v, w)) as Box<dyn FnOnce(Op) -> Op>)
+                    .collect();
+                let first = fs.remove(0);
+                b.switch(&b.constant(*i), v.clone(), first, fs)
+            }
+            Plan::While(p) => {
+                let (v, _) = b.while_loop(
+                    (v.clone(), b.constant(0i32)),
+                    |(_, k)| k.compare(&k.builder().constant(3i32), Comparison::Lt),
+                    |(v, k)| (p.build(&v, w), k + 1),
+                );
+                v
+            }
+            Plan::Then(a, c) => c.build(&a.build(v, w), w),
+        }
+    }
+}
+
+/// Control-flow case `seed`: a random [`Plan`] under `grad`. The gradient program
+/// must build (or, where the gradient goes through a plain `while_loop`, be refused
+/// with that loop's no-gradient error), never panic; built, it runs on the plugin, its loss equals
+/// the loss program's, and its gradient matches central finite differences.
+pub fn run_control(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xC0);
+    let plan = Plan::random(&mut rng, 3);
+    let c = [rng.uniform(-1.0, 1.0) as f64, rng.uniform(-1.0, 1.0) as f64];
+    let x0 = [rng.uniform(-1.0, 1.0) as f64, rng.uniform(-1.0, 1.0) as f64];
+    let w0 = [rng.uniform(-1.0, 1.0) as f64, rng.uniform(-1.0, 1.0) as f64];
+    let build = |with_grad: bool| {
+        let b = Builder::new("control");
+        let x = b.parameter(0, Shape::of::<f64>(&[2]), "x");
+        let w = b.parameter(1, Shape::of::<f64>(&[2]), "w");
+        let out = plan.build(&x, &w);
+        let loss = (&out * &b.constant_vec(&c)).reduce_sum(&[0]);
+        if with_grad {
+            let (gx, gw) = b.grad(&loss, &(x.clone(), w.clone()));
+            b.build_tuple(&[&loss, &gx, &gw])
+        } else {
+            b.build(&loss)
+        }
+    };
+    let grad_module = match no_panic(|| build(true)) {
+        Err(p) => return ("fail", format!("builder panicked: {p} ({plan:?})")),
+        Ok(Err(e)) => {
+            let e = e.to_string();
+            return if plan.needs_while_gradient() && e.contains("no gradient for `while`") {
+                ("rejected", "no gradient for a plain while".into())
+            } else {
+                ("fail", format!("refused: {e} ({plan:?})"))
+            };
+        }
+        Ok(Ok(_)) if plan.needs_while_gradient() => {
+            return (
+                "fail",
+                format!("a gradient through a plain while built ({plan:?})"),
+            );
+        }
+        Ok(Ok(m)) => m,
+    };
+    let _ = std::fs::write(hlo, grad_module.to_hlo_text());
+    let loss_module = match no_panic(|| build(false)) {
+        Ok(Ok(m)) => m,
+        other => return ("fail", format!("the loss alone: {other:?} ({plan:?})")),
+    };
+    let run = |m: &Computation, x: &[f64], w: &[f64]| -> xlaclient::Result<Vec<Vec<f64>>> {
+        let exe = client.compile(m)?;
+        let xb = client.buffer_from_host(x, &[2])?;
+        let wb = client.buffer_from_host(w, &[2])?;
+        exe.execute(&[&xb, &wb])?
+            .iter()
+            .map(|o| o.to_vec::<f64>().map_err(Into::into))
+            .collect()
+    };
+    let outs = match run(&grad_module, &x0, &w0) {
+        Ok(o) => o,
+        Err(e) => return ("fail", format!("the gradient program: {e} ({plan:?})")),
+    };
+    let loss_at = |x: &[f64], w: &[f64]| run(&loss_module, x, w).map(|o| o[0][0]);
+    let alone = match loss_at(&x0, &w0) {
+        Ok(l) => l,
+        Err(e) => return ("fail", format!("the loss program: {e} ({plan:?})")),
+    };
+    if (outs[0][0] - alone).abs() > 1e-12 * (1.0 + alone.abs()) {
+        return (
+            "fail",
+            format!("loss {} vs {alone} alone ({plan:?})", outs[0][0]),
+        );
+    }
+    let h = 1e-6;
+    for k in 0..4 {
+        let moved = |d: f64| {
+            let (mut x, mut w) = (x0, w0);
+            if k < 2 {
+                x[k] += d;
+            } else {
+                w[k - 2] += d;
+            }
+            loss_at(&x, &w)
+        };
+        let fd = match (moved(h), moved(-h)) {
+            (Ok(a), Ok(b)) => (a - b) / (2.0 * h),
+            (Err(e), _) | (_, Err(e)) => return ("fail", format!("finite differences: {e}")),
+        };
+        let got = if k < 2 { outs[1][k] } else { outs[2][k - 2] };
+        if (got - fd).abs() > 1e-6 * (1.0 + fd.abs()) {
+            return (
+                "fail",
+                format!(
+                    "d/d{}[{}]: {got} vs finite differences {fd} ({plan:?})",
+                    if k < 2 { "x" } else { "w" },
+                    k % 2
+                ),
+            );
+        }
+    }
+    ("ran", String::new())
 }

@@ -543,13 +543,24 @@ pub(crate) fn wants(x: &Op) -> bool {
 }
 
 /// `x`, a value of `b`'s computation or of one enclosing it, as a value of `b`'s
-/// computation (captured into the bodies between).
+/// computation (captured into the bodies between). A value of a computation that
+/// does not enclose `b`'s gives a failed op carrying the error.
+#[track_caller]
 pub(crate) fn local(b: &Builder, x: &Op) -> Op {
     if x.is_poisoned() || x.comp == b.comp {
         return x.clone();
     }
-    let v = b.g.borrow_mut().import(x.comp, x.v, b.comp);
-    b.op(b.comp, v)
+    let imported = b.g.borrow_mut().import(x.comp, x.v, b.comp);
+    match imported {
+        Ok(v) => b.op(b.comp, v),
+        Err(reason) => b.fail_graph(
+            crate::error::GraphError::OutOfScope {
+                used_as: "a value a gradient rule reads".into(),
+                reason,
+            },
+            Location::caller(),
+        ),
+    }
 }
 
 /// Copies the finished body `src` into `b`'s computation with `args` for its

@@ -173,15 +173,27 @@ impl Graph {
     }
 
     /// Value `v` of computation `from` as a value of `to`, which `from` encloses:
-    /// each body between them gets (or reuses) a parameter carrying it.
-    pub(crate) fn import(&mut self, from: CompId, v: Value, to: CompId) -> Value {
+    /// each body between them gets (or reuses) a parameter carrying it. `Err` (and
+    /// nothing changed) when `from` does not enclose `to`.
+    pub(crate) fn import(
+        &mut self,
+        from: CompId,
+        v: Value,
+        to: CompId,
+    ) -> std::result::Result<Value, String> {
         if from == to {
-            return v;
+            return Ok(v);
         }
-        let parent = self.comp(to).parent.expect("`from` encloses `to`");
-        let pv = self.import(from, v, parent);
+        let Some(parent) = self.comp(to).parent else {
+            return Err(format!(
+                "a value of `{}` is used in `{}`, which is not inside it",
+                self.comp(from).name,
+                self.comp(to).name
+            ));
+        };
+        let pv = self.import(from, v, parent)?;
         if let Some(p) = self.comp(to).captures.get(&pv) {
-            return Value::of(*p);
+            return Ok(Value::of(*p));
         }
         let shape = self.value_shape(parent, pv).clone();
         let number = self.comp(to).params.len();
@@ -201,7 +213,7 @@ impl Graph {
         let idx = comp.instrs.len() as u32 - 1;
         comp.params.push(Some(idx));
         comp.captures.insert(pv, idx);
-        Value::of(idx)
+        Ok(Value::of(idx))
     }
 
     /// Runs the op's shape rule and appends the instruction to `comp`.

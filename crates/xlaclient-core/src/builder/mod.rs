@@ -549,14 +549,29 @@ impl Builder {
             Ok(c) => c,
             Err(failed) => return failed,
         };
-        let result = {
+        let vals = {
             let mut g = self.g.borrow_mut();
-            let vals: ir::Operands = operands
+            operands
                 .iter()
                 .map(|o| g.import(o.comp, o.v, comp))
-                .collect();
-            g.push(comp, kind, vals, target.as_ref(), loc)
+                .collect::<std::result::Result<ir::Operands, String>>()
         };
+        let vals = match vals {
+            Ok(v) => v,
+            Err(reason) => {
+                return self.fail_graph(
+                    GraphError::OutOfScope {
+                        used_as: format!("an operand of `{name}`"),
+                        reason,
+                    },
+                    loc,
+                );
+            }
+        };
+        let result = self
+            .g
+            .borrow_mut()
+            .push(comp, kind, vals, target.as_ref(), loc);
         match result {
             Ok(v) => self.op(comp, v),
             Err(e) => self.fail(e, loc),
@@ -614,7 +629,19 @@ impl Builder {
                     ));
                 }
             }
-            roots.push(self.g.borrow_mut().import(o.comp, o.v, comp));
+            let imported = self.g.borrow_mut().import(o.comp, o.v, comp);
+            match imported {
+                Ok(v) => roots.push(v),
+                Err(reason) => {
+                    return Err(self.fail_graph(
+                        GraphError::OutOfScope {
+                            used_as: format!("the result of the body of `{name}`"),
+                            reason,
+                        },
+                        loc,
+                    ));
+                }
+            }
         }
         Ok((comp, roots))
     }
@@ -711,10 +738,24 @@ impl Builder {
         let multi = kind.multi_result(operands.len());
         let (v, n, rejected) = {
             let mut g = self.g.borrow_mut();
-            let vals: ir::Operands = operands
+            let vals = operands
                 .iter()
                 .map(|o| g.import(o.comp, o.v, comp))
-                .collect();
+                .collect::<std::result::Result<ir::Operands, String>>();
+            let vals = match vals {
+                Ok(v) => v,
+                Err(reason) => {
+                    drop(g);
+                    let f = self.fail_graph(
+                        GraphError::OutOfScope {
+                            used_as: "an operand of emit_unchecked".into(),
+                            reason,
+                        },
+                        loc,
+                    );
+                    return (vec![f], None);
+                }
+            };
             let (v, rejected) = g.push_unchecked(comp, kind, vals, target.as_ref(), stand_in, loc);
             let shape = g.shapes.get(g.comp(comp).instrs[v.instr as usize].shape);
             let n = match shape {

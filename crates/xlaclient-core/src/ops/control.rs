@@ -308,6 +308,36 @@ fn tuple_elements(t: &Op) -> Result<Vec<Op>, String> {
     Ok(ins.operands.iter().map(|v| b.op(t.comp, *v)).collect())
 }
 
+/// Whether `s` is an array with a size-0 dimension (it holds no element).
+fn holds_nothing(s: &Shape) -> bool {
+    s.is_array() && s.dims().contains(&0)
+}
+
+/// `buf` with the block at `starts` set to `update`, or `buf` itself where either
+/// holds no element: such an update changes nothing (and XLA refuses it), which
+/// is what a stack of size-0 rows, or of no rows, needs.
+fn write_block(buf: &Op, update: &Op, starts: &[&Op]) -> Op {
+    let empty = |o: &Op| o.shape().is_ok_and(|s| holds_nothing(&s));
+    if empty(buf) || empty(update) {
+        buf.clone()
+    } else {
+        buf.dynamic_update_slice(update, starts)
+    }
+}
+
+/// The block of `sizes` at `starts` of `x`, or zeros of that size where it holds
+/// no element or `x` has none to read (a stack of no rows).
+fn read_block(x: &Op, starts: &[&Op], sizes: &[i64], loc: &'static Location<'static>) -> Op {
+    let empty = sizes.contains(&0) || x.shape().is_ok_and(|s| holds_nothing(&s));
+    match x.element_type() {
+        Ok(t) if empty => x
+            .builder()
+            .scalar_of(t, crate::Scalar::Int(0), loc)
+            .broadcast_to(sizes),
+        _ => x.at(loc).dynamic_slice(starts, sizes),
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // `while` (`while_loop`, `fori_loop`, `while_loop_bounded`, `scan`)
 
@@ -523,7 +553,12 @@ impl Builder {
         }
         let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
         let carry: Vec<&Op> = refs.iter().copied().chain(&captured).collect();
-        let tuple = self.tuple(&carry);
+        // In the loop's computation (see `switch`).
+        let here = Builder {
+            g: self.g.clone(),
+            comp: target,
+        };
+        let tuple = here.tuple(&carry);
         let r = self.emit(
             OpKind::While {
                 cond: c.comp,
@@ -790,7 +825,7 @@ impl Builder {
                     start.extend(std::iter::repeat_n(&zero, d.len()));
                     let mut sizes = vec![1];
                     sizes.extend(d);
-                    x.at(loc).dynamic_slice(&start, &sizes).at(loc).reshape(d)
+                    read_block(x, &start, &sizes, loc).at(loc).reshape(d)
                 })
                 .collect();
             xs.rebuild(slices).expect("one slice per leaf")
@@ -804,11 +839,14 @@ impl Builder {
             .chain(c_shapes.iter().cloned())
             .collect();
         let mut y_shapes: Vec<Shape> = Vec::new();
+        // The probe's y gives the structure of the stacked ys when no step runs.
+        let mut y_probe: Option<Y> = None;
         let probed = self.body(target, "scan_shapes", &probe_params, loc, |_, p| {
             let c = init.rebuild(p[1..].to_vec()).expect("one value per leaf");
             let (c2, y) = body(c, take(&p[0]));
             let ys: Vec<Op> = y.leaves().into_iter().cloned().collect();
             y_shapes = ys.iter().filter_map(|o| o.shape().ok()).collect();
+            y_probe = Some(y);
             c2.into_leaves().into_iter().chain(ys).collect()
         });
         if let Err(f) = probed {
@@ -843,19 +881,19 @@ impl Builder {
                     up.extend(&d);
                     let mut start = vec![&pos];
                     start.extend(std::iter::repeat_n(&zero, d.len()));
-                    buf.at(loc)
-                        .dynamic_update_slice(&yv.at(loc).reshape(&up), &start)
+                    write_block(buf, &yv.at(loc).reshape(&up), &start)
                 })
                 .collect();
             (c2, ys2, y)
         };
         let unroll = unroll.max(1) as i64;
         // Steps `0..full` run in the loop, `unroll` per iteration; `full..len` after
-        // it. A loop with no iteration is left out unless there is no step at all
-        // (then it still gives the shapes of y).
+        // it. A loop with no iteration is left out: with no step at all (`len` 0,
+        // as JAX) the scan is its init and ys of no rows, whose gradient passes the
+        // carry's cotangent straight through.
         let full = len / unroll * unroll;
         let mut y_template: Option<Y> = None;
-        let (mut c, mut ys) = if full > 0 || len == 0 {
+        let (mut c, mut ys) = if full > 0 {
             let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
             let (i_out, c, ys) = self.at(loc).while_loop(
                 (i0, init, ys0),
@@ -886,7 +924,7 @@ impl Builder {
                     (next, c, ys)
                 },
             );
-            self.record_trip_count(&i_out, if len == 0 { 0 } else { full / unroll });
+            self.record_trip_count(&i_out, full / unroll);
             if checkpoint && !i_out.is_poisoned() {
                 self.g
                     .borrow_mut()
@@ -904,6 +942,7 @@ impl Builder {
             y_template = Some(y);
         }
         let y = y_template
+            .or(y_probe)
             .expect("the body ran")
             .rebuild(ys)
             .expect("one stack per leaf");
@@ -970,6 +1009,17 @@ fn while_cts(
     use crate::autodiff::{ct_or_zeros, differentiable, inline, local};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
+    if trips <= 0 {
+        // No step can run: the loop is the identity on its carry, so each
+        // element's cotangent passes straight through (and the stacks of the
+        // general case would have no row to write or read).
+        return Ok((0..init.len())
+            .map(|j| {
+                let float = init[j].element_type().is_ok_and(differentiable);
+                float.then(|| ct_or_zeros(cts, j, &n.results[j], loc))
+            })
+            .collect());
+    }
     // Without checkpointing, the body's intermediate values are stored too (when
     // the body is flat: no loops, branches or calls inside).
     let stored: Vec<(u32, u32, Shape)> = if checkpoint {
@@ -1101,8 +1151,7 @@ fn while_cts(
             let slice = |stack: &Op, shape: &Shape| {
                 let starts = at_step(&t, shape.rank());
                 let refs: Vec<&Op> = starts.iter().collect();
-                local(&bb, stack)
-                    .dynamic_slice(&refs, &with_step_axis(shape))
+                read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
                     .reshape(shape.dims())
             };
             let c_t: Vec<Op> = (0..k)
@@ -1169,7 +1218,7 @@ fn while_cts(
                         .reshape(&with_step_axis(&d.out));
                     let starts = at_step(&t, d.out.rank());
                     let refs: Vec<&Op> = starts.iter().collect();
-                    buf.dynamic_update_slice(&row, &refs)
+                    write_block(buf, &row, &refs)
                 })
                 .collect();
             (plus_one(s), back, rows)
@@ -1505,7 +1554,7 @@ fn storing_loop(
                         .chain(std::iter::repeat_n(s32(&bb, 0), s.rank()))
                         .collect();
                     let refs: Vec<&Op> = starts.iter().collect();
-                    buf.dynamic_update_slice(&row, &refs)
+                    write_block(buf, &row, &refs)
                 })
                 .collect();
             let next = i.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(1), false, loc);
@@ -1723,7 +1772,14 @@ impl Builder {
             }
             let captured: Vec<Op> = union.iter().map(|v| self.op(target, *v)).collect();
             let elems: Vec<&Op> = leaves.iter().chain(&captured).collect();
-            operands.push(self.tuple(&elems));
+            // In the conditional's computation, also when every element is a value
+            // of an enclosing one (the selector is what puts it deeper): the
+            // gradient reads the tuple's elements where the conditional is.
+            let here = Builder {
+                g: self.g.clone(),
+                comp: target,
+            };
+            operands.push(here.tuple(&elems));
         }
         let all: Vec<&Op> = std::iter::once(sel).chain(operands.iter()).collect();
         let r = self.emit(
@@ -1775,6 +1831,20 @@ fn conditional_cts(
         .iter()
         .map(|j| ct_or_zeros(cts, *j, &n.results[*j], loc))
         .collect();
+    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
+    // A cotangent that failed upstream (an op without a gradient further on) fails
+    // every operand's cotangent with the same error. Building the backward
+    // conditional on it would run a branch on failed values, whose builder is the
+    // top computation's, and import this conditional's operands into it, a
+    // computation they are not in.
+    if let Some(f) = ct.iter().find(|c| c.is_poisoned()) {
+        out.extend(
+            elems
+                .iter()
+                .map(|e| Some(e.iter().map(|x| float(x).then(|| f.clone())).collect())),
+        );
+        return Ok(out);
+    }
     // The float elements of every branch's operand, in branch order.
     let slots: Vec<(usize, usize)> = elems
         .iter()
@@ -1794,6 +1864,8 @@ fn conditional_cts(
         let (elems, slots, res_float) = (&elems, &slots, &res_float);
         Box::new(move |ct: Vec<Op>| {
             let bb = match ct.first() {
+                // Failed values (the switch could not be built): fail alike.
+                Some(c) if c.is_poisoned() => return vec![c.clone(); slots.len()],
                 Some(c) => c.builder(),
                 None => b.clone(),
             };
@@ -1829,7 +1901,6 @@ fn conditional_cts(
     let rest: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> =
         (1..branches.len()).map(branch).collect();
     let back: Vec<Op> = b.switch(&n.operands[0], ct, branch(0), rest);
-    let mut out: Vec<Option<Vec<Option<Op>>>> = vec![None];
     out.extend(elems.iter().map(|e| Some(vec![None; e.len()])));
     for ((k, j), g) in slots.iter().zip(back) {
         if let Some(Some(t)) = out.get_mut(k + 1) {

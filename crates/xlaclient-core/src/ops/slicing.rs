@@ -419,7 +419,14 @@ pub(crate) fn vjp_dynamic_slice(n: &Node) -> Grads {
 fn dynamic_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let starts: Vec<&Op> = n.operands[1..].iter().collect();
     let zeros = crate::autodiff::zeros_like(&n.operands[0], n.loc);
-    let mut out = vec![Some(zeros.dynamic_update_slice(ct, &starts))];
+    // A block of no element sends nothing back (and an empty update is refused).
+    let empty = |o: &Op| o.dims().is_ok_and(|d| d.contains(&0));
+    let back = if empty(ct) || empty(&zeros) {
+        zeros
+    } else {
+        zeros.dynamic_update_slice(ct, &starts)
+    };
+    let mut out = vec![Some(back)];
     out.extend(std::iter::repeat_n(None, starts.len()));
     out
 }
