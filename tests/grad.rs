@@ -495,11 +495,19 @@ fn weights_in_dots(p: &[Op], checkpoint: bool, recurrent: bool) -> Op {
 #[test]
 fn through_scan_dots_with_loop_invariant_weights() {
     let shapes: &[&[i64]] = &[&[3, 2], &[5, 3, 4], &[4, 2], &[2, 2], &[3, 4, 2]];
-    let cases = [(false, false, true), (false, true, false), (true, false, false)];
+    let cases = [
+        (false, false, true),
+        (false, true, false),
+        (true, false, false),
+    ];
     for (checkpoint, recurrent, _) in cases {
-        check(&format!("weights_{checkpoint}_{recurrent}"), shapes, -1.0, 1.0, |p| {
-            weights_in_dots(p, checkpoint, recurrent)
-        });
+        check(
+            &format!("weights_{checkpoint}_{recurrent}"),
+            shapes,
+            -1.0,
+            1.0,
+            |p| weights_in_dots(p, checkpoint, recurrent),
+        );
     }
     for (checkpoint, recurrent, summed_outside) in cases {
         let b = Builder::new("where");
