@@ -2,12 +2,13 @@
 //! compiled and run with outputs of the inferred types and dims), mutated
 //! serialized modules (each compiled to `Ok` or `Err`, and run when compiled) and
 //! damaged serialized executables (each refused by the guard), random control flow
-//! under `grad` (each built and checked against finite differences), every case in a
-//! child process so that a crash of the plugin is reported with its seed.
+//! under `grad` (each built and checked against finite differences), random
+//! collectives on eight devices (each refused, or run with the right values), every
+//! case in a child process so that a crash of the plugin is reported with its seed.
 //!
 //! ```text
 //! cargo run --release --example fuzz -- --graphs 100000 --modules 20000 --executables 5000
-//!     --control 2000 --jobs 2 [--seed N] [--kinds BitFlip,Opcode] [--out DIR]
+//!     --control 2000 --collectives 2000 --jobs 2 [--seed N] [--kinds BitFlip,Opcode] [--out DIR]
 //! ```
 //!
 //! Prints the counts and each failure's seed; with `--out`, writes each failure's
@@ -35,6 +36,7 @@ fn main() {
     let executables = num("--executables", 0);
     let caches = num("--cache", 0);
     let control = num("--control", 0);
+    let collectives = num("--collectives", 0);
     let seed = num("--seed", 0);
     let jobs = num("--jobs", 1) as usize;
     let out = get("--out").map(std::path::PathBuf::from);
@@ -42,9 +44,15 @@ fn main() {
         Some(k) => format!("modules:{k}"),
         None => "modules".to_string(),
     };
-    if graphs == 0 && modules == 0 && executables == 0 && caches == 0 && control == 0 {
+    if graphs == 0
+        && modules == 0
+        && executables == 0
+        && caches == 0
+        && control == 0
+        && collectives == 0
+    {
         eprintln!(
-            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--cache N] [--control N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
+            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--cache N] [--control N] [--collectives N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
         );
         std::process::exit(2);
     }
@@ -55,6 +63,7 @@ fn main() {
         ("executables", executables, "executables"),
         ("cache", caches, "cache"),
         ("control", control, "control"),
+        ("collectives", collectives, "collectives"),
     ] {
         if n == 0 {
             continue;
@@ -74,7 +83,7 @@ fn main() {
         );
         let secs = t.elapsed().as_secs_f64();
         let c = |k: &str| r.counts.get(k).copied().unwrap_or(0);
-        if label == "graphs" || label == "control" {
+        if label == "graphs" || label == "control" || label == "collectives" {
             println!(
                 "{label} {seed}..{}: rejected by builder {}, compiled and ran {}, failures {} ({} crashes) in {secs:.0} s",
                 seed + n,

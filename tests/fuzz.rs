@@ -108,6 +108,20 @@ fn random_control_flow_under_grad_builds_and_matches_finite_differences() {
 }
 
 #[test]
+fn random_collectives_on_eight_devices_are_refused_or_run_right() {
+    // Random all-reduces, gathers, scatters, all-to-alls, permutes and replica ids
+    // over random (sometimes broken) replica groups, axes and replica counts on an
+    // eight-device client: each refused with an error naming the op or the groups,
+    // or run on every device with outputs of the inferred dims (the all-reduces'
+    // values against plain Rust); a crash or a hang is a failure.
+    let r = run("collectives", 0..200);
+    check("collectives", &r);
+    let ran = r.counts.get("ran").copied().unwrap_or(0);
+    let refused = r.counts.get("rejected").copied().unwrap_or(0);
+    assert!(ran > 60 && refused > 10, "{}", r.summary());
+}
+
+#[test]
 fn dynamic_entries_and_roots_moved_to_parameters_are_refused_or_run() {
     // The classes that aborted the 0.81 plugin at run time: compiled modules are
     // run too (on arguments of their parameters' shapes).

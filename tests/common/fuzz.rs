@@ -2154,7 +2154,7 @@ pub fn run_cache(seed: u64, hlo: &Path) -> Outcome {
 }
 
 /// The fuzz work of this file: `graphs`, `modules` (every mutation kind, or
-/// `modules:K1,K2` for some), `executables`, `cache` and `control`.
+/// `modules:K1,K2` for some), `executables`, `cache`, `control` and `collectives`.
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
@@ -2162,6 +2162,7 @@ pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
         "executables" => run_executable(client, i, hlo),
         "cache" => run_cache(i, hlo),
         "control" => run_control(client, i, hlo),
+        "collectives" => run_collective(i, hlo),
         other => match other.strip_prefix("modules:") {
             // `modules:BitFlip,Opcode`: only these kinds.
             Some(names) => {
@@ -2618,4 +2619,179 @@ pub fn run_control(client: &Client, seed: u64, hlo: &Path) -> Outcome {
         }
     }
     ("ran", String::new())
+}
+
+// ---------------------------------------------------------------------------------
+// Collectives on many devices.
+
+/// The client of the `collectives` kind: eight CPU devices (one per child).
+fn eight_devices() -> &'static Client {
+    static EIGHT: std::sync::OnceLock<Client> = std::sync::OnceLock::new();
+    EIGHT.get_or_init(|| {
+        let plugin = Plugin::default_plugin().expect("load the PJRT plugin under test");
+        let options = ClientOptions::new()
+            .cpu_device_count(8)
+            .compile_cache(xlaclient::CompileCache::Off);
+        Client::new(&plugin, &options).expect("create an 8-device client")
+    })
+}
+
+/// Replica groups over `n` replicas: mostly a partition into groups of one size
+/// (or none: all replicas), sometimes broken (a replica twice or missing, an id
+/// out of range, an empty group, groups of different sizes).
+fn random_groups(rng: &mut Rng, n: usize) -> Vec<Vec<i64>> {
+    if rng.chance(0.2) {
+        return Vec::new();
+    }
+    let sizes: Vec<usize> = (1..=n).filter(|k| n % k == 0).collect();
+    let size = rng.pick(&sizes);
+    let p = rng.perm(n);
+    let mut groups: Vec<Vec<i64>> = p.chunks(size).map(<[i64]>::to_vec).collect();
+    if rng.chance(0.25) {
+        let g = rng.below(groups.len());
+        match rng.below(5) {
+            0 => {
+                let v = groups[g][0];
+                groups[g].push(v);
+            }
+            1 => {
+                groups[g].pop();
+            }
+            2 => groups[g][0] = n as i64 + rng.below(4) as i64,
+            3 => groups.push(Vec::new()),
+            _ => groups[g][0] = -1,
+        }
+    }
+    groups
+}
+
+/// Collective case `seed` on an eight-device client: a random collective (the
+/// all-reduces, all-gather, reduce-scatter, all-to-all, collective-permute, and
+/// replica-id) over random replica groups, axes and replica counts, valid or not.
+/// It must be refused by the builder or by `compile_with` with an error naming what
+/// is wrong, or run on every device with outputs of the inferred dims; the
+/// all-reduces' values are checked against plain Rust. Never a crash or a hang.
+pub fn run_collective(seed: u64, hlo: &Path) -> Outcome {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xC011);
+    let client = eight_devices();
+    let n = rng.pick(&[1usize, 2, 4, 8]);
+    // Sometimes a replica count the client cannot seat, or one the groups do not
+    // cover.
+    let replicas = if rng.chance(0.1) {
+        rng.pick(&[3usize, 5, 9, 16])
+    } else {
+        n
+    };
+    let rank = 1 + rng.below(2);
+    let dims: Vec<i64> = (0..rank).map(|_| rng.pick(&[1i64, 2, 3, 4, 8])).collect();
+    let groups = random_groups(&mut rng, n);
+    let dim = rng.below(rank + 1) as i64; // one past the last axis: refused
+    let which = rng.below(9);
+    let b = Builder::new("collective");
+    let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
+    let (name, y) = match which {
+        0 => ("psum", x.psum(&groups)),
+        1 => ("pmax", x.pmax(&groups)),
+        2 => ("pmin", x.pmin(&groups)),
+        3 => ("pmean", x.pmean(&groups)),
+        4 => ("all-gather", x.all_gather(dim, &groups)),
+        5 => (
+            "reduce-scatter",
+            x.reduce_scatter(BinaryOp::Add, dim, &groups),
+        ),
+        6 => ("all-to-all", x.all_to_all(dim, &groups)),
+        7 => {
+            let p = rng.perm(n);
+            let mut pairs: Vec<(i64, i64)> = (0..n)
+                .filter(|_| rng.chance(0.7))
+                .map(|i| (i as i64, p[i]))
+                .collect();
+            if rng.chance(0.2) && !pairs.is_empty() {
+                let first = pairs[0];
+                pairs.push(first);
+            }
+            ("collective-permute", x.collective_permute(&pairs))
+        }
+        _ => ("replica-id", &x + &b.replica_id().convert(ElementType::F32)),
+    };
+    let module = match no_panic(|| b.build(&y)) {
+        Err(p) => return ("fail", format!("{name}: the builder panicked: {p}")),
+        Ok(Err(e)) => {
+            let e = e.to_string();
+            let named = e.contains(name) || e.contains("replica") || e.contains("group");
+            return if named {
+                ("rejected", format!("{name} built"))
+            } else {
+                ("fail", format!("{name}: an error that names nothing: {e}"))
+            };
+        }
+        Ok(Ok(m)) => m,
+    };
+    let _ = std::fs::write(hlo, module.to_hlo_text());
+    let out_dims = match y.dims() {
+        Ok(d) => d,
+        Err(e) => return ("fail", format!("{name}: built but no dims: {e}")),
+    };
+    let exe = match client.compile_with(
+        &module,
+        &CompileOptions::new().num_replicas(replicas as i64),
+    ) {
+        Ok(e) => e,
+        Err(_) => return ("err", format!("{name} compile")),
+    };
+    let devices = client.addressable_devices();
+    let len = count(&dims) as usize;
+    let data = |r: usize| -> Vec<f32> { (0..len).map(|i| (r * 100 + i) as f32).collect() };
+    let args: Vec<Buffer> = match (0..replicas)
+        .map(|r| devices[r].buffer_from_host(&data(r), &dims))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(a) => a,
+        Err(e) => return ("fail", format!("{name}: upload: {e}")),
+    };
+    let per_device: Vec<Vec<&Buffer>> = args.iter().map(|a| vec![a]).collect();
+    let outs = match exe.execute_replicated(&per_device) {
+        Ok(o) => o,
+        Err(_) => return ("err", format!("{name} run")),
+    };
+    for (r, o) in outs.iter().enumerate() {
+        let got: Vec<f32> = match o[0].to_vec() {
+            Ok(v) => v,
+            Err(e) => return ("fail", format!("{name}: read replica {r}: {e}")),
+        };
+        if got.len() as i64 != count(&out_dims) {
+            return (
+                "fail",
+                format!(
+                    "{name}: replica {r} gave {} values for {out_dims:?}",
+                    got.len()
+                ),
+            );
+        }
+        if which <= 3 {
+            let members: Vec<usize> = if groups.is_empty() {
+                (0..replicas).collect()
+            } else {
+                match groups.iter().find(|g| g.contains(&(r as i64))) {
+                    Some(g) => g.iter().map(|m| *m as usize).collect(),
+                    None => return ("fail", format!("{name}: replica {r} in no group ran")),
+                }
+            };
+            let want: Vec<f32> = (0..len)
+                .map(|i| {
+                    let vals = members.iter().map(|m| data(*m)[i]);
+                    match which {
+                        0 => vals.sum(),
+                        1 => vals.fold(f32::MIN, f32::max),
+                        2 => vals.fold(f32::MAX, f32::min),
+                        _ => vals.sum::<f32>() / members.len() as f32,
+                    }
+                })
+                .collect();
+            if got != want {
+                return ("fail", format!("{name}: replica {r}: {got:?} vs {want:?}"));
+            }
+        }
+    }
+    ("ran", name.to_string())
 }
