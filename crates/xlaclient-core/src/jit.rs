@@ -244,27 +244,45 @@ impl ClientExt for Client {
     }
 }
 
-fn trace<I, R>(
-    client: &Client,
-    name: &str,
+/// A builder for tracing a function that runs on `client`, with JAX's choice per
+/// platform: Threefry's rounds rolled into a loop on the CPU (XLA's CPU code
+/// generation is slow on the unrolled hash), unrolled elsewhere.
+pub(crate) fn tracing_builder(client: &Client, name: &str) -> Builder {
+    let b = Builder::new(name);
+    b.unroll_threefry(client.platform_name().is_ok_and(|p| p != "cpu"));
+    b
+}
+
+/// A function traced into a finished module.
+pub(crate) struct Traced<O> {
+    /// The module: one parameter per input leaf, a tuple of the output leaves.
+    pub module: Computation,
+    /// The outputs' shapes, in the tree the function returned.
+    pub output: O,
+    /// Per input leaf: whether an output may reuse its buffer.
+    pub aliased: Vec<bool>,
+}
+
+/// Traces `f` in `b` on parameters shaped like `spec` (one per leaf, in the tree's
+/// order) and finishes the module with the leaves of what `f` returns. With
+/// `donate`, each input leaf may give its buffer to the first output leaf of the
+/// same shape not yet taken. What `jit` and `pmap` share.
+pub(crate) fn trace_into<I, R>(
+    b: &Builder,
     spec: &I,
     donate: bool,
     f: impl FnOnce(&Builder, I::With<Op>) -> R,
-) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+) -> Result<Traced<R::With<Shape>>>
 where
     I: Tree<Shape>,
     R: Tree<Op>,
 {
-    let b = Builder::new(name);
-    // JAX's choice per platform: Threefry's rounds rolled into a loop on the CPU
-    // (XLA's CPU code generation is slow on the unrolled hash), unrolled elsewhere.
-    b.unroll_threefry(client.platform_name().is_ok_and(|p| p != "cpu"));
     let mut n = 0;
     let params = spec.map_ref(|s| {
         n += 1;
         b.parameter(n - 1, s.clone(), &format!("arg{}", n - 1))
     });
-    let out = f(&b, params);
+    let out = f(b, params);
     let output: R::With<Shape> = out.try_map_ref(&mut |op: &Op| op.shape())?;
     let outs = out.leaves();
     let in_shapes = spec.leaves();
@@ -282,6 +300,30 @@ where
         }
     }
     let module = b.build_aliased(&outs, &aliases)?;
+    Ok(Traced {
+        module,
+        output,
+        aliased,
+    })
+}
+
+fn trace<I, R>(
+    client: &Client,
+    name: &str,
+    spec: &I,
+    donate: bool,
+    f: impl FnOnce(&Builder, I::With<Op>) -> R,
+) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+where
+    I: Tree<Shape>,
+    R: Tree<Op>,
+{
+    let b = tracing_builder(client, name);
+    let Traced {
+        module,
+        output,
+        aliased,
+    } = trace_into(&b, spec, donate, f)?;
     let exe = client.compile(&module)?;
     Ok(Jit {
         exe,

@@ -797,35 +797,13 @@ where
         }
         .into());
     }
-    let b = Builder::new(name);
-    // As `jit` does: Threefry's rounds rolled into a loop on the CPU.
-    b.unroll_threefry(client.platform_name().is_ok_and(|p| p != "cpu"));
+    let b = crate::jit::tracing_builder(client, name);
     b.bind_axes(axes)?;
-    let mut k = 0;
-    let params = spec.map_ref(|s| {
-        k += 1;
-        b.parameter(k - 1, s.clone(), &format!("arg{}", k - 1))
-    });
-    let out = f(&b, params);
-    let output: R::With<Shape> = out.try_map_ref(&mut |op: &Op| op.shape())?;
-    let outs = out.leaves();
-    let in_shapes = spec.leaves();
-    let out_shapes = output.leaves();
-    // Donation pairs each input with the first output of its shape not yet
-    // taken, as `jit_donating` does.
-    let mut aliases = Vec::new();
-    let mut aliased = vec![false; in_shapes.len()];
-    if donate {
-        let mut taken = vec![false; out_shapes.len()];
-        for (i, s) in in_shapes.iter().enumerate() {
-            if let Some(o) = (0..out_shapes.len()).find(|o| !taken[*o] && out_shapes[*o] == *s) {
-                taken[o] = true;
-                aliased[i] = true;
-                aliases.push((o, i));
-            }
-        }
-    }
-    let module = b.build_aliased(&outs, &aliases)?;
+    let crate::jit::Traced {
+        module,
+        output,
+        aliased,
+    } = crate::jit::trace_into(&b, spec, donate, f)?;
     let ids = available[..n]
         .iter()
         .map(Device::id)

@@ -844,8 +844,7 @@ where
     let mut in_structure = Vec::new();
     spec.structure(&mut in_structure);
     let in_specs = spec_leaves(in_specs, spec.num_leaves(), &in_structure, "in_specs")?;
-    let b = Builder::new(name);
-    b.unroll_threefry(client.platform_name().is_ok_and(|p| p != "cpu"));
+    let b = crate::jit::tracing_builder(client, name);
     // The parameters and the root carry the caller's line.
     let loc = Location::caller();
     let mut n = 0;
