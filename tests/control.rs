@@ -1,6 +1,6 @@
 //! Loops and conditionals on the real plugin, over trees of values, with bodies that
 //! use outside values: data-dependent trip counts, fori_loop, nested loops, cond and
-//! N-way switch (out-of-range index runs the last branch), loops in branches and
+//! N-way switch (an out-of-range index clamped, as JAX's), loops in branches and
 //! branches in loops, and carry-shape errors. References are plain-Rust loops.
 
 mod common;
@@ -115,8 +115,9 @@ fn cond_and_switch_with_captures() {
             .iter()
             .map(|v| if sum > 0.0 { v * 3.0 } else { -v })
             .collect();
-        // Out of range (negative or too large) runs the last branch.
-        let branch = if (0..3).contains(&iv) { iv } else { 2 };
+        // Out of range is clamped, as JAX's `lax.switch` does: -3 runs branch 0,
+        // 7 the last.
+        let branch = iv.clamp(0, 2);
         let want_s: Vec<f32> = xs
             .iter()
             .map(|v| match branch {

@@ -1573,7 +1573,7 @@ fn storing_loop(
 // ---------------------------------------------------------------------------------
 // `conditional` (`cond`, `switch`)
 
-/// Conditional rule: an index (`s32[]`; out of range means the last branch) or a
+/// Conditional rule (the instruction, XLA's): an index (`s32[]`; out of range means the last branch) or a
 /// predicate (`pred[]`, with two branches: true first), then one operand per branch;
 /// branch `i` maps operand `i` to the common result shape.
 pub fn infer_conditional(
@@ -1709,9 +1709,13 @@ impl Builder {
         self.switch(pred, x, Box::new(on_true), vec![Box::new(on_false)])
     }
 
-    /// XLA's N-way conditional: branch `index` (`s32[]`; an index out of range runs
-    /// the last branch, as XLA defines it) applied to `x`, the branches being `first`
-    /// then `rest`. All return trees of the same shapes; they may use outside values.
+    /// JAX's `lax.switch`: branch `index` (`s32[]`, clamped into range as JAX does:
+    /// a negative index runs the first branch, one past the end the last) applied
+    /// to `x`, the branches being `first` then `rest`. All return trees of the same
+    /// shapes; they may use outside values. (XLA's own conditional runs the last
+    /// branch for every out-of-range index, a negative one included; the clamp
+    /// makes -1 run branch 0, as in JAX.) A `pred[]` index is `cond`'s: true runs
+    /// `first`.
     #[track_caller]
     pub fn switch<'f, T, R>(
         &self,
@@ -1724,7 +1728,22 @@ impl Builder {
         T: Tree<Op, With<Op> = T> + Clone,
         R: Tree<Op, With<Op> = R>,
     {
-        let (loc, sel) = (Location::caller(), index);
+        let loc = Location::caller();
+        let last = rest.len() as i64;
+        // JAX's clamp of an integer index (XLA would run the last branch for a
+        // negative one).
+        let clamped;
+        let sel = if index.element_type().ok() == Some(ElementType::S32) && last > 0 {
+            let at = |v: i64| {
+                index
+                    .builder()
+                    .scalar_of(ElementType::S32, crate::Scalar::Int(v), loc)
+            };
+            clamped = index.at(loc).clamp(&at(0), &at(last));
+            &clamped
+        } else {
+            index
+        };
         let leaves: Vec<Op> = x.leaves().into_iter().cloned().collect();
         let mut refs: Vec<&Op> = leaves.iter().collect();
         refs.push(sel);
