@@ -64,18 +64,46 @@ fn slices_with_strides_match_index_arithmetic() {
     );
 }
 
+/// JAX's `lax.dynamic_slice`: a negative start counts from the end, then the block
+/// is clamped inside (JAX 0.10.2: `dynamic_slice(arange(5), (-1,), (2,))` is
+/// `[3, 4]`); `dynamic_slice_clamped` is XLA's form, a negative start clamped to 0.
 #[test]
-fn dynamic_slice_clamps_its_start_like_xla() {
+fn dynamic_slice_wraps_negative_starts_like_jax_and_clamps_like_xla() {
     let b = Builder::new("ds");
     let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
     let i = b.parameter(1, Shape::of::<i32>(&[]), "i");
-    let m = b.build(&x.dynamic_slice(&[&i], &[3])).unwrap();
+    let m = b
+        .build_tuple(&[
+            &x.dynamic_slice(&[&i], &[3]),
+            &x.dynamic_slice_clamped(&[&i], &[3]),
+        ])
+        .unwrap();
     let xs = iota_vec(6);
-    for start in [-2i32, 0, 2, 3, 5, 100] {
-        let s = start.clamp(0, 3) as usize; // clamped so the block stays inside
-        let got = run1::<f32>(&m, &[&upload(&xs, &[6]), &upload(&[start], &[])]);
-        assert_eq!(got, xs[s..s + 3].to_vec(), "start {start}");
+    for start in [-100i32, -7, -6, -2, -1, 0, 2, 3, 5, 100] {
+        let jax = (if start < 0 { start + 6 } else { start }).clamp(0, 3) as usize;
+        let xla = start.clamp(0, 3) as usize;
+        let out = run(&m, &[&upload(&xs, &[6]), &upload(&[start], &[])]);
+        assert_eq!(
+            out[0].to_vec::<f32>().unwrap(),
+            xs[jax..jax + 3].to_vec(),
+            "start {start}"
+        );
+        assert_eq!(
+            out[1].to_vec::<f32>().unwrap(),
+            xs[xla..xla + 3].to_vec(),
+            "start {start}"
+        );
     }
+    // The case, with JAX's answer.
+    let b = Builder::new("jax_case");
+    let x = b.parameter(0, Shape::of::<f32>(&[5]), "x");
+    let m = b
+        .build(&x.dynamic_slice(&[&b.constant(-1i32)], &[2]))
+        .unwrap();
+    assert_eq!(
+        run1::<f32>(&m, &[&upload(&iota_vec(5), &[5])]),
+        vec![3.0, 4.0]
+    );
 }
 
 #[test]
@@ -88,8 +116,13 @@ fn dynamic_update_slice_writes_a_block() {
     let m = b.build(&x.dynamic_update_slice(&u, &[&r, &c])).unwrap();
     let xs = vec![0f32; 12];
     let us = [1f32, 2., 3., 4.];
-    for (rv, cv) in [(0i32, 0i32), (1, 2), (5, -1)] {
-        let (r0, c0) = (rv.clamp(0, 1) as usize, cv.clamp(0, 2) as usize);
+    // A negative start counts from the end of its axis (JAX's), then clamps.
+    for (rv, cv) in [(0i32, 0i32), (1, 2), (5, -1), (-1, -3), (-9, -2)] {
+        let wrap = |v: i32, d: i32| if v < 0 { v + d } else { v };
+        let (r0, c0) = (
+            wrap(rv, 3).clamp(0, 1) as usize,
+            wrap(cv, 4).clamp(0, 2) as usize,
+        );
         let mut want = xs.clone();
         for i in 0..2 {
             for j in 0..2 {

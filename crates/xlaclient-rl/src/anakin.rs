@@ -567,7 +567,7 @@ fn device_block(x: &Op, devices: usize, batch: i64) -> Op {
         .collect();
     let mut sizes = dims.clone();
     sizes[last] = batch;
-    x.dynamic_slice(&starts, &sizes)
+    x.dynamic_slice_clamped(&starts, &sizes)
 }
 
 /// `[T, batch, …]` to `[batch, T, …]`.

@@ -321,7 +321,8 @@ fn write_block(buf: &Op, update: &Op, starts: &[&Op]) -> Op {
     if empty(buf) || empty(update) {
         buf.clone()
     } else {
-        buf.dynamic_update_slice(update, starts)
+        // (Starts made here are never negative: XLA's form, no wrapping ops.)
+        buf.dynamic_update_slice_clamped(update, starts)
     }
 }
 
@@ -334,7 +335,7 @@ fn read_block(x: &Op, starts: &[&Op], sizes: &[i64], loc: &'static Location<'sta
             .builder()
             .scalar_of(t, crate::Scalar::Int(0), loc)
             .broadcast_to(sizes),
-        _ => x.at(loc).dynamic_slice(starts, sizes),
+        _ => x.at(loc).dynamic_slice_clamped(starts, sizes),
     }
 }
 

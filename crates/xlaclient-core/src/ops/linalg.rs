@@ -1795,7 +1795,7 @@ fn householder_qr(a: &Op, s: &Shape, mode: QrMode) -> (Op, Op) {
             .map(|a| if a == axis { j } else { &zero })
             .collect();
         dims[axis as usize] = 1;
-        let part = x.dynamic_slice(&start, &dims);
+        let part = x.dynamic_slice_clamped(&start, &dims);
         dims.remove(axis as usize);
         part.reshape(&dims)
     };

@@ -393,10 +393,45 @@ pub(crate) fn text_dynamic_slice(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText
 }
 
 impl Op {
-    /// XLA's DynamicSlice: a block of `sizes` starting at `start` (one integer
-    /// scalar per axis, computed at run time; clamped so the block stays inside).
+    /// The start indices as JAX's `lax.dynamic_slice` and `dynamic_update_slice`
+    /// read them: a negative signed start counts from the end of its axis (`-1` is
+    /// the last index); XLA then clamps the block inside. Starts of other types,
+    /// or of a failed operand, pass unchanged (the instruction's rule reports them).
+    fn wrapped_starts(&self, start: &[&Op], loc: &'static Location<'static>) -> Vec<Op> {
+        let dims = self.dims().unwrap_or_default();
+        start
+            .iter()
+            .enumerate()
+            .map(|(axis, s)| match (s.element_type(), dims.get(axis)) {
+                (Ok(t), Some(&d)) if t.is_signed_int() && s.rank().ok() == Some(0) => {
+                    let from_end =
+                        s.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(d), false, loc);
+                    let negative = s.at(loc).lt(0);
+                    s.builder().at(loc).select(&negative, &from_end, s)
+                }
+                _ => (*s).clone(),
+            })
+            .collect()
+    }
+
+    /// JAX's `lax.dynamic_slice`: a block of `sizes` starting at `start` (one
+    /// integer scalar per axis, computed at run time). A negative start counts from
+    /// the end of its axis, and the block is then clamped to stay inside:
+    /// `dynamic_slice` of `[0, 1, 2, 3, 4]` at `-1` with size 2 is `[3, 4]`.
+    /// [`dynamic_slice_clamped`](Self::dynamic_slice_clamped) is XLA's own form.
     #[track_caller]
     pub fn dynamic_slice(&self, start: &[&Op], sizes: &[i64]) -> Op {
+        let loc = Location::caller();
+        let wrapped = self.wrapped_starts(start, loc);
+        let refs: Vec<&Op> = wrapped.iter().collect();
+        self.at(loc).dynamic_slice_clamped(&refs, sizes)
+    }
+
+    /// XLA's DynamicSlice: a block of `sizes` starting at `start` (one integer
+    /// scalar per axis, computed at run time; clamped so the block stays inside, a
+    /// negative start to 0).
+    #[track_caller]
+    pub fn dynamic_slice_clamped(&self, start: &[&Op], sizes: &[i64]) -> Op {
         let loc = Location::caller();
         let operands: Vec<&Op> = std::iter::once(self).chain(start.iter().copied()).collect();
         self.builder().emit(
@@ -424,7 +459,7 @@ fn dynamic_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let back = if empty(ct) || empty(&zeros) {
         zeros
     } else {
-        zeros.dynamic_update_slice(ct, &starts)
+        zeros.dynamic_update_slice_clamped(ct, &starts)
     };
     let mut out = vec![Some(back)];
     out.extend(std::iter::repeat_n(None, starts.len()));
@@ -518,10 +553,24 @@ pub(crate) fn raise_dynamic_update_slice(
 }
 
 impl Op {
-    /// XLA's DynamicUpdateSlice: this array with `update` written at `start` (one
-    /// integer scalar per axis, clamped so the block stays inside).
+    /// JAX's `lax.dynamic_update_slice`: this array with `update` written at
+    /// `start` (one integer scalar per axis; a negative start counts from the end
+    /// of its axis, and the block is then clamped to stay inside).
+    /// [`dynamic_update_slice_clamped`](Self::dynamic_update_slice_clamped) is
+    /// XLA's own form.
     #[track_caller]
     pub fn dynamic_update_slice(&self, update: &Op, start: &[&Op]) -> Op {
+        let loc = Location::caller();
+        let wrapped = self.wrapped_starts(start, loc);
+        let refs: Vec<&Op> = wrapped.iter().collect();
+        self.at(loc).dynamic_update_slice_clamped(update, &refs)
+    }
+
+    /// XLA's DynamicUpdateSlice: this array with `update` written at `start` (one
+    /// integer scalar per axis, clamped so the block stays inside, a negative start
+    /// to 0).
+    #[track_caller]
+    pub fn dynamic_update_slice_clamped(&self, update: &Op, start: &[&Op]) -> Op {
         let loc = Location::caller();
         let operands: Vec<&Op> = [self, update]
             .into_iter()
@@ -542,8 +591,8 @@ pub(crate) fn vjp_dynamic_update_slice(n: &Node) -> Grads {
 fn dynamic_update_slice_cts(n: &crate::autodiff::Node, ct: &Op) -> Vec<Option<Op>> {
     let (u, loc) = (&n.operands[1], n.loc);
     let starts: Vec<&Op> = n.operands[2..].iter().collect();
-    let ct_x = ct.dynamic_update_slice(&crate::autodiff::zeros_like(u, loc), &starts);
-    let ct_u = ct.dynamic_slice(&starts, &u.dims().unwrap_or_default());
+    let ct_x = ct.dynamic_update_slice_clamped(&crate::autodiff::zeros_like(u, loc), &starts);
+    let ct_u = ct.dynamic_slice_clamped(&starts, &u.dims().unwrap_or_default());
     let mut out = vec![Some(ct_x), Some(ct_u)];
     out.extend(std::iter::repeat_n(None, starts.len()));
     out
