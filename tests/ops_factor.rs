@@ -27,12 +27,24 @@ fn cholesky_factors_multiply_back() {
     let a = spd(&mut rng);
     let b = Builder::new("chol");
     let x = b.parameter(0, Shape::of::<f64>(&[4, 4]), "a");
-    let m = b.build(&x.cholesky(true)).unwrap();
-    let l = run(&m, &[&client().buffer_from_host(&a, &[4, 4]).unwrap()])[0]
-        .to_vec::<f64>()
+    let m = b
+        .build_tuple(&[&x.cholesky(true), &x.cholesky(false)])
         .unwrap();
-    // Only the lower triangle is the factor.
-    let lt = |i: usize, j: usize| if j <= i { l[i * 4 + j] } else { 0.0 };
+    let out = run(&m, &[&client().buffer_from_host(&a, &[4, 4]).unwrap()]);
+    let l = out[0].to_vec::<f64>().unwrap();
+    let u = out[1].to_vec::<f64>().unwrap();
+    // The other triangle is zero, as jnp.linalg.cholesky gives it, and the upper
+    // factor is the lower one transposed.
+    for i in 0..4 {
+        for j in 0..4 {
+            if j > i {
+                assert_eq!(l[i * 4 + j], 0.0, "L ({i},{j})");
+                assert_eq!(u[j * 4 + i], 0.0, "U ({j},{i})");
+            }
+            assert!((u[j * 4 + i] - l[i * 4 + j]).abs() < 1e-12);
+        }
+    }
+    let lt = |i: usize, j: usize| l[i * 4 + j];
     for i in 0..4 {
         for j in 0..4 {
             let v: f64 = (0..4).map(|k| lt(i, k) * lt(j, k)).sum();

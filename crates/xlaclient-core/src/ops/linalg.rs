@@ -1381,11 +1381,25 @@ pub(crate) fn text_cholesky(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) {
 }
 
 impl Op {
-    /// XLA's Cholesky: the triangular factor `l` of each symmetric positive-definite
-    /// matrix in the last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`). The
-    /// other triangle of the result is unspecified (XLA leaves it as is).
+    /// The triangular factor `l` of each symmetric positive-definite matrix in the
+    /// last two axes (`a = l lᵀ` when `lower`, else `a = uᵀ u`), with the other
+    /// triangle zero, as `jnp.linalg.cholesky` gives it.
+    /// [`cholesky_unmasked`](Self::cholesky_unmasked) is XLA's own form.
     #[track_caller]
     pub fn cholesky(&self, lower: bool) -> Op {
+        let loc = Location::caller();
+        let part = if lower {
+            Part::Lower { strict: false }
+        } else {
+            Part::Upper { strict: false }
+        };
+        mask(&self.at(loc).cholesky_unmasked(lower), part, loc)
+    }
+
+    /// XLA's Cholesky: the triangular factor as [`cholesky`](Self::cholesky), the
+    /// other triangle of the result unspecified (XLA leaves it as is).
+    #[track_caller]
+    pub fn cholesky_unmasked(&self, lower: bool) -> Op {
         self.builder().emit(
             OpKind::Cholesky { lower },
             &[self],
