@@ -30,6 +30,64 @@ fn reductions_with_keepdims() {
     assert_eq!(out[3].to_vec::<f32>().unwrap(), vec![-6.]);
 }
 
+/// `sum` and `prod` in `jnp`'s types: bools and small integers widen (no overflow
+/// of an `s8` sum), `f16` accumulates in `f32` and stays `f16`; plain-Rust
+/// references. The lax-level `reduce_sum` keeps the operand's type.
+#[test]
+fn sums_and_products_promote_as_jnp() {
+    let b = Builder::new("promote");
+    let p = b.parameter(0, Shape::of::<bool>(&[5]), "p");
+    let i = b.parameter(1, Shape::of::<i8>(&[3]), "i");
+    let u = b.parameter(2, Shape::of::<u8>(&[3]), "u");
+    let h = b.parameter(3, Shape::of::<xlaclient::half::f16>(&[4096]), "h");
+    let outs = [
+        p.sum(&[0], false),
+        i.sum(&[0], false),
+        u.sum(&[0], false),
+        i.prod(&[0], false),
+        h.sum(&[0], false),
+        i.reduce_sum(&[0]),
+    ];
+    let types: Vec<ElementType> = outs.iter().map(|o| o.element_type().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            ElementType::S32,
+            ElementType::S32,
+            ElementType::U32,
+            ElementType::S32,
+            ElementType::F16,
+            ElementType::S8
+        ]
+    );
+    let m = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let ps = [true, false, true, true, false];
+    let is = [100i8, 100, -7];
+    let us = [200u8, 100, 255];
+    let hs: Vec<xlaclient::half::f16> = (0..4096)
+        .map(|k| xlaclient::half::f16::from_f32(0.1 + (k % 7) as f32 * 0.01))
+        .collect();
+    let out = run(
+        &m,
+        &[
+            &upload(&ps, &[5]),
+            &upload(&is, &[3]),
+            &upload(&us, &[3]),
+            &upload(&hs, &[4096]),
+        ],
+    );
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), [3]);
+    assert_eq!(out[1].to_vec::<i32>().unwrap(), [193]);
+    assert_eq!(out[2].to_vec::<u32>().unwrap(), [555]);
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), [-70000]);
+    // Within one f16 step (0.5 at this size) of the exact sum of the f16 values.
+    let exact: f64 = hs.iter().map(|v| v.to_f64()).sum();
+    let got = out[4].to_vec::<xlaclient::half::f16>().unwrap()[0].to_f64();
+    assert!((got - exact).abs() <= 0.5, "{got} vs {exact}");
+    // The lax-level sum wraps in s8 as XLA computes it: 100 + 100 - 7 = 193 → -63.
+    assert_eq!(out[5].to_vec::<i8>().unwrap(), [193u8 as i8]);
+}
+
 #[test]
 fn argmax_and_argmin_take_the_first_index_and_nans() {
     let rows: [[f32; 5]; 4] = [

@@ -126,21 +126,48 @@ impl Op {
     }
 
     /// Sum over `axes` (numpy's `sum`), keeping them as size-1 axes if `keepdims`.
+    /// Types as `jnp.sum`: `pred` and the small signed integers sum as `s32`, the
+    /// small unsigned ones as `u32`, and `f16`/`bf16` accumulate in `f32` and give
+    /// their own type (the lax-level `reduce_sum` keeps the operand's type).
     #[track_caller]
     pub fn sum(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
         self.reduce_keep(axes, keepdims, loc, |x| {
-            x.reduce_by(axes, BinaryOp::Add, loc)
+            x.promoted_reduce(axes, BinaryOp::Add, loc)
         })
     }
 
-    /// Product over `axes`.
+    /// Product over `axes`, with [`sum`](Self::sum)'s types (`jnp.prod`).
     #[track_caller]
     pub fn prod(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
         self.reduce_keep(axes, keepdims, loc, |x| {
-            x.reduce_by(axes, BinaryOp::Multiply, loc)
+            x.promoted_reduce(axes, BinaryOp::Multiply, loc)
         })
+    }
+
+    /// A sum or product in JAX's types: the type it accumulates in and the type of
+    /// the result, from the operand's.
+    fn promoted_reduce(&self, axes: &[i64], op: BinaryOp, loc: &'static Location<'static>) -> Op {
+        use ElementType as T;
+        let (acc, out) = match self.element_type() {
+            Ok(T::Pred | T::S8 | T::S16) => (T::S32, T::S32),
+            Ok(T::U8 | T::U16) => (T::U32, T::U32),
+            Ok(t @ (T::F16 | T::Bf16)) => (T::F32, t),
+            Ok(t) => (t, t),
+            Err(_) => return self.reduce_by(axes, op, loc),
+        };
+        let x = if self.element_type().ok() == Some(acc) {
+            self.clone()
+        } else {
+            self.at(loc).convert(acc)
+        };
+        let r = x.reduce_by(axes, op, loc);
+        if acc == out {
+            r
+        } else {
+            r.at(loc).convert(out)
+        }
     }
 
     /// Maximum over `axes` (numpy's `amax`).
