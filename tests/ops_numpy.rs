@@ -88,6 +88,60 @@ fn sums_and_products_promote_as_jnp() {
     assert_eq!(out[5].to_vec::<i8>().unwrap(), [193u8 as i8]);
 }
 
+/// `jnp.dot` on N-D arrays, vectors and scalars against plain Rust: the last axis
+/// of the left with the second-to-last of the right, nothing batched.
+#[test]
+fn dot_is_numpys() {
+    let b = Builder::new("dot");
+    let x = b.parameter(0, f32s(&[2, 3, 4]), "x");
+    let y = b.parameter(1, f32s(&[5, 4, 2]), "y");
+    let v = b.parameter(2, f32s(&[4]), "v");
+    let s = b.parameter(3, f32s(&[]), "s");
+    let outs = [x.dot(&y), x.dot(&v), v.dot(&v), s.dot(&x), x.dot(&s)];
+    let m = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let xs: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+    let ys: Vec<f32> = (0..40).map(|i| (i as f32 * 0.11).cos()).collect();
+    let vs = [0.5f32, -1.0, 2.0, 0.25];
+    let out = run(
+        &m,
+        &[
+            &upload(&xs, &[2, 3, 4]),
+            &upload(&ys, &[5, 4, 2]),
+            &upload(&vs, &[4]),
+            &upload(&[3f32], &[]),
+        ],
+    );
+    // dot(x, y)[a, b, c, d] = Σ_k x[a, b, k] y[c, k, d]
+    let mut want = Vec::new();
+    for a in 0..2 {
+        for bb in 0..3 {
+            for c in 0..5 {
+                for d in 0..2 {
+                    want.push(
+                        (0..4)
+                            .map(|k| xs[a * 12 + bb * 4 + k] * ys[c * 8 + k * 2 + d])
+                            .sum::<f32>(),
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(outs[0].dims().unwrap(), vec![2, 3, 5, 2]);
+    assert_close(&out[0].to_vec::<f32>().unwrap(), &want, 1e-5);
+    let xv: Vec<f32> = (0..6)
+        .map(|r| (0..4).map(|k| xs[r * 4 + k] * vs[k]).sum())
+        .collect();
+    assert_close(&out[1].to_vec::<f32>().unwrap(), &xv, 1e-5);
+    assert_close(
+        &out[2].to_vec::<f32>().unwrap(),
+        &[vs.iter().map(|a| a * a).sum()],
+        1e-6,
+    );
+    let x3: Vec<f32> = xs.iter().map(|a| a * 3.0).collect();
+    assert_eq!(out[3].to_vec::<f32>().unwrap(), x3);
+    assert_eq!(out[4].to_vec::<f32>().unwrap(), x3);
+}
+
 #[test]
 fn argmax_and_argmin_take_the_first_index_and_nans() {
     let rows: [[f32; 5]; 4] = [

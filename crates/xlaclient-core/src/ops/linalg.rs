@@ -396,6 +396,37 @@ impl Op {
         self.matmul_with(rhs, DotOptions::new())
     }
 
+    /// Numpy's `dot` (`jnp.dot`): with a scalar on either side the product; with a
+    /// vector on the right the sum product over the last axis of each; otherwise
+    /// the sum product of this array's last axis with `rhs`'s second-to-last, no
+    /// axis batched: `[a, b, k] · [c, k, d]` is `[a, b, c, d]` (where
+    /// [`matmul`](Op::matmul) would batch `a` with `c`).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("dot");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3, 4]), "x");
+    /// let y = b.parameter(1, Shape::of::<f32>(&[5, 4, 6]), "y");
+    /// assert_eq!(x.dot(&y).dims()?, vec![2, 3, 5, 6]);
+    /// assert_eq!(x.dot(&b.constant(2f32)).dims()?, vec![2, 3, 4]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn dot(&self, rhs: &Op) -> Op {
+        let loc = Location::caller();
+        let (lr, rr) = match (self.rank(), rhs.rank()) {
+            (Ok(l), Ok(r)) => (l as i64, r as i64),
+            // A failed operand: the dot's own error names it.
+            _ => return self.at(loc).dot_general(rhs, &DotDims::contract(0, 0)),
+        };
+        if lr == 0 || rr == 0 {
+            return self.binary(crate::BinaryOp::Multiply, rhs, loc);
+        }
+        let rc = if rr == 1 { 0 } else { rr - 2 };
+        self.at(loc)
+            .dot_general(rhs, &DotDims::contract(lr - 1, rc))
+    }
+
     /// [`matmul`](Op::matmul) with operand precisions and a preferred result
     /// element type ([`DotOptions`]).
     #[track_caller]
