@@ -142,6 +142,72 @@ fn dot_is_numpys() {
     assert_eq!(out[4].to_vec::<f32>().unwrap(), x3);
 }
 
+/// numpy's pad modes, against a plain-Rust index map: for each output position the
+/// source index per axis (edge clamps, reflect mirrors without the edge, symmetric
+/// with it, wrap continues from the other end).
+#[test]
+fn pad_modes_are_numpys() {
+    use xlaclient::PadMode;
+    let (rows, cols) = (3usize, 4usize);
+    let xs: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let widths = [(2i64, 1i64), (3, 2)];
+    let source = |mode: PadMode, i: i64, n: i64| -> i64 {
+        match mode {
+            PadMode::Edge => i.clamp(0, n - 1),
+            PadMode::Reflect => {
+                if i < 0 {
+                    -i
+                } else if i >= n {
+                    2 * (n - 1) - i
+                } else {
+                    i
+                }
+            }
+            PadMode::Symmetric => {
+                if i < 0 {
+                    -i - 1
+                } else if i >= n {
+                    2 * n - 1 - i
+                } else {
+                    i
+                }
+            }
+            PadMode::Wrap => i.rem_euclid(n),
+        }
+    };
+    for mode in [
+        PadMode::Edge,
+        PadMode::Reflect,
+        PadMode::Symmetric,
+        PadMode::Wrap,
+    ] {
+        let b = Builder::new("pad");
+        let x = b.parameter(0, f32s(&[3, 4]), "x");
+        let m = b.build(&x.pad_mode(&widths, mode)).unwrap();
+        let got = run1::<f32>(&m, &[&upload(&xs, &[3, 4])]);
+        let (orows, ocols) = (rows as i64 + 3, cols as i64 + 5);
+        let mut want = Vec::new();
+        for r in 0..orows {
+            for c in 0..ocols {
+                let sr = source(mode, r - 2, rows as i64);
+                let sc = source(mode, c - 3, cols as i64);
+                want.push(xs[(sr * cols as i64 + sc) as usize]);
+            }
+        }
+        assert_eq!(got, want, "{mode:?}");
+    }
+    // Widths that do not fit are errors naming the axis.
+    let b = Builder::new("pad_bad");
+    let x = b.parameter(0, f32s(&[3, 4]), "x");
+    let e = x
+        .pad_mode(&[(0, 0), (4, 0)], PadMode::Reflect)
+        .dims()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("axis 1") && e.contains("Reflect"), "{e}");
+    assert!(x.pad_mode(&[(1, 1)], PadMode::Edge).dims().is_err());
+}
+
 #[test]
 fn argmax_and_argmin_take_the_first_index_and_nans() {
     let rows: [[f32; 5]; 4] = [

@@ -83,6 +83,7 @@ pub use ops::indexing::{GatherDims, ScatterDims};
 pub use ops::linalg::{
     ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };
+pub use ops::numpy::PadMode;
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
 pub use ops::structural::Function;

@@ -618,3 +618,92 @@ impl Builder {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------
+// `jnp.pad`'s modes
+
+/// How [`Op::pad_mode`] fills the new elements (numpy's `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// Repeats the edge element (`"edge"`).
+    Edge,
+    /// Mirrors about the edge element, which is not repeated (`"reflect"`:
+    /// `[1, 2, 3]` padded by 2 before is `[3, 2, 1, 2, 3]`).
+    Reflect,
+    /// Mirrors including the edge element (`"symmetric"`: `[2, 1, 1, 2, 3]`).
+    Symmetric,
+    /// Continues from the other end (`"wrap"`: `[2, 3, 1, 2, 3]`).
+    Wrap,
+}
+
+impl Op {
+    /// `jnp.pad(x, widths, mode)` for the modes that copy the array's own
+    /// elements: `widths[i]` = (before, after) for axis `i`, each at most the
+    /// axis's length (one less for `Reflect`); zeros (constant padding) is
+    /// [`pad`](Op::pad). Widths that do not fit (or a count other than the rank)
+    /// are a shape error naming the axis.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, PadMode, Shape};
+    /// let b = Builder::new("pad");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3, 4]), "x");
+    /// assert_eq!(x.pad_mode(&[(2, 1), (0, 3)], PadMode::Reflect).dims()?, vec![6, 7]);
+    /// assert!(x.pad_mode(&[(3, 0), (0, 0)], PadMode::Reflect).dims().is_err());
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn pad_mode(&self, widths: &[(i64, i64)], mode: PadMode) -> Op {
+        let loc = Location::caller();
+        let b = self.builder();
+        let s = match self.shape() {
+            Ok(s) if s.is_array() => s,
+            _ => return b.fail_not_array(self, "pad", loc),
+        };
+        let bad = |reason: String| {
+            b.fail(
+                ShapeError::new("pad", &[&s], ShapeErrorKind::Attribute, reason),
+                loc,
+            )
+        };
+        if widths.len() != s.rank() {
+            return bad(format!(
+                "{} (before, after) widths for an array of rank {}",
+                widths.len(),
+                s.rank()
+            ));
+        }
+        let mut x = self.clone();
+        for (axis, (&(lo, hi), &n)) in widths.iter().zip(s.dims()).enumerate() {
+            let room = if mode == PadMode::Reflect { n - 1 } else { n };
+            if lo < 0 || hi < 0 || lo.max(hi) > room.max(0) {
+                return bad(format!(
+                    "widths ({lo}, {hi}) on axis {axis} of {n} elements: {mode:?} takes 0 to {} on each side",
+                    room.max(0)
+                ));
+            }
+            if lo == 0 && hi == 0 {
+                continue;
+            }
+            let a = axis as i64;
+            let part = |start: i64, limit: i64| x.at(loc).slice_in_dim(start, limit, 1, a);
+            let flip = |o: Op| o.at(loc).reverse(&[a]);
+            let (before, after) = match mode {
+                PadMode::Edge => {
+                    // The array as padded so far (earlier axes grown).
+                    let now = x.dims().unwrap_or_else(|_| s.dims().to_vec());
+                    let edge = |e: Op, k: i64| {
+                        let mut d = now.clone();
+                        d[axis] = k;
+                        e.at(loc).broadcast_to(&d)
+                    };
+                    (edge(part(0, 1), lo), edge(part(n - 1, n), hi))
+                }
+                PadMode::Reflect => (flip(part(1, lo + 1)), flip(part(n - 1 - hi, n - 1))),
+                PadMode::Symmetric => (flip(part(0, lo)), flip(part(n - hi, n))),
+                PadMode::Wrap => (part(n - lo, n), part(0, hi)),
+            };
+            x = b.at(loc).concatenate(&[&before, &x, &after], a);
+        }
+        x
+    }
+}
