@@ -32,7 +32,7 @@ use fd::{check, check_at, dims, one, prop};
 use proptest::prelude::*;
 use proptest::sample::subsequence;
 use xlaclient::ops::window::WindowDim;
-use xlaclient::{Builder, Comparison, DotDims, ElementType, Op, Shape};
+use xlaclient::{Builder, Comparison, DotDims, ElementType, Op, Shape, TakeMode};
 
 /// Two-parameter cases: dimensions drawn, no attributes.
 fn two(
@@ -992,18 +992,23 @@ fn custom_vjp_uses_the_given_rule() {
 
 #[test]
 fn through_gather_and_scatter_add() {
-    // take with repeated and out-of-range (clamped) indices: the cotangents of
-    // repeated rows add up.
+    // take with repeated and out-of-range (clipped) indices: the cotangents of
+    // repeated rows add up; in JAX's default fill mode, with a negative index from
+    // the end (an index still out of range would give NaN: not differentiated).
     check("take", &[&[4, 3]], -1.0, 1.0, |p| {
         let b = p[0].builder();
-        p[0].take(&b.constant_vec(&[2i32, 0, 2, 7, -1]), 0)
+        p[0].take_with(&b.constant_vec(&[2i32, 0, 2, 7, -1]), 0, TakeMode::Clip)
+    });
+    check("take_fill", &[&[4, 3]], -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        p[0].take(&b.constant_vec(&[2i32, 0, 2, -1, -4]), 0)
     });
     check("take_along_axis", &[&[4, 3]], -1.0, 1.0, |p| {
         let b = p[0].builder();
         let i = b
             .constant_vec(&[2i32, 0, 1, 1, 0, 2, 5, -1])
             .reshape(&[4, 2]);
-        p[0].take_along_axis(&i, 1)
+        p[0].take_along_axis_with(&i, 1, TakeMode::Wrap)
     });
     // Scatter-add into x of u at rows [2, 0, 2, 9]: row 9 is out of range and
     // dropped, so its update gets no gradient.

@@ -14,12 +14,12 @@ use xlaclient::{Builder, Shape};
 fn take_along_each_axis() {
     let dims = [3i64, 4];
     let xs: Vec<f32> = (0..12).map(|i| i as f32).collect();
-    let idx = [2i32, 0, 2, 7, -1]; // 7 and -1 are clamped into range
+    let idx = [2i32, 0, 2, 7, -1]; // 7 and -1 are clamped into range (mode Clip)
     for axis in 0..2usize {
         let b = Builder::new("take");
         let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
         let i = b.parameter(1, Shape::of::<i32>(&[5]), "i");
-        let y = x.take(&i, axis as i64);
+        let y = x.take_with(&i, axis as i64, xlaclient::TakeMode::Clip);
         let m = b.build(&y).unwrap();
         let got = run1::<f32>(&m, &[&upload(&xs, &dims), &upload(&idx, &[5])]);
         let n = dims[axis] as i32;
@@ -236,6 +236,61 @@ fn batched_gather_and_scatter_stay_in_their_batch_row() {
     );
 }
 
+/// `take` and `take_along_axis` in each mode, as JAX 0.10.2 defines them: fill
+/// (the default: negative from the end, still out of range NaN / the signed
+/// minimum), clip and wrap; plain-Rust references.
+#[test]
+fn take_modes_are_jaxs() {
+    use xlaclient::TakeMode;
+    let xs: Vec<f32> = (0..5).map(|v| v as f32 * 10.0).collect();
+    let ys: Vec<i32> = (0..5).map(|v| v * 10).collect();
+    let idx = [0i32, 4, -1, -5, 5, -6, 100, 2];
+    let b = Builder::new("modes");
+    let x = b.parameter(0, Shape::of::<f32>(&[5]), "x");
+    let y = b.parameter(1, Shape::of::<i32>(&[5]), "y");
+    let i = b.parameter(2, Shape::of::<i32>(&[8]), "i");
+    let outs = [
+        x.take(&i, 0),
+        x.take_with(&i, 0, TakeMode::Clip),
+        x.take_with(&i, 0, TakeMode::Wrap),
+        y.take(&i, 0),
+        x.reshape(&[1, 5]).take_along_axis(&i.reshape(&[1, 8]), 1),
+    ];
+    let m = b.build_tuple(&outs.iter().collect::<Vec<_>>()).unwrap();
+    let out = run(
+        &m,
+        &[&upload(&xs, &[5]), &upload(&ys, &[5]), &upload(&idx, &[8])],
+    );
+    let fill = |k: i32| -> Option<usize> {
+        let k = if k < 0 { k + 5 } else { k };
+        (0..5).contains(&k).then_some(k as usize)
+    };
+    let want_fill: Vec<f32> = idx
+        .iter()
+        .map(|k| fill(*k).map_or(f32::NAN, |j| xs[j]))
+        .collect();
+    let got: Vec<f32> = out[0].to_vec().unwrap();
+    for (g, w) in got.iter().zip(&want_fill) {
+        assert!(
+            g == w || (g.is_nan() && w.is_nan()),
+            "fill {got:?} vs {want_fill:?}"
+        );
+    }
+    let clip: Vec<f32> = idx.iter().map(|k| xs[(*k).clamp(0, 4) as usize]).collect();
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), clip);
+    let wrap: Vec<f32> = idx.iter().map(|k| xs[k.rem_euclid(5) as usize]).collect();
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), wrap);
+    let ints: Vec<i32> = idx
+        .iter()
+        .map(|k| fill(*k).map_or(i32::MIN, |j| ys[j]))
+        .collect();
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), ints);
+    let along: Vec<f32> = out[4].to_vec().unwrap();
+    for (g, w) in along.iter().zip(&want_fill) {
+        assert!(g == w || (g.is_nan() && w.is_nan()), "along {along:?}");
+    }
+}
+
 #[test]
 fn take_along_axis_matches_numpy() {
     // q[4,3], a[4,2] along axis 1; and along axis 0 with a[2,3].
@@ -247,7 +302,9 @@ fn take_along_axis_matches_numpy() {
         let b = Builder::new("tala");
         let q = b.parameter(0, Shape::of::<f32>(&[4, 3]), "q");
         let a = b.parameter(1, Shape::of::<i32>(&idims), "a");
-        let m = b.build(&q.take_along_axis(&a, axis)).unwrap();
+        let m = b
+            .build(&q.take_along_axis_with(&a, axis, xlaclient::TakeMode::Clip))
+            .unwrap();
         let got = run1::<f32>(&m, &[&upload(&qs, &[4, 3]), &upload(&idx, &idims)]);
         let mut want = Vec::new();
         for i in 0..idims[0] as usize {

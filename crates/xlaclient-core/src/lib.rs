@@ -79,7 +79,7 @@ pub use half;
 pub use jit::{ClientExt, Jit};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
-pub use ops::indexing::{GatherDims, ScatterDims};
+pub use ops::indexing::{GatherDims, ScatterDims, TakeMode};
 pub use ops::linalg::{
     ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };

@@ -419,9 +419,12 @@ impl Op {
         )
     }
 
-    /// Numpy's `take` along `axis`: the result is this array with `axis` replaced by
-    /// the axes of `indices` (integers; out-of-range indices are clamped, as XLA's
-    /// gather does).
+    /// Numpy's `take` along `axis` (`jnp.take`): the result is this array with
+    /// `axis` replaced by the axes of `indices` (integers). As JAX's default mode
+    /// `"fill"`: a negative index counts from the end, and one still out of range
+    /// gives NaN (floats), the lowest value (signed integers), the highest (unsigned)
+    /// or true; [`take_with`](Self::take_with) takes [`TakeMode::Clip`] or
+    /// [`TakeMode::Wrap`] instead.
     ///
     /// ```
     /// use xlaclient_core::{Builder, Shape};
@@ -434,6 +437,19 @@ impl Op {
     #[track_caller]
     pub fn take(&self, indices: &Op, axis: i64) -> Op {
         let loc = Location::caller();
+        self.take_mode(indices, axis, TakeMode::Fill, false, loc)
+    }
+
+    /// [`take`](Self::take) with out-of-range indices handled as `mode` says
+    /// (`jnp.take(x, i, axis, mode=…)`).
+    #[track_caller]
+    pub fn take_with(&self, indices: &Op, axis: i64, mode: TakeMode) -> Op {
+        self.take_mode(indices, axis, mode, false, Location::caller())
+    }
+
+    /// XLA's gather of whole slices at `indices` along `axis` (out-of-range indices
+    /// clamped, negative ones to 0).
+    fn take_clamped(&self, indices: &Op, axis: i64, loc: &'static Location<'static>) -> Op {
         let b = self.builder();
         let (s, is) = match gather_operands(self, indices, loc) {
             Ok(shapes) => shapes,
@@ -465,8 +481,10 @@ impl Op {
     /// Numpy's `take_along_axis`: `out[.., j, ..] = self[.., indices[.., j, ..], ..]`
     /// with the index taken along `axis`; `indices` (integers) has this array's
     /// rank and its dimensions except along `axis`, and the result has the
-    /// indices' dimensions. Out-of-range indices are clamped. Typical use: the
-    /// value of the action each row took, `q.take_along_axis(&actions, 1)`.
+    /// indices' dimensions. Out-of-range indices as [`take`](Self::take)'s (JAX's
+    /// `"fill"`; [`take_along_axis_with`](Self::take_along_axis_with) for another
+    /// mode). Typical use: the value of the action each row took,
+    /// `q.take_along_axis(&actions, 1)`.
     ///
     /// ```
     /// use xlaclient_core::{Builder, Shape};
@@ -479,6 +497,91 @@ impl Op {
     #[track_caller]
     pub fn take_along_axis(&self, indices: &Op, axis: i64) -> Op {
         let loc = Location::caller();
+        self.take_mode(indices, axis, TakeMode::Fill, true, loc)
+    }
+
+    /// [`take_along_axis`](Self::take_along_axis) with out-of-range indices handled
+    /// as `mode` says.
+    #[track_caller]
+    pub fn take_along_axis_with(&self, indices: &Op, axis: i64, mode: TakeMode) -> Op {
+        self.take_mode(indices, axis, mode, true, Location::caller())
+    }
+
+    /// `take` (`along` false) or `take_along_axis` with `mode`: the indices made
+    /// valid first, the fill applied after the gather.
+    fn take_mode(
+        &self,
+        indices: &Op,
+        axis: i64,
+        mode: TakeMode,
+        along: bool,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        let gather = |i: &Op| {
+            if along {
+                self.take_along_clamped(i, axis, loc)
+            } else {
+                self.take_clamped(i, axis, loc)
+            }
+        };
+        let (Ok(s), Ok(it)) = (self.shape(), indices.element_type()) else {
+            return gather(indices);
+        };
+        let Ok(a) = resolve_axis("gather", &s, axis) else {
+            return gather(indices);
+        };
+        if !s.is_array() || !(it.is_signed_int() || it.is_unsigned_int()) {
+            return gather(indices);
+        }
+        let n = s.dims()[a];
+        let b = self.builder();
+        let k = |v: i64| b.scalar_of(it, crate::Scalar::Int(v), loc);
+        let i = indices;
+        match mode {
+            TakeMode::Clip => gather(&i.at(loc).clamp(&k(0), &k((n - 1).max(0)))),
+            TakeMode::Wrap if n > 0 => {
+                let r = i.binary(crate::BinaryOp::Remainder, &k(n), loc);
+                let neg = r.at(loc).lt(0);
+                let wrapped =
+                    b.at(loc)
+                        .select(&neg, &r.binary(crate::BinaryOp::Add, &k(n), loc), &r);
+                gather(&wrapped)
+            }
+            TakeMode::Wrap => gather(i),
+            TakeMode::Fill => {
+                let from_end = if it.is_signed_int() {
+                    let neg = i.at(loc).lt(0);
+                    b.at(loc)
+                        .select(&neg, &i.binary(crate::BinaryOp::Add, &k(n), loc), i)
+                } else {
+                    i.clone()
+                };
+                let valid = from_end.at(loc).ge(0).and(&from_end.at(loc).lt(n));
+                let got = gather(&from_end.at(loc).clamp(&k(0), &k((n - 1).max(0))));
+                let Ok(dims) = got.dims() else { return got };
+                // The indices' axes in the result: `a..a + rank` for `take`, all of
+                // them for `take_along_axis`.
+                let rank = valid.rank().unwrap_or(0) as i64;
+                let at: Vec<i64> = if along {
+                    (0..rank).collect()
+                } else {
+                    (a as i64..a as i64 + rank).collect()
+                };
+                let mask = valid.at(loc).broadcast_in_dim(&dims, &at);
+                let ty = s.element_type().expect("an array");
+                let fill = b
+                    .at(loc)
+                    .constant_of_type(ty, fill_value(ty))
+                    .at(loc)
+                    .broadcast_to(&dims);
+                b.at(loc).select(&mask, &got, &fill)
+            }
+        }
+    }
+
+    /// XLA's gather along `axis` for `take_along_axis` (out-of-range indices
+    /// clamped).
+    fn take_along_clamped(&self, indices: &Op, axis: i64, loc: &'static Location<'static>) -> Op {
         let b = self.builder();
         let (s, is) = match gather_operands(self, indices, loc) {
             Ok(shapes) => shapes,
@@ -1315,5 +1418,36 @@ mod scatter_tests {
         ];
         let e = infer_scatter(&batch, &none, None).unwrap_err();
         assert!(e.reason.contains("rank-0"), "{e}");
+    }
+}
+
+/// How `take` and `take_along_axis` treat an index out of range (`jnp.take`'s
+/// `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeMode {
+    /// JAX's default: a negative index counts from the end; one still out of
+    /// range gives a fill value (NaN for floats, the lowest value of a signed
+    /// type, the highest of an unsigned one, true for `pred`), and no gradient.
+    Fill,
+    /// Clamped into range (a negative index takes the first element).
+    Clip,
+    /// Taken modulo the axis length (-1 is the last element, `n` the first).
+    Wrap,
+}
+
+/// The value `TakeMode::Fill` gives an out-of-range index, as JAX's.
+fn fill_value(ty: ElementType) -> crate::Scalar {
+    use crate::Scalar;
+    match ty {
+        ElementType::Pred => Scalar::Int(1),
+        ElementType::S8 => Scalar::Int(i8::MIN.into()),
+        ElementType::S16 => Scalar::Int(i16::MIN.into()),
+        ElementType::S32 => Scalar::Int(i32::MIN.into()),
+        ElementType::S64 => Scalar::Int(i64::MIN),
+        ElementType::U8 => Scalar::Int(u8::MAX.into()),
+        ElementType::U16 => Scalar::Int(u16::MAX.into()),
+        ElementType::U32 => Scalar::Int(u32::MAX.into()),
+        ElementType::U64 => Scalar::UInt(u64::MAX),
+        _ => Scalar::Float(f64::NAN),
     }
 }
