@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use prost::Message;
@@ -17,38 +15,6 @@ use xlaclient::ClientExt;
 use xlaclient::RuntimeError;
 use xlaclient::pjrt::NamedValue;
 use xlaclient::{Builder, Client, ClientOptions, CompileOptions, Error, Plugin, Shape};
-
-/// Set in the child process: run the body instead of spawning.
-const CHILD: &str = "XLACLIENT_BAD_INPUTS_CHILD";
-
-/// Runs `body` in a child process (this binary, `--exact name`) and asserts that
-/// the child passed; in the child, runs `body`.
-fn in_child(name: &str, body: impl FnOnce()) {
-    if std::env::var_os(CHILD).is_some() {
-        body();
-        return;
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .expect("re-run the test binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tail = |s: &str| s[s.len().saturating_sub(4000)..].to_string();
-    match (out.status.code(), out.status.signal()) {
-        (Some(0), _) => assert!(
-            stdout.contains("1 passed"),
-            "the child ran no test named {name}:\n{stdout}"
-        ),
-        (code, signal) => panic!(
-            "{name} failed in its child process (exit code {code:?}, signal {signal:?}):\n\
-             --- stdout ---\n{}\n--- stderr ---\n{}",
-            tail(&stdout),
-            tail(&stderr)
-        ),
-    }
-}
 
 /// A private temporary directory, removed when dropped.
 fn temp_dir() -> tempfile::TempDir {

@@ -10,9 +10,8 @@
 //!
 //! Both CPU plugins run it (`PJRT_PLUGIN_PATH=… cargo test --test sharding`).
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
-
+mod common;
+use common::in_child;
 use xlaclient::{
     Builder, Client, ClientExt, ClientOptions, ElementType, Error, Mesh, Op, P, PartitionSpec,
     Plugin, Shape, ShardedArray, Tree,
@@ -834,39 +833,6 @@ fn bad_specs_and_shards_are_errors() {
     let got = f.call(&ok).unwrap().to_vec::<f32>().unwrap();
     let want: Vec<f32> = data(32, 2).iter().map(|v| v + 1.0).collect();
     assert_eq!(got, want);
-}
-
-/// Set in the child process: run the body instead of spawning.
-const CHILD: &str = "XLACLIENT_SHARDING_CHILD";
-
-/// Runs `body` in a child process (this binary, `--exact name`) and asserts that
-/// it passed: a plugin abort fails the test with its signal instead of killing
-/// the run.
-fn in_child(name: &str, body: impl FnOnce()) {
-    if std::env::var_os(CHILD).is_some() {
-        body();
-        return;
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .expect("re-run the test binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tail = |s: &str| s[s.len().saturating_sub(4000)..].to_string();
-    match (out.status.code(), out.status.signal()) {
-        (Some(0), _) => assert!(
-            stdout.contains("1 passed"),
-            "no test named {name}:\n{stdout}"
-        ),
-        (code, signal) => panic!(
-            "{name} failed in its child (exit code {code:?}, signal {signal:?}):\n\
-             --- stdout ---\n{}\n--- stderr ---\n{}",
-            tail(&stdout),
-            tail(&stderr)
-        ),
-    }
 }
 
 #[test]

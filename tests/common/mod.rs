@@ -139,3 +139,37 @@ pub fn gymnax_reset(envs: i64, unrolled: bool) -> xlaclient::Result<Computation>
     let outs: Vec<&Op> = cols.iter().chain([&next]).collect();
     b.build_tuple(&outs)
 }
+
+/// Set in the child process of [`in_child`]: run the body instead of spawning.
+const CHILD: &str = "XLACLIENT_TEST_CHILD";
+
+/// Runs `body` in a child process (this test binary, `--exact name`) and asserts
+/// that the child passed; in the child, runs `body`. A plugin abort then fails the
+/// test with its signal instead of killing the run.
+pub fn in_child(name: &str, body: impl FnOnce()) {
+    use std::os::unix::process::ExitStatusExt;
+    if std::env::var_os(CHILD).is_some() {
+        body();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("re-run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail = |s: &str| s[s.len().saturating_sub(4000)..].to_string();
+    match (out.status.code(), out.status.signal()) {
+        (Some(0), _) => assert!(
+            stdout.contains("1 passed"),
+            "the child ran no test named {name}:\n{stdout}"
+        ),
+        (code, signal) => panic!(
+            "{name} failed in its child process (exit code {code:?}, signal {signal:?}):\n\
+             --- stdout ---\n{}\n--- stderr ---\n{}",
+            tail(&stdout),
+            tail(&stderr)
+        ),
+    }
+}
