@@ -307,6 +307,39 @@ where
     })
 }
 
+/// A call's buffers (in parameter order) split by `aliased`: those to donate and
+/// those kept, each in order. The kept ones must outlive the call that borrows them.
+pub(crate) fn split_donated(leaves: Vec<Buffer>, aliased: &[bool]) -> (Vec<Buffer>, Vec<Buffer>) {
+    let (mut donated, mut kept) = (Vec::new(), Vec::new());
+    for (b, a) in leaves.into_iter().zip(aliased) {
+        if *a {
+            donated.push(b);
+        } else {
+            kept.push(b);
+        }
+    }
+    (donated, kept)
+}
+
+/// The argument list of [`split_donated`]'s halves, back in parameter order.
+pub(crate) fn donation_args<'a>(
+    aliased: &[bool],
+    donated: Vec<Buffer>,
+    kept: &'a [Buffer],
+) -> Vec<Arg<'a>> {
+    let (mut donated, mut kept) = (donated.into_iter(), kept.iter());
+    aliased
+        .iter()
+        .filter_map(|a| {
+            if *a {
+                donated.next().map(Arg::Donate)
+            } else {
+                kept.next().map(Arg::Keep)
+            }
+        })
+        .collect()
+}
+
 fn trace<I, R>(
     client: &Client,
     name: &str,
@@ -397,27 +430,10 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
     /// plugin aborts the process on a buffer another thread is using).
     pub fn call_donated(&self, args: I::With<Buffer>) -> Result<O::With<Buffer>> {
         self.check_args(&args)?;
-        let (mut donated, mut kept) = (Vec::new(), Vec::new());
-        for (b, a) in args.into_leaves().into_iter().zip(&self.aliased) {
-            if *a {
-                donated.push(b);
-            } else {
-                kept.push(b);
-            }
-        }
-        let (mut donated, mut kept) = (donated.into_iter(), kept.iter());
-        let args: Vec<Arg<'_>> = self
-            .aliased
-            .iter()
-            .filter_map(|a| {
-                if *a {
-                    donated.next().map(Arg::Donate)
-                } else {
-                    kept.next().map(Arg::Keep)
-                }
-            })
-            .collect();
-        let outs = self.exe.execute_with(args)?;
+        let (donated, kept) = split_donated(args.into_leaves(), &self.aliased);
+        let outs = self
+            .exe
+            .execute_with(donation_args(&self.aliased, donated, &kept))?;
         self.outputs(outs)
     }
 }

@@ -942,36 +942,14 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Pmap<I, O> {
     /// training step whose state is updated in place.
     pub fn call_donated(&self, args: Vec<I::With<Buffer>>) -> Result<Vec<O::With<Buffer>>> {
         self.check_args(&args)?;
-        let mut donated = Vec::with_capacity(args.len());
-        let mut kept = Vec::with_capacity(args.len());
-        for tree in args {
-            let (mut give, mut keep) = (Vec::new(), Vec::new());
-            for (b, a) in tree.into_leaves().into_iter().zip(&self.aliased) {
-                if *a {
-                    give.push(b);
-                } else {
-                    keep.push(b);
-                }
-            }
-            donated.push(give);
-            kept.push(keep);
-        }
+        let (donated, kept): (Vec<_>, Vec<_>) = args
+            .into_iter()
+            .map(|tree| crate::jit::split_donated(tree.into_leaves(), &self.aliased))
+            .unzip();
         let lists: Vec<Vec<Arg<'_>>> = donated
             .into_iter()
             .zip(&kept)
-            .map(|(give, keep)| {
-                let (mut give, mut keep) = (give.into_iter(), keep.iter());
-                self.aliased
-                    .iter()
-                    .filter_map(|a| {
-                        if *a {
-                            give.next().map(Arg::Donate)
-                        } else {
-                            keep.next().map(Arg::Keep)
-                        }
-                    })
-                    .collect()
-            })
+            .map(|(give, keep)| crate::jit::donation_args(&self.aliased, give, keep))
             .collect();
         let outs = self.exe.execute_replicated_with(lists)?;
         self.outputs(outs)
