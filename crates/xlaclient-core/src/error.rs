@@ -129,6 +129,19 @@ pub enum Error {
         /// Where in the user's code the op was built.
         location: Option<&'static Location<'static>>,
     },
+    /// A transform (`vmap`, `jvp`) reached an op, or a form of one, without a rule
+    /// for it (the op table's batching and tangent columns).
+    #[error("no {transform} rule for `{op}`{}: {form}", located("built at", location))]
+    NoRule {
+        /// The transform: `"batching"` (vmap) or `"tangent"` (jvp).
+        transform: &'static str,
+        /// The op, as XLA names it.
+        op: &'static str,
+        /// Which form of the op has no rule, and why.
+        form: String,
+        /// Where in the user's code the op was built.
+        location: Option<&'static Location<'static>>,
+    },
     /// A graph was used wrongly: an op from another builder, a parameter number given
     /// twice, a value used outside its body, a result PJRT refuses, … (the kinds are
     /// [`GraphError`]'s).
@@ -257,7 +270,9 @@ impl Error {
     pub fn location(&self) -> Option<&'static Location<'static>> {
         match self {
             Error::Shape(e) => e.location,
-            Error::Graph { location, .. } | Error::NoGradient { location, .. } => *location,
+            Error::Graph { location, .. }
+            | Error::NoGradient { location, .. }
+            | Error::NoRule { location, .. } => *location,
             _ => None,
         }
     }

@@ -48,8 +48,10 @@
 extern crate self as xlaclient_core;
 
 pub mod autodiff;
+pub mod batching;
 pub mod builder;
 pub mod error;
+pub mod forward;
 pub mod ir;
 pub mod jit;
 mod op_table;
@@ -76,6 +78,7 @@ pub use error::{
 /// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are the host
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
+pub use batching::{Axes, Vmap};
 pub use jit::{ClientExt, Jit};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};

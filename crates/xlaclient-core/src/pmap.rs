@@ -389,6 +389,12 @@ impl Builder {
     #[track_caller]
     pub fn axis_index(&self, names: impl AxisNames) -> Op {
         let loc = Location::caller();
+        if let [name] = names.names()[..] {
+            if self.vmap_axis(name).is_some() {
+                let zero = self.at(loc).constant(0i32);
+                return crate::batching::marker(&zero, name, crate::batching::Named::Index, loc);
+            }
+        }
         let sel = match self.select_axes("axis_index", &names.names(), loc) {
             Ok(s) => s,
             Err(failed) => return failed,
@@ -429,6 +435,22 @@ fn quoted(names: &[&str]) -> String {
 }
 
 impl Op {
+    /// Inside `vmap` over the axis `names` names (one name): the marker of the
+    /// collective over the batch (see `crate::batching`).
+    fn vmap_collective(
+        &self,
+        names: &[&str],
+        what: crate::batching::Named,
+        loc: &'static Location<'static>,
+    ) -> Option<Op> {
+        match names {
+            [name] if !self.is_poisoned() && self.builder().vmap_axis(name).is_some() => {
+                Some(crate::batching::marker(self, name, what, loc))
+            }
+            _ => None,
+        }
+    }
+
     /// The replica groups of the named axes, or a failed op.
     fn named_groups(
         &self,
@@ -500,6 +522,9 @@ impl Op {
     #[track_caller]
     pub fn pmean_axis(&self, names: impl AxisNames) -> Op {
         let loc = Location::caller();
+        if let Some(m) = self.vmap_collective(&names.names(), crate::batching::Named::Mean, loc) {
+            return m;
+        }
         match self.named_groups("pmean_axis", &names.names(), loc) {
             Ok((groups, _)) => self.at(loc).pmean(&groups),
             Err(failed) => failed,
@@ -513,6 +538,17 @@ impl Op {
         names: &[&str],
         loc: &'static Location<'static>,
     ) -> Op {
+        if let Some(m) = self.vmap_collective(
+            names,
+            match by {
+                BinaryOp::Add => crate::batching::Named::Sum,
+                BinaryOp::Maximum => crate::batching::Named::Max,
+                _ => crate::batching::Named::Min,
+            },
+            loc,
+        ) {
+            return m;
+        }
         match self.named_groups(op, names, loc) {
             Ok((groups, _)) => self.all_reduce_by(
                 by,
@@ -540,6 +576,16 @@ impl Op {
     #[track_caller]
     pub fn all_gather_axis(&self, names: impl AxisNames, dimension: i64) -> Op {
         let loc = Location::caller();
+        if let (Ok(rank), true) = (self.rank(), (0..=self.rank().unwrap_or(0) as i64).contains(&dimension)) {
+            let _ = rank;
+            if let Some(m) = self.vmap_collective(
+                &names.names(),
+                crate::batching::Named::Gather(dimension as usize),
+                loc,
+            ) {
+                return m;
+            }
+        }
         let (groups, _) = match self.named_groups("all_gather_axis", &names.names(), loc) {
             Ok(g) => g,
             Err(failed) => return failed,

@@ -56,6 +56,13 @@ pub(crate) struct Graph {
     /// `Builder::bind_axes`'s): what named collectives lower to replica groups
     /// with (see `crate::pmap`). `None` outside a replicated program.
     pub(crate) axes: Option<Vec<(String, usize)>>,
+    /// The vmaps being traced, innermost last: their axis names, sizes and scratch
+    /// computations (see `crate::batching`).
+    pub(crate) vmap_axes: Vec<(String, i64, CompId)>,
+    /// The identity instructions that stand for named collectives over a vmapped
+    /// axis (by computation and instruction): the axis and the collective.
+    pub(crate) vmap_named:
+        std::collections::HashMap<(CompId, u32), (String, crate::batching::Named)>,
 }
 
 /// What the gradient rule of a while loop stored for it: values of the loop's
@@ -99,6 +106,8 @@ impl Graph {
             forwarded: Default::default(),
             storing: Default::default(),
             axes: None,
+            vmap_axes: Vec::new(),
+            vmap_named: Default::default(),
             origin: None,
         }
     }

@@ -201,3 +201,16 @@ impl Op {
         self.bitwise_unary(BitwiseUnary::CountLeadingZeros, Location::caller())
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: every operand batched at axis 0.
+pub(crate) fn batch_bitwise(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: the operand batched at axis 0.
+pub(crate) fn batch_bitwise_unary(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}

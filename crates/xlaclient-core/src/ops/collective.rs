@@ -1252,3 +1252,102 @@ mod tests {
         );
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: an all-reduce combines element by element: the batched value as it is.
+pub(crate) fn batch_all_reduce(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::shifted(n, n.kind.clone())
+}
+
+/// Batching: gathered along the axis one on.
+pub(crate) fn batch_all_gather(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::AllGather { attrs, dimension } = n.kind else {
+        return Err("not an all-gather".into());
+    };
+    crate::batching::shifted(
+        n,
+        OpKind::AllGather {
+            attrs: attrs.clone(),
+            dimension: dimension + 1,
+        },
+    )
+}
+
+/// Batching: scattered along the axis one on.
+pub(crate) fn batch_reduce_scatter(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::ReduceScatter {
+        attrs,
+        dimension,
+        body,
+    } = n.kind
+    else {
+        return Err("not a reduce-scatter".into());
+    };
+    crate::batching::shifted(
+        n,
+        OpKind::ReduceScatter {
+            attrs: attrs.clone(),
+            dimension: dimension + 1,
+            body: *body,
+        },
+    )
+}
+
+/// Batching: the batched value sent as it is.
+pub(crate) fn batch_collective_permute(
+    n: &crate::batching::BatchNode,
+) -> crate::batching::Batched {
+    crate::batching::shifted(n, n.kind.clone())
+}
+
+/// Batching: split and joined along the axis one on.
+pub(crate) fn batch_all_to_all(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::AllToAll { attrs, dimension } = n.kind else {
+        return Err("not an all-to-all".into());
+    };
+    crate::batching::shifted(
+        n,
+        OpKind::AllToAll {
+            attrs: attrs.clone(),
+            dimension: dimension + 1,
+        },
+    )
+}
+
+/// Tangent: a sum over devices is linear.
+pub(crate) fn jvp_all_reduce(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    sum_only(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_all_gather(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: a summing reduce-scatter is linear.
+pub(crate) fn jvp_reduce_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    sum_only(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_collective_permute(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_all_to_all(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+fn sum_only(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let body = match n.kind {
+        OpKind::AllReduce { body, .. } | OpKind::ReduceScatter { body, .. } => *body,
+        _ => return Err("not a reduction over devices".into()),
+    };
+    match super::reduction::simple_combiner(n.b, body) {
+        Some(BinaryOp::Add) => crate::forward::linear(n),
+        _ => Err("a tangent rule for sums over devices only".into()),
+    }
+}

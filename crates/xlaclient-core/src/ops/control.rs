@@ -1929,3 +1929,474 @@ fn conditional_cts(
     }
     Ok(out)
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of the control-flow ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+use crate::batching::{BVal, BatchNode, Batched};
+use crate::forward::{JvpNode, Replayed, Tangents};
+
+/// The elements of a carry value (a tuple value, element by element).
+fn carry_elems(v: &BVal) -> Vec<BVal> {
+    match v {
+        BVal::Tuple(e) => e.clone(),
+        other => vec![other.clone()],
+    }
+}
+
+/// Batching a while loop: the carry elements that depend on the batch (at the
+/// start or after any number of steps) are batched at 0, the others stay shared.
+/// When the predicate depends on the batch, the loop runs until every example is
+/// done and the finished examples keep their carry through a select: every carry
+/// element is then batched, and each step costs the whole batch's step until the
+/// slowest example finishes.
+pub(crate) fn batch_while(n: &BatchNode) -> Batched {
+    let OpKind::While { cond, body } = n.kind else {
+        return Err("not a while".into());
+    };
+    let (cond, body, loc, size) = (*cond, *body, n.loc, n.size);
+    let init = carry_elems(&n.operands[0]);
+    let k = init.len();
+    let body_deps = crate::batching::tuple_deps(n.b, body, k);
+    let cond_deps = crate::batching::tuple_deps(n.b, cond, k);
+    let mut batched: Vec<bool> = init.iter().map(BVal::is_batched).collect();
+    loop {
+        let next: Vec<bool> = (0..k)
+            .map(|j| batched[j] || body_deps.get(j).is_some_and(|d| d.iter().zip(&batched).any(|(a, b)| *a && *b)))
+            .collect();
+        if next == batched {
+            break;
+        }
+        batched = next;
+    }
+    let pred_batched = cond_deps
+        .first()
+        .is_some_and(|d| d.iter().zip(&batched).any(|(a, b)| *a && *b));
+    if pred_batched {
+        batched = vec![true; k];
+    }
+    let carry: Vec<BVal> = init
+        .iter()
+        .zip(&batched)
+        .map(|(v, b)| if *b { v.all_front(size, loc) } else { Ok(v.clone()) })
+        .collect::<Result<_, _>>()?;
+    let like = BVal::Tuple(carry.clone());
+    // The condition: per example, then "any example still running".
+    let c = crate::batching::batch_comp_into(n.pass, loc, cond, std::slice::from_ref(&like), "cond", |_, p| {
+        match p {
+            BVal::Array { op, bdim: Some(d) } => Ok(BVal::same(
+                op.convert(ElementType::S32)
+                    .reduce_max(&[d as i64])
+                    .compare(&op.builder().constant(0i32), crate::Comparison::Gt),
+            )),
+            other => Ok(other),
+        }
+    })?;
+    let pass = n.pass;
+    let bd = crate::batching::batch_comp_into(pass, loc, body, std::slice::from_ref(&like), "body", |bb, out| {
+        let outs = carry_elems(&out);
+        let mut elems = Vec::with_capacity(k);
+        for (j, o) in outs.iter().enumerate() {
+            elems.push(if batched[j] {
+                BVal::at(o.front(size, loc)?, 0)
+            } else if o.is_batched() {
+                return Err("a carry element the analysis found shared came out batched (a bug)".into());
+            } else {
+                o.clone()
+            });
+        }
+        if pred_batched {
+            // Finished examples keep their carry: re-evaluate the predicate on the
+            // step's input (the parameter) and select per example.
+            let param = bb.op(bb.comp, Value::of(bb.g.borrow().comp(bb.comp).params[0].expect("param")));
+            let old = crate::batching::param_like(&like, &param, loc);
+            let inner = crate::batching::Batcher {
+                size,
+                axis: pass.axis.clone(),
+                b: bb.clone(),
+            };
+            let (cparams, croot) = {
+                let g = bb.g.borrow();
+                let cc = g.comp(cond);
+                (cc.params.clone(), cc.root)
+            };
+            let mut env = HashMap::new();
+            env.insert(Value::of(cparams[0].expect("param")), old.clone());
+            let p = inner
+                .run(cond, &mut env, &[croot.expect("finished")])
+                .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
+            let p = p[0].front(size, loc)?;
+            let olds = carry_elems(&old);
+            for (j, e) in elems.iter_mut().enumerate() {
+                let (new, _) = e.array()?;
+                let (prev, _) = olds[j].array()?;
+                let dims = new.dims().map_err(|x| x.to_string())?;
+                let pb = p.broadcast_in_dim(&dims, &[0]);
+                *e = BVal::at(pb.builder().select(&pb, new, prev), 0);
+            }
+        }
+        Ok(BVal::Tuple(elems))
+    })?;
+    let tuple = like.plain(n.b, loc);
+    let r = n.b.emit(OpKind::While { cond: c, body: bd }, &[&tuple], None, loc);
+    if let Some(e) = crate::batching::failure(&r) {
+        return Err(e);
+    }
+    if !pred_batched {
+        let mut g = n.b.g.borrow_mut();
+        if let Some(t) = g.trip_counts.get(&n.at).copied() {
+            g.trip_counts.insert((r.comp, r.v.instr), t);
+        }
+        if let Some(t) = g.loop_bounds.get(&n.at).copied() {
+            g.loop_bounds.insert((r.comp, r.v.instr), t);
+        }
+    }
+    Ok(n.b
+        .results(r, k, true)
+        .into_iter()
+        .zip(&batched)
+        .map(|(o, b)| if *b { BVal::at(o, 0) } else { BVal::same(o) })
+        .collect())
+}
+
+/// Batching a conditional: a shared selector keeps the conditional, its branches
+/// batched (operands and results batched at 0); a selector that differs per
+/// example runs every branch on the whole batch and picks each example's result
+/// with selects (an index out of range picks the last branch, as XLA's
+/// conditional does): the cost of all the branches.
+pub(crate) fn batch_conditional(n: &BatchNode) -> Batched {
+    let OpKind::Conditional { branches } = n.kind else {
+        return Err("not a conditional".into());
+    };
+    let (loc, size) = (n.loc, n.size);
+    let nres = n.shapes.len();
+    let sel = &n.operands[0];
+    if !sel.is_batched() {
+        let args: Vec<BVal> = n.operands[1..]
+            .iter()
+            .map(|v| v.all_front(size, loc))
+            .collect::<Result<_, _>>()?;
+        let mut new = Vec::with_capacity(branches.len());
+        for (k, br) in branches.iter().enumerate() {
+            new.push(crate::batching::batch_comp_into(
+                n.pass,
+                loc,
+                *br,
+                std::slice::from_ref(&args[k]),
+                "branch",
+                |_, v| v.all_front(size, loc),
+            )?);
+        }
+        let mut ops = vec![sel.plain(n.b, loc)];
+        ops.extend(args.iter().map(|a| a.plain(n.b, loc)));
+        let refs: Vec<&Op> = ops.iter().collect();
+        let r = n.b.emit(OpKind::Conditional { branches: new.into() }, &refs, None, loc);
+        if let Some(e) = crate::batching::failure(&r) {
+            return Err(e);
+        }
+        return Ok(n.b.results(r, nres, true).into_iter().map(|o| BVal::at(o, 0)).collect());
+    }
+    // Every branch on the whole batch, here.
+    let mut outs: Vec<Vec<Op>> = Vec::with_capacity(branches.len());
+    for (k, br) in branches.iter().enumerate() {
+        let (params, root) = {
+            let g = n.b.g.borrow();
+            let c = g.comp(*br);
+            (c.params.clone(), c.root)
+        };
+        let mut env = HashMap::new();
+        env.insert(Value::of(params[0].expect("param")), n.operands[k + 1].clone());
+        let v = n
+            .pass
+            .run(*br, &mut env, &[root.ok_or("an unfinished branch")?])
+            .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
+        let elems = carry_elems(&v[0]);
+        outs.push(
+            elems
+                .iter()
+                .map(|e| e.front(size, loc))
+                .collect::<Result<_, _>>()?,
+        );
+    }
+    let s = sel.front(size, loc)?;
+    let last = branches.len() - 1;
+    let is_pred = s.element_type().map(|t| t == ElementType::Pred).unwrap_or(false);
+    let mut result = Vec::with_capacity(nres);
+    for j in 0..nres {
+        let mut r = outs[last][j].clone();
+        let dims = r.dims().map_err(|e| e.to_string())?;
+        for k in (0..last).rev() {
+            let hit = if is_pred {
+                s.clone()
+            } else {
+                s.compare(&s.builder().constant_of_type(s.element_type().map_err(|e| e.to_string())?, k as i64), crate::Comparison::Eq)
+            };
+            let hit = hit.broadcast_in_dim(&dims, &[0]);
+            r = hit.builder().select(&hit, &outs[k][j], &r);
+        }
+        result.push(BVal::at(r, 0));
+    }
+    Ok(result)
+}
+
+/// The tangent rule of a while loop: a loop carrying the tangents of the float
+/// carry elements that depend on the values differentiated (after any number of
+/// steps) next to the primal carry; its primal results serve the original loop's
+/// uses, so the loop runs once.
+pub(crate) fn jvp_while(n: &JvpNode) -> Tangents {
+    let OpKind::While { cond, body } = n.kind else {
+        return Err("not a while".into());
+    };
+    let (cond, body, loc) = (*cond, *body, n.loc);
+    let k = n.results.len();
+    let tuple = &n.operands[0];
+    let prim: Vec<Op> = (0..k).map(|j| tuple.get_tuple_element(j)).collect();
+    let init_t: Vec<Option<Op>> = match n.tangents.first() {
+        Some(Some(Ct::Tuple(e))) => (0..k).map(|j| e.get(j).cloned().flatten()).collect(),
+        _ => vec![None; k],
+    };
+    let float: Vec<bool> = prim
+        .iter()
+        .map(|p| p.element_type().map(|t| t.is_float()).unwrap_or(false))
+        .collect();
+    let deps = crate::batching::tuple_deps(n.b, body, k);
+    let mut active: Vec<bool> = init_t.iter().map(Option::is_some).collect();
+    loop {
+        let next: Vec<bool> = (0..k)
+            .map(|j| {
+                float[j]
+                    && (active[j]
+                        || deps.get(j).is_some_and(|d| d.iter().zip(&active).any(|(a, b)| *a && *b)))
+            })
+            .collect();
+        if next == active {
+            break;
+        }
+        active = next;
+    }
+    let act: Vec<usize> = (0..k).filter(|j| active[*j]).collect();
+    let tans: Vec<Op> = act
+        .iter()
+        .map(|j| init_t[*j].clone().unwrap_or_else(|| crate::autodiff::zeros_like(&prim[*j], loc)))
+        .collect();
+    let mut shapes: Vec<Shape> = prim.iter().map(|p| p.shape().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    for j in &act {
+        shapes.push(shapes[*j].clone());
+    }
+    let tshape = Shape::Tuple(shapes.clone());
+    let parent = n.b.comp;
+    let root_of = |c: CompId| -> Result<(u32, Value), String> {
+        let g = n.b.g.borrow();
+        let cc = g.comp(c);
+        Ok((cc.params[0].ok_or("no parameter")?, cc.root.ok_or("an unfinished body")?))
+    };
+    let (cp, croot) = root_of(cond)?;
+    let (bp, broot) = root_of(body)?;
+    let fail = |f: Op| crate::batching::failure(&f).unwrap_or_default();
+    // cond: on the primal part.
+    let (cc, croots) = n
+        .b
+        .body(parent, "cond", std::slice::from_ref(&tshape), loc, |bb, ps| {
+            let elems: Vec<Replayed> = (0..k).map(|j| Replayed::Op(ps[0].get_tuple_element(j))).collect();
+            let mut env = HashMap::new();
+            env.insert(Value::of(cp), Replayed::Tuple(elems));
+            match crate::forward::replay(bb, cond, &mut env, &[croot]) {
+                Ok(v) => vec![v[0].op(bb, loc)],
+                Err(f) => vec![f],
+            }
+        })
+        .map_err(fail)?;
+    n.b.finish_body(cc, &croots, loc).map_err(fail)?;
+    let (bc, broots) = n
+        .b
+        .body(parent, "body", std::slice::from_ref(&tshape), loc, |bb, ps| {
+            let elems: Vec<Op> = (0..k).map(|j| ps[0].get_tuple_element(j)).collect();
+            let tin: Vec<Op> = (0..act.len()).map(|i| ps[0].get_tuple_element(k + i)).collect();
+            let start = bb.g.borrow().comp(bb.comp).instrs.len();
+            let mut env = HashMap::new();
+            env.insert(
+                Value::of(bp),
+                Replayed::Tuple(elems.iter().cloned().map(Replayed::Op).collect()),
+            );
+            let out = match crate::forward::replay(bb, body, &mut env, &[broot]) {
+                Ok(mut v) => v.remove(0),
+                Err(f) => return vec![f],
+            };
+            let outs: Vec<Op> = match out {
+                Replayed::Tuple(e) => e.iter().map(|x| x.op(bb, loc)).collect(),
+                Replayed::Op(o) => (0..k).map(|j| o.get_tuple_element(j)).collect(),
+            };
+            let seeds: Vec<(Value, Ct)> = act
+                .iter()
+                .zip(&tin)
+                .map(|(j, t)| (elems[*j].v, Ct::Array(t.clone())))
+                .collect();
+            let roots: Vec<Value> = act.iter().map(|j| outs[*j].v).collect();
+            let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &roots, start) {
+                Ok(t) => t,
+                Err(f) => return vec![f],
+            };
+            let mut all = outs.clone();
+            for (i, j) in act.iter().enumerate() {
+                all.push(match &t[i] {
+                    Some(Ct::Array(a)) => a.clone(),
+                    _ => crate::autodiff::zeros_like(&outs[*j], loc),
+                });
+            }
+            let refs: Vec<&Op> = all.iter().collect();
+            vec![bb.tuple(&refs)]
+        })
+        .map_err(fail)?;
+    n.b.finish_body(bc, &broots, loc).map_err(fail)?;
+    let mut carry: Vec<Op> = prim.clone();
+    carry.extend(tans);
+    let refs: Vec<&Op> = carry.iter().collect();
+    let init = n.b.tuple(&refs);
+    let r = n.b.emit(OpKind::While { cond: cc, body: bc }, &[&init], None, loc);
+    if let Some(e) = crate::batching::failure(&r) {
+        return Err(e);
+    }
+    let res = n.b.results(r.clone(), k + act.len(), true);
+    {
+        let mut g = n.b.g.borrow_mut();
+        if let Some(t) = g.trip_counts.get(&n.at).copied() {
+            g.trip_counts.insert((r.comp, r.v.instr), t);
+        }
+        if let Some(t) = g.loop_bounds.get(&n.at).copied() {
+            g.loop_bounds.insert((r.comp, r.v.instr), t);
+        }
+        // The original loop's results are served by this one's primal part.
+        for (j, orig) in n.results.iter().enumerate() {
+            g.forwarded.insert((orig.comp, orig.v), res[j].v);
+        }
+    }
+    let mut out = vec![None; k];
+    for (i, j) in act.iter().enumerate() {
+        out[*j] = Some(Ct::Array(res[k + i].clone()));
+    }
+    Ok(out)
+}
+
+/// The tangent rule of a conditional: each branch replayed with its tangents
+/// pushed through, in a conditional whose branches return the primal results and
+/// their tangents (zeros where a branch gives none); its primal results serve the
+/// original's uses.
+pub(crate) fn jvp_conditional(n: &JvpNode) -> Tangents {
+    let OpKind::Conditional { branches } = n.kind else {
+        return Err("not a conditional".into());
+    };
+    let loc = n.loc;
+    let k = n.results.len();
+    let shapes: Vec<Shape> = n.results.iter().map(|r| r.shape().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let float: Vec<bool> = shapes.iter().map(|s| s.element_type().is_some_and(|t| t.is_float())).collect();
+    let fl: Vec<usize> = (0..k).filter(|j| float[*j]).collect();
+    let fail = |f: Op| crate::batching::failure(&f).unwrap_or_default();
+    let mut new = Vec::with_capacity(branches.len());
+    let mut args: Vec<Op> = vec![n.operands[0].clone()];
+    for (bi, br) in branches.iter().enumerate() {
+        let x = &n.operands[bi + 1];
+        let t = n.tangents.get(bi + 1).cloned().flatten();
+        let xs = x.shape().map_err(|e| e.to_string())?;
+        // The branch's operand and its tangent (a tuple operand's tangent as a
+        // tuple, zeros where none).
+        let tan_op = match (&t, &xs) {
+            (Some(Ct::Array(a)), _) => Some(a.clone()),
+            (Some(Ct::Tuple(e)), Shape::Tuple(ss)) => {
+                let elems: Vec<Op> = ss
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| match e.get(i).cloned().flatten() {
+                        Some(a) => a,
+                        None => {
+                            let g = x.get_tuple_element(i);
+                            if s.element_type().is_some_and(|t| t.is_float()) {
+                                crate::autodiff::zeros_like(&g, loc)
+                            } else {
+                                g
+                            }
+                        }
+                    })
+                    .collect();
+                let refs: Vec<&Op> = elems.iter().collect();
+                Some(n.b.tuple(&refs))
+            }
+            _ => None,
+        };
+        let (p, root) = {
+            let g = n.b.g.borrow();
+            let c = g.comp(*br);
+            (c.params[0].ok_or("no parameter")?, c.root.ok_or("an unfinished branch")?)
+        };
+        let pair: Vec<Op> = match &tan_op {
+            Some(tt) => vec![x.clone(), tt.clone()],
+            None => vec![x.clone()],
+        };
+        let pr: Vec<&Op> = pair.iter().collect();
+        let arg = n.b.tuple(&pr);
+        let ashape = arg.shape().map_err(|e| e.to_string())?;
+        let has_t = tan_op.is_some();
+        let (bc, roots) = n
+            .b
+            .body(n.b.comp, "branch", std::slice::from_ref(&ashape), loc, |bb, ps| {
+                let xin = ps[0].get_tuple_element(0);
+                let start = bb.g.borrow().comp(bb.comp).instrs.len();
+                let mut env = HashMap::new();
+                env.insert(Value::of(p), Replayed::Op(xin.clone()));
+                let out = match crate::forward::replay(bb, *br, &mut env, &[root]) {
+                    Ok(mut v) => v.remove(0),
+                    Err(f) => return vec![f],
+                };
+                let outs: Vec<Op> = match out {
+                    Replayed::Tuple(e) => e.iter().map(|x| x.op(bb, loc)).collect(),
+                    Replayed::Op(o) => (0..k).map(|j| o.get_tuple_element(j)).collect(),
+                };
+                let seeds: Vec<(Value, Ct)> = if has_t {
+                    let tin = ps[0].get_tuple_element(1);
+                    let ct = match &xs {
+                        Shape::Tuple(ss) => Ct::Tuple(
+                            (0..ss.len()).map(|i| Some(tin.get_tuple_element(i))).collect(),
+                        ),
+                        _ => Ct::Array(tin),
+                    };
+                    vec![(xin.v, ct)]
+                } else {
+                    Vec::new()
+                };
+                let rts: Vec<Value> = fl.iter().map(|j| outs[*j].v).collect();
+                let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &rts, start) {
+                    Ok(t) => t,
+                    Err(f) => return vec![f],
+                };
+                let mut all = outs.clone();
+                for (i, j) in fl.iter().enumerate() {
+                    all.push(match &t[i] {
+                        Some(Ct::Array(a)) => a.clone(),
+                        _ => crate::autodiff::zeros_like(&outs[*j], loc),
+                    });
+                }
+                let refs: Vec<&Op> = all.iter().collect();
+                vec![bb.tuple(&refs)]
+            })
+            .map_err(fail)?;
+        n.b.finish_body(bc, &roots, loc).map_err(fail)?;
+        new.push(bc);
+        args.push(arg);
+    }
+    let refs: Vec<&Op> = args.iter().collect();
+    let r = n.b.emit(OpKind::Conditional { branches: new.into() }, &refs, None, loc);
+    if let Some(e) = crate::batching::failure(&r) {
+        return Err(e);
+    }
+    let res = n.b.results(r, k + fl.len(), true);
+    {
+        let mut g = n.b.g.borrow_mut();
+        for (j, orig) in n.results.iter().enumerate() {
+            g.forwarded.insert((orig.comp, orig.v), res[j].v);
+        }
+    }
+    let mut out = vec![None; k];
+    for (i, j) in fl.iter().enumerate() {
+        out[*j] = Some(Ct::Array(res[k + i].clone()));
+    }
+    Ok(out)
+}

@@ -1361,3 +1361,68 @@ impl Neg for Op {
         self.unary(UnaryOp::Negate, Location::caller())
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: every operand batched at axis 0 (the element-wise rule).
+pub(crate) fn batch_unary(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: every operand batched at axis 0.
+pub(crate) fn batch_binary(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: every operand batched at axis 0.
+pub(crate) fn batch_compare(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: every operand batched at axis 0 (a scalar predicate is broadcast).
+pub(crate) fn batch_select(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: every operand batched at axis 0 (scalar bounds are broadcast).
+pub(crate) fn batch_clamp(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Tangent: the derivative times the tangent (from the gradient rule: the
+/// Jacobian is diagonal).
+pub(crate) fn jvp_unary(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::diagonal(n)
+}
+
+/// Tangent: each operand's partial derivative times its tangent, summed.
+pub(crate) fn jvp_binary(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::diagonal(n)
+}
+
+/// Tangent: the select of the branches' tangents (linear in them).
+pub(crate) fn jvp_select(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: the operand's tangent where it lies inside the bounds, else the
+/// bound's (a scalar bound's broadcast).
+pub(crate) fn jvp_clamp(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let (lo, x, hi) = (&n.operands[0], &n.operands[1], &n.operands[2]);
+    let dims = x.dims().map_err(|e| e.to_string())?;
+    let full = |o: &Op| -> Op {
+        if o.dims().map(|d| d == dims).unwrap_or(false) {
+            o.clone()
+        } else {
+            o.broadcast_in_dim(&dims, &[])
+        }
+    };
+    let (tl, tx, th) = (full(&n.tangent(0)), n.tangent(1), full(&n.tangent(2)));
+    let below = x.compare(&full(lo), Comparison::Lt);
+    let above = x.compare(&full(hi), Comparison::Gt);
+    Ok(vec![Some(crate::autodiff::Ct::Array(
+        x.builder()
+            .select(&below, &tl, &x.builder().select(&above, &th, &tx)),
+    ))])
+}

@@ -1451,3 +1451,22 @@ fn fill_value(ty: ElementType) -> crate::Scalar {
         _ => Scalar::Float(f64::NAN),
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Tangent: linear in the operand (the indices fixed).
+pub(crate) fn jvp_gather(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: a scatter that adds is linear in the operand and the updates.
+pub(crate) fn jvp_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::Scatter { body, .. } = n.kind else {
+        return Err("not a scatter".into());
+    };
+    match (n.operands.len(), super::reduction::simple_combiner(n.b, *body)) {
+        (3, Some(crate::BinaryOp::Add)) => crate::forward::linear(n),
+        _ => Err("a tangent rule for a scatter of one array that adds only".into()),
+    }
+}

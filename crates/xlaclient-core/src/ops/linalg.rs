@@ -1914,3 +1914,85 @@ fn householder_qr(a: &Op, s: &Shape, mode: QrMode) -> (Op, Op) {
     };
     (q, r_out)
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: a batch axis of both operands becomes a new leading batch axis of
+/// the dot; of one operand, a free axis of it (placed where dot_general puts
+/// that operand's free axes).
+pub(crate) fn batch_dot_general(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Dot(attrs) = n.kind else {
+        return Err("not a dot".into());
+    };
+    let (l, lb) = n.operand(0)?;
+    let (r, rb) = n.operand(1)?;
+    let up = |v: &[i64]| v.iter().map(|a| a + 1).collect::<Vec<_>>();
+    let d = &attrs.dims;
+    let mut a = (**attrs).clone();
+    match (lb, rb) {
+        (Some(_), Some(_)) => {
+            let (l, r) = (n.front(0)?, n.front(1)?);
+            a.dims.lhs_batch = [vec![0], up(&d.lhs_batch)].concat();
+            a.dims.rhs_batch = [vec![0], up(&d.rhs_batch)].concat();
+            a.dims.lhs_contracting = up(&d.lhs_contracting);
+            a.dims.rhs_contracting = up(&d.rhs_contracting);
+            n.emit_front(OpKind::Dot(Box::new(a)), &[l, r])
+        }
+        (Some(_), None) => {
+            let l = n.front(0)?;
+            a.dims.lhs_batch = up(&d.lhs_batch);
+            a.dims.lhs_contracting = up(&d.lhs_contracting);
+            // The batch axis is lhs's first free axis: it follows the batch axes.
+            let at = d.lhs_batch.len();
+            dot_at(n, a, &l, &r, at)
+        }
+        (None, Some(_)) => {
+            let r = n.front(1)?;
+            a.dims.rhs_batch = up(&d.rhs_batch);
+            a.dims.rhs_contracting = up(&d.rhs_contracting);
+            let lrank = l.rank().map_err(|e| e.to_string())?;
+            let at = lrank - d.lhs_contracting.len();
+            dot_at(n, a, &l, &r, at)
+        }
+        (None, None) => Err("no operand is batched".into()),
+    }
+}
+
+/// Emits the dot with `attrs`, whose result has the batch axis at `at`.
+fn dot_at(
+    n: &crate::batching::BatchNode,
+    attrs: DotAttrs,
+    l: &Op,
+    r: &Op,
+    at: usize,
+) -> crate::batching::Batched {
+    let out = n
+        .b
+        .emit(OpKind::Dot(Box::new(attrs)), &[l, r], None, n.loc);
+    if let Some(e) = crate::batching::failure(&out) {
+        return Err(e);
+    }
+    Ok(vec![crate::batching::BVal::at(out, at)])
+}
+
+/// Batching: Cholesky takes leading batch axes as they are.
+pub(crate) fn batch_cholesky(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::shifted(n, n.kind.clone())
+}
+
+/// Batching: a triangular solve takes leading batch axes as they are (both
+/// operands batched).
+pub(crate) fn batch_triangular_solve(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::shifted(n, n.kind.clone())
+}
+
+/// Tangent: bilinear, `dot(ta, b) + dot(a, tb)`.
+pub(crate) fn jvp_dot(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::bilinear(n)
+}
+
+/// Tangent: bilinear, `conv(ta, k) + conv(a, tk)`.
+pub(crate) fn jvp_convolution(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::bilinear(n)
+}

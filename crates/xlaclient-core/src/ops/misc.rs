@@ -407,3 +407,39 @@ mod custom_call_tests {
         assert!(infer_custom_call(&unversioned, &[], &Shape::of::<f32>(&[2])).is_err());
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: the scalar function mapped over the batch axis too.
+pub(crate) fn batch_map(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Map { dims, body } = n.kind else {
+        return Err("not a map".into());
+    };
+    let d: Vec<i64> = (0..=dims.len() as i64).collect();
+    crate::batching::shifted(
+        n,
+        OpKind::Map {
+            dims: d.into(),
+            body: *body,
+        },
+    )
+}
+
+/// Batching: the barrier on the batched values.
+pub(crate) fn batch_optimization_barrier(
+    n: &crate::batching::BatchNode,
+) -> crate::batching::Batched {
+    let v = n.operands[0].all_front(n.size, n.loc)?;
+    let op = v.plain(n.b, n.loc);
+    let out = n.b.emit(OpKind::OptimizationBarrier, &[&op], None, n.loc);
+    if let Some(e) = crate::batching::failure(&out) {
+        return Err(e);
+    }
+    Ok(vec![crate::batching::split_like(&v, &out, n.loc)])
+}
+
+/// Tangent: the tangents pass the barrier unchanged.
+pub(crate) fn jvp_optimization_barrier(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    Ok(vec![n.tangents[0].clone()])
+}

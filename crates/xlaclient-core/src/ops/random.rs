@@ -297,3 +297,20 @@ impl Op {
         (next, f - 1.0)
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: element-wise (a change of width adds or drops a trailing axis,
+/// after the batch axis).
+pub(crate) fn batch_bitcast_convert(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: a generator state that differs per example has no rule (the crate's
+/// samplers use Threefry, whose ops batch element-wise).
+pub(crate) fn batch_rng_bit_generator(
+    _n: &crate::batching::BatchNode,
+) -> crate::batching::Batched {
+    Err("a generator state that differs per example (use the Threefry samplers of `random`)".into())
+}

@@ -847,3 +847,66 @@ mod tests {
         assert_eq!(selection_body(&b, swapped, 2), None);
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: the reduced axes move one on; the initial values must be the same
+/// for every example.
+pub(crate) fn batch_reduce(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Reduce { axes, body } = n.kind else {
+        return Err("not a reduce".into());
+    };
+    let m = n.operands.len() / 2;
+    if n.operands[m..].iter().any(|v| v.is_batched()) {
+        return Err("an initial value that differs per example".into());
+    }
+    let mut ops = Vec::with_capacity(n.operands.len());
+    for k in 0..m {
+        ops.push(n.front(k)?);
+    }
+    for k in m..n.operands.len() {
+        ops.push(n.operands[k].array()?.0.clone());
+    }
+    crate::batching::emit_front_ops(
+        n,
+        OpKind::Reduce {
+            axes: crate::batching::plus_one(axes),
+            body: *body,
+        },
+        &ops,
+    )
+}
+
+/// Tangent: a sum is linear; a max or min takes the tangent at the elements equal
+/// to the result (shared among ties, as the gradient rule shares the cotangent).
+pub(crate) fn jvp_reduce(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::Reduce { axes, body } = n.kind else {
+        return Err("not a reduce".into());
+    };
+    let combiner = if n.operands.len() == 2 {
+        simple_combiner(n.b, *body)
+    } else {
+        None
+    };
+    match combiner {
+        Some(BinaryOp::Add) => crate::forward::linear(n),
+        Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
+            let (x, loc) = (&n.operands[0], n.loc);
+            let dims = x.dims().map_err(|e| e.to_string())?;
+            let kept: Vec<i64> = (0..dims.len() as i64).filter(|a| !axes.contains(a)).collect();
+            let ty = x.element_type().map_err(|e| e.to_string())?;
+            let at = x
+                .compare(&n.results[0].broadcast_in_dim(&dims, &kept), crate::Comparison::Eq)
+                .convert(ty);
+            let count = at.reduce_by(axes, BinaryOp::Add, loc);
+            let picked = at
+                .binary(BinaryOp::Multiply, &n.tangent(0), loc)
+                .reduce_by(axes, BinaryOp::Add, loc);
+            Ok(vec![Some(crate::autodiff::Ct::Array(
+                picked.binary(BinaryOp::Divide, &count, loc),
+            ))])
+        }
+        _ => Err("a tangent rule for reduce by sum, max and min only".into()),
+    }
+}

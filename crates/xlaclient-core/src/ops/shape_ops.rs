@@ -684,3 +684,81 @@ mod tuple_tests {
         assert_eq!(e.kind, ShapeErrorKind::ElementType);
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: the batch axis leads the result; the operand's axes move one on.
+pub(crate) fn batch_broadcast(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Broadcast { dims } = n.kind else {
+        return Err("not a broadcast".into());
+    };
+    let mut d = vec![0i64];
+    d.extend(dims.iter().map(|a| a + 1));
+    crate::batching::shifted(n, OpKind::Broadcast { dims: d.into() })
+}
+
+/// Batching: the batch axis leads, the rest reshaped as for one example.
+pub(crate) fn batch_reshape(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::shifted(n, OpKind::Reshape)
+}
+
+/// Batching: the batch axis leads, the permutation moves one on.
+pub(crate) fn batch_transpose(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Transpose { perm } = n.kind else {
+        return Err("not a transpose".into());
+    };
+    let mut p = vec![0i64];
+    p.extend(perm.iter().map(|a| a + 1));
+    crate::batching::shifted(n, OpKind::Transpose { perm: p.into() })
+}
+
+/// Batching: element-wise.
+pub(crate) fn batch_convert(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    crate::batching::elementwise(n)
+}
+
+/// Batching: the element of the tuple (the pass keeps tuples element by element).
+pub(crate) fn batch_get_tuple_element(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    match (n.kind, &n.operands[0]) {
+        (OpKind::GetTupleElement { index }, crate::batching::BVal::Tuple(e)) => e
+            .get(*index as usize)
+            .cloned()
+            .map(|v| vec![v])
+            .ok_or_else(|| "no such element".to_string()),
+        _ => Err("a tuple held as one value".into()),
+    }
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_broadcast(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_reshape(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_transpose(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear (none to an integer result).
+pub(crate) fn jvp_convert(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: the element of the tuple's tangent.
+pub(crate) fn jvp_get_tuple_element(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    match (n.kind, n.tangents.first()) {
+        (OpKind::GetTupleElement { index }, Some(Some(crate::autodiff::Ct::Tuple(e)))) => Ok(vec![
+            e.get(*index as usize)
+                .cloned()
+                .flatten()
+                .map(crate::autodiff::Ct::Array),
+        ]),
+        _ => Ok(vec![None]),
+    }
+}

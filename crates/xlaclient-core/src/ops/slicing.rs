@@ -973,3 +973,134 @@ fn reverse_ct(axes: &[i64], n: &crate::autodiff::Node, ct: &Op) -> Op {
     ct.builder()
         .emit(OpKind::Reverse { axes: axes.into() }, &[ct], None, n.loc)
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: a full slice of the batch axis, the rest as for one example.
+pub(crate) fn batch_slice(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Slice(a) = n.kind else {
+        return Err("not a slice".into());
+    };
+    let mut a = (**a).clone();
+    a.start.insert(0, 0);
+    a.limit.insert(0, n.size);
+    a.strides.insert(0, 1);
+    crate::batching::shifted(n, OpKind::Slice(Box::new(a)))
+}
+
+/// Batching: a batched operand with the same start for every example (a start
+/// of 0 and the whole batch along the batch axis). Batched starts have no rule
+/// yet.
+pub(crate) fn batch_dynamic_slice(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::DynamicSlice { sizes } = n.kind else {
+        return Err("not a dynamic-slice".into());
+    };
+    if n.operands[1..].iter().any(|v| v.is_batched()) {
+        return Err("start indices that differ per example (use take / gather)".into());
+    }
+    let x = n.front(0)?;
+    let starts: Vec<Op> = n.operands[1..]
+        .iter()
+        .map(|v| v.array().map(|(o, _)| o.clone()))
+        .collect::<Result<_, _>>()?;
+    let zero = starts[0].full_like(0.0);
+    let mut ops = vec![x, zero];
+    ops.extend(starts);
+    let mut s = vec![n.size];
+    s.extend(sizes.iter());
+    crate::batching::emit_front_ops(n, OpKind::DynamicSlice { sizes: s.into() }, &ops)
+}
+
+/// Batching: batched operand and update with the same start for every example.
+pub(crate) fn batch_dynamic_update_slice(
+    n: &crate::batching::BatchNode,
+) -> crate::batching::Batched {
+    if n.operands[2..].iter().any(|v| v.is_batched()) {
+        return Err("start indices that differ per example (use scatter)".into());
+    }
+    let (x, u) = (n.front(0)?, n.front(1)?);
+    let starts: Vec<Op> = n.operands[2..]
+        .iter()
+        .map(|v| v.array().map(|(o, _)| o.clone()))
+        .collect::<Result<_, _>>()?;
+    let zero = starts[0].full_like(0.0);
+    let mut ops = vec![x, u, zero];
+    ops.extend(starts);
+    crate::batching::emit_front_ops(n, OpKind::DynamicUpdateSlice, &ops)
+}
+
+/// Batching: joined along the axis one on.
+pub(crate) fn batch_concatenate(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Concatenate { dimension } = n.kind else {
+        return Err("not a concatenate".into());
+    };
+    crate::batching::shifted(
+        n,
+        OpKind::Concatenate {
+            dimension: dimension + 1,
+        },
+    )
+}
+
+/// Batching: no padding on the batch axis; the padding value must be the same for
+/// every example.
+pub(crate) fn batch_pad(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Pad(dims) = n.kind else {
+        return Err("not a pad".into());
+    };
+    if n.operands[1].is_batched() {
+        return Err("a padding value that differs per example".into());
+    }
+    let mut d = vec![PadDim {
+        lo: 0,
+        hi: 0,
+        interior: 0,
+    }];
+    d.extend(dims.iter().copied());
+    let v = n.operands[1].array()?.0.clone();
+    crate::batching::emit_front_ops(n, OpKind::Pad(d.into()), &[n.front(0)?, v])
+}
+
+/// Batching: the reversed axes move one on.
+pub(crate) fn batch_reverse(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Reverse { axes } = n.kind else {
+        return Err("not a reverse".into());
+    };
+    crate::batching::shifted(
+        n,
+        OpKind::Reverse {
+            axes: crate::batching::plus_one(axes),
+        },
+    )
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_slice(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear in the operand (the starts fixed).
+pub(crate) fn jvp_dynamic_slice(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear in the operand and the update together.
+pub(crate) fn jvp_dynamic_update_slice(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_concatenate(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear in the operand and the padding value together.
+pub(crate) fn jvp_pad(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}
+
+/// Tangent: linear.
+pub(crate) fn jvp_reverse(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
+}

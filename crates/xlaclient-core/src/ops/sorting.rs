@@ -498,3 +498,26 @@ mod top_k_tests {
         assert!(infer_top_k(&Shape::of::<u8>(&[1 << 31]), 1).is_ok());
     }
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: every operand batched at axis 0, sorted along the axis one on.
+pub(crate) fn batch_sort(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Sort {
+        dimension,
+        stable,
+        comparator,
+    } = n.kind
+    else {
+        return Err("not a sort".into());
+    };
+    crate::batching::shifted(
+        n,
+        OpKind::Sort {
+            dimension: dimension + 1,
+            stable: *stable,
+            comparator: *comparator,
+        },
+    )
+}

@@ -786,3 +786,45 @@ fn vjp_custom(
         })
         .collect()
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: a tuple of the operands (kept element by element).
+pub(crate) fn batch_tuple(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    Ok(vec![crate::batching::BVal::Tuple(n.operands.to_vec())])
+}
+
+/// Tangent: the tuple of the operands' tangents.
+pub(crate) fn jvp_tuple(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    Ok(vec![Some(crate::autodiff::Ct::Tuple(
+        n.tangents
+            .iter()
+            .map(|t| match t {
+                Some(crate::autodiff::Ct::Array(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect(),
+    ))])
+}
+
+/// Batching: the callee batched into a new computation (every operand and the
+/// result batched at axis 0), called.
+pub(crate) fn batch_call(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Call { body } = n.kind else {
+        return Err("not a call".into());
+    };
+    let ops = (0..n.operands.len())
+        .map(|k| n.front(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let callee = crate::batching::batch_body(n, *body, &ops, "call")?;
+    n.emit_front(OpKind::Call { body: callee }, &ops)
+}
+
+/// Tangent: the callee's instructions replayed here and pushed forward.
+pub(crate) fn jvp_call(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::Call { body } = n.kind else {
+        return Err("not a call".into());
+    };
+    crate::forward::through_body(n, *body)
+}

@@ -12,7 +12,7 @@
 //! The rule slots of a line read
 //!
 //! ```text
-//! family { shape: f, lower: f | -, raise: f, text: f | -, grad: G, batch: - }
+//! family { shape: f, lower: f | -, raise: f, text: f | -, grad: G, jvp: G, batch: G }
 //! ```
 //!
 //! - `family`: the file `src/ops/<family>.rs`, where every `f` of the line lives;
@@ -27,14 +27,18 @@
 //!   the forms named, [`Error::NoGradient`](crate::Error::NoGradient) for the
 //!   others), `none` (no gradient flows: integer, predicate or constant results)
 //!   or `missing`; `f` is `fn(&Node) -> Grads` (see [`crate::autodiff`]);
-//! - `batch`: the slot for the batching rule (vmap), `-` until it lands.
+//! - `jvp`: the tangent rule of forward mode, in the same four forms as `grad`;
+//!   `f` is `fn(&JvpNode) -> Tangents` (see [`crate::forward`]);
+//! - `batch`: the batching rule of `vmap`, in the same forms (`none`: the op takes
+//!   no operands, so it is never batched); `f` is `fn(&BatchNode) -> Batched` (see
+//!   [`crate::batching`]).
 //!
 //! Adding an op (`reverse`, say):
 //!
 //! 1. one line at the end of `src/op_table.rs`:
 //!    ```text
 //!    /// Reverses the order along axes.
-//!    Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), batch: - };
+//!    Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), jvp: rule(jvp_reverse), batch: rule(batch_reverse) };
 //!    ```
 //!    If its attributes are a new kind, the `OpKind` variant the line's `kind`
 //!    names (and its attribute type, in [`crate::ir::attrs`]); an op that joins a
@@ -140,6 +144,36 @@ macro_rules! grad_call {
     };
 }
 
+macro_rules! jvp_call {
+    ($fam:ident, $n:ident, rule($f:ident)) => {
+        super::$fam::$f($n)
+    };
+    ($fam:ident, $n:ident, partial($f:ident, $forms:literal)) => {
+        super::$fam::$f($n)
+    };
+    ($fam:ident, $n:ident, none) => {
+        Ok(vec![None; $n.results.len()])
+    };
+    ($fam:ident, $n:ident, missing) => {
+        Err("this op has no tangent rule yet".to_string())
+    };
+}
+
+macro_rules! batch_call {
+    ($fam:ident, $n:ident, rule($f:ident)) => {
+        super::$fam::$f($n)
+    };
+    ($fam:ident, $n:ident, partial($f:ident, $forms:literal)) => {
+        super::$fam::$f($n)
+    };
+    ($fam:ident, $n:ident, none) => {
+        Err("the op takes no operands, so it is never batched".to_string())
+    };
+    ($fam:ident, $n:ident, missing) => {
+        Err("this op has no batching rule yet".to_string())
+    };
+}
+
 /// Generates the op library's dispatch from the op table (`src/op_table.rs`): the
 /// family and the rule slots of each entry, resolved in the family files. The doc,
 /// name, arity and kind are the IR's ([`Opcode`]); they are matched and dropped.
@@ -154,7 +188,8 @@ macro_rules! op_rules {
             raise: $raise:ident,
             text: $text:tt,
             grad: $gk:ident $(($($ga:tt)*))?,
-            batch: $batch:tt $(,)?
+            jvp: $jk:ident $(($($ja:tt)*))?,
+            batch: $bk:ident $(($($ba:tt)*))? $(,)?
         };
     )*) => {
         impl Rules for Table {
@@ -207,6 +242,36 @@ macro_rules! op_rules {
         pub(crate) fn vjp(n: &Node) -> Grads {
             match n.kind.opcode() {
                 $(Opcode::$op => grad_call!($fam, n, $gk $(($($ga)*))?),)*
+            }
+        }
+
+        /// How forward mode (`jvp`) treats `op` (see [`Gradient`]: the same
+        /// classes).
+        pub fn tangent(op: Opcode) -> Gradient {
+            match op {
+                $(Opcode::$op => grad_class!($jk $(($($ja)*))?),)*
+            }
+        }
+
+        /// How `vmap` treats `op` (see [`Gradient`]: the same classes; `None`: the
+        /// op takes no operands, so it is never batched).
+        pub fn batching(op: Opcode) -> Gradient {
+            match op {
+                $(Opcode::$op => grad_class!($bk $(($($ba)*))?),)*
+            }
+        }
+
+        /// The tangent rule of `n`'s op: the tangents of its results.
+        pub(crate) fn jvp(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+            match n.kind.opcode() {
+                $(Opcode::$op => jvp_call!($fam, n, $jk $(($($ja)*))?),)*
+            }
+        }
+
+        /// The batching rule of `n`'s op.
+        pub(crate) fn batch(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+            match n.kind.opcode() {
+                $(Opcode::$op => batch_call!($fam, n, $bk $(($($ba)*))?),)*
             }
         }
 

@@ -1003,3 +1003,85 @@ pub(crate) fn window_choice(
         .binary(BinaryOp::Minimum, &last, loc);
     Ok((at, kept))
 }
+
+// ---- Batching (vmap) and tangent (jvp) rules of this family's ops: see
+// `crate::batching` and `crate::forward`; the op table names them. ----
+
+/// Batching: a window of 1 over the batch axis.
+pub(crate) fn batch_reduce_window(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::ReduceWindow { window, body } = n.kind else {
+        return Err("not a reduce-window".into());
+    };
+    let m = n.operands.len() / 2;
+    if n.operands[m..].iter().any(|v| v.is_batched()) {
+        return Err("an initial value that differs per example".into());
+    }
+    let mut ops = Vec::with_capacity(n.operands.len());
+    for k in 0..m {
+        ops.push(n.front(k)?);
+    }
+    for k in m..n.operands.len() {
+        ops.push(n.operands[k].array()?.0.clone());
+    }
+    crate::batching::emit_front_ops(
+        n,
+        OpKind::ReduceWindow {
+            window: unit_window(window),
+            body: *body,
+        },
+        &ops,
+    )
+}
+
+/// A window of size 1 over a new leading axis, then `w`.
+fn unit_window(w: &[WindowDim]) -> Box<[WindowDim]> {
+    let mut d = vec![WindowDim {
+        size: 1,
+        stride: 1,
+        padding_low: 0,
+        padding_high: 0,
+        window_dilation: 1,
+        base_dilation: 1,
+    }];
+    d.extend(w.iter().copied());
+    d.into()
+}
+
+/// Batching: operand and source batched at 0 with a window of 1 over the batch
+/// axis; the initial value must be the same for every example.
+pub(crate) fn batch_select_and_scatter(
+    n: &crate::batching::BatchNode,
+) -> crate::batching::Batched {
+    let OpKind::SelectAndScatter {
+        window,
+        select,
+        scatter,
+    } = n.kind
+    else {
+        return Err("not a select-and-scatter".into());
+    };
+    if n.operands[2].is_batched() {
+        return Err("an initial value that differs per example".into());
+    }
+    let init = n.operands[2].array()?.0.clone();
+    crate::batching::emit_front_ops(
+        n,
+        OpKind::SelectAndScatter {
+            window: unit_window(window),
+            select: *select,
+            scatter: *scatter,
+        },
+        &[n.front(0)?, n.front(1)?, init],
+    )
+}
+
+/// Tangent: a windowed sum is linear.
+pub(crate) fn jvp_reduce_window(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::ReduceWindow { body, .. } = n.kind else {
+        return Err("not a reduce-window".into());
+    };
+    match (n.operands.len(), super::reduction::simple_combiner(n.b, *body)) {
+        (2, Some(BinaryOp::Add)) => crate::forward::linear(n),
+        _ => Err("a tangent rule for a windowed sum only (max pooling: use the gradient)".into()),
+    }
+}
