@@ -19,7 +19,9 @@ math module (the C library's sin/cos, the same functions Rust's f64::sin/cos cal
 on Linux), then rounded to float32. The script evaluates the formula string itself,
 so the string is exactly what was computed. The values are stored too (flattened,
 row-major), so a test may simply load them. Literal inputs have the literal as
-their formula. Every program runs under jax.jit.
+their formula. Every recorded output comes from a jax.jit-compiled program, except
+batched_sampling's 'loop/' outputs (each sampler called eagerly per key, as a user
+would; asserted bit-identical to the jitted vmap and to the per-key jitted call).
 
 Numbers: floats are written with 9 significant digits, which reads back to the
 same float32 (the script checks that); integers (int32, uint32) as integers;
