@@ -202,15 +202,6 @@ impl BatchNode<'_> {
             .map(|o| BVal::at(o, 0))
             .collect())
     }
-
-    /// Every operand moved (or broadcast) to batch axis 0, the op emitted as it
-    /// is: the rule of the element-wise ops.
-    pub fn all_front(&self) -> Batched {
-        let ops = (0..self.operands.len())
-            .map(|k| self.front(k))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.emit_front(self.kind.clone(), &ops)
-    }
 }
 
 /// The error of a failed op, as a rule's reason.
