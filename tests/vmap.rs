@@ -470,3 +470,28 @@ fn vmap_of_grad_equals_grad_per_example_and_grad_of_vmap_sums() {
     }
     let _ = Tree::<Op>::num_leaves(&());
 }
+
+#[test]
+fn gradients_through_collectives_over_a_vmapped_axis_transpose_them() {
+    // Per example: loss_i = sum((x_i - pmean(x))^2); its gradient inside the vmap
+    // (JAX's convention: pmean's transpose is pmean) against plain Rust.
+    let b = Builder::new("grad_pmean");
+    let xs = b.parameter(0, Shape::of::<f32>(&[4, 2]), "xs");
+    let g = b.vmap(&Vmap::new().axis_name("b"), xs, |b, x| {
+        let c = &x - x.pmean_axis("b");
+        let loss = (&c * &c).reduce_sum(&[0]);
+        b.grad(&loss, &x)
+    });
+    let m = b.build(&g).unwrap();
+    let xv: Vec<f32> = (0..8).map(|i| (i as f32 * 0.9).cos()).collect();
+    let got = run(&m, &[&upload(&xv, &[4, 2])])[0].to_vec::<f32>().unwrap();
+    // d/dx_i of sum((x_i - m)^2) with m's cotangent averaged over the batch:
+    // 2c_i - mean_j(2c_j) = 2c_i (the centred c sums to zero).
+    for j in 0..2 {
+        let mean: f32 = (0..4).map(|e| xv[e * 2 + j]).sum::<f32>() / 4.0;
+        for e in 0..4 {
+            let want = 2.0 * (xv[e * 2 + j] - mean);
+            assert!((got[e * 2 + j] - want).abs() < 1e-5, "{e},{j}");
+        }
+    }
+}

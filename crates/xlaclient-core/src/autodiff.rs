@@ -500,7 +500,11 @@ pub(crate) fn backprop_deferring(
         }
         // The ops the rule builds carry this instruction's line.
         let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
-        let got = crate::ops::table::vjp(&node);
+        let named = b.g.borrow().vmap_named.get(&(comp, i as u32)).cloned();
+        let got = match named {
+            Some((axis, what)) => crate::batching::named_vjp(&node, &axis, &what),
+            None => crate::ops::table::vjp(&node),
+        };
         b.g.borrow_mut().origin = outer_origin;
         let got = match got {
             Ok(g) => g,

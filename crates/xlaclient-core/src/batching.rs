@@ -976,3 +976,24 @@ pub(crate) fn tuple_deps(b: &Builder, comp: CompId, n_elems: usize) -> Vec<Vec<b
         _ => vec![deps[root.instr as usize].clone()],
     }
 }
+
+/// The gradient rule of a named collective over a vmapped axis (JAX's
+/// transposes): a sum's cotangent is summed over the axis, a mean's averaged.
+pub(crate) fn named_vjp(
+    n: &crate::autodiff::Node,
+    axis: &str,
+    what: &Named,
+) -> crate::autodiff::Grads {
+    match what {
+        Named::Sum | Named::Mean => Ok(vec![Some(crate::autodiff::Ct::Array(marker(
+            &n.ct(),
+            axis,
+            what.clone(),
+            n.loc,
+        )))]),
+        Named::Index => Ok(vec![None]),
+        Named::Max | Named::Min | Named::Gather(_) => Err(format!(
+            "the gradient of pmax, pmin or all_gather over the vmapped axis `{axis}` has no rule yet"
+        )),
+    }
+}
