@@ -1,12 +1,14 @@
 //! The op table of the guide's ops chapter (`guide/14-ops.md`) lists every entry of
 //! the opcode table exactly once, with a family file and numeric test files that
-//! exist, and a gradient column equal to what `autodiff::gradient` says: it cannot
-//! drift from the code.
+//! exist, and gradient, tangent and batching columns equal to what `autodiff::gradient`,
+//! `forward::tangent` and `batching::batching` say: they cannot drift from the code.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use xlaclient::autodiff::{Gradient, gradient};
+use xlaclient::batching::batching;
+use xlaclient::forward::tangent;
 use xlaclient::ir::Opcode;
 
 /// The directory of the op family files: `ops/` of the core crate (the workspace
@@ -59,6 +61,16 @@ fn the_guide_op_table_matches_the_opcode_table() {
         };
         let got = cells.get(5).copied().unwrap_or("");
         assert_eq!(got, want, "{name}: the gradient column");
+        let class = |g: Gradient| match g {
+            Gradient::Rule => "rule".to_string(),
+            Gradient::Partial(forms) => format!("partial: {forms}"),
+            Gradient::None => "none".to_string(),
+            Gradient::Missing => "missing".to_string(),
+        };
+        let got = cells.get(6).copied().unwrap_or("");
+        assert_eq!(got, class(tangent(*op)), "{name}: the tangent column");
+        let got = cells.get(7).copied().unwrap_or("");
+        assert_eq!(got, class(batching(*op)), "{name}: the batching column");
         listed.push(name.to_string());
     }
     let set: BTreeSet<&str> = listed.iter().map(String::as_str).collect();

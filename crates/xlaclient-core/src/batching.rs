@@ -16,6 +16,7 @@
 //! `axis_index`) over that name reduce over (or gather along) the batch axis, as
 //! JAX's collectives over a vmapped axis do.
 
+pub use crate::ops::table::batching;
 use std::collections::HashMap;
 use std::panic::Location;
 

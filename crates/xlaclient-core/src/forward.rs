@@ -12,6 +12,7 @@
 //! the primal values. On top: [`Builder::jvp`], [`Builder::jacfwd`],
 //! [`Builder::jacrev`] and [`Builder::hessian`].
 
+pub use crate::ops::table::tangent;
 use std::collections::HashMap;
 use std::panic::Location;
 
