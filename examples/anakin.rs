@@ -64,6 +64,8 @@ struct Config {
     shared_params: bool,
     /// Differentiate through the rollout scan, as the notebook does.
     grad_through_scan: bool,
+    /// Per-learner layout: one learner's update batched with vmap, as the notebook.
+    vmap_learners: bool,
     /// Calls timed for the frames-per-second figure (the first ones of the process).
     timed_calls: usize,
     /// A checkpoint every this many calls (and after the last).
@@ -87,6 +89,7 @@ impl Default for Config {
             seed: a.seed,
             shared_params: a.shared_params,
             grad_through_scan: a.grad_through_scan,
+            vmap_learners: a.vmap_learners,
             timed_calls: 5,
             checkpoint_every: 10,
             min_reward: 0.9,
@@ -125,6 +128,10 @@ fn run() -> xlaclient::rl::Result<()> {
                 "differentiate through the rollout scan, as the notebook",
             ),
             (
+                "vmap_learners",
+                "per-learner layout: one learner's update batched with vmap, as the notebook",
+            ),
+            (
                 "timed_calls",
                 "first calls timed for the frames-per-second figure",
             ),
@@ -150,6 +157,7 @@ fn run() -> xlaclient::rl::Result<()> {
         seed: c.seed,
         shared_params: c.shared_params,
         grad_through_scan: c.grad_through_scan,
+        vmap_learners: c.vmap_learners,
         devices: c.devices,
         ..AnakinConfig::default()
     };
@@ -168,6 +176,8 @@ fn run() -> xlaclient::rl::Result<()> {
         "layout={} devices={} batch={}/device rollout={} iterations/call={} lr={} grad_through_scan={}",
         if config.shared_params {
             "shared-params"
+        } else if config.vmap_learners {
+            "per-learner (notebook, vmap)"
         } else {
             "per-learner (notebook)"
         },

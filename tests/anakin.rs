@@ -230,6 +230,26 @@ fn assert_near(a: &[f32], b: &[f32], what: &str) {
 }
 
 #[test]
+fn the_vmapped_single_learner_update_learns_what_the_hand_batched_one_does() {
+    // The notebook's layout written as the notebook writes it (one learner's
+    // update, vmapped over the learners, pmean over the vmapped axis) against the
+    // hand-batched program: the same parameters after 20 updates, both gradients.
+    for through_scan in [false, true] {
+        let hand = params_after(small(false, through_scan), 2);
+        let vmapped = params_after(
+            AnakinConfig {
+                vmap_learners: true,
+                ..small(false, through_scan)
+            },
+            2,
+        );
+        for (i, (a, b)) in vmapped.iter().zip(&hand).enumerate() {
+            assert_near(a, b, &format!("vmapped leaf {i} (through scan {through_scan})"));
+        }
+    }
+}
+
+#[test]
 fn the_two_layouts_and_the_two_gradients_learn_the_same_parameters() {
     // The per-learner layout's copies stay equal (the gradient is averaged over
     // learners), and equal the shared layout's one copy; differentiating through

@@ -80,6 +80,13 @@ pub struct AnakinConfig {
     /// Devices the learner is replicated over (`pmap`), each with `batch`
     /// learners; the client must have at least this many. Default 1.
     pub devices: usize,
+    /// In the notebook's layout: write the update for one learner (one
+    /// environment, one parameter copy, the shared layout's code with a batch of
+    /// one) and batch it over the learners with `vmap`, the gradients averaged by
+    /// `pmean` over the vmapped axis, as the notebook does; otherwise the batch
+    /// axis is written into every op by hand. The same learning either way
+    /// (`tests/anakin.rs`). Default false.
+    pub vmap_learners: bool,
 }
 
 impl Default for AnakinConfig {
@@ -95,6 +102,7 @@ impl Default for AnakinConfig {
             shared_params: false,
             grad_through_scan: false,
             devices: 1,
+            vmap_learners: false,
         }
     }
 }
@@ -582,7 +590,7 @@ fn batch_major(x: &Op) -> Op {
 fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> AnakinState<Op> {
     let b = s.key.builder();
     let per_learner = !c.shared_params;
-    let (batch, lambda) = (c.batch, c.lambda);
+    let batch = c.batch;
     let keys = split_keys(&s.key, 2);
     // The ball column each environment starts its next episode with, should step t
     // end one.
@@ -593,13 +601,120 @@ fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> Anaki
         catch::COLUMNS,
     );
     let resets = device_block(&resets, c.devices, batch);
-    // The rollout; per step it records the Q-values (to differentiate through the
-    // scan) or the observation (to evaluate the loss after it).
+    // The notebook's pmean over the devices (after the mean over the batch).
+    let across = |x: Op| {
+        if c.devices > 1 {
+            x.pmean_axis(DEVICE_AXIS)
+        } else {
+            x
+        }
+    };
+    if per_learner && c.vmap_learners {
+        return update_vmapped(c, opt, s, resets, keys[0].clone(), &across);
+    }
+    let (loss, env, grads) = loss_and_grads(c, per_learner, &s.params, &s.env, &resets);
+    let (grads, loss) = if per_learner {
+        // The notebook's pmean over the batch axis.
+        let g = grads.map_ref(|g: &Op| {
+            let dims = g.dims().unwrap_or_default();
+            across(g.sum(&[0], true) / batch as f64).broadcast_to(&dims)
+        });
+        (g, across(loss / batch as f64))
+    } else {
+        (grads.map_ref(|g: &Op| across(g.clone())), across(loss))
+    };
+    let _ = &b;
+    let (params, opt_state) = opt.update(&grads, s.opt, &s.params);
+    AnakinState {
+        params,
+        opt: opt_state,
+        key: keys[0].clone(),
+        env,
+        loss,
+    }
+}
+
+/// The vmapped axis of the learners ([`AnakinConfig::vmap_learners`]).
+pub const LEARNER_AXIS: &str = "learners";
+
+/// The notebook's layout as the notebook writes it: one learner's update (one
+/// environment, its own parameters and Adam state) batched over the learners with
+/// `vmap`, the gradients averaged with `pmean` over the vmapped axis.
+fn update_vmapped(
+    c: &AnakinConfig,
+    opt: &optim::Optimizer,
+    s: AnakinState<Op>,
+    resets: Op,
+    key: Op,
+    across: &dyn Fn(Op) -> Op,
+) -> AnakinState<Op> {
+    let b = key.builder();
+    let one = AnakinConfig {
+        batch: 1,
+        shared_params: true,
+        ..c.clone()
+    };
+    let args = (s.params.clone(), s.opt.clone(), s.env.clone(), resets);
+    // Adam's step count is shared (a scalar); every other leaf is per learner, and
+    // the resets are `[T, batch]`: learners along axis 1.
+    let n = args.num_leaves();
+    let axes: Vec<Option<i64>> = args
+        .leaves()
+        .iter()
+        .enumerate()
+        .map(|(k, x)| {
+            if k == n - 1 {
+                Some(1)
+            } else if x.rank().unwrap_or(0) == 0 {
+                None
+            } else {
+                Some(0)
+            }
+        })
+        .collect();
+    let mut out_axes: Vec<Option<i64>> = axes[..n - 1].to_vec();
+    out_axes.push(None); // the loss, averaged over the learners
+    let spec = xlaclient_core::Vmap::new()
+        .in_axes(axes)
+        .out_axes(out_axes)
+        .axis_name(LEARNER_AXIS);
+    let (params, opt_state, env, loss) = b.vmap(&spec, args, |_, (p, o, env, reset)| {
+        // A batch of one environment, with the shared layout's code.
+        let env1 = env.map_ref(|x: &Op| x.expand_dims(0));
+        let reset1 = reset.expand_dims(1);
+        let (loss, env, grads) = loss_and_grads(&one, false, &p, &env1, &reset1);
+        let grads = grads.map_ref(|g: &Op| across(g.pmean_axis(LEARNER_AXIS)));
+        let loss = across(loss.pmean_axis(LEARNER_AXIS));
+        let (params, o) = opt.update(&grads, o, &p);
+        let env = env.map_ref(|x: &Op| x.reshape(&[]));
+        (params, o, env, loss)
+    });
+    AnakinState {
+        params,
+        opt: opt_state,
+        key,
+        env,
+        loss,
+    }
+}
+
+/// The rollout of `params` from `env` with the reset columns `resets` (`[T,
+/// batch]`), the TD(λ) loss (summed over learners in the per-learner layout, the
+/// batch mean when shared) and its gradient: `(loss, final env, gradients)`.
+fn loss_and_grads(
+    c: &AnakinConfig,
+    per_learner: bool,
+    params: &MlpParams<Op>,
+    env: &CatchState<Op>,
+    resets: &Op,
+) -> (Op, CatchState<Op>, MlpParams<Op>) {
+    let b = resets.builder();
+    let (batch, lambda) = (c.batch, c.lambda);
     // The rollout: greedy actions from the Q-network, recording per step the
     // observation, the first layer's activations, the Q-values, the action, the
     // reward and the discount.
     let rollout = |params: &MlpParams<Op>| {
-        b.scan(s.env.clone(), resets.clone(), |env, reset| {
+        b.scan(env.clone(), resets.clone(), |env, reset| {
             let obs = catch::render(&env);
             let h = affine(&obs, &params[0], per_learner).relu();
             let q = affine(&h, &params[1], per_learner);
@@ -617,10 +732,10 @@ fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> Anaki
             l.sum(&[0], false) / batch as f64
         }
     };
-    let (loss, env, grads) = if c.grad_through_scan {
+    if c.grad_through_scan {
         // As the notebook: the Q-values come out of the scan, and the gradient
         // flows back through it.
-        b.value_and_grad(s.params.clone(), |p| {
+        b.value_and_grad(params.clone(), |p| {
             let (env, (_, _, q, a, r, d)) = rollout(&p);
             let [q, a, r, d] = [q, a, r, d].map(|x| batch_major(&x));
             (total(&td_loss(&q, &a, &r, &d, lambda)), env)
@@ -628,39 +743,13 @@ fn update(c: &AnakinConfig, opt: &optim::Optimizer, s: AnakinState<Op>) -> Anaki
     } else {
         // The loss on the recorded rollout: its activations reused (see
         // `first_layer`), the second layer and the loss in one batched pass.
-        let (env, (obs, h, _, a, r, d)) = rollout(&s.params);
+        let (env, (obs, h, _, a, r, d)) = rollout(params);
         let [obs, h, a, r, d] = [obs, h, a, r, d].map(|x| batch_major(&x));
-        let (loss, (), g) = b.value_and_grad(s.params.clone(), |p| {
+        let (loss, (), g) = b.value_and_grad(params.clone(), |p| {
             let h = first_layer(&p[0], &h, &obs, per_learner);
             let q = affine(&h, &p[1], per_learner);
             (total(&td_loss(&q, &a, &r, &d, lambda)), ())
         });
         (loss, env, g)
-    };
-    // The notebook's pmean over the devices (after the mean over the batch).
-    let across = |x: Op| {
-        if c.devices > 1 {
-            x.pmean_axis(DEVICE_AXIS)
-        } else {
-            x
-        }
-    };
-    let (grads, loss) = if per_learner {
-        // The notebook's pmean over the batch axis.
-        let g = grads.map_ref(|g: &Op| {
-            let dims = g.dims().unwrap_or_default();
-            across(g.sum(&[0], true) / batch as f64).broadcast_to(&dims)
-        });
-        (g, across(loss / batch as f64))
-    } else {
-        (grads.map_ref(|g: &Op| across(g.clone())), across(loss))
-    };
-    let (params, opt_state) = opt.update(&grads, s.opt, &s.params);
-    AnakinState {
-        params,
-        opt: opt_state,
-        key: keys[0].clone(),
-        env,
-        loss,
     }
 }
