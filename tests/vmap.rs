@@ -495,3 +495,55 @@ fn gradients_through_collectives_over_a_vmapped_axis_transpose_them() {
         }
     }
 }
+
+#[test]
+fn vmap_keeps_a_custom_vjp_rule_and_jvp_refuses_it() {
+    // A function whose backward rule clips the cotangent to [-1, 1]: per example,
+    // the gradient of 3 * sum(f(x)) is clip(3) = 1 per element (not 3).
+    let b = Builder::new("custom");
+    let xs = b.parameter(0, Shape::of::<f32>(&[4, 2]), "xs");
+    let g = b.vmap(&Vmap::new(), xs.clone(), |b, x| {
+        let y = b.custom_vjp(
+            "clipped",
+            &[&x],
+            |_, a| vec![a[0].clone()],
+            |_, _, ct| vec![ct[0].clip(-1.0, 1.0)],
+        );
+        let loss = y[0].reduce_sum(&[0]) * 3.0;
+        b.grad(&loss, &x)
+    });
+    let m = b.build(&g).unwrap();
+    let out = run(&m, &[&upload(&[0.5f32; 8], &[4, 2])])[0]
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(out, vec![1.0; 8]);
+    // grad of vmap: the batched call keeps the rule too.
+    let b = Builder::new("custom_outer");
+    let xs = b.parameter(0, Shape::of::<f32>(&[4, 2]), "xs");
+    let ys = b.vmap(&Vmap::new(), xs.clone(), |b, x| {
+        b.custom_vjp(
+            "clipped",
+            &[&x],
+            |_, a| vec![a[0].clone()],
+            |_, _, ct| vec![ct[0].clip(-1.0, 1.0)],
+        )
+        .remove(0)
+    });
+    let g = b.grad(&(ys.reduce_sum(&[0, 1]) * 3.0), &xs);
+    let m = b.build(&g).unwrap();
+    let out = run(&m, &[&upload(&[0.5f32; 8], &[4, 2])])[0]
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(out, vec![1.0; 8]);
+    // Forward mode through it is an error naming the op and the line.
+    let b = Builder::new("custom_jvp");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    let v = b.parameter(1, Shape::of::<f32>(&[2]), "v");
+    let (_, t) = b.jvp_fn(x, v, |x| {
+        x.builder()
+            .custom_vjp("c", &[&x], |_, a| vec![a[0].sin()], |_, _, ct| vec![ct[0].clone()])
+            .remove(0)
+    });
+    let err = b.build(&t).unwrap_err().to_string();
+    assert!(err.contains("no tangent rule for `call`") && err.contains("custom_vjp"), "{err}");
+}

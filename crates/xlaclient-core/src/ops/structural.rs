@@ -809,7 +809,8 @@ pub(crate) fn jvp_tuple(n: &crate::forward::JvpNode) -> crate::forward::Tangents
 }
 
 /// Batching: the callee batched into a new computation (every operand and the
-/// result batched at axis 0), called.
+/// result batched at 0), called. A `custom_vjp` function keeps its backward rule:
+/// the rule, vmapped, serves the batched call.
 pub(crate) fn batch_call(n: &crate::batching::BatchNode) -> crate::batching::Batched {
     let OpKind::Call { body } = n.kind else {
         return Err("not a call".into());
@@ -818,7 +819,41 @@ pub(crate) fn batch_call(n: &crate::batching::BatchNode) -> crate::batching::Bat
         .map(|k| n.front(k))
         .collect::<Result<Vec<_>, _>>()?;
     let callee = crate::batching::batch_body(n, *body, &ops, "call")?;
-    n.emit_front(OpKind::Call { body: callee }, &ops)
+    let refs: Vec<&Op> = ops.iter().collect();
+    let target = crate::batching::with_batch(&n.shapes[0], n.size);
+    let r = n
+        .b
+        .emit(OpKind::Call { body: callee }, &refs, Some(target), n.loc);
+    if let Some(e) = crate::batching::failure(&r) {
+        return Err(e);
+    }
+    let custom = n.b.g.borrow().custom_vjps.get(&n.at).cloned();
+    if let Some((n_args, rule)) = custom {
+        let batched: BackwardRule = std::rc::Rc::new(move |args: &[Op], outs: &[Op], cts: &[Op]| {
+            let Some(first) = args.first().or(outs.first()) else {
+                return Vec::new();
+            };
+            let rule = rule.clone();
+            first.builder().vmap(
+                &crate::batching::Vmap::new(),
+                (args.to_vec(), outs.to_vec(), cts.to_vec()),
+                move |_, (a, o, c)| rule(&a, &o, &c),
+            )
+        });
+        n.b.g
+            .borrow_mut()
+            .custom_vjps
+            .insert((r.comp, r.v.instr), (n_args, batched));
+    }
+    let like = match &n.shapes[0] {
+        Shape::Tuple(e) => crate::batching::BVal::Tuple(
+            e.iter()
+                .map(|_| crate::batching::BVal::at(r.clone(), 0))
+                .collect(),
+        ),
+        _ => crate::batching::BVal::at(r.clone(), 0),
+    };
+    Ok(vec![crate::batching::split_like(&like, &r, n.loc)])
 }
 
 /// Tangent: the callee's instructions replayed here and pushed forward.
@@ -826,5 +861,12 @@ pub(crate) fn jvp_call(n: &crate::forward::JvpNode) -> crate::forward::Tangents 
     let OpKind::Call { body } = n.kind else {
         return Err("not a call".into());
     };
+    if n.b.g.borrow().custom_vjps.contains_key(&n.at) {
+        // As in JAX: a custom_vjp function has a backward rule only.
+        return Err(
+            "forward mode through a custom_vjp function (it has a backward rule only; JAX refuses it too)"
+                .into(),
+        );
+    }
     crate::forward::through_body(n, *body)
 }
