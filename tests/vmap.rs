@@ -547,3 +547,64 @@ fn vmap_keeps_a_custom_vjp_rule_and_jvp_refuses_it() {
     let err = b.build(&t).unwrap_err().to_string();
     assert!(err.contains("no tangent rule for `call`") && err.contains("custom_vjp"), "{err}");
 }
+
+#[test]
+fn jacobians_and_hessians_on_trees() {
+    // f(w, c) = (w c, sin(c) * sum(w)): jacfwd_tree = jacrev_tree, and both equal
+    // plain-Rust derivatives; hessian_tree of sum(a²)·c is [[2c I, 2a], [2aᵀ, 0]].
+    let b = Builder::new("trees");
+    let w = b.parameter(0, Shape::of::<f32>(&[2, 3]), "w");
+    let c = b.parameter(1, Shape::of::<f32>(&[3]), "c");
+    let f = |(w, c): (Op, Op)| (w.matmul(&c), c.sin() * w.reduce_sum(&[0, 1]));
+    let jf = b.jacfwd_tree(&(w.clone(), c.clone()), f);
+    let jr = b.jacrev_tree(&(w.clone(), c.clone()), f);
+    let a = b.parameter(2, Shape::of::<f32>(&[2]), "a");
+    let s = b.parameter(3, Shape::of::<f32>(&[]), "s");
+    let h = b.hessian_tree(&(a, s), |(a, s)| (&a * &a).reduce_sum(&[0]) * &s);
+    let mut outs: Vec<&Op> = Vec::new();
+    for j in jf.iter().chain(&jr).chain(&h) {
+        outs.extend(j.iter());
+    }
+    let m = b.build_tuple(&outs).unwrap();
+    let wv = [0.1f32, -0.2, 0.3, 0.4, 0.5, -0.6];
+    let cv = [0.7f32, -0.8, 0.9];
+    let av = [1.5f32, -2.0];
+    let sv = [0.25f32];
+    let r = run(
+        &m,
+        &[
+            &upload(&wv, &[2, 3]),
+            &upload(&cv, &[3]),
+            &upload(&av, &[2]),
+            &upload(&sv, &[]),
+        ],
+    );
+    let v: Vec<Vec<f32>> = r.iter().map(|x| x.to_vec::<f32>().unwrap()).collect();
+    // Forward and reverse agree block by block.
+    for k in 0..4 {
+        close(&v[k], &v[k + 4], 1e-6, &format!("jacfwd vs jacrev block {k}"));
+    }
+    // d(w c)_i / d w_kl = δ_ik c_l ; d(w c)_i / d c_l = w_il.
+    let mut want = vec![0f32; 12];
+    for i in 0..2 {
+        for l in 0..3 {
+            want[i * 6 + i * 3 + l] = cv[l];
+        }
+    }
+    close(&v[0], &want, 1e-6, "d(wc)/dw");
+    close(&v[1], &wv, 1e-6, "d(wc)/dc");
+    // d(sin(c) S)/dw = sin(c) ⊗ ones; d/dc = diag(cos(c)) S.
+    let sum: f32 = wv.iter().sum();
+    let want: Vec<f32> = (0..3).flat_map(|l| vec![cv[l].sin(); 6]).collect();
+    close(&v[2], &want, 1e-6, "d(sin c S)/dw");
+    let mut want = vec![0f32; 9];
+    for l in 0..3 {
+        want[l * 3 + l] = cv[l].cos() * sum;
+    }
+    close(&v[3], &want, 1e-6, "d(sin c S)/dc");
+    // Hessian blocks.
+    close(&v[8], &[0.5, 0.0, 0.0, 0.5], 1e-6, "H_aa");
+    close(&v[9], &[3.0, -4.0], 1e-6, "H_as");
+    close(&v[10], &[3.0, -4.0], 1e-6, "H_sa");
+    close(&v[11], &[0.0], 1e-6, "H_ss");
+}

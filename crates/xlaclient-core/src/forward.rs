@@ -368,61 +368,212 @@ impl Builder {
         forward: bool,
         loc: &'static Location<'static>,
     ) -> Op {
-        let xd = match x.dims() {
-            Ok(d) => d,
-            Err(_) => return x.clone(),
+        let mut j = self.jacobian_tree(x, |x: Op| f(&x), forward, loc);
+        j.pop().and_then(|mut r| r.pop()).unwrap_or_else(|| x.clone())
+    }
+
+    /// `jax.jacfwd(f)(x)` on trees: the Jacobian block `[i][j]` of output leaf
+    /// `i` with respect to input leaf `j`, of the output leaf's dimensions then the
+    /// input leaf's (forward mode: one tangent per input element, batched).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("jac_tree");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[2, 3]), "w");
+    /// let c = b.parameter(1, Shape::of::<f32>(&[3]), "c");
+    /// let j = b.jacfwd_tree(&(w, c), |(w, c)| (w.matmul(&c), c.sin()));
+    /// assert_eq!(j[0][0].dims()?, vec![2, 2, 3]); // ∂(w c)/∂w
+    /// assert_eq!(j[0][1].dims()?, vec![2, 3]);    // ∂(w c)/∂c
+    /// assert_eq!(j[1][1].dims()?, vec![3, 3]);    // ∂ sin(c)/∂c
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn jacfwd_tree<P, O>(&self, x: &P, f: impl Fn(P) -> O) -> Vec<Vec<Op>>
+    where
+        P: Tree<Op, With<Op> = P>,
+        O: Tree<Op, With<Op> = O>,
+    {
+        self.jacobian_tree(x, f, true, Location::caller())
+    }
+
+    /// `jax.jacrev(f)(x)` on trees: the blocks of [`jacfwd_tree`](Self::jacfwd_tree),
+    /// by reverse mode (one cotangent per output element, batched).
+    #[track_caller]
+    pub fn jacrev_tree<P, O>(&self, x: &P, f: impl Fn(P) -> O) -> Vec<Vec<Op>>
+    where
+        P: Tree<Op, With<Op> = P>,
+        O: Tree<Op, With<Op> = O>,
+    {
+        self.jacobian_tree(x, f, false, Location::caller())
+    }
+
+    /// `jax.hessian(f)(x)` on trees: block `[i][j]` is `∂²f/∂x_i∂x_j`, of leaf
+    /// `i`'s dimensions then leaf `j`'s (forward over reverse).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("hess_tree");
+    /// let a = b.parameter(0, Shape::of::<f32>(&[2]), "a");
+    /// let c = b.parameter(1, Shape::of::<f32>(&[]), "c");
+    /// let h = b.hessian_tree(&(a, c), |(a, c)| (&a * &a).reduce_sum(&[0]) * &c);
+    /// assert_eq!(h[0][0].dims()?, vec![2, 2]); // 2c·I
+    /// assert_eq!(h[0][1].dims()?, vec![2]);    // 2a
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn hessian_tree<P>(&self, x: &P, f: impl Fn(P) -> Op) -> Vec<Vec<Op>>
+    where
+        P: Tree<Op, With<Op> = P>,
+    {
+        let loc = Location::caller();
+        self.jacobian_tree(
+            x,
+            |p: P| {
+                let keep = p.map_ref(|o| o.clone());
+                let loss = f(p);
+                loss.builder().at(loc).grad(&loss, &keep)
+            },
+            true,
+            loc,
+        )
+    }
+
+    fn jacobian_tree<P, O>(
+        &self,
+        x: &P,
+        f: impl Fn(P) -> O,
+        forward: bool,
+        loc: &'static Location<'static>,
+    ) -> Vec<Vec<Op>>
+    where
+        P: Tree<Op, With<Op> = P>,
+        O: Tree<Op, With<Op> = O>,
+    {
+        let xs: Vec<Op> = x.leaves().into_iter().cloned().collect();
+        let fail = |f: Op, n: usize| vec![vec![f; xs.len()]; n.max(1)];
+        let mut xd = Vec::with_capacity(xs.len());
+        for o in &xs {
+            match o.dims() {
+                Ok(d) => xd.push(d),
+                Err(_) => return fail(o.clone(), 1),
+            }
+        }
+        let ty = match xs.first().map(|o| o.element_type()) {
+            Some(Ok(t)) => t,
+            Some(Err(_)) => return fail(xs[0].clone(), 1),
+            None => return Vec::new(),
         };
-        let ty = match x.element_type() {
-            Ok(t) => t,
-            Err(_) => return x.clone(),
-        };
-        let nx: i64 = xd.iter().product();
         let b = self.at(loc);
-        // f traced once (unbatched: it depends on x only), the basis batched.
-        let mut yd: Vec<i64> = Vec::new();
-        let out = if forward {
-            let basis = identity(&b, ty, nx, &xd);
-            self.vmap(
-                &crate::batching::Vmap::new().in_axes([None, Some(0)]),
-                (x.clone(), basis),
-                |bb, (x, t)| {
-                    let y = f(&x);
-                    yd = y.dims().unwrap_or_default();
-                    bb.at(loc).jvp(&[&y], &[&x], &[&t]).remove(0)
-                },
-            )
-        } else {
-            // The output's shape is needed for the basis: trace f once outside
-            // (dead code unless used), then again inside the vmap.
-            let probe = f(x);
-            yd = match probe.dims() {
-                Ok(d) => d,
-                Err(_) => return probe,
-            };
-            let yt = probe.element_type().unwrap_or(ty);
-            let ny: i64 = yd.iter().product();
-            let basis = identity(&b, yt, ny, &yd);
-            return {
-                let rows = self.vmap(
-                    &crate::batching::Vmap::new().in_axes([None, Some(0)]),
-                    (x.clone(), basis),
-                    |bb, (x, c)| {
-                        let y = f(&x);
-                        bb.at(loc).vjp(&[&y], &[&c], &[&x]).remove(0)
-                    },
-                );
-                let mut od = yd.clone();
-                od.extend(&xd);
-                rows.at(loc).reshape(&od)
-            };
+        let sizes = |ds: &[Vec<i64>]| -> Vec<i64> { ds.iter().map(|d| d.iter().product()).collect() };
+        // The rows of an identity, one block of columns per leaf of `dims`.
+        let basis = |ds: &[Vec<i64>], ty| -> Vec<Op> {
+            let n: Vec<i64> = sizes(ds);
+            let total: i64 = n.iter().sum();
+            let eye = identity(&b, ty, total, &[total]);
+            let mut off = 0;
+            ds.iter()
+                .zip(&n)
+                .map(|(d, k)| {
+                    let block = eye.slice(&[0, off], &[total, off + k], &[1, 1]);
+                    off += k;
+                    let mut to = vec![total];
+                    to.extend(d);
+                    block.reshape(&to)
+                })
+                .collect()
         };
-        // out: [nx, y...] → [y..., x...]
-        let ry = yd.len() as i64;
-        let mut perm: Vec<i64> = (1..=ry).collect();
-        perm.push(0);
-        let mut od = yd.clone();
-        od.extend(&xd);
-        out.at(loc).transpose(&perm).reshape(&od)
+        // Rows `off..off + n_i` of the batched results, per block.
+        let split = |rows: &Op, ns: &[i64], i: usize| -> Op {
+            let off: i64 = ns[..i].iter().sum();
+            let d = rows.dims().unwrap_or_default();
+            let mut lo = vec![0i64; d.len()];
+            let mut hi = d.clone();
+            lo[0] = off;
+            hi[0] = off + ns[i];
+            rows.slice(&lo, &hi, &vec![1; d.len()])
+        };
+        let nx = xs.len();
+        if forward {
+            let tangents = basis(&xd, ty);
+            let mut yd: Vec<Vec<i64>> = Vec::new();
+            let mut axes = vec![None; nx];
+            axes.extend(vec![Some(0); nx]);
+            let outs = self.vmap(
+                &crate::batching::Vmap::new().in_axes(axes),
+                (xs.clone(), tangents),
+                |bb, (xv, tv)| {
+                    let p = x.rebuild(xv.clone()).expect("one leaf each");
+                    let y = f(p);
+                    let ys: Vec<&Op> = y.leaves();
+                    yd = ys.iter().map(|o| o.dims().unwrap_or_default()).collect();
+                    let xr: Vec<&Op> = xv.iter().collect();
+                    let tr: Vec<&Op> = tv.iter().collect();
+                    bb.at(loc).jvp(&ys, &xr, &tr)
+                },
+            );
+            let nxs = sizes(&xd);
+            // outs[i]: [Nx, y_i...]; block j: [n_j, y_i...] → [x_j..., y_i...] →
+            // [y_i..., x_j...].
+            outs.iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    let yi = yd.get(i).cloned().unwrap_or_default();
+                    (0..nx)
+                        .map(|j| {
+                            let blk = split(o, &nxs, j);
+                            let mut d = xd[j].clone();
+                            d.extend(&yi);
+                            let rx = xd[j].len() as i64;
+                            let ry = yi.len() as i64;
+                            let perm: Vec<i64> = (rx..rx + ry).chain(0..rx).collect();
+                            blk.reshape(&d).transpose(&perm)
+                        })
+                        .collect()
+                })
+                .collect()
+        } else {
+            // The outputs' shapes, from a trace of f outside (dead unless used).
+            let probe = f(x.map_ref(|o| o.clone()));
+            let ys: Vec<Op> = probe.leaves().into_iter().cloned().collect();
+            let mut yd = Vec::with_capacity(ys.len());
+            for y in &ys {
+                match y.dims() {
+                    Ok(d) => yd.push(d),
+                    Err(_) => return fail(y.clone(), ys.len()),
+                }
+            }
+            let yt = ys.first().and_then(|y| y.element_type().ok()).unwrap_or(ty);
+            let cts = basis(&yd, yt);
+            let ny = ys.len();
+            let mut axes = vec![None; nx];
+            axes.extend(vec![Some(0); ny]);
+            let rows = self.vmap(
+                &crate::batching::Vmap::new().in_axes(axes),
+                (xs.clone(), cts),
+                |bb, (xv, cv)| {
+                    let p = x.rebuild(xv.clone()).expect("one leaf each");
+                    let y = f(p);
+                    let yl: Vec<&Op> = y.leaves();
+                    let cr: Vec<&Op> = cv.iter().collect();
+                    let xr: Vec<&Op> = xv.iter().collect();
+                    bb.at(loc).vjp(&yl, &cr, &xr)
+                },
+            );
+            let nys = sizes(&yd);
+            // rows[j]: [Ny, x_j...]; block i: [m_i, x_j...] → [y_i..., x_j...].
+            (0..ny)
+                .map(|i| {
+                    rows.iter()
+                        .enumerate()
+                        .map(|(j, r)| {
+                            let mut d = yd[i].clone();
+                            d.extend(&xd[j]);
+                            split(r, &nys, i).reshape(&d)
+                        })
+                        .collect()
+                })
+                .collect()
+        }
     }
 }
 
