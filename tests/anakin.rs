@@ -244,7 +244,11 @@ fn the_vmapped_single_learner_update_learns_what_the_hand_batched_one_does() {
             2,
         );
         for (i, (a, b)) in vmapped.iter().zip(&hand).enumerate() {
-            assert_near(a, b, &format!("vmapped leaf {i} (through scan {through_scan})"));
+            assert_near(
+                a,
+                b,
+                &format!("vmapped leaf {i} (through scan {through_scan})"),
+            );
         }
     }
 }

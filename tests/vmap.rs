@@ -113,9 +113,15 @@ fn per_example_gradients_of_an_mlp_equal_jax() {
     let (g1, g2, g3, g4) = grads;
     let m = b.build_tuple(&[&g1, &g2, &g3, &g4, &losses]).unwrap();
     let out = exec(&m, &ins);
-    for (k, n) in ["grad_w1", "grad_b1", "grad_w2", "grad_b2", "per_example_loss"]
-        .iter()
-        .enumerate()
+    for (k, n) in [
+        "grad_w1",
+        "grad_b1",
+        "grad_w2",
+        "grad_b2",
+        "per_example_loss",
+    ]
+    .iter()
+    .enumerate()
     {
         close(&out[k], &output_f32(e, n), 1e-5, n);
     }
@@ -216,7 +222,11 @@ fn jvp_equals_jax() {
 fn vmap_of_a_while_loop_with_per_example_trip_counts_equals_jax() {
     let e = "vmap_while_trips";
     let (xd, xv) = input_f32(e, "x");
-    let nv: Vec<i32> = field(e, "inputs", "n").1.iter().map(|v| *v as i32).collect();
+    let nv: Vec<i32> = field(e, "inputs", "n")
+        .1
+        .iter()
+        .map(|v| *v as i32)
+        .collect();
     let b = Builder::new("trips");
     let x = param(&b, 0, &xd, "x");
     let n = b.parameter(1, Shape::of::<i32>(&[5]), "n");
@@ -238,16 +248,28 @@ fn vmap_of_a_while_loop_with_per_example_trip_counts_equals_jax() {
         0.0,
         "value",
     );
-    let want: Vec<i32> = field(e, "outputs", "count").1.iter().map(|v| *v as i32).collect();
+    let want: Vec<i32> = field(e, "outputs", "count")
+        .1
+        .iter()
+        .map(|v| *v as i32)
+        .collect();
     assert_eq!(out[1].to_vec::<i32>().unwrap(), want);
 }
 
 #[test]
 fn vmap_of_cond_and_switch_with_batched_selectors_equals_jax() {
     let e = "vmap_cond";
-    let p: Vec<bool> = field(e, "inputs", "p").1.iter().map(|v| *v != 0.0).collect();
+    let p: Vec<bool> = field(e, "inputs", "p")
+        .1
+        .iter()
+        .map(|v| *v != 0.0)
+        .collect();
     let (xd, xv) = input_f32(e, "x");
-    let idx: Vec<i32> = field(e, "inputs", "index").1.iter().map(|v| *v as i32).collect();
+    let idx: Vec<i32> = field(e, "inputs", "index")
+        .1
+        .iter()
+        .map(|v| *v as i32)
+        .collect();
     let (sd, sv) = input_f32(e, "x_switch");
     let b = Builder::new("conds");
     let pp = b.parameter(0, Shape::of::<bool>(&[3]), "p");
@@ -273,8 +295,18 @@ fn vmap_of_cond_and_switch_with_batched_selectors_equals_jax() {
         upload(&sv, &sd),
     ];
     let out = run(&m, &[&bufs[0], &bufs[1], &bufs[2], &bufs[3]]);
-    close(&out[0].to_vec::<f32>().unwrap(), &output_f32(e, "cond"), 0.0, "cond");
-    close(&out[1].to_vec::<f32>().unwrap(), &output_f32(e, "switch"), 0.0, "switch");
+    close(
+        &out[0].to_vec::<f32>().unwrap(),
+        &output_f32(e, "cond"),
+        0.0,
+        "cond",
+    );
+    close(
+        &out[1].to_vec::<f32>().unwrap(),
+        &output_f32(e, "switch"),
+        0.0,
+        "switch",
+    );
 }
 
 #[test]
@@ -296,7 +328,11 @@ fn vmap_of_a_scan_equals_jax() {
 #[test]
 fn batched_sampling_is_jaxs_bit_for_bit() {
     let e = "batched_sampling";
-    let keys: Vec<u32> = field(e, "inputs", "keys").1.iter().map(|v| *v as u32).collect();
+    let keys: Vec<u32> = field(e, "inputs", "keys")
+        .1
+        .iter()
+        .map(|v| *v as u32)
+        .collect();
     let b = Builder::new("samplers");
     let k = b.parameter(0, Shape::of::<u32>(&[4, 2]), "keys");
     let outs = b.vmap(&Vmap::new(), k, |b, k| {
@@ -320,9 +356,16 @@ fn batched_sampling_is_jaxs_bit_for_bit() {
     let uniform = out[1].to_vec::<f32>().unwrap();
     close(&normal, &output_f32(e, "vmap/normal"), 0.0, "normal");
     close(&uniform, &output_f32(e, "vmap/uniform"), 0.0, "uniform");
-    for (k, n) in ["bernoulli", "randint", "categorical", "bits", "split", "fold_in_7"]
-        .iter()
-        .enumerate()
+    for (k, n) in [
+        "bernoulli",
+        "randint",
+        "categorical",
+        "bits",
+        "split",
+        "fold_in_7",
+    ]
+    .iter()
+    .enumerate()
     {
         let got = out[k + 2].to_vec::<u32>().unwrap();
         let want: Vec<u32> = field(e, "outputs", &format!("vmap/{n}"))
@@ -386,7 +429,9 @@ fn vmap_axes_nesting_and_errors() {
     let b = Builder::new("norule");
     let xs = b.parameter(0, Shape::of::<f32>(&[3, 5]), "xs");
     let is = b.parameter(1, Shape::of::<i32>(&[3]), "is");
-    let out = b.vmap(&Vmap::new(), (xs, is), |_, (x, i)| x.dynamic_slice(&[&i], &[2]));
+    let out = b.vmap(&Vmap::new(), (xs, is), |_, (x, i)| {
+        x.dynamic_slice(&[&i], &[2])
+    });
     let err = b.build(&out).unwrap_err().to_string();
     assert!(
         err.contains("no batching rule for `dynamic-slice`") && err.contains("tests/vmap.rs"),
@@ -429,7 +474,11 @@ fn jvp_through_loops_and_conditionals_matches_finite_differences() {
     let (p, q) = (at(h), at(-h));
     for i in 0..3 {
         let fd = (p[i] - q[i]) / (2.0 * h);
-        assert!((fd - t[i]).abs() < 2e-2 * (1.0 + fd.abs()), "{i}: jvp {} fd {fd}", t[i]);
+        assert!(
+            (fd - t[i]).abs() < 2e-2 * (1.0 + fd.abs()),
+            "{i}: jvp {} fd {fd}",
+            t[i]
+        );
     }
 }
 
@@ -484,7 +533,9 @@ fn gradients_through_collectives_over_a_vmapped_axis_transpose_them() {
     });
     let m = b.build(&g).unwrap();
     let xv: Vec<f32> = (0..8).map(|i| (i as f32 * 0.9).cos()).collect();
-    let got = run(&m, &[&upload(&xv, &[4, 2])])[0].to_vec::<f32>().unwrap();
+    let got = run(&m, &[&upload(&xv, &[4, 2])])[0]
+        .to_vec::<f32>()
+        .unwrap();
     // d/dx_i of sum((x_i - m)^2) with m's cotangent averaged over the batch:
     // 2c_i - mean_j(2c_j) = 2c_i (the centred c sums to zero).
     for j in 0..2 {
@@ -541,11 +592,19 @@ fn vmap_keeps_a_custom_vjp_rule_and_jvp_refuses_it() {
     let v = b.parameter(1, Shape::of::<f32>(&[2]), "v");
     let (_, t) = b.jvp_fn(x, v, |x| {
         x.builder()
-            .custom_vjp("c", &[&x], |_, a| vec![a[0].sin()], |_, _, ct| vec![ct[0].clone()])
+            .custom_vjp(
+                "c",
+                &[&x],
+                |_, a| vec![a[0].sin()],
+                |_, _, ct| vec![ct[0].clone()],
+            )
             .remove(0)
     });
     let err = b.build(&t).unwrap_err().to_string();
-    assert!(err.contains("no tangent rule for `call`") && err.contains("custom_vjp"), "{err}");
+    assert!(
+        err.contains("no tangent rule for `call`") && err.contains("custom_vjp"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -582,7 +641,12 @@ fn jacobians_and_hessians_on_trees() {
     let v: Vec<Vec<f32>> = r.iter().map(|x| x.to_vec::<f32>().unwrap()).collect();
     // Forward and reverse agree block by block.
     for k in 0..4 {
-        close(&v[k], &v[k + 4], 1e-6, &format!("jacfwd vs jacrev block {k}"));
+        close(
+            &v[k],
+            &v[k + 4],
+            1e-6,
+            &format!("jacfwd vs jacrev block {k}"),
+        );
     }
     // d(w c)_i / d w_kl = δ_ik c_l ; d(w c)_i / d c_l = w_il.
     let mut want = vec![0f32; 12];

@@ -659,6 +659,9 @@ pub(crate) fn inline_values(
                     if g.stopped.contains(&(src, Value::of(i as u32))) {
                         g.stopped.insert((out.comp, out.v));
                     }
+                    if let Some(m) = g.vmap_named.get(&(src, i as u32)).cloned() {
+                        g.vmap_named.insert((out.comp, out.v.instr), m);
+                    }
                 }
                 out
             }

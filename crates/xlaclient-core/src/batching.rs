@@ -103,7 +103,11 @@ impl BVal {
 
     /// The value with every batched array's axis at 0 and every unbatched one
     /// broadcast (tuples element by element): what a loop carry needs.
-    pub(crate) fn all_front(&self, size: i64, loc: &'static Location<'static>) -> Result<BVal, String> {
+    pub(crate) fn all_front(
+        &self,
+        size: i64,
+        loc: &'static Location<'static>,
+    ) -> Result<BVal, String> {
         match self {
             BVal::Array { .. } => Ok(BVal::at(self.front(size, loc)?, 0)),
             BVal::Tuple(e) => Ok(BVal::Tuple(
@@ -188,7 +192,12 @@ impl BatchNode<'_> {
         let refs: Vec<&Op> = operands.iter().collect();
         let multi = kind.multi_result(operands.len());
         let target = if multi {
-            Shape::Tuple(self.shapes.iter().map(|s| with_batch(s, self.size)).collect())
+            Shape::Tuple(
+                self.shapes
+                    .iter()
+                    .map(|s| with_batch(s, self.size))
+                    .collect(),
+            )
         } else {
             with_batch(&self.shapes[0], self.size)
         };
@@ -447,55 +456,54 @@ impl Builder {
         // Until `f` has run there is no output tree: a failure before it runs `f` on
         // the arguments as they are, only for the structure.
         let prep = (|| -> Result<(CompId, i64, Vec<(Shape, Option<usize>)>), Op> {
-        let in_axes = match spec.in_axes.resolve(leaves.len(), "input") {
-            Ok(a) => a,
-            Err(e) => return Err(bad(e)),
-        };
-        let refs: Vec<&Op> = leaves.iter().collect();
-        let outer = match self.target(&refs, "vmap", loc) {
-            Ok(c) => c,
-            Err(failed) => return Err(failed),
-        };
-                // The batch size and each input's one-example shape.
-        let mut size = spec.size;
-        let mut inputs: Vec<(Shape, Option<usize>)> = Vec::with_capacity(leaves.len());
-        for (k, (x, a)) in leaves.iter().zip(&in_axes).enumerate() {
-            let s = match x.shape() {
-                Ok(s) if s.is_array() => s,
-                Ok(s) => {
-                    return Err(bad(format!("input {k} is {s}; vmap maps arrays")));
+            let in_axes = match spec.in_axes.resolve(leaves.len(), "input") {
+                Ok(a) => a,
+                Err(e) => return Err(bad(e)),
+            };
+            let refs: Vec<&Op> = leaves.iter().collect();
+            let outer = self.target(&refs, "vmap", loc)?;
+            // The batch size and each input's one-example shape.
+            let mut size = spec.size;
+            let mut inputs: Vec<(Shape, Option<usize>)> = Vec::with_capacity(leaves.len());
+            for (k, (x, a)) in leaves.iter().zip(&in_axes).enumerate() {
+                let s = match x.shape() {
+                    Ok(s) if s.is_array() => s,
+                    Ok(s) => {
+                        return Err(bad(format!("input {k} is {s}; vmap maps arrays")));
+                    }
+                    Err(_) => return Err(x.clone()),
+                };
+                let Some(a) = a else {
+                    inputs.push((s, None));
+                    continue;
+                };
+                let r = s.rank() as i64;
+                let ax = if *a < 0 { a + r } else { *a };
+                if ax < 0 || ax >= r {
+                    return Err(bad(format!("input {k} ({s}) has no axis {a} to map over")));
                 }
-                Err(_) => return Err(x.clone()),
-            };
-            let Some(a) = a else {
-                inputs.push((s, None));
-                continue;
-            };
-            let r = s.rank() as i64;
-            let ax = if *a < 0 { a + r } else { *a };
-            if ax < 0 || ax >= r {
-                return Err(bad(format!("input {k} ({s}) has no axis {a} to map over")));
-            }
-            let n = s.dims()[ax as usize];
-            match size {
-                Some(m) if m != n => {
-                    return Err(bad(format!(
-                        "input {k} ({s}) has {n} examples along axis {ax}, another input or axis_size {m}"
-                    )));
+                let n = s.dims()[ax as usize];
+                match size {
+                    Some(m) if m != n => {
+                        return Err(bad(format!(
+                            "input {k} ({s}) has {n} examples along axis {ax}, another input or axis_size {m}"
+                        )));
+                    }
+                    _ => size = Some(n),
                 }
-                _ => size = Some(n),
+                let mut d = s.dims().to_vec();
+                d.remove(ax as usize);
+                let one = Shape::Array {
+                    ty: s.element_type().expect("array"),
+                    dims: d.into(),
+                };
+                inputs.push((one, Some(ax as usize)));
             }
-            let mut d = s.dims().to_vec();
-            d.remove(ax as usize);
-            let one = Shape::Array {
-                ty: s.element_type().expect("array"),
-                dims: d.into(),
+            let Some(size) = size else {
+                return Err(bad(
+                    "no input is batched: give the batch size with axis_size".into(),
+                ));
             };
-            inputs.push((one, Some(ax as usize)));
-        }
-        let Some(size) = size else {
-            return Err(bad("no input is batched: give the batch size with axis_size".into()));
-        };
             Ok((outer, size, inputs))
         })();
         let (outer, size, inputs) = match prep {
@@ -517,7 +525,9 @@ impl Builder {
             .enumerate()
             .map(|(k, (s, _))| sb.at(loc).parameter(k, s.clone(), &format!("x{k}")))
             .collect();
-        let one_args = args.rebuild(params.clone()).expect("one parameter per leaf");
+        let one_args = args
+            .rebuild(params.clone())
+            .expect("one parameter per leaf");
         if let Some(name) = &spec.name {
             self.g
                 .borrow_mut()
@@ -558,13 +568,7 @@ impl Builder {
         let mut env: HashMap<Value, BVal> = HashMap::new();
         for (k, (p, (_, ax))) in params.iter().zip(&inputs).enumerate() {
             let x = leaves[k].clone();
-            env.insert(
-                p.v,
-                BVal::Array {
-                    op: x,
-                    bdim: *ax,
-                },
-            );
+            env.insert(p.v, BVal::Array { op: x, bdim: *ax });
         }
         let batcher = Batcher {
             size,
@@ -719,7 +723,11 @@ impl Batcher {
                     let _origin = self.b.at(loc);
                     match crate::ops::table::batch(&node) {
                         Ok(v) if v.len() == shapes.len() => v,
-                        Ok(_) => return Err(self.internal("a rule gave the wrong number of results", loc)),
+                        Ok(_) => {
+                            return Err(
+                                self.internal("a rule gave the wrong number of results", loc)
+                            );
+                        }
                         Err(reason) => {
                             return Err(self.b.fail_with(crate::error::Error::NoRule {
                                 transform: "batching",
@@ -917,7 +925,8 @@ pub(crate) fn batch_comp_into(
             }
         }
     });
-    let (comp, roots) = made.map_err(|f| err.clone().or_else(|| failure(&f)).unwrap_or_default())?;
+    let (comp, roots) =
+        made.map_err(|f| err.clone().or_else(|| failure(&f)).unwrap_or_default())?;
     pass.b
         .finish_body(comp, &roots, loc)
         .map_err(|f| failure(&f).unwrap_or_default())?;
@@ -935,7 +944,9 @@ pub(crate) fn batch_body(
     let args: Vec<BVal> = ops.iter().map(|o| BVal::at(o.clone(), 0)).collect();
     let size = n.size;
     let loc = n.loc;
-    batch_comp_into(n.pass, loc, callee, &args, name, |_, v| v.all_front(size, loc))
+    batch_comp_into(n.pass, loc, callee, &args, name, |_, v| {
+        v.all_front(size, loc)
+    })
 }
 
 /// For a body computation with one tuple parameter: which elements of that

@@ -131,7 +131,10 @@ pub enum Error {
     },
     /// A transform (`vmap`, `jvp`) reached an op, or a form of one, without a rule
     /// for it (the op table's batching and tangent columns).
-    #[error("no {transform} rule for `{op}`{}: {form}", located("built at", location))]
+    #[error(
+        "no {transform} rule for `{op}`{}: {form}",
+        located("built at", location)
+    )]
     NoRule {
         /// The transform: `"batching"` (vmap) or `"tangent"` (jvp).
         transform: &'static str,

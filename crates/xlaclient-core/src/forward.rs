@@ -114,7 +114,10 @@ pub(crate) fn linear(n: &JvpNode) -> Tangents {
 pub(crate) fn bilinear(n: &JvpNode) -> Tangents {
     let (a, b) = (&n.operands[0], &n.operands[1]);
     let mut sum: Option<Op> = None;
-    for (k, pair) in [(0, [n.tangent(0), b.clone()]), (1, [a.clone(), n.tangent(1)])] {
+    for (k, pair) in [
+        (0, [n.tangent(0), b.clone()]),
+        (1, [a.clone(), n.tangent(1)]),
+    ] {
         if !n.has(k) {
             continue;
         }
@@ -189,12 +192,7 @@ impl Builder {
         let loc = Location::caller();
         let n = outputs.len();
         let fail_all = |f: Op| vec![f; n];
-        let all: Vec<&Op> = outputs
-            .iter()
-            .chain(wrt)
-            .chain(tangents)
-            .copied()
-            .collect();
+        let all: Vec<&Op> = outputs.iter().chain(wrt).chain(tangents).copied().collect();
         let comp = match self.target(&all, "jvp", loc) {
             Ok(c) => c,
             Err(f) => return fail_all(f),
@@ -369,7 +367,9 @@ impl Builder {
         loc: &'static Location<'static>,
     ) -> Op {
         let mut j = self.jacobian_tree(x, |x: Op| f(&x), forward, loc);
-        j.pop().and_then(|mut r| r.pop()).unwrap_or_else(|| x.clone())
+        j.pop()
+            .and_then(|mut r| r.pop())
+            .unwrap_or_else(|| x.clone())
     }
 
     /// `jax.jacfwd(f)(x)` on trees: the Jacobian block `[i][j]` of output leaf
@@ -464,7 +464,8 @@ impl Builder {
             None => return Vec::new(),
         };
         let b = self.at(loc);
-        let sizes = |ds: &[Vec<i64>]| -> Vec<i64> { ds.iter().map(|d| d.iter().product()).collect() };
+        let sizes =
+            |ds: &[Vec<i64>]| -> Vec<i64> { ds.iter().map(|d| d.iter().product()).collect() };
         // The rows of an identity, one block of columns per leaf of `dims`.
         let basis = |ds: &[Vec<i64>], ty| -> Vec<Op> {
             let n: Vec<i64> = sizes(ds);
@@ -601,7 +602,11 @@ pub(crate) fn push_forward(
     let (instrs, stopped, named) = {
         let g = b.g.borrow();
         let c = g.comp(comp);
-        let end = roots.iter().map(|r| r.instr as usize + 1).max().unwrap_or(0);
+        let end = roots
+            .iter()
+            .map(|r| r.instr as usize + 1)
+            .max()
+            .unwrap_or(0);
         let instrs: Vec<crate::ir::Instr> = c.instrs[..end.min(c.instrs.len())].to_vec();
         let stopped: Vec<bool> = (0..instrs.len())
             .map(|i| g.stopped.contains(&(comp, Value::of(i as u32))))
@@ -681,7 +686,9 @@ pub(crate) fn push_forward(
                         .collect(),
                 ))],
                 OpKind::GetTupleElement { index } => match &tangents[0] {
-                    Some(Ct::Tuple(e)) => vec![e.get(*index as usize).cloned().flatten().map(Ct::Array)],
+                    Some(Ct::Tuple(e)) => {
+                        vec![e.get(*index as usize).cloned().flatten().map(Ct::Array)]
+                    }
                     _ => vec![None],
                 },
                 kind => {
@@ -700,7 +707,8 @@ pub(crate) fn push_forward(
                         Ok(_) => {
                             return Err(b.fail_graph(
                                 crate::error::GraphError::Recorded {
-                                    reason: "jvp: a rule gave the wrong number of tangents (a bug)".into(),
+                                    reason: "jvp: a rule gave the wrong number of tangents (a bug)"
+                                        .into(),
                                 },
                                 loc,
                             ));
@@ -745,154 +753,74 @@ fn b_loc(instrs: &[crate::ir::Instr], v: &Value) -> &'static Location<'static> {
         .unwrap_or(Location::caller())
 }
 
-/// Copies the instructions of `src` that `roots` depend on into `b`'s computation,
-/// with `env` giving the values of `src`'s parameters (an op each, or the elements
-/// of a tuple parameter); returns the roots' copies. How the tangent rules of
-/// loops and conditionals run a body again inside a new one.
-pub(crate) fn replay(
-    b: &Builder,
-    src: CompId,
-    env: &mut HashMap<Value, Replayed>,
-    roots: &[Value],
-) -> Result<Vec<Replayed>, Op> {
-    let instrs = b.g.borrow().comp(src).instrs.clone();
-    let mut live = vec![false; instrs.len()];
-    let mut work: Vec<usize> = roots.iter().map(|r| r.instr as usize).collect();
-    while let Some(i) = work.pop() {
-        if !live[i] {
-            live[i] = true;
-            work.extend(instrs[i].operands.iter().map(|v| v.instr as usize));
-        }
-    }
-    let internal = |what: &str, loc| {
-        b.fail_graph(
-            crate::error::GraphError::Recorded {
-                reason: format!("replaying a body: {what} (a bug)"),
-            },
-            loc,
-        )
-    };
-    for (i, ins) in instrs.iter().enumerate() {
-        if !live[i] || env.contains_key(&Value::of(i as u32)) {
-            continue;
-        }
-        let loc = ins.loc;
-        let operands: Vec<Replayed> = ins
-            .operands
-            .iter()
-            .map(|v| env.get(v).cloned())
-            .collect::<Option<_>>()
-            .ok_or_else(|| internal("an operand without a value", loc))?;
-        let results = match &ins.kind {
-            OpKind::Parameter { .. } => return Err(internal("a parameter without a value", loc)),
-            OpKind::Tuple => vec![Replayed::Tuple(operands)],
-            OpKind::GetTupleElement { index } => match &operands[0] {
-                Replayed::Tuple(e) => vec![e[*index as usize].clone()],
-                Replayed::Op(o) => vec![Replayed::Op(o.at(loc).get_tuple_element(*index as usize))],
-            },
-            kind => {
-                let shape = b.g.borrow().shapes.get(ins.shape).clone();
-                let multi = kind.multi_result(ins.operands.len());
-                let ops: Vec<Op> = operands.iter().map(|o| o.op(b, loc)).collect();
-                let refs: Vec<&Op> = ops.iter().collect();
-                let r = b.emit(kind.clone(), &refs, Some(shape.clone()), loc);
-                if r.is_poisoned() {
-                    return Err(r);
-                }
-                let n = match (&shape, multi) {
-                    (Shape::Tuple(e), true) => e.len(),
-                    _ => 1,
-                };
-                // Side tables follow the copy (a copied loop keeps its trip count).
-                {
-                    let mut g = b.g.borrow_mut();
-                    if let Some(t) = g.trip_counts.get(&(src, i as u32)).copied() {
-                        g.trip_counts.insert((r.comp, r.v.instr), t);
-                    }
-                    if let Some(t) = g.loop_bounds.get(&(src, i as u32)).copied() {
-                        g.loop_bounds.insert((r.comp, r.v.instr), t);
-                    }
-                    if g.stopped.contains(&(src, Value::of(i as u32))) {
-                        g.stopped.insert((r.comp, r.v));
-                    }
-                    if let Some(m) = g.vmap_named.get(&(src, i as u32)).cloned() {
-                        g.vmap_named.insert((r.comp, r.v.instr), m);
-                    }
-                }
-                b.results(r, n, multi).into_iter().map(Replayed::Op).collect()
-            }
-        };
-        for (k, r) in results.into_iter().enumerate() {
-            env.insert(
-                Value {
-                    instr: i as u32,
-                    result: k as u32,
-                },
-                r,
-            );
-        }
-    }
-    roots
-        .iter()
-        .map(|r| {
-            env.get(r)
-                .cloned()
-                .ok_or_else(|| internal("a root without a value", Location::caller()))
-        })
-        .collect()
-}
-
-/// A replayed value: an op, or a tuple's elements.
-#[derive(Clone)]
-pub(crate) enum Replayed {
-    /// An array (or a tuple held as one op).
-    Op(Op),
-    /// A tuple, element by element.
-    Tuple(Vec<Replayed>),
-}
-
-impl Replayed {
-    /// The value as one op (a tuple is built).
-    pub(crate) fn op(&self, b: &Builder, loc: &'static Location<'static>) -> Op {
-        match self {
-            Replayed::Op(o) => o.clone(),
-            Replayed::Tuple(e) => {
-                let ops: Vec<Op> = e.iter().map(|x| x.op(b, loc)).collect();
-                let refs: Vec<&Op> = ops.iter().collect();
-                b.emit(OpKind::Tuple, &refs, None, loc)
-            }
-        }
-    }
-}
-
-/// The tangent rule of a call: the callee's instructions replayed in the caller's
+/// The tangent rule of a call: the callee's instructions copied into the caller's
 /// computation on the operands, and the tangents pushed through the copy.
 pub(crate) fn through_body(n: &JvpNode, callee: CompId) -> Tangents {
-    let (params, root) = {
-        let g = n.b.g.borrow();
-        let c = g.comp(callee);
-        let params: Vec<u32> = c.params.iter().map(|p| p.unwrap_or(u32::MAX)).collect();
-        (params, c.root)
-    };
-    let root = root.ok_or("an unfinished body")?;
     let here = n.b.clone();
-    let comp = here.comp;
-    let start = here.g.borrow().comp(comp).instrs.len();
-    let mut env: HashMap<Value, Replayed> = HashMap::new();
-    for (p, o) in params.iter().zip(n.operands) {
-        env.insert(Value::of(*p), Replayed::Op(o.clone()));
+    let start = here.g.borrow().comp(here.comp).instrs.len();
+    let args = elements_of(n.operands, n.loc);
+    let outs = crate::autodiff::inline(&here, callee, &args);
+    if let Some(f) = outs.iter().find(|o| o.is_poisoned()) {
+        return Err(crate::batching::failure(f).unwrap_or_default());
     }
-    let out = replay(&here, callee, &mut env, &[root])
-        .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
-    let out = out[0].op(&here, n.loc);
-    let seeds: Vec<(Value, Ct)> = n
-        .operands
+    let arg_tans = elements_of_tangents(n.operands, n.tangents);
+    let seeds: Vec<(Value, Ct)> = args
         .iter()
-        .zip(n.tangents)
-        .filter_map(|(o, t)| t.clone().map(|t| (o.v, t)))
+        .zip(arg_tans)
+        .filter_map(|(a, t)| t.map(|t| (a.v, Ct::Array(t))))
         .collect();
+    let roots: Vec<Value> = outs.iter().map(|o| o.v).collect();
     // The operands come before the copy: seed them, walk only the copy.
-    let t = push_forward(&here, comp, &seeds, &[out.v], start)
+    let t = push_forward(&here, here.comp, &seeds, &roots, start)
         .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
-    Ok(t)
+    let tuple = matches!(n.results[0].shape(), Ok(Shape::Tuple(_)));
+    Ok(vec![if tuple {
+        Some(Ct::Tuple(
+            t.into_iter()
+                .map(|x| match x {
+                    Some(Ct::Array(a)) => Some(a),
+                    _ => None,
+                })
+                .collect(),
+        ))
+    } else {
+        t.into_iter().next().flatten()
+    }])
+}
+
+/// The arguments of a copied body (`autodiff::inline`): the operands, or the
+/// elements of a single tuple operand.
+pub(crate) fn elements_of(operands: &[Op], loc: &'static Location<'static>) -> Vec<Op> {
+    match operands {
+        [one] => match one.shape() {
+            Ok(Shape::Tuple(e)) => (0..e.len())
+                .map(|i| one.at(loc).get_tuple_element(i))
+                .collect(),
+            _ => vec![one.clone()],
+        },
+        _ => operands.to_vec(),
+    }
+}
+
+/// The tangents of [`elements_of`]'s arguments.
+pub(crate) fn elements_of_tangents(operands: &[Op], tangents: &[Option<Ct>]) -> Vec<Option<Op>> {
+    match (operands, tangents) {
+        ([one], [t]) if matches!(one.shape(), Ok(Shape::Tuple(_))) => {
+            let n = match one.shape() {
+                Ok(Shape::Tuple(e)) => e.len(),
+                _ => 0,
+            };
+            match t {
+                Some(Ct::Tuple(e)) => (0..n).map(|i| e.get(i).cloned().flatten()).collect(),
+                _ => vec![None; n],
+            }
+        }
+        _ => tangents
+            .iter()
+            .map(|t| match t {
+                Some(Ct::Array(a)) => Some(a.clone()),
+                _ => None,
+            })
+            .collect(),
+    }
 }

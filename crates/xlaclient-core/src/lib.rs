@@ -70,6 +70,7 @@ pub use xlaclient_pjrt::shape;
 /// XLA's protocol buffers (the `xlaclient-proto` crate).
 pub use xlaclient_proto as proto;
 
+pub use batching::{Axes, Vmap};
 pub use builder::{Builder, Computation, Op};
 pub use error::{
     BuildWarning, Error, GraphError, PjrtErrorCode, Result, RuntimeError, ShapeError,
@@ -78,7 +79,6 @@ pub use error::{
 /// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are the host
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
-pub use batching::{Axes, Vmap};
 pub use jit::{ClientExt, Jit};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};

@@ -576,7 +576,10 @@ impl Op {
     #[track_caller]
     pub fn all_gather_axis(&self, names: impl AxisNames, dimension: i64) -> Op {
         let loc = Location::caller();
-        if let (Ok(rank), true) = (self.rank(), (0..=self.rank().unwrap_or(0) as i64).contains(&dimension)) {
+        if let (Ok(rank), true) = (
+            self.rank(),
+            (0..=self.rank().unwrap_or(0) as i64).contains(&dimension),
+        ) {
             let _ = rank;
             if let Some(m) = self.vmap_collective(
                 &names.names(),

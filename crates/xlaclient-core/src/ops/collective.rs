@@ -1296,9 +1296,7 @@ pub(crate) fn batch_reduce_scatter(n: &crate::batching::BatchNode) -> crate::bat
 }
 
 /// Batching: the batched value sent as it is.
-pub(crate) fn batch_collective_permute(
-    n: &crate::batching::BatchNode,
-) -> crate::batching::Batched {
+pub(crate) fn batch_collective_permute(n: &crate::batching::BatchNode) -> crate::batching::Batched {
     crate::batching::shifted(n, n.kind.clone())
 }
 

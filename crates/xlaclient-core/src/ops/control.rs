@@ -1934,7 +1934,7 @@ fn conditional_cts(
 // `crate::batching` and `crate::forward`; the op table names them. ----
 
 use crate::batching::{BVal, BatchNode, Batched};
-use crate::forward::{JvpNode, Replayed, Tangents};
+use crate::forward::{JvpNode, Tangents};
 
 /// The elements of a carry value (a tuple value, element by element).
 fn carry_elems(v: &BVal) -> Vec<BVal> {
@@ -1962,7 +1962,12 @@ pub(crate) fn batch_while(n: &BatchNode) -> Batched {
     let mut batched: Vec<bool> = init.iter().map(BVal::is_batched).collect();
     loop {
         let next: Vec<bool> = (0..k)
-            .map(|j| batched[j] || body_deps.get(j).is_some_and(|d| d.iter().zip(&batched).any(|(a, b)| *a && *b)))
+            .map(|j| {
+                batched[j]
+                    || body_deps
+                        .get(j)
+                        .is_some_and(|d| d.iter().zip(&batched).any(|(a, b)| *a && *b))
+            })
             .collect();
         if next == batched {
             break;
@@ -1978,67 +1983,91 @@ pub(crate) fn batch_while(n: &BatchNode) -> Batched {
     let carry: Vec<BVal> = init
         .iter()
         .zip(&batched)
-        .map(|(v, b)| if *b { v.all_front(size, loc) } else { Ok(v.clone()) })
+        .map(|(v, b)| {
+            if *b {
+                v.all_front(size, loc)
+            } else {
+                Ok(v.clone())
+            }
+        })
         .collect::<Result<_, _>>()?;
     let like = BVal::Tuple(carry.clone());
     // The condition: per example, then "any example still running".
-    let c = crate::batching::batch_comp_into(n.pass, loc, cond, std::slice::from_ref(&like), "cond", |_, p| {
-        match p {
+    let c = crate::batching::batch_comp_into(
+        n.pass,
+        loc,
+        cond,
+        std::slice::from_ref(&like),
+        "cond",
+        |_, p| match p {
             BVal::Array { op, bdim: Some(d) } => Ok(BVal::same(
                 op.convert(ElementType::S32)
                     .reduce_max(&[d as i64])
                     .compare(&op.builder().constant(0i32), crate::Comparison::Gt),
             )),
             other => Ok(other),
-        }
-    })?;
+        },
+    )?;
     let pass = n.pass;
-    let bd = crate::batching::batch_comp_into(pass, loc, body, std::slice::from_ref(&like), "body", |bb, out| {
-        let outs = carry_elems(&out);
-        let mut elems = Vec::with_capacity(k);
-        for (j, o) in outs.iter().enumerate() {
-            elems.push(if batched[j] {
-                BVal::at(o.front(size, loc)?, 0)
-            } else if o.is_batched() {
-                return Err("a carry element the analysis found shared came out batched (a bug)".into());
-            } else {
-                o.clone()
-            });
-        }
-        if pred_batched {
-            // Finished examples keep their carry: re-evaluate the predicate on the
-            // step's input (the parameter) and select per example.
-            let param = bb.op(bb.comp, Value::of(bb.g.borrow().comp(bb.comp).params[0].expect("param")));
-            let old = crate::batching::param_like(&like, &param, loc);
-            let inner = crate::batching::Batcher {
-                size,
-                axis: pass.axis.clone(),
-                b: bb.clone(),
-            };
-            let (cparams, croot) = {
-                let g = bb.g.borrow();
-                let cc = g.comp(cond);
-                (cc.params.clone(), cc.root)
-            };
-            let mut env = HashMap::new();
-            env.insert(Value::of(cparams[0].expect("param")), old.clone());
-            let p = inner
-                .run(cond, &mut env, &[croot.expect("finished")])
-                .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
-            let p = p[0].front(size, loc)?;
-            let olds = carry_elems(&old);
-            for (j, e) in elems.iter_mut().enumerate() {
-                let (new, _) = e.array()?;
-                let (prev, _) = olds[j].array()?;
-                let dims = new.dims().map_err(|x| x.to_string())?;
-                let pb = p.broadcast_in_dim(&dims, &[0]);
-                *e = BVal::at(pb.builder().select(&pb, new, prev), 0);
+    let bd = crate::batching::batch_comp_into(
+        pass,
+        loc,
+        body,
+        std::slice::from_ref(&like),
+        "body",
+        |bb, out| {
+            let outs = carry_elems(&out);
+            let mut elems = Vec::with_capacity(k);
+            for (j, o) in outs.iter().enumerate() {
+                elems.push(if batched[j] {
+                    BVal::at(o.front(size, loc)?, 0)
+                } else if o.is_batched() {
+                    return Err(
+                        "a carry element the analysis found shared came out batched (a bug)".into(),
+                    );
+                } else {
+                    o.clone()
+                });
             }
-        }
-        Ok(BVal::Tuple(elems))
-    })?;
+            if pred_batched {
+                // Finished examples keep their carry: re-evaluate the predicate on the
+                // step's input (the parameter) and select per example.
+                let param = bb.op(
+                    bb.comp,
+                    Value::of(bb.g.borrow().comp(bb.comp).params[0].expect("param")),
+                );
+                let old = crate::batching::param_like(&like, &param, loc);
+                let inner = crate::batching::Batcher {
+                    size,
+                    axis: pass.axis.clone(),
+                    b: bb.clone(),
+                };
+                let (cparams, croot) = {
+                    let g = bb.g.borrow();
+                    let cc = g.comp(cond);
+                    (cc.params.clone(), cc.root)
+                };
+                let mut env = HashMap::new();
+                env.insert(Value::of(cparams[0].expect("param")), old.clone());
+                let p = inner
+                    .run(cond, &mut env, &[croot.expect("finished")])
+                    .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
+                let p = p[0].front(size, loc)?;
+                let olds = carry_elems(&old);
+                for (j, e) in elems.iter_mut().enumerate() {
+                    let (new, _) = e.array()?;
+                    let (prev, _) = olds[j].array()?;
+                    let dims = new.dims().map_err(|x| x.to_string())?;
+                    let pb = p.broadcast_in_dim(&dims, &[0]);
+                    *e = BVal::at(pb.builder().select(&pb, new, prev), 0);
+                }
+            }
+            Ok(BVal::Tuple(elems))
+        },
+    )?;
     let tuple = like.plain(n.b, loc);
-    let r = n.b.emit(OpKind::While { cond: c, body: bd }, &[&tuple], None, loc);
+    let r =
+        n.b.emit(OpKind::While { cond: c, body: bd }, &[&tuple], None, loc);
     if let Some(e) = crate::batching::failure(&r) {
         return Err(e);
     }
@@ -2090,11 +2119,23 @@ pub(crate) fn batch_conditional(n: &BatchNode) -> Batched {
         let mut ops = vec![sel.plain(n.b, loc)];
         ops.extend(args.iter().map(|a| a.plain(n.b, loc)));
         let refs: Vec<&Op> = ops.iter().collect();
-        let r = n.b.emit(OpKind::Conditional { branches: new.into() }, &refs, None, loc);
+        let r = n.b.emit(
+            OpKind::Conditional {
+                branches: new.into(),
+            },
+            &refs,
+            None,
+            loc,
+        );
         if let Some(e) = crate::batching::failure(&r) {
             return Err(e);
         }
-        return Ok(n.b.results(r, nres, true).into_iter().map(|o| BVal::at(o, 0)).collect());
+        return Ok(n
+            .b
+            .results(r, nres, true)
+            .into_iter()
+            .map(|o| BVal::at(o, 0))
+            .collect());
     }
     // Every branch on the whole batch, here.
     let mut outs: Vec<Vec<Op>> = Vec::with_capacity(branches.len());
@@ -2105,7 +2146,10 @@ pub(crate) fn batch_conditional(n: &BatchNode) -> Batched {
             (c.params.clone(), c.root)
         };
         let mut env = HashMap::new();
-        env.insert(Value::of(params[0].expect("param")), n.operands[k + 1].clone());
+        env.insert(
+            Value::of(params[0].expect("param")),
+            n.operands[k + 1].clone(),
+        );
         let v = n
             .pass
             .run(*br, &mut env, &[root.ok_or("an unfinished branch")?])
@@ -2120,8 +2164,12 @@ pub(crate) fn batch_conditional(n: &BatchNode) -> Batched {
     }
     let s = sel.front(size, loc)?;
     let last = branches.len() - 1;
-    let is_pred = s.element_type().map(|t| t == ElementType::Pred).unwrap_or(false);
+    let is_pred = s
+        .element_type()
+        .map(|t| t == ElementType::Pred)
+        .unwrap_or(false);
     let mut result = Vec::with_capacity(nres);
+    #[allow(clippy::needless_range_loop)] // result j of every branch
     for j in 0..nres {
         let mut r = outs[last][j].clone();
         let dims = r.dims().map_err(|e| e.to_string())?;
@@ -2129,7 +2177,11 @@ pub(crate) fn batch_conditional(n: &BatchNode) -> Batched {
             let hit = if is_pred {
                 s.clone()
             } else {
-                s.compare(&s.builder().constant_of_type(s.element_type().map_err(|e| e.to_string())?, k as i64), crate::Comparison::Eq)
+                s.compare(
+                    &s.builder()
+                        .constant_of_type(s.element_type().map_err(|e| e.to_string())?, k as i64),
+                    crate::Comparison::Eq,
+                )
             };
             let hit = hit.broadcast_in_dim(&dims, &[0]);
             r = hit.builder().select(&hit, &outs[k][j], &r);
@@ -2166,7 +2218,9 @@ pub(crate) fn jvp_while(n: &JvpNode) -> Tangents {
             .map(|j| {
                 float[j]
                     && (active[j]
-                        || deps.get(j).is_some_and(|d| d.iter().zip(&active).any(|(a, b)| *a && *b)))
+                        || deps
+                            .get(j)
+                            .is_some_and(|d| d.iter().zip(&active).any(|(a, b)| *a && *b)))
             })
             .collect();
         if next == active {
@@ -2177,82 +2231,81 @@ pub(crate) fn jvp_while(n: &JvpNode) -> Tangents {
     let act: Vec<usize> = (0..k).filter(|j| active[*j]).collect();
     let tans: Vec<Op> = act
         .iter()
-        .map(|j| init_t[*j].clone().unwrap_or_else(|| crate::autodiff::zeros_like(&prim[*j], loc)))
+        .map(|j| {
+            init_t[*j]
+                .clone()
+                .unwrap_or_else(|| crate::autodiff::zeros_like(&prim[*j], loc))
+        })
         .collect();
-    let mut shapes: Vec<Shape> = prim.iter().map(|p| p.shape().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let mut shapes: Vec<Shape> = prim
+        .iter()
+        .map(|p| p.shape().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
     for j in &act {
         shapes.push(shapes[*j].clone());
     }
     let tshape = Shape::Tuple(shapes.clone());
     let parent = n.b.comp;
-    let root_of = |c: CompId| -> Result<(u32, Value), String> {
-        let g = n.b.g.borrow();
-        let cc = g.comp(c);
-        Ok((cc.params[0].ok_or("no parameter")?, cc.root.ok_or("an unfinished body")?))
-    };
-    let (cp, croot) = root_of(cond)?;
-    let (bp, broot) = root_of(body)?;
     let fail = |f: Op| crate::batching::failure(&f).unwrap_or_default();
     // cond: on the primal part.
-    let (cc, croots) = n
-        .b
-        .body(parent, "cond", std::slice::from_ref(&tshape), loc, |bb, ps| {
-            let elems: Vec<Replayed> = (0..k).map(|j| Replayed::Op(ps[0].get_tuple_element(j))).collect();
-            let mut env = HashMap::new();
-            env.insert(Value::of(cp), Replayed::Tuple(elems));
-            match crate::forward::replay(bb, cond, &mut env, &[croot]) {
-                Ok(v) => vec![v[0].op(bb, loc)],
-                Err(f) => vec![f],
-            }
-        })
+    let (cc, croots) =
+        n.b.body(
+            parent,
+            "cond",
+            std::slice::from_ref(&tshape),
+            loc,
+            |bb, ps| {
+                let elems: Vec<Op> = (0..k).map(|j| ps[0].get_tuple_element(j)).collect();
+                crate::autodiff::inline(bb, cond, &elems)
+            },
+        )
         .map_err(fail)?;
     n.b.finish_body(cc, &croots, loc).map_err(fail)?;
-    let (bc, broots) = n
-        .b
-        .body(parent, "body", std::slice::from_ref(&tshape), loc, |bb, ps| {
-            let elems: Vec<Op> = (0..k).map(|j| ps[0].get_tuple_element(j)).collect();
-            let tin: Vec<Op> = (0..act.len()).map(|i| ps[0].get_tuple_element(k + i)).collect();
-            let start = bb.g.borrow().comp(bb.comp).instrs.len();
-            let mut env = HashMap::new();
-            env.insert(
-                Value::of(bp),
-                Replayed::Tuple(elems.iter().cloned().map(Replayed::Op).collect()),
-            );
-            let out = match crate::forward::replay(bb, body, &mut env, &[broot]) {
-                Ok(mut v) => v.remove(0),
-                Err(f) => return vec![f],
-            };
-            let outs: Vec<Op> = match out {
-                Replayed::Tuple(e) => e.iter().map(|x| x.op(bb, loc)).collect(),
-                Replayed::Op(o) => (0..k).map(|j| o.get_tuple_element(j)).collect(),
-            };
-            let seeds: Vec<(Value, Ct)> = act
-                .iter()
-                .zip(&tin)
-                .map(|(j, t)| (elems[*j].v, Ct::Array(t.clone())))
-                .collect();
-            let roots: Vec<Value> = act.iter().map(|j| outs[*j].v).collect();
-            let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &roots, start) {
-                Ok(t) => t,
-                Err(f) => return vec![f],
-            };
-            let mut all = outs.clone();
-            for (i, j) in act.iter().enumerate() {
-                all.push(match &t[i] {
-                    Some(Ct::Array(a)) => a.clone(),
-                    _ => crate::autodiff::zeros_like(&outs[*j], loc),
-                });
-            }
-            let refs: Vec<&Op> = all.iter().collect();
-            vec![bb.tuple(&refs)]
-        })
+    let (bc, broots) =
+        n.b.body(
+            parent,
+            "body",
+            std::slice::from_ref(&tshape),
+            loc,
+            |bb, ps| {
+                let elems: Vec<Op> = (0..k).map(|j| ps[0].get_tuple_element(j)).collect();
+                let tin: Vec<Op> = (0..act.len())
+                    .map(|i| ps[0].get_tuple_element(k + i))
+                    .collect();
+                let start = bb.g.borrow().comp(bb.comp).instrs.len();
+                let outs = crate::autodiff::inline(bb, body, &elems);
+                if let Some(f) = outs.iter().find(|o| o.is_poisoned()) {
+                    return vec![f.clone()];
+                }
+                let seeds: Vec<(Value, Ct)> = act
+                    .iter()
+                    .zip(&tin)
+                    .map(|(j, t)| (elems[*j].v, Ct::Array(t.clone())))
+                    .collect();
+                let roots: Vec<Value> = act.iter().map(|j| outs[*j].v).collect();
+                let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &roots, start) {
+                    Ok(t) => t,
+                    Err(f) => return vec![f],
+                };
+                let mut all = outs.clone();
+                for (i, j) in act.iter().enumerate() {
+                    all.push(match &t[i] {
+                        Some(Ct::Array(a)) => a.clone(),
+                        _ => crate::autodiff::zeros_like(&outs[*j], loc),
+                    });
+                }
+                let refs: Vec<&Op> = all.iter().collect();
+                vec![bb.tuple(&refs)]
+            },
+        )
         .map_err(fail)?;
     n.b.finish_body(bc, &broots, loc).map_err(fail)?;
     let mut carry: Vec<Op> = prim.clone();
     carry.extend(tans);
     let refs: Vec<&Op> = carry.iter().collect();
     let init = n.b.tuple(&refs);
-    let r = n.b.emit(OpKind::While { cond: cc, body: bc }, &[&init], None, loc);
+    let r =
+        n.b.emit(OpKind::While { cond: cc, body: bc }, &[&init], None, loc);
     if let Some(e) = crate::batching::failure(&r) {
         return Err(e);
     }
@@ -2287,8 +2340,15 @@ pub(crate) fn jvp_conditional(n: &JvpNode) -> Tangents {
     };
     let loc = n.loc;
     let k = n.results.len();
-    let shapes: Vec<Shape> = n.results.iter().map(|r| r.shape().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-    let float: Vec<bool> = shapes.iter().map(|s| s.element_type().is_some_and(|t| t.is_float())).collect();
+    let shapes: Vec<Shape> = n
+        .results
+        .iter()
+        .map(|r| r.shape().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let float: Vec<bool> = shapes
+        .iter()
+        .map(|s| s.element_type().is_some_and(|t| t.is_float()))
+        .collect();
     let fl: Vec<usize> = (0..k).filter(|j| float[*j]).collect();
     let fail = |f: Op| crate::batching::failure(&f).unwrap_or_default();
     let mut new = Vec::with_capacity(branches.len());
@@ -2322,11 +2382,6 @@ pub(crate) fn jvp_conditional(n: &JvpNode) -> Tangents {
             }
             _ => None,
         };
-        let (p, root) = {
-            let g = n.b.g.borrow();
-            let c = g.comp(*br);
-            (c.params[0].ok_or("no parameter")?, c.root.ok_or("an unfinished branch")?)
-        };
         let pair: Vec<Op> = match &tan_op {
             Some(tt) => vec![x.clone(), tt.clone()],
             None => vec![x.clone()],
@@ -2335,55 +2390,68 @@ pub(crate) fn jvp_conditional(n: &JvpNode) -> Tangents {
         let arg = n.b.tuple(&pr);
         let ashape = arg.shape().map_err(|e| e.to_string())?;
         let has_t = tan_op.is_some();
-        let (bc, roots) = n
-            .b
-            .body(n.b.comp, "branch", std::slice::from_ref(&ashape), loc, |bb, ps| {
-                let xin = ps[0].get_tuple_element(0);
-                let start = bb.g.borrow().comp(bb.comp).instrs.len();
-                let mut env = HashMap::new();
-                env.insert(Value::of(p), Replayed::Op(xin.clone()));
-                let out = match crate::forward::replay(bb, *br, &mut env, &[root]) {
-                    Ok(mut v) => v.remove(0),
-                    Err(f) => return vec![f],
-                };
-                let outs: Vec<Op> = match out {
-                    Replayed::Tuple(e) => e.iter().map(|x| x.op(bb, loc)).collect(),
-                    Replayed::Op(o) => (0..k).map(|j| o.get_tuple_element(j)).collect(),
-                };
-                let seeds: Vec<(Value, Ct)> = if has_t {
-                    let tin = ps[0].get_tuple_element(1);
-                    let ct = match &xs {
-                        Shape::Tuple(ss) => Ct::Tuple(
-                            (0..ss.len()).map(|i| Some(tin.get_tuple_element(i))).collect(),
-                        ),
-                        _ => Ct::Array(tin),
+        let (bc, roots) =
+            n.b.body(
+                n.b.comp,
+                "branch",
+                std::slice::from_ref(&ashape),
+                loc,
+                |bb, ps| {
+                    let xin = ps[0].get_tuple_element(0);
+                    let start = bb.g.borrow().comp(bb.comp).instrs.len();
+                    let args = crate::forward::elements_of(std::slice::from_ref(&xin), loc);
+                    let outs = crate::autodiff::inline(bb, *br, &args);
+                    if let Some(f) = outs.iter().find(|o| o.is_poisoned()) {
+                        return vec![f.clone()];
+                    }
+                    let seeds: Vec<(Value, Ct)> = if has_t {
+                        let tin = ps[0].get_tuple_element(1);
+                        let tans: Vec<Op> = match &xs {
+                            Shape::Tuple(ss) => {
+                                (0..ss.len()).map(|i| tin.get_tuple_element(i)).collect()
+                            }
+                            _ => vec![tin],
+                        };
+                        args.iter()
+                            .zip(tans)
+                            .filter(|(a, _)| {
+                                a.element_type().map(|t| t.is_float()).unwrap_or(false)
+                            })
+                            .map(|(a, t)| (a.v, Ct::Array(t)))
+                            .collect()
+                    } else {
+                        Vec::new()
                     };
-                    vec![(xin.v, ct)]
-                } else {
-                    Vec::new()
-                };
-                let rts: Vec<Value> = fl.iter().map(|j| outs[*j].v).collect();
-                let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &rts, start) {
-                    Ok(t) => t,
-                    Err(f) => return vec![f],
-                };
-                let mut all = outs.clone();
-                for (i, j) in fl.iter().enumerate() {
-                    all.push(match &t[i] {
-                        Some(Ct::Array(a)) => a.clone(),
-                        _ => crate::autodiff::zeros_like(&outs[*j], loc),
-                    });
-                }
-                let refs: Vec<&Op> = all.iter().collect();
-                vec![bb.tuple(&refs)]
-            })
+                    let rts: Vec<Value> = fl.iter().map(|j| outs[*j].v).collect();
+                    let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &rts, start) {
+                        Ok(t) => t,
+                        Err(f) => return vec![f],
+                    };
+                    let mut all = outs.clone();
+                    for (i, j) in fl.iter().enumerate() {
+                        all.push(match &t[i] {
+                            Some(Ct::Array(a)) => a.clone(),
+                            _ => crate::autodiff::zeros_like(&outs[*j], loc),
+                        });
+                    }
+                    let refs: Vec<&Op> = all.iter().collect();
+                    vec![bb.tuple(&refs)]
+                },
+            )
             .map_err(fail)?;
         n.b.finish_body(bc, &roots, loc).map_err(fail)?;
         new.push(bc);
         args.push(arg);
     }
     let refs: Vec<&Op> = args.iter().collect();
-    let r = n.b.emit(OpKind::Conditional { branches: new.into() }, &refs, None, loc);
+    let r = n.b.emit(
+        OpKind::Conditional {
+            branches: new.into(),
+        },
+        &refs,
+        None,
+        loc,
+    );
     if let Some(e) = crate::batching::failure(&r) {
         return Err(e);
     }

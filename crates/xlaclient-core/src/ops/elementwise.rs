@@ -1421,8 +1421,9 @@ pub(crate) fn jvp_clamp(n: &crate::forward::JvpNode) -> crate::forward::Tangents
     let (tl, tx, th) = (full(&n.tangent(0)), n.tangent(1), full(&n.tangent(2)));
     let below = x.compare(&full(lo), Comparison::Lt);
     let above = x.compare(&full(hi), Comparison::Gt);
-    Ok(vec![Some(crate::autodiff::Ct::Array(
-        x.builder()
-            .select(&below, &tl, &x.builder().select(&above, &th, &tx)),
-    ))])
+    Ok(vec![Some(crate::autodiff::Ct::Array(x.builder().select(
+        &below,
+        &tl,
+        &x.builder().select(&above, &th, &tx),
+    )))])
 }

@@ -1465,7 +1465,10 @@ pub(crate) fn jvp_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangen
     let OpKind::Scatter { body, .. } = n.kind else {
         return Err("not a scatter".into());
     };
-    match (n.operands.len(), super::reduction::simple_combiner(n.b, *body)) {
+    match (
+        n.operands.len(),
+        super::reduction::simple_combiner(n.b, *body),
+    ) {
         (3, Some(crate::BinaryOp::Add)) => crate::forward::linear(n),
         _ => Err("a tangent rule for a scatter of one array that adds only".into()),
     }

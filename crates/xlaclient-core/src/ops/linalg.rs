@@ -1967,9 +1967,7 @@ fn dot_at(
     r: &Op,
     at: usize,
 ) -> crate::batching::Batched {
-    let out = n
-        .b
-        .emit(OpKind::Dot(Box::new(attrs)), &[l, r], None, n.loc);
+    let out = n.b.emit(OpKind::Dot(Box::new(attrs)), &[l, r], None, n.loc);
     if let Some(e) = crate::batching::failure(&out) {
         return Err(e);
     }

@@ -309,8 +309,6 @@ pub(crate) fn batch_bitcast_convert(n: &crate::batching::BatchNode) -> crate::ba
 
 /// Batching: a generator state that differs per example has no rule (the crate's
 /// samplers use Threefry, whose ops batch element-wise).
-pub(crate) fn batch_rng_bit_generator(
-    _n: &crate::batching::BatchNode,
-) -> crate::batching::Batched {
+pub(crate) fn batch_rng_bit_generator(_n: &crate::batching::BatchNode) -> crate::batching::Batched {
     Err("a generator state that differs per example (use the Threefry samplers of `random`)".into())
 }

@@ -894,18 +894,27 @@ pub(crate) fn jvp_reduce(n: &crate::forward::JvpNode) -> crate::forward::Tangent
         Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
             let (x, loc) = (&n.operands[0], n.loc);
             let dims = x.dims().map_err(|e| e.to_string())?;
-            let kept: Vec<i64> = (0..dims.len() as i64).filter(|a| !axes.contains(a)).collect();
+            let kept: Vec<i64> = (0..dims.len() as i64)
+                .filter(|a| !axes.contains(a))
+                .collect();
             let ty = x.element_type().map_err(|e| e.to_string())?;
             let at = x
-                .compare(&n.results[0].broadcast_in_dim(&dims, &kept), crate::Comparison::Eq)
+                .compare(
+                    &n.results[0].broadcast_in_dim(&dims, &kept),
+                    crate::Comparison::Eq,
+                )
                 .convert(ty);
             let count = at.reduce_by(axes, BinaryOp::Add, loc);
-            let picked = at
-                .binary(BinaryOp::Multiply, &n.tangent(0), loc)
-                .reduce_by(axes, BinaryOp::Add, loc);
-            Ok(vec![Some(crate::autodiff::Ct::Array(
-                picked.binary(BinaryOp::Divide, &count, loc),
-            ))])
+            let picked = at.binary(BinaryOp::Multiply, &n.tangent(0), loc).reduce_by(
+                axes,
+                BinaryOp::Add,
+                loc,
+            );
+            Ok(vec![Some(crate::autodiff::Ct::Array(picked.binary(
+                BinaryOp::Divide,
+                &count,
+                loc,
+            )))])
         }
         _ => Err("a tangent rule for reduce by sum, max and min only".into()),
     }

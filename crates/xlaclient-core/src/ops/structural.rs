@@ -821,25 +821,25 @@ pub(crate) fn batch_call(n: &crate::batching::BatchNode) -> crate::batching::Bat
     let callee = crate::batching::batch_body(n, *body, &ops, "call")?;
     let refs: Vec<&Op> = ops.iter().collect();
     let target = crate::batching::with_batch(&n.shapes[0], n.size);
-    let r = n
-        .b
-        .emit(OpKind::Call { body: callee }, &refs, Some(target), n.loc);
+    let r =
+        n.b.emit(OpKind::Call { body: callee }, &refs, Some(target), n.loc);
     if let Some(e) = crate::batching::failure(&r) {
         return Err(e);
     }
     let custom = n.b.g.borrow().custom_vjps.get(&n.at).cloned();
     if let Some((n_args, rule)) = custom {
-        let batched: BackwardRule = std::rc::Rc::new(move |args: &[Op], outs: &[Op], cts: &[Op]| {
-            let Some(first) = args.first().or(outs.first()) else {
-                return Vec::new();
-            };
-            let rule = rule.clone();
-            first.builder().vmap(
-                &crate::batching::Vmap::new(),
-                (args.to_vec(), outs.to_vec(), cts.to_vec()),
-                move |_, (a, o, c)| rule(&a, &o, &c),
-            )
-        });
+        let batched: BackwardRule =
+            std::rc::Rc::new(move |args: &[Op], outs: &[Op], cts: &[Op]| {
+                let Some(first) = args.first().or(outs.first()) else {
+                    return Vec::new();
+                };
+                let rule = rule.clone();
+                first.builder().vmap(
+                    &crate::batching::Vmap::new(),
+                    (args.to_vec(), outs.to_vec(), cts.to_vec()),
+                    move |_, (a, o, c)| rule(&a, &o, &c),
+                )
+            });
         n.b.g
             .borrow_mut()
             .custom_vjps

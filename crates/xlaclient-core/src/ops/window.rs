@@ -1049,9 +1049,7 @@ fn unit_window(w: &[WindowDim]) -> Box<[WindowDim]> {
 
 /// Batching: operand and source batched at 0 with a window of 1 over the batch
 /// axis; the initial value must be the same for every example.
-pub(crate) fn batch_select_and_scatter(
-    n: &crate::batching::BatchNode,
-) -> crate::batching::Batched {
+pub(crate) fn batch_select_and_scatter(n: &crate::batching::BatchNode) -> crate::batching::Batched {
     let OpKind::SelectAndScatter {
         window,
         select,
@@ -1080,7 +1078,10 @@ pub(crate) fn jvp_reduce_window(n: &crate::forward::JvpNode) -> crate::forward::
     let OpKind::ReduceWindow { body, .. } = n.kind else {
         return Err("not a reduce-window".into());
     };
-    match (n.operands.len(), super::reduction::simple_combiner(n.b, *body)) {
+    match (
+        n.operands.len(),
+        super::reduction::simple_combiner(n.b, *body),
+    ) {
         (2, Some(BinaryOp::Add)) => crate::forward::linear(n),
         _ => Err("a tangent rule for a windowed sum only (max pooling: use the gradient)".into()),
     }
