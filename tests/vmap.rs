@@ -672,3 +672,42 @@ fn jacobians_and_hessians_on_trees() {
     close(&v[10], &[3.0, -4.0], 1e-6, "H_sa");
     close(&v[11], &[0.0], 1e-6, "H_ss");
 }
+
+#[test]
+fn vmap_inside_a_loop_body_and_collectives_of_an_enclosing_vmap() {
+    // A fori_loop whose body is a vmap: x_{k+1} = vmap(e -> 0.5 e + sum(row))(x_k).
+    let b = Builder::new("loop_of_vmap");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let y = b.fori_loop(0, 3, x.clone(), |_, x| {
+        let b = x.builder();
+        b.vmap(&Vmap::new(), x, |_, row| &row * 0.5 + row.reduce_sum(&[0]))
+    });
+    // Nested vmaps, the inner function summing over the outer axis `i` and
+    // averaging over the inner axis `j`.
+    let z = b.vmap(&Vmap::new().axis_name("i"), x.clone(), |b, row| {
+        b.vmap(&Vmap::new().axis_name("j"), row, |_, e| {
+            e.psum_axis("i") - e.pmean_axis("j")
+        })
+    });
+    let m = b.build_tuple(&[&y, &z]).unwrap();
+    let xv = [1.0f32, 2.0, 3.0, -1.0, 0.5, 4.0];
+    let out = run(&m, &[&upload(&xv, &[2, 3])]);
+    let mut want = xv.to_vec();
+    for _ in 0..3 {
+        for r in 0..2 {
+            let s: f32 = want[r * 3..r * 3 + 3].iter().sum();
+            for c in 0..3 {
+                want[r * 3 + c] = 0.5 * want[r * 3 + c] + s;
+            }
+        }
+    }
+    close(&out[0].to_vec::<f32>().unwrap(), &want, 1e-6, "loop of vmap");
+    let mut want_z = vec![0f32; 6];
+    for r in 0..2 {
+        let mean: f32 = xv[r * 3..r * 3 + 3].iter().sum::<f32>() / 3.0;
+        for c in 0..3 {
+            want_z[r * 3 + c] = xv[c] + xv[3 + c] - mean;
+        }
+    }
+    close(&out[1].to_vec::<f32>().unwrap(), &want_z, 1e-6, "nested axes");
+}
