@@ -711,3 +711,34 @@ fn vmap_inside_a_loop_body_and_collectives_of_an_enclosing_vmap() {
     }
     close(&out[1].to_vec::<f32>().unwrap(), &want_z, 1e-6, "nested axes");
 }
+
+#[test]
+fn vmap_of_grad_through_a_scan_runs_the_forward_loop_once() {
+    // The gradient of a scan stores its residuals in a loop that also serves the
+    // forward results; batched, the program keeps that: as many loops as the
+    // unbatched gradient (the storing forward loop and the backward loop).
+    let loops = |batched: bool| {
+        let b = Builder::new("scan_grad");
+        let w = b.parameter(0, Shape::of::<f32>(&[3]), "w");
+        let xs = b.parameter(1, Shape::of::<f32>(&[4, 5, 3]), "xs");
+        let one = |b: &Builder, w: Op, xs: Op| {
+            let (h, ys) = b.scan(w.clone() * 0.0, xs, |h: Op, x: Op| {
+                let h = (&h * &w + &x).tanh();
+                (h.clone(), h)
+            });
+            let loss = ys.reduce_sum(&[0, 1]) + h.reduce_sum(&[0]);
+            (b.grad(&loss, &w), h)
+        };
+        let (g, h) = if batched {
+            b.vmap(&Vmap::new().in_axes([None, Some(0)]), (w, xs), |b, (w, xs)| one(b, w, xs))
+        } else {
+            let x0 = xs.slice(&[0, 0, 0], &[1, 5, 3], &[1, 1, 1]).reshape(&[5, 3]);
+            one(&b, w, x0)
+        };
+        let text = b.build_tuple(&[&g, &h]).unwrap().to_hlo_text();
+        text.matches(" while(").count()
+    };
+    let (plain, batched) = (loops(false), loops(true));
+    assert_eq!(plain, 2, "unbatched: the storing loop and the backward loop");
+    assert_eq!(batched, plain, "batched: the same loops");
+}

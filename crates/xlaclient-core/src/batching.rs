@@ -640,23 +640,86 @@ impl Batcher {
         env: &mut HashMap<Value, BVal>,
         roots: &[Value],
     ) -> Result<Vec<BVal>, Op> {
-        let (instrs, parent, captures) = {
+        let (mut instrs, parent, captures, forwarded) = {
             let g = self.b.g.borrow();
             let c = g.comp(src);
             let caps: HashMap<u32, Value> =
                 c.captures.iter().map(|(outer, p)| (*p, *outer)).collect();
-            (c.instrs.clone(), c.parent, caps)
+            let fw: HashMap<Value, Value> = g
+                .forwarded
+                .iter()
+                .filter(|((c, _), _)| *c == src)
+                .map(|((_, v), t)| (*v, *t))
+                .collect();
+            (c.instrs.clone(), c.parent, caps, fw)
         };
-        let mut live = vec![false; instrs.len()];
-        let mut work: Vec<usize> = roots.iter().map(|r| r.instr as usize).collect();
-        while let Some(i) = work.pop() {
-            if live[i] {
-                continue;
+        let live_of = |instrs: &[crate::ir::Instr], roots: &[Value]| -> Vec<bool> {
+            let mut live = vec![false; instrs.len()];
+            let mut work: Vec<usize> = roots.iter().map(|r| r.instr as usize).collect();
+            while let Some(i) = work.pop() {
+                if !live[i] {
+                    live[i] = true;
+                    work.extend(instrs[i].operands.iter().map(|v| v.instr as usize));
+                }
             }
-            live[i] = true;
-            work.extend(instrs[i].operands.iter().map(|v| v.instr as usize));
+            live
+        };
+        // A loop's results served by the loop its gradient rule built (which also
+        // stores what the backward pass needs: see `Graph::forwarded`) are read
+        // from that loop when it is live anyway, so only it is batched and the
+        // forward loop runs once, as in the unbatched program.
+        let mut roots = roots.to_vec();
+        if !forwarded.is_empty() {
+            let live0 = live_of(&instrs, &roots);
+            let n = instrs.len();
+            let resolve = |mut v: Value| {
+                let mut hops = 0;
+                while let Some(t) = forwarded.get(&v) {
+                    hops += 1;
+                    if !live0[t.instr as usize] || hops > n {
+                        break;
+                    }
+                    v = *t;
+                }
+                v
+            };
+            for ins in instrs.iter_mut() {
+                for v in ins.operands.iter_mut() {
+                    *v = resolve(*v);
+                }
+            }
+            for r in roots.iter_mut() {
+                *r = resolve(*r);
+            }
         }
-        for (i, ins) in instrs.iter().enumerate() {
+        let live = live_of(&instrs, &roots);
+        // Operands first (forwarding can point an instruction at a later one).
+        let mut order: Vec<usize> = Vec::with_capacity(instrs.len());
+        let mut state = vec![0u8; instrs.len()];
+        for r in &roots {
+            let mut stack = vec![(r.instr as usize, false)];
+            while let Some((i, done)) = stack.pop() {
+                if done {
+                    if state[i] != 2 {
+                        state[i] = 2;
+                        order.push(i);
+                    }
+                    continue;
+                }
+                if state[i] != 0 {
+                    continue;
+                }
+                state[i] = 1;
+                stack.push((i, true));
+                for v in instrs[i].operands.iter().rev() {
+                    if state[v.instr as usize] == 0 {
+                        stack.push((v.instr as usize, false));
+                    }
+                }
+            }
+        }
+        for i in order {
+            let ins = &instrs[i];
             if !live[i] || env.contains_key(&Value::of(i as u32)) {
                 continue;
             }

@@ -95,20 +95,10 @@ pub fn from_rows(values: &Op) -> CartPoleState<Op> {
 /// `f32[batch, 4]`.
 #[track_caller]
 pub fn reset_draws(keys: &Op) -> Op {
-    let b = keys.builder();
-    let batch = keys
-        .dims()
-        .ok()
-        .and_then(|d| d.first().copied())
-        .unwrap_or(0);
-    let draws: Vec<Op> = (0..batch)
-        .map(|i| {
-            let key = keys.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2]);
-            key.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
-        })
-        .collect();
-    let refs: Vec<&Op> = draws.iter().collect();
-    b.stack(&refs, 0)
+    // gymnax's reset for one key, vmapped over the keys (as PureJaxRL does).
+    keys.builder().vmap(&xlaclient_core::Vmap::new(), keys.clone(), |_, key| {
+        key.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
+    })
 }
 
 /// gymnax's `reset` of a batch, one key per environment (`u32[batch, 2]`).
@@ -192,21 +182,13 @@ pub fn step_with_keys(
     actions: &Op,
     keys: &Op,
 ) -> (CartPoleState<Op>, Op, Op, Op) {
-    let b = keys.builder();
-    let batch = keys
-        .dims()
-        .ok()
-        .and_then(|d| d.first().copied())
-        .unwrap_or(0);
-    let resets: Vec<Op> = (0..batch)
-        .map(|i| {
-            let key = keys.slice(&[i, 0], &[i + 1, 2], &[1, 1]).reshape(&[2]);
-            let [_, key_reset] = key.split_keys();
-            key_reset.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
-        })
-        .collect();
-    let refs: Vec<&Op> = resets.iter().collect();
-    step(s, actions, &b.stack(&refs, 0))
+    // One key per environment, vmapped: the reset state drawn from the key's
+    // second half (gymnax's `step`).
+    let resets = keys.builder().vmap(&xlaclient_core::Vmap::new(), keys.clone(), |_, key| {
+        let [_, key_reset] = key.split_keys();
+        key_reset.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
+    });
+    step(s, actions, &resets)
 }
 
 /// One CartPole in plain Rust with the same `f32` arithmetic as the ops (the
