@@ -112,9 +112,9 @@ macro_rules! for_each_op {
             /// A strided block of static bounds.
             Slice = "slice", Fixed(1), kind: Slice, slicing { shape: shape_slice, lower: lower_slice, raise: raise_slice, text: text_slice, grad: rule(vjp_slice), jvp: rule(jvp_slice), batch: rule(batch_slice) };
             /// A block at run-time start indices.
-            DynamicSlice = "dynamic-slice", Variadic, kind: DynamicSlice, slicing { shape: shape_dynamic_slice, lower: lower_dynamic_slice, raise: raise_dynamic_slice, text: text_dynamic_slice, grad: rule(vjp_dynamic_slice), jvp: rule(jvp_dynamic_slice), batch: partial(batch_dynamic_slice, "a batched operand with unbatched start indices") };
+            DynamicSlice = "dynamic-slice", Variadic, kind: DynamicSlice, slicing { shape: shape_dynamic_slice, lower: lower_dynamic_slice, raise: raise_dynamic_slice, text: text_dynamic_slice, grad: rule(vjp_dynamic_slice), jvp: rule(jvp_dynamic_slice), batch: rule(batch_dynamic_slice) };
             /// An array with a block replaced at run-time start indices.
-            DynamicUpdateSlice = "dynamic-update-slice", Variadic, kind: DynamicUpdateSlice, slicing { shape: shape_dynamic_update_slice, lower: -, raise: raise_dynamic_update_slice, text: -, grad: rule(vjp_dynamic_update_slice), jvp: rule(jvp_dynamic_update_slice), batch: partial(batch_dynamic_update_slice, "batched operand and update with unbatched start indices") };
+            DynamicUpdateSlice = "dynamic-update-slice", Variadic, kind: DynamicUpdateSlice, slicing { shape: shape_dynamic_update_slice, lower: -, raise: raise_dynamic_update_slice, text: -, grad: rule(vjp_dynamic_update_slice), jvp: rule(jvp_dynamic_update_slice), batch: rule(batch_dynamic_update_slice) };
             /// Joins arrays along one axis.
             Concatenate = "concatenate", Variadic, kind: Concatenate, slicing { shape: shape_concatenate, lower: lower_concatenate, raise: raise_concatenate, text: text_concatenate, grad: rule(vjp_concatenate), jvp: rule(jvp_concatenate), batch: rule(batch_concatenate) };
             /// Pads (or cuts) the edges and the spaces between elements.
@@ -124,9 +124,9 @@ macro_rules! for_each_op {
             /// Sorts several arrays together along one axis with a comparator computation.
             Sort = "sort", Variadic, kind: Sort, sorting { shape: shape_sort, lower: lower_sort, raise: raise_sort, text: text_sort, grad: rule(vjp_sort), jvp: missing, batch: rule(batch_sort) };
             /// Slices at many run-time starts (dimension numbers say how they are arranged).
-            Gather = "gather", Fixed(2), kind: Gather, indexing { shape: shape_gather, lower: lower_gather, raise: raise_gather, text: text_gather, grad: rule(vjp_gather), jvp: rule(jvp_gather), batch: missing };
+            Gather = "gather", Fixed(2), kind: Gather, indexing { shape: shape_gather, lower: lower_gather, raise: raise_gather, text: text_gather, grad: rule(vjp_gather), jvp: rule(jvp_gather), batch: rule(batch_gather) };
             /// Combines update windows into arrays at many run-time starts.
-            Scatter = "scatter", Variadic, kind: Scatter, indexing { shape: shape_scatter, lower: lower_scatter, raise: raise_scatter, text: text_scatter, grad: partial(vjp_scatter, "one array combined by add, multiply (unique indices), max, min or replace"), jvp: partial(jvp_scatter, "one array combined by add"), batch: missing };
+            Scatter = "scatter", Variadic, kind: Scatter, indexing { shape: shape_scatter, lower: lower_scatter, raise: raise_scatter, text: text_scatter, grad: partial(vjp_scatter, "one array combined by add, multiply (unique indices), max, min or replace"), jvp: partial(jvp_scatter, "one array combined by add"), batch: rule(batch_scatter) };
             /// The same bits as another element type.
             BitcastConvert = "bitcast-convert", Fixed(1), kind: BitcastConvert, random { shape: shape_bitcast_convert, lower: -, raise: raise_bitcast_convert, text: -, grad: none, jvp: none, batch: rule(batch_bitcast_convert) };
             /// Random bits from a counter-based generator state; gives the next state too.
@@ -158,7 +158,7 @@ macro_rules! for_each_op {
             /// Runs one of several branch computations, chosen by an index or predicate.
             Conditional = "conditional", Variadic, kind: Conditional, control { shape: shape_conditional, lower: lower_conditional, raise: raise_conditional, text: text_conditional, grad: rule(vjp_conditional), jvp: rule(jvp_conditional), batch: rule(batch_conditional) };
             /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
-            Convolution = "convolution", Fixed(2), kind: Convolution, linalg { shape: shape_convolution, lower: lower_convolution, raise: raise_convolution, text: text_convolution, grad: rule(vjp_convolution), jvp: rule(jvp_convolution), batch: missing };
+            Convolution = "convolution", Fixed(2), kind: Convolution, linalg { shape: shape_convolution, lower: lower_convolution, raise: raise_convolution, text: text_convolution, grad: rule(vjp_convolution), jvp: rule(jvp_convolution), batch: rule(batch_convolution) };
             /// Applies a scalar computation element-wise to several arrays.
             Map = "map", Variadic, kind: Map, misc { shape: shape_map, lower: lower_map, raise: raise_map, text: text_map, grad: rule(vjp_map), jvp: missing, batch: rule(batch_map) };
             /// Its operand unchanged; computations are not moved across it.

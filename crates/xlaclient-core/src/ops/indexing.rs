@@ -1473,3 +1473,106 @@ pub(crate) fn jvp_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangen
         _ => Err("a tangent rule for a scatter of one array that adds only".into()),
     }
 }
+
+/// Batched index vectors `idx` (batch axis at 0, vectors along `ivd`, or a
+/// trailing implicit axis when `ivd` is its rank) with each example's position
+/// prepended to its vectors: the indices of a gather or scatter that gets a new
+/// leading operand axis indexed by the batch. Returns the indices and their
+/// (explicit) index-vector axis.
+pub(crate) fn prepend_batch_iota(idx: &Op, ivd: i64) -> Result<(Op, i64), String> {
+    let mut dims = idx.dims().map_err(|e| e.to_string())?;
+    let ty = idx.element_type().map_err(|e| e.to_string())?;
+    let idx = if ivd as usize == dims.len() {
+        dims.push(1);
+        idx.reshape(&dims)
+    } else {
+        idx.clone()
+    };
+    dims[ivd as usize] = 1;
+    let iota = idx.builder().iota(ty, &dims, 0);
+    Ok((idx.builder().concatenate(&[&iota, &idx], ivd), ivd))
+}
+
+/// Batching: the batch axes of the operand and the indices moved to 0. Only the
+/// operand batched: the batch axis is one more offset (window) axis of the
+/// slices, taken whole. Only the indices batched: one more batch axis of the
+/// indices. Both: the operand gets a leading axis indexed by the example's
+/// position, prepended to every index vector (an iota over the batch), and
+/// collapsed, so each example gathers from its own operand.
+pub(crate) fn batch_gather(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Gather(attrs) = n.kind else {
+        return Err("not a gather".into());
+    };
+    let up = |v: &[i64]| v.iter().map(|a| a + 1).collect::<Vec<i64>>();
+    let d = &attrs.dims;
+    let mut a = (**attrs).clone();
+    let ob = n.operands[0].is_batched();
+    let ib = n.operands[1].is_batched();
+    let (x, idx) = match (ob, ib) {
+        (true, false) => {
+            let idx = n.operands[1].array()?.0.clone();
+            a.slice_sizes.insert(0, n.size);
+            a.dims.offset_dims = [vec![0], up(&d.offset_dims)].concat();
+            a.dims.collapsed_slice_dims = up(&d.collapsed_slice_dims);
+            a.dims.start_index_map = up(&d.start_index_map);
+            a.dims.operand_batching_dims = up(&d.operand_batching_dims);
+            (n.front(0)?, idx)
+        }
+        (false, true) => {
+            let x = n.operands[0].array()?.0.clone();
+            a.dims.offset_dims = up(&d.offset_dims);
+            a.dims.index_vector_dim = d.index_vector_dim + 1;
+            a.dims.start_indices_batching_dims = up(&d.start_indices_batching_dims);
+            (x, n.front(1)?)
+        }
+        _ => {
+            let (idx, ivd) = prepend_batch_iota(&n.front(1)?, d.index_vector_dim + 1)?;
+            a.slice_sizes.insert(0, 1);
+            a.dims.offset_dims = up(&d.offset_dims);
+            a.dims.collapsed_slice_dims = [vec![0], up(&d.collapsed_slice_dims)].concat();
+            a.dims.start_index_map = [vec![0], up(&d.start_index_map)].concat();
+            a.dims.index_vector_dim = ivd;
+            a.dims.operand_batching_dims = up(&d.operand_batching_dims);
+            a.dims.start_indices_batching_dims = up(&d.start_indices_batching_dims);
+            (n.front(0)?, idx)
+        }
+    };
+    n.emit_front(OpKind::Gather(Box::new(a)), &[x, idx])
+}
+
+/// Batching: every input and update batched at 0 (broadcast where unbatched, as
+/// each example scatters into its own copy), the indices batched at 0 with the
+/// example's position prepended to every index vector, addressing a new leading
+/// operand axis inserted into the windows. Out-of-bounds windows are skipped per
+/// example as for one (the batch index is always in bounds).
+pub(crate) fn batch_scatter(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Scatter { attrs, body } = n.kind else {
+        return Err("not a scatter".into());
+    };
+    let m = (n.operands.len() - 1) / 2;
+    let up = |v: &[i64]| v.iter().map(|a| a + 1).collect::<Vec<i64>>();
+    let d = &attrs.dims;
+    let mut a = (**attrs).clone();
+    let (idx, ivd) = prepend_batch_iota(&n.front(m)?, d.index_vector_dim + 1)?;
+    a.dims.update_window_dims = up(&d.update_window_dims);
+    a.dims.inserted_window_dims = [vec![0], up(&d.inserted_window_dims)].concat();
+    a.dims.scatter_dims_to_operand_dims = [vec![0], up(&d.scatter_dims_to_operand_dims)].concat();
+    a.dims.index_vector_dim = ivd;
+    a.dims.input_batching_dims = up(&d.input_batching_dims);
+    a.dims.scatter_indices_batching_dims = up(&d.scatter_indices_batching_dims);
+    let mut ops = Vec::with_capacity(n.operands.len());
+    for k in 0..m {
+        ops.push(n.front(k)?);
+    }
+    ops.push(idx);
+    for k in m + 1..n.operands.len() {
+        ops.push(n.front(k)?);
+    }
+    n.emit_front(
+        OpKind::Scatter {
+            attrs: Box::new(a),
+            body: *body,
+        },
+        &ops,
+    )
+}

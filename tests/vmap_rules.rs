@@ -1,0 +1,452 @@
+//! The batching and tangent rules added for issue 20 (gather, scatter, dynamic
+//! slices with per-example starts, convolution; the tangents of sort, cholesky,
+//! triangular-solve, max/min pooling, select-and-scatter, map, scatter, reduce):
+//! `vmap(f)` against `f` run example by example on the plugin and the results
+//! stacked; `jvp` against central finite differences (in f64) and against the
+//! crate's `vjp` by the identity `<u, J v> = <Jᵀ u, v>`.
+
+mod common;
+
+use common::{Rng, run, upload};
+use xlaclient::{
+    Builder, Comparison, ConvAttrs, ConvDims, ElementType, GatherDims, Op, ScatterDims, Shape,
+    TriangularSolveOptions, Transpose, Vmap, WindowDim,
+};
+
+/// Test data of one argument.
+#[derive(Clone, Debug)]
+enum Data {
+    F(Vec<f32>),
+    I(Vec<i32>),
+}
+
+/// One argument of a function to `vmap`: its one-example dims, its batch axis
+/// (`None`: shared) and its data (with the batch axis where it is batched).
+struct Arg {
+    dims: Vec<i64>,
+    axis: Option<usize>,
+    data: Data,
+}
+
+fn batched_dims(dims: &[i64], axis: Option<usize>, size: i64) -> Vec<i64> {
+    let mut d = dims.to_vec();
+    if let Some(a) = axis {
+        d.insert(a, size);
+    }
+    d
+}
+
+/// A float argument drawn uniformly from [-1, 1).
+fn f(rng: &mut Rng, dims: &[i64], axis: Option<usize>, size: i64) -> Arg {
+    let bd = batched_dims(dims, axis, size);
+    let n = bd.iter().product::<i64>() as usize;
+    Arg {
+        dims: dims.to_vec(),
+        axis,
+        data: Data::F(rng.vec(n, -1.0, 1.0)),
+    }
+}
+
+/// An s32 argument drawn from `lo..hi`.
+fn i(rng: &mut Rng, dims: &[i64], axis: Option<usize>, size: i64, lo: i32, hi: i32) -> Arg {
+    let bd = batched_dims(dims, axis, size);
+    let n = bd.iter().product::<i64>() as usize;
+    Arg {
+        dims: dims.to_vec(),
+        axis,
+        data: Data::I(
+            (0..n)
+                .map(|_| lo + (rng.next_u64() % (hi - lo) as u64) as i32)
+                .collect(),
+        ),
+    }
+}
+
+/// Element `at` along `axis` of a row-major array.
+fn slice_axis<T: Copy>(v: &[T], dims: &[i64], axis: usize, at: i64) -> Vec<T> {
+    let outer: i64 = dims[..axis].iter().product();
+    let n = dims[axis];
+    let inner: i64 = dims[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity((outer * inner) as usize);
+    for o in 0..outer {
+        for k in 0..inner {
+            out.push(v[((o * n + at) * inner + k) as usize]);
+        }
+    }
+    out
+}
+
+fn param(b: &Builder, k: usize, data: &Data, dims: &[i64]) -> Op {
+    match data {
+        Data::F(_) => b.parameter(k, Shape::of::<f32>(dims), &format!("a{k}")),
+        Data::I(_) => b.parameter(k, Shape::of::<i32>(dims), &format!("a{k}")),
+    }
+}
+
+fn up(data: &Data, dims: &[i64]) -> xlaclient::Buffer {
+    match data {
+        Data::F(v) => upload(v, dims),
+        Data::I(v) => upload(v, dims),
+    }
+}
+
+/// `vmap(f)` over `args` (batch size `size`, output batched at 0) against `f`
+/// run on each example and the outputs stacked: equal within `tol`.
+fn check_vmap(what: &str, size: i64, args: &[Arg], f: impl Fn(&Builder, &[Op]) -> Op, tol: f32) {
+    // The batched program.
+    let b = Builder::new("batched");
+    let ps: Vec<Op> = args
+        .iter()
+        .enumerate()
+        .map(|(k, a)| param(&b, k, &a.data, &batched_dims(&a.dims, a.axis, size)))
+        .collect();
+    let axes: Vec<Option<i64>> = args.iter().map(|a| a.axis.map(|x| x as i64)).collect();
+    let y = b.vmap(&Vmap::new().in_axes(axes), ps, |bb, xs| {
+        f(bb, &xs).convert(ElementType::F32)
+    });
+    let m = b
+        .build(&y)
+        .unwrap_or_else(|e| panic!("{what}: the batched program: {e}"));
+    let bufs: Vec<_> = args
+        .iter()
+        .map(|a| up(&a.data, &batched_dims(&a.dims, a.axis, size)))
+        .collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let got = run(&m, &refs)[0].to_vec::<f32>().unwrap();
+    // One example at a time.
+    let b1 = Builder::new("one");
+    let ps: Vec<Op> = args
+        .iter()
+        .enumerate()
+        .map(|(k, a)| param(&b1, k, &a.data, &a.dims))
+        .collect();
+    let y1 = f(&b1, &ps).convert(ElementType::F32);
+    let m1 = b1
+        .build(&y1)
+        .unwrap_or_else(|e| panic!("{what}: the one-example program: {e}"));
+    let exe = common::client().compile(&m1).unwrap();
+    let mut want = Vec::new();
+    for e in 0..size {
+        let bufs: Vec<_> = args
+            .iter()
+            .map(|a| match a.axis {
+                None => up(&a.data, &a.dims),
+                Some(ax) => {
+                    let bd = batched_dims(&a.dims, a.axis, size);
+                    let d = match &a.data {
+                        Data::F(v) => Data::F(slice_axis(v, &bd, ax, e)),
+                        Data::I(v) => Data::I(slice_axis(v, &bd, ax, e)),
+                    };
+                    up(&d, &a.dims)
+                }
+            })
+            .collect();
+        let refs: Vec<_> = bufs.iter().collect();
+        want.extend(exe.execute(&refs).unwrap()[0].to_vec::<f32>().unwrap());
+    }
+    assert_eq!(got.len(), want.len(), "{what}: sizes");
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}[{k}]: vmap {g}, per example {w}"
+        );
+    }
+}
+
+/// `jvp` of `f` (on f64 arrays of `dims`) at random points and directions
+/// against central finite differences, and against `vjp` by
+/// `<u, J v> = <Jᵀ u, v>`. `draw` makes the primal point (some ops need a
+/// particular one, e.g. a positive definite matrix).
+fn check_jvp(
+    what: &str,
+    dims: &[Vec<i64>],
+    draw: impl Fn(&mut Rng, usize, usize) -> Vec<f64>,
+    f: impl Fn(&Builder, &[Op]) -> Op,
+    tol: f64,
+) {
+    let b = Builder::new("jvp");
+    let m = dims.len();
+    let xs: Vec<Op> = dims
+        .iter()
+        .enumerate()
+        .map(|(k, d)| b.parameter(k, Shape::of::<f64>(d), &format!("x{k}")))
+        .collect();
+    let vs: Vec<Op> = dims
+        .iter()
+        .enumerate()
+        .map(|(k, d)| b.parameter(m + k, Shape::of::<f64>(d), &format!("v{k}")))
+        .collect();
+    let y = f(&b, &xs);
+    let yd = y.dims().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let u = b.parameter(2 * m, Shape::of::<f64>(&yd), "u");
+    let xr: Vec<&Op> = xs.iter().collect();
+    let vr: Vec<&Op> = vs.iter().collect();
+    let t = b.jvp(&[&y], &xr, &vr).remove(0);
+    let g = b.vjp(&[&y], &[&u], &xr);
+    let mut outs = vec![&y, &t];
+    outs.extend(g.iter());
+    let prog = b
+        .build_tuple(&outs)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let exe = common::client().compile(&prog).unwrap();
+    let mut rng = Rng(0x5eed ^ what.len() as u64);
+    for trial in 0..2 {
+        let x: Vec<Vec<f64>> = dims
+            .iter()
+            .enumerate()
+            .map(|(k, d)| draw(&mut rng, k, d.iter().product::<i64>() as usize))
+            .collect();
+        let v: Vec<Vec<f64>> = dims
+            .iter()
+            .map(|d| {
+                (0..d.iter().product::<i64>())
+                    .map(|_| rng.uniform(-1.0, 1.0) as f64)
+                    .collect()
+            })
+            .collect();
+        let uu: Vec<f64> = (0..yd.iter().product::<i64>())
+            .map(|_| rng.uniform(-1.0, 1.0) as f64)
+            .collect();
+        let go = |x: &[Vec<f64>]| {
+            let mut bufs: Vec<_> = x.iter().zip(dims).map(|(v, d)| upload(v, d)).collect();
+            bufs.extend(v.iter().zip(dims).map(|(v, d)| upload(v, d)));
+            bufs.push(upload(&uu, &yd));
+            let refs: Vec<_> = bufs.iter().collect();
+            exe.execute(&refs)
+                .unwrap()
+                .iter()
+                .map(|o| o.to_vec::<f64>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let out = go(&x);
+        let tan = &out[1];
+        let h = 1e-6;
+        let shift = |s: f64| -> Vec<Vec<f64>> {
+            x.iter()
+                .zip(&v)
+                .map(|(a, d)| a.iter().zip(d).map(|(a, d)| a + s * d).collect())
+                .collect()
+        };
+        let (p, q) = (go(&shift(h))[0].clone(), go(&shift(-h))[0].clone());
+        for (k, t) in tan.iter().enumerate() {
+            let fd = (p[k] - q[k]) / (2.0 * h);
+            assert!(
+                (fd - t).abs() <= tol * (1.0 + fd.abs()),
+                "{what} (trial {trial})[{k}]: jvp {t}, finite differences {fd}"
+            );
+        }
+        let lhs: f64 = uu.iter().zip(tan).map(|(a, b)| a * b).sum();
+        let rhs: f64 = (0..m)
+            .map(|k| out[2 + k].iter().zip(&v[k]).map(|(a, b)| a * b).sum::<f64>())
+            .sum();
+        assert!(
+            (lhs - rhs).abs() <= 1e-9 * (1.0 + lhs.abs()),
+            "{what} (trial {trial}): <u, J v> = {lhs}, <Jt u, v> = {rhs}"
+        );
+    }
+}
+
+fn uniform(rng: &mut Rng, _k: usize, n: usize) -> Vec<f64> {
+    (0..n).map(|_| rng.uniform(-1.0, 1.0) as f64).collect()
+}
+
+// ---- Batching ----
+
+#[test]
+fn vmap_of_gather_equals_gathering_per_example() {
+    let mut rng = Rng(1);
+    let n = 3;
+    // Blocks of 2×2 at (row, col) pairs, clamped when out of bounds.
+    let blocks = |_: &Builder, a: &[Op]| {
+        let dims = GatherDims {
+            offset_dims: vec![1, 2],
+            collapsed_slice_dims: vec![],
+            start_index_map: vec![0, 1],
+            index_vector_dim: 1,
+            ..Default::default()
+        };
+        a[0].gather(&a[1], &dims, &[2, 2], false)
+    };
+    // Rows at a vector of indices (an implicit index vector axis).
+    let rows = |_: &Builder, a: &[Op]| {
+        let dims = GatherDims {
+            offset_dims: vec![1],
+            collapsed_slice_dims: vec![0],
+            start_index_map: vec![0],
+            index_vector_dim: 1,
+            ..Default::default()
+        };
+        a[0].gather(&a[1], &dims, &[1, 3], false)
+    };
+    for (xa, ia) in [
+        (Some(0), None),
+        (None, Some(0)),
+        (Some(0), Some(0)),
+        (Some(1), Some(1)),
+        (Some(2), Some(0)),
+        (None, Some(2)),
+    ] {
+        let args = [f(&mut rng, &[5, 4], xa, n), i(&mut rng, &[3, 2], ia, n, -1, 6)];
+        check_vmap(&format!("gather blocks {xa:?} {ia:?}"), n, &args, blocks, 0.0);
+        let ia = ia.map(|a| a.min(1));
+        let args = [f(&mut rng, &[6, 3], xa, n), i(&mut rng, &[4], ia, n, -2, 8)];
+        check_vmap(&format!("gather rows {xa:?} {ia:?}"), n, &args, rows, 0.0);
+    }
+    // take_along_axis and take, as users write them.
+    for (xa, ia) in [(Some(0), Some(0)), (Some(1), None), (None, Some(1))] {
+        let args = [f(&mut rng, &[4, 5], xa, n), i(&mut rng, &[4, 2], ia, n, 0, 5)];
+        check_vmap("take_along_axis", n, &args, |_, a| a[0].take_along_axis(&a[1], 1), 0.0);
+    }
+}
+
+#[test]
+fn vmap_of_scatter_equals_scattering_per_example() {
+    let mut rng = Rng(2);
+    let n = 3;
+    // Rows of updates added at row indices (out-of-bounds rows skipped).
+    let add_rows = |b: &Builder, a: &[Op]| {
+        let dims = ScatterDims {
+            update_window_dims: vec![1],
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            ..Default::default()
+        };
+        b.scatter(&[&a[0]], &a[1], &[&a[2]], &dims, false, false, |o, u| {
+            vec![&o[0] + &u[0]]
+        })
+        .remove(0)
+    };
+    // Elements at (row, col) pairs combined by max.
+    let max_at = |b: &Builder, a: &[Op]| {
+        let dims = ScatterDims {
+            update_window_dims: vec![],
+            inserted_window_dims: vec![0, 1],
+            scatter_dims_to_operand_dims: vec![1, 0],
+            index_vector_dim: 0,
+            ..Default::default()
+        };
+        b.scatter(&[&a[0]], &a[1], &[&a[2]], &dims, false, false, |o, u| {
+            vec![o[0].max(&u[0])]
+        })
+        .remove(0)
+    };
+    let configs = [
+        (Some(0), None, None),
+        (None, Some(0), None),
+        (None, None, Some(0)),
+        (Some(0), Some(0), Some(0)),
+        (Some(1), Some(1), Some(0)),
+        (None, Some(1), Some(2)),
+    ];
+    for (xa, ia, ua) in configs {
+        let args = [
+            f(&mut rng, &[6, 3], xa, n),
+            i(&mut rng, &[4, 1], ia, n, -1, 7),
+            f(&mut rng, &[4, 3], ua, n),
+        ];
+        check_vmap(&format!("scatter-add {xa:?} {ia:?} {ua:?}"), n, &args, add_rows, 1e-6);
+        let ua = ua.map(|a| a.min(1));
+        let args = [
+            f(&mut rng, &[4, 5], xa, n),
+            i(&mut rng, &[2, 6], ia, n, -1, 5),
+            f(&mut rng, &[6], ua, n),
+        ];
+        check_vmap(&format!("scatter-max {xa:?} {ia:?} {ua:?}"), n, &args, max_at, 0.0);
+    }
+}
+
+#[test]
+fn vmap_of_dynamic_slices_with_per_example_starts_equals_per_example() {
+    let mut rng = Rng(3);
+    let n = 4;
+    let ds = |_: &Builder, a: &[Op]| a[0].dynamic_slice(&[&a[1], &a[2]], &[3, 2]);
+    let dus = |_: &Builder, a: &[Op]| a[0].dynamic_update_slice(&a[1], &[&a[2], &a[3]]);
+    for (xa, s0, s1) in [
+        (None, Some(0), Some(0)),
+        (Some(0), Some(0), None),
+        (Some(1), None, Some(0)),
+        (Some(0), Some(0), Some(0)),
+    ] {
+        // Starts out of bounds on both sides: clamped as XLA clamps them.
+        let args = [
+            f(&mut rng, &[6, 5], xa, n),
+            i(&mut rng, &[], s0, n, -2, 8),
+            i(&mut rng, &[], s1, n, -2, 8),
+        ];
+        check_vmap(&format!("dynamic-slice {xa:?} {s0:?} {s1:?}"), n, &args, ds, 0.0);
+        for ua in [None, Some(0), Some(2)] {
+            let args = [
+                f(&mut rng, &[6, 5], xa, n),
+                f(&mut rng, &[3, 2], ua, n),
+                i(&mut rng, &[], s0, n, -2, 8),
+                i(&mut rng, &[], s1, n, -2, 8),
+            ];
+            check_vmap(
+                &format!("dynamic-update-slice {xa:?} {ua:?} {s0:?} {s1:?}"),
+                n,
+                &args,
+                dus,
+                0.0,
+            );
+        }
+    }
+}
+
+#[test]
+fn vmap_of_convolution_equals_convolving_per_example() {
+    let mut rng = Rng(4);
+    let n = 3;
+    // 1-D, channels last: input [2, 7, 4], kernel [3, 4 / groups, 6].
+    let conv = |groups: i64, bgc: i64| {
+        move |_: &Builder, a: &[Op]| {
+            let attrs = ConvAttrs {
+                window: vec![WindowDim {
+                    padding_low: 1,
+                    padding_high: 0,
+                    ..WindowDim::new(3, 2)
+                }],
+                dims: ConvDims::channels_last(1),
+                feature_group_count: groups,
+                batch_group_count: bgc,
+            };
+            a[0].convolution(&a[1], &attrs)
+        }
+    };
+    let configs = [
+        (Some(0), None),
+        (Some(2), None),
+        (None, Some(0)),
+        (None, Some(3)),
+        (Some(0), Some(0)),
+        (Some(1), Some(2)),
+    ];
+    for (la, ka) in configs {
+        for g in [1, 2] {
+            let args = [
+                f(&mut rng, &[2, 7, 4], la, n),
+                f(&mut rng, &[3, 4 / g, 6], ka, n),
+            ];
+            check_vmap(&format!("conv groups {g} {la:?} {ka:?}"), n, &args, conv(g, 1), 1e-5);
+        }
+        if la.is_some() && ka.is_some() {
+            continue;
+        }
+        // Batch groups (the kernel gradient of a grouped convolution).
+        let args = [f(&mut rng, &[4, 7, 3], la, n), f(&mut rng, &[3, 3, 4], ka, n)];
+        check_vmap(&format!("conv batch groups {la:?} {ka:?}"), n, &args, conv(1, 2), 1e-5);
+    }
+    // A 2-D convolution with the usual layout.
+    let args = [f(&mut rng, &[1, 5, 5, 2], Some(0), n), f(&mut rng, &[3, 3, 2, 3], Some(0), n)];
+    check_vmap("conv 2-D both", n, &args, |_, a| {
+        a[0].conv_general_dilated(
+            &a[1],
+            &[1, 1],
+            &[(1, 1), (1, 1)],
+            &[1, 1],
+            &[1, 1],
+            &ConvDims::channels_last(2),
+            1,
+        )
+    }, 1e-5);
+}
