@@ -824,3 +824,35 @@ pub(crate) fn elements_of_tangents(operands: &[Op], tangents: &[Option<Ct>]) -> 
             .collect(),
     }
 }
+
+/// The body computation `comp` (a comparator, a map's function) inlined into
+/// `b`'s computation on `args` (its declared parameters, in order); the values of
+/// enclosing computations it captured are used as they are. Returns its root.
+pub(crate) fn inline(
+    b: &Builder,
+    comp: CompId,
+    args: &[Op],
+    loc: &'static Location<'static>,
+) -> Result<Op, String> {
+    let (params, root, captures, parent) = {
+        let g = b.g.borrow();
+        let c = g.comp(comp);
+        let caps: Vec<(Value, u32)> = c.captures.iter().map(|(o, p)| (*o, *p)).collect();
+        (c.params.clone(), c.root, caps, c.parent)
+    };
+    let root = root.ok_or("an unfinished body")?;
+    let mut env: HashMap<Value, Replayed> = HashMap::new();
+    for (p, a) in params.iter().zip(args) {
+        if let Some(p) = p {
+            env.insert(Value::of(*p), Replayed::Op(a.clone()));
+        }
+    }
+    if let Some(parent) = parent {
+        for (outer, p) in captures {
+            env.insert(Value::of(p), Replayed::Op(b.op(parent, outer)));
+        }
+    }
+    let out = replay(b, comp, &mut env, &[root])
+        .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
+    Ok(out[0].op(b, loc))
+}

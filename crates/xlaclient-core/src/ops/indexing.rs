@@ -1460,18 +1460,70 @@ pub(crate) fn jvp_gather(n: &crate::forward::JvpNode) -> crate::forward::Tangent
     crate::forward::linear(n)
 }
 
-/// Tangent: a scatter that adds is linear in the operand and the updates.
+/// Tangent: a scatter that adds or replaces is linear in the operand and the
+/// updates; one that keeps the max or min takes the tangent of the winner.
 pub(crate) fn jvp_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     let OpKind::Scatter { body, .. } = n.kind else {
         return Err("not a scatter".into());
     };
-    match (
-        n.operands.len(),
-        super::reduction::simple_combiner(n.b, *body),
-    ) {
-        (3, Some(crate::BinaryOp::Add)) => crate::forward::linear(n),
-        _ => Err("a tangent rule for a scatter of one array that adds only".into()),
+    if n.operands.len() != 3 {
+        return Err("a tangent rule for a scatter of one array only".into());
     }
+    if replaces(n.b, *body) {
+        // The result is the operand with windows replaced by updates: the same
+        // scatter of the tangents.
+        return crate::forward::linear(n);
+    }
+    match super::reduction::simple_combiner(n.b, *body) {
+        Some(crate::BinaryOp::Add) => crate::forward::linear(n),
+        Some(op @ (crate::BinaryOp::Maximum | crate::BinaryOp::Minimum)) => {
+            jvp_scatter_extremum(n, op)
+        }
+        _ => Err("a tangent rule for a scatter that adds, replaces, or keeps the max or min only".into()),
+    }
+}
+
+/// Whether a scatter's combiner returns its second parameter (the update).
+fn replaces(b: &Builder, body: crate::ir::CompId) -> bool {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    matches!((c.root, c.params.get(1)), (Some(r), Some(Some(p))) if r == crate::ir::Value::of(*p) && c.params.len() == 2)
+}
+
+/// Tangent of a scatter that keeps the max (min): a scatter of the values and
+/// their tangents together whose combiner keeps the pair with the larger
+/// (smaller) value (the old one on ties), so each element's tangent is the
+/// tangent of the value that won.
+fn jvp_scatter_extremum(n: &crate::forward::JvpNode, op: crate::BinaryOp) -> crate::forward::Tangents {
+    let OpKind::Scatter { attrs, .. } = n.kind else {
+        return Err("not a scatter".into());
+    };
+    let dir = if op == crate::BinaryOp::Maximum {
+        crate::Comparison::Gt
+    } else {
+        crate::Comparison::Lt
+    };
+    let (tx, tu) = (n.tangent(0), n.tangent(2));
+    let out = n.b.scatter(
+        &[&n.operands[0], &tx],
+        &n.operands[1],
+        &[&n.operands[2], &tu],
+        &attrs.dims,
+        attrs.indices_are_sorted,
+        attrs.unique_indices,
+        |old, new| {
+            let bb = old[0].builder();
+            let take = new[0].compare(&old[0], dir);
+            vec![
+                bb.select(&take, &new[0], &old[0]),
+                bb.select(&take, &new[1], &old[1]),
+            ]
+        },
+    );
+    if let Some(e) = crate::batching::failure(&out[1]) {
+        return Err(e);
+    }
+    Ok(vec![Some(crate::autodiff::Ct::Array(out[1].clone()))])
 }
 
 /// Batched index vectors `idx` (batch axis at 0, vectors along `ivd`, or a

@@ -2101,3 +2101,100 @@ pub(crate) fn batch_convolution(n: &crate::batching::BatchNode) -> crate::batchi
     let y = unfold_batch(&out, out_axis, groups, n.size)?;
     Ok(vec![crate::batching::BVal::at(y, out_axis)])
 }
+
+/// Tangent: with `L` the lower factor (the upper one transposed) and `Ȧ` the
+/// tangent of the triangle the op reads, made symmetric,
+/// `L̇ = L·Φ(L⁻¹ Ȧ L⁻ᵀ)` (`Φ`: the strict lower triangle plus half the
+/// diagonal); the upper factor's tangent is `L̇ᵀ`.
+pub(crate) fn jvp_cholesky(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    use crate::BinaryOp;
+    let OpKind::Cholesky { lower } = n.kind else {
+        return Err("not a cholesky".into());
+    };
+    let loc = n.loc;
+    let r = n.results[0].rank().map_err(|e| e.to_string())? as i64;
+    let low = Part::Lower { strict: false };
+    let (l, ad) = if *lower {
+        (mask(&n.results[0], low, loc), mask(&n.tangent(0), low, loc))
+    } else {
+        (
+            mask(&swap_last(&n.results[0]), low, loc),
+            mask(&swap_last(&n.tangent(0)), low, loc),
+        )
+    };
+    // The symmetric matrix whose lower triangle was read.
+    let strict = mask(&ad, Part::Lower { strict: true }, loc);
+    let sym = ad.binary(BinaryOp::Add, &swap_last(&strict), loc);
+    let solve = |left_side, transpose_a, b: &Op| {
+        l.triangular_solve(
+            b,
+            TriangularSolveOptions {
+                left_side,
+                lower: true,
+                unit_diagonal: false,
+                transpose_a,
+            },
+        )
+    };
+    // X = L⁻¹ Ȧ, then Y Lᵀ = X.
+    let x = solve(true, Transpose::No, &sym);
+    let y = solve(false, Transpose::Transpose, &x);
+    let phi = mask(&y, Part::Lower { strict: true }, loc).binary(
+        BinaryOp::Add,
+        &mask(&mask(&y, low, loc), Part::Upper { strict: false }, loc).binary_scalar(
+            BinaryOp::Multiply,
+            crate::Scalar::Float(0.5),
+            false,
+            loc,
+        ),
+        loc,
+    );
+    let ld = batch_dot(&l, &phi, r - 1, r - 2);
+    let t = if *lower { ld } else { swap_last(&ld) };
+    Ok(vec![Some(crate::autodiff::Ct::Array(t))])
+}
+
+/// Tangent: `op(A) X = B` (left side; `X op(A) = B` on the right) gives
+/// `op(A) Ẋ = Ḃ − op(Ȧ) X` (`Ḃ − X op(Ȧ)`), solved with the same options; `Ȧ`
+/// is the tangent of the triangle the op reads (without the diagonal when it is
+/// taken as ones), `op` the transpose (or adjoint) the options say.
+pub(crate) fn jvp_triangular_solve(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    use crate::BinaryOp;
+    let OpKind::TriangularSolve(o) = n.kind else {
+        return Err("not a triangular-solve".into());
+    };
+    let loc = n.loc;
+    let x = &n.results[0];
+    let mut rhs = n.tangent(1);
+    if n.has(0) {
+        let part = if o.lower {
+            Part::Lower {
+                strict: o.unit_diagonal,
+            }
+        } else {
+            Part::Upper {
+                strict: o.unit_diagonal,
+            }
+        };
+        let ad = mask(&n.tangent(0), part, loc);
+        let complex = ad
+            .element_type()
+            .map_err(|e| e.to_string())?
+            .is_complex();
+        let op_a = match o.transpose_a {
+            Transpose::No => ad,
+            Transpose::Adjoint if complex => {
+                return Err("a complex `a` taken as its adjoint".into());
+            }
+            Transpose::Transpose | Transpose::Adjoint => swap_last(&ad),
+        };
+        let r = x.rank().map_err(|e| e.to_string())? as i64;
+        let term = if o.left_side {
+            batch_dot(&op_a, x, r - 1, r - 2)
+        } else {
+            batch_dot(x, &op_a, r - 1, r - 2)
+        };
+        rhs = rhs.binary(BinaryOp::Subtract, &term, loc);
+    }
+    n.emit_like(n.kind.clone(), &[n.operands[0].clone(), rhs])
+}
