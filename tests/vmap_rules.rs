@@ -10,7 +10,7 @@ mod common;
 use common::{Rng, run, upload};
 use xlaclient::{
     Builder, Comparison, ConvAttrs, ConvDims, ElementType, GatherDims, Op, ScatterDims, Shape,
-    TriangularSolveOptions, Transpose, Vmap, WindowDim,
+    Transpose, TriangularSolveOptions, Vmap, WindowDim,
 };
 
 /// Test data of one argument.
@@ -220,6 +220,10 @@ fn check_jvp(
         };
         let out = go(&x);
         let tan = &out[1];
+        assert!(
+            tan.iter().any(|t| t.abs() > 1e-8),
+            "{what}: a zero tangent tests nothing"
+        );
         let h = 1e-6;
         let shift = |s: f64| -> Vec<Vec<f64>> {
             x.iter()
@@ -237,7 +241,13 @@ fn check_jvp(
         }
         let lhs: f64 = uu.iter().zip(tan).map(|(a, b)| a * b).sum();
         let rhs: f64 = (0..m)
-            .map(|k| out[2 + k].iter().zip(&v[k]).map(|(a, b)| a * b).sum::<f64>())
+            .map(|k| {
+                out[2 + k]
+                    .iter()
+                    .zip(&v[k])
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+            })
             .sum();
         assert!(
             (lhs - rhs).abs() <= 1e-9 * (1.0 + lhs.abs()),
@@ -286,16 +296,34 @@ fn vmap_of_gather_equals_gathering_per_example() {
         (Some(2), Some(0)),
         (None, Some(2)),
     ] {
-        let args = [f(&mut rng, &[5, 4], xa, n), i(&mut rng, &[3, 2], ia, n, -1, 6)];
-        check_vmap(&format!("gather blocks {xa:?} {ia:?}"), n, &args, blocks, 0.0);
+        let args = [
+            f(&mut rng, &[5, 4], xa, n),
+            i(&mut rng, &[3, 2], ia, n, -1, 6),
+        ];
+        check_vmap(
+            &format!("gather blocks {xa:?} {ia:?}"),
+            n,
+            &args,
+            blocks,
+            0.0,
+        );
         let ia = ia.map(|a| a.min(1));
         let args = [f(&mut rng, &[6, 3], xa, n), i(&mut rng, &[4], ia, n, -2, 8)];
         check_vmap(&format!("gather rows {xa:?} {ia:?}"), n, &args, rows, 0.0);
     }
     // take_along_axis and take, as users write them.
     for (xa, ia) in [(Some(0), Some(0)), (Some(1), None), (None, Some(1))] {
-        let args = [f(&mut rng, &[4, 5], xa, n), i(&mut rng, &[4, 2], ia, n, 0, 5)];
-        check_vmap("take_along_axis", n, &args, |_, a| a[0].take_along_axis(&a[1], 1), 0.0);
+        let args = [
+            f(&mut rng, &[4, 5], xa, n),
+            i(&mut rng, &[4, 2], ia, n, 0, 5),
+        ];
+        check_vmap(
+            "take_along_axis",
+            n,
+            &args,
+            |_, a| a[0].take_along_axis(&a[1], 1),
+            0.0,
+        );
     }
 }
 
@@ -345,14 +373,26 @@ fn vmap_of_scatter_equals_scattering_per_example() {
             i(&mut rng, &[4, 1], ia, n, -1, 7),
             f(&mut rng, &[4, 3], ua, n),
         ];
-        check_vmap(&format!("scatter-add {xa:?} {ia:?} {ua:?}"), n, &args, add_rows, 1e-6);
+        check_vmap(
+            &format!("scatter-add {xa:?} {ia:?} {ua:?}"),
+            n,
+            &args,
+            add_rows,
+            1e-6,
+        );
         let ua = ua.map(|a| a.min(1));
         let args = [
             f(&mut rng, &[4, 5], xa, n),
             i(&mut rng, &[2, 6], ia, n, -1, 5),
             f(&mut rng, &[6], ua, n),
         ];
-        check_vmap(&format!("scatter-max {xa:?} {ia:?} {ua:?}"), n, &args, max_at, 0.0);
+        check_vmap(
+            &format!("scatter-max {xa:?} {ia:?} {ua:?}"),
+            n,
+            &args,
+            max_at,
+            0.0,
+        );
     }
 }
 
@@ -374,7 +414,13 @@ fn vmap_of_dynamic_slices_with_per_example_starts_equals_per_example() {
             i(&mut rng, &[], s0, n, -2, 8),
             i(&mut rng, &[], s1, n, -2, 8),
         ];
-        check_vmap(&format!("dynamic-slice {xa:?} {s0:?} {s1:?}"), n, &args, ds, 0.0);
+        check_vmap(
+            &format!("dynamic-slice {xa:?} {s0:?} {s1:?}"),
+            n,
+            &args,
+            ds,
+            0.0,
+        );
         for ua in [None, Some(0), Some(2)] {
             let args = [
                 f(&mut rng, &[6, 5], xa, n),
@@ -427,26 +473,276 @@ fn vmap_of_convolution_equals_convolving_per_example() {
                 f(&mut rng, &[2, 7, 4], la, n),
                 f(&mut rng, &[3, 4 / g, 6], ka, n),
             ];
-            check_vmap(&format!("conv groups {g} {la:?} {ka:?}"), n, &args, conv(g, 1), 1e-5);
+            check_vmap(
+                &format!("conv groups {g} {la:?} {ka:?}"),
+                n,
+                &args,
+                conv(g, 1),
+                1e-5,
+            );
         }
         if la.is_some() && ka.is_some() {
             continue;
         }
         // Batch groups (the kernel gradient of a grouped convolution).
-        let args = [f(&mut rng, &[4, 7, 3], la, n), f(&mut rng, &[3, 3, 4], ka, n)];
-        check_vmap(&format!("conv batch groups {la:?} {ka:?}"), n, &args, conv(1, 2), 1e-5);
+        let args = [
+            f(&mut rng, &[4, 7, 3], la, n),
+            f(&mut rng, &[3, 3, 4], ka, n),
+        ];
+        check_vmap(
+            &format!("conv batch groups {la:?} {ka:?}"),
+            n,
+            &args,
+            conv(1, 2),
+            1e-5,
+        );
     }
     // A 2-D convolution with the usual layout.
-    let args = [f(&mut rng, &[1, 5, 5, 2], Some(0), n), f(&mut rng, &[3, 3, 2, 3], Some(0), n)];
-    check_vmap("conv 2-D both", n, &args, |_, a| {
-        a[0].conv_general_dilated(
-            &a[1],
-            &[1, 1],
-            &[(1, 1), (1, 1)],
-            &[1, 1],
-            &[1, 1],
-            &ConvDims::channels_last(2),
-            1,
-        )
-    }, 1e-5);
+    let args = [
+        f(&mut rng, &[1, 5, 5, 2], Some(0), n),
+        f(&mut rng, &[3, 3, 2, 3], Some(0), n),
+    ];
+    check_vmap(
+        "conv 2-D both",
+        n,
+        &args,
+        |_, a| {
+            a[0].conv_general_dilated(
+                &a[1],
+                &[1, 1],
+                &[(1, 1), (1, 1)],
+                &[1, 1],
+                &[1, 1],
+                &ConvDims::channels_last(2),
+                1,
+            )
+        },
+        1e-5,
+    );
+}
+
+// ---- Tangents ----
+
+/// Symmetric positive definite matrices (`m mᵀ + n I`) in the last two axes of
+/// `dims`.
+fn spd(rng: &mut Rng, dims: &[i64]) -> Vec<f64> {
+    let n = dims[dims.len() - 1] as usize;
+    let count = dims.iter().product::<i64>() as usize / (n * n);
+    let mut out = Vec::with_capacity(count * n * n);
+    for _ in 0..count {
+        let m: Vec<f64> = (0..n * n).map(|_| rng.uniform(-1.0, 1.0) as f64).collect();
+        for r in 0..n {
+            for c in 0..n {
+                let mut s: f64 = (0..n).map(|k| m[r * n + k] * m[c * n + k]).sum();
+                if r == c {
+                    s += n as f64;
+                }
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn jvp_of_sort_gathers_the_tangents_along_the_permutation() {
+    let dims = [vec![3, 5], vec![3, 5]];
+    // Keys and a carried operand, sorted along the rows.
+    check_jvp(
+        "sort",
+        &dims,
+        uniform,
+        |b, x| {
+            let s = b.sort(&[&x[0], &x[1]], 1, false, |l, r| {
+                l[0].compare(&r[0], Comparison::Lt)
+            });
+            &s[0] + &s[1].sin()
+        },
+        1e-6,
+    );
+    check_jvp(
+        "sort descending, axis 0",
+        &dims[..1],
+        uniform,
+        |b, x| {
+            b.sort(&[&x[0]], 0, true, |l, r| {
+                l[0].compare(&r[0], Comparison::Gt)
+            })
+            .remove(0)
+        },
+        1e-6,
+    );
+}
+
+#[test]
+fn jvp_of_cholesky_matches_finite_differences_and_vjp() {
+    for lower in [true, false] {
+        for dims in [vec![3, 3], vec![2, 4, 4]] {
+            check_jvp(
+                &format!("cholesky lower={lower} {dims:?}"),
+                &[dims.clone()],
+                |rng, _, _| spd(rng, &dims),
+                |_, x| x[0].cholesky(lower),
+                1e-5,
+            );
+        }
+    }
+}
+
+#[test]
+fn jvp_of_triangular_solve_matches_finite_differences_and_vjp_for_every_option() {
+    // Well-conditioned triangles: a dominant diagonal.
+    let draw = |rng: &mut Rng, k: usize, n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let v = rng.uniform(-1.0, 1.0) as f64;
+                if k == 0 && i % 4 == i / 4 { v + 3.0 } else { v }
+            })
+            .collect()
+    };
+    for left_side in [true, false] {
+        for lower in [true, false] {
+            for unit_diagonal in [false, true] {
+                for transpose_a in [Transpose::No, Transpose::Transpose, Transpose::Adjoint] {
+                    let o = TriangularSolveOptions {
+                        left_side,
+                        lower,
+                        unit_diagonal,
+                        transpose_a,
+                    };
+                    let bd = if left_side { vec![4, 2] } else { vec![2, 4] };
+                    check_jvp(
+                        &format!("triangular-solve {o:?}"),
+                        &[vec![4, 4], bd],
+                        draw,
+                        |_, x| x[0].triangular_solve(&x[1], o),
+                        1e-5,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn jvp_of_max_and_min_pooling_takes_the_tangent_at_the_arg_max() {
+    let window = [
+        WindowDim::new(1, 1),
+        WindowDim {
+            padding_low: 1,
+            padding_high: 1,
+            ..WindowDim::new(3, 2)
+        },
+    ];
+    check_jvp(
+        "max pooling",
+        &[vec![2, 7]],
+        uniform,
+        |b, x| x[0].reduce_window(&b.constant(f64::NEG_INFINITY), &window, |a, e| a.max(e)),
+        1e-6,
+    );
+    check_jvp(
+        "min pooling",
+        &[vec![2, 7]],
+        uniform,
+        |b, x| x[0].reduce_window(&b.constant(f64::INFINITY), &window, |a, e| a.min(e)),
+        1e-6,
+    );
+    // Overlapping windows, 2-D.
+    let w2 = [WindowDim::new(2, 1), WindowDim::new(3, 1)];
+    check_jvp(
+        "max pooling 2-D",
+        &[vec![4, 5]],
+        uniform,
+        |b, x| x[0].reduce_window(&b.constant(f64::NEG_INFINITY), &w2, |a, e| a.max(e)),
+        1e-6,
+    );
+}
+
+#[test]
+fn jvp_of_select_and_scatter_is_linear_in_the_source() {
+    let window = [WindowDim::new(2, 2), WindowDim::new(3, 1)];
+    check_jvp(
+        "select-and-scatter",
+        &[vec![4, 5], vec![2, 3]],
+        uniform,
+        |b, x| {
+            x[0].select_and_scatter(
+                &x[1],
+                &b.constant(0f64),
+                &window,
+                |a, c| a.compare(c, Comparison::Ge),
+                |a, c| a + c,
+            )
+        },
+        1e-6,
+    );
+}
+
+#[test]
+fn jvp_of_map_runs_forward_mode_through_the_body() {
+    check_jvp(
+        "map",
+        &[vec![2, 3], vec![2, 3]],
+        uniform,
+        |b, x| b.map(&[&x[0], &x[1]], |s| (&s[0] * &s[1]).sin() + s[0].exp()),
+        1e-6,
+    );
+}
+
+#[test]
+fn jvp_of_a_product_and_of_scatters_that_replace_or_keep_the_extremum() {
+    check_jvp(
+        "reduce product",
+        &[vec![3, 4]],
+        uniform,
+        |_, x| x[0].prod(&[1], false),
+        1e-6,
+    );
+    check_jvp(
+        "reduce product, all axes",
+        &[vec![2, 3]],
+        uniform,
+        |_, x| x[0].prod(&[0, 1], false),
+        1e-6,
+    );
+    let dims = ScatterDims {
+        update_window_dims: vec![1],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        index_vector_dim: 1,
+        ..Default::default()
+    };
+    let scatter = |unique: bool, idx: Vec<i32>, combine: fn(&Op, &Op) -> Op| {
+        let dims = dims.clone();
+        move |b: &Builder, x: &[Op]| {
+            let i = b.constant_array(&idx, &[4, 1]);
+            b.scatter(&[&x[0]], &i, &[&x[1]], &dims, false, unique, |o, u| {
+                vec![combine(&o[0], &u[0])]
+            })
+            .remove(0)
+        }
+    };
+    let shapes = [vec![6, 3], vec![4, 3]];
+    check_jvp(
+        "scatter replace",
+        &shapes,
+        uniform,
+        scatter(true, vec![4, 0, 2, 7], |_, u| u.clone()),
+        1e-6,
+    );
+    check_jvp(
+        "scatter max",
+        &shapes,
+        uniform,
+        scatter(false, vec![1, 3, 1, 5], |o, u| o.max(u)),
+        1e-6,
+    );
+    check_jvp(
+        "scatter min",
+        &shapes,
+        uniform,
+        scatter(false, vec![2, 2, 0, 5], |o, u| o.min(u)),
+        1e-6,
+    );
 }

@@ -834,25 +834,27 @@ pub(crate) fn inline(
     args: &[Op],
     loc: &'static Location<'static>,
 ) -> Result<Op, String> {
-    let (params, root, captures, parent) = {
+    let (params, captures, parent) = {
         let g = b.g.borrow();
         let c = g.comp(comp);
-        let caps: Vec<(Value, u32)> = c.captures.iter().map(|(o, p)| (*o, *p)).collect();
-        (c.params.clone(), c.root, caps, c.parent)
+        let caps: HashMap<u32, Value> = c.captures.iter().map(|(o, p)| (*p, *o)).collect();
+        (c.params.clone(), caps, c.parent)
     };
-    let root = root.ok_or("an unfinished body")?;
-    let mut env: HashMap<Value, Replayed> = HashMap::new();
-    for (p, a) in params.iter().zip(args) {
-        if let Some(p) = p {
-            env.insert(Value::of(*p), Replayed::Op(a.clone()));
+    let mut all = args.to_vec();
+    for p in params.iter().skip(args.len()) {
+        let outer = p.and_then(|p| captures.get(&p).copied());
+        match (outer, parent) {
+            (Some(v), Some(parent)) => all.push(b.op(parent, v)),
+            _ => return Err("a body with more parameters than its operands".into()),
         }
     }
-    if let Some(parent) = parent {
-        for (outer, p) in captures {
-            env.insert(Value::of(p), Replayed::Op(b.op(parent, outer)));
+    let out = crate::autodiff::inline(b, comp, &all);
+    match out.into_iter().next() {
+        Some(o) if o.is_poisoned() => Err(crate::batching::failure(&o).unwrap_or_default()),
+        Some(o) => {
+            let _ = loc;
+            Ok(o)
         }
+        None => Err("a body without a result".into()),
     }
-    let out = replay(b, comp, &mut env, &[root])
-        .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
-    Ok(out[0].op(b, loc))
 }

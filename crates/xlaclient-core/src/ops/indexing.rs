@@ -1479,7 +1479,9 @@ pub(crate) fn jvp_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangen
         Some(op @ (crate::BinaryOp::Maximum | crate::BinaryOp::Minimum)) => {
             jvp_scatter_extremum(n, op)
         }
-        _ => Err("a tangent rule for a scatter that adds, replaces, or keeps the max or min only".into()),
+        _ => Err(
+            "a tangent rule for a scatter that adds, replaces, or keeps the max or min only".into(),
+        ),
     }
 }
 
@@ -1494,7 +1496,10 @@ fn replaces(b: &Builder, body: crate::ir::CompId) -> bool {
 /// their tangents together whose combiner keeps the pair with the larger
 /// (smaller) value (the old one on ties), so each element's tangent is the
 /// tangent of the value that won.
-fn jvp_scatter_extremum(n: &crate::forward::JvpNode, op: crate::BinaryOp) -> crate::forward::Tangents {
+fn jvp_scatter_extremum(
+    n: &crate::forward::JvpNode,
+    op: crate::BinaryOp,
+) -> crate::forward::Tangents {
     let OpKind::Scatter { attrs, .. } = n.kind else {
         return Err("not a scatter".into());
     };

@@ -2005,7 +2005,9 @@ fn fold_batch(x: &Op, bdim: usize, axis: usize, groups: i64) -> Result<Op, Strin
     let one = &fd[1..];
     let d = one[axis];
     if groups < 1 || d % groups != 0 {
-        return Err(format!("axis {axis} of {d} does not split into {groups} groups"));
+        return Err(format!(
+            "axis {axis} of {d} does not split into {groups} groups"
+        ));
     }
     // [B, ..., G, d/G, ...]
     let mut split = vec![size];
@@ -2092,9 +2094,8 @@ pub(crate) fn batch_convolution(n: &crate::batching::BatchNode) -> crate::batchi
         }
         (None, None) => return Err("no operand is batched".into()),
     };
-    let out = n
-        .b
-        .emit(OpKind::Convolution(Box::new(a)), &[&lhs, &rhs], None, n.loc);
+    let out =
+        n.b.emit(OpKind::Convolution(Box::new(a)), &[&lhs, &rhs], None, n.loc);
     if let Some(e) = crate::batching::failure(&out) {
         return Err(e);
     }
@@ -2177,10 +2178,7 @@ pub(crate) fn jvp_triangular_solve(n: &crate::forward::JvpNode) -> crate::forwar
             }
         };
         let ad = mask(&n.tangent(0), part, loc);
-        let complex = ad
-            .element_type()
-            .map_err(|e| e.to_string())?
-            .is_complex();
+        let complex = ad.element_type().map_err(|e| e.to_string())?.is_complex();
         let op_a = match o.transpose_a {
             Transpose::No => ad,
             Transpose::Adjoint if complex => {

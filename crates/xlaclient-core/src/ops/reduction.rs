@@ -927,7 +927,9 @@ pub(crate) fn jvp_reduce(n: &crate::forward::JvpNode) -> crate::forward::Tangent
 /// value's tangent adds `ẏ₀ · Πᵢ xᵢ`.
 fn jvp_product(n: &crate::forward::JvpNode, axes: &[i64]) -> crate::forward::Tangents {
     let loc = n.loc;
-    let ones = [Some(crate::autodiff::Ct::Array(n.results[0].full_like(1.0)))];
+    let ones = [Some(crate::autodiff::Ct::Array(
+        n.results[0].full_like(1.0),
+    ))];
     let wanted = [true, false];
     let node = crate::autodiff::Node {
         kind: n.kind,

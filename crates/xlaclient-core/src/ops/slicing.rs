@@ -1111,7 +1111,11 @@ pub(crate) fn jvp_reverse(n: &crate::forward::JvpNode) -> crate::forward::Tangen
 /// XLA clamps a dynamic slice's starts (to `0..=dim - size` on each axis, `room`
 /// giving `dim - size`), as one `[batch, 1 + rank]` array of index vectors whose
 /// first entry is the example's position.
-fn batched_starts(n: &crate::batching::BatchNode, first: usize, room: &[i64]) -> Result<Op, String> {
+fn batched_starts(
+    n: &crate::batching::BatchNode,
+    first: usize,
+    room: &[i64],
+) -> Result<Op, String> {
     let ty = n.operands[first]
         .array()?
         .0
@@ -1180,9 +1184,9 @@ pub(crate) fn dynamic_update_slice_by_scatter(
     };
     // Each update lands on its own window (the first index is the example's):
     // the indices are unique, the new value replaces the old.
-    let out = n
-        .b
-        .scatter(&[&x], &idx, &[&u], &sd, false, true, |_, new| vec![new[0].clone()]);
+    let out = n.b.scatter(&[&x], &idx, &[&u], &sd, false, true, |_, new| {
+        vec![new[0].clone()]
+    });
     if let Some(e) = crate::batching::failure(&out[0]) {
         return Err(e);
     }

@@ -541,9 +541,7 @@ pub(crate) fn jvp_sort(n: &crate::forward::JvpNode) -> crate::forward::Tangents 
     let mut err = None;
     let loc = n.loc;
     let sorted = n.b.sort(&ops, *dimension, true, |l, r| {
-        let args: Vec<Op> = (0..k)
-            .flat_map(|j| [l[j].clone(), r[j].clone()])
-            .collect();
+        let args: Vec<Op> = (0..k).flat_map(|j| [l[j].clone(), r[j].clone()]).collect();
         let bb = l[0].builder();
         match crate::forward::inline(&bb, *comparator, &args, loc) {
             Ok(o) => o,
@@ -565,9 +563,8 @@ pub(crate) fn jvp_sort(n: &crate::forward::JvpNode) -> crate::forward::Tangents 
             let float = n.operands[j]
                 .element_type()
                 .is_ok_and(crate::autodiff::differentiable);
-            (float && n.has(j)).then(|| {
-                crate::autodiff::Ct::Array(n.tangent(j).take_along_axis(perm, *dimension))
-            })
+            (float && n.has(j))
+                .then(|| crate::autodiff::Ct::Array(n.tangent(j).take_along_axis(perm, *dimension)))
         })
         .collect())
 }

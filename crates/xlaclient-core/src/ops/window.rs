@@ -1103,9 +1103,8 @@ fn jvp_pool(n: &crate::forward::JvpNode, op: BinaryOp) -> crate::forward::Tangen
     };
     let (x, init) = (&n.operands[0], &n.operands[1]);
     let (tx, ti) = (n.tangent(0), n.tangent(1));
-    let out = n
-        .b
-        .reduce_window_many(&[x, &tx], &[init, &ti], window, |acc, e| {
+    let out =
+        n.b.reduce_window_many(&[x, &tx], &[init, &ti], window, |acc, e| {
             let bb = e[0].builder();
             let take = e[0].compare(&acc[0], dir);
             vec![
