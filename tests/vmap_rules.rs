@@ -481,9 +481,6 @@ fn vmap_of_convolution_equals_convolving_per_example() {
                 1e-5,
             );
         }
-        if la.is_some() && ka.is_some() {
-            continue;
-        }
         // Batch groups (the kernel gradient of a grouped convolution).
         let args = [
             f(&mut rng, &[4, 7, 3], la, n),
@@ -745,4 +742,71 @@ fn jvp_of_a_product_and_of_scatters_that_replace_or_keep_the_extremum() {
         scatter(false, vec![2, 2, 0, 5], |o, u| o.min(u)),
         1e-6,
     );
+}
+
+#[test]
+fn the_sharding_constraint_batches_and_has_a_tangent_other_kernels_are_errors() {
+    use xlaclient::{ClientExt, Mesh, P, ShardedArray};
+    let c = common::client();
+    let mesh = Mesh::new(c, &[("model", 2)]).unwrap();
+    // vmap over rows of [3, 4, 6] of a function constraining [4, 6] to `model`
+    // columns, and its jvp along v: the batch axis gets one tile.
+    let dims = [3i64, 4, 6];
+    let shape = Shape::of::<f32>(&dims);
+    let spec = P::replicated();
+    let f = c
+        .jit_sharded(
+            "vmap_constraint",
+            &mesh,
+            &(shape.clone(), shape.clone()),
+            &(spec.clone(), spec.clone()),
+            &(spec.clone(), spec.clone()),
+            |b, (x, v): (Op, Op)| {
+                b.vmap(&Vmap::new(), (x, v), |b, (x, v)| {
+                    let g = |x: Op| {
+                        (&x * 3.0).with_sharding_constraint(&mesh, &P::new([None, Some("model")]))
+                    };
+                    b.jvp_fn(x, v, g)
+                })
+            },
+        )
+        .unwrap();
+    let text = f.computation().to_hlo_text();
+    assert_eq!(
+        text.matches("custom_call_target=\"Sharding\", sharding={devices=[1,1,2]0,1}")
+            .count(),
+        2,
+        "{text}"
+    );
+    let mut rng = Rng(9);
+    let xs = rng.vec(72, -1.0, 1.0);
+    let vs = rng.vec(72, -1.0, 1.0);
+    let x = ShardedArray::upload(&mesh, &spec, &xs, &dims).unwrap();
+    let v = ShardedArray::upload(&mesh, &spec, &vs, &dims).unwrap();
+    let (y, t) = f.call(&(x, v)).unwrap();
+    let (y, t) = (y.to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());
+    for k in 0..72 {
+        assert!((y[k] - 3.0 * xs[k]).abs() < 1e-6, "y[{k}]");
+        assert!((t[k] - 3.0 * vs[k]).abs() < 1e-6, "t[{k}]");
+    }
+    // An opaque kernel: an error naming it, under vmap and under jvp.
+    let attrs = xlaclient::ops::misc::CustomCallAttrs {
+        target: "my_kernel".into(),
+        opaque: Vec::new(),
+        api_version: 1,
+        has_side_effect: false,
+    };
+    let b = Builder::new("opaque");
+    let xs = b.parameter(0, Shape::of::<f32>(&[3, 2]), "xs");
+    let y = b.vmap(&Vmap::new(), xs.clone(), |b, x| {
+        b.custom_call(&attrs, &[&x], Shape::of::<f32>(&[2]))
+    });
+    let e = b.build(&y).unwrap_err().to_string();
+    assert!(e.contains("my_kernel") && e.contains("batch"), "{e}");
+    let b = Builder::new("opaque_jvp");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    let y = b.custom_call(&attrs, &[&x], Shape::of::<f32>(&[2]));
+    let t = b.jvp(&[&y], &[&x], &[&x]).remove(0);
+    let e = b.build(&t).unwrap_err().to_string();
+    assert!(e.contains("my_kernel") && e.contains("tangent"), "{e}");
 }

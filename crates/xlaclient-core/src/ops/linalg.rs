@@ -2050,9 +2050,9 @@ fn unfold_batch(y: &Op, axis: usize, groups: i64, size: i64) -> Result<Op, Strin
 /// alone folds the batch into the input's batch axis (inside each batch group);
 /// a batched kernel alone folds it into the kernel's output features (inside
 /// each feature or batch group), so every example gets its own output features;
-/// both batched make each example its own feature group (the feature group
-/// count times the batch size). The result's batch (or feature) axis is split
-/// back. Both batched with a batch group count above 1 has no rule.
+/// both batched make each example its own feature groups (the feature group
+/// count times the batch size), or its own batch groups when the convolution
+/// has batch groups. The result's batch (or feature) axis is split back.
 pub(crate) fn batch_convolution(n: &crate::batching::BatchNode) -> crate::batching::Batched {
     let OpKind::Convolution(attrs) = n.kind else {
         return Err("not a convolution".into());
@@ -2078,12 +2078,18 @@ pub(crate) fn batch_convolution(n: &crate::batching::BatchNode) -> crate::batchi
                 g,
             )
         }
+        (Some(lb), Some(rb)) if bg > 1 => {
+            // Each example its own batch groups: the input's batch and the
+            // kernel's output features, example outermost.
+            a.batch_group_count = bg * n.size;
+            (
+                fold_batch(&l, lb, d.input_batch as usize, 1)?,
+                fold_batch(&r, rb, d.kernel_output_feature as usize, 1)?,
+                d.output_feature as usize,
+                1,
+            )
+        }
         (Some(lb), Some(rb)) => {
-            if bg > 1 {
-                return Err(
-                    "input and kernel both batched with a batch group count above 1".into(),
-                );
-            }
             a.feature_group_count = fg * n.size;
             (
                 fold_batch(&l, lb, d.input_feature as usize, 1)?,
