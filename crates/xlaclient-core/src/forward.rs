@@ -828,12 +828,7 @@ pub(crate) fn elements_of_tangents(operands: &[Op], tangents: &[Option<Ct>]) -> 
 /// The body computation `comp` (a comparator, a map's function) inlined into
 /// `b`'s computation on `args` (its declared parameters, in order); the values of
 /// enclosing computations it captured are used as they are. Returns its root.
-pub(crate) fn inline(
-    b: &Builder,
-    comp: CompId,
-    args: &[Op],
-    loc: &'static Location<'static>,
-) -> Result<Op, String> {
+pub(crate) fn inline(b: &Builder, comp: CompId, args: &[Op]) -> Result<Op, String> {
     let (params, captures, parent) = {
         let g = b.g.borrow();
         let c = g.comp(comp);
@@ -851,10 +846,7 @@ pub(crate) fn inline(
     let out = crate::autodiff::inline(b, comp, &all);
     match out.into_iter().next() {
         Some(o) if o.is_poisoned() => Err(crate::batching::failure(&o).unwrap_or_default()),
-        Some(o) => {
-            let _ = loc;
-            Ok(o)
-        }
+        Some(o) => Ok(o),
         None => Err("a body without a result".into()),
     }
 }

@@ -464,11 +464,10 @@ pub(crate) fn jvp_map(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     let mut ops: Vec<&Op> = n.operands.iter().collect();
     ops.extend(tans.iter());
     let mut err = None;
-    let loc = n.loc;
     let out = n.b.map(&ops, |ps| {
         let bb = ps[0].builder();
         let run = || -> Result<Op, String> {
-            let y = crate::forward::inline(&bb, *body, &ps[..k], loc)?;
+            let y = crate::forward::inline(&bb, *body, &ps[..k])?;
             let seeds: Vec<(crate::ir::Value, crate::autodiff::Ct)> = with
                 .iter()
                 .enumerate()

@@ -539,11 +539,10 @@ pub(crate) fn jvp_sort(n: &crate::forward::JvpNode) -> crate::forward::Tangents 
     let mut ops: Vec<&Op> = n.operands.iter().collect();
     ops.push(&iota);
     let mut err = None;
-    let loc = n.loc;
     let sorted = n.b.sort(&ops, *dimension, true, |l, r| {
         let args: Vec<Op> = (0..k).flat_map(|j| [l[j].clone(), r[j].clone()]).collect();
         let bb = l[0].builder();
-        match crate::forward::inline(&bb, *comparator, &args, loc) {
+        match crate::forward::inline(&bb, *comparator, &args) {
             Ok(o) => o,
             Err(e) => {
                 err = Some(e.clone());
