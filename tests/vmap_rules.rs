@@ -577,7 +577,7 @@ fn jvp_of_cholesky_matches_finite_differences_and_vjp() {
         for dims in [vec![3, 3], vec![2, 4, 4]] {
             check_jvp(
                 &format!("cholesky lower={lower} {dims:?}"),
-                &[dims.clone()],
+                std::slice::from_ref(&dims),
                 |rng, _, _| spd(rng, &dims),
                 |_, x| x[0].cholesky(lower),
                 1e-5,
