@@ -810,3 +810,93 @@ fn the_sharding_constraint_batches_and_has_a_tangent_other_kernels_are_errors() 
     let e = b.build(&t).unwrap_err().to_string();
     assert!(e.contains("my_kernel") && e.contains("tangent"), "{e}");
 }
+
+#[test]
+fn vmap_of_the_new_tangent_rules_equals_their_jvp_per_example() {
+    let mut rng = Rng(7);
+    let n = 3;
+    let tol = 1e-5;
+    // jvp of `g` at x along v (two [dims] arguments), per example.
+    let tangent = |g: fn(&Builder, &Op) -> Op| {
+        move |b: &Builder, a: &[Op]| {
+            let x = a[0].clone();
+            let y = g(b, &x);
+            b.jvp(&[&y], &[&x], &[&a[1]]).remove(0)
+        }
+    };
+    let two = |rng: &mut Rng, dims: &[i64], ax: Option<usize>, av: Option<usize>| {
+        [f(rng, dims, ax, n), f(rng, dims, av, n)]
+    };
+    let cases: Vec<(&str, Vec<i64>, fn(&Builder, &Op) -> Op)> = vec![
+        ("sort", vec![2, 5], |b, x| {
+            b.sort(&[x], 1, false, |l, r| l[0].compare(&r[0], Comparison::Lt))
+                .remove(0)
+        }),
+        ("cholesky", vec![3, 3], |b, x| {
+            let eye = b
+                .iota(ElementType::S32, &[3, 3], 0)
+                .compare(&b.iota(ElementType::S32, &[3, 3], 1), Comparison::Eq);
+            let a = x.matmul(&x.transpose(&[1, 0])) + eye.convert(ElementType::F32) * 3.0;
+            a.cholesky(true)
+        }),
+        ("triangular-solve", vec![3, 3], |b, x| {
+            let eye = b
+                .iota(ElementType::S32, &[3, 3], 0)
+                .compare(&b.iota(ElementType::S32, &[3, 3], 1), Comparison::Eq);
+            let a = x + &(eye.convert(ElementType::F32) * 3.0);
+            let o = TriangularSolveOptions {
+                left_side: false,
+                lower: true,
+                unit_diagonal: false,
+                transpose_a: Transpose::Transpose,
+            };
+            a.triangular_solve(&x.sin(), o)
+        }),
+        ("max pooling", vec![2, 7], |b, x| {
+            let w = [WindowDim::new(1, 1), WindowDim::new(3, 2)];
+            x.reduce_window(&b.constant(f32::NEG_INFINITY), &w, |a, e| a.max(e))
+        }),
+        ("select-and-scatter", vec![4, 4], |b, x| {
+            let w = [WindowDim::new(2, 2), WindowDim::new(2, 2)];
+            let s = x.slice(&[0, 0], &[2, 2], &[1, 1]).exp();
+            x.select_and_scatter(
+                &s,
+                &b.constant(0f32),
+                &w,
+                |a, c| a.compare(c, Comparison::Ge),
+                |a, c| a + c,
+            )
+        }),
+        ("map", vec![2, 3], |b, x| {
+            b.map(&[x, &x.cos()], |s| (&s[0] * &s[1]).sin())
+        }),
+        ("product", vec![2, 3], |_, x| x.prod(&[1], false)),
+        ("scatter max", vec![6, 3], |b, x| {
+            let idx = b.constant_array(&[1i32, 3, 1, 5], &[4, 1]);
+            let dims = ScatterDims {
+                update_window_dims: vec![1],
+                inserted_window_dims: vec![0],
+                scatter_dims_to_operand_dims: vec![0],
+                index_vector_dim: 1,
+                ..Default::default()
+            };
+            let u = x.slice(&[0, 0], &[4, 3], &[1, 1]).cos();
+            b.scatter(&[x], &idx, &[&u], &dims, false, false, |o, u| {
+                vec![o[0].max(&u[0])]
+            })
+            .remove(0)
+        }),
+    ];
+    for (what, dims, g) in cases {
+        for (ax, av) in [(Some(0), Some(0)), (Some(1), None), (None, Some(2))] {
+            let args = two(&mut rng, &dims, ax, av);
+            check_vmap(
+                &format!("vmap of jvp of {what} {ax:?} {av:?}"),
+                n,
+                &args,
+                tangent(g),
+                tol,
+            );
+        }
+    }
+}
