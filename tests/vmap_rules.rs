@@ -311,6 +311,32 @@ fn vmap_of_gather_equals_gathering_per_example() {
         let args = [f(&mut rng, &[6, 3], xa, n), i(&mut rng, &[4], ia, n, -2, 8)];
         check_vmap(&format!("gather rows {xa:?} {ia:?}"), n, &args, rows, 0.0);
     }
+    // A one-example gather that already has batching dimensions (each row of
+    // the operand indexed by its own row of indices).
+    let batched_rows = |_: &Builder, a: &[Op]| {
+        let dims = GatherDims {
+            offset_dims: vec![1],
+            collapsed_slice_dims: vec![],
+            start_index_map: vec![1],
+            index_vector_dim: 1,
+            operand_batching_dims: vec![0],
+            start_indices_batching_dims: vec![0],
+        };
+        a[0].gather(&a[1], &dims, &[1, 2], false)
+    };
+    for (xa, ia) in [(Some(0), None), (None, Some(1)), (Some(2), Some(0))] {
+        let args = [
+            f(&mut rng, &[3, 5], xa, n),
+            i(&mut rng, &[3, 1], ia, n, -1, 6),
+        ];
+        check_vmap(
+            &format!("gather with batching dims {xa:?} {ia:?}"),
+            n,
+            &args,
+            batched_rows,
+            0.0,
+        );
+    }
     // take_along_axis and take, as users write them.
     for (xa, ia) in [(Some(0), Some(0)), (Some(1), None), (None, Some(1))] {
         let args = [
@@ -391,6 +417,53 @@ fn vmap_of_scatter_equals_scattering_per_example() {
             n,
             &args,
             max_at,
+            0.0,
+        );
+    }
+    // Two arrays scattered together (keeping the pair with the larger key).
+    let pairs = |b: &Builder, a: &[Op]| {
+        let dims = ScatterDims {
+            update_window_dims: vec![],
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            ..Default::default()
+        };
+        let out = b.scatter(
+            &[&a[0], &a[1]],
+            &a[2],
+            &[&a[3], &a[4]],
+            &dims,
+            false,
+            false,
+            |o, u| {
+                let bb = o[0].builder();
+                let take = u[0].compare(&o[0], Comparison::Gt);
+                vec![
+                    bb.select(&take, &u[0], &o[0]),
+                    bb.select(&take, &u[1], &o[1]),
+                ]
+            },
+        );
+        &out[0] + &(&out[1] * 10.0)
+    };
+    for (xa, ia, ua) in [
+        (Some(0), None, Some(0)),
+        (None, Some(0), None),
+        (Some(1), Some(1), Some(0)),
+    ] {
+        let args = [
+            f(&mut rng, &[6], xa, n),
+            f(&mut rng, &[6], xa, n),
+            i(&mut rng, &[5, 1], ia, n, -1, 7),
+            f(&mut rng, &[5], ua, n),
+            f(&mut rng, &[5], ua, n),
+        ];
+        check_vmap(
+            &format!("scatter of pairs {xa:?} {ia:?} {ua:?}"),
+            n,
+            &args,
+            pairs,
             0.0,
         );
     }
