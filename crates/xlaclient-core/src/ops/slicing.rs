@@ -1109,19 +1109,23 @@ pub(crate) fn jvp_reverse(n: &crate::forward::JvpNode) -> crate::forward::Tangen
 
 /// The start indices `n.operands[first..]` (scalars, some batched) clamped as
 /// XLA clamps a dynamic slice's starts (to `0..=dim - size` on each axis, `room`
-/// giving `dim - size`), as one `[batch, 1 + rank]` array of index vectors whose
-/// first entry is the example's position.
+/// giving `dim - size`), as one `[batch, rank]` array of index vectors, with the
+/// example's position as a first entry when `with_example`.
 fn batched_starts(
     n: &crate::batching::BatchNode,
     first: usize,
     room: &[i64],
+    with_example: bool,
 ) -> Result<Op, String> {
     let ty = n.operands[first]
         .array()?
         .0
         .element_type()
         .map_err(|e| e.to_string())?;
-    let mut cols = vec![n.b.iota(ty, &[n.size, 1], 0)];
+    let mut cols = Vec::with_capacity(room.len() + 1);
+    if with_example {
+        cols.push(n.b.iota(ty, &[n.size, 1], 0));
+    }
     for (k, r) in room.iter().enumerate() {
         let s = n.front(first + k)?.convert(ty);
         let c = s.clamp(&s.full_like(0.0), &s.full_like(*r as f64));
@@ -1132,27 +1136,34 @@ fn batched_starts(
 }
 
 /// Batching of a dynamic slice whose starts differ per example: a gather of one
-/// block per example from the operand (batched at 0, broadcast when shared), at
-/// the clamped starts with the example's position prepended (so every example
-/// gets what its own dynamic slice gives).
+/// block per example at the clamped starts (so every example gets what its own
+/// dynamic slice gives): from a shared operand as it is, from a batched one (at
+/// 0) with the example's position prepended to the starts.
 pub(crate) fn dynamic_slice_by_gather(
     n: &crate::batching::BatchNode,
     sizes: &[i64],
 ) -> crate::batching::Batched {
-    let x = n.front(0)?;
+    let batched = n.operands[0].is_batched();
+    let x = if batched {
+        n.front(0)?
+    } else {
+        n.operands[0].array()?.0.clone()
+    };
     let dims = x.dims().map_err(|e| e.to_string())?;
-    let room: Vec<i64> = dims[1..].iter().zip(sizes).map(|(d, s)| d - s).collect();
-    let idx = batched_starts(n, 1, &room)?;
+    let one = &dims[usize::from(batched)..];
+    let room: Vec<i64> = one.iter().zip(sizes).map(|(d, s)| d - s).collect();
+    let idx = batched_starts(n, 1, &room, batched)?;
     let r = sizes.len() as i64;
+    let lead = i64::from(batched);
     let gd = super::indexing::GatherDims {
         offset_dims: (1..=r).collect(),
-        collapsed_slice_dims: vec![0],
-        start_index_map: (0..=r).collect(),
+        collapsed_slice_dims: if batched { vec![0] } else { vec![] },
+        start_index_map: (0..r + lead).collect(),
         index_vector_dim: 1,
         operand_batching_dims: vec![],
         start_indices_batching_dims: vec![],
     };
-    let mut slice = vec![1];
+    let mut slice = if batched { vec![1] } else { vec![] };
     slice.extend(sizes);
     let attrs = super::indexing::GatherAttrs {
         dims: gd,
@@ -1172,7 +1183,7 @@ pub(crate) fn dynamic_update_slice_by_scatter(
     let xd = x.dims().map_err(|e| e.to_string())?;
     let ud = u.dims().map_err(|e| e.to_string())?;
     let room: Vec<i64> = xd[1..].iter().zip(&ud[1..]).map(|(d, s)| d - s).collect();
-    let idx = batched_starts(n, 2, &room)?;
+    let idx = batched_starts(n, 2, &room, true)?;
     let r = room.len() as i64;
     let sd = super::indexing::ScatterDims {
         update_window_dims: (1..=r).collect(),
