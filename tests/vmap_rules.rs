@@ -884,6 +884,9 @@ fn the_sharding_constraint_batches_and_has_a_tangent_other_kernels_are_errors() 
     assert!(e.contains("my_kernel") && e.contains("tangent"), "{e}");
 }
 
+/// A function of one array.
+type OneArg = fn(&Builder, &Op) -> Op;
+
 #[test]
 fn vmap_of_the_new_tangent_rules_equals_their_jvp_per_example() {
     let mut rng = Rng(7);
@@ -900,7 +903,7 @@ fn vmap_of_the_new_tangent_rules_equals_their_jvp_per_example() {
     let two = |rng: &mut Rng, dims: &[i64], ax: Option<usize>, av: Option<usize>| {
         [f(rng, dims, ax, n), f(rng, dims, av, n)]
     };
-    let cases: Vec<(&str, Vec<i64>, fn(&Builder, &Op) -> Op)> = vec![
+    let cases: Vec<(&str, Vec<i64>, OneArg)> = vec![
         ("sort", vec![2, 5], |b, x| {
             b.sort(&[x], 1, false, |l, r| l[0].compare(&r[0], Comparison::Lt))
                 .remove(0)
