@@ -425,16 +425,21 @@ fn vmap_axes_nesting_and_errors() {
     assert!(err.contains("vmap") && err.contains("4 examples"), "{err}");
     assert!(err.contains("tests/vmap.rs"), "{err}");
 
-    // An op without a rule: batched start indices of a dynamic slice.
+    // An op without a rule: an opaque custom-call kernel.
     let b = Builder::new("norule");
     let xs = b.parameter(0, Shape::of::<f32>(&[3, 5]), "xs");
-    let is = b.parameter(1, Shape::of::<i32>(&[3]), "is");
-    let out = b.vmap(&Vmap::new(), (xs, is), |_, (x, i)| {
-        x.dynamic_slice(&[&i], &[2])
+    let attrs = xlaclient::ops::misc::CustomCallAttrs {
+        target: "my_kernel".into(),
+        opaque: Vec::new(),
+        api_version: 1,
+        has_side_effect: false,
+    };
+    let out = b.vmap(&Vmap::new(), xs, |b, x| {
+        b.custom_call(&attrs, &[&x], Shape::of::<f32>(&[5]))
     });
     let err = b.build(&out).unwrap_err().to_string();
     assert!(
-        err.contains("no batching rule for `dynamic-slice`") && err.contains("tests/vmap.rs"),
+        err.contains("no batching rule for `custom-call`") && err.contains("tests/vmap.rs"),
         "{err}"
     );
 }

@@ -824,3 +824,29 @@ pub(crate) fn elements_of_tangents(operands: &[Op], tangents: &[Option<Ct>]) -> 
             .collect(),
     }
 }
+
+/// The body computation `comp` (a comparator, a map's function) inlined into
+/// `b`'s computation on `args` (its declared parameters, in order); the values of
+/// enclosing computations it captured are used as they are. Returns its root.
+pub(crate) fn inline(b: &Builder, comp: CompId, args: &[Op]) -> Result<Op, String> {
+    let (params, captures, parent) = {
+        let g = b.g.borrow();
+        let c = g.comp(comp);
+        let caps: HashMap<u32, Value> = c.captures.iter().map(|(o, p)| (*p, *o)).collect();
+        (c.params.clone(), caps, c.parent)
+    };
+    let mut all = args.to_vec();
+    for p in params.iter().skip(args.len()) {
+        let outer = p.and_then(|p| captures.get(&p).copied());
+        match (outer, parent) {
+            (Some(v), Some(parent)) => all.push(b.op(parent, v)),
+            _ => return Err("a body with more parameters than its operands".into()),
+        }
+    }
+    let out = crate::autodiff::inline(b, comp, &all);
+    match out.into_iter().next() {
+        Some(o) if o.is_poisoned() => Err(crate::batching::failure(&o).unwrap_or_default()),
+        Some(o) => Ok(o),
+        None => Err("a body without a result".into()),
+    }
+}

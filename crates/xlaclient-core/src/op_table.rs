@@ -104,7 +104,7 @@ macro_rules! for_each_op {
             /// DotGeneral: contraction with batch axes.
             Dot = "dot", Fixed(2), kind: Dot, linalg { shape: shape_dot, lower: lower_dot, raise: raise_dot, text: text_dot, grad: rule(vjp_dot), jvp: rule(jvp_dot), batch: rule(batch_dot_general) };
             /// Reduces arrays over axes with a combiner computation.
-            Reduce = "reduce", Even, kind: Reduce, reduction { shape: shape_reduce, lower: lower_reduce, raise: raise_reduce, text: text_reduce, grad: partial(vjp_reduce, "sum, product, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce, "sum"), batch: rule(batch_reduce) };
+            Reduce = "reduce", Even, kind: Reduce, reduction { shape: shape_reduce, lower: lower_reduce, raise: raise_reduce, text: text_reduce, grad: partial(vjp_reduce, "sum, product, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce, "sum, product, max, min"), batch: rule(batch_reduce) };
             /// Calls a computation on the operands (its parameters) and gives its result.
             Call = "call", Variadic, kind: Call, structural { shape: shape_call, lower: lower_call, raise: raise_call, text: text_call, grad: rule(vjp_call), jvp: rule(jvp_call), batch: rule(batch_call) };
             /// Counts 0, 1, 2, … along one axis.
@@ -112,9 +112,9 @@ macro_rules! for_each_op {
             /// A strided block of static bounds.
             Slice = "slice", Fixed(1), kind: Slice, slicing { shape: shape_slice, lower: lower_slice, raise: raise_slice, text: text_slice, grad: rule(vjp_slice), jvp: rule(jvp_slice), batch: rule(batch_slice) };
             /// A block at run-time start indices.
-            DynamicSlice = "dynamic-slice", Variadic, kind: DynamicSlice, slicing { shape: shape_dynamic_slice, lower: lower_dynamic_slice, raise: raise_dynamic_slice, text: text_dynamic_slice, grad: rule(vjp_dynamic_slice), jvp: rule(jvp_dynamic_slice), batch: partial(batch_dynamic_slice, "a batched operand with unbatched start indices") };
+            DynamicSlice = "dynamic-slice", Variadic, kind: DynamicSlice, slicing { shape: shape_dynamic_slice, lower: lower_dynamic_slice, raise: raise_dynamic_slice, text: text_dynamic_slice, grad: rule(vjp_dynamic_slice), jvp: rule(jvp_dynamic_slice), batch: rule(batch_dynamic_slice) };
             /// An array with a block replaced at run-time start indices.
-            DynamicUpdateSlice = "dynamic-update-slice", Variadic, kind: DynamicUpdateSlice, slicing { shape: shape_dynamic_update_slice, lower: -, raise: raise_dynamic_update_slice, text: -, grad: rule(vjp_dynamic_update_slice), jvp: rule(jvp_dynamic_update_slice), batch: partial(batch_dynamic_update_slice, "batched operand and update with unbatched start indices") };
+            DynamicUpdateSlice = "dynamic-update-slice", Variadic, kind: DynamicUpdateSlice, slicing { shape: shape_dynamic_update_slice, lower: -, raise: raise_dynamic_update_slice, text: -, grad: rule(vjp_dynamic_update_slice), jvp: rule(jvp_dynamic_update_slice), batch: rule(batch_dynamic_update_slice) };
             /// Joins arrays along one axis.
             Concatenate = "concatenate", Variadic, kind: Concatenate, slicing { shape: shape_concatenate, lower: lower_concatenate, raise: raise_concatenate, text: text_concatenate, grad: rule(vjp_concatenate), jvp: rule(jvp_concatenate), batch: rule(batch_concatenate) };
             /// Pads (or cuts) the edges and the spaces between elements.
@@ -122,19 +122,19 @@ macro_rules! for_each_op {
             /// Reverses the order along axes.
             Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), jvp: rule(jvp_reverse), batch: rule(batch_reverse) };
             /// Sorts several arrays together along one axis with a comparator computation.
-            Sort = "sort", Variadic, kind: Sort, sorting { shape: shape_sort, lower: lower_sort, raise: raise_sort, text: text_sort, grad: rule(vjp_sort), jvp: missing, batch: rule(batch_sort) };
+            Sort = "sort", Variadic, kind: Sort, sorting { shape: shape_sort, lower: lower_sort, raise: raise_sort, text: text_sort, grad: rule(vjp_sort), jvp: rule(jvp_sort), batch: rule(batch_sort) };
             /// Slices at many run-time starts (dimension numbers say how they are arranged).
-            Gather = "gather", Fixed(2), kind: Gather, indexing { shape: shape_gather, lower: lower_gather, raise: raise_gather, text: text_gather, grad: rule(vjp_gather), jvp: rule(jvp_gather), batch: missing };
+            Gather = "gather", Fixed(2), kind: Gather, indexing { shape: shape_gather, lower: lower_gather, raise: raise_gather, text: text_gather, grad: rule(vjp_gather), jvp: rule(jvp_gather), batch: rule(batch_gather) };
             /// Combines update windows into arrays at many run-time starts.
-            Scatter = "scatter", Variadic, kind: Scatter, indexing { shape: shape_scatter, lower: lower_scatter, raise: raise_scatter, text: text_scatter, grad: partial(vjp_scatter, "one array combined by add, multiply (unique indices), max, min or replace"), jvp: partial(jvp_scatter, "one array combined by add"), batch: missing };
+            Scatter = "scatter", Variadic, kind: Scatter, indexing { shape: shape_scatter, lower: lower_scatter, raise: raise_scatter, text: text_scatter, grad: partial(vjp_scatter, "one array combined by add, multiply (unique indices), max, min or replace"), jvp: partial(jvp_scatter, "one array combined by add, replace, max or min"), batch: rule(batch_scatter) };
             /// The same bits as another element type.
             BitcastConvert = "bitcast-convert", Fixed(1), kind: BitcastConvert, random { shape: shape_bitcast_convert, lower: -, raise: raise_bitcast_convert, text: -, grad: none, jvp: none, batch: rule(batch_bitcast_convert) };
             /// Random bits from a counter-based generator state; gives the next state too.
             RngBitGenerator = "rng-bit-generator", Fixed(1), kind: RngBitGenerator, random { shape: shape_rng_bit_generator, lower: lower_rng_bit_generator, raise: raise_rng_bit_generator, text: text_rng_bit_generator, grad: none, jvp: none, batch: partial(batch_rng_bit_generator, "an unbatched state only") };
             /// Reduces each window of arrays with a combiner computation (pooling).
-            ReduceWindow = "reduce-window", Even, kind: ReduceWindow, window { shape: shape_reduce_window, lower: lower_reduce_window, raise: raise_reduce_window, text: text_reduce_window, grad: partial(vjp_reduce_window, "sum, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce_window, "sum"), batch: rule(batch_reduce_window) };
+            ReduceWindow = "reduce-window", Even, kind: ReduceWindow, window { shape: shape_reduce_window, lower: lower_reduce_window, raise: raise_reduce_window, text: text_reduce_window, grad: partial(vjp_reduce_window, "sum, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce_window, "sum, max, min"), batch: rule(batch_reduce_window) };
             /// Scatters a source into the element each window selects (max-pool gradients).
-            SelectAndScatter = "select-and-scatter", Fixed(3), kind: SelectAndScatter, window { shape: shape_select_and_scatter, lower: lower_select_and_scatter, raise: raise_select_and_scatter, text: text_select_and_scatter, grad: partial(vjp_select_and_scatter, "select a >= b (>, <=, <), scatter by adding"), jvp: missing, batch: rule(batch_select_and_scatter) };
+            SelectAndScatter = "select-and-scatter", Fixed(3), kind: SelectAndScatter, window { shape: shape_select_and_scatter, lower: lower_select_and_scatter, raise: raise_select_and_scatter, text: text_select_and_scatter, grad: partial(vjp_select_and_scatter, "select a >= b (>, <=, <), scatter by adding"), jvp: partial(jvp_select_and_scatter, "scatter by adding"), batch: rule(batch_select_and_scatter) };
             /// Repeats a body computation on a carry while a condition computation holds.
             While = "while", Fixed(1), kind: While, control { shape: shape_while, lower: lower_while, raise: raise_while, text: text_while, grad: partial(vjp_while, "fori_loop, scan, while_loop_bounded"), jvp: rule(jvp_while), batch: rule(batch_while) };
             /// Bitwise (logical on pred) and.
@@ -158,17 +158,17 @@ macro_rules! for_each_op {
             /// Runs one of several branch computations, chosen by an index or predicate.
             Conditional = "conditional", Variadic, kind: Conditional, control { shape: shape_conditional, lower: lower_conditional, raise: raise_conditional, text: text_conditional, grad: rule(vjp_conditional), jvp: rule(jvp_conditional), batch: rule(batch_conditional) };
             /// ConvGeneralDilated: a windowed contraction of an input with a kernel.
-            Convolution = "convolution", Fixed(2), kind: Convolution, linalg { shape: shape_convolution, lower: lower_convolution, raise: raise_convolution, text: text_convolution, grad: rule(vjp_convolution), jvp: rule(jvp_convolution), batch: missing };
+            Convolution = "convolution", Fixed(2), kind: Convolution, linalg { shape: shape_convolution, lower: lower_convolution, raise: raise_convolution, text: text_convolution, grad: rule(vjp_convolution), jvp: rule(jvp_convolution), batch: rule(batch_convolution) };
             /// Applies a scalar computation element-wise to several arrays.
-            Map = "map", Variadic, kind: Map, misc { shape: shape_map, lower: lower_map, raise: raise_map, text: text_map, grad: rule(vjp_map), jvp: missing, batch: rule(batch_map) };
+            Map = "map", Variadic, kind: Map, misc { shape: shape_map, lower: lower_map, raise: raise_map, text: text_map, grad: rule(vjp_map), jvp: rule(jvp_map), batch: rule(batch_map) };
             /// Its operand unchanged; computations are not moved across it.
             OptimizationBarrier = "opt-barrier", Fixed(1), kind: OptimizationBarrier, misc { shape: shape_optimization_barrier, lower: -, raise: raise_optimization_barrier, text: -, grad: rule(vjp_optimization_barrier), jvp: rule(jvp_optimization_barrier), batch: rule(batch_optimization_barrier) };
             /// A kernel of the plugin's, by name.
-            CustomCall = "custom-call", Variadic, kind: CustomCall, misc { shape: shape_custom_call, lower: lower_custom_call, raise: raise_custom_call, text: text_custom_call, grad: partial(vjp_custom_call, "the `Sharding` constraint (with_sharding_constraint)"), jvp: missing, batch: missing };
+            CustomCall = "custom-call", Variadic, kind: CustomCall, misc { shape: shape_custom_call, lower: lower_custom_call, raise: raise_custom_call, text: text_custom_call, grad: partial(vjp_custom_call, "the `Sharding` constraint (with_sharding_constraint)"), jvp: partial(jvp_custom_call, "the `Sharding` constraint (with_sharding_constraint); other kernels are opaque"), batch: partial(batch_custom_call, "the `Sharding` constraint (with_sharding_constraint); other kernels are opaque: their behaviour on a batch axis is unknown") };
             /// The Cholesky factor of symmetric positive-definite matrices.
-            Cholesky = "cholesky", Fixed(1), kind: Cholesky, linalg { shape: shape_cholesky, lower: lower_cholesky, raise: raise_cholesky, text: text_cholesky, grad: rule(vjp_cholesky), jvp: missing, batch: rule(batch_cholesky) };
+            Cholesky = "cholesky", Fixed(1), kind: Cholesky, linalg { shape: shape_cholesky, lower: lower_cholesky, raise: raise_cholesky, text: text_cholesky, grad: rule(vjp_cholesky), jvp: rule(jvp_cholesky), batch: rule(batch_cholesky) };
             /// Solves triangular systems.
-            TriangularSolve = "triangular-solve", Fixed(2), kind: TriangularSolve, linalg { shape: shape_triangular_solve, lower: lower_triangular_solve, raise: raise_triangular_solve, text: text_triangular_solve, grad: rule(vjp_triangular_solve), jvp: missing, batch: rule(batch_triangular_solve) };
+            TriangularSolve = "triangular-solve", Fixed(2), kind: TriangularSolve, linalg { shape: shape_triangular_solve, lower: lower_triangular_solve, raise: raise_triangular_solve, text: text_triangular_solve, grad: rule(vjp_triangular_solve), jvp: partial(jvp_triangular_solve, "real `a`, or complex `a` not taken as its adjoint"), batch: rule(batch_triangular_solve) };
             /// Rounds to the nearest integer, halfway cases away from zero.
             RoundNearestAfz = "round-nearest-afz", Fixed(1), kind: Unary(UnaryOp::RoundNearestAfz), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: none, jvp: none, batch: rule(batch_unary) };
             /// Rounds to the nearest integer, halfway cases to even.

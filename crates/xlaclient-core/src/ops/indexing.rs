@@ -1460,16 +1460,176 @@ pub(crate) fn jvp_gather(n: &crate::forward::JvpNode) -> crate::forward::Tangent
     crate::forward::linear(n)
 }
 
-/// Tangent: a scatter that adds is linear in the operand and the updates.
+/// Tangent: a scatter that adds or replaces is linear in the operand and the
+/// updates; one that keeps the max or min takes the tangent of the winner.
 pub(crate) fn jvp_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     let OpKind::Scatter { body, .. } = n.kind else {
         return Err("not a scatter".into());
     };
-    match (
-        n.operands.len(),
-        super::reduction::simple_combiner(n.b, *body),
-    ) {
-        (3, Some(crate::BinaryOp::Add)) => crate::forward::linear(n),
-        _ => Err("a tangent rule for a scatter of one array that adds only".into()),
+    if n.operands.len() != 3 {
+        return Err("a tangent rule for a scatter of one array only".into());
     }
+    if replaces(n.b, *body) {
+        // The result is the operand with windows replaced by updates: the same
+        // scatter of the tangents.
+        return crate::forward::linear(n);
+    }
+    match super::reduction::simple_combiner(n.b, *body) {
+        Some(crate::BinaryOp::Add) => crate::forward::linear(n),
+        Some(op @ (crate::BinaryOp::Maximum | crate::BinaryOp::Minimum)) => {
+            jvp_scatter_extremum(n, op)
+        }
+        _ => Err(
+            "a tangent rule for a scatter that adds, replaces, or keeps the max or min only".into(),
+        ),
+    }
+}
+
+/// Whether a scatter's combiner returns its second parameter (the update).
+fn replaces(b: &Builder, body: crate::ir::CompId) -> bool {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    matches!((c.root, c.params.get(1)), (Some(r), Some(Some(p))) if r == crate::ir::Value::of(*p) && c.params.len() == 2)
+}
+
+/// Tangent of a scatter that keeps the max (min): a scatter of the values and
+/// their tangents together whose combiner keeps the pair with the larger
+/// (smaller) value (the old one on ties), so each element's tangent is the
+/// tangent of the value that won.
+fn jvp_scatter_extremum(
+    n: &crate::forward::JvpNode,
+    op: crate::BinaryOp,
+) -> crate::forward::Tangents {
+    let OpKind::Scatter { attrs, .. } = n.kind else {
+        return Err("not a scatter".into());
+    };
+    let dir = if op == crate::BinaryOp::Maximum {
+        crate::Comparison::Gt
+    } else {
+        crate::Comparison::Lt
+    };
+    let (tx, tu) = (n.tangent(0), n.tangent(2));
+    let out = n.b.scatter(
+        &[&n.operands[0], &tx],
+        &n.operands[1],
+        &[&n.operands[2], &tu],
+        &attrs.dims,
+        attrs.indices_are_sorted,
+        attrs.unique_indices,
+        |old, new| {
+            let bb = old[0].builder();
+            let take = new[0].compare(&old[0], dir);
+            vec![
+                bb.select(&take, &new[0], &old[0]),
+                bb.select(&take, &new[1], &old[1]),
+            ]
+        },
+    );
+    if let Some(e) = crate::batching::failure(&out[1]) {
+        return Err(e);
+    }
+    Ok(vec![Some(crate::autodiff::Ct::Array(out[1].clone()))])
+}
+
+/// Batched index vectors `idx` (batch axis at 0, vectors along `ivd`, or a
+/// trailing implicit axis when `ivd` is its rank) with each example's position
+/// prepended to its vectors: the indices of a gather or scatter that gets a new
+/// leading operand axis indexed by the batch. Returns the indices and their
+/// (explicit) index-vector axis.
+pub(crate) fn prepend_batch_iota(idx: &Op, ivd: i64) -> Result<(Op, i64), String> {
+    let mut dims = idx.dims().map_err(|e| e.to_string())?;
+    let ty = idx.element_type().map_err(|e| e.to_string())?;
+    let idx = if ivd as usize == dims.len() {
+        dims.push(1);
+        idx.reshape(&dims)
+    } else {
+        idx.clone()
+    };
+    dims[ivd as usize] = 1;
+    let iota = idx.builder().iota(ty, &dims, 0);
+    Ok((idx.builder().concatenate(&[&iota, &idx], ivd), ivd))
+}
+
+/// Batching: the batch axes of the operand and the indices moved to 0. Only the
+/// operand batched: the batch axis is one more offset (window) axis of the
+/// slices, taken whole. Only the indices batched: one more batch axis of the
+/// indices. Both: the operand gets a leading axis indexed by the example's
+/// position, prepended to every index vector (an iota over the batch), and
+/// collapsed, so each example gathers from its own operand.
+pub(crate) fn batch_gather(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Gather(attrs) = n.kind else {
+        return Err("not a gather".into());
+    };
+    let up = |v: &[i64]| v.iter().map(|a| a + 1).collect::<Vec<i64>>();
+    let d = &attrs.dims;
+    let mut a = (**attrs).clone();
+    let ob = n.operands[0].is_batched();
+    let ib = n.operands[1].is_batched();
+    let (x, idx) = match (ob, ib) {
+        (true, false) => {
+            let idx = n.operands[1].array()?.0.clone();
+            a.slice_sizes.insert(0, n.size);
+            a.dims.offset_dims = [vec![0], up(&d.offset_dims)].concat();
+            a.dims.collapsed_slice_dims = up(&d.collapsed_slice_dims);
+            a.dims.start_index_map = up(&d.start_index_map);
+            a.dims.operand_batching_dims = up(&d.operand_batching_dims);
+            (n.front(0)?, idx)
+        }
+        (false, true) => {
+            let x = n.operands[0].array()?.0.clone();
+            a.dims.offset_dims = up(&d.offset_dims);
+            a.dims.index_vector_dim = d.index_vector_dim + 1;
+            a.dims.start_indices_batching_dims = up(&d.start_indices_batching_dims);
+            (x, n.front(1)?)
+        }
+        _ => {
+            let (idx, ivd) = prepend_batch_iota(&n.front(1)?, d.index_vector_dim + 1)?;
+            a.slice_sizes.insert(0, 1);
+            a.dims.offset_dims = up(&d.offset_dims);
+            a.dims.collapsed_slice_dims = [vec![0], up(&d.collapsed_slice_dims)].concat();
+            a.dims.start_index_map = [vec![0], up(&d.start_index_map)].concat();
+            a.dims.index_vector_dim = ivd;
+            a.dims.operand_batching_dims = up(&d.operand_batching_dims);
+            a.dims.start_indices_batching_dims = up(&d.start_indices_batching_dims);
+            (n.front(0)?, idx)
+        }
+    };
+    n.emit_front(OpKind::Gather(Box::new(a)), &[x, idx])
+}
+
+/// Batching: every input and update batched at 0 (broadcast where unbatched, as
+/// each example scatters into its own copy), the indices batched at 0 with the
+/// example's position prepended to every index vector, addressing a new leading
+/// operand axis inserted into the windows. Out-of-bounds windows are skipped per
+/// example as for one (the batch index is always in bounds).
+pub(crate) fn batch_scatter(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Scatter { attrs, body } = n.kind else {
+        return Err("not a scatter".into());
+    };
+    let m = (n.operands.len() - 1) / 2;
+    let up = |v: &[i64]| v.iter().map(|a| a + 1).collect::<Vec<i64>>();
+    let d = &attrs.dims;
+    let mut a = (**attrs).clone();
+    let (idx, ivd) = prepend_batch_iota(&n.front(m)?, d.index_vector_dim + 1)?;
+    a.dims.update_window_dims = up(&d.update_window_dims);
+    a.dims.inserted_window_dims = [vec![0], up(&d.inserted_window_dims)].concat();
+    a.dims.scatter_dims_to_operand_dims = [vec![0], up(&d.scatter_dims_to_operand_dims)].concat();
+    a.dims.index_vector_dim = ivd;
+    a.dims.input_batching_dims = up(&d.input_batching_dims);
+    a.dims.scatter_indices_batching_dims = up(&d.scatter_indices_batching_dims);
+    let mut ops = Vec::with_capacity(n.operands.len());
+    for k in 0..m {
+        ops.push(n.front(k)?);
+    }
+    ops.push(idx);
+    for k in m + 1..n.operands.len() {
+        ops.push(n.front(k)?);
+    }
+    n.emit_front(
+        OpKind::Scatter {
+            attrs: Box::new(a),
+            body: *body,
+        },
+        &ops,
+    )
 }

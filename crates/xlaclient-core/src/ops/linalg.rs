@@ -1994,3 +1994,211 @@ pub(crate) fn jvp_dot(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
 pub(crate) fn jvp_convolution(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     crate::forward::bilinear(n)
 }
+
+/// `x` (its batch axis of size `size` at `bdim`) with the batch folded into its
+/// one-example axis `axis`: that axis, of size `d`, split into `groups` groups,
+/// becomes `groups · size · d / groups` long, ordered (group, example, rest).
+fn fold_batch(x: &Op, bdim: usize, axis: usize, groups: i64) -> Result<Op, String> {
+    let front = crate::batching::move_axis(x, bdim, 0, Location::caller());
+    let fd = front.dims().map_err(|e| e.to_string())?;
+    let size = fd[0];
+    let one = &fd[1..];
+    let d = one[axis];
+    if groups < 1 || d % groups != 0 {
+        return Err(format!(
+            "axis {axis} of {d} does not split into {groups} groups"
+        ));
+    }
+    // [B, ..., G, d/G, ...]
+    let mut split = vec![size];
+    split.extend(&one[..axis]);
+    split.extend([groups, d / groups]);
+    split.extend(&one[axis + 1..]);
+    let r = one.len() as i64;
+    let a = axis as i64;
+    // [..., G, B, d/G, ...]
+    let mut perm: Vec<i64> = (1..=a).collect();
+    perm.extend([a + 1, 0, a + 2]);
+    perm.extend(a + 3..=r + 1);
+    let mut out = one.to_vec();
+    out[axis] = d * size;
+    Ok(front.reshape(&split).transpose(&perm).reshape(&out))
+}
+
+/// The inverse of [`fold_batch`] on a result: axis `axis` of `y`, ordered
+/// (group, example, rest), split into a batch axis of `size` at `axis` and the
+/// one-example axis after it.
+fn unfold_batch(y: &Op, axis: usize, groups: i64, size: i64) -> Result<Op, String> {
+    let yd = y.dims().map_err(|e| e.to_string())?;
+    let d = yd[axis];
+    let rest = d / (groups * size);
+    let mut split = yd[..axis].to_vec();
+    split.extend([groups, size, rest]);
+    split.extend(&yd[axis + 1..]);
+    let a = axis as i64;
+    let r = yd.len() as i64;
+    let mut perm: Vec<i64> = (0..a).collect();
+    perm.extend([a + 1, a, a + 2]);
+    perm.extend(a + 3..r + 2);
+    let mut out = yd[..axis].to_vec();
+    out.extend([size, groups * rest]);
+    out.extend(&yd[axis + 1..]);
+    Ok(y.reshape(&split).transpose(&perm).reshape(&out))
+}
+
+/// Batching (the approach of JAX's convolution batch rule): a batched input
+/// alone folds the batch into the input's batch axis (inside each batch group);
+/// a batched kernel alone folds it into the kernel's output features (inside
+/// each feature or batch group), so every example gets its own output features;
+/// both batched make each example its own feature groups (the feature group
+/// count times the batch size), or its own batch groups when the convolution
+/// has batch groups. The result's batch (or feature) axis is split back.
+pub(crate) fn batch_convolution(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::Convolution(attrs) = n.kind else {
+        return Err("not a convolution".into());
+    };
+    let (l, lb) = n.operand(0)?;
+    let (r, rb) = n.operand(1)?;
+    let d = &attrs.dims;
+    let mut a = (**attrs).clone();
+    let (fg, bg) = (attrs.feature_group_count, attrs.batch_group_count);
+    let (lhs, rhs, out_axis, groups) = match (lb, rb) {
+        (Some(lb), None) => (
+            fold_batch(&l, lb, d.input_batch as usize, bg)?,
+            r,
+            d.output_batch as usize,
+            1,
+        ),
+        (None, Some(rb)) => {
+            let g = fg.max(bg);
+            (
+                l,
+                fold_batch(&r, rb, d.kernel_output_feature as usize, g)?,
+                d.output_feature as usize,
+                g,
+            )
+        }
+        (Some(lb), Some(rb)) if bg > 1 => {
+            // Each example its own batch groups: the input's batch and the
+            // kernel's output features, example outermost.
+            a.batch_group_count = bg * n.size;
+            (
+                fold_batch(&l, lb, d.input_batch as usize, 1)?,
+                fold_batch(&r, rb, d.kernel_output_feature as usize, 1)?,
+                d.output_feature as usize,
+                1,
+            )
+        }
+        (Some(lb), Some(rb)) => {
+            a.feature_group_count = fg * n.size;
+            (
+                fold_batch(&l, lb, d.input_feature as usize, 1)?,
+                fold_batch(&r, rb, d.kernel_output_feature as usize, 1)?,
+                d.output_feature as usize,
+                1,
+            )
+        }
+        (None, None) => return Err("no operand is batched".into()),
+    };
+    let out =
+        n.b.emit(OpKind::Convolution(Box::new(a)), &[&lhs, &rhs], None, n.loc);
+    if let Some(e) = crate::batching::failure(&out) {
+        return Err(e);
+    }
+    let y = unfold_batch(&out, out_axis, groups, n.size)?;
+    Ok(vec![crate::batching::BVal::at(y, out_axis)])
+}
+
+/// Tangent: with `L` the lower factor (the upper one transposed) and `Ȧ` the
+/// tangent of the triangle the op reads, made symmetric,
+/// `L̇ = L·Φ(L⁻¹ Ȧ L⁻ᵀ)` (`Φ`: the strict lower triangle plus half the
+/// diagonal); the upper factor's tangent is `L̇ᵀ`.
+pub(crate) fn jvp_cholesky(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    use crate::BinaryOp;
+    let OpKind::Cholesky { lower } = n.kind else {
+        return Err("not a cholesky".into());
+    };
+    let loc = n.loc;
+    let r = n.results[0].rank().map_err(|e| e.to_string())? as i64;
+    let low = Part::Lower { strict: false };
+    let (l, ad) = if *lower {
+        (mask(&n.results[0], low, loc), mask(&n.tangent(0), low, loc))
+    } else {
+        (
+            mask(&swap_last(&n.results[0]), low, loc),
+            mask(&swap_last(&n.tangent(0)), low, loc),
+        )
+    };
+    // The symmetric matrix whose lower triangle was read.
+    let strict = mask(&ad, Part::Lower { strict: true }, loc);
+    let sym = ad.binary(BinaryOp::Add, &swap_last(&strict), loc);
+    let solve = |left_side, transpose_a, b: &Op| {
+        l.triangular_solve(
+            b,
+            TriangularSolveOptions {
+                left_side,
+                lower: true,
+                unit_diagonal: false,
+                transpose_a,
+            },
+        )
+    };
+    // X = L⁻¹ Ȧ, then Y Lᵀ = X.
+    let x = solve(true, Transpose::No, &sym);
+    let y = solve(false, Transpose::Transpose, &x);
+    let phi = mask(&y, Part::Lower { strict: true }, loc).binary(
+        BinaryOp::Add,
+        &mask(&mask(&y, low, loc), Part::Upper { strict: false }, loc).binary_scalar(
+            BinaryOp::Multiply,
+            crate::Scalar::Float(0.5),
+            false,
+            loc,
+        ),
+        loc,
+    );
+    let ld = batch_dot(&l, &phi, r - 1, r - 2);
+    let t = if *lower { ld } else { swap_last(&ld) };
+    Ok(vec![Some(crate::autodiff::Ct::Array(t))])
+}
+
+/// Tangent: `op(A) X = B` (left side; `X op(A) = B` on the right) gives
+/// `op(A) Ẋ = Ḃ − op(Ȧ) X` (`Ḃ − X op(Ȧ)`), solved with the same options; `Ȧ`
+/// is the tangent of the triangle the op reads (without the diagonal when it is
+/// taken as ones), `op` the transpose (or adjoint) the options say.
+pub(crate) fn jvp_triangular_solve(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    use crate::BinaryOp;
+    let OpKind::TriangularSolve(o) = n.kind else {
+        return Err("not a triangular-solve".into());
+    };
+    let loc = n.loc;
+    let x = &n.results[0];
+    let mut rhs = n.tangent(1);
+    if n.has(0) {
+        let part = if o.lower {
+            Part::Lower {
+                strict: o.unit_diagonal,
+            }
+        } else {
+            Part::Upper {
+                strict: o.unit_diagonal,
+            }
+        };
+        let ad = mask(&n.tangent(0), part, loc);
+        let complex = ad.element_type().map_err(|e| e.to_string())?.is_complex();
+        let op_a = match o.transpose_a {
+            Transpose::No => ad,
+            Transpose::Adjoint if complex => {
+                return Err("a complex `a` taken as its adjoint".into());
+            }
+            Transpose::Transpose | Transpose::Adjoint => swap_last(&ad),
+        };
+        let r = x.rank().map_err(|e| e.to_string())? as i64;
+        let term = if o.left_side {
+            batch_dot(&op_a, x, r - 1, r - 2)
+        } else {
+            batch_dot(x, &op_a, r - 1, r - 2)
+        };
+        rhs = rhs.binary(BinaryOp::Subtract, &term, loc);
+    }
+    n.emit_like(n.kind.clone(), &[n.operands[0].clone(), rhs])
+}

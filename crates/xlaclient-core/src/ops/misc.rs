@@ -443,3 +443,131 @@ pub(crate) fn batch_optimization_barrier(
 pub(crate) fn jvp_optimization_barrier(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     Ok(vec![n.tangents[0].clone()])
 }
+
+/// Tangent: a map of the function's tangent: a new scalar body on the values and
+/// the tangents of the float operands that have one, which runs the function and
+/// pushes the tangents through it (forward mode on scalars).
+pub(crate) fn jvp_map(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::Map { body, .. } = n.kind else {
+        return Err("not a map".into());
+    };
+    let k = n.operands.len();
+    let with: Vec<usize> = (0..k)
+        .filter(|j| {
+            n.has(*j)
+                && n.operands[*j]
+                    .element_type()
+                    .is_ok_and(crate::autodiff::differentiable)
+        })
+        .collect();
+    let tans: Vec<Op> = with.iter().map(|j| n.tangent(*j)).collect();
+    let mut ops: Vec<&Op> = n.operands.iter().collect();
+    ops.extend(tans.iter());
+    let mut err = None;
+    let out = n.b.map(&ops, |ps| {
+        let bb = ps[0].builder();
+        let run = || -> Result<Op, String> {
+            let y = crate::forward::inline(&bb, *body, &ps[..k])?;
+            let seeds: Vec<(crate::ir::Value, crate::autodiff::Ct)> = with
+                .iter()
+                .enumerate()
+                .map(|(i, j)| (ps[*j].v, crate::autodiff::Ct::Array(ps[k + i].clone())))
+                .collect();
+            let t = crate::forward::push_forward(&bb, bb.comp, &seeds, &[y.v], 0)
+                .map_err(|f| crate::batching::failure(&f).unwrap_or_default())?;
+            Ok(match t.into_iter().next().flatten() {
+                Some(crate::autodiff::Ct::Array(t)) => t,
+                _ => y.full_like(0.0),
+            })
+        };
+        match run() {
+            Ok(t) => t,
+            Err(e) => {
+                err = Some(e.clone());
+                bb.error(e)
+            }
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if let Some(e) = crate::batching::failure(&out) {
+        return Err(e);
+    }
+    Ok(vec![Some(crate::autodiff::Ct::Array(out))])
+}
+
+/// Batching: the `Sharding` constraint (`with_sharding_constraint`) holds on the
+/// batched value with the batch axis not split (one tile along it). Any other
+/// kernel has no rule: the crate cannot know what an opaque kernel does with a
+/// leading axis, so running it per example or on the batch could differ.
+pub(crate) fn batch_custom_call(n: &crate::batching::BatchNode) -> crate::batching::Batched {
+    let OpKind::CustomCall(a) = n.kind else {
+        return Err("not a custom-call".into());
+    };
+    if a.target != "Sharding" || n.operands.len() != 1 {
+        return Err(format!(
+            "the kernel `{}`: an opaque kernel's behaviour on a batch axis is unknown (only the `Sharding` constraint has a rule)",
+            a.target
+        ));
+    }
+    let sharding = {
+        let g = n.b.g.borrow();
+        g.comp(n.at.0).instrs[n.at.1 as usize].sharding.clone()
+    };
+    let sharding = sharding.map(|s| match *s {
+        crate::ir::sharding::Sharding::Tiled {
+            mut tile_dims,
+            devices,
+            replicate_last,
+        } => {
+            tile_dims.insert(0, 1);
+            Box::new(crate::ir::sharding::Sharding::Tiled {
+                tile_dims,
+                devices,
+                replicate_last,
+            })
+        }
+        other => Box::new(other),
+    });
+    let x = n.front(0)?;
+    let shape = x.shape().map_err(|e| e.to_string())?;
+    let out = n.b.custom_call(a, &[&x], shape);
+    if let Some(e) = crate::batching::failure(&out) {
+        return Err(e);
+    }
+    {
+        let mut g = out.g.borrow_mut();
+        g.comp_mut(out.comp).instrs[out.v.instr as usize].sharding = sharding;
+    }
+    Ok(vec![crate::batching::BVal::at(out, 0)])
+}
+
+/// Tangent: the `Sharding` constraint is the identity on values: the tangent gets
+/// the same constraint. Other kernels have no rule (their derivative is unknown).
+pub(crate) fn jvp_custom_call(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::CustomCall(a) = n.kind else {
+        return Err("not a custom-call".into());
+    };
+    if a.target != "Sharding" || n.operands.len() != 1 {
+        return Err(format!(
+            "the kernel `{}` has no tangent rule (only the `Sharding` constraint has)",
+            a.target
+        ));
+    }
+    let sharding = {
+        let g = n.b.g.borrow();
+        g.comp(n.at.0).instrs[n.at.1 as usize].sharding.clone()
+    };
+    let t = n.tangent(0);
+    let shape = t.shape().map_err(|e| e.to_string())?;
+    let out = n.b.custom_call(a, &[&t], shape);
+    if let Some(e) = crate::batching::failure(&out) {
+        return Err(e);
+    }
+    {
+        let mut g = out.g.borrow_mut();
+        g.comp_mut(out.comp).instrs[out.v.instr as usize].sharding = sharding;
+    }
+    Ok(vec![Some(crate::autodiff::Ct::Array(out))])
+}

@@ -916,6 +916,47 @@ pub(crate) fn jvp_reduce(n: &crate::forward::JvpNode) -> crate::forward::Tangent
                 loc,
             )))])
         }
-        _ => Err("a tangent rule for reduce by sum, max and min only".into()),
+        Some(BinaryOp::Multiply) => jvp_product(n, axes),
+        _ => Err("a tangent rule for reduce by sum, product, max and min only".into()),
     }
+}
+
+/// Tangent of a product: `ẏ = Σᵢ ẋᵢ ∂y/∂xᵢ`, the partials `∂y/∂xᵢ = Πⱼ≠ᵢ xⱼ`
+/// being the product's gradient for a cotangent of ones (each element feeds one
+/// result, so that gradient holds every partial), zeros included; the initial
+/// value's tangent adds `ẏ₀ · Πᵢ xᵢ`.
+fn jvp_product(n: &crate::forward::JvpNode, axes: &[i64]) -> crate::forward::Tangents {
+    let loc = n.loc;
+    let ones = [Some(crate::autodiff::Ct::Array(
+        n.results[0].full_like(1.0),
+    ))];
+    let wanted = [true, false];
+    let node = crate::autodiff::Node {
+        kind: n.kind,
+        operands: n.operands,
+        results: n.results,
+        loc,
+        b: n.b,
+        wanted: &wanted,
+        at: n.at,
+        cts: &ones,
+    };
+    let partials = match crate::ops::table::vjp(&node)?.into_iter().next().flatten() {
+        Some(crate::autodiff::Ct::Array(p)) => p,
+        _ => return Err("a product whose gradient is missing".into()),
+    };
+    let mut t = n
+        .tangent(0)
+        .binary(BinaryOp::Multiply, &partials, loc)
+        .reduce_by(axes, BinaryOp::Add, loc);
+    if n.has(1) {
+        // y = y₀ · Πx: the product without the initial value, times ẏ₀.
+        let prod = n.operands[0].reduce_by(axes, BinaryOp::Multiply, loc);
+        t = t.binary(
+            BinaryOp::Add,
+            &n.tangent(1).binary(BinaryOp::Multiply, &prod, loc),
+            loc,
+        );
+    }
+    Ok(vec![Some(crate::autodiff::Ct::Array(t))])
 }

@@ -990,14 +990,14 @@ pub(crate) fn batch_slice(n: &crate::batching::BatchNode) -> crate::batching::Ba
 }
 
 /// Batching: a batched operand with the same start for every example (a start
-/// of 0 and the whole batch along the batch axis). Batched starts have no rule
-/// yet.
+/// of 0 and the whole batch along the batch axis); starts that differ per example
+/// by a gather ([`dynamic_slice_by_gather`]).
 pub(crate) fn batch_dynamic_slice(n: &crate::batching::BatchNode) -> crate::batching::Batched {
     let OpKind::DynamicSlice { sizes } = n.kind else {
         return Err("not a dynamic-slice".into());
     };
     if n.operands[1..].iter().any(|v| v.is_batched()) {
-        return Err("start indices that differ per example (use take / gather)".into());
+        return dynamic_slice_by_gather(n, sizes);
     }
     let x = n.front(0)?;
     let starts: Vec<Op> = n.operands[1..]
@@ -1012,12 +1012,14 @@ pub(crate) fn batch_dynamic_slice(n: &crate::batching::BatchNode) -> crate::batc
     crate::batching::emit_front_ops(n, OpKind::DynamicSlice { sizes: s.into() }, &ops)
 }
 
-/// Batching: batched operand and update with the same start for every example.
+/// Batching: batched operand and update with the same start for every example;
+/// starts that differ per example by a scatter
+/// ([`dynamic_update_slice_by_scatter`]).
 pub(crate) fn batch_dynamic_update_slice(
     n: &crate::batching::BatchNode,
 ) -> crate::batching::Batched {
     if n.operands[2..].iter().any(|v| v.is_batched()) {
-        return Err("start indices that differ per example (use scatter)".into());
+        return dynamic_update_slice_by_scatter(n);
     }
     let (x, u) = (n.front(0)?, n.front(1)?);
     let starts: Vec<Op> = n.operands[2..]
@@ -1103,4 +1105,101 @@ pub(crate) fn jvp_pad(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
 /// Tangent: linear.
 pub(crate) fn jvp_reverse(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     crate::forward::linear(n)
+}
+
+/// The start indices `n.operands[first..]` (scalars, some batched) clamped as
+/// XLA clamps a dynamic slice's starts (to `0..=dim - size` on each axis, `room`
+/// giving `dim - size`), as one `[batch, rank]` array of index vectors, with the
+/// example's position as a first entry when `with_example`.
+fn batched_starts(
+    n: &crate::batching::BatchNode,
+    first: usize,
+    room: &[i64],
+    with_example: bool,
+) -> Result<Op, String> {
+    let ty = n.operands[first]
+        .array()?
+        .0
+        .element_type()
+        .map_err(|e| e.to_string())?;
+    let mut cols = Vec::with_capacity(room.len() + 1);
+    if with_example {
+        cols.push(n.b.iota(ty, &[n.size, 1], 0));
+    }
+    for (k, r) in room.iter().enumerate() {
+        let s = n.front(first + k)?.convert(ty);
+        let c = s.clamp(&s.full_like(0.0), &s.full_like(*r as f64));
+        cols.push(c.reshape(&[n.size, 1]));
+    }
+    let refs: Vec<&Op> = cols.iter().collect();
+    Ok(n.b.concatenate(&refs, 1))
+}
+
+/// Batching of a dynamic slice whose starts differ per example: a gather of one
+/// block per example at the clamped starts (so every example gets what its own
+/// dynamic slice gives): from a shared operand as it is, from a batched one (at
+/// 0) with the example's position prepended to the starts.
+pub(crate) fn dynamic_slice_by_gather(
+    n: &crate::batching::BatchNode,
+    sizes: &[i64],
+) -> crate::batching::Batched {
+    let batched = n.operands[0].is_batched();
+    let x = if batched {
+        n.front(0)?
+    } else {
+        n.operands[0].array()?.0.clone()
+    };
+    let dims = x.dims().map_err(|e| e.to_string())?;
+    let one = &dims[usize::from(batched)..];
+    let room: Vec<i64> = one.iter().zip(sizes).map(|(d, s)| d - s).collect();
+    let idx = batched_starts(n, 1, &room, batched)?;
+    let r = sizes.len() as i64;
+    let lead = i64::from(batched);
+    let gd = super::indexing::GatherDims {
+        offset_dims: (1..=r).collect(),
+        collapsed_slice_dims: if batched { vec![0] } else { vec![] },
+        start_index_map: (0..r + lead).collect(),
+        index_vector_dim: 1,
+        operand_batching_dims: vec![],
+        start_indices_batching_dims: vec![],
+    };
+    let mut slice = if batched { vec![1] } else { vec![] };
+    slice.extend(sizes);
+    let attrs = super::indexing::GatherAttrs {
+        dims: gd,
+        slice_sizes: slice,
+        indices_are_sorted: false,
+    };
+    n.emit_front(OpKind::Gather(Box::new(attrs)), &[x, idx])
+}
+
+/// Batching of a dynamic update slice whose starts differ per example: a
+/// scatter that replaces, each example's update window into its own operand at
+/// its clamped starts (XLA clamps the starts so the update fits, as here).
+pub(crate) fn dynamic_update_slice_by_scatter(
+    n: &crate::batching::BatchNode,
+) -> crate::batching::Batched {
+    let (x, u) = (n.front(0)?, n.front(1)?);
+    let xd = x.dims().map_err(|e| e.to_string())?;
+    let ud = u.dims().map_err(|e| e.to_string())?;
+    let room: Vec<i64> = xd[1..].iter().zip(&ud[1..]).map(|(d, s)| d - s).collect();
+    let idx = batched_starts(n, 2, &room, true)?;
+    let r = room.len() as i64;
+    let sd = super::indexing::ScatterDims {
+        update_window_dims: (1..=r).collect(),
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: (0..=r).collect(),
+        index_vector_dim: 1,
+        input_batching_dims: vec![],
+        scatter_indices_batching_dims: vec![],
+    };
+    // Each update lands on its own window (the first index is the example's):
+    // the indices are unique, the new value replaces the old.
+    let out = n.b.scatter(&[&x], &idx, &[&u], &sd, false, true, |_, new| {
+        vec![new[0].clone()]
+    });
+    if let Some(e) = crate::batching::failure(&out[0]) {
+        return Err(e);
+    }
+    Ok(vec![crate::batching::BVal::at(out[0].clone(), 0)])
 }

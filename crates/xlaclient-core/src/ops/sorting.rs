@@ -521,3 +521,49 @@ pub(crate) fn batch_sort(n: &crate::batching::BatchNode) -> crate::batching::Bat
         },
     )
 }
+
+/// Tangent: the permutation the sort applies (an iota sorted along with the
+/// operands by the same comparator, stably), and each tangent gathered along it.
+pub(crate) fn jvp_sort(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::Sort {
+        dimension,
+        comparator,
+        ..
+    } = n.kind
+    else {
+        return Err("not a sort".into());
+    };
+    let k = n.operands.len();
+    let dims = n.operands[0].dims().map_err(|e| e.to_string())?;
+    let iota = n.b.iota(ElementType::S32, &dims, *dimension);
+    let mut ops: Vec<&Op> = n.operands.iter().collect();
+    ops.push(&iota);
+    let mut err = None;
+    let sorted = n.b.sort(&ops, *dimension, true, |l, r| {
+        let args: Vec<Op> = (0..k).flat_map(|j| [l[j].clone(), r[j].clone()]).collect();
+        let bb = l[0].builder();
+        match crate::forward::inline(&bb, *comparator, &args) {
+            Ok(o) => o,
+            Err(e) => {
+                err = Some(e.clone());
+                bb.error(e)
+            }
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let perm = &sorted[k];
+    if let Some(e) = crate::batching::failure(perm) {
+        return Err(e);
+    }
+    Ok((0..k)
+        .map(|j| {
+            let float = n.operands[j]
+                .element_type()
+                .is_ok_and(crate::autodiff::differentiable);
+            (float && n.has(j))
+                .then(|| crate::autodiff::Ct::Array(n.tangent(j).take_along_axis(perm, *dimension)))
+        })
+        .collect())
+}

@@ -1083,6 +1083,53 @@ pub(crate) fn jvp_reduce_window(n: &crate::forward::JvpNode) -> crate::forward::
         super::reduction::simple_combiner(n.b, *body),
     ) {
         (2, Some(BinaryOp::Add)) => crate::forward::linear(n),
-        _ => Err("a tangent rule for a windowed sum only (max pooling: use the gradient)".into()),
+        (2, Some(op @ (BinaryOp::Maximum | BinaryOp::Minimum))) => jvp_pool(n, op),
+        _ => Err("a tangent rule for a windowed sum, max or min only".into()),
     }
+}
+
+/// Tangent of max (min) pooling: a reduce-window over the values and their
+/// tangents together whose body keeps the pair with the larger (smaller) value,
+/// so each window's tangent is the tangent at its arg-max (the initial value's
+/// where the window holds only padding).
+fn jvp_pool(n: &crate::forward::JvpNode, op: BinaryOp) -> crate::forward::Tangents {
+    let OpKind::ReduceWindow { window, .. } = n.kind else {
+        return Err("not a reduce-window".into());
+    };
+    let dir = if op == BinaryOp::Maximum {
+        crate::Comparison::Gt
+    } else {
+        crate::Comparison::Lt
+    };
+    let (x, init) = (&n.operands[0], &n.operands[1]);
+    let (tx, ti) = (n.tangent(0), n.tangent(1));
+    let out =
+        n.b.reduce_window_many(&[x, &tx], &[init, &ti], window, |acc, e| {
+            let bb = e[0].builder();
+            let take = e[0].compare(&acc[0], dir);
+            vec![
+                bb.select(&take, &e[0], &acc[0]),
+                bb.select(&take, &e[1], &acc[1]),
+            ]
+        });
+    if let Some(e) = crate::batching::failure(&out[1]) {
+        return Err(e);
+    }
+    Ok(vec![Some(crate::autodiff::Ct::Array(out[1].clone()))])
+}
+
+/// Tangent: linear in the source and the initial value when the scatter adds
+/// (the selection, by the operand, is piecewise constant: the same selection
+/// scatters the source's tangent).
+pub(crate) fn jvp_select_and_scatter(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    let OpKind::SelectAndScatter { scatter, .. } = n.kind else {
+        return Err("not a select-and-scatter".into());
+    };
+    if super::reduction::simple_combiner(n.b, *scatter) != Some(BinaryOp::Add) {
+        return Err("a scatter that does not add".into());
+    }
+    n.emit_like(
+        n.kind.clone(),
+        &[n.operands[0].clone(), n.tangent(1), n.tangent(2)],
+    )
 }
