@@ -104,7 +104,7 @@ macro_rules! for_each_op {
             /// DotGeneral: contraction with batch axes.
             Dot = "dot", Fixed(2), kind: Dot, linalg { shape: shape_dot, lower: lower_dot, raise: raise_dot, text: text_dot, grad: rule(vjp_dot), jvp: rule(jvp_dot), batch: rule(batch_dot_general) };
             /// Reduces arrays over axes with a combiner computation.
-            Reduce = "reduce", Even, kind: Reduce, reduction { shape: shape_reduce, lower: lower_reduce, raise: raise_reduce, text: text_reduce, grad: partial(vjp_reduce, "sum, product, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce, "sum, product, max, min"), batch: rule(batch_reduce) };
+            Reduce = "reduce", Even, kind: Reduce, reduction { shape: shape_reduce, lower: lower_reduce, raise: raise_reduce, text: text_reduce, grad: partial(vjp_reduce, "sum, product, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce, "sum, product, max, min"), batch: partial(batch_reduce, "initial values the same for every example, as in JAX") };
             /// Calls a computation on the operands (its parameters) and gives its result.
             Call = "call", Variadic, kind: Call, structural { shape: shape_call, lower: lower_call, raise: raise_call, text: text_call, grad: rule(vjp_call), jvp: rule(jvp_call), batch: rule(batch_call) };
             /// Counts 0, 1, 2, … along one axis.
@@ -118,7 +118,7 @@ macro_rules! for_each_op {
             /// Joins arrays along one axis.
             Concatenate = "concatenate", Variadic, kind: Concatenate, slicing { shape: shape_concatenate, lower: lower_concatenate, raise: raise_concatenate, text: text_concatenate, grad: rule(vjp_concatenate), jvp: rule(jvp_concatenate), batch: rule(batch_concatenate) };
             /// Pads (or cuts) the edges and the spaces between elements.
-            Pad = "pad", Fixed(2), kind: Pad, slicing { shape: shape_pad, lower: lower_pad, raise: raise_pad, text: text_pad, grad: rule(vjp_pad), jvp: rule(jvp_pad), batch: rule(batch_pad) };
+            Pad = "pad", Fixed(2), kind: Pad, slicing { shape: shape_pad, lower: lower_pad, raise: raise_pad, text: text_pad, grad: rule(vjp_pad), jvp: rule(jvp_pad), batch: partial(batch_pad, "a padding value the same for every example") };
             /// Reverses the order along axes.
             Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), jvp: rule(jvp_reverse), batch: rule(batch_reverse) };
             /// Sorts several arrays together along one axis with a comparator computation.
@@ -132,9 +132,9 @@ macro_rules! for_each_op {
             /// Random bits from a counter-based generator state; gives the next state too.
             RngBitGenerator = "rng-bit-generator", Fixed(1), kind: RngBitGenerator, random { shape: shape_rng_bit_generator, lower: lower_rng_bit_generator, raise: raise_rng_bit_generator, text: text_rng_bit_generator, grad: none, jvp: none, batch: partial(batch_rng_bit_generator, "an unbatched state only") };
             /// Reduces each window of arrays with a combiner computation (pooling).
-            ReduceWindow = "reduce-window", Even, kind: ReduceWindow, window { shape: shape_reduce_window, lower: lower_reduce_window, raise: raise_reduce_window, text: text_reduce_window, grad: partial(vjp_reduce_window, "sum, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce_window, "sum, max, min"), batch: rule(batch_reduce_window) };
+            ReduceWindow = "reduce-window", Even, kind: ReduceWindow, window { shape: shape_reduce_window, lower: lower_reduce_window, raise: raise_reduce_window, text: text_reduce_window, grad: partial(vjp_reduce_window, "sum, max, min, bodies that select (argmax)"), jvp: partial(jvp_reduce_window, "sum, max, min"), batch: partial(batch_reduce_window, "initial values the same for every example, as in JAX") };
             /// Scatters a source into the element each window selects (max-pool gradients).
-            SelectAndScatter = "select-and-scatter", Fixed(3), kind: SelectAndScatter, window { shape: shape_select_and_scatter, lower: lower_select_and_scatter, raise: raise_select_and_scatter, text: text_select_and_scatter, grad: partial(vjp_select_and_scatter, "select a >= b (>, <=, <), scatter by adding"), jvp: partial(jvp_select_and_scatter, "scatter by adding"), batch: rule(batch_select_and_scatter) };
+            SelectAndScatter = "select-and-scatter", Fixed(3), kind: SelectAndScatter, window { shape: shape_select_and_scatter, lower: lower_select_and_scatter, raise: raise_select_and_scatter, text: text_select_and_scatter, grad: partial(vjp_select_and_scatter, "select a >= b (>, <=, <), scatter by adding"), jvp: partial(jvp_select_and_scatter, "scatter by adding"), batch: partial(batch_select_and_scatter, "an initial value the same for every example, as in JAX") };
             /// Repeats a body computation on a carry while a condition computation holds.
             While = "while", Fixed(1), kind: While, control { shape: shape_while, lower: lower_while, raise: raise_while, text: text_while, grad: partial(vjp_while, "fori_loop, scan, while_loop_bounded"), jvp: rule(jvp_while), batch: rule(batch_while) };
             /// Bitwise (logical on pred) and.
