@@ -1047,6 +1047,31 @@ fn vmap_nested() {
     );
 }
 
+#[test]
+fn vmap_of_grad_and_jvp() {
+    // Per-example gradients and tangents: the ops the reverse and forward passes
+    // emit, batched.
+    vmap_prop(
+        "vmap_grad_jvp",
+        1e-5,
+        (1i64..=3, 1i64..=3).prop_map(|(m, k)| {
+            let args = vec![
+                f32a(&[k], -1.0, 1.0),
+                f32a(&[m, k], -1.0, 1.0),
+                f32a(&[k], -1.0, 1.0),
+            ];
+            (args, ())
+        }),
+        |b, a, _| {
+            let (w, x, v) = (&a[0], &a[1], &a[2]);
+            let loss = x.matmul(w).tanh().reduce_sum(&[0]) + (w * w).reduce_sum(&[0]);
+            let g = b.grad(&loss, w);
+            let t = b.jvp(&[&loss], &[w], &[v]).remove(0);
+            vec![g, t]
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // jvp: finite differences and the dot-product identity, in f64.
 
@@ -1329,7 +1354,7 @@ fn jvp_loops_and_conditionals() {
         -1.0,
         1.0,
         1e-6,
-        (dims(0..=2, 3), 0usize..4, 1i64..=3).prop_map(|(d, form, t)| {
+        (dims(0..=2, 3), 0usize..5, 1i64..=3).prop_map(|(d, form, t)| {
             let mut xd = vec![t];
             xd.extend(&d);
             (vec![d, xd], form)
@@ -1355,6 +1380,20 @@ fn jvp_loops_and_conditionals() {
                 2 => {
                     let p = x.reduce_sum(&all).compare(&b.constant(0f64), Comparison::Gt);
                     b.cond(&p, x.clone(), |v| v.exp() * &v, |v| (&v * &v).sin())
+                }
+                3 => {
+                    // A trip count that depends on the data (constant near the
+                    // point); bounded, so that `vjp` (the identity's other side)
+                    // can reverse it.
+                    b.while_loop_bounded(
+                        x.clone(),
+                        6,
+                        |v| {
+                            let size = v.abs().reduce_sum(&all);
+                            size.compare(&b.constant(4f64), Comparison::Lt)
+                        },
+                        |v| &v * 1.5 + &v.sin() * 0.25,
+                    )
                 }
                 _ => {
                     let s = xs.reduce_sum(&(0..xs.rank().unwrap() as i64).collect::<Vec<_>>());
