@@ -157,16 +157,28 @@ fn values(buf: &Buffer) -> (Vec<f64>, bool) {
     let ty = buf.element_type().expect("element type");
     match ty {
         ElementType::F32 => (
-            buf.to_vec::<f32>().unwrap().iter().map(|v| *v as f64).collect(),
+            buf.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| *v as f64)
+                .collect(),
             true,
         ),
         ElementType::F64 => (buf.to_vec::<f64>().unwrap(), true),
         ElementType::S32 => (
-            buf.to_vec::<i32>().unwrap().iter().map(|v| *v as f64).collect(),
+            buf.to_vec::<i32>()
+                .unwrap()
+                .iter()
+                .map(|v| *v as f64)
+                .collect(),
             false,
         ),
         ElementType::U32 => (
-            buf.to_vec::<u32>().unwrap().iter().map(|v| *v as f64).collect(),
+            buf.to_vec::<u32>()
+                .unwrap()
+                .iter()
+                .map(|v| *v as f64)
+                .collect(),
             false,
         ),
         ElementType::Pred => (
@@ -326,7 +338,15 @@ fn check_vmap<A: std::fmt::Debug>(
             } else {
                 g == w
             };
-            prop_assert!(ok, "{}: output {} element {}: vmap {} vs stacked {}", what, k, i, g, w);
+            prop_assert!(
+                ok,
+                "{}: output {} element {}: vmap {} vs stacked {}",
+                what,
+                k,
+                i,
+                g,
+                w
+            );
         }
     }
     Ok(())
@@ -400,7 +420,12 @@ fn vmap_unary() {
         "vmap_unary",
         1e-6,
         (dims(0..=3, 4), 0..UNARY).prop_map(|(d, op)| (vec![f32a(&d, -1.5, 1.5)], op)),
-        |_, x, op| vec![unary(&x[0], *op), x[0].is_finite().convert(ElementType::F32)],
+        |_, x, op| {
+            vec![
+                unary(&x[0], *op),
+                x[0].is_finite().convert(ElementType::F32),
+            ]
+        },
     );
 }
 
@@ -423,9 +448,8 @@ fn vmap_binary_with_numpy_broadcasting() {
     vmap_prop(
         "vmap_binary",
         1e-6,
-        (broadcast_pair(), 0usize..9).prop_map(|((xd, yd), op)| {
-            (vec![f32a(&xd, -2.0, 2.0), f32a(&yd, -2.0, 2.0)], op)
-        }),
+        (broadcast_pair(), 0usize..9)
+            .prop_map(|((xd, yd), op)| (vec![f32a(&xd, -2.0, 2.0), f32a(&yd, -2.0, 2.0)], op)),
         |_, a, op| vec![binary(&a[0], &a[1], *op)],
     );
 }
@@ -435,9 +459,8 @@ fn vmap_integer_binary() {
     vmap_prop(
         "vmap_int_binary",
         0.0,
-        (broadcast_pair(), 0usize..5).prop_map(|((xd, yd), op)| {
-            (vec![s32a(&xd, -50, 50), s32a(&yd, 1, 9)], op)
-        }),
+        (broadcast_pair(), 0usize..5)
+            .prop_map(|((xd, yd), op)| (vec![s32a(&xd, -50, 50), s32a(&yd, 1, 9)], op)),
         |_, a, op| {
             let (x, y) = (&a[0], &a[1]);
             vec![match op {
@@ -517,7 +540,14 @@ fn vmap_bitwise() {
             let (x, y) = if signed {
                 (s32a(&xd, 0, 0), s32a(&yd, 0, 35))
             } else {
-                (u32a(&xd), Arg { lo: 0.0, hi: 35.0, ..u32a(&yd) })
+                (
+                    u32a(&xd),
+                    Arg {
+                        lo: 0.0,
+                        hi: 35.0,
+                        ..u32a(&yd)
+                    },
+                )
             };
             (vec![x, y], op)
         }),
@@ -553,10 +583,18 @@ fn vmap_broadcast_in_dim() {
             dims(0..=2, 3),
         )
             .prop_map(|(out, keep, ones, prefix)| {
-                let map: Vec<i64> = (0..out.len() as i64).filter(|i| keep[*i as usize]).collect();
+                let map: Vec<i64> = (0..out.len() as i64)
+                    .filter(|i| keep[*i as usize])
+                    .collect();
                 let xd: Vec<i64> = map
                     .iter()
-                    .map(|i| if ones[*i as usize] { 1 } else { out[*i as usize] })
+                    .map(|i| {
+                        if ones[*i as usize] {
+                            1
+                        } else {
+                            out[*i as usize]
+                        }
+                    })
                     .collect();
                 (vec![f32a(&xd, -2.0, 2.0)], (out, map, prefix))
             }),
@@ -569,7 +607,12 @@ fn vmap_reshape_and_transpose() {
     vmap_prop(
         "vmap_reshape_transpose",
         0.0,
-        (dims(0..=3, 4), any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u64>())
+        (
+            dims(0..=3, 4),
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            any::<u64>(),
+        )
             .prop_map(|(d, order, hole, perm_seed)| {
                 let r = d.len();
                 let mut target = d.clone();
@@ -577,7 +620,10 @@ fn vmap_reshape_and_transpose() {
                     target.rotate_left(order.index(r));
                     target[hole.index(r)] = -1;
                 }
-                (vec![f32a(&d, -2.0, 2.0)], (target, permutation(r, perm_seed)))
+                (
+                    vec![f32a(&d, -2.0, 2.0)],
+                    (target, permutation(r, perm_seed)),
+                )
             }),
         |_, a, (target, perm)| {
             let flat = a[0].reshape(&[-1]);
@@ -649,7 +695,13 @@ fn vmap_reduce() {
             let r = d.len();
             let axes: Vec<i64> = (0..r)
                 .filter(|a| mask & (1 << a) != 0)
-                .map(|a| if neg & (1 << a) != 0 { a as i64 - r as i64 } else { a as i64 })
+                .map(|a| {
+                    if neg & (1 << a) != 0 {
+                        a as i64 - r as i64
+                    } else {
+                        a as i64
+                    }
+                })
                 .collect();
             (vec![f32a(&d, -2.0, 2.0), s32a(&d, -9, 9)], (axes, op))
         }),
@@ -672,8 +724,11 @@ fn vmap_slice() {
     vmap_prop(
         "vmap_slice",
         0.0,
-        (dims(1..=3, 5), prop::collection::vec((any::<u8>(), any::<u8>(), 1i64..=2), 3)).prop_map(
-            |(d, picks)| {
+        (
+            dims(1..=3, 5),
+            prop::collection::vec((any::<u8>(), any::<u8>(), 1i64..=2), 3),
+        )
+            .prop_map(|(d, picks)| {
                 let (mut start, mut limit, mut stride) = (vec![], vec![], vec![]);
                 for (k, dk) in d.iter().enumerate() {
                     let (s, l, st) = picks[k];
@@ -683,8 +738,7 @@ fn vmap_slice() {
                     stride.push(st);
                 }
                 (vec![f32a(&d, -2.0, 2.0)], (start, limit, stride))
-            },
-        ),
+            }),
         |_, a, (s, l, st)| vec![a[0].slice(s, l, st)],
     );
 }
@@ -695,7 +749,11 @@ fn vmap_dynamic_slice_unbatched_starts() {
         "vmap_dynamic_slice",
         0.0,
         (dims(1..=3, 5), prop::collection::vec(any::<u8>(), 3)).prop_map(|(d, picks)| {
-            let sizes: Vec<i64> = d.iter().zip(&picks).map(|(dk, p)| 1 + i64::from(*p) % dk).collect();
+            let sizes: Vec<i64> = d
+                .iter()
+                .zip(&picks)
+                .map(|(dk, p)| 1 + i64::from(*p) % dk)
+                .collect();
             let mut args = vec![f32a(&d, -2.0, 2.0)];
             // Starts out of range on purpose: XLA clamps them.
             args.extend(d.iter().map(|dk| shared(s32a(&[], -1, *dk))));
@@ -714,7 +772,11 @@ fn vmap_dynamic_update_slice_unbatched_starts() {
         "vmap_dynamic_update_slice",
         0.0,
         (dims(1..=3, 5), prop::collection::vec(any::<u8>(), 3)).prop_map(|(d, picks)| {
-            let ud: Vec<i64> = d.iter().zip(&picks).map(|(dk, p)| 1 + i64::from(*p) % dk).collect();
+            let ud: Vec<i64> = d
+                .iter()
+                .zip(&picks)
+                .map(|(dk, p)| 1 + i64::from(*p) % dk)
+                .collect();
             let mut args = vec![f32a(&d, -2.0, 2.0), f32a(&ud, 5.0, 6.0)];
             args.extend(d.iter().map(|dk| shared(s32a(&[], -1, *dk))));
             (args, ())
@@ -731,8 +793,13 @@ fn vmap_concatenate() {
     vmap_prop(
         "vmap_concatenate",
         0.0,
-        (dims(1..=3, 4), 2usize..=3, prop::collection::vec(1i64..=3, 3), any::<u8>()).prop_map(
-            |(d, parts, widths, ax)| {
+        (
+            dims(1..=3, 4),
+            2usize..=3,
+            prop::collection::vec(1i64..=3, 3),
+            any::<u8>(),
+        )
+            .prop_map(|(d, parts, widths, ax)| {
                 let r = d.len() as i64;
                 let axis = i64::from(ax & 0x7f) % r;
                 let args = (0..parts)
@@ -744,8 +811,7 @@ fn vmap_concatenate() {
                     .collect();
                 let spelled = if ax & 0x80 != 0 { axis - r } else { axis };
                 (args, spelled)
-            },
-        ),
+            }),
         |b, a, axis| {
             let refs: Vec<&Op> = a.iter().collect();
             vec![b.concatenate(&refs, *axis)]
@@ -758,15 +824,26 @@ fn vmap_pad() {
     vmap_prop(
         "vmap_pad",
         0.0,
-        (dims(0..=3, 4), prop::collection::vec((-1i64..=2, -1i64..=2, 0i64..=1), 3)).prop_map(
-            |(d, cfg)| {
+        (
+            dims(0..=3, 4),
+            prop::collection::vec((-1i64..=2, -1i64..=2, 0i64..=1), 3),
+        )
+            .prop_map(|(d, cfg)| {
                 let config: Vec<PadDim> = d
                     .iter()
                     .zip(&cfg)
                     .map(|(dk, (lo, hi, interior))| {
                         // Keep the padded size at least 1.
-                        let hi = if dk + lo + hi + (dk - 1) * interior < 1 { 0 } else { *hi };
-                        let lo = if dk + lo + hi + (dk - 1) * interior < 1 { 0 } else { *lo };
+                        let hi = if dk + lo + hi + (dk - 1) * interior < 1 {
+                            0
+                        } else {
+                            *hi
+                        };
+                        let lo = if dk + lo + hi + (dk - 1) * interior < 1 {
+                            0
+                        } else {
+                            *lo
+                        };
                         PadDim {
                             lo,
                             hi,
@@ -775,8 +852,7 @@ fn vmap_pad() {
                     })
                     .collect();
                 (vec![f32a(&d, -2.0, 2.0), f32a(&[], 7.0, 8.0)], config)
-            },
-        ),
+            }),
         |_, a, config| vec![a[0].pad(&a[1], config)],
     );
 }
@@ -868,7 +944,8 @@ fn vmap_cholesky() {
     vmap_prop(
         "vmap_cholesky",
         1e-4,
-        (1i64..=4, any::<bool>()).prop_map(|(m, lower)| (vec![f32a(&[m, m], -1.0, 1.0)], (m, lower))),
+        (1i64..=4, any::<bool>())
+            .prop_map(|(m, lower)| (vec![f32a(&[m, m], -1.0, 1.0)], (m, lower))),
         |b, a, (m, lower)| vec![spd(b, &a[0], *m).cholesky(*lower)],
     );
 }
@@ -878,18 +955,31 @@ fn vmap_triangular_solve() {
     vmap_prop(
         "vmap_triangular_solve",
         1e-4,
-        (1i64..=4, 1i64..=3, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
-            |(m, k, left, lower, unit, trans)| {
+        (
+            1i64..=4,
+            1i64..=3,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(m, k, left, lower, unit, trans)| {
                 let bd = if left { vec![m, k] } else { vec![k, m] };
                 let opts = TriangularSolveOptions {
                     left_side: left,
                     lower,
                     unit_diagonal: unit,
-                    transpose_a: if trans { Transpose::Transpose } else { Transpose::No },
+                    transpose_a: if trans {
+                        Transpose::Transpose
+                    } else {
+                        Transpose::No
+                    },
                 };
-                (vec![f32a(&[m, m], -1.0, 1.0), f32a(&bd, -2.0, 2.0)], (m, opts))
-            },
-        ),
+                (
+                    vec![f32a(&[m, m], -1.0, 1.0), f32a(&bd, -2.0, 2.0)],
+                    (m, opts),
+                )
+            }),
         |b, a, (m, opts)| {
             // Diagonally dominant: well conditioned.
             let well = &a[0] + &(eye(b, *m) * (*m as f64 + 1.0));
@@ -936,7 +1026,14 @@ fn vmap_fori_loop() {
         "vmap_fori_loop",
         1e-5,
         (dims(0..=2, 3), 0i32..=3).prop_map(|(d, trips)| {
-            (vec![f32a(&d, -1.0, 1.0), f32a(&d, -1.0, 1.0), f32a(&[], -1.0, 1.0)], trips)
+            (
+                vec![
+                    f32a(&d, -1.0, 1.0),
+                    f32a(&d, -1.0, 1.0),
+                    f32a(&[], -1.0, 1.0),
+                ],
+                trips,
+            )
         }),
         |b, a, trips| {
             let (x, w, s) = (&a[0], &a[1], &a[2]);
@@ -982,7 +1079,14 @@ fn vmap_scan() {
         (1i64..=4, dims(0..=2, 3)).prop_map(|(t, d)| {
             let mut xd = vec![t];
             xd.extend(&d);
-            (vec![f32a(&d, -1.0, 1.0), f32a(&xd, -1.0, 1.0), f32a(&d, -1.0, 1.0)], ())
+            (
+                vec![
+                    f32a(&d, -1.0, 1.0),
+                    f32a(&xd, -1.0, 1.0),
+                    f32a(&d, -1.0, 1.0),
+                ],
+                (),
+            )
         }),
         |b, a, _| {
             let w = a[2].clone();
@@ -1015,11 +1119,18 @@ fn vmap_cond_and_switch() {
             let (x, y) = (&a[0], &a[1]);
             let all: Vec<i64> = (0..x.rank().unwrap() as i64).collect();
             // A predicate from the batched data.
-            let p = x.reduce_sum(&all).compare(&b.constant(0f32), Comparison::Gt);
+            let p = x
+                .reduce_sum(&all)
+                .compare(&b.constant(0f32), Comparison::Gt);
             let c1 = b.cond(&p, x.clone(), |x| x.exp() + y, |x| &x * y);
             // A predicate from an unbatched input (stays a conditional).
             let q = a[3].compare(&b.constant(0f32), Comparison::Gt);
-            let c2 = b.cond(&q, (x.clone(), y.clone()), |(x, y)| &x - &y, |(x, y)| x.max(&y));
+            let c2 = b.cond(
+                &q,
+                (x.clone(), y.clone()),
+                |(x, y)| &x - &y,
+                |(x, y)| x.max(&y),
+            );
             let s = b.switch(
                 &a[2],
                 x.clone(),
@@ -1037,7 +1148,8 @@ fn vmap_nested() {
     vmap_prop(
         "vmap_nested",
         1e-5,
-        (1i64..=3, 1i64..=3).prop_map(|(r, c)| (vec![f32a(&[r, c], -1.0, 1.0), f32a(&[c], -1.0, 1.0)], ())),
+        (1i64..=3, 1i64..=3)
+            .prop_map(|(r, c)| (vec![f32a(&[r, c], -1.0, 1.0), f32a(&[c], -1.0, 1.0)], ())),
         |b, a, _| {
             let inner = Vmap::new().in_axes([Some(0), None]);
             vec![b.vmap(&inner, (a[0].clone(), a[1].clone()), |_, (row, w)| {
@@ -1119,8 +1231,16 @@ fn check_jvp<A: std::fmt::Debug>(
     let m = shapes.len();
     let b = Builder::new(name);
     let param = |k: usize, d: &[i64], s: &str| b.parameter(k, Shape::of::<f64>(d), s);
-    let xs: Vec<Op> = shapes.iter().enumerate().map(|(k, d)| param(k, d, "x")).collect();
-    let vs: Vec<Op> = shapes.iter().enumerate().map(|(k, d)| param(m + k, d, "v")).collect();
+    let xs: Vec<Op> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, d)| param(k, d, "x"))
+        .collect();
+    let vs: Vec<Op> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, d)| param(m + k, d, "v"))
+        .collect();
     let y = f(&b, &xs, attrs);
     let yd = y
         .dims()
@@ -1130,7 +1250,11 @@ fn check_jvp<A: std::fmt::Debug>(
     let vr: Vec<&Op> = vs.iter().collect();
     let jv = b.jvp(&[&y], &xr, &vr).remove(0);
     let moved = |sign: f64| {
-        let at: Vec<Op> = xs.iter().zip(&vs).map(|(x, v)| x + &(v * (sign * H))).collect();
+        let at: Vec<Op> = xs
+            .iter()
+            .zip(&vs)
+            .map(|(x, v)| x + &(v * (sign * H)))
+            .collect();
         f(&b, &at, attrs)
     };
     let fd = (moved(1.0) - moved(-1.0)) / (2.0 * H);
@@ -1190,7 +1314,8 @@ fn jvp_unary() {
         0.1,
         1.2,
         1e-6,
-        (dims(0..=3, 3), prop::sample::select(SMOOTH_UNARY.to_vec())).prop_map(|(d, op)| (vec![d], op)),
+        (dims(0..=3, 3), prop::sample::select(SMOOTH_UNARY.to_vec()))
+            .prop_map(|(d, op)| (vec![d], op)),
         |_, x, op| unary(&x[0], *op) * (&x[0] - 0.3),
     );
 }
@@ -1253,7 +1378,10 @@ fn structural(b: &Builder, x: &Op, y: &Op, which: usize) -> Op {
                     interior: 1,
                 })
                 .collect();
-            x.pad(&y.reshape(&[-1]).slice_in_dim(0, 1, 1, 0).reshape(&[]), &cfg)
+            x.pad(
+                &y.reshape(&[-1]).slice_in_dim(0, 1, 1, 0).reshape(&[]),
+                &cfg,
+            )
         }
         5 => x.reverse(&(0..r as i64).collect::<Vec<_>>()),
         6 => b.concatenate(&[x, y, x], 0),
@@ -1327,7 +1455,9 @@ fn jvp_reduce_sum_and_sum_pool() {
         2.0,
         1e-6,
         (dims(1..=3, 4), any::<u8>(), any::<bool>()).prop_map(|(d, mask, pool)| {
-            let axes: Vec<i64> = (0..d.len() as i64).filter(|a| mask & (1 << a) != 0).collect();
+            let axes: Vec<i64> = (0..d.len() as i64)
+                .filter(|a| mask & (1 << a) != 0)
+                .collect();
             (vec![d], (axes, pool))
         }),
         |_, a, (axes, pool)| {
@@ -1378,7 +1508,9 @@ fn jvp_loops_and_conditionals() {
                     ys.reduce_sum(&[0]) + c
                 }
                 2 => {
-                    let p = x.reduce_sum(&all).compare(&b.constant(0f64), Comparison::Gt);
+                    let p = x
+                        .reduce_sum(&all)
+                        .compare(&b.constant(0f64), Comparison::Gt);
                     b.cond(&p, x.clone(), |v| v.exp() * &v, |v| (&v * &v).sin())
                 }
                 3 => {
@@ -1426,7 +1558,10 @@ fn assert_names(err: &str, op: &str, transform: &str, line: u32) {
         "the error does not name {transform} of `{op}`: {err}"
     );
     let at = format!("vmap_props.rs:{line}");
-    assert!(err.contains(&at), "the error does not name the line {at}: {err}");
+    assert!(
+        err.contains(&at),
+        "the error does not name the line {at}: {err}"
+    );
 }
 
 #[test]
@@ -1435,10 +1570,14 @@ fn vmap_of_gather_with_batched_indices_is_an_error() {
     let x = b.parameter(0, Shape::of::<f32>(&[5]), "x");
     let idx = b.parameter(1, Shape::of::<i32>(&[3, 2]), "idx");
     let mut line = 0;
-    let y = b.vmap(&Vmap::new().in_axes([None, Some(0)]), (x, idx), |_, (x, i)| {
-        line = line!() + 1;
-        x.take(&i, 0)
-    });
+    let y = b.vmap(
+        &Vmap::new().in_axes([None, Some(0)]),
+        (x, idx),
+        |_, (x, i)| {
+            line = line!() + 1;
+            x.take(&i, 0)
+        },
+    );
     assert_names(&build_error(&b, &y), "gather", "batching", line);
 }
 
@@ -1452,7 +1591,12 @@ fn vmap_of_rng_bit_generator_with_batched_state_is_an_error() {
         let (_, bits) = key.rng_bit_generator(BitAlgorithm::ThreeFry, ElementType::U32, &[3]);
         bits
     });
-    assert_names(&build_error(&b, &bits), "rng-bit-generator", "batching", line);
+    assert_names(
+        &build_error(&b, &bits),
+        "rng-bit-generator",
+        "batching",
+        line,
+    );
 }
 
 #[test]
