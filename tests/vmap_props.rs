@@ -1609,3 +1609,21 @@ fn jvp_of_sort_is_an_error() {
     let t = b.jvp(&[&y], &[&x], &[&v]).remove(0);
     assert_names(&build_error(&b, &t), "sort", "tangent", line);
 }
+
+#[test]
+fn vmap_of_dynamic_slice_with_batched_starts_is_an_error() {
+    // The op table's batching rule covers unbatched starts only.
+    let b = Builder::new("dynamic_slice");
+    let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
+    let starts = b.parameter(1, Shape::of::<i32>(&[3]), "starts");
+    let mut line = 0;
+    let y = b.vmap(
+        &Vmap::new().in_axes([None, Some(0)]),
+        (x, starts),
+        |_, (x, s)| {
+            line = line!() + 1;
+            x.dynamic_slice(&[&s], &[2])
+        },
+    );
+    assert_names(&build_error(&b, &y), "dynamic-slice", "batching", line);
+}
