@@ -1017,6 +1017,77 @@ fn vmap_iota_and_constants_mixed_in() {
     );
 }
 
+#[test]
+fn vmap_select_and_scatter() {
+    // The gradient form of max pooling: the source, shaped like the pooled output,
+    // scattered onto each window's maximum.
+    vmap_prop(
+        "vmap_select_and_scatter",
+        1e-6,
+        (
+            dims(1..=2, 5),
+            prop::collection::vec((any::<u8>(), 1i64..=2), 2),
+        )
+            .prop_map(|(d, w)| {
+                let window: Vec<WindowDim> = d
+                    .iter()
+                    .zip(&w)
+                    .map(|(dk, (s, stride))| WindowDim::new(1 + i64::from(*s) % dk, *stride))
+                    .collect();
+                let pooled: Vec<i64> = d
+                    .iter()
+                    .zip(&window)
+                    .map(|(dk, wd)| (dk - wd.size) / wd.stride + 1)
+                    .collect();
+                (vec![f32a(&d, -2.0, 2.0), f32a(&pooled, -1.0, 1.0)], window)
+            }),
+        |b, a, window| {
+            let init = b.constant(0f32);
+            vec![a[0].select_and_scatter(
+                &a[1],
+                &init,
+                window,
+                |x, y| x.compare(y, Comparison::Ge),
+                |acc, x| acc + x,
+            )]
+        },
+    );
+}
+
+#[test]
+fn vmap_bitcast_barrier_call_and_unbatched_rng() {
+    vmap_prop(
+        "vmap_misc",
+        1e-6,
+        dims(0..=3, 4).prop_map(|d| {
+            (
+                vec![f32a(&d, -2.0, 2.0), u32a(&d), f32a(&[], -1.0, 1.0)],
+                (),
+            )
+        }),
+        |b, a, _| {
+            let (x, bits, k) = (&a[0], &a[1], &a[2]);
+            let as_bits = x.bitcast_convert(ElementType::U32);
+            let as_float = bits.bitcast_convert(ElementType::F32);
+            let kept = b.optimization_barrier(&[x, k]);
+            // A call whose body uses an outside value (batched or not).
+            let called = b.call("scaled", &[x], |_, p| vec![(&p[0] * k).exp()]);
+            // The state is the same for every example: the bits are shared.
+            let state = b.constant_vec(&[7u64, 11u64]);
+            let d = x.dims().unwrap();
+            let (_, random) = state.rng_bit_generator(BitAlgorithm::ThreeFry, ElementType::U32, &d);
+            let mixed = random.xor(&as_bits);
+            vec![
+                as_bits,
+                as_float,
+                &kept[0] * &kept[1],
+                called[0].clone(),
+                mixed,
+            ]
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // vmap: control flow.
 
