@@ -26,7 +26,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use xlaclient::ops::random::RngAlgorithm as BitAlgorithm;
 use xlaclient::{
-    Buffer, Builder, Comparison, DotDims, ElementType, Op, PadDim, Shape, Transpose,
+    Buffer, Builder, Comparison, ConvDims, DotDims, ElementType, Op, PadDim, Shape, Transpose,
     TriangularSolveOptions, Vmap, WindowDim,
 };
 
@@ -1613,6 +1613,54 @@ fn jvp_loops_and_conditionals() {
     );
 }
 
+#[test]
+fn jvp_convolution_call_barrier_and_second_order() {
+    jvp_prop(
+        "jvp_conv_second_order",
+        -1.0,
+        1.0,
+        1e-6,
+        (0usize..3, 1i64..=2, 3i64..=5, 1i64..=2, 1i64..=2, 1i64..=2).prop_map(
+            |(form, n, w, c, kw, o)| {
+                let shapes = match form {
+                    0 => vec![vec![n, w, c], vec![kw, c, o]],
+                    _ => vec![vec![w], vec![w]],
+                };
+                (shapes, form)
+            },
+        ),
+        |b, a, form| match form {
+            0 => a[0]
+                .conv_general_dilated(
+                    &a[1],
+                    &[1],
+                    &[(1, 0)],
+                    &[1],
+                    &[1],
+                    &ConvDims::channels_last(1),
+                    1,
+                )
+                .tanh(),
+            1 => {
+                // Forward over reverse: the tangent of a gradient (a Hessian-vector
+                // product), through the scatter-add that `take`'s gradient is.
+                let (x, w) = (&a[0], &a[1]);
+                let n = x.dims().unwrap()[0] as i32;
+                let idx = b.constant_vec(&[0i32, n - 1, n / 2, 0]);
+                let loss =
+                    (x.take(&idx, 0) * 0.5).sin().reduce_sum(&[0]) + (x * x * w).reduce_sum(&[0]);
+                b.grad(&loss, x)
+            }
+            _ => {
+                let (x, w) = (&a[0], &a[1]);
+                let called = b.call("inner", &[x], |_, p| vec![p[0].sin() * w]);
+                let kept = b.optimization_barrier(&[&called[0], x]);
+                &kept[0] * &kept[1]
+            }
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // Ops without a rule: an error naming the op and the user's line, no panic.
 
@@ -1697,4 +1745,29 @@ fn vmap_of_dynamic_slice_with_batched_starts_is_an_error() {
         },
     );
     assert_names(&build_error(&b, &y), "dynamic-slice", "batching", line);
+}
+
+#[test]
+fn vmap_of_convolution_is_an_error() {
+    let b = Builder::new("conv");
+    let xs = b.parameter(0, Shape::of::<f32>(&[3, 1, 5, 2]), "xs");
+    let k = b.parameter(1, Shape::of::<f32>(&[2, 2, 1]), "k");
+    let mut line = 0;
+    let y = b.vmap(
+        &Vmap::new().in_axes([Some(0), None]),
+        (xs, k),
+        |_, (x, k)| {
+            line = line!() + 1;
+            x.conv_general_dilated(
+                &k,
+                &[1],
+                &[(0, 0)],
+                &[1],
+                &[1],
+                &ConvDims::channels_last(1),
+                1,
+            )
+        },
+    );
+    assert_names(&build_error(&b, &y), "convolution", "batching", line);
 }
