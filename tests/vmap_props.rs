@@ -1519,21 +1519,25 @@ fn jvp_dot_general() {
 }
 
 #[test]
-fn jvp_reduce_sum_and_sum_pool() {
+fn jvp_reduce_sum_max_min_and_sum_pool() {
     jvp_prop(
         "jvp_reduce",
         -2.0,
         2.0,
         1e-6,
-        (dims(1..=3, 4), any::<u8>(), any::<bool>()).prop_map(|(d, mask, pool)| {
+        (dims(1..=3, 4), any::<u8>(), 0usize..4).prop_map(|(d, mask, form)| {
             let axes: Vec<i64> = (0..d.len() as i64)
                 .filter(|a| mask & (1 << a) != 0)
                 .collect();
-            (vec![d], (axes, pool))
+            (vec![d], (axes, form))
         }),
-        |_, a, (axes, pool)| {
-            let x = a[0].sin() * &a[0];
-            if *pool {
+        |_, a, (axes, form)| {
+            let x = a[0].sin() * &a[0] + &a[0] * 0.1;
+            if *form == 1 {
+                x.reduce_max(axes)
+            } else if *form == 2 {
+                x.reduce_min(axes)
+            } else if *form == 3 {
                 let window: Vec<WindowDim> = x
                     .dims()
                     .unwrap()
@@ -1719,14 +1723,42 @@ fn vmap_of_rng_bit_generator_with_batched_state_is_an_error() {
 }
 
 #[test]
-fn jvp_of_sort_is_an_error() {
-    let b = Builder::new("jvp_sort");
-    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
-    let v = b.parameter(1, Shape::of::<f32>(&[4]), "v");
-    let line = line!() + 1;
-    let y = x.sort_ascending(0);
-    let t = b.jvp(&[&y], &[&x], &[&v]).remove(0);
-    assert_names(&build_error(&b, &t), "sort", "tangent", line);
+fn jvp_of_ops_without_a_tangent_rule_is_an_error() {
+    type Case = (&'static str, fn(&Builder, &Op) -> (Op, u32));
+    let cases: [Case; 5] = [
+        ("sort", |_, x| (x.sort_ascending(0), line!())),
+        ("reduce-window", |_, x| {
+            (x.max_pool(&[WindowDim::new(2, 1)]), line!())
+        }),
+        ("cholesky", |b, x| {
+            let m = x.reshape(&[2, 2]);
+            let spd = m.matmul(&m.transpose(&[1, 0])) + eye(b, 2).convert(ElementType::F32);
+            (spd.cholesky(true), line!())
+        }),
+        ("triangular-solve", |b, x| {
+            let a = x.reshape(&[2, 2]) + eye(b, 2) * 3.0;
+            let opts = TriangularSolveOptions {
+                left_side: true,
+                lower: true,
+                unit_diagonal: false,
+                transpose_a: Transpose::No,
+            };
+            (a.triangular_solve(&x.reshape(&[2, 2]), opts), line!())
+        }),
+        ("map", |b, x| (b.map(&[x], |s| s[0].sin()), line!())),
+    ];
+    for (op, f) in cases {
+        let b = Builder::new("jvp_no_rule");
+        let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+        let v = b.parameter(1, Shape::of::<f32>(&[4]), "v");
+        let (y, line) = f(&b, &x);
+        let t = b.jvp(&[&y], &[&x], &[&v]).remove(0);
+        let err = match b.build(&t) {
+            Ok(_) => panic!("the jvp of `{op}` built; an error was expected"),
+            Err(e) => e.to_string(),
+        };
+        assert_names(&err, op, "tangent", line);
+    }
 }
 
 #[test]
