@@ -1051,15 +1051,33 @@ pub(crate) fn batch_pad(n: &crate::batching::BatchNode) -> crate::batching::Batc
     let OpKind::Pad(dims) = n.kind else {
         return Err("not a pad".into());
     };
-    if n.operands[1].is_batched() {
-        return Err("a padding value that differs per example".into());
-    }
     let mut d = vec![PadDim {
         lo: 0,
         hi: 0,
         interior: 0,
     }];
     d.extend(dims.iter().copied());
+    if n.operands[1].is_batched() {
+        // A padding value per example: pad with zeros, pad a mask of the operand's
+        // elements the same way, and take each example's value where the mask is
+        // off (one select more than the unbatched form).
+        let loc = n.loc;
+        let x = n.front(0)?;
+        let xd = x.dims().map_err(|e| e.to_string())?;
+        let ty = x.element_type().map_err(|e| e.to_string())?;
+        let b = n.b.at(loc);
+        let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
+        let padded = x.at(loc).pad(&zero, &d);
+        let inside = b.constant(true).at(loc).broadcast_to(&xd);
+        let mask = inside.at(loc).pad(&b.constant(false), &d);
+        let out = padded.dims().map_err(|e| e.to_string())?;
+        let value = n.front(1)?.at(loc).broadcast_in_dim(&out, &[0]);
+        let r = b.select(&mask, &padded, &value);
+        if let Some(e) = crate::batching::failure(&r) {
+            return Err(e);
+        }
+        return Ok(vec![crate::batching::BVal::at(r, 0)]);
+    }
     let v = n.operands[1].array()?.0.clone();
     crate::batching::emit_front_ops(n, OpKind::Pad(d.into()), &[n.front(0)?, v])
 }
