@@ -706,7 +706,12 @@ fn vmap_inside_a_loop_body_and_collectives_of_an_enclosing_vmap() {
             }
         }
     }
-    close(&out[0].to_vec::<f32>().unwrap(), &want, 1e-6, "loop of vmap");
+    close(
+        &out[0].to_vec::<f32>().unwrap(),
+        &want,
+        1e-6,
+        "loop of vmap",
+    );
     let mut want_z = vec![0f32; 6];
     for r in 0..2 {
         let mean: f32 = xv[r * 3..r * 3 + 3].iter().sum::<f32>() / 3.0;
@@ -714,7 +719,12 @@ fn vmap_inside_a_loop_body_and_collectives_of_an_enclosing_vmap() {
             want_z[r * 3 + c] = xv[c] + xv[3 + c] - mean;
         }
     }
-    close(&out[1].to_vec::<f32>().unwrap(), &want_z, 1e-6, "nested axes");
+    close(
+        &out[1].to_vec::<f32>().unwrap(),
+        &want_z,
+        1e-6,
+        "nested axes",
+    );
 }
 
 #[test]
@@ -735,15 +745,24 @@ fn vmap_of_grad_through_a_scan_runs_the_forward_loop_once() {
             (b.grad(&loss, &w), h)
         };
         let (g, h) = if batched {
-            b.vmap(&Vmap::new().in_axes([None, Some(0)]), (w, xs), |b, (w, xs)| one(b, w, xs))
+            b.vmap(
+                &Vmap::new().in_axes([None, Some(0)]),
+                (w, xs),
+                |b, (w, xs)| one(b, w, xs),
+            )
         } else {
-            let x0 = xs.slice(&[0, 0, 0], &[1, 5, 3], &[1, 1, 1]).reshape(&[5, 3]);
+            let x0 = xs
+                .slice(&[0, 0, 0], &[1, 5, 3], &[1, 1, 1])
+                .reshape(&[5, 3]);
             one(&b, w, x0)
         };
         let text = b.build_tuple(&[&g, &h]).unwrap().to_hlo_text();
         text.matches(" while(").count()
     };
     let (plain, batched) = (loops(false), loops(true));
-    assert_eq!(plain, 2, "unbatched: the storing loop and the backward loop");
+    assert_eq!(
+        plain, 2,
+        "unbatched: the storing loop and the backward loop"
+    );
     assert_eq!(batched, plain, "batched: the same loops");
 }

@@ -1707,23 +1707,6 @@ fn assert_names(err: &str, op: &str, transform: &str, line: u32) {
 }
 
 #[test]
-fn vmap_of_gather_with_batched_indices_is_an_error() {
-    let b = Builder::new("gather");
-    let x = b.parameter(0, Shape::of::<f32>(&[5]), "x");
-    let idx = b.parameter(1, Shape::of::<i32>(&[3, 2]), "idx");
-    let mut line = 0;
-    let y = b.vmap(
-        &Vmap::new().in_axes([None, Some(0)]),
-        (x, idx),
-        |_, (x, i)| {
-            line = line!() + 1;
-            x.take(&i, 0)
-        },
-    );
-    assert_names(&build_error(&b, &y), "gather", "batching", line);
-}
-
-#[test]
 fn vmap_of_rng_bit_generator_with_batched_state_is_an_error() {
     let b = Builder::new("rng");
     let keys = b.parameter(0, Shape::of::<u64>(&[4, 2]), "keys");
@@ -1743,82 +1726,23 @@ fn vmap_of_rng_bit_generator_with_batched_state_is_an_error() {
 
 #[test]
 fn jvp_of_ops_without_a_tangent_rule_is_an_error() {
-    type Case = (&'static str, fn(&Builder, &Op) -> (Op, u32));
-    let cases: [Case; 5] = [
-        ("sort", |_, x| (x.sort_ascending(0), line!())),
-        ("reduce-window", |_, x| {
-            (x.max_pool(&[WindowDim::new(2, 1)]), line!())
-        }),
-        ("cholesky", |b, x| {
-            let m = x.reshape(&[2, 2]);
-            let spd = m.matmul(&m.transpose(&[1, 0])) + eye(b, 2).convert(ElementType::F32);
-            (spd.cholesky(true), line!())
-        }),
-        ("triangular-solve", |b, x| {
-            let a = x.reshape(&[2, 2]) + eye(b, 2) * 3.0;
-            let opts = TriangularSolveOptions {
-                left_side: true,
-                lower: true,
-                unit_diagonal: false,
-                transpose_a: Transpose::No,
-            };
-            (a.triangular_solve(&x.reshape(&[2, 2]), opts), line!())
-        }),
-        ("map", |b, x| (b.map(&[x], |s| s[0].sin()), line!())),
-    ];
-    for (op, f) in cases {
-        let b = Builder::new("jvp_no_rule");
-        let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
-        let v = b.parameter(1, Shape::of::<f32>(&[4]), "v");
-        let (y, line) = f(&b, &x);
-        let t = b.jvp(&[&y], &[&x], &[&v]).remove(0);
-        let err = match b.build(&t) {
-            Ok(_) => panic!("the jvp of `{op}` built; an error was expected"),
-            Err(e) => e.to_string(),
-        };
-        assert_names(&err, op, "tangent", line);
-    }
-}
-
-#[test]
-fn vmap_of_dynamic_slice_with_batched_starts_is_an_error() {
-    // The op table's batching rule covers unbatched starts only.
-    let b = Builder::new("dynamic_slice");
-    let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
-    let starts = b.parameter(1, Shape::of::<i32>(&[3]), "starts");
-    let mut line = 0;
-    let y = b.vmap(
-        &Vmap::new().in_axes([None, Some(0)]),
-        (x, starts),
-        |_, (x, s)| {
-            line = line!() + 1;
-            x.dynamic_slice(&[&s], &[2])
-        },
-    );
-    assert_names(&build_error(&b, &y), "dynamic-slice", "batching", line);
-}
-
-#[test]
-fn vmap_of_convolution_is_an_error() {
-    let b = Builder::new("conv");
-    let xs = b.parameter(0, Shape::of::<f32>(&[3, 1, 5, 2]), "xs");
-    let k = b.parameter(1, Shape::of::<f32>(&[2, 2, 1]), "k");
-    let mut line = 0;
-    let y = b.vmap(
-        &Vmap::new().in_axes([Some(0), None]),
-        (xs, k),
-        |_, (x, k)| {
-            line = line!() + 1;
-            x.conv_general_dilated(
-                &k,
-                &[1],
-                &[(0, 0)],
-                &[1],
-                &[1],
-                &ConvDims::channels_last(1),
-                1,
-            )
-        },
-    );
-    assert_names(&build_error(&b, &y), "convolution", "batching", line);
+    // The forms without a tangent rule (the op table's tangent column): an opaque
+    // kernel, and a reduce whose initial value moves.
+    let b = Builder::new("jvp_no_rule");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let v = b.parameter(1, Shape::of::<f32>(&[4]), "v");
+    let attrs = xlaclient::ops::misc::CustomCallAttrs {
+        target: "my_kernel".into(),
+        opaque: Vec::new(),
+        api_version: 1,
+        has_side_effect: false,
+    };
+    let line = line!() + 1;
+    let y = b.custom_call(&attrs, &[&x], Shape::of::<f32>(&[4]));
+    let t = b.jvp(&[&y], &[&x], &[&v]).remove(0);
+    let err = match b.build(&t) {
+        Ok(_) => panic!("the jvp of an opaque kernel built; an error was expected"),
+        Err(e) => e.to_string(),
+    };
+    assert_names(&err, "custom-call", "tangent", line);
 }

@@ -118,7 +118,7 @@ macro_rules! for_each_op {
             /// Joins arrays along one axis.
             Concatenate = "concatenate", Variadic, kind: Concatenate, slicing { shape: shape_concatenate, lower: lower_concatenate, raise: raise_concatenate, text: text_concatenate, grad: rule(vjp_concatenate), jvp: rule(jvp_concatenate), batch: rule(batch_concatenate) };
             /// Pads (or cuts) the edges and the spaces between elements.
-            Pad = "pad", Fixed(2), kind: Pad, slicing { shape: shape_pad, lower: lower_pad, raise: raise_pad, text: text_pad, grad: rule(vjp_pad), jvp: rule(jvp_pad), batch: partial(batch_pad, "a padding value the same for every example") };
+            Pad = "pad", Fixed(2), kind: Pad, slicing { shape: shape_pad, lower: lower_pad, raise: raise_pad, text: text_pad, grad: rule(vjp_pad), jvp: rule(jvp_pad), batch: rule(batch_pad) };
             /// Reverses the order along axes.
             Reverse = "reverse", Fixed(1), kind: Reverse, slicing { shape: shape_reverse, lower: lower_reverse, raise: raise_reverse, text: text_reverse, grad: rule(vjp_reverse), jvp: rule(jvp_reverse), batch: rule(batch_reverse) };
             /// Sorts several arrays together along one axis with a comparator computation.

@@ -96,9 +96,10 @@ pub fn from_rows(values: &Op) -> CartPoleState<Op> {
 #[track_caller]
 pub fn reset_draws(keys: &Op) -> Op {
     // gymnax's reset for one key, vmapped over the keys (as PureJaxRL does).
-    keys.builder().vmap(&xlaclient_core::Vmap::new(), keys.clone(), |_, key| {
-        key.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
-    })
+    keys.builder()
+        .vmap(&xlaclient_core::Vmap::new(), keys.clone(), |_, key| {
+            key.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
+        })
 }
 
 /// gymnax's `reset` of a batch, one key per environment (`u32[batch, 2]`).
@@ -184,10 +185,12 @@ pub fn step_with_keys(
 ) -> (CartPoleState<Op>, Op, Op, Op) {
     // One key per environment, vmapped: the reset state drawn from the key's
     // second half (gymnax's `step`).
-    let resets = keys.builder().vmap(&xlaclient_core::Vmap::new(), keys.clone(), |_, key| {
-        let [_, key_reset] = key.split_keys();
-        key_reset.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
-    });
+    let resets = keys
+        .builder()
+        .vmap(&xlaclient_core::Vmap::new(), keys.clone(), |_, key| {
+            let [_, key_reset] = key.split_keys();
+            key_reset.uniform(&[4], ElementType::F32, -RESET_BOUND, RESET_BOUND)
+        });
     step(s, actions, &resets)
 }
 
