@@ -47,6 +47,19 @@ pub(crate) struct Node<'a> {
     pub at: (CompId, u32),
     /// The cotangent of each result (`None` where none arrived).
     pub cts: &'a [Option<Ct>],
+    /// Per instruction of the computation `at.0`: whether it depends on a value
+    /// differentiated against (a loop's rule asks this of its carry's elements).
+    pub active: &'a [bool],
+}
+
+impl Node<'_> {
+    /// Whether `x` may depend on a value differentiated against: `false` only for
+    /// a value of this node's computation known not to.
+    pub fn may_be_active(&self, x: &Op) -> bool {
+        x.is_poisoned()
+            || x.comp != self.at.0
+            || self.active.get(x.v.instr as usize).copied().unwrap_or(true)
+    }
 }
 
 impl Node<'_> {
@@ -536,6 +549,7 @@ pub(crate) fn backprop_deferring(
             wanted: &wanted,
             at: (comp, i as u32),
             cts: &res_cts,
+            active: &active,
         };
         if deferred.iter().any(|(d, _)| *d as usize == i) {
             captured.insert(i as u32, node.ct());

@@ -1149,6 +1149,7 @@ fn while_cts(
             .collect());
     }
     let k = init.len();
+    let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
     let (invariant, write_only) = carry_roles(b, body, k);
     // The stacked outputs' new values (a dynamic-update-slice of the whole stack):
     // no rule reads them, and storing one per step would take memory quadratic in
@@ -1160,9 +1161,10 @@ fn while_cts(
     let (stored, partial): (Vec<(u32, u32, Shape)>, bool) = match (policy, stored_values(b, body)) {
         (CheckpointPolicy::Nothing, _) | (_, None) => (Vec::new(), false),
         (p, Some(all)) => {
+            let read = read_backward(b, body, &shapes);
             let all: Vec<(u32, u32, Shape)> = all
                 .into_iter()
-                .filter(|(i, _, _)| !unstored.iter().any(|(u, _)| u == i))
+                .filter(|(i, _, _)| read[*i as usize] && !unstored.iter().any(|(u, _)| u == i))
                 .collect();
             if *p == CheckpointPolicy::Everything {
                 (all, false)
@@ -1177,7 +1179,6 @@ fn while_cts(
         }
     };
     let store = !stored.is_empty();
-    let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
     let stacked: Vec<usize> = (0..k)
         .filter(|j| !invariant[*j] && !write_only[*j])
         .collect();
@@ -1232,9 +1233,13 @@ fn while_cts(
         }
     };
 
-    // Backward: step t = count - 1 - s.
+    // Backward: step t = count - 1 - s. Only the float elements that depend on a
+    // value differentiated against get cotangents: a constant the loop reads (its
+    // captured xs, say) has none to accumulate step by step.
+    let entering: Vec<bool> = init.iter().map(|x| n.may_be_active(x)).collect();
+    let moving = loop_active(b, body, &entering);
     let float: Vec<usize> = (0..k)
-        .filter(|j| shapes[*j].element_type().is_some_and(differentiable))
+        .filter(|j| moving[*j] && shapes[*j].element_type().is_some_and(differentiable))
         .collect();
     let ct0: Vec<Op> = float
         .iter()
@@ -1553,6 +1558,99 @@ fn written_stacks(b: &Builder, body: CompId, write_only: &[bool]) -> Vec<(u32, u
         })
         .map(|(j, r)| (r.instr, j))
         .collect()
+}
+
+/// Per element of a loop's carry: whether it may depend on a value differentiated
+/// against, given which elements do when the loop starts (`entering`): those, and
+/// every element the body computes from one that does, until nothing changes.
+fn loop_active(b: &Builder, body: CompId, entering: &[bool]) -> Vec<bool> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let mut on = entering.to_vec();
+    let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+        return vec![true; entering.len()];
+    };
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return vec![true; entering.len()];
+    }
+    loop {
+        let mut active = vec![false; c.instrs.len()];
+        for (i, ins) in c.instrs.iter().enumerate() {
+            active[i] = match ins.kind {
+                OpKind::GetTupleElement { index } if ins.operands[0].instr == param => {
+                    on.get(index as usize).copied().unwrap_or(true)
+                }
+                // (A parameter read any other way, or a nested computation's
+                // captures: counted as active.)
+                OpKind::Parameter { .. } => true,
+                _ => ins.operands.iter().any(|v| active[v.instr as usize]),
+            };
+        }
+        let mut changed = false;
+        for (j, v) in root_ins.operands.iter().enumerate() {
+            if j < on.len() && !on[j] && active[v.instr as usize] {
+                on[j] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return on;
+        }
+    }
+}
+
+/// Per instruction of a flat loop body: whether the backward pass of one step
+/// reads its values, so that they are worth storing. The backward pass walks the
+/// instructions that depend on a float element of the carry (`shapes`) and lead to
+/// one of the body's float results (as `backprop_deferring` does), and reads their
+/// operands and results; the rest (dead values, the index arithmetic of other
+/// results) it never reads.
+fn read_backward(b: &Builder, body: CompId, shapes: &[Shape]) -> Vec<bool> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let n = c.instrs.len();
+    let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+        return vec![true; n];
+    };
+    let float = |j: usize| {
+        shapes
+            .get(j)
+            .and_then(|s| s.element_type())
+            .is_some_and(crate::autodiff::differentiable)
+    };
+    let stopped = |i: usize| g.stopped.contains(&(body, Value::of(i as u32)));
+    let mut active = vec![false; n];
+    for (i, ins) in c.instrs.iter().enumerate() {
+        active[i] = match ins.kind {
+            OpKind::GetTupleElement { index } if ins.operands[0].instr == param => {
+                float(index as usize)
+            }
+            _ => ins.operands.iter().any(|v| active[v.instr as usize]),
+        } && !stopped(i);
+    }
+    let mut needed = vec![false; n];
+    let root_ins = &c.instrs[root.instr as usize];
+    if matches!(root_ins.kind, OpKind::Tuple) {
+        for (j, v) in root_ins.operands.iter().enumerate() {
+            if float(j) {
+                needed[v.instr as usize] = true;
+            }
+        }
+    } else {
+        needed[root.instr as usize] = true;
+    }
+    let mut read = vec![false; n];
+    for i in (0..n).rev() {
+        if needed[i] && active[i] && i != root.instr as usize {
+            read[i] = true;
+            for v in &c.instrs[i].operands {
+                needed[v.instr as usize] = true;
+                read[v.instr as usize] = true;
+            }
+        }
+    }
+    read
 }
 
 /// Per instruction of a loop body: whether `policy` stores its values (a
