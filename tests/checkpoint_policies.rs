@@ -419,4 +419,3 @@ fn grad_of_grad_through_a_loop_stores_rows_linear_in_the_steps() {
         "memory grows faster than the steps: {bytes_at:?}"
     );
 }
-
