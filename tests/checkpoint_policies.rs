@@ -349,6 +349,47 @@ fn fori_loop_and_bounded_loops_take_policies_too() {
     assert!(stacks(&CheckpointPolicy::Everything).len() > dots.len());
 }
 
+#[test]
+fn policies_with_unrolling_reversal_and_weights_summed_after_the_loop() {
+    // Unrolled and reversed scans under the partial policies, and a scan where no
+    // float cotangent chains the steps (each step starts from h0), so a dot with
+    // the loop-invariant weight gets its weight's cotangent as one product after
+    // the loop: against finite differences, and the same under every policy.
+    for (name, policy) in policies() {
+        fd::check(&format!("unrolled_{name}"), RNN, -1.0, 1.0, |p| {
+            let (h0, xs, w, u) = (&p[0], &p[1], &p[2], &p[3]);
+            let b = h0.builder();
+            let opts = ScanOptions::new()
+                .reverse(true)
+                .unroll(4)
+                .policy(policy.clone());
+            let (h, ys) = b.scan_with(h0.clone(), xs.clone(), &opts, |h, x| {
+                let pre = (&w.matmul(&h) + &u.matmul(&x)).checkpoint_name("pre");
+                let h2 = pre.tanh();
+                (h2.clone(), &h2 * &h2)
+            });
+            b.concatenate(&[&h, &ys.reshape(&[T * 3])], 0)
+        });
+        fd::check(
+            &format!("summed_after_{name}"),
+            &[&[3], &[T, 2], &[2, 3], &[3, 3]],
+            -1.0,
+            1.0,
+            |p| {
+                let (h0, xs, w, v) = (&p[0], &p[1], &p[2], &p[3]);
+                let b = h0.builder();
+                let opts = ScanOptions::new().policy(policy.clone());
+                let (_, ys) = b.scan_with(h0.clone(), xs.clone(), &opts, |h, x| {
+                    let pre = (&x.matmul(w) + &h).checkpoint_name("pre");
+                    let y = v.matmul(&pre.tanh());
+                    (h, y)
+                });
+                ys.reshape(&[T * 3])
+            },
+        );
+    }
+}
+
 /// `grad(grad(f))` of a scalar scan of `steps` steps, `f(w) = Σ_t h_t` with
 /// `h_{t+1} = sin(w·h_t + x_t)`: the module and the bytes of every while loop's
 /// carry in its entry computation (the stacked rows are most of it).
