@@ -460,3 +460,96 @@ fn grad_of_grad_through_a_loop_stores_rows_linear_in_the_steps() {
         "memory grows faster than the steps: {bytes_at:?}"
     );
 }
+
+/// [`second_order`] with the xs differentiated too: `g = ∇_(w, xs) f`, then the
+/// gradient with respect to `w` of `g_w + Σ_t c_t·g_xs[t]` (a Hessian-vector
+/// product's row). Returns the module and the loops' carry bytes.
+fn second_order_xs(steps: i64) -> (Computation, i64) {
+    let b = Builder::new("hessian_xs");
+    let w = b.parameter(0, Shape::of::<f64>(&[]), "w");
+    let xs = b.parameter(1, Shape::of::<f64>(&[steps]), "xs");
+    let h0 = b.constant(0.5f64);
+    let (_, hs) = b.scan(h0, xs.clone(), |h, x| {
+        let h2 = (&(&w * &h) + &x).sin();
+        (h2.clone(), h2)
+    });
+    let f = hs.reduce_sum(&[0]);
+    let (gw, gxs) = b.grad(&f, &(w.clone(), xs.clone()));
+    let c: Vec<f64> = (0..steps).map(|t| 1.0 / (1.0 + t as f64)).collect();
+    let mixed = &gw + &(&gxs * &b.constant_vec(&c)).reduce_sum(&[0]);
+    let gg = b.grad(&mixed, &w);
+    let m = b.build_tuple(&[&f, &gw, &gxs, &gg]).unwrap();
+    let total = entry_loops(&m)
+        .iter()
+        .map(|l| l.iter().map(bytes).sum::<i64>())
+        .sum();
+    (m, total)
+}
+
+#[test]
+fn grad_of_grad_with_the_xs_differentiated_stores_rows_linear_in_the_steps() {
+    // The xs' cotangent is written row by row (a stack the backward loop only
+    // writes), not added into a whole array every step: so the second-order pass
+    // stores no whole array per step either.
+    let w = 0.8f64;
+    let loss = |w: f64, xs: &[f64]| {
+        let mut h = 0.5f64;
+        let mut sum = 0.0;
+        for x in xs {
+            h = (w * h + x).sin();
+            sum += h;
+        }
+        sum
+    };
+    let mut bytes_at = Vec::new();
+    for steps in [10i64, 20, 40] {
+        let (m, total) = second_order_xs(steps);
+        bytes_at.push((steps, total));
+        let xs: Vec<f64> = (0..steps).map(|t| (t as f64 * 0.37).sin()).collect();
+        let c: Vec<f64> = (0..steps).map(|t| 1.0 / (1.0 + t as f64)).collect();
+        let out = run(&m, &[&upload(&[w], &[]), &upload(&xs, &[steps])]);
+        let got = |k: usize| -> Vec<f64> { out[k].to_vec::<f64>().unwrap() };
+        // First derivatives by central differences of the plain-Rust loss.
+        let h1 = 1e-6;
+        let d_w = |w: f64, xs: &[f64]| (loss(w + h1, xs) - loss(w - h1, xs)) / (2.0 * h1);
+        let d_x = |w: f64, xs: &[f64], t: usize| {
+            let (mut up, mut down) = (xs.to_vec(), xs.to_vec());
+            up[t] += h1;
+            down[t] -= h1;
+            (loss(w, &up) - loss(w, &down)) / (2.0 * h1)
+        };
+        assert!((got(1)[0] - d_w(w, &xs)).abs() <= 1e-6 * (1.0 + d_w(w, &xs).abs()));
+        for t in 0..steps as usize {
+            let want = d_x(w, &xs, t);
+            assert!((got(2)[t] - want).abs() <= 1e-6 * (1.0 + want.abs()), "{t}");
+        }
+        // The second derivative: central differences (in w) of the exact first
+        // derivatives' combination, computed by differences of differences.
+        let mixed = |w: f64| {
+            let h = 1e-4;
+            let dw = (loss(w + h, &xs) - loss(w - h, &xs)) / (2.0 * h);
+            let dx: f64 = (0..steps as usize)
+                .map(|t| {
+                    let (mut up, mut down) = (xs.clone(), xs.clone());
+                    up[t] += h;
+                    down[t] -= h;
+                    c[t] * (loss(w, &up) - loss(w, &down)) / (2.0 * h)
+                })
+                .sum();
+            dw + dx
+        };
+        let h2 = 1e-4;
+        let want = (mixed(w + h2) - mixed(w - h2)) / (2.0 * h2);
+        assert!(
+            (got(3)[0] - want).abs() <= 1e-4 * (1.0 + want.abs()),
+            "{steps}: {} vs {want}",
+            got(3)[0]
+        );
+    }
+    eprintln!("grad of grad with xs, loop carry bytes by steps: {bytes_at:?}");
+    let (b10, b40) = (bytes_at[0].1, bytes_at[2].1);
+    assert!(
+        b40 as f64 <= 4.5 * b10 as f64,
+        "memory grows faster than the steps: {bytes_at:?}"
+    );
+}

@@ -1134,7 +1134,7 @@ fn while_cts(
         Trips::Exactly(t) => (false, t),
         Trips::AtMost(t) => (true, t),
     };
-    use crate::autodiff::{ct_or_zeros, differentiable, inline, local};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, zeros_like};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
     if trips <= 0 {
@@ -1271,8 +1271,25 @@ fn while_cts(
         let rows = rows_once(b, body, &write_only);
         (0..k).map(|j| rows[j] && constant_like(&init[j])).collect()
     };
-    let defer_edges: std::collections::HashSet<(u32, usize)> =
-        deferred.iter().map(|d| (d.dot, d.operand)).collect();
+    // Rows of a loop-invariant float element that the body reads one per step at
+    // the counter (a scan's xs): their cotangents are written into a stack at the
+    // same rows, not added into a whole array of the element's size every step.
+    let row_reads: Vec<RowRead> = if store {
+        let available = |v: Value| {
+            partial
+                || stored
+                    .iter()
+                    .any(|(i, r, _)| (*i, *r) == (v.instr, v.result))
+        };
+        sliced_rows(b, body, &invariant, &float, available)
+    } else {
+        Vec::new()
+    };
+    let defer_edges: std::collections::HashSet<(u32, usize)> = deferred
+        .iter()
+        .map(|d| (d.dot, d.operand))
+        .chain(row_reads.iter().map(|r| (r.slice, 0)))
+        .collect();
     let ct_stacks0: Vec<Op> = deferred
         .iter()
         .map(|d| {
@@ -1286,6 +1303,7 @@ fn while_cts(
             )
             .broadcast_to(&dims)
         })
+        .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
         .collect();
     let (bwd_i, ct_in, ct_stacks) = b.while_loop(
         (s32(b, 0), ct0, ct_stacks0),
@@ -1324,7 +1342,7 @@ fn while_cts(
                     }
                 })
                 .collect();
-            let (back, captured) = if store {
+            let (back, captured, vals) = if store {
                 // The step's values, read back from the stacks.
                 let mut vals: HashMap<(u32, u32), Op> = stored
                     .iter()
@@ -1340,13 +1358,19 @@ fn while_cts(
                     // The others, computed again from those and the carry.
                     recompute(&bb, body, &c_t, &mut vals, loc);
                 }
-                backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc)
+                let (back, captured) =
+                    backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
+                (back, captured, vals)
             } else {
                 let outs = inline(&bb, body, &c_t);
                 let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
                 let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
                 let ct_refs: Vec<&Op> = ct.iter().collect();
-                (bb.vjp(&outs_f, &ct_refs, &wrt_f), HashMap::new())
+                (
+                    bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                    HashMap::new(),
+                    HashMap::new(),
+                )
             };
             // A stacked output's cotangent stays the final one: each step reads
             // its own row of it, which no later step's write has touched (see
@@ -1379,6 +1403,34 @@ fn while_cts(
                     let refs: Vec<&Op> = starts.iter().collect();
                     write_block(buf, &row, &refs)
                 })
+                .chain(
+                    row_reads
+                        .iter()
+                        .zip(&ct_rows[deferred.len()..])
+                        .map(|(r, buf)| {
+                            // The step's rows, at the step's own start indices.
+                            let starts: Vec<Op> = r
+                                .starts
+                                .iter()
+                                .map(|v| match v {
+                                    Start::Element(e) => c_t[*e].clone(),
+                                    Start::Value(v) => vals
+                                        .get(&(v.instr, v.result))
+                                        .cloned()
+                                        .expect("a row read's start is stored or recomputed"),
+                                    Start::Constant(kind, shape) => {
+                                        bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                    }
+                                })
+                                .collect();
+                            // (No cotangent reached the read: nothing to write.)
+                            let Some(row) = captured.get(&r.slice) else {
+                                return buf.clone();
+                            };
+                            let refs: Vec<&Op> = starts.iter().collect();
+                            write_block(buf, row, &refs)
+                        }),
+                )
                 .collect();
             (plus_one(s), back, rows)
         },
@@ -1396,6 +1448,14 @@ fn while_cts(
         if !once[*j] {
             out[*j] = Some(c);
         }
+    }
+    // Each row read's cotangents, written row by row: the element's cotangent
+    // from those reads.
+    for (r, rows) in row_reads.iter().zip(&ct_stacks[deferred.len()..]) {
+        out[r.element] = Some(match out[r.element].take() {
+            Some(c) => c.binary(crate::BinaryOp::Add, rows, loc),
+            None => rows.clone(),
+        });
     }
     // Each deferred dot's contribution to its invariant operand: the sum over the
     // steps, as one product of the other operand's stacked rows (from the forward
@@ -1423,6 +1483,128 @@ fn while_cts(
         });
     }
     Ok(out)
+}
+
+/// A start index of a row read ([`RowRead`]) as the backward step gets it.
+#[derive(Clone, Debug)]
+enum Start {
+    /// The carry element entering the step (the counter).
+    Element(usize),
+    /// A value of the body, stored or recomputed.
+    Value(Value),
+    /// A constant, made again.
+    Constant(OpKind, Shape),
+}
+
+/// A dynamic-slice in a loop body that reads one row per step of a loop-invariant
+/// float carry element at the counter: each step reads a row no other step reads.
+#[derive(Clone, Debug)]
+struct RowRead {
+    /// The slice's instruction in the body.
+    slice: u32,
+    /// The carry element it reads.
+    element: usize,
+    /// Its start indices.
+    starts: Vec<Start>,
+}
+
+/// The row reads of a loop body (see [`RowRead`]): dynamic-slices of a float
+/// (`float`), loop-invariant carry element, one row along the first axis (the
+/// whole of the others), whose first start is the loop's counter (an element the
+/// body increments by a constant, `c + counter`, or `c - counter` negated, as a
+/// reversed scan reads), the rest constants; every start the backward step can
+/// get (`available`: stored or recomputed).
+fn sliced_rows(
+    b: &Builder,
+    body: CompId,
+    invariant: &[bool],
+    float: &[usize],
+    available: impl Fn(Value) -> bool,
+) -> Vec<RowRead> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+        return Vec::new();
+    };
+    let ins = |v: Value| &c.instrs[v.instr as usize];
+    let element = |v: Value| match ins(v).kind {
+        OpKind::GetTupleElement { index } if ins(v).operands[0].instr == param => {
+            Some(index as usize)
+        }
+        _ => None,
+    };
+    let constant = |v: Value| matches!(ins(v).kind, OpKind::Constant(_));
+    let root_ops = &ins(root).operands;
+    // An element the body steps by a constant.
+    let counter = |v: Value| -> bool {
+        let Some(e) = element(v) else { return false };
+        let Some(r) = root_ops.get(e) else {
+            return false;
+        };
+        let r = ins(*r);
+        matches!(r.kind, OpKind::Binary(crate::BinaryOp::Add))
+            && ((element(r.operands[0]) == Some(e) && constant(r.operands[1]))
+                || (element(r.operands[1]) == Some(e) && constant(r.operands[0])))
+    };
+    let counted = |v: Value| -> bool {
+        counter(v)
+            || match ins(v).kind {
+                OpKind::Binary(crate::BinaryOp::Add) => {
+                    let o = &ins(v).operands;
+                    (counter(o[0]) && constant(o[1])) || (counter(o[1]) && constant(o[0]))
+                }
+                OpKind::Unary(crate::UnaryOp::Negate) => {
+                    let sub = ins(ins(v).operands[0]);
+                    matches!(sub.kind, OpKind::Binary(crate::BinaryOp::Subtract))
+                        && counter(sub.operands[0])
+                        && constant(sub.operands[1])
+                }
+                _ => false,
+            }
+    };
+    let mut out = Vec::new();
+    for (i, s) in c.instrs.iter().enumerate() {
+        let OpKind::DynamicSlice { sizes } = &s.kind else {
+            continue;
+        };
+        let Some(j) = element(s.operands[0]) else {
+            continue;
+        };
+        if !invariant.get(j).copied().unwrap_or(false) || !float.contains(&j) {
+            continue;
+        }
+        let whole = g.shapes.get(ins(s.operands[0]).shape).dims().to_vec();
+        let one_row = sizes.first() == Some(&1) && sizes[1..] == whole[1..];
+        let Some((first, rest)) = s.operands[1..].split_first() else {
+            continue;
+        };
+        if !one_row || !counted(*first) || !rest.iter().all(|v| constant(*v)) {
+            continue;
+        }
+        let starts: Option<Vec<Start>> = s.operands[1..]
+            .iter()
+            .map(|v| {
+                if let Some(e) = element(*v) {
+                    Some(Start::Element(e))
+                } else if constant(*v) {
+                    Some(Start::Constant(
+                        ins(*v).kind.clone(),
+                        g.shapes.get(ins(*v).shape).clone(),
+                    ))
+                } else {
+                    available(*v).then_some(Start::Value(*v))
+                }
+            })
+            .collect();
+        if let Some(starts) = starts {
+            out.push(RowRead {
+                slice: i as u32,
+                element: j,
+                starts,
+            });
+        }
+    }
+    out
 }
 
 /// Where the rows of a deferred dot's other operand come from: the forward loop's
