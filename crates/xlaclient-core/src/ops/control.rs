@@ -1285,6 +1285,16 @@ fn while_cts(
     } else {
         Vec::new()
     };
+    // A row read's start that the backward step cannot get (`sliced_rows` checks
+    // that it can: stored or recomputed) is an error at build time, never a
+    // wrong row.
+    let lost = |bb: &Builder| {
+        let why = "the gradient lost a start index of a row the loop reads";
+        bb.fail(
+            ShapeError::new("while", &[], ShapeErrorKind::Body, why),
+            loc,
+        )
+    };
     let defer_edges: std::collections::HashSet<(u32, usize)> = deferred
         .iter()
         .map(|d| (d.dot, d.operand))
@@ -1417,7 +1427,7 @@ fn while_cts(
                                     Start::Value(v) => vals
                                         .get(&(v.instr, v.result))
                                         .cloned()
-                                        .expect("a row read's start is stored or recomputed"),
+                                        .unwrap_or_else(|| lost(&bb)),
                                     Start::Constant(kind, shape) => {
                                         bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
                                     }
