@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The gradient of a 1,000-step RNN scan against its forward pass, ours
-# (benches/scan_grad.rs: stored values, the default, and checkpointed) next to
-# JAX's (bench/scan_grad_jax.py, the same program), processes alternating, REPS
-# times; prints each run's lines, then the medians of the gradient/forward ratios.
+# (benches/scan_grad.rs: stored values, the default, and the checkpoint policies
+# Nothing, Dots and Names("pre")) next to JAX's (bench/scan_grad_jax.py, the same
+# program, jax.checkpoint with nothing_saveable, dots_saveable and
+# save_only_these_names), processes alternating, REPS times; prints each run's
+# lines, then the medians of the gradient/forward ratios and temp buffers.
 #
 #   bench/scan_grad_vs_jax.sh [REPS]      (default 3)
 set -euo pipefail
@@ -27,14 +29,25 @@ python3 - "$OUT" <<'PY'
 import re, statistics, sys
 lines = open(sys.argv[1]).read().splitlines()
 jax = [dict(p.split("=") for p in l.split()) for l in lines if l.startswith("who=jax")]
-fwd = [float(re.search(r"run +([\d.]+) ms", l).group(1)) for l in lines if l.startswith("forward only")]
-sto = [float(re.search(r"run +([\d.]+) ms", l).group(1)) for l in lines if l.startswith("gradient, stored")]
-ckp = [float(re.search(r"run +([\d.]+) ms", l).group(1)) for l in lines if l.startswith("gradient, checkpointed")]
 med = statistics.median
-print(f"ours: forward {med(fwd):.1f} ms, gradient {med(sto):.1f} ms (stored, {med([s / f for s, f in zip(sto, fwd)]):.2f}x), "
-      f"{med(ckp):.1f} ms (checkpointed, {med([c / f for c, f in zip(ckp, fwd)]):.2f}x)")
-print(f"JAX:  forward {med(float(j['forward_ms']) for j in jax):.1f} ms, gradient "
-      f"{med(float(j['gradient_ms']) for j in jax):.1f} ms ({med(float(j['ratio']) for j in jax):.2f}x), "
-      f"temp {jax[0]['temp_mib']} MiB")
-print(f"ours/JAX gradient speed: {med(float(j['gradient_ms']) for j in jax) / med(sto):.2f}x")
+def ours(prefix):
+    ms = [float(re.search(r"run +([\d.]+) ms", l).group(1)) for l in lines if l.startswith(prefix)]
+    mib = [float(re.search(r"temp buffers +([\d.]+) MiB", l).group(1)) for l in lines if l.startswith(prefix)]
+    return ms, mib
+fwd, _ = ours("forward only")
+print(f"ours: forward {med(fwd):.1f} ms")
+for label, prefix, key in [
+    ("everything (default)", "gradient, stored", ""),
+    ("nothing", "gradient, checkpointed", "nothing_"),
+    ("dots", "gradient, dots", "dots_"),
+    ("names(pre)", "gradient, names", "names_"),
+]:
+    ms, mib = ours(prefix)
+    jms = med(float(j[f"{key}ms" if key else "gradient_ms"]) for j in jax)
+    jratio = med(float(j[f"{key}ratio" if key else "ratio"]) for j in jax)
+    jtemp = jax[0][f"{key}temp_mib" if key else "temp_mib"]
+    print(f"  {label:<21} ours {med(ms):7.1f} ms ({med([s / f for s, f in zip(ms, fwd)]):.2f}x fwd, "
+          f"temp {mib[0]:.1f} MiB)   JAX {jms:7.1f} ms ({jratio:.2f}x fwd, temp {jtemp} MiB)   "
+          f"ours/JAX speed {jms / med(ms):.2f}x")
+print(f"JAX:  forward {med(float(j['forward_ms']) for j in jax):.1f} ms")
 PY

@@ -1,29 +1,37 @@
-//! The gradient of a 1,000-step scan, two ways: storing every value the body
-//! computes at each step (the default) and checkpointing (`ScanOptions::checkpoint`:
-//! storing only the carry and recomputing the body in the backward pass). Also the
-//! forward pass alone, for scale.
+//! The gradient of a 1,000-step scan under each checkpoint policy
+//! (`ScanOptions::policy`, JAX's `jax.checkpoint_policies`): storing every value the
+//! body computes at each step (`Everything`, the default), checkpointing (`Nothing`:
+//! storing only the carry and recomputing the body in the backward pass), storing
+//! the dot results only (`Dots`), and storing only the value tagged "pre" (`Names`).
+//! Also the forward pass alone, for scale.
 //!
-//! The body is one RNN step, `h' = tanh(h·W + x_t)` with `h` of `[batch, width]`,
+//! The body is one RNN step, `h' = tanh(pre)`, `pre = h·W + x_t` with `h` of `[batch, width]`,
 //! and `y_t = Σ h'`; the loss is `Σ_t y_t`, differentiated with respect to `W` and
 //! the initial `h`. For each program the bench prints the compile time, XLA's
 //! temporary-buffer size (`LoadedExecutable::memory_stats`: what the stored values
 //! cost), and the median time of a call over several runs, then the ratios of the
-//! two gradient programs measured side by side.
+//! gradient programs measured side by side.
 //!
 //! Run: `cargo bench --bench scan_grad` (optionally `-- STEPS BATCH WIDTH`).
 
 use std::time::Instant;
 
-use xlaclient::{Builder, Client, Computation, ScanOptions, Shape};
+use xlaclient::{Builder, CheckpointPolicy, Client, Computation, ScanOptions, Shape};
 
-fn program(steps: i64, batch: i64, width: i64, grad: bool, checkpoint: bool) -> Computation {
+fn program(
+    steps: i64,
+    batch: i64,
+    width: i64,
+    grad: bool,
+    policy: CheckpointPolicy,
+) -> Computation {
     let b = Builder::new("scan_grad");
     let w = b.parameter(0, Shape::of::<f32>(&[width, width]), "w");
     let h0 = b.parameter(1, Shape::of::<f32>(&[batch, width]), "h0");
     let xs = b.parameter(2, Shape::of::<f32>(&[steps, batch, width]), "xs");
-    let opts = ScanOptions::new().checkpoint(checkpoint);
+    let opts = ScanOptions::new().policy(policy);
     let (_, ys) = b.scan_with(h0.clone(), xs, &opts, |h, x| {
-        let h2 = (&h.matmul(&w) + &x).tanh();
+        let h2 = (&h.matmul(&w) + &x).checkpoint_name("pre").tanh();
         let y = h2.reduce_sum(&[0, 1]);
         (h2, y)
     });
@@ -71,13 +79,23 @@ fn main() -> xlaclient::Result<()> {
     )?;
 
     let mut exes = Vec::new();
-    for (name, grad, ckpt) in [
-        ("forward only", false, false),
-        ("gradient, stored values", true, false),
-        ("gradient, checkpointed", true, true),
+    for (name, grad, policy) in [
+        ("forward only", false, CheckpointPolicy::Everything),
+        (
+            "gradient, stored values",
+            true,
+            CheckpointPolicy::Everything,
+        ),
+        ("gradient, checkpointed", true, CheckpointPolicy::Nothing),
+        ("gradient, dots saved", true, CheckpointPolicy::Dots),
+        (
+            "gradient, names saved",
+            true,
+            CheckpointPolicy::names(&["pre"]),
+        ),
     ] {
         let t = Instant::now();
-        let exe = client.compile(program(steps, batch, width, grad, ckpt))?;
+        let exe = client.compile(program(steps, batch, width, grad, policy))?;
         let compile = t.elapsed().as_secs_f64();
         let m = exe.memory_stats()?;
         exes.push((name, exe, compile, m.temp_bytes));
@@ -109,9 +127,11 @@ fn main() -> xlaclient::Result<()> {
         med[2] / med[1]
     );
     println!(
-        "gradient / forward: stored {:.2}x, checkpointed {:.2}x",
+        "gradient / forward: stored {:.2}x, checkpointed {:.2}x, dots {:.2}x, names {:.2}x",
         med[1] / med[0],
-        med[2] / med[0]
+        med[2] / med[0],
+        med[3] / med[0],
+        med[4] / med[0]
     );
     Ok(())
 }

@@ -47,6 +47,19 @@ pub(crate) struct Node<'a> {
     pub at: (CompId, u32),
     /// The cotangent of each result (`None` where none arrived).
     pub cts: &'a [Option<Ct>],
+    /// Per instruction of the computation `at.0`: whether it depends on a value
+    /// differentiated against (a loop's rule asks this of its carry's elements).
+    pub active: &'a [bool],
+}
+
+impl Node<'_> {
+    /// Whether `x` may depend on a value differentiated against: `false` only for
+    /// a value of this node's computation known not to.
+    pub fn may_be_active(&self, x: &Op) -> bool {
+        x.is_poisoned()
+            || x.comp != self.at.0
+            || self.active.get(x.v.instr as usize).copied().unwrap_or(true)
+    }
 }
 
 impl Node<'_> {
@@ -319,6 +332,48 @@ impl Op {
     }
 }
 
+impl Op {
+    /// The same value, tagged `name` for the gradient of the loops around it
+    /// (`jax.ad_checkpoint.checkpoint_name`): a loop whose policy is
+    /// [`CheckpointPolicy::Names`](crate::CheckpointPolicy::Names) with this name
+    /// stores it at each step for the backward pass, and recomputes the untagged
+    /// values from it and the stored carry. Outside such a loop it is the identity
+    /// (XLA removes it).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, CheckpointPolicy, ScanOptions, Shape};
+    /// let b = Builder::new("named");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[4, 4]), "w");
+    /// let xs = b.parameter(1, Shape::of::<f32>(&[10, 4]), "xs");
+    /// let opts = ScanOptions::new().policy(CheckpointPolicy::names(&["pre"]));
+    /// let (h, _) = b.scan_with(b.zeros(xlaclient_core::ElementType::F32, &[4]), xs, &opts, |h, x| {
+    ///     let pre = (&w.matmul(&h) + &x).checkpoint_name("pre");
+    ///     (pre.tanh(), ())
+    /// });
+    /// let g = b.grad(&h.reduce_sum(&[0]), &w);
+    /// assert_eq!(g.dims()?, vec![4, 4]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn checkpoint_name(&self, name: &str) -> Op {
+        let loc = Location::caller();
+        let dims = match self.shape() {
+            Ok(s) if s.is_array() => s.dims().to_vec(),
+            Ok(_) => return self.builder().fail_not_array(self, "checkpoint_name", loc),
+            Err(_) => return self.clone(),
+        };
+        // A reshape to the same dimensions, as `stop_gradient`: XLA removes it.
+        let out = self.at(loc).reshape(&dims);
+        if !out.is_poisoned() {
+            out.g
+                .borrow_mut()
+                .checkpoint_names
+                .insert((out.comp, out.v), name.to_string());
+        }
+        out
+    }
+}
+
 /// Instructions to pull cotangents back through: their ops, operands (values of
 /// the tape, in topological order) and results, with how to get each value as an
 /// op. A computation gives one ([`Tape::of_comp`]); a loop body whose values were
@@ -494,6 +549,7 @@ pub(crate) fn backprop_deferring(
             wanted: &wanted,
             at: (comp, i as u32),
             cts: &res_cts,
+            active: &active,
         };
         if deferred.iter().any(|(d, _)| *d as usize == i) {
             captured.insert(i as u32, node.ct());
@@ -653,14 +709,18 @@ pub(crate) fn inline_values(
                     if let Some(n) = g.loop_bounds.get(&(src, i as u32)).copied() {
                         g.loop_bounds.insert((out.comp, out.v.instr), n);
                     }
-                    if g.checkpointed.contains(&(src, i as u32)) {
-                        g.checkpointed.insert((out.comp, out.v.instr));
+                    if let Some(p) = g.checkpointed.get(&(src, i as u32)).cloned() {
+                        g.checkpointed.insert((out.comp, out.v.instr), p);
                     }
                     if g.stopped.contains(&(src, Value::of(i as u32))) {
                         g.stopped.insert((out.comp, out.v));
                     }
                     if let Some(m) = g.vmap_named.get(&(src, i as u32)).cloned() {
                         g.vmap_named.insert((out.comp, out.v.instr), m);
+                    }
+                    if let Some(name) = g.checkpoint_names.get(&(src, Value::of(i as u32))) {
+                        let name = name.clone();
+                        g.checkpoint_names.insert((out.comp, out.v), name);
                     }
                 }
                 out

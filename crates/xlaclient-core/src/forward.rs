@@ -155,6 +155,7 @@ pub(crate) fn diagonal(n: &JvpNode) -> Tangents {
             wanted: &wanted,
             at: n.at,
             cts: &cts,
+            active: &[],
         };
         let grads = crate::ops::table::vjp(&node)?;
         let part = match grads.into_iter().nth(k).flatten() {

@@ -33,9 +33,13 @@ pub(crate) struct Graph {
     /// While a gradient rule runs: the line of the op it differentiates, which the
     /// ops it builds (and their errors) carry instead of the rule's own lines.
     pub(crate) origin: Option<&'static Location<'static>>,
-    /// While loops whose backward pass recomputes each step's body instead of
-    /// storing its values (`ScanOptions::checkpoint`).
-    pub(crate) checkpointed: std::collections::HashSet<(CompId, u32)>,
+    /// While loops whose backward pass stores less than every value of each step
+    /// (`ScanOptions::policy`), by computation and instruction: what it stores.
+    pub(crate) checkpointed:
+        std::collections::HashMap<(CompId, u32), crate::ops::control::CheckpointPolicy>,
+    /// Values tagged by `Op::checkpoint_name`, which `CheckpointPolicy::Names`
+    /// stores per step.
+    pub(crate) checkpoint_names: std::collections::HashMap<(CompId, Value), String>,
     /// Whether Threefry's 20 rounds are written out in full (fast to run, slow to
     /// compile) rather than as a 5-step loop (what JAX does on CPU).
     pub(crate) threefry_unrolled: bool,
@@ -102,6 +106,7 @@ impl Graph {
             loop_bounds: Default::default(),
             custom_vjps: Default::default(),
             checkpointed: Default::default(),
+            checkpoint_names: Default::default(),
             threefry_unrolled: false,
             forwarded: Default::default(),
             storing: Default::default(),

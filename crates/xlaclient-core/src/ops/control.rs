@@ -420,36 +420,64 @@ pub(crate) fn text_while(kind: &OpKind, cx: &TextCx<'_>, out: &mut OpText) {
     }
 }
 
+/// What the backward pass of a loop stores from each forward step, and so what it
+/// recomputes: the policies of `jax.checkpoint` (`jax.remat`), per loop
+/// ([`ScanOptions::policy`], [`Builder::fori_loop_with`],
+/// [`Builder::while_loop_bounded_with`]). Every policy gives the same gradient;
+/// they trade memory (rows stacked per step) for time (ops run again in the
+/// backward loop). The carry entering each step is always stored (except the
+/// elements the loop passes through unchanged and the stacked outputs it only
+/// writes). A body that holds loops, branches or calls is recomputed whole
+/// (`Nothing`) under every policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CheckpointPolicy {
+    /// Store every value each step computes; the backward pass recomputes nothing
+    /// (`jax.checkpoint_policies.everything_saveable`; the default, as JAX's scan
+    /// without `jax.checkpoint`).
+    #[default]
+    Everything,
+    /// Store only the carry; the backward pass runs each step's body again
+    /// (`jax.checkpoint_policies.nothing_saveable`, plain `jax.checkpoint`).
+    Nothing,
+    /// Store the results of the body's `dot` and `convolution` instructions (and
+    /// the carry); recompute the rest, the cheap element-wise work, from them
+    /// (`jax.checkpoint_policies.dots_saveable`, alias `checkpoint_dots`).
+    Dots,
+    /// Store the results of the body's `dot` instructions without batch dimensions
+    /// (and the carry); recompute the rest
+    /// (`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`).
+    DotsWithNoBatchDims,
+    /// Store the values tagged by [`Op::checkpoint_name`] with one of these names
+    /// (and the carry); recompute the rest
+    /// (`jax.checkpoint_policies.save_only_these_names`).
+    Names(Vec<String>),
+}
+
+impl CheckpointPolicy {
+    /// [`CheckpointPolicy::Names`] of these names.
+    pub fn names(names: &[&str]) -> Self {
+        CheckpointPolicy::Names(names.iter().map(|n| n.to_string()).collect())
+    }
+}
+
 /// The options of [`Builder::scan_with`], as `lax.scan` takes them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScanOptions {
     /// The number of steps when `xs` has no leaves (else it must equal their
     /// leading axis).
     pub length: Option<i64>,
     /// Walk the slices from the last (the stacked ys keep the slices' order).
     pub reverse: bool,
-    /// Steps per iteration of the compiled loop (1: no unrolling; at least the
-    /// length: no loop at all).
+    /// Steps per iteration of the compiled loop (1 or 0: no unrolling; at least
+    /// the length: no loop at all).
     pub unroll: usize,
-    /// For the gradient: recompute each step's body in the backward pass from the
-    /// stored carry instead of storing every value the body computes (less
-    /// memory: one carry per step; more time: the body runs once more).
-    pub checkpoint: bool,
-}
-
-impl Default for ScanOptions {
-    fn default() -> Self {
-        ScanOptions {
-            length: None,
-            reverse: false,
-            unroll: 1,
-            checkpoint: false,
-        }
-    }
+    /// For the gradient: what each step stores for the backward pass and what it
+    /// recomputes ([`CheckpointPolicy`]; `Everything` by default).
+    pub policy: CheckpointPolicy,
 }
 
 impl ScanOptions {
-    /// No `length`, forwards, no unrolling.
+    /// No `length`, forwards, no unrolling, every value stored.
     pub fn new() -> Self {
         Self::default()
     }
@@ -472,10 +500,22 @@ impl ScanOptions {
         self
     }
 
-    /// Sets `checkpoint`.
-    pub fn checkpoint(mut self, on: bool) -> Self {
-        self.checkpoint = on;
+    /// Sets `policy`.
+    pub fn policy(mut self, p: CheckpointPolicy) -> Self {
+        self.policy = p;
         self
+    }
+
+    /// Shorthand: `true` sets `policy` to [`CheckpointPolicy::Nothing`] (recompute
+    /// each step's body in the backward pass from the stored carry: one carry per
+    /// step in memory, the body runs once more), `false` to
+    /// [`CheckpointPolicy::Everything`].
+    pub fn checkpoint(self, on: bool) -> Self {
+        self.policy(if on {
+            CheckpointPolicy::Nothing
+        } else {
+            CheckpointPolicy::Everything
+        })
     }
 }
 
@@ -582,6 +622,50 @@ impl Builder {
         T: Tree<Op, With<Op> = T>,
     {
         let loc = Location::caller();
+        self.fori_loop_at(lo, hi, init, &CheckpointPolicy::Everything, body, loc)
+    }
+
+    /// [`Builder::fori_loop`] with what its gradient stores per step
+    /// ([`CheckpointPolicy`]), as `jax.checkpoint(body, policy=...)` inside a
+    /// `fori_loop` would choose.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, CheckpointPolicy, Shape};
+    /// let b = Builder::new("fori");
+    /// let w = b.parameter(0, Shape::of::<f32>(&[3, 3]), "w");
+    /// let x = b.parameter(1, Shape::of::<f32>(&[3]), "x");
+    /// let h = b.fori_loop_with(0, 8, x, &CheckpointPolicy::Dots, |_, h| w.matmul(&h).tanh());
+    /// let g = b.grad(&h.reduce_sum(&[0]), &w);
+    /// assert_eq!(g.dims()?, vec![3, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn fori_loop_with<T>(
+        &self,
+        lo: i32,
+        hi: i32,
+        init: T,
+        policy: &CheckpointPolicy,
+        body: impl FnOnce(&Op, T) -> T,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        self.fori_loop_at(lo, hi, init, policy, body, Location::caller())
+    }
+
+    fn fori_loop_at<T>(
+        &self,
+        lo: i32,
+        hi: i32,
+        init: T,
+        policy: &CheckpointPolicy,
+        body: impl FnOnce(&Op, T) -> T,
+        loc: &'static Location<'static>,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
         let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(lo.into()), loc);
         let (i_out, out) = self.while_loop(
             (i0, init),
@@ -608,6 +692,7 @@ impl Builder {
             },
         );
         self.record_trip_count(&i_out, (i64::from(hi) - i64::from(lo)).max(0));
+        self.record_policy(&i_out, policy);
         out
     }
 
@@ -644,6 +729,40 @@ impl Builder {
         T: Tree<Op, With<Op> = T>,
     {
         let loc = Location::caller();
+        let policy = &CheckpointPolicy::Everything;
+        self.while_loop_bounded_at(init, max_steps, policy, cond, body, loc)
+    }
+
+    /// [`Builder::while_loop_bounded`] with what its gradient stores per step
+    /// ([`CheckpointPolicy`]).
+    #[track_caller]
+    pub fn while_loop_bounded_with<T>(
+        &self,
+        init: T,
+        max_steps: i64,
+        policy: &CheckpointPolicy,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
+        let loc = Location::caller();
+        self.while_loop_bounded_at(init, max_steps, policy, cond, body, loc)
+    }
+
+    fn while_loop_bounded_at<T>(
+        &self,
+        init: T,
+        max_steps: i64,
+        policy: &CheckpointPolicy,
+        cond: impl FnOnce(&T) -> Op,
+        body: impl FnOnce(T) -> T,
+        loc: &'static Location<'static>,
+    ) -> T
+    where
+        T: Tree<Op, With<Op> = T>,
+    {
         let k0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
         let (k, out) = self.while_loop(
             (k0, init),
@@ -661,7 +780,19 @@ impl Builder {
             },
         );
         self.record_bound(&k, max_steps.max(0));
+        self.record_policy(&k, policy);
         out
+    }
+
+    /// Notes what the gradient of the while loop that produced `result` stores per
+    /// step (nothing to note for the default, `Everything`).
+    fn record_policy(&self, result: &Op, policy: &CheckpointPolicy) {
+        if !result.is_poisoned() && *policy != CheckpointPolicy::Everything {
+            self.g
+                .borrow_mut()
+                .checkpointed
+                .insert((result.comp, result.v.instr), policy.clone());
+        }
     }
 
     /// Notes the bound of a while loop built by [`Builder::while_loop_bounded`].
@@ -756,7 +887,7 @@ impl Builder {
             length,
             reverse,
             unroll,
-            checkpoint,
+            ref policy,
         } = *options;
         let x_leaves: Vec<Op> = xs.leaves().into_iter().cloned().collect();
         let c_leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
@@ -926,12 +1057,7 @@ impl Builder {
                 },
             );
             self.record_trip_count(&i_out, full / unroll);
-            if checkpoint && !i_out.is_poisoned() {
-                self.g
-                    .borrow_mut()
-                    .checkpointed
-                    .insert((i_out.comp, i_out.v.instr));
-            }
+            self.record_policy(&i_out, policy);
             (c, ys)
         } else {
             (init, ys0)
@@ -958,14 +1084,15 @@ pub(crate) fn vjp_while(n: &Node) -> Grads {
     let OpKind::While { cond, body } = n.kind else {
         return Err("not a while".into());
     };
-    let (trips, checkpoint) = {
+    let (trips, policy) = {
         let g = n.b.g.borrow();
         let trips = g
             .trip_counts
             .get(&n.at)
             .map(|t| Trips::Exactly(*t))
             .or_else(|| g.loop_bounds.get(&n.at).map(|t| Trips::AtMost(*t)));
-        (trips, g.checkpointed.contains(&n.at))
+        let policy = g.checkpointed.get(&n.at).cloned().unwrap_or_default();
+        (trips, policy)
     };
     let Some(trips) = trips else {
         return Err(
@@ -973,7 +1100,7 @@ pub(crate) fn vjp_while(n: &Node) -> Grads {
                 .into(),
         );
     };
-    while_cts(*cond, *body, trips, checkpoint, n, &n.array_cts())
+    while_cts(*cond, *body, trips, &policy, n, &n.array_cts())
         .map(|parts| vec![Some(Ct::Tuple(parts))])
 }
 
@@ -999,7 +1126,7 @@ fn while_cts(
     cond: CompId,
     body: CompId,
     trips: Trips,
-    checkpoint: bool,
+    policy: &CheckpointPolicy,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Result<Vec<Option<Op>>, String> {
@@ -1007,7 +1134,7 @@ fn while_cts(
         Trips::Exactly(t) => (false, t),
         Trips::AtMost(t) => (true, t),
     };
-    use crate::autodiff::{ct_or_zeros, differentiable, inline, local};
+    use crate::autodiff::{ct_or_zeros, differentiable, inline, local, zeros_like};
     let (b, loc) = (n.b, n.loc);
     let init = tuple_elements(&n.operands[0])?;
     if trips <= 0 {
@@ -1021,17 +1148,37 @@ fn while_cts(
             })
             .collect());
     }
-    // Without checkpointing, the body's intermediate values are stored too (when
-    // the body is flat: no loops, branches or calls inside).
-    let stored: Vec<(u32, u32, Shape)> = if checkpoint {
-        Vec::new()
-    } else {
-        stored_values(b, body).unwrap_or_default()
+    let k = init.len();
+    let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
+    let (invariant, write_only) = carry_roles(b, body, k);
+    // The stacked outputs' new values (a dynamic-update-slice of the whole stack):
+    // no rule reads them, and storing one per step would take memory quadratic in
+    // the steps. The backward pass reads the stack's final value in their place.
+    let unstored = written_stacks(b, body, &write_only);
+    // The body's intermediate values the policy keeps are stored too (when the
+    // body is flat: no loops, branches or calls inside); `partial`: some are not,
+    // and the backward loop recomputes them from the carry and the stored ones.
+    let (stored, partial): (Vec<(u32, u32, Shape)>, bool) = match (policy, stored_values(b, body)) {
+        (CheckpointPolicy::Nothing, _) | (_, None) => (Vec::new(), false),
+        (p, Some(all)) => {
+            let read = read_backward(b, body, &shapes);
+            let all: Vec<(u32, u32, Shape)> = all
+                .into_iter()
+                .filter(|(i, _, _)| read[*i as usize] && !unstored.iter().any(|(u, _)| u == i))
+                .collect();
+            if *p == CheckpointPolicy::Everything {
+                (all, false)
+            } else {
+                let keep = saveable(b, body, p);
+                let kept: Vec<_> = all
+                    .into_iter()
+                    .filter(|(i, _, _)| keep[*i as usize])
+                    .collect();
+                (kept, true)
+            }
+        }
     };
     let store = !stored.is_empty();
-    let k = init.len();
-    let (invariant, write_only) = carry_roles(b, body, k);
-    let shapes: Vec<Shape> = init.iter().map(|x| x.shape().expect("an array")).collect();
     let stacked: Vec<usize> = (0..k)
         .filter(|j| !invariant[*j] && !write_only[*j])
         .collect();
@@ -1086,9 +1233,13 @@ fn while_cts(
         }
     };
 
-    // Backward: step t = count - 1 - s.
+    // Backward: step t = count - 1 - s. Only the float elements that depend on a
+    // value differentiated against get cotangents: a constant the loop reads (its
+    // captured xs, say) has none to accumulate step by step.
+    let entering: Vec<bool> = init.iter().map(|x| n.may_be_active(x)).collect();
+    let moving = loop_active(b, body, &entering);
     let float: Vec<usize> = (0..k)
-        .filter(|j| shapes[*j].element_type().is_some_and(differentiable))
+        .filter(|j| moving[*j] && shapes[*j].element_type().is_some_and(differentiable))
         .collect();
     let ct0: Vec<Op> = float
         .iter()
@@ -1120,8 +1271,35 @@ fn while_cts(
         let rows = rows_once(b, body, &write_only);
         (0..k).map(|j| rows[j] && constant_like(&init[j])).collect()
     };
-    let defer_edges: std::collections::HashSet<(u32, usize)> =
-        deferred.iter().map(|d| (d.dot, d.operand)).collect();
+    // Rows of a loop-invariant float element that the body reads one per step at
+    // the counter (a scan's xs): their cotangents are written into a stack at the
+    // same rows, not added into a whole array of the element's size every step.
+    let row_reads: Vec<RowRead> = if store {
+        let available = |v: Value| {
+            partial
+                || stored
+                    .iter()
+                    .any(|(i, r, _)| (*i, *r) == (v.instr, v.result))
+        };
+        sliced_rows(b, body, &invariant, &float, available)
+    } else {
+        Vec::new()
+    };
+    // A row read's start that the backward step cannot get (`sliced_rows` checks
+    // that it can: stored or recomputed) is an error at build time, never a
+    // wrong row.
+    let lost = |bb: &Builder| {
+        let why = "the gradient lost a start index of a row the loop reads";
+        bb.fail(
+            ShapeError::new("while", &[], ShapeErrorKind::Body, why),
+            loc,
+        )
+    };
+    let defer_edges: std::collections::HashSet<(u32, usize)> = deferred
+        .iter()
+        .map(|d| (d.dot, d.operand))
+        .chain(row_reads.iter().map(|r| (r.slice, 0)))
+        .collect();
     let ct_stacks0: Vec<Op> = deferred
         .iter()
         .map(|d| {
@@ -1135,6 +1313,7 @@ fn while_cts(
             )
             .broadcast_to(&dims)
         })
+        .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
         .collect();
     let (bwd_i, ct_in, ct_stacks) = b.while_loop(
         (s32(b, 0), ct0, ct_stacks0),
@@ -1173,22 +1352,35 @@ fn while_cts(
                     }
                 })
                 .collect();
-            let (back, captured) = if store {
+            let (back, captured, vals) = if store {
                 // The step's values, read back from the stacks.
-                let vals: HashMap<(u32, u32), Op> = stored
+                let mut vals: HashMap<(u32, u32), Op> = stored
                     .iter()
                     .enumerate()
                     .map(|(p, (ins, r, shape))| {
                         ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
                     })
                     .collect();
-                backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc)
+                for (ins, j) in &unstored {
+                    vals.insert((*ins, 0), c_t[*j].clone());
+                }
+                if partial {
+                    // The others, computed again from those and the carry.
+                    recompute(&bb, body, &c_t, &mut vals, loc);
+                }
+                let (back, captured) =
+                    backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
+                (back, captured, vals)
             } else {
                 let outs = inline(&bb, body, &c_t);
                 let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
                 let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
                 let ct_refs: Vec<&Op> = ct.iter().collect();
-                (bb.vjp(&outs_f, &ct_refs, &wrt_f), HashMap::new())
+                (
+                    bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                    HashMap::new(),
+                    HashMap::new(),
+                )
             };
             // A stacked output's cotangent stays the final one: each step reads
             // its own row of it, which no later step's write has touched (see
@@ -1221,6 +1413,34 @@ fn while_cts(
                     let refs: Vec<&Op> = starts.iter().collect();
                     write_block(buf, &row, &refs)
                 })
+                .chain(
+                    row_reads
+                        .iter()
+                        .zip(&ct_rows[deferred.len()..])
+                        .map(|(r, buf)| {
+                            // The step's rows, at the step's own start indices.
+                            let starts: Vec<Op> = r
+                                .starts
+                                .iter()
+                                .map(|v| match v {
+                                    Start::Element(e) => c_t[*e].clone(),
+                                    Start::Value(v) => vals
+                                        .get(&(v.instr, v.result))
+                                        .cloned()
+                                        .unwrap_or_else(|| lost(&bb)),
+                                    Start::Constant(kind, shape) => {
+                                        bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                    }
+                                })
+                                .collect();
+                            // (No cotangent reached the read: nothing to write.)
+                            let Some(row) = captured.get(&r.slice) else {
+                                return buf.clone();
+                            };
+                            let refs: Vec<&Op> = starts.iter().collect();
+                            write_block(buf, row, &refs)
+                        }),
+                )
                 .collect();
             (plus_one(s), back, rows)
         },
@@ -1238,6 +1458,14 @@ fn while_cts(
         if !once[*j] {
             out[*j] = Some(c);
         }
+    }
+    // Each row read's cotangents, written row by row: the element's cotangent
+    // from those reads.
+    for (r, rows) in row_reads.iter().zip(&ct_stacks[deferred.len()..]) {
+        out[r.element] = Some(match out[r.element].take() {
+            Some(c) => c.binary(crate::BinaryOp::Add, rows, loc),
+            None => rows.clone(),
+        });
     }
     // Each deferred dot's contribution to its invariant operand: the sum over the
     // steps, as one product of the other operand's stacked rows (from the forward
@@ -1265,6 +1493,128 @@ fn while_cts(
         });
     }
     Ok(out)
+}
+
+/// A start index of a row read ([`RowRead`]) as the backward step gets it.
+#[derive(Clone, Debug)]
+enum Start {
+    /// The carry element entering the step (the counter).
+    Element(usize),
+    /// A value of the body, stored or recomputed.
+    Value(Value),
+    /// A constant, made again.
+    Constant(OpKind, Shape),
+}
+
+/// A dynamic-slice in a loop body that reads one row per step of a loop-invariant
+/// float carry element at the counter: each step reads a row no other step reads.
+#[derive(Clone, Debug)]
+struct RowRead {
+    /// The slice's instruction in the body.
+    slice: u32,
+    /// The carry element it reads.
+    element: usize,
+    /// Its start indices.
+    starts: Vec<Start>,
+}
+
+/// The row reads of a loop body (see [`RowRead`]): dynamic-slices of a float
+/// (`float`), loop-invariant carry element, one row along the first axis (the
+/// whole of the others), whose first start is the loop's counter (an element the
+/// body increments by a constant, `c + counter`, or `c - counter` negated, as a
+/// reversed scan reads), the rest constants; every start the backward step can
+/// get (`available`: stored or recomputed).
+fn sliced_rows(
+    b: &Builder,
+    body: CompId,
+    invariant: &[bool],
+    float: &[usize],
+    available: impl Fn(Value) -> bool,
+) -> Vec<RowRead> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+        return Vec::new();
+    };
+    let ins = |v: Value| &c.instrs[v.instr as usize];
+    let element = |v: Value| match ins(v).kind {
+        OpKind::GetTupleElement { index } if ins(v).operands[0].instr == param => {
+            Some(index as usize)
+        }
+        _ => None,
+    };
+    let constant = |v: Value| matches!(ins(v).kind, OpKind::Constant(_));
+    let root_ops = &ins(root).operands;
+    // An element the body steps by a constant.
+    let counter = |v: Value| -> bool {
+        let Some(e) = element(v) else { return false };
+        let Some(r) = root_ops.get(e) else {
+            return false;
+        };
+        let r = ins(*r);
+        matches!(r.kind, OpKind::Binary(crate::BinaryOp::Add))
+            && ((element(r.operands[0]) == Some(e) && constant(r.operands[1]))
+                || (element(r.operands[1]) == Some(e) && constant(r.operands[0])))
+    };
+    let counted = |v: Value| -> bool {
+        counter(v)
+            || match ins(v).kind {
+                OpKind::Binary(crate::BinaryOp::Add) => {
+                    let o = &ins(v).operands;
+                    (counter(o[0]) && constant(o[1])) || (counter(o[1]) && constant(o[0]))
+                }
+                OpKind::Unary(crate::UnaryOp::Negate) => {
+                    let sub = ins(ins(v).operands[0]);
+                    matches!(sub.kind, OpKind::Binary(crate::BinaryOp::Subtract))
+                        && counter(sub.operands[0])
+                        && constant(sub.operands[1])
+                }
+                _ => false,
+            }
+    };
+    let mut out = Vec::new();
+    for (i, s) in c.instrs.iter().enumerate() {
+        let OpKind::DynamicSlice { sizes } = &s.kind else {
+            continue;
+        };
+        let Some(j) = element(s.operands[0]) else {
+            continue;
+        };
+        if !invariant.get(j).copied().unwrap_or(false) || !float.contains(&j) {
+            continue;
+        }
+        let whole = g.shapes.get(ins(s.operands[0]).shape).dims().to_vec();
+        let one_row = sizes.first() == Some(&1) && sizes[1..] == whole[1..];
+        let Some((first, rest)) = s.operands[1..].split_first() else {
+            continue;
+        };
+        if !one_row || !counted(*first) || !rest.iter().all(|v| constant(*v)) {
+            continue;
+        }
+        let starts: Option<Vec<Start>> = s.operands[1..]
+            .iter()
+            .map(|v| {
+                if let Some(e) = element(*v) {
+                    Some(Start::Element(e))
+                } else if constant(*v) {
+                    Some(Start::Constant(
+                        ins(*v).kind.clone(),
+                        g.shapes.get(ins(*v).shape).clone(),
+                    ))
+                } else {
+                    available(*v).then_some(Start::Value(*v))
+                }
+            })
+            .collect();
+        if let Some(starts) = starts {
+            out.push(RowRead {
+                slice: i as u32,
+                element: j,
+                starts,
+            });
+        }
+    }
+    out
 }
 
 /// Where the rows of a deferred dot's other operand come from: the forward loop's
@@ -1367,6 +1717,227 @@ fn deferrable_dots(
         }
     }
     out
+}
+
+/// The dynamic-update-slices that give the new value of a write-only carry element
+/// (see [`carry_roles`]) and that nothing but the body's result reads: per such
+/// instruction, the element.
+fn written_stacks(b: &Builder, body: CompId, write_only: &[bool]) -> Vec<(u32, usize)> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let Some(root) = c.root else {
+        return Vec::new();
+    };
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return Vec::new();
+    }
+    let mut uses = vec![0usize; c.instrs.len()];
+    for ins in &c.instrs {
+        for v in &ins.operands {
+            uses[v.instr as usize] += 1;
+        }
+    }
+    root_ins
+        .operands
+        .iter()
+        .enumerate()
+        .filter(|(j, r)| {
+            write_only.get(*j).copied().unwrap_or(false)
+                && r.result == 0
+                && matches!(c.instrs[r.instr as usize].kind, OpKind::DynamicUpdateSlice)
+                && uses[r.instr as usize] == 1
+        })
+        .map(|(j, r)| (r.instr, j))
+        .collect()
+}
+
+/// Per element of a loop's carry: whether it may depend on a value differentiated
+/// against, given which elements do when the loop starts (`entering`): those, and
+/// every element the body computes from one that does, until nothing changes.
+fn loop_active(b: &Builder, body: CompId, entering: &[bool]) -> Vec<bool> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let mut on = entering.to_vec();
+    let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+        return vec![true; entering.len()];
+    };
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return vec![true; entering.len()];
+    }
+    loop {
+        let mut active = vec![false; c.instrs.len()];
+        for (i, ins) in c.instrs.iter().enumerate() {
+            active[i] = match ins.kind {
+                OpKind::GetTupleElement { index } if ins.operands[0].instr == param => {
+                    on.get(index as usize).copied().unwrap_or(true)
+                }
+                // (A parameter read any other way, or a nested computation's
+                // captures: counted as active.)
+                OpKind::Parameter { .. } => true,
+                _ => ins.operands.iter().any(|v| active[v.instr as usize]),
+            };
+        }
+        let mut changed = false;
+        for (j, v) in root_ins.operands.iter().enumerate() {
+            if j < on.len() && !on[j] && active[v.instr as usize] {
+                on[j] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return on;
+        }
+    }
+}
+
+/// Per instruction of a flat loop body: whether the backward pass of one step
+/// reads its values, so that they are worth storing. The backward pass walks the
+/// instructions that depend on a float element of the carry (`shapes`) and lead to
+/// one of the body's float results (as `backprop_deferring` does), and reads their
+/// operands and results; the rest (dead values, the index arithmetic of other
+/// results) it never reads.
+fn read_backward(b: &Builder, body: CompId, shapes: &[Shape]) -> Vec<bool> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let n = c.instrs.len();
+    let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+        return vec![true; n];
+    };
+    let float = |j: usize| {
+        shapes
+            .get(j)
+            .and_then(|s| s.element_type())
+            .is_some_and(crate::autodiff::differentiable)
+    };
+    let stopped = |i: usize| g.stopped.contains(&(body, Value::of(i as u32)));
+    let mut active = vec![false; n];
+    for (i, ins) in c.instrs.iter().enumerate() {
+        active[i] = match ins.kind {
+            OpKind::GetTupleElement { index } if ins.operands[0].instr == param => {
+                float(index as usize)
+            }
+            _ => ins.operands.iter().any(|v| active[v.instr as usize]),
+        } && !stopped(i);
+    }
+    let mut needed = vec![false; n];
+    let root_ins = &c.instrs[root.instr as usize];
+    if matches!(root_ins.kind, OpKind::Tuple) {
+        for (j, v) in root_ins.operands.iter().enumerate() {
+            if float(j) {
+                needed[v.instr as usize] = true;
+            }
+        }
+    } else {
+        needed[root.instr as usize] = true;
+    }
+    let mut read = vec![false; n];
+    for i in (0..n).rev() {
+        if needed[i] && active[i] && i != root.instr as usize {
+            read[i] = true;
+            for v in &c.instrs[i].operands {
+                needed[v.instr as usize] = true;
+                read[v.instr as usize] = true;
+            }
+        }
+    }
+    read
+}
+
+/// Per instruction of a loop body: whether `policy` stores its values (a
+/// partial policy: `Dots`, `DotsWithNoBatchDims`, `Names`).
+fn saveable(b: &Builder, body: CompId, policy: &CheckpointPolicy) -> Vec<bool> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    c.instrs
+        .iter()
+        .enumerate()
+        .map(|(i, ins)| match policy {
+            CheckpointPolicy::Everything => true,
+            CheckpointPolicy::Nothing => false,
+            CheckpointPolicy::Dots => {
+                matches!(ins.kind, OpKind::Dot(_) | OpKind::Convolution(_))
+            }
+            CheckpointPolicy::DotsWithNoBatchDims => match &ins.kind {
+                OpKind::Dot(a) => a.dims.lhs_batch.is_empty() && a.dims.rhs_batch.is_empty(),
+                _ => false,
+            },
+            CheckpointPolicy::Names(names) => g
+                .checkpoint_names
+                .get(&(body, Value::of(i as u32)))
+                .is_some_and(|n| names.contains(n)),
+        })
+        .collect()
+}
+
+/// Computes again, in `bb`'s computation, every value of the flat loop body `body`
+/// that `vals` lacks, in order: from the step's carry (`carry`, for the elements of
+/// its tuple parameter) and the values in `vals` (stored ones), which it extends.
+fn recompute(
+    bb: &Builder,
+    body: CompId,
+    carry: &[Op],
+    vals: &mut HashMap<(u32, u32), Op>,
+    loc: &'static Location<'static>,
+) {
+    type Copied = (OpKind, Vec<Value>, Shape, usize);
+    let (instrs, param, root): (Vec<Copied>, u32, u32) = {
+        let g = bb.g.borrow();
+        let c = g.comp(body);
+        let instrs = c
+            .instrs
+            .iter()
+            .map(|i| {
+                let shape = g.shapes.get(i.shape).clone();
+                let n = match (&shape, i.kind.multi_result(i.operands.len())) {
+                    (Shape::Tuple(e), true) => e.len(),
+                    _ => 1,
+                };
+                (i.kind.clone(), i.operands.to_vec(), shape, n)
+            })
+            .collect();
+        let (Some(Some(param)), Some(root)) = (c.params.first().copied(), c.root) else {
+            return;
+        };
+        (instrs, param, root.instr)
+    };
+    for (i, (kind, operands, shape, results)) in instrs.into_iter().enumerate() {
+        let i = i as u32;
+        if i == param || i == root || vals.contains_key(&(i, 0)) {
+            continue;
+        }
+        let out = match kind {
+            OpKind::GetTupleElement { index } if operands[0].instr == param => {
+                carry[index as usize].clone()
+            }
+            _ => {
+                let ops: Option<Vec<Op>> = operands
+                    .iter()
+                    .map(|v| vals.get(&(v.instr, v.result)).cloned())
+                    .collect();
+                // (A flat body's operands come first; a gap leaves the value to the
+                // tape's fallback, as before.)
+                let Some(ops) = ops else { continue };
+                let refs: Vec<&Op> = ops.iter().collect();
+                bb.emit(kind, &refs, Some(shape), loc)
+            }
+        };
+        for r in 0..results as u32 {
+            let v = if r == 0 {
+                out.clone()
+            } else {
+                bb.op(
+                    out.comp,
+                    Value {
+                        instr: out.v.instr,
+                        result: r,
+                    },
+                )
+            };
+            vals.insert((i, r), v);
+        }
+    }
 }
 
 /// The values of a loop body worth storing per step for the backward pass: every

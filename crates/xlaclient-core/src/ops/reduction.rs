@@ -940,6 +940,7 @@ fn jvp_product(n: &crate::forward::JvpNode, axes: &[i64]) -> crate::forward::Tan
         wanted: &wanted,
         at: n.at,
         cts: &ones,
+        active: &[],
     };
     let partials = match crate::ops::table::vjp(&node)?.into_iter().next().flatten() {
         Some(crate::autodiff::Ct::Array(p)) => p,
