@@ -916,6 +916,24 @@ impl Builder {
     }
 }
 
+/// The operands of a reduce-like op (`n` inputs, then `n` initial values): the
+/// inputs batched at 0, the initial values as they are (an initial value that
+/// differs per example has no rule, as in JAX).
+pub(crate) fn inputs_then_inits(n: &BatchNode) -> Result<Vec<Op>, String> {
+    let m = n.operands.len() / 2;
+    if n.operands[m..].iter().any(|v| v.is_batched()) {
+        return Err("an initial value that differs per example".into());
+    }
+    let mut ops = Vec::with_capacity(n.operands.len());
+    for k in 0..m {
+        ops.push(n.front(k)?);
+    }
+    for k in m..n.operands.len() {
+        ops.push(n.operands[k].array()?.0.clone());
+    }
+    Ok(ops)
+}
+
 /// [`BatchNode::emit_front`] as a function (for rules that build their operands).
 pub(crate) fn emit_front_ops(n: &BatchNode, kind: OpKind, ops: &[Op]) -> Batched {
     n.emit_front(kind, ops)

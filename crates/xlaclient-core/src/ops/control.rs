@@ -2762,6 +2762,33 @@ pub(crate) fn batch_conditional(n: &BatchNode) -> Batched {
     Ok(result)
 }
 
+/// In a new body: the tuple of the copied body's results `outs` and the tangents
+/// of those at `which` (zeros where none), pushed forward from `seeds` through the
+/// instructions from `start` on; a failed op on error.
+fn with_tangents(
+    bb: &Builder,
+    seeds: &[(Value, Ct)],
+    outs: &[Op],
+    which: &[usize],
+    start: usize,
+    loc: &'static Location<'static>,
+) -> Op {
+    let roots: Vec<Value> = which.iter().map(|j| outs[*j].v).collect();
+    let t = match crate::forward::push_forward(bb, bb.comp, seeds, &roots, start) {
+        Ok(t) => t,
+        Err(f) => return f,
+    };
+    let mut all = outs.to_vec();
+    for (i, j) in which.iter().enumerate() {
+        all.push(match &t[i] {
+            Some(Ct::Array(a)) => a.clone(),
+            _ => crate::autodiff::zeros_like(&outs[*j], loc),
+        });
+    }
+    let refs: Vec<&Op> = all.iter().collect();
+    bb.tuple(&refs)
+}
+
 /// The tangent rule of a while loop: a loop carrying the tangents of the float
 /// carry elements that depend on the values differentiated (after any number of
 /// steps) next to the primal carry; its primal results serve the original loop's
@@ -2853,20 +2880,7 @@ pub(crate) fn jvp_while(n: &JvpNode) -> Tangents {
                     .zip(&tin)
                     .map(|(j, t)| (elems[*j].v, Ct::Array(t.clone())))
                     .collect();
-                let roots: Vec<Value> = act.iter().map(|j| outs[*j].v).collect();
-                let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &roots, start) {
-                    Ok(t) => t,
-                    Err(f) => return vec![f],
-                };
-                let mut all = outs.clone();
-                for (i, j) in act.iter().enumerate() {
-                    all.push(match &t[i] {
-                        Some(Ct::Array(a)) => a.clone(),
-                        _ => crate::autodiff::zeros_like(&outs[*j], loc),
-                    });
-                }
-                let refs: Vec<&Op> = all.iter().collect();
-                vec![bb.tuple(&refs)]
+                vec![with_tangents(bb, &seeds, &outs, &act, start, loc)]
             },
         )
         .map_err(fail)?;
@@ -2993,20 +3007,7 @@ pub(crate) fn jvp_conditional(n: &JvpNode) -> Tangents {
                     } else {
                         Vec::new()
                     };
-                    let rts: Vec<Value> = fl.iter().map(|j| outs[*j].v).collect();
-                    let t = match crate::forward::push_forward(bb, bb.comp, &seeds, &rts, start) {
-                        Ok(t) => t,
-                        Err(f) => return vec![f],
-                    };
-                    let mut all = outs.clone();
-                    for (i, j) in fl.iter().enumerate() {
-                        all.push(match &t[i] {
-                            Some(Ct::Array(a)) => a.clone(),
-                            _ => crate::autodiff::zeros_like(&outs[*j], loc),
-                        });
-                    }
-                    let refs: Vec<&Op> = all.iter().collect();
-                    vec![bb.tuple(&refs)]
+                    vec![with_tangents(bb, &seeds, &outs, &fl, start, loc)]
                 },
             )
             .map_err(fail)?;

@@ -857,17 +857,7 @@ pub(crate) fn batch_reduce(n: &crate::batching::BatchNode) -> crate::batching::B
     let OpKind::Reduce { axes, body } = n.kind else {
         return Err("not a reduce".into());
     };
-    let m = n.operands.len() / 2;
-    if n.operands[m..].iter().any(|v| v.is_batched()) {
-        return Err("an initial value that differs per example".into());
-    }
-    let mut ops = Vec::with_capacity(n.operands.len());
-    for k in 0..m {
-        ops.push(n.front(k)?);
-    }
-    for k in m..n.operands.len() {
-        ops.push(n.operands[k].array()?.0.clone());
-    }
+    let ops = crate::batching::inputs_then_inits(n)?;
     crate::batching::emit_front_ops(
         n,
         OpKind::Reduce {
