@@ -86,6 +86,7 @@ pub use ops::indexing::{GatherDims, ScatterDims, TakeMode};
 pub use ops::linalg::{
     ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };
+pub use ops::arrays::NormOrd;
 pub use ops::numpy::PadMode;
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
