@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Records JAX 0.10.2's answers for the numpy array functions of issue 24
+(tests/ops_parity.rs compares the crate's against them, on both CPU plugins).
+
+    JAX_VENV=/work/main/target/jax-venv; $JAX_VENV/bin/python bench/record_parity_jax.py
+
+Writes tests/data/parity_jax.json: {"cases": [{name, op, args, inputs, outputs}]}
+where each array is {dtype, shape, data} (data flattened row-major; floats as
+numbers with 9 significant digits, or the strings "nan", "inf", "-inf"; bool as
+0/1). `op` and `args` say which function and static arguments the case calls; the
+Rust side maps them to its method. Edge cases: NaN, infinities, ties, -0/+0,
+negative and out-of-range indices and shifts, empty arrays, integer promotion.
+CPU backend, 64-bit types off (float32/int32, as the crate's tests).
+"""
+import json
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_platforms", "cpu")
+assert jax.__version__ == "0.10.2", jax.__version__
+
+
+def enc(a):
+    a = np.asarray(a)
+    if a.dtype == np.bool_:
+        data = [int(v) for v in a.ravel()]
+    elif np.issubdtype(a.dtype, np.integer):
+        data = [int(v) for v in a.ravel()]
+    else:
+        data = []
+        for v in a.ravel().astype(np.float64):
+            if math.isnan(v):
+                data.append("nan")
+            elif math.isinf(v):
+                data.append("inf" if v > 0 else "-inf")
+            else:
+                data.append(float(f"{v:.9g}"))
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "data": data}
+
+
+cases = []
+
+
+def case(name, op, fn, inputs, **args):
+    ins = [jnp.asarray(x) for x in inputs]
+    out = fn(*ins)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    cases.append({"name": name, "op": op, "args": args,
+                  "inputs": [enc(x) for x in ins], "outputs": [enc(o) for o in outs]})
+
+
+f32 = np.float32
+i32 = np.int32
+nan, inf = np.nan, np.inf
+x23 = np.array([[1.5, -2, 3], [4, 0, -6]], f32)
+x34 = np.arange(12, dtype=f32).reshape(3, 4) * f32(0.5) - 2
+
+# repeat
+case("repeat_scalar_axis0", "repeat", lambda x: jnp.repeat(x, 2, axis=0), [x23], repeats=[2], axis=0)
+case("repeat_per_element_axis1", "repeat", lambda x: jnp.repeat(x, np.array([1, 0, 3]), axis=1,
+                                                                  total_repeat_length=4), [x23], repeats=[1, 0, 3], axis=1)
+case("repeat_flat", "repeat", lambda x: jnp.repeat(x, 2), [x23], repeats=[2], axis=None)
+case("repeat_int_zero", "repeat", lambda x: jnp.repeat(x, 0, axis=0), [np.array([[1, 2, 3]], i32)], repeats=[0], axis=0)
+case("repeat_neg_axis", "repeat", lambda x: jnp.repeat(x, np.array([2, 1]), axis=-2, total_repeat_length=3),
+     [x23], repeats=[2, 1], axis=-2)
+# tile
+case("tile_2d", "tile", lambda x: jnp.tile(x, (2, 1, 2)), [x23], reps=[2, 1, 2])
+case("tile_short_reps", "tile", lambda x: jnp.tile(x, 3), [x23], reps=[3])
+case("tile_int_zero", "tile", lambda x: jnp.tile(x, (0, 2)), [np.array([1, 2], i32)], reps=[0, 2])
+# roll
+case("roll_axis1_neg", "roll", lambda x: jnp.roll(x, -7, axis=1), [x34], shift=-7, axis=1)
+case("roll_flat", "roll", lambda x: jnp.roll(x, 5), [x34], shift=5, axis=None)
+case("roll_int_big", "roll", lambda x: jnp.roll(x, 13, axis=0), [np.arange(5, dtype=i32)], shift=13, axis=0)
+case("roll_empty", "roll", lambda x: jnp.roll(x, 2, axis=0), [np.zeros((0, 2), f32)], shift=2, axis=0)
+# norm
+v = np.array([3, -4, 0, 1.5, -0.5], f32)
+for ordname, o in [("default", None), ("p1", 1), ("p2", 2), ("inf", inf), ("neginf", -inf), ("p3", 3), ("p0", 0), ("p05", 0.5)]:
+    case(f"norm_vec_{ordname}", "norm", lambda x, o=o: jnp.linalg.norm(x, ord=o), [v], ord=ordname, axes=None, keepdims=False)
+case("norm_whole_3d", "norm", lambda x: jnp.linalg.norm(x), [x34.reshape(3, 2, 2)], ord="default", axes=None, keepdims=False)
+case("norm_axis1_keep", "norm", lambda x: jnp.linalg.norm(x, axis=1, keepdims=True), [x34], ord="default", axes=[1], keepdims=True)
+case("norm_axis0_p1", "norm", lambda x: jnp.linalg.norm(x, ord=1, axis=0), [x34], ord="p1", axes=[0], keepdims=False)
+for ordname, o in [("fro", "fro"), ("p1", 1), ("pm1", -1), ("inf", inf), ("neginf", -inf)]:
+    case(f"norm_mat_{ordname}", "norm", lambda x, o=o: jnp.linalg.norm(x, ord=o), [x34], ord=ordname, axes=None, keepdims=False)
+case("norm_mat_axes_10_keep", "norm", lambda x: jnp.linalg.norm(x, ord=1, axis=(1, 0), keepdims=True), [x34],
+     ord="p1", axes=[1, 0], keepdims=True)
+case("norm_int", "norm", lambda x: jnp.linalg.norm(x), [np.array([3, 4], i32)], ord="default", axes=None, keepdims=False)
+case("norm_nan", "norm", lambda x: jnp.linalg.norm(x, ord=inf), [np.array([1, nan, -3], f32)], ord="inf", axes=None, keepdims=False)
+# var / std
+case("var_ddof0", "var", lambda x: jnp.var(x, axis=0), [x34], axes=[0], ddof=0, keepdims=False)
+case("var_ddof1_keep", "var", lambda x: jnp.var(x, axis=1, ddof=1, keepdims=True), [x34], axes=[1], ddof=1, keepdims=True)
+case("var_all_int", "var", lambda x: jnp.var(x, axis=(0, 1)), [np.array([[1, 2], [3, 7]], i32)], axes=[0, 1], ddof=0, keepdims=False)
+case("var_ddof_n", "var", lambda x: jnp.var(x, axis=0, ddof=3), [x34], axes=[0], ddof=3, keepdims=False)
+case("std_ddof1", "std", lambda x: jnp.std(x, axis=(0, 1), ddof=1), [x34], axes=[0, 1], ddof=1, keepdims=False)
+# cumulative
+c = np.array([[1, -2, nan, 4], [0.5, 3, -1, 2]], f32)
+case("cumsum_axis1", "cumsum", lambda x: jnp.cumsum(x, axis=1), [x34], axis=1, reverse=False)
+case("cumsum_axis0_reverse", "cumsum", lambda x: jax.lax.cumsum(x, axis=0, reverse=True), [x34], axis=0, reverse=True)
+case("cumsum_bool", "cumsum", lambda x: jnp.cumsum(x, axis=0), [np.array([True, False, True, True])], axis=0, reverse=False)
+case("cumsum_int8", "cumsum", lambda x: jnp.cumsum(x, axis=0), [np.array([100, 100, -7, 120], np.int8)], axis=0, reverse=False)
+case("cumsum_nan", "cumsum", lambda x: jnp.cumsum(x, axis=1), [c], axis=1, reverse=False)
+case("cumprod_axis1", "cumprod", lambda x: jnp.cumprod(x, axis=1), [x34], axis=1, reverse=False)
+case("cumprod_reverse", "cumprod", lambda x: jax.lax.cumprod(x, axis=1, reverse=True), [c], axis=1, reverse=True)
+case("cummax_nan", "cummax", lambda x: jax.lax.cummax(x, axis=1), [c], axis=1, reverse=False)
+case("cummax_int", "cummax", lambda x: jax.lax.cummax(x, axis=0), [np.array([3, 1, 4, 1, 5, 9, 2, 6], i32)], axis=0, reverse=False)
+case("cummin_reverse", "cummin", lambda x: jax.lax.cummin(x, axis=0, reverse=True), [x34], axis=0, reverse=True)
+case("cumsum_long", "cumsum", lambda x: jnp.cumsum(x), [np.linspace(-1, 1, 37, dtype=f32)], axis=0, reverse=False)
+# eye / tril / triu / diag
+case("eye_3_4_k1", "eye", lambda: jnp.eye(3, 4, k=1), [], n=3, m=4, k=1, dtype="f32")
+case("eye_3_3_km2_int", "eye", lambda: jnp.eye(3, 3, k=-2, dtype=jnp.int32), [], n=3, m=3, k=-2, dtype="s32")
+x234 = np.arange(24, dtype=f32).reshape(2, 3, 4) + 1
+case("tril_km1", "tril", lambda x: jnp.tril(x, k=-1), [x234], k=-1)
+case("tril_k0", "tril", lambda x: jnp.tril(x), [x34], k=0)
+case("triu_k1", "triu", lambda x: jnp.triu(x, k=1), [x234], k=1)
+case("triu_nan", "triu", lambda x: jnp.triu(x, k=0), [np.array([[1, nan], [nan, 2]], f32)], k=0)
+for k in [0, 1, -2, 5]:
+    case(f"diag_extract_k{k}".replace("-", "m"), "diag", lambda x, k=k: jnp.diag(x, k=k), [x34], k=k)
+for k in [0, 2, -1]:
+    case(f"diag_build_k{k}".replace("-", "m"), "diag", lambda x, k=k: jnp.diag(x, k=k), [np.array([1, -2, 3], f32)], k=k)
+# linspace
+for name, a, b, n, ep, dt in [("basic", 0, 1, 5, True, "f32"), ("noend", 0, 1, 5, False, "f32"), ("one", 2, 3, 1, True, "f32"),
+                               ("zero", 2, 3, 0, True, "f32"), ("int", 0, 10, 4, True, "s32"), ("neg", 3, -2.5, 7, True, "f32"),
+                               ("third", 0, 1, 4, True, "f32")]:
+    dtype = jnp.int32 if dt == "s32" else jnp.float32
+    case(f"linspace_{name}", "linspace", lambda a=a, b=b, n=n, ep=ep, dtype=dtype: jnp.linspace(a, b, n, endpoint=ep, dtype=dtype),
+         [], start=a, stop=b, num=n, endpoint=ep, dtype=dt)
+# isnan / isinf / nan_to_num
+sp = np.array([nan, inf, -inf, 0, -0.0, 1, -1e30], f32)
+case("isnan", "isnan", jnp.isnan, [sp])
+case("isinf", "isinf", jnp.isinf, [sp])
+case("isnan_int", "isnan", jnp.isnan, [np.array([1, 2], i32)])
+case("nan_to_num_default", "nan_to_num", jnp.nan_to_num, [sp], nan=0.0, posinf=None, neginf=None)
+case("nan_to_num_given", "nan_to_num", lambda x: jnp.nan_to_num(x, nan=-1.0, posinf=9.0, neginf=-9.0), [sp], nan=-1.0, posinf=9.0, neginf=-9.0)
+# floor division and modulo
+xi = np.array([-7, 7, -7, 7, 0, 6, -6, 5, -5, 2147483647, -2147483648], i32)
+yi = np.array([2, 2, -2, -2, 3, -3, 3, 0, 0, -1, 3], i32)
+case("divmod_int", "divmod", jnp.divmod, [xi, yi])
+case("floor_divide_int", "floor_divide", jnp.floor_divide, [xi, yi])
+case("remainder_int", "remainder", jnp.remainder, [xi, yi])
+xf = np.array([-7.5, 7.5, -7.5, 7.5, 0, -0.0, 6, 5, inf, nan, 1e-30, -3, 3], f32)
+yf = np.array([2, 2, -2, -2, 3, 3, -3, 0, 2, 2, -1, inf, -inf], f32)
+case("divmod_float", "divmod", jnp.divmod, [xf, yf])
+case("floor_divide_float", "floor_divide", jnp.floor_divide, [xf, yf])
+case("remainder_float", "remainder", jnp.remainder, [xf, yf])
+xu = np.array([7, 0, 9, 4294967295], np.uint32)
+yu = np.array([2, 3, 0, 10], np.uint32)
+case("divmod_uint", "divmod", jnp.divmod, [xu, yu])
+# count_nonzero / isin / array_equal
+cz = np.array([[0, 1, -0.0, nan], [2, 0, 0, 3]], f32)
+case("count_nonzero_axis1", "count_nonzero", lambda x: jnp.count_nonzero(x, axis=1), [cz], axes=[1], keepdims=False)
+case("count_nonzero_all_keep", "count_nonzero", lambda x: jnp.count_nonzero(x, axis=(0, 1), keepdims=True), [cz], axes=[0, 1], keepdims=True)
+case("isin_int", "isin", jnp.isin, [np.array([[1, 2, 3], [4, 5, 2]], i32), np.array([2, 2, 5, 9], i32)])
+case("isin_nan", "isin", jnp.isin, [np.array([1, nan, 3], f32), np.array([nan, 3], f32)])
+case("isin_empty", "isin", jnp.isin, [np.array([1, 2], i32), np.zeros((0,), i32)])
+case("array_equal_yes", "array_equal", jnp.array_equal, [x23, x23.copy()], equal_nan=False)
+case("array_equal_no", "array_equal", jnp.array_equal, [x23, x23 + np.array([0, 0, 1e-6], f32)], equal_nan=False)
+an = np.array([1, nan, 3], f32)
+case("array_equal_nan", "array_equal", jnp.array_equal, [an, an.copy()], equal_nan=False)
+case("array_equal_nan_equal", "array_equal", lambda a, b: jnp.array_equal(a, b, equal_nan=True), [an, an.copy()], equal_nan=True)
+case("array_equal_shapes", "array_equal", jnp.array_equal, [x23, x23.reshape(3, 2)], equal_nan=False)
+case("array_equal_empty", "array_equal", jnp.array_equal, [np.zeros((0, 2), f32), np.zeros((0, 2), f32)], equal_nan=False)
+# argsort
+s = np.array([3, 1, nan, -0.0, 0.0, 1, -inf, 2, 1, inf], f32)
+case("argsort", "argsort", lambda x: jnp.argsort(x), [s], axis=-1, descending=False)
+case("argsort_desc", "argsort", lambda x: jnp.argsort(x, descending=True), [s], axis=-1, descending=True)
+case("argsort_int_axis0", "argsort", lambda x: jnp.argsort(x, axis=0), [np.array([[3, 1], [1, 1], [2, 0]], i32)], axis=0, descending=False)
+case("argsort_int_desc", "argsort", lambda x: jnp.argsort(x, axis=0, descending=True),
+     [np.array([[3, 1], [1, 1], [2, 0], [3, 1]], i32)], axis=0, descending=True)
+# logaddexp / log_sigmoid
+la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
+lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)
+case("logaddexp", "logaddexp", jnp.logaddexp, [la, lb])
+case("log_sigmoid", "log_sigmoid", jax.nn.log_sigmoid, [np.array([0, 1, -1, 30, -30, 100, -100, inf, -inf, nan], f32)])
+# outer / vdot
+case("outer", "outer", jnp.outer, [x23, np.array([1, -1, 2], f32)])
+case("vdot", "vdot", jnp.vdot, [x23, x23.reshape(3, 2) * 2])
+case("vdot_int", "vdot", jnp.vdot, [np.array([1, 2, 3], i32), np.array([4, -5, 6], i32)])
+# unravel_index
+case("unravel_index", "unravel_index", lambda i: jnp.unravel_index(i, (2, 3, 4)),
+     [np.array([0, 5, 23, -1, -24, 24, 100, -25, -100], i32)], shape=[2, 3, 4])
+# any / all
+case("any_axis1", "any", lambda x: jnp.any(x, axis=1), [cz], axes=[1], keepdims=False)
+case("all_axis0_keep", "all", lambda x: jnp.all(x, axis=0, keepdims=True), [cz], axes=[0], keepdims=True)
+case("any_empty", "any", lambda x: jnp.any(x, axis=0), [np.zeros((0, 3), f32)], axes=[0], keepdims=False)
+case("all_empty", "all", lambda x: jnp.all(x, axis=0), [np.zeros((0, 3), f32)], axes=[0], keepdims=False)
+
+out = {
+    "jax_version": jax.__version__,
+    "script": "bench/record_parity_jax.py",
+    "backend": "cpu",
+    "x64": False,
+    "cases": cases,
+}
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "parity_jax.json")
+with open(path, "w") as f:
+    json.dump(out, f, indent=1)
+print(f"wrote {len(cases)} cases to {os.path.normpath(path)}")
