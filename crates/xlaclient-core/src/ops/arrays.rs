@@ -469,7 +469,8 @@ impl Op {
         };
         let ai = a as i64;
         if reverse {
-            x = x.at(loc).reverse(&[ai]);
+            let r = x.at(loc).reverse(&[ai]);
+            x = r;
         }
         let identity = match op {
             BinaryOp::Add => Scalar::Int(0),
@@ -490,7 +491,8 @@ impl Op {
             k *= 2;
         }
         if reverse {
-            x = x.at(loc).reverse(&[ai]);
+            let r = x.at(loc).reverse(&[ai]);
+            x = r;
         }
         x
     }
@@ -712,8 +714,8 @@ impl Op {
 
     /// `jnp.remainder(x, y)` (`x % y` in numpy): the modulo with the sign of the
     /// divisor (`-7 % 3 = 2`, `7 % -3 = -2`), for integers and floats; [`rem`](Self::rem)
-    /// is C's `fmod` (the sign of the dividend). An integer divided by 0 gives
-    /// XLA's answer, as in JAX.
+    /// is C's `fmod` (the sign of the dividend). An integer remainder by 0 is 0,
+    /// as in JAX.
     ///
     /// ```
     /// use xlaclient_core::{Builder, Shape};
@@ -733,11 +735,23 @@ impl Op {
             Ok(t) => t,
             Err(_) => return m,
         };
+        let b = self.builder();
+        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        // As JAX: an integer divisor of 0 counts as 1 (so the remainder is 0).
+        let (y, m) = if ty.is_integer() {
+            let one = b.scalar_of(ty, Scalar::Int(1), loc);
+            let y = b
+                .at(loc)
+                .select(&y.at(loc).compare(&zero, Comparison::Eq), &one, y);
+            let m = self.binary(BinaryOp::Remainder, &y, loc);
+            (y, m)
+        } else {
+            (y.clone(), m)
+        };
         if ty.is_unsigned_int() {
             return m;
         }
-        let b = self.builder();
-        let zero = b.scalar_of(ty, Scalar::Int(0), loc);
+        let y = &y;
         let m_neg = m.at(loc).compare(&zero, Comparison::Lt);
         let y_neg = y.at(loc).compare(&zero, Comparison::Lt);
         let differ = m_neg.at(loc).compare(&y_neg, Comparison::Ne);
@@ -771,7 +785,7 @@ impl Op {
         let zero = b.scalar_of(ty, Scalar::Int(0), loc);
         let one = b.scalar_of(ty, Scalar::Int(1), loc);
         if ty.is_unsigned_int() {
-            return (self.binary(BinaryOp::Divide, y, loc), trunc);
+            return (self.binary(BinaryOp::Divide, y, loc), self.at(loc).remainder(y));
         }
         if ty.is_float() {
             // JAX's _float_divmod: the remainder's sign fixed to the divisor's, the
@@ -783,9 +797,13 @@ impl Op {
                 .compare(&zero, Comparison::Ne)
                 .at(loc)
                 .and(&sy.at(loc).compare(&sm, Comparison::Ne));
-            let div = self
-                .binary(BinaryOp::Subtract, &trunc, loc)
-                .binary(BinaryOp::Divide, y, loc);
+            // A divisor of 0 divides x itself (±∞ or NaN, as JAX).
+            let corrected = b.at(loc).select(
+                &y.at(loc).compare(&zero, Comparison::Eq),
+                self,
+                &self.binary(BinaryOp::Subtract, &trunc, loc),
+            );
+            let div = corrected.binary(BinaryOp::Divide, y, loc);
             let m = b
                 .at(loc)
                 .select(&fix, &trunc.binary(BinaryOp::Add, y, loc), &trunc);
@@ -957,7 +975,8 @@ impl Op {
         let mut eq = self.at(loc).compare(other, Comparison::Eq);
         if equal_nan {
             let both = self.at(loc).isnan().at(loc).and(&other.at(loc).isnan());
-            eq = eq.at(loc).or(&both);
+            let e = eq.at(loc).or(&both);
+            eq = e;
         }
         let all: Vec<i64> = (0..s.rank() as i64).collect();
         eq.at(loc).amin(&all, false)

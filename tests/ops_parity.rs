@@ -1,0 +1,305 @@
+//! The numpy array functions of issue 24 against JAX 0.10.2: every case of
+//! `tests/data/parity_jax.json` (recorded by `bench/record_parity_jax.py`: NaN,
+//! infinities, ties, -0/+0, negative and out-of-range indices and shifts, empty
+//! arrays, integer promotion) built with the crate's method, run on the CPU plugin,
+//! and compared element by element (integers and booleans exactly, floats to a few
+//! ulps, NaN to NaN), with the result's dtype and shape. Gradients of the float
+//! functions against central differences in f64; bad arguments are errors that
+//! name the op and this file's line.
+
+mod common;
+#[path = "common/fd.rs"]
+mod fd;
+
+use common::*;
+use serde_json::Value as Json;
+use xlaclient::{Buffer, Builder, ElementType, NormOrd, Op, Shape};
+
+fn cases() -> Vec<Json> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/parity_jax.json"
+    ))
+    .expect("tests/data/parity_jax.json");
+    let j: Json = serde_json::from_str(&text).expect("json");
+    assert_eq!(j["jax_version"], "0.10.2");
+    j["cases"].as_array().expect("cases").clone()
+}
+
+fn ty_of(dtype: &str) -> ElementType {
+    match dtype {
+        "float32" => ElementType::F32,
+        "int32" => ElementType::S32,
+        "int8" => ElementType::S8,
+        "uint32" => ElementType::U32,
+        "bool" => ElementType::Pred,
+        d => panic!("dtype {d} not handled"),
+    }
+}
+
+fn num(v: &Json) -> f64 {
+    match v {
+        Json::String(s) if s == "nan" => f64::NAN,
+        Json::String(s) if s == "inf" => f64::INFINITY,
+        Json::String(s) if s == "-inf" => f64::NEG_INFINITY,
+        v => v.as_f64().expect("a number"),
+    }
+}
+
+fn dims_of(a: &Json) -> Vec<i64> {
+    a["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap())
+        .collect()
+}
+
+fn data_of(a: &Json) -> Vec<f64> {
+    a["data"].as_array().unwrap().iter().map(num).collect()
+}
+
+fn upload_json(a: &Json) -> Buffer {
+    let d = dims_of(a);
+    let v = data_of(a);
+    match ty_of(a["dtype"].as_str().unwrap()) {
+        ElementType::F32 => upload(&v.iter().map(|x| *x as f32).collect::<Vec<_>>(), &d),
+        ElementType::S32 => upload(&v.iter().map(|x| *x as i32).collect::<Vec<_>>(), &d),
+        ElementType::S8 => upload(&v.iter().map(|x| *x as i8).collect::<Vec<_>>(), &d),
+        ElementType::U32 => upload(&v.iter().map(|x| *x as u32).collect::<Vec<_>>(), &d),
+        ElementType::Pred => upload(&v.iter().map(|x| *x != 0.0).collect::<Vec<_>>(), &d),
+        _ => unreachable!(),
+    }
+}
+
+fn download(b: &Buffer) -> Vec<f64> {
+    match b.element_type().unwrap() {
+        ElementType::F32 => b.to_vec::<f32>().unwrap().iter().map(|x| *x as f64).collect(),
+        ElementType::S32 => b.to_vec::<i32>().unwrap().iter().map(|x| *x as f64).collect(),
+        ElementType::S8 => b.to_vec::<i8>().unwrap().iter().map(|x| *x as f64).collect(),
+        ElementType::U32 => b.to_vec::<u32>().unwrap().iter().map(|x| *x as f64).collect(),
+        ElementType::Pred => b.to_vec::<bool>().unwrap().iter().map(|x| *x as u8 as f64).collect(),
+        t => panic!("output type {t} not handled"),
+    }
+}
+
+fn ints(v: &Json) -> Vec<i64> {
+    v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+}
+
+fn ord(name: &str) -> NormOrd {
+    match name {
+        "default" => NormOrd::Default,
+        "fro" => NormOrd::Fro,
+        "inf" => NormOrd::Inf,
+        "neginf" => NormOrd::NegInf,
+        "p1" => NormOrd::P(1.0),
+        "pm1" => NormOrd::P(-1.0),
+        "p2" => NormOrd::P(2.0),
+        "p3" => NormOrd::P(3.0),
+        "p0" => NormOrd::P(0.0),
+        "p05" => NormOrd::P(0.5),
+        o => panic!("ord {o}"),
+    }
+}
+
+/// The crate's call for one recorded case.
+fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
+    let axis = |k: &str| a[k].as_i64();
+    let flag = |k: &str| a[k].as_bool().unwrap();
+    let dtype = |k: &str| match a[k].as_str().unwrap() {
+        "f32" => ElementType::F32,
+        "s32" => ElementType::S32,
+        d => panic!("{d}"),
+    };
+    let one = |o: Op| vec![o];
+    match op {
+        "repeat" => one(x[0].repeat(&ints(&a["repeats"]), axis("axis"))),
+        "tile" => one(x[0].tile(&ints(&a["reps"]))),
+        "roll" => one(x[0].roll(a["shift"].as_i64().unwrap(), axis("axis"))),
+        "norm" => {
+            let axes = a["axes"].as_array().map(|_| ints(&a["axes"]));
+            one(x[0].linalg_norm(ord(a["ord"].as_str().unwrap()), axes.as_deref(), flag("keepdims")))
+        }
+        "var" => one(x[0].var_ddof(&ints(&a["axes"]), a["ddof"].as_i64().unwrap(), flag("keepdims"))),
+        "std" => one(x[0].std_ddof(&ints(&a["axes"]), a["ddof"].as_i64().unwrap(), flag("keepdims"))),
+        "cumsum" => one(x[0].cumsum(axis("axis").unwrap(), flag("reverse"))),
+        "cumprod" => one(x[0].cumprod(axis("axis").unwrap(), flag("reverse"))),
+        "cummax" => one(x[0].cummax(axis("axis").unwrap(), flag("reverse"))),
+        "cummin" => one(x[0].cummin(axis("axis").unwrap(), flag("reverse"))),
+        "eye" => one(b.eye(
+            axis("n").unwrap(),
+            axis("m").unwrap(),
+            axis("k").unwrap(),
+            dtype("dtype"),
+        )),
+        "tril" => one(x[0].tril(axis("k").unwrap())),
+        "triu" => one(x[0].triu(axis("k").unwrap())),
+        "diag" => one(x[0].diag(axis("k").unwrap())),
+        "linspace" => one(b.linspace(
+            a["start"].as_f64().unwrap(),
+            a["stop"].as_f64().unwrap(),
+            axis("num").unwrap(),
+            flag("endpoint"),
+            dtype("dtype"),
+        )),
+        "isnan" => one(x[0].isnan()),
+        "isinf" => one(x[0].isinf()),
+        "nan_to_num" => one(x[0].nan_to_num(
+            a["nan"].as_f64().unwrap(),
+            a["posinf"].as_f64(),
+            a["neginf"].as_f64(),
+        )),
+        "divmod" => {
+            let (q, r) = x[0].divmod(&x[1]);
+            vec![q, r]
+        }
+        "floor_divide" => one(x[0].floor_divide(&x[1])),
+        "remainder" => one(x[0].remainder(&x[1])),
+        "count_nonzero" => one(x[0].count_nonzero(&ints(&a["axes"]), flag("keepdims"))),
+        "isin" => one(x[0].isin(&x[1])),
+        "array_equal" => one(x[0].array_equal(&x[1], flag("equal_nan"))),
+        "argsort" => one(x[0].argsort(axis("axis").unwrap(), flag("descending"))),
+        "logaddexp" => one(x[0].logaddexp(&x[1])),
+        "log_sigmoid" => one(x[0].log_sigmoid()),
+        "outer" => one(x[0].outer(&x[1])),
+        "vdot" => one(x[0].vdot(&x[1])),
+        "unravel_index" => x[0].unravel_index(&ints(&a["shape"])),
+        "any" => one(x[0].any(&ints(&a["axes"]), flag("keepdims"))),
+        "all" => one(x[0].all(&ints(&a["axes"]), flag("keepdims"))),
+        o => panic!("op {o} not handled"),
+    }
+}
+
+fn close(got: f64, want: f64) -> bool {
+    if want.is_nan() {
+        return got.is_nan();
+    }
+    if want.is_infinite() {
+        return got == want;
+    }
+    (got - want).abs() <= 1e-6 + 4e-6 * want.abs()
+}
+
+#[test]
+fn array_functions_match_jax() {
+    let mut failures = Vec::new();
+    let all = cases();
+    for c in &all {
+        let name = c["name"].as_str().unwrap();
+        let b = Builder::new(name);
+        let ins = c["inputs"].as_array().unwrap();
+        let params: Vec<Op> = ins
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let s = Shape::array(ty_of(a["dtype"].as_str().unwrap()), &dims_of(a));
+                b.parameter(i, s, &format!("x{i}"))
+            })
+            .collect();
+        let outs = apply(&b, c["op"].as_str().unwrap(), &c["args"], &params);
+        let refs: Vec<&Op> = outs.iter().collect();
+        let m = match b.build_tuple(&refs) {
+            Ok(m) => m,
+            Err(e) => {
+                failures.push(format!("{name}: build error {e}"));
+                continue;
+            }
+        };
+        let bufs: Vec<Buffer> = ins.iter().map(upload_json).collect();
+        let args: Vec<&Buffer> = bufs.iter().collect();
+        let got = run(&m, &args);
+        let want = c["outputs"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{name}: output count");
+        for (k, (g, w)) in got.iter().zip(want).enumerate() {
+            let wt = ty_of(w["dtype"].as_str().unwrap());
+            if g.element_type().unwrap() != wt {
+                failures.push(format!("{name}[{k}]: dtype {} (JAX {wt})", g.element_type().unwrap()));
+                continue;
+            }
+            if g.dims().unwrap() != dims_of(w) {
+                failures.push(format!("{name}[{k}]: dims {:?} (JAX {:?})", g.dims().unwrap(), dims_of(w)));
+                continue;
+            }
+            let (gv, wv) = (download(g), data_of(w));
+            let exact = wt != ElementType::F32;
+            let bad: Vec<String> = gv
+                .iter()
+                .zip(&wv)
+                .enumerate()
+                .filter(|(_, (g, w))| if exact { g != w } else { !close(**g, **w) })
+                .map(|(i, (g, w))| format!("[{i}] {g} vs JAX {w}"))
+                .collect();
+            if !bad.is_empty() {
+                failures.push(format!("{name}[{k}]: {}", bad.join(", ")));
+            }
+        }
+    }
+    assert!(all.len() >= 100, "{} cases", all.len());
+    assert!(failures.is_empty(), "{} differences from JAX:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn gradients_against_finite_differences() {
+    use fd::check;
+    check("repeat", &[&[2, 3]], -1.0, 1.0, |p| p[0].repeat(&[2, 0, 1], Some(1)));
+    check("repeat_flat", &[&[2, 2]], -1.0, 1.0, |p| p[0].repeat(&[3], None));
+    check("tile", &[&[2, 3]], -1.0, 1.0, |p| p[0].tile(&[2, 1, 2]));
+    check("roll", &[&[3, 4]], -1.0, 1.0, |p| p[0].roll(-5, Some(1)));
+    check("norm2", &[&[3, 4]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::Default, Some(&[1]), false));
+    check("norm3", &[&[5]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::P(3.0), None, false));
+    check("norm_inf", &[&[5]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::Inf, None, false));
+    check("norm_mat1", &[&[3, 4]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::P(1.0), None, false));
+    check("var", &[&[3, 4]], -1.0, 1.0, |p| p[0].var_ddof(&[0], 1, false));
+    check("std", &[&[3, 4]], -1.0, 1.0, |p| p[0].std_ddof(&[1], 0, true));
+    check("cumsum", &[&[3, 5]], -1.0, 1.0, |p| p[0].cumsum(1, false));
+    check("cumsum_rev", &[&[6]], -1.0, 1.0, |p| p[0].cumsum(0, true));
+    check("cumprod", &[&[2, 5]], 0.5, 1.5, |p| p[0].cumprod(1, false));
+    check("cummax", &[&[7]], -1.0, 1.0, |p| p[0].cummax(0, false));
+    check("cummin", &[&[7]], -1.0, 1.0, |p| p[0].cummin(0, true));
+    check("tril", &[&[3, 4]], -1.0, 1.0, |p| p[0].tril(0));
+    check("diag_get", &[&[3, 4]], -1.0, 1.0, |p| p[0].diag(1));
+    check("diag_make", &[&[3]], -1.0, 1.0, |p| p[0].diag(-1));
+    check("logaddexp", &[&[6], &[6]], -3.0, 3.0, |p| p[0].logaddexp(&p[1]));
+    check("log_sigmoid", &[&[6]], -5.0, 5.0, |p| p[0].log_sigmoid());
+    check("outer", &[&[3], &[2, 2]], -1.0, 1.0, |p| p[0].outer(&p[1]));
+    check("vdot", &[&[2, 3], &[6]], -1.0, 1.0, |p| p[0].vdot(&p[1]));
+    check("remainder", &[&[5]], 0.1, 0.9, |p| {
+        let y = p[0].builder().constant(-1.0f64);
+        p[0].remainder(&y.broadcast_to(&[5]))
+    });
+}
+
+/// Bad arguments are build errors naming the op and the caller's line.
+#[test]
+fn bad_arguments_are_errors_at_the_callers_line() {
+    let b = Builder::new("bad");
+    let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    let i = b.parameter(1, Shape::of::<f32>(&[4]), "i");
+    let line = line!();
+    let bad: Vec<(&str, Op)> = vec![
+        ("repeat", x.repeat(&[1, 2], Some(1))),
+        ("repeat", x.repeat(&[-1], Some(0))),
+        ("repeat", x.repeat(&[1], Some(2))),
+        ("tile", x.tile(&[-1])),
+        ("norm", x.linalg_norm(NormOrd::Fro, Some(&[0]), false)),
+        ("norm", x.linalg_norm(NormOrd::P(2.0), Some(&[0, 1]), false)),
+        ("norm", x.linalg_norm(NormOrd::Default, Some(&[0, 0]), false)),
+        ("cumsum", x.cumsum(2, false)),
+        ("tril", i.tril(0)),
+        ("diag", x.reshape(&[1, 2, 3]).diag(0)),
+        ("unravel_index", i.unravel_index(&[2, 2])[0].clone()),
+        ("vdot", x.vdot(&i)),
+        ("eye", b.eye(-1, 3, 0, ElementType::F32)),
+        ("linspace", b.linspace(0.0, 1.0, -2, true, ElementType::F32)),
+        ("argsort", x.argsort(3, false)),
+    ];
+    for (k, (op, o)) in bad.iter().enumerate() {
+        let e = o.dims().expect_err(op).to_string();
+        assert!(e.contains(op), "error for {op} does not name it: {e}");
+        assert!(
+            e.contains(&format!("ops_parity.rs:{}", line + 3 + k as u32)),
+            "error for {op} does not point at the caller's line: {e}"
+        );
+    }
+}
