@@ -298,7 +298,7 @@ fn bad_arguments_are_errors_at_the_callers_line() {
         let e = o.dims().expect_err(op).to_string();
         assert!(e.contains(op), "error for {op} does not name it: {e}");
         assert!(
-            e.contains(&format!("ops_parity.rs:{}", line + 3 + k as u32)),
+            e.contains(&format!("ops_parity.rs:{}", line + 2 + k as u32)),
             "error for {op} does not point at the caller's line: {e}"
         );
     }

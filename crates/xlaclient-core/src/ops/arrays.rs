@@ -101,14 +101,11 @@ pub enum NormOrd {
     Fro,
 }
 
-/// The accumulating type and result type of a cumulative sum or product, as
-/// `jnp.cumsum` promotes (`pred` and small signed integers to `s32`, small
-/// unsigned ones to `u32`).
+/// The type of a cumulative sum or product, as `jnp.cumsum` gives it: `pred`
+/// counts as `s32`, every other type keeps its own (an `s8` sum may wrap).
 fn promoted(ty: ElementType) -> ElementType {
-    use ElementType as T;
     match ty {
-        T::Pred | T::S8 | T::S16 => T::S32,
-        T::U8 | T::U16 => T::U32,
+        ElementType::Pred => ElementType::S32,
         t => t,
     }
 }
@@ -404,7 +401,7 @@ impl Op {
     }
 
     /// `jnp.var(x, axes, ddof=ddof, keepdims=keepdims)`: the sum of `|x − mean|²`
-    /// over `axes` divided by `N − ddof` (NaN or ∞ when that is not positive, as
+    /// over `axes` divided by `N − ddof` (NaN when that is not positive, as
     /// JAX); integers as `f32`. [`var`](Self::var) is `ddof = 0`.
     ///
     /// ```
@@ -434,7 +431,8 @@ impl Op {
             _ => centred.at(loc).square(),
         };
         let total = sq.at(loc).sum(axes, keepdims);
-        let div = (n - ddof).max(0) as f64;
+        // JAX: NaN where N − ddof is not positive.
+        let div = if n > ddof { (n - ddof) as f64 } else { f64::NAN };
         total.binary_scalar(BinaryOp::Divide, Scalar::Float(div), false, loc)
     }
 
@@ -498,7 +496,7 @@ impl Op {
     }
 
     /// `jnp.cumsum(x, axis)` (`reverse` as `lax.cumsum`'s): running sums along
-    /// `axis`, in `jnp.sum`'s types (`pred` and small integers widen to 32 bits).
+    /// `axis`, in the operand's type (`pred` counts as `s32`), as JAX.
     ///
     /// ```
     /// use xlaclient_core::{Builder, ElementType, Shape};
@@ -982,33 +980,10 @@ impl Op {
         eq.at(loc).amin(&all, false)
     }
 
-    /// A key whose integer order is JAX's sort order of `self`: floats by their
-    /// bits, so that −NaN < −∞ < … < −0 < +0 < … < +∞ < NaN (XLA's total order).
-    fn sort_key(&self, loc: Loc) -> Op {
-        let ty = match self.element_type() {
-            Ok(t) => t,
-            Err(_) => return self.clone(),
-        };
-        let (x, ity) = match ty {
-            ElementType::F64 => (self.clone(), ElementType::S64),
-            ElementType::F32 => (self.clone(), ElementType::S32),
-            ElementType::F16 | ElementType::Bf16 => {
-                (self.at(loc).convert(ElementType::F32), ElementType::S32)
-            }
-            _ => return self.clone(),
-        };
-        let bits = x.at(loc).bitcast_convert(ity);
-        let b = self.builder();
-        let mask = b.scalar_of(ity, extreme(ity, true), loc);
-        let flipped = bits.at(loc).xor(&mask.at(loc).broadcast_to(&bits.dims().unwrap_or_default()));
-        let neg = bits.at(loc).lt(0);
-        b.at(loc).select(&neg, &flipped, &bits)
-    }
-
     /// `jnp.argsort(x, axis, stable=True, descending)`: the `s32` indices that
-    /// sort `x` along `axis`; equal elements keep their order (also when
-    /// descending); floats in XLA's total order, so NaNs come last (first when
-    /// descending) and `-0` before `+0`.
+    /// sort `x` along `axis`; equal elements (`-0` and `+0` among them) keep
+    /// their order, also when descending; NaNs come last (first when descending),
+    /// as JAX's.
     ///
     /// ```
     /// use xlaclient_core::{Builder, Shape};
@@ -1029,16 +1004,21 @@ impl Op {
             Err(e) => return self.builder().fail(e, loc),
         };
         let b = self.builder();
-        let key = self.sort_key(loc);
         let idx = b.at(loc).iota(ElementType::S32, s.dims(), a);
-        let dir = if descending {
-            Comparison::Gt
-        } else {
-            Comparison::Lt
-        };
-        let mut out = b
-            .at(loc)
-            .sort(&[&key, &idx], a, true, |l, r| l[0].compare(&r[0], dir));
+        let float = s.element_type().is_some_and(|t| t.is_float());
+        let mut out = b.at(loc).sort(&[self, &idx], a, true, |l, r| {
+            // Ascending: l < r, or r is NaN and l is not (NaNs last); descending
+            // the mirror image (NaNs first). Equal elements (-0 and +0 too) keep
+            // their order: the sort is stable.
+            let (p, q) = if descending { (&r[0], &l[0]) } else { (&l[0], &r[0]) };
+            let lt = p.at(loc).compare(q, Comparison::Lt);
+            if !float {
+                return lt;
+            }
+            let q_nan = q.at(loc).compare(q, Comparison::Ne);
+            let p_num = p.at(loc).compare(p, Comparison::Eq);
+            lt.at(loc).or(&q_nan.at(loc).and(&p_num))
+        });
         out.pop().expect("two results")
     }
 
