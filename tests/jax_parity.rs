@@ -262,9 +262,8 @@ fn cell_paths(cell: &str) -> Vec<String> {
         .skip(1)
         .step_by(2)
         .filter(|p| {
-            p.split("::").all(|s| {
-                !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            })
+            p.split("::")
+                .all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
         })
         .map(str::to_string)
         .collect()
@@ -301,12 +300,21 @@ fn statuses_have_the_four_forms() {
             || ["differs: ", "missing: ", "n/a: "]
                 .iter()
                 .any(|p| status.starts_with(p) && status.len() > p.len() + 2);
-        assert!(ok, "{name}: status `{status}` is not same / differs: why / missing: issue / n/a: why");
+        assert!(
+            ok,
+            "{name}: status `{status}` is not same / differs: why / missing: issue / n/a: why"
+        );
         if status.starts_with("missing: ") {
-            assert!(status.contains("issue"), "{name}: a missing row names its issue");
+            assert!(
+                status.contains("issue"),
+                "{name}: a missing row names its issue"
+            );
         }
         if status == "same" {
-            assert!(!cell_paths(&rust).is_empty(), "{name}: a `same` row names its Rust path");
+            assert!(
+                !cell_paths(&rust).is_empty(),
+                "{name}: a `same` row names its Rust path"
+            );
         }
     }
 }
@@ -330,7 +338,10 @@ fn every_path_on_the_page_compiles() {
     for (path, expr) in &named {
         let e = expr.replace(' ', "");
         for seg in path.split("::") {
-            assert!(e.contains(seg), "`{path}`: its check `{expr}` does not use `{seg}`");
+            assert!(
+                e.contains(seg),
+                "`{path}`: its check `{expr}` does not use `{seg}`"
+            );
         }
     }
 }
@@ -351,6 +362,12 @@ fn shares_do_not_fall() {
         names.len(),
         100.0 * same.len() as f64 / names.len() as f64
     );
-    assert!(per_uses >= FLOOR_USES_PERMILLE, "same share of uses fell to {per_uses}‰");
-    assert!(per_names >= FLOOR_NAMES_PERMILLE, "same share of names fell to {per_names}‰");
+    assert!(
+        per_uses >= FLOOR_USES_PERMILLE,
+        "same share of uses fell to {per_uses}‰"
+    );
+    assert!(
+        per_names >= FLOOR_NAMES_PERMILLE,
+        "same share of names fell to {per_names}‰"
+    );
 }

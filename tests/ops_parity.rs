@@ -74,17 +74,46 @@ fn upload_json(a: &Json) -> Buffer {
 
 fn download(b: &Buffer) -> Vec<f64> {
     match b.element_type().unwrap() {
-        ElementType::F32 => b.to_vec::<f32>().unwrap().iter().map(|x| *x as f64).collect(),
-        ElementType::S32 => b.to_vec::<i32>().unwrap().iter().map(|x| *x as f64).collect(),
-        ElementType::S8 => b.to_vec::<i8>().unwrap().iter().map(|x| *x as f64).collect(),
-        ElementType::U32 => b.to_vec::<u32>().unwrap().iter().map(|x| *x as f64).collect(),
-        ElementType::Pred => b.to_vec::<bool>().unwrap().iter().map(|x| *x as u8 as f64).collect(),
+        ElementType::F32 => b
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| *x as f64)
+            .collect(),
+        ElementType::S32 => b
+            .to_vec::<i32>()
+            .unwrap()
+            .iter()
+            .map(|x| *x as f64)
+            .collect(),
+        ElementType::S8 => b
+            .to_vec::<i8>()
+            .unwrap()
+            .iter()
+            .map(|x| *x as f64)
+            .collect(),
+        ElementType::U32 => b
+            .to_vec::<u32>()
+            .unwrap()
+            .iter()
+            .map(|x| *x as f64)
+            .collect(),
+        ElementType::Pred => b
+            .to_vec::<bool>()
+            .unwrap()
+            .iter()
+            .map(|x| *x as u8 as f64)
+            .collect(),
         t => panic!("output type {t} not handled"),
     }
 }
 
 fn ints(v: &Json) -> Vec<i64> {
-    v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
 }
 
 fn ord(name: &str) -> NormOrd {
@@ -119,10 +148,22 @@ fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
         "roll" => one(x[0].roll(a["shift"].as_i64().unwrap(), axis("axis"))),
         "norm" => {
             let axes = a["axes"].as_array().map(|_| ints(&a["axes"]));
-            one(x[0].linalg_norm(ord(a["ord"].as_str().unwrap()), axes.as_deref(), flag("keepdims")))
+            one(x[0].linalg_norm(
+                ord(a["ord"].as_str().unwrap()),
+                axes.as_deref(),
+                flag("keepdims"),
+            ))
         }
-        "var" => one(x[0].var_ddof(&ints(&a["axes"]), a["ddof"].as_i64().unwrap(), flag("keepdims"))),
-        "std" => one(x[0].std_ddof(&ints(&a["axes"]), a["ddof"].as_i64().unwrap(), flag("keepdims"))),
+        "var" => one(x[0].var_ddof(
+            &ints(&a["axes"]),
+            a["ddof"].as_i64().unwrap(),
+            flag("keepdims"),
+        )),
+        "std" => one(x[0].std_ddof(
+            &ints(&a["axes"]),
+            a["ddof"].as_i64().unwrap(),
+            flag("keepdims"),
+        )),
         "cumsum" => one(x[0].cumsum(axis("axis").unwrap(), flag("reverse"))),
         "cumprod" => one(x[0].cumprod(axis("axis").unwrap(), flag("reverse"))),
         "cummax" => one(x[0].cummax(axis("axis").unwrap(), flag("reverse"))),
@@ -214,11 +255,18 @@ fn array_functions_match_jax() {
         for (k, (g, w)) in got.iter().zip(want).enumerate() {
             let wt = ty_of(w["dtype"].as_str().unwrap());
             if g.element_type().unwrap() != wt {
-                failures.push(format!("{name}[{k}]: dtype {} (JAX {wt})", g.element_type().unwrap()));
+                failures.push(format!(
+                    "{name}[{k}]: dtype {} (JAX {wt})",
+                    g.element_type().unwrap()
+                ));
                 continue;
             }
             if g.dims().unwrap() != dims_of(w) {
-                failures.push(format!("{name}[{k}]: dims {:?} (JAX {:?})", g.dims().unwrap(), dims_of(w)));
+                failures.push(format!(
+                    "{name}[{k}]: dims {:?} (JAX {:?})",
+                    g.dims().unwrap(),
+                    dims_of(w)
+                ));
                 continue;
             }
             let (gv, wv) = (download(g), data_of(w));
@@ -236,22 +284,43 @@ fn array_functions_match_jax() {
         }
     }
     assert!(all.len() >= 100, "{} cases", all.len());
-    assert!(failures.is_empty(), "{} differences from JAX:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} differences from JAX:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn gradients_against_finite_differences() {
     use fd::check;
-    check("repeat", &[&[2, 3]], -1.0, 1.0, |p| p[0].repeat(&[2, 0, 1], Some(1)));
-    check("repeat_flat", &[&[2, 2]], -1.0, 1.0, |p| p[0].repeat(&[3], None));
+    check("repeat", &[&[2, 3]], -1.0, 1.0, |p| {
+        p[0].repeat(&[2, 0, 1], Some(1))
+    });
+    check("repeat_flat", &[&[2, 2]], -1.0, 1.0, |p| {
+        p[0].repeat(&[3], None)
+    });
     check("tile", &[&[2, 3]], -1.0, 1.0, |p| p[0].tile(&[2, 1, 2]));
     check("roll", &[&[3, 4]], -1.0, 1.0, |p| p[0].roll(-5, Some(1)));
-    check("norm2", &[&[3, 4]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::Default, Some(&[1]), false));
-    check("norm3", &[&[5]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::P(3.0), None, false));
-    check("norm_inf", &[&[5]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::Inf, None, false));
-    check("norm_mat1", &[&[3, 4]], 0.5, 2.0, |p| p[0].linalg_norm(NormOrd::P(1.0), None, false));
-    check("var", &[&[3, 4]], -1.0, 1.0, |p| p[0].var_ddof(&[0], 1, false));
-    check("std", &[&[3, 4]], -1.0, 1.0, |p| p[0].std_ddof(&[1], 0, true));
+    check("norm2", &[&[3, 4]], 0.5, 2.0, |p| {
+        p[0].linalg_norm(NormOrd::Default, Some(&[1]), false)
+    });
+    check("norm3", &[&[5]], 0.5, 2.0, |p| {
+        p[0].linalg_norm(NormOrd::P(3.0), None, false)
+    });
+    check("norm_inf", &[&[5]], 0.5, 2.0, |p| {
+        p[0].linalg_norm(NormOrd::Inf, None, false)
+    });
+    check("norm_mat1", &[&[3, 4]], 0.5, 2.0, |p| {
+        p[0].linalg_norm(NormOrd::P(1.0), None, false)
+    });
+    check("var", &[&[3, 4]], -1.0, 1.0, |p| {
+        p[0].var_ddof(&[0], 1, false)
+    });
+    check("std", &[&[3, 4]], -1.0, 1.0, |p| {
+        p[0].std_ddof(&[1], 0, true)
+    });
     check("cumsum", &[&[3, 5]], -1.0, 1.0, |p| p[0].cumsum(1, false));
     check("cumsum_rev", &[&[6]], -1.0, 1.0, |p| p[0].cumsum(0, true));
     check("cumprod", &[&[2, 5]], 0.5, 1.5, |p| p[0].cumprod(1, false));
@@ -260,7 +329,9 @@ fn gradients_against_finite_differences() {
     check("tril", &[&[3, 4]], -1.0, 1.0, |p| p[0].tril(0));
     check("diag_get", &[&[3, 4]], -1.0, 1.0, |p| p[0].diag(1));
     check("diag_make", &[&[3]], -1.0, 1.0, |p| p[0].diag(-1));
-    check("logaddexp", &[&[6], &[6]], -3.0, 3.0, |p| p[0].logaddexp(&p[1]));
+    check("logaddexp", &[&[6], &[6]], -3.0, 3.0, |p| {
+        p[0].logaddexp(&p[1])
+    });
     check("log_sigmoid", &[&[6]], -5.0, 5.0, |p| p[0].log_sigmoid());
     check("outer", &[&[3], &[2, 2]], -1.0, 1.0, |p| p[0].outer(&p[1]));
     check("vdot", &[&[2, 3], &[6]], -1.0, 1.0, |p| p[0].vdot(&p[1]));
@@ -284,7 +355,10 @@ fn bad_arguments_are_errors_at_the_callers_line() {
         ("tile", x.tile(&[-1])),
         ("norm", x.linalg_norm(NormOrd::Fro, Some(&[0]), false)),
         ("norm", x.linalg_norm(NormOrd::P(2.0), Some(&[0, 1]), false)),
-        ("norm", x.linalg_norm(NormOrd::Default, Some(&[0, 0]), false)),
+        (
+            "norm",
+            x.linalg_norm(NormOrd::Default, Some(&[0, 0]), false),
+        ),
         ("cumsum", x.cumsum(2, false)),
         ("tril", i.tril(0)),
         ("diag", x.reshape(&[1, 2, 3]).diag(0)),

@@ -61,7 +61,13 @@ fn extreme(ty: ElementType, high: bool) -> Scalar {
         T::U8 => (0, u8::MAX.into()),
         T::U16 => (0, u16::MAX.into()),
         T::U32 => (0, u32::MAX.into()),
-        T::U64 => return if high { Scalar::UInt(u64::MAX) } else { Scalar::Int(0) },
+        T::U64 => {
+            return if high {
+                Scalar::UInt(u64::MAX)
+            } else {
+                Scalar::Int(0)
+            };
+        }
         _ => {
             return Scalar::Float(if high {
                 f64::INFINITY
@@ -237,10 +243,7 @@ impl Op {
         let big: Vec<i64> = (0..rank).flat_map(|i| [reps[i], dims[i]]).collect();
         let bd: Vec<i64> = (0..rank as i64).map(|i| 2 * i + 1).collect();
         let out: Vec<i64> = (0..rank).map(|i| reps[i] * dims[i]).collect();
-        x.at(loc)
-            .broadcast_in_dim(&big, &bd)
-            .at(loc)
-            .reshape(&out)
+        x.at(loc).broadcast_in_dim(&big, &bd).at(loc).reshape(&out)
     }
 
     /// `jnp.roll(x, shift, axis)`: elements shifted by `shift` places along `axis`
@@ -273,7 +276,9 @@ impl Op {
         } else {
             let tail = x.at(loc).slice_in_dim(n - k, n, 1, a as i64);
             let head = x.at(loc).slice_in_dim(0, n - k, 1, a as i64);
-            self.builder().at(loc).concatenate(&[&tail, &head], a as i64)
+            self.builder()
+                .at(loc)
+                .concatenate(&[&tail, &head], a as i64)
         };
         if axis.is_none() {
             rolled.at(loc).reshape(&dims)
@@ -316,7 +321,10 @@ impl Op {
                     self,
                     "norm",
                     &[&s],
-                    format!("ord {ord:?} without axes needs a vector or a matrix, got rank {}", s.rank()),
+                    format!(
+                        "ord {ord:?} without axes needs a vector or a matrix, got rank {}",
+                        s.rank()
+                    ),
                     loc,
                 );
             }
@@ -329,14 +337,7 @@ impl Op {
         let ax = x.at(loc).abs();
         let bad = |why: &str| fail(self, "norm", &[&s], format!("ord {ord:?} {why}"), loc);
         let keep = |r: Op| r;
-        let two = |x: &Op| {
-            x.at(loc)
-                .square()
-                .at(loc)
-                .sum(&axes, true)
-                .at(loc)
-                .sqrt()
-        };
+        let two = |x: &Op| x.at(loc).square().at(loc).sum(&axes, true).at(loc).sqrt();
         let r = if resolved.len() == 1 || (ord == NormOrd::Default && resolved.len() != 2) {
             match ord {
                 NormOrd::Default => two(&x),
@@ -432,7 +433,11 @@ impl Op {
         };
         let total = sq.at(loc).sum(axes, keepdims);
         // JAX: NaN where N − ddof is not positive.
-        let div = if n > ddof { (n - ddof) as f64 } else { f64::NAN };
+        let div = if n > ddof {
+            (n - ddof) as f64
+        } else {
+            f64::NAN
+        };
         total.binary_scalar(BinaryOp::Divide, Scalar::Float(div), false, loc)
     }
 
@@ -446,7 +451,14 @@ impl Op {
     /// A cumulative reduction along `axis` by doubling steps (each element combined
     /// with the one `k` places before it, `k = 1, 2, 4, …`), from the end if
     /// `reverse`.
-    fn cumulative(&self, name: &'static str, axis: i64, reverse: bool, op: BinaryOp, loc: Loc) -> Op {
+    fn cumulative(
+        &self,
+        name: &'static str,
+        axis: i64,
+        reverse: bool,
+        op: BinaryOp,
+        loc: Loc,
+    ) -> Op {
         let s = match array(self, name, loc) {
             Ok(s) => s,
             Err(f) => return f,
@@ -515,20 +527,38 @@ impl Op {
     /// [`cumsum`](Self::cumsum)'s types.
     #[track_caller]
     pub fn cumprod(&self, axis: i64, reverse: bool) -> Op {
-        self.cumulative("cumprod", axis, reverse, BinaryOp::Multiply, Location::caller())
+        self.cumulative(
+            "cumprod",
+            axis,
+            reverse,
+            BinaryOp::Multiply,
+            Location::caller(),
+        )
     }
 
     /// `lax.cummax(x, axis, reverse)`: running maxima along `axis` (a NaN carries
     /// on to the end, as XLA's maximum).
     #[track_caller]
     pub fn cummax(&self, axis: i64, reverse: bool) -> Op {
-        self.cumulative("cummax", axis, reverse, BinaryOp::Maximum, Location::caller())
+        self.cumulative(
+            "cummax",
+            axis,
+            reverse,
+            BinaryOp::Maximum,
+            Location::caller(),
+        )
     }
 
     /// `lax.cummin(x, axis, reverse)`: running minima along `axis`.
     #[track_caller]
     pub fn cummin(&self, axis: i64, reverse: bool) -> Op {
-        self.cumulative("cummin", axis, reverse, BinaryOp::Minimum, Location::caller())
+        self.cumulative(
+            "cummin",
+            axis,
+            reverse,
+            BinaryOp::Minimum,
+            Location::caller(),
+        )
     }
 
     /// The `[rows, cols]` mask of the last two axes where `col − row` is at most
@@ -540,7 +570,11 @@ impl Op {
         let row = b.at(loc).iota(ElementType::S64, &rc, 0);
         let col = b.at(loc).iota(ElementType::S64, &rc, 1);
         let diff = &col - &row;
-        let m = if lower { diff.at(loc).le(k) } else { diff.at(loc).ge(k) };
+        let m = if lower {
+            diff.at(loc).le(k)
+        } else {
+            diff.at(loc).ge(k)
+        };
         m.at(loc)
             .broadcast_in_dim(dims, &[r as i64 - 2, r as i64 - 1])
     }
@@ -627,7 +661,8 @@ impl Op {
                 let m = self.triangle(&[n, n], k, true, loc);
                 let m2 = self.triangle(&[n, n], k, false, loc);
                 let on = b.at(loc).select(&m, &m2, &m);
-                b.at(loc).select(&on, &spread, &b.at(loc).zeros(ty, &[n, n]))
+                b.at(loc)
+                    .select(&on, &spread, &b.at(loc).zeros(ty, &[n, n]))
             }
             2 => {
                 let (rows, cols) = (s.dims()[0], s.dims()[1]);
@@ -783,7 +818,10 @@ impl Op {
         let zero = b.scalar_of(ty, Scalar::Int(0), loc);
         let one = b.scalar_of(ty, Scalar::Int(1), loc);
         if ty.is_unsigned_int() {
-            return (self.binary(BinaryOp::Divide, y, loc), self.at(loc).remainder(y));
+            return (
+                self.binary(BinaryOp::Divide, y, loc),
+                self.at(loc).remainder(y),
+            );
         }
         if ty.is_float() {
             // JAX's _float_divmod: the remainder's sign fixed to the divisor's, the
@@ -898,7 +936,10 @@ impl Op {
             Ok(s) => s,
             Err(f) => return f,
         };
-        let (a, b) = match (resolve_axis("transpose", &s, a), resolve_axis("transpose", &s, b)) {
+        let (a, b) = match (
+            resolve_axis("transpose", &s, a),
+            resolve_axis("transpose", &s, b),
+        ) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => return self.builder().fail(e, loc),
         };
@@ -962,7 +1003,10 @@ impl Op {
     #[track_caller]
     pub fn array_equal(&self, other: &Op, equal_nan: bool) -> Op {
         let loc = Location::caller();
-        let (s, t) = match (array(self, "array_equal", loc), array(other, "array_equal", loc)) {
+        let (s, t) = match (
+            array(self, "array_equal", loc),
+            array(other, "array_equal", loc),
+        ) {
             (Ok(s), Ok(t)) => (s, t),
             (Err(f), _) | (_, Err(f)) => return f,
         };
@@ -1010,7 +1054,11 @@ impl Op {
             // Ascending: l < r, or r is NaN and l is not (NaNs last); descending
             // the mirror image (NaNs first). Equal elements (-0 and +0 too) keep
             // their order: the sort is stable.
-            let (p, q) = if descending { (&r[0], &l[0]) } else { (&l[0], &r[0]) };
+            let (p, q) = if descending {
+                (&r[0], &l[0])
+            } else {
+                (&l[0], &r[0])
+            };
             let lt = p.at(loc).compare(q, Comparison::Lt);
             if !float {
                 return lt;
@@ -1032,7 +1080,15 @@ impl Op {
         let y = inexact(y, loc);
         let amax = x.binary(BinaryOp::Maximum, &y, loc);
         let delta = x.binary(BinaryOp::Subtract, &y, loc);
-        let soft = delta.at(loc).abs().at(loc).neg().at(loc).exp().at(loc).log1p();
+        let soft = delta
+            .at(loc)
+            .abs()
+            .at(loc)
+            .neg()
+            .at(loc)
+            .exp()
+            .at(loc)
+            .log1p();
         let body = amax.binary(BinaryOp::Add, &soft, loc);
         let sum = x.binary(BinaryOp::Add, &y, loc);
         self.builder()
@@ -1058,9 +1114,20 @@ impl Op {
             (Ok(s), Ok(t)) => (s, t),
             (Err(f), _) | (_, Err(f)) => return f,
         };
-        let (m, n) = (s.element_count().unwrap_or(0), t.element_count().unwrap_or(0));
-        let a = self.at(loc).reshape(&[m]).at(loc).broadcast_in_dim(&[m, n], &[0]);
-        let c = other.at(loc).reshape(&[n]).at(loc).broadcast_in_dim(&[m, n], &[1]);
+        let (m, n) = (
+            s.element_count().unwrap_or(0),
+            t.element_count().unwrap_or(0),
+        );
+        let a = self
+            .at(loc)
+            .reshape(&[m])
+            .at(loc)
+            .broadcast_in_dim(&[m, n], &[0]);
+        let c = other
+            .at(loc)
+            .reshape(&[n])
+            .at(loc)
+            .broadcast_in_dim(&[m, n], &[1]);
         a.binary(BinaryOp::Multiply, &c, loc)
     }
 
@@ -1073,7 +1140,10 @@ impl Op {
             (Ok(s), Ok(t)) => (s, t),
             (Err(f), _) | (_, Err(f)) => return f,
         };
-        let (m, n) = (s.element_count().unwrap_or(0), t.element_count().unwrap_or(0));
+        let (m, n) = (
+            s.element_count().unwrap_or(0),
+            t.element_count().unwrap_or(0),
+        );
         if m != n {
             return self.builder().fail(
                 ShapeError::new(
@@ -1125,13 +1195,19 @@ impl Op {
                 self,
                 "unravel_index",
                 &[&s],
-                format!("needs integer indices and sizes ≥ 0, got {ty} indices and shape {shape:?}"),
+                format!(
+                    "needs integer indices and sizes ≥ 0, got {ty} indices and shape {shape:?}"
+                ),
                 loc,
             );
             return vec![f; n];
         }
         let b = self.builder();
-        let c = |v: i64| b.scalar_of(ty, Scalar::Int(v), loc).at(loc).broadcast_to(s.dims());
+        let c = |v: i64| {
+            b.scalar_of(ty, Scalar::Int(v), loc)
+                .at(loc)
+                .broadcast_to(s.dims())
+        };
         let mut rest = self.clone();
         let mut out = vec![rest.clone(); shape.len()];
         for (i, d) in shape.iter().enumerate().rev() {
@@ -1220,10 +1296,12 @@ impl Builder {
         let c = |v: f64| self.scalar_of(ct, Scalar::Float(v), loc);
         let out = if num > 1 {
             let div = if endpoint { num - 1 } else { num };
-            let t = self
-                .at(loc)
-                .iota(ct, &[div], 0)
-                .binary_scalar(BinaryOp::Divide, Scalar::Float(div as f64), false, loc);
+            let t = self.at(loc).iota(ct, &[div], 0).binary_scalar(
+                BinaryOp::Divide,
+                Scalar::Float(div as f64),
+                false,
+                loc,
+            );
             let one_minus = t.binary_scalar(BinaryOp::Subtract, Scalar::Float(1.0), true, loc);
             let a = one_minus.binary(BinaryOp::Multiply, &c(start), loc);
             let z = t.binary(BinaryOp::Multiply, &c(stop), loc);
@@ -1237,7 +1315,15 @@ impl Builder {
         } else {
             c(start).at(loc).broadcast_to(&[num])
         };
-        let out = if ty.is_integer() { out.at(loc).floor() } else { out };
-        if ty == ct { out } else { out.at(loc).convert(ty) }
+        let out = if ty.is_integer() {
+            out.at(loc).floor()
+        } else {
+            out
+        };
+        if ty == ct {
+            out
+        } else {
+            out.at(loc).convert(ty)
+        }
     }
 }
