@@ -336,16 +336,15 @@ impl Op {
         let x = inexact(self, loc);
         let ax = x.at(loc).abs();
         let bad = |why: &str| fail(self, "norm", &[&s], format!("ord {ord:?} {why}"), loc);
-        let keep = |r: Op| r;
         let two = |x: &Op| x.at(loc).square().at(loc).sum(&axes, true).at(loc).sqrt();
         let r = if resolved.len() == 1 || (ord == NormOrd::Default && resolved.len() != 2) {
             match ord {
                 NormOrd::Default => two(&x),
-                NormOrd::P(p) if p == 2.0 => two(&x),
-                NormOrd::P(p) if p == 1.0 => ax.at(loc).sum(&axes, true),
+                NormOrd::P(2.0) => two(&x),
+                NormOrd::P(1.0) => ax.at(loc).sum(&axes, true),
                 NormOrd::Inf => ax.at(loc).amax(&axes, true),
                 NormOrd::NegInf => ax.at(loc).amin(&axes, true),
-                NormOrd::P(p) if p == 0.0 => {
+                NormOrd::P(0.0) => {
                     let ty = x.element_type().unwrap_or(ElementType::F32);
                     x.at(loc)
                         .not_equal(0.0)
@@ -375,8 +374,8 @@ impl Op {
             };
             match ord {
                 NormOrd::Default | NormOrd::Fro => two(&x),
-                NormOrd::P(p) if p == 1.0 => sums(row, col, true),
-                NormOrd::P(p) if p == -1.0 => sums(row, col, false),
+                NormOrd::P(1.0) => sums(row, col, true),
+                NormOrd::P(-1.0) => sums(row, col, false),
                 NormOrd::Inf => sums(col, row, true),
                 NormOrd::NegInf => sums(col, row, false),
                 NormOrd::P(p) if p.abs() == 2.0 => {
@@ -389,7 +388,6 @@ impl Op {
                 "takes one axis (a vector norm) or two (a matrix norm), got {axes:?}"
             ));
         };
-        let r = keep(r);
         if keepdims {
             r
         } else {
