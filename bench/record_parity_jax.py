@@ -9,7 +9,8 @@ where each array is {dtype, shape, data} (data flattened row-major; floats as
 numbers with 9 significant digits, or the strings "nan", "inf", "-inf"; bool as
 0/1). `op` and `args` say which function and static arguments the case calls; the
 Rust side maps them to its method. Edge cases: NaN, infinities, ties, -0/+0,
-negative and out-of-range indices and shifts, empty arrays, integer promotion.
+negative and out-of-range indices and shifts, empty arrays, integer promotion;
+and `tree_paths`: JAX's key paths (`keystr`) of dataclasses holding lists.
 CPU backend, 64-bit types off (float32/int32, as the crate's tests).
 """
 import json
@@ -187,8 +188,36 @@ case("all_axis0_keep", "all", lambda x: jnp.all(x, axis=0, keepdims=True), [cz],
 case("any_empty", "any", lambda x: jnp.any(x, axis=0), [np.zeros((0, 3), f32)], axes=[0], keepdims=False)
 case("all_empty", "all", lambda x: jnp.all(x, axis=0), [np.zeros((0, 3), f32)], axes=[0], keepdims=False)
 
+# Key paths (jax.tree.leaves_with_path + keystr) of dataclasses holding lists, as
+# the crate's derived structs hold Vecs: tests/ops_parity.rs builds the same trees.
+import dataclasses
+from jax.tree_util import keystr
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Layer:
+    w: float
+    b: float
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Model:
+    layers: list
+    step: float
+
+
+m = Model(layers=[Layer(1., 2.), Layer(3., 4.)], step=5.)
+tree_paths = {
+    "model": [keystr(p) for p, _ in jax.tree.leaves_with_path(m)],
+    "model_simple_slash": [keystr(p, simple=True, separator="/") for p, _ in jax.tree.leaves_with_path(m)],
+    "tuple_model_list": [keystr(p) for p, _ in jax.tree.leaves_with_path((m, [6.]))],
+}
+
 out = {
     "jax_version": jax.__version__,
+    "tree_paths": tree_paths,
     "script": "bench/record_parity_jax.py",
     "backend": "cpu",
     "x64": False,

@@ -377,3 +377,61 @@ fn bad_arguments_are_errors_at_the_callers_line() {
         );
     }
 }
+
+#[derive(xlaclient::Tree)]
+struct Layer<T> {
+    w: T,
+    b: T,
+}
+
+#[derive(xlaclient::Tree)]
+struct Model<T> {
+    layers: Vec<Layer<T>>,
+    step: T,
+}
+
+/// `leaves_with_path`, `map_with_path` and `tree::keystr` against JAX's key paths of
+/// the same trees (dataclasses holding lists in JAX, derived structs holding `Vec`s
+/// here).
+#[test]
+fn tree_key_paths_match_jax() {
+    use xlaclient::Tree;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/parity_jax.json"
+    ))
+    .unwrap();
+    let j: Json = serde_json::from_str(&text).unwrap();
+    let want = |k: &str| -> Vec<String> {
+        j["tree_paths"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let model = || Model {
+        layers: vec![Layer { w: 1.0f32, b: 2.0 }, Layer { w: 3.0, b: 4.0 }],
+        step: 5.0f32,
+    };
+    let m = model();
+    let paths: Vec<String> = m.leaves_with_path().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, want("model"));
+    let simple: Vec<String> = m
+        .leaf_paths()
+        .iter()
+        .map(|p| xlaclient::tree::keystr(p, true, "/"))
+        .collect();
+    assert_eq!(simple, want("model_simple_slash"));
+    let t = (model(), vec![6.0f32]);
+    let paths: Vec<String> = t.leaves_with_path().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, want("tuple_model_list"));
+    // map_with_path sees the same paths, in the same order as the leaves.
+    let seen = t.map_with_path(|p, x| (p.len() as f32) * 100.0 + x);
+    let expect: Vec<f32> = want("tuple_model_list")
+        .iter()
+        .zip([1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+        .map(|(p, x)| p.len() as f32 * 100.0 + x)
+        .collect();
+    assert_eq!(seen.into_leaves(), expect);
+}
