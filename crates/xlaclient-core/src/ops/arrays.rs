@@ -1208,7 +1208,9 @@ impl Op {
                 self,
                 "unique",
                 &[&s],
-                format!("size {size} with fill {fill:?}: the size must be ≥ 0, and an empty array needs a fill value"),
+                format!(
+                    "size {size} with fill {fill:?}: the size must be ≥ 0, and an empty array needs a fill value"
+                ),
                 loc,
             );
         }
