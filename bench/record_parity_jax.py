@@ -178,6 +178,21 @@ case("unique_fill", "unique", lambda x: jnp.unique(x, size=9, fill_value=-1.0), 
 case("unique_int_2d", "unique", lambda x: jnp.unique(x, size=5), [np.array([[2, 1], [2, 5]], i32)], size=5, fill=None)
 case("unique_empty_fill", "unique", lambda x: jnp.unique(x, size=2, fill_value=7), [np.zeros((0,), i32)], size=2, fill=7)
 case("unique_one", "unique", lambda x: jnp.unique(x, size=3), [np.array([4], i32)], size=3, fill=None)
+# einsum in full (ellipsis, repeated letters, several operands, implicit output)
+r = np.random.default_rng(24)
+q = r.standard_normal((2, 3, 2, 4)).astype(f32)
+k = r.standard_normal((2, 5, 2, 4)).astype(f32)
+m3 = r.standard_normal((3, 3)).astype(f32)
+m34 = r.standard_normal((3, 4)).astype(f32)
+m45 = r.standard_normal((4, 5)).astype(f32)
+for name, spec, ops in [("attention", "...qhd,...khd->...hqk", [q, k]), ("trace", "ii", [m3]),
+                        ("diagonal", "ii->i", [m3]), ("chain", "ij,jk,kl->il", [m34, m45, m45.T.copy()]),
+                        ("implicit", "ij,jk", [m34, m45]), ("sum_all", "ij->", [m34]),
+                        ("outer", "i,j->ij", [m3[0], m34[0]]), ("transpose", "ij->ji", [m34]),
+                        ("batch_diag", "bii->bi", [np.stack([m3, 2 * m3])]),
+                        ("three_shared", "ij,ij,ij->i", [m34, m34 * 2, m34 - 1]),
+                        ("ellipsis_implicit", "...ij,...jk", [q[:, :, 0], k[:, :4, 0].transpose(0, 2, 1)])]:
+    case(f"einsum_{name}", "einsum", lambda *xs, spec=spec: jnp.einsum(spec, *xs), ops, spec=spec)
 # logaddexp / log_sigmoid
 la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
 lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)

@@ -206,6 +206,10 @@ fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
         "outer" => one(x[0].outer(&x[1])),
         "vdot" => one(x[0].vdot(&x[1])),
         "unravel_index" => x[0].unravel_index(&ints(&a["shape"])),
+        "einsum" => {
+            let refs: Vec<&Op> = x.iter().collect();
+            one(b.einsum_many(a["spec"].as_str().unwrap(), &refs))
+        }
         "unique" => one(x[0].unique(axis("size").unwrap(), a["fill"].as_f64())),
         "any" => one(x[0].any(&ints(&a["axes"]), flag("keepdims"))),
         "all" => one(x[0].all(&ints(&a["axes"]), flag("keepdims"))),
@@ -336,6 +340,12 @@ fn gradients_against_finite_differences() {
     check("log_sigmoid", &[&[6]], -5.0, 5.0, |p| p[0].log_sigmoid());
     check("outer", &[&[3], &[2, 2]], -1.0, 1.0, |p| p[0].outer(&p[1]));
     check("vdot", &[&[2, 3], &[6]], -1.0, 1.0, |p| p[0].vdot(&p[1]));
+    check("einsum_chain", &[&[2, 3], &[3, 4], &[4]], -1.0, 1.0, |p| {
+        p[0].builder().einsum_many("ij,jk,k->i", &[&p[0], &p[1], &p[2]])
+    });
+    check("einsum_trace", &[&[3, 3]], -1.0, 1.0, |p| {
+        p[0].builder().einsum_many("ii->", &[&p[0]])
+    });
     check("remainder", &[&[5]], 0.1, 0.9, |p| {
         let y = p[0].builder().constant(-1.0f64);
         p[0].remainder(&y.broadcast_to(&[5]))
@@ -369,6 +379,8 @@ fn bad_arguments_are_errors_at_the_callers_line() {
         ("linspace", b.linspace(0.0, 1.0, -2, true, ElementType::F32)),
         ("argsort", x.argsort(3, false)),
         ("unique", i.slice_in_dim(0, 0, 1, 0).unique(2, None)),
+        ("einsum", b.einsum_many("ij,jk->ik", &[&x, &i])),
+        ("einsum", b.einsum_many("ij,ij->", &[&x])),
     ];
     let end = line!();
     for (op, o) in &bad {

@@ -1458,6 +1458,246 @@ impl Op {
 }
 
 impl Builder {
+    /// `jnp.einsum(spec, *operands)` in full: any number of operands, `...` for
+    /// the leading axes of each (the same dimensions in every operand that has
+    /// them), a letter repeated within one operand (its diagonal: `"ii->i"`,
+    /// `"ii->"` is the trace), and the implicit output (no `->`: the letters that
+    /// occur once, in alphabetical order, after the `...` axes). Letters summed
+    /// away within one operand are summed first; the operands are then contracted
+    /// left to right, two at a time, keeping the letters a later operand or the
+    /// output needs. (XLA's CPU computes `f32` products in `f32` whatever JAX's
+    /// `precision` says.) The two-operand form is [`einsum`](Builder::einsum).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("einsum");
+    /// let q = b.parameter(0, Shape::of::<f32>(&[2, 5, 4, 8]), "q");
+    /// let k = b.parameter(1, Shape::of::<f32>(&[2, 6, 4, 8]), "k");
+    /// assert_eq!(b.einsum_many("...qhd,...khd->...hqk", &[&q, &k]).dims()?, vec![2, 4, 5, 6]);
+    /// let m = b.parameter(2, Shape::of::<f32>(&[3, 3]), "m");
+    /// assert_eq!(b.einsum_many("ii", &[&m]).dims()?, Vec::<i64>::new());
+    /// assert_eq!(b.einsum_many("ij,jk,kl->il", &[&m, &m, &m]).dims()?, vec![3, 3]);
+    /// assert!(b.einsum_many("ij,jk->ik", &[&m]).dims().is_err());
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn einsum_many(&self, spec: &str, operands: &[&Op]) -> Op {
+        let loc = Location::caller();
+        let shapes: Vec<Shape> = match operands
+            .iter()
+            .map(|o| array(o, "einsum", loc))
+            .collect::<Result<Vec<_>, Op>>()
+        {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        let bad = |reason: String| {
+            self.fail(
+                ShapeError::new(
+                    "einsum",
+                    &refs,
+                    ShapeErrorKind::Attribute,
+                    format!("einsum `{spec}`: {reason}"),
+                ),
+                loc,
+            )
+        };
+        let spec_clean: String = spec.chars().filter(|c| !c.is_whitespace()).collect();
+        let (ins, out) = match spec_clean.split_once("->") {
+            Some((i, o)) => (i.to_string(), Some(o.to_string())),
+            None => (spec_clean.clone(), None),
+        };
+        let inputs: Vec<&str> = ins.split(',').collect();
+        if inputs.len() != operands.len() {
+            return bad(format!(
+                "{} inputs in the spec for {} operands",
+                inputs.len(),
+                operands.len()
+            ));
+        }
+        let valid = |t: &str| {
+            let rest = t.replacen("...", "", 1);
+            rest.chars().all(|c| c.is_ascii_alphabetic())
+        };
+        if !inputs.iter().all(|t| valid(t)) || !out.as_deref().is_none_or(valid) {
+            return bad("terms are letters with at most one `...` each".into());
+        }
+        // Letters for the `...` axes: ones the spec does not use.
+        let unused: Vec<char> = ('A'..='Z')
+            .chain('a'..='z')
+            .filter(|c| !spec_clean.contains(*c))
+            .collect();
+        let mut ell: Option<Vec<i64>> = None;
+        let mut terms: Vec<Vec<char>> = Vec::new();
+        for (t, s) in inputs.iter().zip(&shapes) {
+            let letters = t.replacen("...", "", 1).chars().count();
+            let mut term: Vec<char> = Vec::new();
+            if let Some((pre, post)) = t.split_once("...") {
+                let k = s.rank() as i64 - letters as i64;
+                if k < 0 || k as usize > unused.len() {
+                    return bad(format!("`{t}` does not fit rank {}", s.rank()));
+                }
+                let start = pre.chars().count();
+                let dims = s.dims()[start..start + k as usize].to_vec();
+                match &ell {
+                    Some(e) if *e != dims => {
+                        return bad(format!("`...` stands for {e:?} and for {dims:?}"));
+                    }
+                    _ => ell = Some(dims),
+                }
+                term.extend(pre.chars());
+                term.extend(&unused[..k as usize]);
+                term.extend(post.chars());
+            } else {
+                if letters != s.rank() {
+                    return bad(format!("`{t}` names {letters} axes of a rank-{} operand", s.rank()));
+                }
+                term.extend(t.chars());
+            }
+            terms.push(term);
+        }
+        let ell_letters: Vec<char> = unused[..ell.as_ref().map_or(0, |e| e.len())].to_vec();
+        let output: Vec<char> = match &out {
+            Some(o) => {
+                let mut v = Vec::new();
+                if let Some((pre, post)) = o.split_once("...") {
+                    v.extend(pre.chars());
+                    v.extend(&ell_letters);
+                    v.extend(post.chars());
+                } else {
+                    v.extend(o.chars());
+                }
+                v
+            }
+            None => {
+                let mut once: Vec<char> = terms
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .filter(|c| !ell_letters.contains(c))
+                    .filter(|c| terms.iter().flatten().filter(|d| *d == c).count() == 1)
+                    .collect();
+                once.sort_unstable();
+                ell_letters.iter().copied().chain(once).collect()
+            }
+        };
+        if output.iter().enumerate().any(|(i, c)| output[..i].contains(c))
+            || output.iter().any(|c| !terms.iter().flatten().any(|d| d == c))
+        {
+            return bad("each output letter once, and from an input".into());
+        }
+        // Each letter's size must agree wherever it appears.
+        let mut size: Vec<(char, i64)> = Vec::new();
+        for (term, s) in terms.iter().zip(&shapes) {
+            for (c, d) in term.iter().zip(s.dims()) {
+                match size.iter().find(|(l, _)| l == c) {
+                    Some((_, e)) if e != d => {
+                        return bad(format!("`{c}` is {e} and {d} elements"));
+                    }
+                    Some(_) => {}
+                    None => size.push((*c, *d)),
+                }
+            }
+        }
+        // One operand at a time: diagonals of repeated letters, then the letters no
+        // other operand and not the output use, summed.
+        let mut ops: Vec<(Op, Vec<char>)> = Vec::new();
+        for (i, (o, term)) in operands.iter().zip(&terms).enumerate() {
+            let mut x = (*o).clone();
+            let mut t = term.clone();
+            while let Some((a, c)) = t
+                .iter()
+                .enumerate()
+                .find(|(a, c)| t[a + 1..].contains(c))
+                .map(|(a, c)| (a, *c))
+            {
+                let bpos = a + 1 + t[a + 1..].iter().position(|d| *d == c).expect("found");
+                let n = size.iter().find(|(l, _)| *l == c).expect("sized").1;
+                let mut perm: Vec<i64> = (0..t.len() as i64)
+                    .filter(|p| *p != a as i64 && *p != bpos as i64)
+                    .collect();
+                perm.push(a as i64);
+                perm.push(bpos as i64);
+                let moved = x.at(loc).transpose(&perm);
+                let mut d = moved.dims().unwrap_or_default();
+                d.truncate(d.len().saturating_sub(2));
+                let lead = d.clone();
+                d.push(n * n);
+                let flat = moved.at(loc).reshape(&d);
+                let idx: Vec<i32> = (0..n).map(|k| (k * (n + 1)) as i32).collect();
+                x = if n == 0 {
+                    let mut z = lead.clone();
+                    z.push(0);
+                    let ty = flat.element_type().unwrap_or(ElementType::F32);
+                    self.at(loc).zeros(ty, &z)
+                } else {
+                    let ix = self.at(loc).constant_vec(&idx);
+                    flat.at(loc).take_with(&ix, lead.len() as i64, TakeMode::Clip)
+                };
+                t = perm[..perm.len() - 2].iter().map(|p| t[*p as usize]).collect();
+                t.push(c);
+            }
+            let lonely: Vec<i64> = t
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    !output.contains(c)
+                        && !terms
+                            .iter()
+                            .enumerate()
+                            .any(|(j, u)| j != i && u.contains(c))
+                })
+                .map(|(p, _)| p as i64)
+                .collect();
+            if !lonely.is_empty() {
+                let summed = x.at(loc).sum(&lonely, false);
+                x = summed;
+                t = t
+                    .iter()
+                    .enumerate()
+                    .filter(|(p, _)| !lonely.contains(&(*p as i64)))
+                    .map(|(_, c)| *c)
+                    .collect();
+            }
+            ops.push((x, t));
+        }
+        // Contract left to right, keeping what a later operand or the output uses.
+        let mut it = ops.into_iter();
+        let (mut acc, mut at) = it.next().expect("at least one operand");
+        let rest: Vec<(Op, Vec<char>)> = it.collect();
+        for (k, (o, ot)) in rest.iter().enumerate() {
+            let later: Vec<char> = rest[k + 1..]
+                .iter()
+                .flat_map(|(_, t)| t.iter().copied())
+                .chain(output.iter().copied())
+                .collect();
+            let keep: Vec<char> = at
+                .iter()
+                .chain(ot.iter().filter(|c| !at.contains(c)))
+                .copied()
+                .filter(|c| later.contains(c))
+                .collect();
+            let s: String = format!(
+                "{},{}->{}",
+                at.iter().collect::<String>(),
+                ot.iter().collect::<String>(),
+                keep.iter().collect::<String>()
+            );
+            acc = self.at(loc).einsum(&s, &acc, o);
+            at = keep;
+        }
+        let perm: Vec<i64> = output
+            .iter()
+            .map(|c| at.iter().position(|d| d == c).expect("kept") as i64)
+            .collect();
+        if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
+            acc
+        } else {
+            acc.at(loc).transpose(&perm)
+        }
+    }
+
     /// `jnp.eye(n, m, k, dtype)`: an `[n, m]` array of `ty` with ones on the
     /// `k`-th diagonal (above the main one for `k > 0`) and zeros elsewhere.
     ///
