@@ -341,7 +341,8 @@ fn gradients_against_finite_differences() {
     check("outer", &[&[3], &[2, 2]], -1.0, 1.0, |p| p[0].outer(&p[1]));
     check("vdot", &[&[2, 3], &[6]], -1.0, 1.0, |p| p[0].vdot(&p[1]));
     check("einsum_chain", &[&[2, 3], &[3, 4], &[4]], -1.0, 1.0, |p| {
-        p[0].builder().einsum_many("ij,jk,k->i", &[&p[0], &p[1], &p[2]])
+        p[0].builder()
+            .einsum_many("ij,jk,k->i", &[&p[0], &p[1], &p[2]])
     });
     check("einsum_trace", &[&[3, 3]], -1.0, 1.0, |p| {
         p[0].builder().einsum_many("ii->", &[&p[0]])

@@ -1551,7 +1551,10 @@ impl Builder {
                 term.extend(post.chars());
             } else {
                 if letters != s.rank() {
-                    return bad(format!("`{t}` names {letters} axes of a rank-{} operand", s.rank()));
+                    return bad(format!(
+                        "`{t}` names {letters} axes of a rank-{} operand",
+                        s.rank()
+                    ));
                 }
                 term.extend(t.chars());
             }
@@ -1582,8 +1585,13 @@ impl Builder {
                 ell_letters.iter().copied().chain(once).collect()
             }
         };
-        if output.iter().enumerate().any(|(i, c)| output[..i].contains(c))
-            || output.iter().any(|c| !terms.iter().flatten().any(|d| d == c))
+        if output
+            .iter()
+            .enumerate()
+            .any(|(i, c)| output[..i].contains(c))
+            || output
+                .iter()
+                .any(|c| !terms.iter().flatten().any(|d| d == c))
         {
             return bad("each output letter once, and from an input".into());
         }
@@ -1633,9 +1641,13 @@ impl Builder {
                     self.at(loc).zeros(ty, &z)
                 } else {
                     let ix = self.at(loc).constant_vec(&idx);
-                    flat.at(loc).take_with(&ix, lead.len() as i64, TakeMode::Clip)
+                    flat.at(loc)
+                        .take_with(&ix, lead.len() as i64, TakeMode::Clip)
                 };
-                t = perm[..perm.len() - 2].iter().map(|p| t[*p as usize]).collect();
+                t = perm[..perm.len() - 2]
+                    .iter()
+                    .map(|p| t[*p as usize])
+                    .collect();
                 t.push(c);
             }
             let lonely: Vec<i64> = t
