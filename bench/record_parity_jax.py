@@ -193,6 +193,25 @@ for name, spec, ops in [("attention", "...qhd,...khd->...hqk", [q, k]), ("trace"
                         ("three_shared", "ij,ij,ij->i", [m34, m34 * 2, m34 - 1]),
                         ("ellipsis_implicit", "...ij,...jk", [q[:, :, 0], k[:, :4, 0].transpose(0, 2, 1)])]:
     case(f"einsum_{name}", "einsum", lambda *xs, spec=spec: jnp.einsum(spec, *xs), ops, spec=spec)
+# lax.conv_transpose (JAX's default layouts: NHC/HIO/NHC, NHWC/HWIO/NHWC)
+x1 = r.standard_normal((2, 5, 3)).astype(f32)
+k1 = r.standard_normal((3, 3, 4)).astype(f32)
+x2 = r.standard_normal((1, 4, 3, 2)).astype(f32)
+k2 = r.standard_normal((3, 2, 2, 5)).astype(f32)
+k2t = r.standard_normal((3, 2, 5, 2)).astype(f32)
+for name, xx, kk, st, pad, dil, tk in [
+        ("1d_same_s2", x1, k1, (2,), "SAME", None, False),
+        ("1d_valid_s2", x1, k1, (2,), "VALID", None, False),
+        ("1d_valid_s1_dil2", x1, k1, (1,), "VALID", (2,), False),
+        ("1d_explicit_s3", x1, k1, (3,), [(1, 0)], None, False),
+        ("2d_same_s21", x2, k2, (2, 1), "SAME", None, False),
+        ("2d_valid_s2_transposed", x2, k2t, (2, 2), "VALID", None, True),
+        ("2d_same_s3_dil2_transposed", x2, k2t, (3, 2), "SAME", (2, 1), True)]:
+    args = dict(strides=list(st), padding=pad if isinstance(pad, str) else [list(p) for p in pad],
+                rhs_dilation=list(dil) if dil else [], transpose_kernel=tk)
+    case(f"conv_transpose_{name}", "conv_transpose",
+         lambda a, b, st=st, pad=pad, dil=dil, tk=tk: jax.lax.conv_transpose(a, b, st, pad, rhs_dilation=dil, transpose_kernel=tk),
+         [xx, kk], **args)
 # logaddexp / log_sigmoid
 la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
 lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)

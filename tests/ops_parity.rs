@@ -13,7 +13,7 @@ mod fd;
 
 use common::*;
 use serde_json::Value as Json;
-use xlaclient::{Buffer, Builder, ElementType, NormOrd, Op, Shape};
+use xlaclient::{Buffer, Builder, ConvDims, ConvTransposePadding, ElementType, NormOrd, Op, Shape};
 
 fn cases() -> Vec<Json> {
     let text = std::fs::read_to_string(concat!(
@@ -210,6 +210,28 @@ fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
             let refs: Vec<&Op> = x.iter().collect();
             one(b.einsum_many(a["spec"].as_str().unwrap(), &refs))
         }
+        "conv_transpose" => {
+            let pad = match &a["padding"] {
+                Json::String(p) if p == "SAME" => ConvTransposePadding::Same,
+                Json::String(p) if p == "VALID" => ConvTransposePadding::Valid,
+                p => ConvTransposePadding::Explicit(
+                    p.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|lh| (lh[0].as_i64().unwrap(), lh[1].as_i64().unwrap()))
+                        .collect(),
+                ),
+            };
+            let n = x[0].rank().unwrap() - 2;
+            one(x[0].conv_transpose(
+                &x[1],
+                &ints(&a["strides"]),
+                &pad,
+                &ints(&a["rhs_dilation"]),
+                &ConvDims::channels_last(n),
+                flag("transpose_kernel"),
+            ))
+        }
         "unique" => one(x[0].unique(axis("size").unwrap(), a["fill"].as_f64())),
         "any" => one(x[0].any(&ints(&a["axes"]), flag("keepdims"))),
         "all" => one(x[0].all(&ints(&a["axes"]), flag("keepdims"))),
@@ -347,6 +369,22 @@ fn gradients_against_finite_differences() {
     check("einsum_trace", &[&[3, 3]], -1.0, 1.0, |p| {
         p[0].builder().einsum_many("ii->", &[&p[0]])
     });
+    check(
+        "conv_transpose",
+        &[&[1, 4, 2], &[3, 3, 2]],
+        -1.0,
+        1.0,
+        |p| {
+            p[0].conv_transpose(
+                &p[1],
+                &[2],
+                &ConvTransposePadding::Same,
+                &[],
+                &ConvDims::channels_last(1),
+                true,
+            )
+        },
+    );
     check("remainder", &[&[5]], 0.1, 0.9, |p| {
         let y = p[0].builder().constant(-1.0f64);
         p[0].remainder(&y.broadcast_to(&[5]))

@@ -80,7 +80,7 @@ pub use error::{
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
 pub use jit::{ClientExt, Jit};
-pub use ops::arrays::NormOrd;
+pub use ops::arrays::{ConvTransposePadding, NormOrd};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::indexing::{GatherDims, ScatterDims, TakeMode};

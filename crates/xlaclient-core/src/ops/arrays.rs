@@ -1457,6 +1457,113 @@ impl Op {
     }
 }
 
+/// `lax.conv_transpose`'s padding: JAX's `"SAME"` and `"VALID"` (worked out from
+/// the kernel size, dilation and stride as JAX does), or `(low, high)` per spatial
+/// axis, passed on to the convolution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConvTransposePadding {
+    /// The output is `stride` times the input's spatial size.
+    Same,
+    /// Every position where the kernel overlaps the input.
+    Valid,
+    /// Explicit `(low, high)` padding of the dilated input, per spatial axis.
+    Explicit(Vec<(i64, i64)>),
+}
+
+impl Op {
+    /// `lax.conv_transpose(x, kernel, strides, padding, rhs_dilation, dims,
+    /// transpose_kernel)`: the gradient-style ("deconvolution") convolution, as
+    /// JAX builds it: the input dilated by `strides`, padded per `padding`, then
+    /// convolved with stride 1; with `transpose_kernel` the kernel's spatial axes
+    /// are flipped and its input and output feature axes swapped (the transpose of
+    /// the forward convolution). `rhs_dilation` empty means 1s. JAX's default
+    /// layouts are [`ConvDims::channels_last`](crate::ConvDims::channels_last).
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ConvDims, ConvTransposePadding, Shape};
+    /// let b = Builder::new("deconv");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[1, 5, 5, 3]), "x");
+    /// let k = b.parameter(1, Shape::of::<f32>(&[3, 3, 3, 8]), "k");
+    /// let dims = ConvDims::channels_last(2);
+    /// let same = x.conv_transpose(&k, &[2, 2], &ConvTransposePadding::Same, &[], &dims, false);
+    /// assert_eq!(same.dims()?, vec![1, 10, 10, 8]);
+    /// let valid = x.conv_transpose(&k, &[2, 2], &ConvTransposePadding::Valid, &[], &dims, false);
+    /// assert_eq!(valid.dims()?, vec![1, 11, 11, 8]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn conv_transpose(
+        &self,
+        kernel: &Op,
+        strides: &[i64],
+        padding: &ConvTransposePadding,
+        rhs_dilation: &[i64],
+        dims: &crate::ConvDims,
+        transpose_kernel: bool,
+    ) -> Op {
+        let loc = Location::caller();
+        let ks = match array(kernel, "convolution", loc) {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let n = dims.kernel_spatial.len();
+        let ones = vec![1; n];
+        let rd: Vec<i64> = if rhs_dilation.is_empty() {
+            ones.clone()
+        } else {
+            rhs_dilation.to_vec()
+        };
+        if strides.len() != n
+            || rd.len() != n
+            || dims
+                .kernel_spatial
+                .iter()
+                .any(|a| *a < 0 || *a as usize >= ks.rank())
+        {
+            return fail(
+                kernel,
+                "convolution",
+                &[&ks],
+                format!(
+                    "conv_transpose: {} strides and {} dilations for {n} spatial axes",
+                    strides.len(),
+                    rd.len()
+                ),
+                loc,
+            );
+        }
+        let pads: Vec<(i64, i64)> = match padding {
+            ConvTransposePadding::Explicit(p) => p.clone(),
+            same_or_valid => (0..n)
+                .map(|i| {
+                    let k = (ks.dims()[dims.kernel_spatial[i] as usize] - 1) * rd[i] + 1;
+                    let s = strides[i];
+                    let (len, a) = if *same_or_valid == ConvTransposePadding::Same {
+                        let len = k + s - 2;
+                        (len, if s > k - 1 { k - 1 } else { (len + 1) / 2 })
+                    } else {
+                        (k + s - 2 + (k - s).max(0), k - 1)
+                    };
+                    (a, len - a)
+                })
+                .collect(),
+        };
+        let kernel = if transpose_kernel {
+            let flipped = kernel.at(loc).reverse(&dims.kernel_spatial);
+            let mut perm: Vec<i64> = (0..ks.rank() as i64).collect();
+            perm.swap(
+                dims.kernel_input_feature as usize,
+                dims.kernel_output_feature as usize,
+            );
+            flipped.at(loc).transpose(&perm)
+        } else {
+            kernel.clone()
+        };
+        self.at(loc)
+            .conv_general_dilated(&kernel, &ones, &pads, strides, &rd, dims, 1)
+    }
+}
+
 impl Builder {
     /// `jnp.einsum(spec, *operands)` in full: any number of operands, `...` for
     /// the leading axes of each (the same dimensions in every operand that has
