@@ -1,6 +1,6 @@
 //! The JAX parity page (guide/16-jax-parity.md, issue 24) kept true: one row per
-//! name of `../shared/jax-surface.tsv` (a copy of its names and uses is in
-//! `tests/data/jax_surface.tsv`), each status one of `same`, `differs: why`,
+//! name of `../shared/jax-surface.tsv` (copied to `tests/data/jax_surface.tsv`,
+//! and checked equal to it where a checkout has it beside it), each status one of `same`, `differs: why`,
 //! `missing: issue`, `n/a: why`, and every Rust path the page names compiles: the
 //! set of paths on the page must equal the set this file names in
 //! [`compile_check`], which the compiler type-checks. The two `same` shares
@@ -273,6 +273,18 @@ fn cell_paths(cell: &str) -> Vec<String> {
         })
         .map(str::to_string)
         .collect()
+}
+
+/// The committed copy is the shared list, where a checkout has it beside it.
+#[test]
+fn the_copy_of_the_surface_list_is_current() {
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/jax-surface.tsv");
+    if let Ok(text) = std::fs::read_to_string(&shared) {
+        assert_eq!(
+            text, SURFACE,
+            "tests/data/jax_surface.tsv differs from ../shared/jax-surface.tsv: copy it over"
+        );
+    }
 }
 
 #[test]
