@@ -212,6 +212,19 @@ for name, xx, kk, st, pad, dil, tk in [
     case(f"conv_transpose_{name}", "conv_transpose",
          lambda a, b, st=st, pad=pad, dil=dil, tk=tk: jax.lax.conv_transpose(a, b, st, pad, rhs_dilation=dil, transpose_kernel=tk),
          [xx, kk], **args)
+# jnp.vectorize: `function` names the function; tests/ops_parity.rs writes the same one
+vec_fns = {
+    "where_sub_mul": ("", lambda x, y: jnp.where(x > y, x - y, x * y)),
+    "dot_scaled": ("(n),(n)->()", lambda a, b: jnp.sum(a * b) / (1 + jnp.max(a))),
+    "normalize": ("(n)->(n)", lambda a: a / jnp.sum(a)),
+    "matvec": ("(m,n),(n)->(m)", lambda m, v: m @ v),
+}
+for name, ins in [("where_sub_mul", [r.standard_normal((4, 1)).astype(f32), r.standard_normal((3,)).astype(f32)]),
+                  ("dot_scaled", [r.standard_normal((2, 1, 3)).astype(f32), r.standard_normal((4, 3)).astype(f32)]),
+                  ("normalize", [r.uniform(0.5, 2, (3, 4)).astype(f32)]),
+                  ("matvec", [r.standard_normal((2, 3, 4)).astype(f32), r.standard_normal((4,)).astype(f32)])]:
+    sig, fn = vec_fns[name]
+    case(f"vectorize_{name}", "vectorize", jnp.vectorize(fn, signature=sig or None), ins, function=name, signature=sig)
 # logaddexp / log_sigmoid
 la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
 lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)

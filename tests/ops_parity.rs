@@ -232,6 +232,22 @@ fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
                 flag("transpose_kernel"),
             ))
         }
+        "vectorize" => {
+            let refs: Vec<&Op> = x.iter().collect();
+            let sig = a["signature"].as_str().unwrap();
+            one(match a["function"].as_str().unwrap() {
+                "where_sub_mul" => b.vectorize(sig, &refs, |b, v| {
+                    b.select(&v[0].gt(&v[1]), &(&v[0] - &v[1]), &(&v[0] * &v[1]))
+                }),
+                "dot_scaled" => b.vectorize(sig, &refs, |_, v| {
+                    let dot = (&v[0] * &v[1]).sum(&[0], false);
+                    &dot / &(v[0].amax(&[0], false) + 1.0)
+                }),
+                "normalize" => b.vectorize(sig, &refs, |_, v| &v[0] / &v[0].sum(&[0], false)),
+                "matvec" => b.vectorize(sig, &refs, |_, v| v[0].dot(&v[1])),
+                f => panic!("vectorize fn {f}"),
+            })
+        }
         "unique" => one(x[0].unique(axis("size").unwrap(), a["fill"].as_f64())),
         "any" => one(x[0].any(&ints(&a["axes"]), flag("keepdims"))),
         "all" => one(x[0].all(&ints(&a["axes"]), flag("keepdims"))),
@@ -385,6 +401,35 @@ fn gradients_against_finite_differences() {
             )
         },
     );
+    check("vectorize", &[&[2, 1, 3], &[4, 3]], 0.5, 1.5, |p| {
+        p[0].builder()
+            .vectorize("(n),(n)->()", &[&p[0], &p[1]], |_, v| {
+                (&v[0] * &v[1]).sum(&[0], false)
+            })
+    });
+    check("moveaxis", &[&[2, 3, 4]], -1.0, 1.0, |p| {
+        p[0].moveaxis(0, -1)
+    });
+    check("swapaxes", &[&[2, 3, 4]], -1.0, 1.0, |p| {
+        p[0].swapaxes(0, 2)
+    });
+    check("nan_to_num", &[&[5]], -1.0, 1.0, |p| {
+        p[0].nan_to_num(0.0, None, None)
+    });
+    check("triu", &[&[2, 3, 3]], -1.0, 1.0, |p| p[0].triu(1));
+    check("norm_neginf", &[&[5]], 0.5, 2.0, |p| {
+        p[0].linalg_norm(NormOrd::NegInf, None, false)
+    });
+    check(
+        "einsum_ellipsis",
+        &[&[2, 3, 4], &[2, 4, 5]],
+        -1.0,
+        1.0,
+        |p| {
+            p[0].builder()
+                .einsum_many("...ij,...jk->...ik", &[&p[0], &p[1]])
+        },
+    );
     check("remainder", &[&[5]], 0.1, 0.9, |p| {
         let y = p[0].builder().constant(-1.0f64);
         p[0].remainder(&y.broadcast_to(&[5]))
@@ -420,6 +465,14 @@ fn bad_arguments_are_errors_at_the_callers_line() {
         ("unique", i.slice_in_dim(0, 0, 1, 0).unique(2, None)),
         ("einsum", b.einsum_many("ij,jk->ik", &[&x, &i])),
         ("einsum", b.einsum_many("ij,ij->", &[&x])),
+        (
+            "vectorize",
+            b.vectorize("(n),(n)->()", &[&x], |_, v| v[0].clone()),
+        ),
+        (
+            "vectorize",
+            b.vectorize("(n)->()", &[&x], |_, v| v[0].clone()),
+        ),
     ];
     let end = line!();
     for (op, o) in &bad {

@@ -1817,6 +1817,143 @@ impl Builder {
         }
     }
 
+    /// `jnp.vectorize(f, signature=signature)(*args)`: `f`, written for the core
+    /// axes of one element (scalars when `signature` is empty), applied over the
+    /// leading "loop" axes of `args`, which broadcast the numpy way, through
+    /// [`vmap`](Builder::vmap). `signature` is numpy's generalized-ufunc signature
+    /// with one output, as `"(n),(n)->()"` or `"(m,n)->(n)"`; each input's last axes
+    /// are its core axes, and sizes named twice must agree. The result has the
+    /// loop axes followed by the output's core axes.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, Shape};
+    /// let b = Builder::new("vectorize");
+    /// let x = b.parameter(0, Shape::of::<f32>(&[4, 1, 3]), "x");
+    /// let y = b.parameter(1, Shape::of::<f32>(&[5, 3]), "y");
+    /// let dot = b.vectorize("(n),(n)->()", &[&x, &y], |_, v| (&v[0] * &v[1]).reduce_sum(&[0]));
+    /// assert_eq!(dot.dims()?, vec![4, 5]);
+    /// let scaled = b.vectorize("", &[&x], |_, v| &v[0] * 2.0);
+    /// assert_eq!(scaled.dims()?, vec![4, 1, 3]);
+    /// assert!(b.vectorize("(n),(n)->()", &[&x], |_, v| v[0].clone()).dims().is_err());
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn vectorize(
+        &self,
+        signature: &str,
+        args: &[&Op],
+        f: impl FnOnce(&Builder, Vec<Op>) -> Op,
+    ) -> Op {
+        let loc = Location::caller();
+        let shapes: Vec<Shape> = match args
+            .iter()
+            .map(|o| array(o, "vectorize", loc))
+            .collect::<Result<Vec<_>, Op>>()
+        {
+            Ok(s) => s,
+            Err(f) => return f,
+        };
+        let refs: Vec<&Shape> = shapes.iter().collect();
+        let bad = |reason: String| {
+            self.fail(
+                ShapeError::new(
+                    "vectorize",
+                    &refs,
+                    ShapeErrorKind::Attribute,
+                    format!("signature `{signature}`: {reason}"),
+                ),
+                loc,
+            )
+        };
+        let sig: String = signature.chars().filter(|c| !c.is_whitespace()).collect();
+        let parse = |t: &str| -> Option<Vec<Vec<String>>> {
+            if t.is_empty() {
+                return Some(vec![]);
+            }
+            let t = t.strip_prefix('(')?.strip_suffix(')')?;
+            Some(
+                t.split("),(")
+                    .map(|g| {
+                        g.split(',')
+                            .filter(|d| !d.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .collect(),
+            )
+        };
+        let (ins, out_core) = if sig.is_empty() {
+            (vec![Vec::new(); args.len()], Vec::new())
+        } else {
+            let Some((i, o)) = sig.split_once("->") else {
+                return bad("needs `->`".into());
+            };
+            match (parse(i), parse(o)) {
+                (Some(i), Some(o)) if o.len() == 1 => (i, o[0].clone()),
+                (Some(_), Some(_)) => return bad("one output only".into()),
+                _ => return bad("terms are `(a,b)` lists of names".into()),
+            }
+        };
+        if ins.len() != args.len() {
+            return bad(format!("{} inputs for {} arguments", ins.len(), args.len()));
+        }
+        // Core sizes by name, and the loop axes broadcast.
+        let mut sizes: Vec<(String, i64)> = Vec::new();
+        let mut loop_dims: Vec<i64> = Vec::new();
+        for (core, s) in ins.iter().zip(&shapes) {
+            if core.len() > s.rank() {
+                return bad(format!(
+                    "{} core axes for a rank-{} argument",
+                    core.len(),
+                    s.rank()
+                ));
+            }
+            let split = s.rank() - core.len();
+            for (name, d) in core.iter().zip(&s.dims()[split..]) {
+                match sizes.iter().find(|(n, _)| n == name) {
+                    Some((_, e)) if e != d => {
+                        return bad(format!("`{name}` is {e} and {d} elements"));
+                    }
+                    Some(_) => {}
+                    None => sizes.push((name.clone(), *d)),
+                }
+            }
+            loop_dims = match super::elementwise::broadcast_dims(&loop_dims, &s.dims()[..split]) {
+                Ok(d) => d,
+                Err(e) => return bad(format!("loop axes do not broadcast: {e}")),
+            };
+        }
+        let n: i64 = loop_dims.iter().product();
+        let flat: Vec<Op> = args
+            .iter()
+            .zip(&shapes)
+            .zip(&ins)
+            .map(|((a, s), core)| {
+                let core_dims = &s.dims()[s.rank() - core.len()..];
+                let full: Vec<i64> = loop_dims.iter().chain(core_dims).copied().collect();
+                let batched: Vec<i64> = std::iter::once(n)
+                    .chain(core_dims.iter().copied())
+                    .collect();
+                a.at(loc).broadcast_to(&full).at(loc).reshape(&batched)
+            })
+            .collect();
+        let out = self
+            .at(loc)
+            .vmap(&crate::Vmap::new(), flat, |b, xs: Vec<Op>| f(b, xs));
+        let Ok(od) = out.dims() else {
+            return out;
+        };
+        if od.len() != out_core.len() + 1 {
+            return bad(format!(
+                "`f` gave {} core axes, the signature says {}",
+                od.len() - 1,
+                out_core.len()
+            ));
+        }
+        let dims: Vec<i64> = loop_dims.iter().chain(&od[1..]).copied().collect();
+        out.at(loc).reshape(&dims)
+    }
+
     /// `jnp.eye(n, m, k, dtype)`: an `[n, m]` array of `ty` with ones on the
     /// `k`-th diagonal (above the main one for `k > 0`) and zeros elsewhere.
     ///
