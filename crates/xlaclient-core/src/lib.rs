@@ -80,7 +80,6 @@ pub use error::{
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
 pub use jit::{ClientExt, Jit};
-pub use ops::arrays::{ConvTransposePadding, NormOrd};
 pub use ops::control::ScanOptions;
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::indexing::{GatherDims, ScatterDims, TakeMode};
@@ -88,6 +87,7 @@ pub use ops::linalg::{
     ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };
 pub use ops::numpy::PadMode;
+pub use ops::arrays::{ConvTransposePadding, NormOrd};
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
 pub use ops::structural::Function;
