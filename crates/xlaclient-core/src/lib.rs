@@ -87,7 +87,6 @@ pub use ops::linalg::{
     ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };
 pub use ops::numpy::PadMode;
-pub use ops::arrays::{ConvTransposePadding, NormOrd};
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
 pub use ops::structural::Function;
@@ -101,3 +100,6 @@ pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
     Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };
+
+// numpy's array functions and lax.conv_transpose (issue 24).
+pub use ops::arrays::{ConvTransposePadding, NormOrd};
