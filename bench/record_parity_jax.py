@@ -225,6 +225,14 @@ for name, ins in [("where_sub_mul", [r.standard_normal((4, 1)).astype(f32), r.st
                   ("matvec", [r.standard_normal((2, 3, 4)).astype(f32), r.standard_normal((4,)).astype(f32)])]:
     sig, fn = vec_fns[name]
     case(f"vectorize_{name}", "vectorize", jnp.vectorize(fn, signature=sig or None), ins, function=name, signature=sig)
+# moveaxis / swapaxes
+case("moveaxis_0_m1", "moveaxis", lambda x: jnp.moveaxis(x, 0, -1), [x234], source=0, destination=-1)
+case("moveaxis_m1_1", "moveaxis", lambda x: jnp.moveaxis(x, -1, 1), [x234], source=-1, destination=1)
+case("swapaxes_0_2", "swapaxes", lambda x: jnp.swapaxes(x, 0, 2), [x234], a=0, b=2)
+case("swapaxes_same", "swapaxes", lambda x: jnp.swapaxes(x, 1, -2), [x234], a=1, b=-2)
+# cumulative reductions and norms of empty arrays
+case("cumsum_empty", "cumsum", lambda x: jnp.cumsum(x, axis=1), [np.zeros((2, 0), f32)], axis=1, reverse=False)
+case("norm_empty", "norm", lambda x: jnp.linalg.norm(x), [np.zeros((0,), f32)], ord="default", axes=None, keepdims=False)
 # logaddexp / log_sigmoid
 la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
 lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)

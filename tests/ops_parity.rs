@@ -248,6 +248,8 @@ fn apply(b: &Builder, op: &str, a: &Json, x: &[Op]) -> Vec<Op> {
                 f => panic!("vectorize fn {f}"),
             })
         }
+        "moveaxis" => one(x[0].moveaxis(axis("source").unwrap(), axis("destination").unwrap())),
+        "swapaxes" => one(x[0].swapaxes(axis("a").unwrap(), axis("b").unwrap())),
         "unique" => one(x[0].unique(axis("size").unwrap(), a["fill"].as_f64())),
         "any" => one(x[0].any(&ints(&a["axes"]), flag("keepdims"))),
         "all" => one(x[0].all(&ints(&a["axes"]), flag("keepdims"))),
