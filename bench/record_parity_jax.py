@@ -233,6 +233,17 @@ case("swapaxes_same", "swapaxes", lambda x: jnp.swapaxes(x, 1, -2), [x234], a=1,
 # cumulative reductions and norms of empty arrays
 case("cumsum_empty", "cumsum", lambda x: jnp.cumsum(x, axis=1), [np.zeros((2, 0), f32)], axis=1, reverse=False)
 case("norm_empty", "norm", lambda x: jnp.linalg.norm(x), [np.zeros((0,), f32)], ord="default", axes=None, keepdims=False)
+# promotion of two element types in the binary functions (x64 off: these pairs
+# promote to the same types with it on)
+i8a = np.array([-7, 7, 5, -128], np.int8)
+u8a = np.array([2, 3, 255, 4], np.uint8)
+case("divmod_u8_i8", "divmod", jnp.divmod, [u8a, i8a])
+case("remainder_i32_f32", "remainder", jnp.remainder, [np.array([-7, 7, 5], i32), np.array([2.5, -2.5, 0.5], f32)])
+case("isin_i32_f32", "isin", jnp.isin, [np.array([1, 2, 3], i32), np.array([2.0, 2.5], f32)])
+case("array_equal_i32_f32", "array_equal", jnp.array_equal, [np.array([1, 2], i32), np.array([1.0, 2.0], f32)], equal_nan=False)
+case("logaddexp_i32_f32", "logaddexp", jnp.logaddexp, [np.array([0, 1, -3], i32), np.array([0.5, -1, 2], f32)])
+case("outer_i8_f32", "outer", jnp.outer, [i8a, np.array([0.5, -2], f32)])
+case("vdot_i8_i32", "vdot", jnp.vdot, [i8a, np.array([1, -2, 3, 1000], i32)])
 # logaddexp / log_sigmoid
 la = np.array([0, 1, -1, 100, -100, inf, -inf, inf, nan, 3, -inf], f32)
 lb = np.array([0, 2, -1, 99, -101, inf, -inf, -inf, 1, -50, 5], f32)
@@ -278,8 +289,18 @@ tree_paths = {
     "tuple_model_list": [keystr(p) for p, _ in jax.tree.leaves_with_path((m, [6.]))],
 }
 
+# jnp.promote_types for every pair of the crate's element types, with 64-bit
+# types enabled (the crate has them): the lattice itself.
+jax.config.update("jax_enable_x64", True)
+ptypes = ["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+          "bfloat16", "float16", "float32", "float64", "complex64", "complex128"]
+pdt = {t: (jnp.bfloat16 if t == "bfloat16" else np.dtype(t)) for t in ptypes}
+promote = {a: {b: str(jnp.promote_types(pdt[a], pdt[b])) for b in ptypes} for a in ptypes}
+jax.config.update("jax_enable_x64", False)
+
 out = {
     "jax_version": jax.__version__,
+    "promote_types_x64": promote,
     "tree_paths": tree_paths,
     "script": "bench/record_parity_jax.py",
     "backend": "cpu",

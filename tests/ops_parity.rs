@@ -31,6 +31,8 @@ fn ty_of(dtype: &str) -> ElementType {
         "float32" => ElementType::F32,
         "int32" => ElementType::S32,
         "int8" => ElementType::S8,
+        "int16" => ElementType::S16,
+        "uint8" => ElementType::U8,
         "uint32" => ElementType::U32,
         "bool" => ElementType::Pred,
         d => panic!("dtype {d} not handled"),
@@ -66,6 +68,7 @@ fn upload_json(a: &Json) -> Buffer {
         ElementType::F32 => upload(&v.iter().map(|x| *x as f32).collect::<Vec<_>>(), &d),
         ElementType::S32 => upload(&v.iter().map(|x| *x as i32).collect::<Vec<_>>(), &d),
         ElementType::S8 => upload(&v.iter().map(|x| *x as i8).collect::<Vec<_>>(), &d),
+        ElementType::U8 => upload(&v.iter().map(|x| *x as u8).collect::<Vec<_>>(), &d),
         ElementType::U32 => upload(&v.iter().map(|x| *x as u32).collect::<Vec<_>>(), &d),
         ElementType::Pred => upload(&v.iter().map(|x| *x != 0.0).collect::<Vec<_>>(), &d),
         _ => unreachable!(),
@@ -73,31 +76,20 @@ fn upload_json(a: &Json) -> Buffer {
 }
 
 fn download(b: &Buffer) -> Vec<f64> {
+    fn f64s<T: xlaclient::NativeType + Copy + Into<f64>>(b: &Buffer) -> Vec<f64> {
+        b.to_vec::<T>()
+            .unwrap()
+            .into_iter()
+            .map(Into::into)
+            .collect()
+    }
     match b.element_type().unwrap() {
-        ElementType::F32 => b
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|x| *x as f64)
-            .collect(),
-        ElementType::S32 => b
-            .to_vec::<i32>()
-            .unwrap()
-            .iter()
-            .map(|x| *x as f64)
-            .collect(),
-        ElementType::S8 => b
-            .to_vec::<i8>()
-            .unwrap()
-            .iter()
-            .map(|x| *x as f64)
-            .collect(),
-        ElementType::U32 => b
-            .to_vec::<u32>()
-            .unwrap()
-            .iter()
-            .map(|x| *x as f64)
-            .collect(),
+        ElementType::F32 => f64s::<f32>(b),
+        ElementType::S32 => f64s::<i32>(b),
+        ElementType::S16 => f64s::<i16>(b),
+        ElementType::S8 => f64s::<i8>(b),
+        ElementType::U32 => f64s::<u32>(b),
+        ElementType::U8 => f64s::<u8>(b),
         ElementType::Pred => b
             .to_vec::<bool>()
             .unwrap()
@@ -549,4 +541,48 @@ fn tree_key_paths_match_jax() {
         .map(|(p, x)| p.len() as f32 * 100.0 + x)
         .collect();
     assert_eq!(seen.into_leaves(), expect);
+}
+
+/// `promote_types` against `jnp.promote_types` (64-bit types on) for every pair of
+/// the crate's element types.
+#[test]
+fn promotion_matches_jax_for_every_pair() {
+    use xlaclient::ops::arrays::promote_types;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/parity_jax.json"
+    ))
+    .unwrap();
+    let j: Json = serde_json::from_str(&text).unwrap();
+    let ty = |n: &str| match n {
+        "bool" => ElementType::Pred,
+        "uint8" => ElementType::U8,
+        "uint16" => ElementType::U16,
+        "uint32" => ElementType::U32,
+        "uint64" => ElementType::U64,
+        "int8" => ElementType::S8,
+        "int16" => ElementType::S16,
+        "int32" => ElementType::S32,
+        "int64" => ElementType::S64,
+        "bfloat16" => ElementType::Bf16,
+        "float16" => ElementType::F16,
+        "float32" => ElementType::F32,
+        "float64" => ElementType::F64,
+        "complex64" => ElementType::C64,
+        "complex128" => ElementType::C128,
+        t => panic!("{t}"),
+    };
+    let table = j["promote_types_x64"].as_object().unwrap();
+    let mut n = 0;
+    for (a, row) in table {
+        for (b, want) in row.as_object().unwrap() {
+            assert_eq!(
+                promote_types(ty(a), ty(b)),
+                ty(want.as_str().unwrap()),
+                "promote_types({a}, {b})"
+            );
+            n += 1;
+        }
+    }
+    assert_eq!(n, 225);
 }

@@ -90,6 +90,101 @@ fn finite_max(ty: ElementType) -> f64 {
     }
 }
 
+/// JAX's type promotion of two element types (`jnp.promote_types` with 64-bit
+/// types enabled, as the crate has them): the least upper bound in JAX's lattice,
+/// `bool < u8 < u16 < u32 < u64`, `bool < i8 < i16 < i32 < i64`, `uN < i2N`, every
+/// integer below the floats, `bf16` and `f16` below `f32 < f64`, `f32 < c64`,
+/// `f64 < c128`. So `u8 + i8` is `i16`, `u64 + i64` is `f64`, `bf16 + f16` is `f32`,
+/// `i32 + f16` is `f16`. The numpy-layer binary functions of this module promote
+/// their operands with it; the lax-level ops stay strict, as JAX's do.
+///
+/// ```
+/// use xlaclient_core::{ElementType as T, ops::arrays::promote_types};
+/// assert_eq!(promote_types(T::U8, T::S8), T::S16);
+/// assert_eq!(promote_types(T::U64, T::S64), T::F64);
+/// assert_eq!(promote_types(T::Bf16, T::F16), T::F32);
+/// assert_eq!(promote_types(T::S32, T::F16), T::F16);
+/// assert_eq!(promote_types(T::F64, T::C64), T::C128);
+/// ```
+pub fn promote_types(a: ElementType, b: ElementType) -> ElementType {
+    use ElementType as T;
+    // JAX's lattice, with its weak nodes: `I` (integers), `F` (floats), `C`
+    // (complex). Each node lists the nodes directly above it.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum N {
+        T(ElementType),
+        I,
+        F,
+        C,
+    }
+    fn up(n: N) -> Vec<N> {
+        match n {
+            N::T(T::Pred) => vec![N::I],
+            N::I => vec![N::T(T::U8), N::T(T::S8)],
+            N::T(T::U8) => vec![N::T(T::S16), N::T(T::U16)],
+            N::T(T::U16) => vec![N::T(T::S32), N::T(T::U32)],
+            N::T(T::U32) => vec![N::T(T::S64), N::T(T::U64)],
+            N::T(T::U64) | N::T(T::S64) => vec![N::F],
+            N::T(T::S8) => vec![N::T(T::S16)],
+            N::T(T::S16) => vec![N::T(T::S32)],
+            N::T(T::S32) => vec![N::T(T::S64)],
+            N::F => vec![N::T(T::Bf16), N::T(T::F16), N::C],
+            N::T(T::Bf16) | N::T(T::F16) => vec![N::T(T::F32)],
+            N::T(T::F32) => vec![N::T(T::F64), N::T(T::C64)],
+            N::T(T::F64) => vec![N::T(T::C128)],
+            N::C => vec![N::T(T::C64)],
+            N::T(T::C64) => vec![N::T(T::C128)],
+            N::T(_) => vec![],
+        }
+    }
+    fn above(n: N) -> Vec<N> {
+        let mut out = vec![n];
+        let mut i = 0;
+        while i < out.len() {
+            for m in up(out[i]) {
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+    let (ua, ub) = (above(N::T(a)), above(N::T(b)));
+    let common: Vec<N> = ua.iter().copied().filter(|n| ub.contains(n)).collect();
+    // The least upper bound: the common node every other common node is above.
+    let lub = common
+        .iter()
+        .copied()
+        .find(|n| common.iter().all(|m| above(*n).contains(m)))
+        .unwrap_or(N::T(T::C128));
+    match lub {
+        N::T(t) => t,
+        // A weak result becomes the default type of its kind (64-bit types on).
+        N::I => T::S64,
+        N::F => T::F64,
+        N::C => T::C128,
+    }
+}
+
+/// Both operands in their promoted type ([`promote_types`]).
+fn promote_pair(x: &Op, y: &Op, loc: Loc) -> (Op, Op) {
+    match (x.element_type(), y.element_type()) {
+        (Ok(a), Ok(b)) if a != b => {
+            let t = promote_types(a, b);
+            let cv = |o: &Op, from: ElementType| {
+                if from == t {
+                    o.clone()
+                } else {
+                    o.at(loc).convert(t)
+                }
+            };
+            (cv(x, a), cv(y, b))
+        }
+        _ => (x.clone(), y.clone()),
+    }
+}
+
 /// The order in which numpy's norms are taken ([`Op::linalg_norm`]'s `ord`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NormOrd {
@@ -803,7 +898,10 @@ impl Op {
     /// `jnp.remainder(x, y)` (`x % y` in numpy): the modulo with the sign of the
     /// divisor (`-7 % 3 = 2`, `7 % -3 = -2`), for integers and floats; [`rem`](Self::rem)
     /// is C's `fmod` (the sign of the dividend). An integer remainder by 0 is 0,
-    /// as in JAX.
+    /// as in JAX. Two element types promote first ([`promote_types`]), as do
+    /// [`divmod`](Self::divmod), [`isin`](Self::isin),
+    /// [`array_equal`](Self::array_equal), [`logaddexp`](Self::logaddexp),
+    /// [`outer`](Self::outer) and [`vdot`](Self::vdot).
     ///
     /// ```
     /// use xlaclient_core::{Builder, Shape};
@@ -812,12 +910,19 @@ impl Op {
     /// let y = b.parameter(1, Shape::of::<i32>(&[4]), "y");
     /// let (q, r) = x.divmod(&y);
     /// assert_eq!((q.dims()?, r.dims()?), (vec![4], vec![4]));
-    /// assert!(x.remainder(&b.parameter(2, Shape::of::<f32>(&[4]), "z")).dims().is_err());
+    /// // Mixed types promote as JAX's do: s32 with f32 is f32.
+    /// let z = b.parameter(2, Shape::of::<f32>(&[4]), "z");
+    /// assert_eq!(x.remainder(&z).element_type()?, xlaclient_core::ElementType::F32);
     /// # Ok::<(), xlaclient_core::Error>(())
     /// ```
     #[track_caller]
     pub fn remainder(&self, y: &Op) -> Op {
         let loc = Location::caller();
+        let (x, y) = promote_pair(self, y, loc);
+        x.remainder_at(&y, loc)
+    }
+
+    fn remainder_at(&self, y: &Op, loc: Loc) -> Op {
         let m = self.binary(BinaryOp::Remainder, y, loc);
         let ty = match m.element_type() {
             Ok(t) => t,
@@ -881,6 +986,11 @@ impl Op {
     }
 
     fn divmod_at(&self, y: &Op, loc: Loc) -> (Op, Op) {
+        let (x, y) = promote_pair(self, y, loc);
+        x.divmod_same(&y, loc)
+    }
+
+    fn divmod_same(&self, y: &Op, loc: Loc) -> (Op, Op) {
         let trunc = self.binary(BinaryOp::Remainder, y, loc);
         let ty = match trunc.element_type() {
             Ok(t) => t,
@@ -892,7 +1002,7 @@ impl Op {
         if ty.is_unsigned_int() {
             return (
                 self.binary(BinaryOp::Divide, y, loc),
-                self.at(loc).remainder(y),
+                self.remainder_at(y, loc),
             );
         }
         if ty.is_float() {
@@ -933,7 +1043,7 @@ impl Op {
             let q = b
                 .at(loc)
                 .select(&fix, &q.binary(BinaryOp::Subtract, &one, loc), &q);
-            (q, self.at(loc).remainder(y))
+            (q, self.remainder_at(y, loc))
         }
     }
 
@@ -1076,11 +1186,12 @@ impl Op {
             (Ok(s), Ok(t)) => (s, t),
             (Err(f), _) | (_, Err(f)) => return f,
         };
+        let (x, test) = promote_pair(self, test, loc);
         let k = t.element_count().unwrap_or(0);
         let mut dims = s.dims().to_vec();
         dims.push(k);
         let r = s.rank() as i64;
-        let xs = self
+        let xs = x
             .at(loc)
             .broadcast_in_dim(&dims, &(0..r).collect::<Vec<_>>());
         let ts = test
@@ -1121,9 +1232,10 @@ impl Op {
         if s.dims() != t.dims() {
             return b.at(loc).constant(false);
         }
-        let mut eq = self.at(loc).compare(other, Comparison::Eq);
+        let (x, other) = promote_pair(self, other, loc);
+        let mut eq = x.at(loc).compare(&other, Comparison::Eq);
         if equal_nan {
-            let both = self.at(loc).isnan().at(loc).and(&other.at(loc).isnan());
+            let both = x.at(loc).isnan().at(loc).and(&other.at(loc).isnan());
             let e = eq.at(loc).or(&both);
             eq = e;
         }
@@ -1274,8 +1386,9 @@ impl Op {
     #[track_caller]
     pub fn logaddexp(&self, y: &Op) -> Op {
         let loc = Location::caller();
-        let x = inexact(self, loc);
-        let y = inexact(y, loc);
+        let (x, y) = promote_pair(self, y, loc);
+        let x = inexact(&x, loc);
+        let y = inexact(&y, loc);
         let amax = x.binary(BinaryOp::Maximum, &y, loc);
         let delta = x.binary(BinaryOp::Subtract, &y, loc);
         let soft = delta
@@ -1333,7 +1446,8 @@ impl Op {
             s.element_count().unwrap_or(0),
             t.element_count().unwrap_or(0),
         );
-        let a = self
+        let (x, other) = promote_pair(self, other, loc);
+        let a = x
             .at(loc)
             .reshape(&[m])
             .at(loc)
@@ -1386,7 +1500,8 @@ impl Op {
             lhs_batch: vec![],
             rhs_batch: vec![],
         };
-        self.at(loc)
+        let (x, other) = promote_pair(self, other, loc);
+        x.at(loc)
             .reshape(&[m])
             .at(loc)
             .dot_general(&other.at(loc).reshape(&[n]), &dims)
