@@ -32,6 +32,8 @@
 //! 14. [Ops](ops): every op of the opcode table, its tests and its gradient.
 //! 15. [Porting from JAX](porting_from_jax): JAX idioms next to their Rust forms,
 //!     and the traps.
+//! 16. [JAX parity](jax_parity): every name JAX code uses most, with its Rust
+//!     form and whether it means the same.
 
 // Cross-chapter links. A chapter links to another with `[text][chapter-name]` and
 // defines `[chapter-name]: NN-chapter-name.md` at its end (for reading on GitHub).
@@ -53,7 +55,8 @@ macro_rules! chapter_links {
          [performance]: crate::guide::performance\n\
          [design]: crate::guide::design\n\
          [ops]: crate::guide::ops\n\
-         [porting-from-jax]: crate::guide::porting_from_jax\n\n"
+         [porting-from-jax]: crate::guide::porting_from_jax\n\
+         [jax-parity]: crate::guide::jax_parity\n\n"
     };
 }
 
@@ -118,3 +121,7 @@ pub mod ops {}
 #[doc = chapter_links!()]
 #[doc = include_str!("../guide/15-porting-from-jax.md")]
 pub mod porting_from_jax {}
+
+#[doc = chapter_links!()]
+#[doc = include_str!("../guide/16-jax-parity.md")]
+pub mod jax_parity {}

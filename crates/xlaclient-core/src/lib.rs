@@ -100,3 +100,6 @@ pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
     Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };
+
+// numpy's array functions and lax.conv_transpose (issue 24).
+pub use ops::arrays::{ConvTransposePadding, NormOrd};

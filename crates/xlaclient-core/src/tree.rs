@@ -209,6 +209,45 @@ pub trait Tree<L: Leaf>: Sized {
         out
     }
 
+    /// Each leaf with its key path in JAX's `keystr` format, in flattening order
+    /// (`jax.tree.leaves_with_path`, with each path rendered by [`keystr`]): a field
+    /// is `.name`, an element of a `Vec`, array or tuple `[i]`, so the leaf
+    /// `layers.0.w` of [`leaf_paths`](Tree::leaf_paths) is `.layers[0].w`, as JAX
+    /// prints the path of a dataclass field holding a list. With
+    /// [`structure`](Tree::structure) it is `jax.tree.flatten_with_path`.
+    ///
+    /// ```
+    /// use xlaclient_core::Tree;
+    ///
+    /// #[derive(Tree)]
+    /// struct Layer<T> { w: T, b: T }
+    ///
+    /// let t = (vec![Layer { w: 1.0f32, b: 2.0 }], 3.0f32);
+    /// let paths: Vec<String> = t.leaves_with_path().into_iter().map(|(p, _)| p).collect();
+    /// assert_eq!(paths, ["[0][0].w", "[0][0].b", "[1]"]);
+    /// let scaled = t.map_with_path(|p, x| if p.ends_with(".b") { *x } else { 2.0 * x });
+    /// assert_eq!(scaled.into_leaves(), [2.0, 2.0, 6.0]);
+    /// ```
+    fn leaves_with_path(&self) -> Vec<(String, &L)> {
+        let mut out = Vec::new();
+        self.visit_paths(&mut String::new(), &mut |p, leaf| {
+            out.push((keystr(p, false, ""), leaf))
+        });
+        out
+    }
+
+    /// The same structure with `f(path, leaf)` of each leaf, the path in JAX's
+    /// `keystr` format (`jax.tree.map_with_path`; see
+    /// [`leaves_with_path`](Tree::leaves_with_path)).
+    fn map_with_path<U: Leaf>(&self, mut f: impl FnMut(&str, &L) -> U) -> Self::With<U> {
+        let mut paths = Vec::new();
+        self.visit_paths(&mut String::new(), &mut |p, _| {
+            paths.push(keystr(p, false, ""))
+        });
+        let mut paths = paths.into_iter();
+        self.map_ref(|leaf| f(&paths.next().unwrap_or_default(), leaf))
+    }
+
     /// The leaves, in flattening order.
     fn leaves(&self) -> Vec<&L> {
         let mut out = Vec::new();
@@ -348,6 +387,34 @@ pub fn push_path(path: &mut String, segment: impl fmt::Display) -> usize {
     // Writing into a `String` cannot fail.
     let _ = write!(path, "{segment}");
     len
+}
+
+/// A leaf path of [`Tree::leaf_paths`] (`"layers.0.w"`) in the format of JAX's
+/// `jax.tree_util.keystr`: a segment that is a number is an element index
+/// (`[0]`, JAX's `SequenceKey`), any other a field (`.w`, JAX's `GetAttrKey` of a
+/// dataclass or flax struct). `simple` drops the brackets and dots (`layers`, `0`,
+/// `w`), and `separator` goes between segments, as JAX's arguments of the same
+/// names: `keystr(p, true, "/")` is `"layers/0/w"`.
+///
+/// ```
+/// use xlaclient_core::tree::keystr;
+/// assert_eq!(keystr("layers.0.w", false, ""), ".layers[0].w");
+/// assert_eq!(keystr("layers.0.w", true, "/"), "layers/0/w");
+/// assert_eq!(keystr("", false, ""), "");
+/// ```
+pub fn keystr(path: &str, simple: bool, separator: &str) -> String {
+    if path.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = path
+        .split('.')
+        .map(|seg| match (simple, seg.parse::<u64>().is_ok()) {
+            (true, _) => seg.to_string(),
+            (false, true) => format!("[{seg}]"),
+            (false, false) => format!(".{seg}"),
+        })
+        .collect();
+    parts.join(separator)
 }
 
 /// A mismatch between a tree and the leaves or tree it is combined with.

@@ -23,6 +23,7 @@
 // Each op's unit tests close its block, and blocks follow each other.
 #![allow(clippy::items_after_test_module)]
 
+pub mod arrays;
 pub mod bitwise;
 pub mod collective;
 pub mod control;
