@@ -235,7 +235,13 @@ fn the_vmapped_single_learner_update_learns_what_the_hand_batched_one_does() {
     // update, vmapped over the learners, pmean over the vmapped axis) against the
     // hand-batched program: the same parameters after 20 updates, both gradients.
     for through_scan in [false, true] {
-        let hand = params_after(small(false, through_scan), 2);
+        let hand = params_after(
+            AnakinConfig {
+                vmap_learners: false,
+                ..small(false, through_scan)
+            },
+            2,
+        );
         let vmapped = params_after(
             AnakinConfig {
                 vmap_learners: true,

@@ -18,9 +18,12 @@
 //!
 //! Two layouts ([`AnakinConfig::shared_params`]):
 //! - the notebook's: one learner per environment, each with its own copy of the
-//!   parameters and of Adam's state (the notebook's `vmap`, written with batched
-//!   ops: a leading axis of `batch` on every parameter), the gradients averaged
-//!   across learners before each update (its `pmean`), so the copies stay equal;
+//!   parameters and of Adam's state, the gradients averaged across learners before
+//!   each update (its `pmean`), so the copies stay equal. Written as the notebook
+//!   writes it: one learner's update, batched with `vmap` over the learners
+//!   ([`AnakinConfig::vmap_learners`], the default); or with the batch axis
+//!   written into every op by hand (a leading axis of `batch` on every parameter),
+//!   kept for comparison (`bench/anakin_vmap.sh`: the same speed);
 //! - shared: one copy, the loss averaged over the batch; the same learning with
 //!   `batch` times less optimizer work.
 //!
@@ -85,7 +88,8 @@ pub struct AnakinConfig {
     /// one) and batch it over the learners with `vmap`, the gradients averaged by
     /// `pmean` over the vmapped axis, as the notebook does; otherwise the batch
     /// axis is written into every op by hand. The same learning either way
-    /// (`tests/anakin.rs`). Default false.
+    /// (`tests/anakin.rs`) at the same speed (`bench/anakin_vmap.sh`). Default
+    /// true.
     pub vmap_learners: bool,
 }
 
@@ -102,7 +106,7 @@ impl Default for AnakinConfig {
             shared_params: false,
             grad_through_scan: false,
             devices: 1,
-            vmap_learners: false,
+            vmap_learners: true,
         }
     }
 }
