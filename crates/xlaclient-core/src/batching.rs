@@ -4,7 +4,7 @@
 //! the op's batching rule (`batch_*` in its family file, dispatched by the op
 //! table, [`crate::ops::table`]).
 //!
-//! A value during batching is a [`BVal`]: the op holding it in the caller's
+//! A value during batching is a `BVal`: the op holding it in the caller's
 //! computation and where its batch axis is, or `None` when it is the same for every
 //! example (an unbatched value is never broadcast until an op needs it batched). An
 //! instruction none of whose operands is batched is copied as it is. An op without

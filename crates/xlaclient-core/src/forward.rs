@@ -5,10 +5,10 @@
 //! [`crate::ops::table`]) for the tangents of its results.
 //!
 //! Most rules are direct: a linear op applies itself to the tangents
-//! ([`linear`]), a bilinear one (dot, convolution) sums its two partial products
-//! ([`bilinear`]), an element-wise op multiplies by its derivative (derived from
+//! (`linear`), a bilinear one (dot, convolution) sums its two partial products
+//! (`bilinear`), an element-wise op multiplies by its derivative (derived from
 //! its gradient rule: an element-wise op's Jacobian is diagonal, so its transpose
-//! is itself, [`diagonal`]). Loops and conditionals carry the tangents alongside
+//! is itself, `diagonal`). Loops and conditionals carry the tangents alongside
 //! the primal values. On top: [`Builder::jvp`], [`Builder::jacfwd`],
 //! [`Builder::jacrev`] and [`Builder::hessian`].
 
