@@ -63,6 +63,8 @@
 
 use std::panic::Location;
 
+mod distributions;
+
 use super::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 use super::random::RngAlgorithm;
 use super::window::WindowDim;
@@ -317,6 +319,20 @@ impl Key {
                 self.b().at(loc).concatenate(&[&f0, &f1], 0)
             }
         }
+    }
+
+    /// JAX's `_normal_real` for `f32`: `sqrt(2)·erf_inv(u)` with `u` uniform in
+    /// `(-1, 1)`.
+    fn normal_f32(&self, dims: &[i64], what: &'static str, loc: Loc) -> Result<Op, Op> {
+        let b = self.b();
+        // The bounds nextafter(-1, 0) and 1.
+        let lo = f32c(&b, f32::from_bits(0xbf7f_ffff), loc);
+        let u = self.uniform(dims, F32, &lo, &f32c(&b, 1.0, loc), what, loc)?;
+        Ok(erf_inv_f32(&u, loc).binary(
+            BinaryOp::Multiply,
+            &f32c(&b, std::f32::consts::SQRT_2, loc),
+            loc,
+        ))
     }
 
     /// JAX's `_uniform`: `max(lo, floats * (hi - lo) + lo)` with `floats` in
@@ -834,14 +850,7 @@ impl Op {
             let b = self.builder();
             float_type(&b, ty, &[F32], "normal", loc)?;
             check_dims(&b, "normal", dims, loc)?;
-            // The bounds nextafter(-1, 0) and 1.
-            let lo = f32c(&b, f32::from_bits(0xbf7f_ffff), loc);
-            let u = k.uniform(dims, F32, &lo, &f32c(&b, 1.0, loc), "normal", loc)?;
-            Ok(erf_inv_f32(&u, loc).binary(
-                BinaryOp::Multiply,
-                &f32c(&b, std::f32::consts::SQRT_2, loc),
-                loc,
-            ))
+            k.normal_f32(dims, "normal", loc)
         };
         go().unwrap_or_else(|f| f)
     }

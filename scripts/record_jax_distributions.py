@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Record jax.random's distributions (jax 0.10.2, CPU) for tests/distributions.rs.
+
+The samplers beyond those of scripts/record_jax_samplers.py: exponential, laplace,
+logistic, cauchy, rademacher, maxwell, double_sided_maxwell, rayleigh, pareto,
+weibull_min, lognormal, triangular, geometric, wald, and the gamma family (gamma,
+loggamma, beta, dirichlet, chisquare, f, t, generalized_normal, ball) and more. Each
+case runs eagerly, as a user would, for a few seeds with the default threefry2x32
+keys (x64 off, float32); a second process with jax_enable_x64 records the float64
+cases. Array arguments are passed as arrays, and tests/distributions.rs passes them
+as parameters, so neither side folds them at compile time. Floats are stored as
+their bit patterns (u32 for f32, u64 for f64).
+
+Setup (once):  . bench/jax_venv.sh   (a venv with jax==0.10.2)
+Run:           $VENV/bin/python scripts/record_jax_distributions.py
+Writes tests/data/jax/distributions.json.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "jax",
+                   "distributions.json")
+SEEDS = [0, 42, 1234]
+
+
+def enc(a):
+    """An array as {dtype, dims, data}: floats by their bits."""
+    a = np.asarray(a)
+    if a.dtype == np.float32:
+        data = a.view(np.uint32)
+    elif a.dtype == np.float64:
+        data = a.view(np.uint64)
+    elif a.dtype == np.bool_:
+        data = a.astype(np.uint8)
+    else:
+        data = a
+    return {"dtype": str(a.dtype), "dims": list(a.shape), "data": [int(v) for v in data.ravel()]}
+
+
+def f32(x):
+    return np.asarray(x, np.float32)
+
+
+def cases_f32(jax, random, jnp):
+    """(name, args, fn(key) -> array[, seeds]); the names are matched in
+    tests/distributions.rs, which makes the same call."""
+    c = []
+    one = [0]
+    for name in ["exponential", "laplace", "logistic", "cauchy"]:
+        fn = getattr(random, name)
+        c.append((name, {}, lambda k, fn=fn: fn(k, (2, 5))))
+        c.append((name + "_512", {}, lambda k, fn=fn: fn(k, (512,)), one))
+    c.append(("rademacher", {}, lambda k: random.rademacher(k, (10,))))
+    c.append(("rademacher_f32", {}, lambda k: random.rademacher(k, (6,), jnp.float32)))
+    c.append(("maxwell", {}, lambda k: random.maxwell(k, (2, 3))))
+    c.append(("maxwell_512", {}, lambda k: random.maxwell(k, (512,)), one))
+    c.append(("dsmaxwell", {"loc": 1.5, "scale": 2.0},
+              lambda k: random.double_sided_maxwell(k, 1.5, 2.0, (5,))))
+    dloc = f32([0.0, -1.0, 10.0])
+    c.append(("dsmaxwell_arrays", {"loc": enc(dloc)},
+              lambda k: random.double_sided_maxwell(k, dloc, 0.5, (4,))))
+    c.append(("rayleigh", {"scale": 2.0}, lambda k: random.rayleigh(k, 2.0, (7,))))
+    c.append(("rayleigh_512", {"scale": 1.0}, lambda k: random.rayleigh(k, 1.0, (512,)), one))
+    sc = f32([[0.5], [3.0]])
+    c.append(("rayleigh_array", {"scale": enc(sc)}, lambda k: random.rayleigh(k, sc, (2, 3))))
+    c.append(("pareto", {"b": 3.0}, lambda k: random.pareto(k, 3.0, (7,))))
+    c.append(("pareto_512", {"b": 0.7}, lambda k: random.pareto(k, 0.7, (512,)), one))
+    pb = f32([0.1, 1.0, 50.0])
+    c.append(("pareto_array", {"b": enc(pb)}, lambda k: random.pareto(k, pb, (2, 3))))
+    c.append(("weibull", {"scale": 2.0, "concentration": 1.5},
+              lambda k: random.weibull_min(k, 2.0, 1.5, (7,))))
+    c.append(("weibull_512", {"scale": 1.0, "concentration": 0.3},
+              lambda k: random.weibull_min(k, 1.0, 0.3, (512,)), one))
+    wc = f32([0.5, 1.0, 4.0])
+    c.append(("weibull_arrays", {"scale": enc(sc), "concentration": enc(wc)},
+              lambda k: random.weibull_min(k, sc, wc, (2, 3))))
+    c.append(("lognormal", {"sigma": 0.5}, lambda k: random.lognormal(k, 0.5, (7,))))
+    c.append(("lognormal_512", {"sigma": 2.0}, lambda k: random.lognormal(k, 2.0, (512,)), one))
+    ls = f32([0.0, 1.0, 3.0])
+    c.append(("lognormal_array", {"sigma": enc(ls)}, lambda k: random.lognormal(k, ls, (2, 3))))
+    for name, l, m, r in [("triangular", -1.0, 0.5, 3.0), ("triangular_at_left", 0.0, 0.0, 1.0),
+                          ("triangular_at_right", -2.0, 5.0, 5.0)]:
+        c.append((name, {"left": l, "mode": m, "right": r},
+                  lambda k, l=l, m=m, r=r: random.triangular(k, l, m, r, (9,))))
+    tl, tm, tr = f32([[0.0], [-5.0]]), f32([0.5, 0.0, 0.9]), f32([[1.0], [5.0]])
+    c.append(("triangular_arrays", {"left": enc(tl), "mode": enc(tm), "right": enc(tr)},
+              lambda k: random.triangular(k, tl, tm, tr, (2, 3))))
+    c.append(("triangular_512", {"left": 0.0, "mode": 0.25, "right": 1.0},
+              lambda k: random.triangular(k, 0.0, 0.25, 1.0, (512,)), one))
+    for name, p in [("geometric", 0.3), ("geometric_1", 1.0), ("geometric_0", 0.0),
+                    ("geometric_tiny", 1e-6)]:
+        c.append((name, {"p": p}, lambda k, p=p: random.geometric(k, p, (10,))))
+    gp = f32([0.01, 0.5, 0.999])
+    c.append(("geometric_array", {"p": enc(gp)}, lambda k: random.geometric(k, gp, (2, 3))))
+    c.append(("geometric_512", {"p": 0.2}, lambda k: random.geometric(k, 0.2, (512,)), one))
+    c.append(("wald", {"mean": 1.5}, lambda k: random.wald(k, 1.5, (7,))))
+    c.append(("wald_512", {"mean": 0.3}, lambda k: random.wald(k, 0.3, (512,)), one))
+    wm = f32([0.01, 1.0, 100.0])
+    c.append(("wald_array", {"mean": enc(wm)}, lambda k: random.wald(k, wm, (2, 3))))
+    return c
+
+
+def cases_f64(jax, random, jnp):
+    F = jnp.float64
+    gp = np.asarray([0.01, 0.5, 0.999])
+    return [
+        ("exponential_f64", {}, lambda k: random.exponential(k, (2, 5), F)),
+        ("laplace_f64", {}, lambda k: random.laplace(k, (2, 5), F)),
+        ("logistic_f64", {}, lambda k: random.logistic(k, (2, 5), F)),
+        ("cauchy_f64", {}, lambda k: random.cauchy(k, (2, 5), F)),
+        ("rayleigh_f64", {"scale": 2.0}, lambda k: random.rayleigh(k, 2.0, (7,), F)),
+        ("pareto_f64", {"b": 3.0}, lambda k: random.pareto(k, 3.0, (7,), F)),
+        ("weibull_f64", {"scale": 2.0, "concentration": 1.5},
+         lambda k: random.weibull_min(k, 2.0, 1.5, (7,), F)),
+        ("triangular_f64", {"left": -1.0, "mode": 0.5, "right": 3.0},
+         lambda k: random.triangular(k, -1.0, 0.5, 3.0, (9,), F)),
+        ("geometric_f64", {"p": enc(gp)}, lambda k: random.geometric(k, gp, (2, 3), jnp.int32)),
+    ]
+
+
+def record(x64):
+    import jax
+    if x64:
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jax import random
+    assert jax.__version__ == "0.10.2", jax.__version__
+    assert jax.default_backend() == "cpu"
+    out = []
+    table = (cases_f64 if x64 else cases_f32)(jax, random, jnp)
+    for name, args, fn, *seeds in table:
+        for seed in (seeds[0] if seeds else SEEDS):
+            key = random.key(seed)
+            # Python floats as their repr ('-inf', '2.5'): JSON has no infinities.
+            enc_args = {k: (repr(v) if isinstance(v, float) else v) for k, v in args.items()}
+            out.append({"name": name, "seed": seed, "args": enc_args,
+                        "key": [int(v) for v in np.asarray(random.key_data(key)).ravel()],
+                        "out": enc(fn(key))})
+    return out
+
+
+def main():
+    if "--x64" in sys.argv:
+        json.dump(record(True), sys.stdout)
+        return
+    import jax
+    cases = record(False)
+    cases += json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--x64"],
+                                       check=True, capture_output=True, text=True).stdout)
+    with open(OUT, "w") as fh:
+        json.dump({"jax_version": jax.__version__, "cases": cases}, fh, separators=(",", ":"),
+                  allow_nan=False)
+        fh.write("\n")
+    print("wrote", OUT, len(cases), "cases")
+
+
+if __name__ == "__main__":
+    main()
