@@ -101,6 +101,32 @@ def cases_f32(jax, random, jnp):
     c.append(("wald_512", {"mean": 0.3}, lambda k: random.wald(k, 0.3, (512,)), one))
     wm = f32([0.01, 1.0, 100.0])
     c.append(("wald_array", {"mean": enc(wm)}, lambda k: random.wald(k, wm, (2, 3))))
+    # The gamma family: a rejection loop per element (small and large alphas, the
+    # boost below 1).
+    for name, a in [("gamma", 2.5), ("gamma_1", 1.0), ("gamma_half", 0.5), ("gamma_tiny", 1e-3),
+                    ("gamma_huge", 1e4)]:
+        c.append((name, {"a": a}, lambda k, a=a: random.gamma(k, a, (7,))))
+    ga = f32([[0.1, 1.0, 10.0], [0.01, 3.0, 300.0]])
+    c.append(("gamma_array", {"a": enc(ga)}, lambda k: random.gamma(k, ga, (2, 3))))
+    c.append(("gamma_512", {"a": 0.7}, lambda k: random.gamma(k, 0.7, (512,)), one))
+    for name, a in [("loggamma", 3.0), ("loggamma_tiny", 1e-3)]:
+        c.append((name, {"a": a}, lambda k, a=a: random.loggamma(k, a, (7,))))
+    c.append(("loggamma_array", {"a": enc(ga)}, lambda k: random.loggamma(k, ga, (2, 3))))
+    c.append(("beta", {"a": 0.5, "b": 2.0}, lambda k: random.beta(k, 0.5, 2.0, (7,))))
+    bb = f32([0.1, 1.0, 30.0])
+    c.append(("beta_arrays", {"a": enc(ga), "b": enc(bb)}, lambda k: random.beta(k, ga, bb, (2, 3))))
+    da = f32([0.5, 1.0, 2.0])
+    c.append(("dirichlet", {"alpha": enc(da)}, lambda k: random.dirichlet(k, da)))
+    c.append(("dirichlet_batch", {"alpha": enc(ga)}, lambda k: random.dirichlet(k, ga, (4, 2))))
+    c.append(("chisquare", {"df": 3.0}, lambda k: random.chisquare(k, 3.0, (7,))))
+    c.append(("chisquare_array", {"df": enc(bb)}, lambda k: random.chisquare(k, bb, (2, 3))))
+    c.append(("f", {"dfnum": 2.0, "dfden": 5.0}, lambda k: random.f(k, 2.0, 5.0, (7,))))
+    c.append(("t", {"df": 4.0}, lambda k: random.t(k, 4.0, (7,))))
+    c.append(("t_array", {"df": enc(bb)}, lambda k: random.t(k, bb, (2, 3))))
+    for name, pv in [("gennorm", 1.5), ("gennorm_half", 0.5)]:
+        c.append((name, {"p": pv}, lambda k, pv=pv: random.generalized_normal(k, pv, (7,))))
+    c.append(("ball", {"p": 2.0}, lambda k: random.ball(k, 3, 2.0, (4,))))
+    c.append(("ball_p1", {"p": 1.0}, lambda k: random.ball(k, 2, 1.0, (3,))))
     return c
 
 

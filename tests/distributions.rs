@@ -180,6 +180,23 @@ fn sample(name: &str, key: &Op, a: &Args) -> Op {
         ("wald", 0) => key.wald(a.f32("mean"), &[7], F32),
         ("wald", _) => key.wald(a.f32("mean"), &[n], F32),
         ("wald_array", _) => key.wald(a.op("mean"), &[2, 3], F32),
+        ("gamma_array", _) => key.gamma(a.op("a"), &[2, 3], F32),
+        ("gamma", n) if n > 0 => key.gamma(a.op("a"), &[n], F32),
+        (g, _) if g.starts_with("gamma") => key.gamma(a.op("a"), &[7], F32),
+        ("loggamma_array", _) => key.loggamma(a.op("a"), &[2, 3], F32),
+        (g, _) if g.starts_with("loggamma") => key.loggamma(a.op("a"), &[7], F32),
+        ("beta", _) => key.beta(a.op("a"), a.op("b"), &[7], F32),
+        ("beta_arrays", _) => key.beta(a.op("a"), a.op("b"), &[2, 3], F32),
+        ("dirichlet", _) => key.dirichlet(a.op("alpha"), &[], F32),
+        ("dirichlet_batch", _) => key.dirichlet(a.op("alpha"), &[4, 2], F32),
+        ("chisquare", _) => key.chisquare(a.op("df"), &[7], F32),
+        ("chisquare_array", _) => key.chisquare(a.op("df"), &[2, 3], F32),
+        ("f", _) => key.f_sample(a.op("dfnum"), a.op("dfden"), &[7], F32),
+        ("t", _) => key.student_t(a.op("df"), &[7], F32),
+        ("t_array", _) => key.student_t(a.op("df"), &[2, 3], F32),
+        (g, _) if g.starts_with("gennorm") => key.generalized_normal(a.op("p"), &[7], F32),
+        ("ball", _) => key.ball(3, a.op("p"), &[4], F32),
+        ("ball_p1", _) => key.ball(2, a.op("p"), &[3], F32),
         _ => panic!("recorded case {name} has no call here"),
     }
 }
@@ -220,6 +237,15 @@ fn ulps(a: i128, b: i128, wide: bool) -> i128 {
         }
     };
     (key(a) - key(b)).abs()
+}
+
+/// The cases whose numbers are passed as scalar parameters (those of the gamma
+/// family, whose `log(a - 1/3)` XLA would otherwise fold at compile time).
+fn numbers_as_parameters(name: &str) -> bool {
+    let family = [
+        "gamma", "loggamma", "beta", "chisquare", "f", "t", "gennorm", "ball",
+    ];
+    family.iter().any(|f| name == *f || name.starts_with(&format!("{f}_")))
 }
 
 struct Rec<'a> {
@@ -267,6 +293,17 @@ fn distributions_equal_jax() {
             if v.is_object() {
                 let p = b.parameter(inputs.len() + 1, enc_shape(v), k);
                 inputs.push(upload_enc(v));
+                ops.insert(k.clone(), p);
+            } else if let Some(x) = v
+                .as_str()
+                .and_then(|x| x.parse::<f32>().ok())
+                .filter(|_| numbers_as_parameters(name))
+            {
+                // A number also as an f32 scalar parameter, as JAX passes a Python
+                // number to its jitted sampler (a constant would be folded by XLA
+                // with the host's libm).
+                let p = b.parameter(inputs.len() + 1, Shape::of::<f32>(&[]), k);
+                inputs.push(upload(&[x], &[]));
                 ops.insert(k.clone(), p);
             }
         }

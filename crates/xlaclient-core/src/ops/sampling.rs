@@ -347,28 +347,33 @@ impl Key {
         what: &'static str,
         loc: Loc,
     ) -> Result<Op, Op> {
-        let b = self.b();
-        let (wide, nbits, nmant, one_bits) = match ty {
-            ElementType::F32 => (false, 32, 23, u64::from(1.0f32.to_bits())),
-            ElementType::F64 => (true, 64, 52, 1.0f64.to_bits()),
-            _ => unreachable!("checked by the callers"),
-        };
-        let uty = if wide { U64 } else { U32 };
-        let bits = self.bits(wide, dims, what, loc)?;
-        let shift = b.scalar_of(uty, Scalar::Int(nbits - nmant), loc);
-        let one = b.scalar_of(uty, Scalar::UInt(one_bits), loc);
-        let floats = bits
-            .bitwise(BitwiseOp::ShiftRightLogical, &shift, loc)
-            .bitwise(BitwiseOp::Or, &one, loc)
-            .at(loc)
-            .bitcast_convert(ty)
-            .binary_scalar(BinaryOp::Subtract, Scalar::Float(1.0), false, loc);
-        let span = hi.binary(BinaryOp::Subtract, lo, loc);
-        let x = floats
-            .binary(BinaryOp::Multiply, &span, loc)
-            .binary(BinaryOp::Add, lo, loc);
-        Ok(lo.binary(BinaryOp::Maximum, &x, loc))
+        let bits = self.bits(ty == F64, dims, what, loc)?;
+        Ok(uniform_of_bits(&bits, ty, lo, hi, loc))
     }
+}
+
+/// JAX's `_uniform` from its random bits (`u32` for `f32`, `u64` for `f64`).
+fn uniform_of_bits(bits: &Op, ty: ElementType, lo: &Op, hi: &Op, loc: Loc) -> Op {
+    let b = bits.builder();
+    let (wide, nbits, nmant, one_bits) = match ty {
+        ElementType::F32 => (false, 32, 23, u64::from(1.0f32.to_bits())),
+        ElementType::F64 => (true, 64, 52, 1.0f64.to_bits()),
+        _ => unreachable!("checked by the callers"),
+    };
+    let uty = if wide { U64 } else { U32 };
+    let shift = b.scalar_of(uty, Scalar::Int(nbits - nmant), loc);
+    let one = b.scalar_of(uty, Scalar::UInt(one_bits), loc);
+    let floats = bits
+        .bitwise(BitwiseOp::ShiftRightLogical, &shift, loc)
+        .bitwise(BitwiseOp::Or, &one, loc)
+        .at(loc)
+        .bitcast_convert(ty)
+        .binary_scalar(BinaryOp::Subtract, Scalar::Float(1.0), false, loc);
+    let span = hi.binary(BinaryOp::Subtract, lo, loc);
+    let x = floats
+        .binary(BinaryOp::Multiply, &span, loc)
+        .binary(BinaryOp::Add, lo, loc);
+    lo.binary(BinaryOp::Maximum, &x, loc)
 }
 
 /// A [`Param`] as an op of `ty` whose dimensions broadcast to `dims` (or, if `dims`

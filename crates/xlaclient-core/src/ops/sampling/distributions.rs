@@ -481,3 +481,473 @@ impl Op {
         go().unwrap_or_else(|f| f)
     }
 }
+
+// ---------------------------------------------------------------------------------
+// The gamma family: JAX's Marsaglia–Tsang sampler, one rejection loop per element.
+
+/// One threefry key per element: its two words, `u32[n]` each.
+#[derive(Clone)]
+struct Keys(Op, Op);
+
+impl Keys {
+    /// `jax.random.split(key, num)` of each element's key.
+    fn split(&self, num: u32, loc: Loc) -> Vec<Keys> {
+        let b = self.0.builder();
+        let dims = self.0.dims().expect("an array");
+        let zero = b
+            .scalar_of(U32, Scalar::Int(0), loc)
+            .at(loc)
+            .broadcast_to(&dims);
+        (0..num)
+            .map(|i| {
+                let lo = b
+                    .scalar_of(U32, Scalar::Int(i.into()), loc)
+                    .at(loc)
+                    .broadcast_to(&dims);
+                let (a, c) = super::super::threefry::threefry2x32(&self.0, &self.1, &zero, &lo, loc);
+                Keys(a, c)
+            })
+            .collect()
+    }
+
+    /// Each element's `jax.random.bits(key, ())` (32 bits).
+    fn bits(&self, loc: Loc) -> Op {
+        let b = self.0.builder();
+        let dims = self.0.dims().expect("an array");
+        let zero = b
+            .scalar_of(U32, Scalar::Int(0), loc)
+            .at(loc)
+            .broadcast_to(&dims);
+        let (a, c) = super::super::threefry::threefry2x32(&self.0, &self.1, &zero, &zero, loc);
+        a.bitwise(BitwiseOp::Xor, &c, loc)
+    }
+
+    /// Each element's `uniform(key, (), f32)` in `[0, 1)`.
+    fn uniform01(&self, loc: Loc) -> Op {
+        let b = self.0.builder();
+        uniform_of_bits(
+            &self.bits(loc),
+            F32,
+            &f32c(&b, 0.0, loc),
+            &f32c(&b, 1.0, loc),
+            loc,
+        )
+    }
+
+    /// Each element's `normal(key, (), f32)`.
+    fn normal(&self, loc: Loc) -> Op {
+        let b = self.0.builder();
+        let lo = f32c(&b, f32::from_bits(0xbf7f_ffff), loc);
+        let u = uniform_of_bits(&self.bits(loc), F32, &lo, &f32c(&b, 1.0, loc), loc);
+        mul(
+            &erf_inv_f32(&u, loc),
+            &f32c(&b, std::f32::consts::SQRT_2, loc),
+            loc,
+        )
+    }
+
+    fn select(&self, m: &Op, other: &Keys, loc: Loc) -> Keys {
+        let b = self.0.builder();
+        Keys(
+            b.at(loc).select(m, &self.0, &other.0),
+            b.at(loc).select(m, &self.1, &other.1),
+        )
+    }
+}
+
+/// Whether any element of a `pred[n]` is true.
+fn any(m: &Op, loc: Loc) -> Op {
+    let b = m.builder();
+    let f = b.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
+    m.at(loc)
+        .reduce(&f, &[0], |x, y| x.bitwise(BitwiseOp::Or, y, loc))
+}
+
+/// JAX's `_gamma_one` run for `n` elements at once as `vmap` runs it (each loop
+/// runs until every element is done; an element's state changes only while its own
+/// condition holds, so each equals its own sequential run): a `Gamma(alpha)` sample
+/// (or its log) per element from `keys`.
+fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
+    let b = alpha.builder();
+    let c = |v: f32| f32c(&b, v, loc);
+    let n = alpha.dims().expect("an array");
+    let full = |v: f32| c(v).at(loc).broadcast_to(&n);
+    let boost = alpha.at(loc).compare(&c(1.0), Comparison::Ge);
+    let alpha1 = b
+        .at(loc)
+        .select(&boost, alpha, &add(alpha, &c(1.0), loc));
+    let third = c(1.0 / 3.0);
+    let d = sub(&alpha1, &third, loc);
+    let cc = div(&third, &d.unary(UnaryOp::Sqrt, loc), loc);
+    let ks = keys.split(2, loc);
+    let (key, subkey) = (ks[0].clone(), ks[1].clone());
+    let go_on = |x: &Op, v: &Op, u: &Op| {
+        let squeeze = u.at(loc).compare(
+            &sub(&c(1.0), &mul(&c(0.0331), &mul(x, x, loc), loc), loc),
+            Comparison::Ge,
+        );
+        let rhs = add(
+            &mul(x, &c(0.5), loc),
+            &mul(
+                &d,
+                &add(&sub(&c(1.0), v, loc), &v.unary(UnaryOp::Log, loc), loc),
+                loc,
+            ),
+            loc,
+        );
+        let log_test = u
+            .unary(UnaryOp::Log, loc)
+            .at(loc)
+            .compare(&rhs, Comparison::Ge);
+        squeeze.bitwise(BitwiseOp::And, &log_test, loc)
+    };
+    let init = (key.0, key.1, full(0.0), full(1.0), full(2.0));
+    let (_, _, _, v_out, _) = b.at(loc).while_loop(
+        init,
+        |(_, _, x, v, u)| any(&go_on(x, v, u), loc),
+        |(k0, k1, x, v, u)| {
+            let m = go_on(&x, &v, &u);
+            let ks = Keys(k0.clone(), k1.clone()).split(3, loc);
+            let (xk, uk) = (ks[1].clone(), ks[2].clone());
+            let (_, _, xn, vn) = b.at(loc).while_loop(
+                (xk.0, xk.1, full(0.0), full(-1.0)),
+                |(_, _, _, v)| any(&v.at(loc).compare(&c(0.0), Comparison::Le), loc),
+                |(j0, j1, x, v)| {
+                    let m2 = v.at(loc).compare(&c(0.0), Comparison::Le);
+                    let old = Keys(j0, j1);
+                    let kk = old.split(2, loc);
+                    let xs = kk[1].normal(loc);
+                    let vs = add(&c(1.0), &mul(&xs, &cc, loc), loc);
+                    let k = kk[0].select(&m2, &old, loc);
+                    (
+                        k.0,
+                        k.1,
+                        b.at(loc).select(&m2, &xs, &x),
+                        b.at(loc).select(&m2, &vs, &v),
+                    )
+                },
+            );
+            let xx = mul(&xn, &xn, loc);
+            let vv = mul(&mul(&vn, &vn, loc), &vn, loc);
+            let uu = uk.uniform01(loc);
+            let k = ks[0].select(&m, &Keys(k0, k1), loc);
+            let sel = |new: &Op, old: &Op| b.at(loc).select(&m, new, old);
+            (k.0, k.1, sel(&xx, &x), sel(&vv, &v), sel(&uu, &u))
+        },
+    );
+    let inv_alpha = div(&c(1.0), alpha, loc);
+    if log_space {
+        let e = subkey
+            .uniform01(loc)
+            .unary(UnaryOp::Negate, loc)
+            .unary(UnaryOp::LogPlusOne, loc)
+            .unary(UnaryOp::Negate, loc);
+        let ls = e.unary(UnaryOp::Negate, loc);
+        let no_boost = boost.bitwise(
+            BitwiseOp::Or,
+            &ls.at(loc).compare(&c(0.0), Comparison::Eq),
+            loc,
+        );
+        let log_boost = b
+            .at(loc)
+            .select(&no_boost, &full(0.0), &mul(&ls, &inv_alpha, loc));
+        add(
+            &add(
+                &d.unary(UnaryOp::Log, loc),
+                &v_out.unary(UnaryOp::Log, loc),
+                loc,
+            ),
+            &log_boost,
+            loc,
+        )
+    } else {
+        let s = sub(&c(1.0), &subkey.uniform01(loc), loc);
+        let bst = b.at(loc).select(
+            &boost,
+            &full(1.0),
+            &bin(&s, BinaryOp::Power, &inv_alpha, loc),
+        );
+        mul(&mul(&d, &v_out, loc), &bst, loc)
+    }
+}
+
+impl Key {
+    /// JAX's `_gamma` (or `loggamma`) of `a` (`f32`, already of `dims`): one key per
+    /// element from `split(key, n)`, then [`gamma_one`].
+    fn gamma(
+        &self,
+        a: &Op,
+        dims: &[i64],
+        log_space: bool,
+        what: &'static str,
+        loc: Loc,
+    ) -> Result<Op, Op> {
+        let b = self.b();
+        if self.imp != PrngImpl::Threefry2x32 {
+            return Err(fail(
+                &b,
+                what,
+                &[],
+                ShapeErrorKind::Dimension,
+                "takes a threefry key (u32[2]); JAX draws gamma with rbg keys through \
+                 lax.map, not built here"
+                    .into(),
+                loc,
+            ));
+        }
+        let n: i64 = dims.iter().product();
+        if n == 0 {
+            return Ok(a.at(loc).broadcast_to(dims));
+        }
+        let all = self.split_array(n, loc);
+        let col = |j: i64| {
+            all.at(loc)
+                .slice(&[0, j], &[n, j + 1], &[1, 1])
+                .at(loc)
+                .reshape(&[n])
+        };
+        let keys = Keys(col(0), col(1));
+        let alpha = a.at(loc).broadcast_to(dims).at(loc).reshape(&[n]);
+        Ok(gamma_one(&keys, &alpha, log_space, loc)
+            .at(loc)
+            .reshape(dims))
+    }
+}
+
+impl Op {
+    fn gamma_common<'a>(
+        &self,
+        a: Param<'a>,
+        dims: &[i64],
+        ty: ElementType,
+        log_space: bool,
+        what: &'static str,
+        loc: Loc,
+    ) -> Result<Op, Op> {
+        let (k, b) = self.start(what, ty, &[F32], dims, loc)?;
+        let a = param_op(&b, a, ty, Some(dims), what, "a", loc)?;
+        k.gamma(&a, dims, log_space, what, loc)
+    }
+
+    /// `jax.random.gamma(key, a, dims)`: `f32` samples of `Gamma(a, 1)`, `a`
+    /// broadcasting to `dims`. As JAX: Marsaglia and Tsang's rejection sampler with
+    /// one loop per element (each element drawing from its own key of
+    /// `split(key, n)`), `a < 1` boosted to `a + 1` and scaled by `u^(1/a)`.
+    ///
+    /// ```
+    /// use xlaclient_core::{Builder, ElementType};
+    /// let b = Builder::new("draw");
+    /// let key = b.prng_key(0);
+    /// let x = key.gamma(2.5f32, &[4], ElementType::F32);
+    /// assert_eq!(x.dims()?, vec![4]);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn gamma<'a>(&self, a: impl Into<Param<'a>>, dims: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        self.gamma_common(a.into(), dims, ty, false, "gamma", loc)
+            .unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.loggamma(key, a, dims)`: the log of `Gamma(a, 1)` samples
+    /// (`f32`), computed in log space so that small `a` does not underflow to 0.
+    #[track_caller]
+    pub fn loggamma<'a>(&self, a: impl Into<Param<'a>>, dims: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        self.gamma_common(a.into(), dims, ty, true, "loggamma", loc)
+            .unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.beta(key, a, b, dims)`: `f32` samples of `Beta(a, b)`, from two
+    /// log-gamma draws (`split(key)`), as `ga / (ga + gb)` scaled by their maximum.
+    #[track_caller]
+    pub fn beta<'a>(
+        &self,
+        a: impl Into<Param<'a>>,
+        b_: impl Into<Param<'a>>,
+        dims: &[i64],
+        ty: ElementType,
+    ) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "beta";
+        let (a, bp) = (a.into(), b_.into());
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            let a = param_op(&b, a, ty, Some(dims), WHAT, "a", loc)?;
+            let bb = param_op(&b, bp, ty, Some(dims), WHAT, "b", loc)?;
+            let ks = k.split(2, loc);
+            let la = ks[0].gamma(&a, dims, true, WHAT, loc)?;
+            let lb = ks[1].gamma(&bb, dims, true, WHAT, loc)?;
+            let m = bin(&la, BinaryOp::Maximum, &lb, loc);
+            let ga = sub(&la, &m, loc).unary(UnaryOp::Exponential, loc);
+            let gb = sub(&lb, &m, loc).unary(UnaryOp::Exponential, loc);
+            Ok(div(&ga, &add(&ga, &gb, loc), loc))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.dirichlet(key, alpha, shape)`: `f32` samples of the Dirichlet
+    /// distribution with concentrations `alpha` (`f32[..., k]`), of dimensions
+    /// `batch + [k]` (`batch` must take `alpha`'s leading dimensions by broadcast):
+    /// the softmax of `k` log-gamma draws.
+    #[track_caller]
+    pub fn dirichlet(&self, alpha: &Op, batch: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "dirichlet";
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], batch, loc)?;
+            let s = alpha.shape().map_err(|_| alpha.clone())?;
+            if !s.is_array() || s.rank() == 0 {
+                return Err(fail(
+                    &b,
+                    WHAT,
+                    &[&s],
+                    ShapeErrorKind::Rank,
+                    "alpha has rank 1 or more (the last axis holds the concentrations)".into(),
+                    loc,
+                ));
+            }
+            let mut dims = batch.to_vec();
+            dims.push(*s.dims().last().expect("rank 1 or more"));
+            let alpha = param_op(&b, Param::Array(alpha), ty, Some(&dims), WHAT, "alpha", loc)?;
+            let lg = k.gamma(&alpha, &dims, true, WHAT, loc)?;
+            Ok(lg.at(loc).softmax(-1))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.chisquare(key, df, dims)`: `f32` chi-square samples with `df`
+    /// degrees of freedom, `2·exp(loggamma(df / 2))`.
+    #[track_caller]
+    pub fn chisquare<'a>(&self, df: impl Into<Param<'a>>, dims: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "chisquare";
+        let df = df.into();
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            let df = param_op(&b, df, ty, Some(dims), WHAT, "df", loc)?;
+            k.chisquare(&df, dims, WHAT, loc)
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.f(key, dfnum, dfden, dims)`: `f32` samples of the F distribution,
+    /// `(chi2(dfnum) / dfnum) / (chi2(dfden) / dfden)` from two keys of
+    /// `split(key)` (the denominator's first).
+    #[track_caller]
+    pub fn f_sample<'a>(
+        &self,
+        dfnum: impl Into<Param<'a>>,
+        dfden: impl Into<Param<'a>>,
+        dims: &[i64],
+        ty: ElementType,
+    ) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "f";
+        let (num, den) = (dfnum.into(), dfden.into());
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            let num = param_op(&b, num, ty, Some(dims), WHAT, "dfnum", loc)?;
+            let den = param_op(&b, den, ty, Some(dims), WHAT, "dfden", loc)?;
+            let ks = k.split(2, loc);
+            let cn = ks[1].chisquare(&num, dims, WHAT, loc)?;
+            let cd = ks[0].chisquare(&den, dims, WHAT, loc)?;
+            Ok(div(&div(&cn, &num, loc), &div(&cd, &den, loc), loc))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.t(key, df, dims)`: `f32` samples of Student's t with `df`
+    /// degrees of freedom, `z·sqrt((df/2) / gamma(df/2))`.
+    #[track_caller]
+    pub fn student_t<'a>(&self, df: impl Into<Param<'a>>, dims: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "t";
+        let df = df.into();
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            let df = param_op(&b, df, ty, Some(dims), WHAT, "df", loc)?;
+            let ks = k.split(2, loc);
+            let z = ks[0].normal_f32(dims, WHAT, loc)?;
+            let half = div(&df, &f32c(&b, 2.0, loc), loc);
+            let g = ks[1].gamma(&half, dims, false, WHAT, loc)?;
+            Ok(mul(&z, &div(&half, &g, loc).unary(UnaryOp::Sqrt, loc), loc))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.generalized_normal(key, p, dims)`: `f32` samples of density
+    /// `∝ exp(-|x|^p)`, `sign·gamma(1/p)^(1/p)`.
+    #[track_caller]
+    pub fn generalized_normal<'a>(
+        &self,
+        p: impl Into<Param<'a>>,
+        dims: &[i64],
+        ty: ElementType,
+    ) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "generalized_normal";
+        let p = p.into();
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            let p = param_op(&b, p, ty, Some(dims), WHAT, "p", loc)?;
+            k.generalized_normal(&p, dims, WHAT, loc)
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.ball(key, d, p, dims)`: `f32` points uniform in the unit
+    /// `p`-norm ball of dimension `d` (dimensions `dims + [d]`), as Barthe et al.:
+    /// a generalized normal vector over `(Σ|g|^p + e)^(1/p)`, `e` exponential.
+    /// (`p` is a number or an `f32` scalar op.)
+    #[track_caller]
+    pub fn ball<'a>(&self, d: i64, p: impl Into<Param<'a>>, dims: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "ball";
+        let p = p.into();
+        let go = || {
+            let mut dd = dims.to_vec();
+            dd.push(d);
+            let (k, b) = self.start(WHAT, ty, &[F32], &dd, loc)?;
+            let p = param_op(&b, p, ty, Some(&[]), WHAT, "p", loc)?;
+            let ks = k.split(2, loc);
+            let g = ks[0].generalized_normal(&p, &dd, WHAT, loc)?;
+            let e = ks[1].exponential(dims, ty, WHAT, loc)?;
+            let s = bin(&g.unary(UnaryOp::Abs, loc), BinaryOp::Power, &p, loc)
+                .at(loc)
+                .reduce_sum(&[dims.len() as i64]);
+            let inv_p = div(&f32c(&b, 1.0, loc), &p, loc);
+            let r = bin(&add(&s, &e, loc), BinaryOp::Power, &inv_p, loc);
+            let mut rd = dims.to_vec();
+            rd.push(1);
+            Ok(div(&g, &r.at(loc).reshape(&rd), loc))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+}
+
+impl Key {
+    /// JAX's `_chisquare`: `2·exp(loggamma(df / 2))`.
+    fn chisquare(&self, df: &Op, dims: &[i64], what: &'static str, loc: Loc) -> Result<Op, Op> {
+        let b = self.b();
+        let two = f32c(&b, 2.0, loc);
+        let lg = self.gamma(&div(df, &two, loc), dims, true, what, loc)?;
+        Ok(mul(&lg.unary(UnaryOp::Exponential, loc), &two, loc))
+    }
+
+    /// JAX's `_generalized_normal`.
+    fn generalized_normal(
+        &self,
+        p: &Op,
+        dims: &[i64],
+        what: &'static str,
+        loc: Loc,
+    ) -> Result<Op, Op> {
+        let b = self.b();
+        let ks = self.split(2, loc);
+        let inv_p = div(&f32c(&b, 1.0, loc), p, loc);
+        let g = ks[0].gamma(&inv_p, dims, false, what, loc)?;
+        let r = ks[1].rademacher(dims, F32, what, loc)?;
+        Ok(mul(&r, &bin(&g, BinaryOp::Power, &inv_p, loc), loc))
+    }
+}
