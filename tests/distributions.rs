@@ -212,13 +212,42 @@ fn sample(name: &str, key: &Op, a: &Args) -> Op {
 ///   jaxlib's by 1 ulp on one recorded value (the same input alone gives jaxlib's
 ///   bits), and the subtraction near `u = 1/2` turns that into 4 ulp of the result:
 ///   `logistic` (`f32`) is compared within 4 ulp.
+///
+/// On a plugin whose `f32` `log1p` is not jaxlib's (the legacy 0.81 CPU plugin
+/// differs in the last bit on 2.6% of inputs: the probe recorded in
+/// `samplers.json` tells), every sampler built on `log1p` (through `exponential`,
+/// `normal` or the gamma loop) can differ by that 1 ulp, which the sampler may
+/// amplify (`pareto` with `b = 0.1` computes `exp(e / b)`: measured up to 23
+/// ulp); the `f32` cases are then compared within 64 ulp (integers stay exact).
 fn tolerance(name: &str) -> i128 {
     let log1p_f64 = ["exponential", "laplace", "logistic", "pareto", "weibull"];
     match name.strip_suffix("_f64") {
         Some(base) if log1p_f64.contains(&base) => 256,
-        _ if name.starts_with("logistic") => 4,
-        _ => 0,
+        Some(_) => 0,
+        None if !log1p_is_jaxs() => 64,
+        None if name.starts_with("logistic") => 4,
+        None => 0,
     }
+}
+
+/// Whether this plugin's `f32` `log1p` is jaxlib 0.10.2's: its values on the
+/// probe inputs recorded by `scripts/record_jax_samplers.py`, bit for bit.
+fn log1p_is_jaxs() -> bool {
+    static R: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *R.get_or_init(|| {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jax/samplers.json");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let probe = &v["log1p_probe"];
+        let b = Builder::new("log1p_probe");
+        let x = b.parameter(0, enc_shape(&probe["x"]), "x");
+        let got = run(&b.build(&x.log1p()).unwrap(), &[&upload_enc(&probe["x"])]);
+        let same = values_of(&got[0]) == enc_values(&probe["y"]);
+        if !same {
+            eprintln!("this plugin's log1p is not jaxlib 0.10.2's: f32 cases within 64 ulp");
+        }
+        same
+    })
 }
 
 /// Distance in units in the last place between two float bit patterns (or the
@@ -324,7 +353,11 @@ fn distributions_equal_jax() {
             assert_eq!(got.dims().unwrap(), want.dims(), "{name} dims");
             assert_eq!(got.element_type().ok(), want.element_type(), "{name} type");
             let (g, w) = (values_of(&got), enc_values(r.out));
-            let tol = tolerance(name);
+            let tol = if want.element_type() == Some(S32) {
+                0
+            } else {
+                tolerance(name)
+            };
             let diff: Vec<usize> = (0..w.len())
                 .filter(|j| ulps(g[*j], w[*j], want.element_type() == Some(F64)) > tol)
                 .collect();

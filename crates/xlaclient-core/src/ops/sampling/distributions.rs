@@ -951,3 +951,113 @@ impl Key {
         Ok(mul(&r, &bin(&g, BinaryOp::Power, &inv_p, loc), loc))
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Samplers through linear algebra.
+
+impl Op {
+    /// `jax.random.multivariate_normal(key, mean, cov, shape)` with JAX's default
+    /// `method='cholesky'`: `f32` samples of dimensions `batch + [n]` from the normal
+    /// distributions of `mean` (`f32[..., n]`) and `cov` (`f32[..., n, n]`, whose
+    /// leading dimensions, like `mean`'s, broadcast to `batch`), as
+    /// `mean + cholesky(cov) · z` with `z = normal(key, batch + [n])`.
+    ///
+    /// The normal draws are JAX's bit for bit; the Cholesky factor is XLA's (JAX
+    /// calls LAPACK's `potrf` on the CPU), so the samples agree with JAX's to a few
+    /// units in the last place, not bit for bit. (`svd` and `eigh` are not built.)
+    #[track_caller]
+    pub fn multivariate_normal(&self, mean: &Op, cov: &Op, batch: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "multivariate_normal";
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], batch, loc)?;
+            let ms = mean.shape().map_err(|_| mean.clone())?;
+            let cs = cov.shape().map_err(|_| cov.clone())?;
+            let n = match ms.dims().last() {
+                Some(n) if ms.is_array() => *n,
+                _ => {
+                    return Err(fail(
+                        &b,
+                        WHAT,
+                        &[&ms, &cs],
+                        ShapeErrorKind::Rank,
+                        "mean has rank 1 or more".into(),
+                        loc,
+                    ));
+                }
+            };
+            let cd = cs.dims();
+            if !cs.is_array() || cd.len() < 2 || cd[cd.len() - 2..] != [n, n] {
+                return Err(fail(
+                    &b,
+                    WHAT,
+                    &[&ms, &cs],
+                    ShapeErrorKind::Dimension,
+                    format!("cov must be [..., {n}, {n}] for a mean of {n} entries"),
+                    loc,
+                ));
+            }
+            let mut zd = batch.to_vec();
+            zd.push(n);
+            let mean = param_op(&b, Param::Array(mean), ty, Some(&zd), WHAT, "mean", loc)?;
+            let mut fd = batch.to_vec();
+            fd.extend([n, n]);
+            let cov = param_op(&b, Param::Array(cov), ty, Some(&fd), WHAT, "cov", loc)?;
+            let factor = cov.at(loc).cholesky(true).at(loc).broadcast_to(&fd);
+            let z = k.normal_f32(&zd, WHAT, loc)?;
+            let mut col = zd.clone();
+            col.push(1);
+            let fz = factor
+                .at(loc)
+                .matmul(&z.at(loc).reshape(&col))
+                .at(loc)
+                .reshape(&zd);
+            Ok(add(&mean, &fz, loc))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+
+    /// `jax.random.orthogonal(key, n, shape, m=m)`: `f32` matrices of dimensions
+    /// `batch + [n, m]` (`m = n`: orthogonal; else orthonormal columns or rows),
+    /// uniform (Haar) as Mezzadri: the QR factorization of a normal matrix, `q`'s
+    /// columns multiplied by the signs of `r`'s diagonal.
+    ///
+    /// The normal draws are JAX's bit for bit; the QR factorization is the crate's
+    /// Householder loop with LAPACK's signs ([`Op::qr`]), so the matrices agree
+    /// with JAX's (LAPACK's `geqrf`/`orgqr`) to a few units in the last place.
+    #[track_caller]
+    pub fn orthogonal(&self, n: i64, m: Option<i64>, batch: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "orthogonal";
+        let go = || {
+            let m = m.unwrap_or(n);
+            let mut zd = batch.to_vec();
+            zd.extend([n.max(m), n.min(m)]);
+            let (k, b) = self.start(WHAT, ty, &[F32], &zd, loc)?;
+            let z = k.normal_f32(&zd, WHAT, loc)?;
+            let (q, r) = z.at(loc).qr(super::super::linalg::QrMode::Reduced);
+            let kk = n.min(m);
+            let rank = zd.len() as i64;
+            let mut sq = batch.to_vec();
+            sq.extend([kk, kk]);
+            let eye = b
+                .iota(S32, &sq, rank - 2)
+                .at(loc)
+                .compare(&b.iota(S32, &sq, rank - 1), Comparison::Eq)
+                .at(loc)
+                .convert(ty);
+            let d = mul(&r, &eye, loc).at(loc).reduce_sum(&[rank - 1]);
+            let mut sd = batch.to_vec();
+            sd.extend([1, kk]);
+            let x = mul(&q, &d.unary(UnaryOp::Sign, loc).at(loc).reshape(&sd), loc);
+            if n < m {
+                let mut perm: Vec<i64> = (0..rank - 2).collect();
+                perm.extend([rank - 1, rank - 2]);
+                Ok(x.at(loc).transpose(&perm))
+            } else {
+                Ok(x)
+            }
+        };
+        go().unwrap_or_else(|f| f)
+    }
+}
