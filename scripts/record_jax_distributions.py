@@ -127,6 +127,18 @@ def cases_f32(jax, random, jnp):
         c.append((name, {"p": pv}, lambda k, pv=pv: random.generalized_normal(k, pv, (7,))))
     c.append(("ball", {"p": 2.0}, lambda k: random.ball(k, 3, 2.0, (4,))))
     c.append(("ball_p1", {"p": 1.0}, lambda k: random.ball(k, 2, 1.0, (3,))))
+    # Through linear algebra (JAX calls LAPACK here: tests/distributions.rs compares
+    # these within a tolerance).
+    mean = f32([1.0, -2.0, 0.5])
+    cov = f32([[2.0, 0.3, -0.2], [0.3, 1.0, 0.4], [-0.2, 0.4, 0.5]])
+    c.append(("mvn", {"mean": enc(mean), "cov": enc(cov)},
+              lambda k: random.multivariate_normal(k, mean, cov, (4,))))
+    mean2 = f32([[0.0, 0.0, 0.0], [10.0, 20.0, 30.0]])
+    c.append(("mvn_batch", {"mean": enc(mean2), "cov": enc(cov)},
+              lambda k: random.multivariate_normal(k, mean2, cov)))
+    c.append(("orthogonal_3", {}, lambda k: random.orthogonal(k, 3)))
+    c.append(("orthogonal_4x2", {}, lambda k: random.orthogonal(k, 4, (2,), m=2)))
+    c.append(("orthogonal_2x4", {}, lambda k: random.orthogonal(k, 2, m=4)))
     return c
 
 

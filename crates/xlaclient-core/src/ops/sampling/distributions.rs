@@ -504,7 +504,8 @@ impl Keys {
                     .scalar_of(U32, Scalar::Int(i.into()), loc)
                     .at(loc)
                     .broadcast_to(&dims);
-                let (a, c) = super::super::threefry::threefry2x32(&self.0, &self.1, &zero, &lo, loc);
+                let (a, c) =
+                    super::super::threefry::threefry2x32(&self.0, &self.1, &zero, &lo, loc);
                 Keys(a, c)
             })
             .collect()
@@ -573,9 +574,7 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
     let n = alpha.dims().expect("an array");
     let full = |v: f32| c(v).at(loc).broadcast_to(&n);
     let boost = alpha.at(loc).compare(&c(1.0), Comparison::Ge);
-    let alpha1 = b
-        .at(loc)
-        .select(&boost, alpha, &add(alpha, &c(1.0), loc));
+    let alpha1 = b.at(loc).select(&boost, alpha, &add(alpha, &c(1.0), loc));
     let third = c(1.0 / 3.0);
     let d = sub(&alpha1, &third, loc);
     let cc = div(&third, &d.unary(UnaryOp::Sqrt, loc), loc);
