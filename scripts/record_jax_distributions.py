@@ -127,6 +127,13 @@ def cases_f32(jax, random, jnp):
         c.append((name, {"p": pv}, lambda k, pv=pv: random.generalized_normal(k, pv, (7,))))
     c.append(("ball", {"p": 2.0}, lambda k: random.ball(k, 3, 2.0, (4,))))
     c.append(("ball_p1", {"p": 1.0}, lambda k: random.ball(k, 2, 1.0, (3,))))
+    # Poisson: Knuth below 10, rejection (with lgamma) from 10.
+    for name, lam in [("poisson", 3.0), ("poisson_0", 0.0), ("poisson_25", 25.0),
+                      ("poisson_big", 1e4)]:
+        c.append((name, {"lam": lam}, lambda k, lam=lam: random.poisson(k, lam, (7,))))
+    pl = f32([[0.5, 9.99, 10.0], [50.0, 0.0, 1000.0]])
+    c.append(("poisson_array", {"lam": enc(pl)}, lambda k: random.poisson(k, pl, (2, 3))))
+    c.append(("poisson_512", {"lam": 12.0}, lambda k: random.poisson(k, 12.0, (512,)), one))
     # Through linear algebra (JAX calls LAPACK here: tests/distributions.rs compares
     # these within a tolerance).
     mean = f32([1.0, -2.0, 0.5])

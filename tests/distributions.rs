@@ -197,6 +197,9 @@ fn sample(name: &str, key: &Op, a: &Args) -> Op {
         (g, _) if g.starts_with("gennorm") => key.generalized_normal(a.op("p"), &[7], F32),
         ("ball", _) => key.ball(3, a.op("p"), &[4], F32),
         ("ball_p1", _) => key.ball(2, a.op("p"), &[3], F32),
+        ("poisson_array", _) => key.poisson(a.op("lam"), &[2, 3], S32),
+        ("poisson", n) if n > 0 => key.poisson(a.op("lam"), &[n], S32),
+        (p, _) if p.starts_with("poisson") => key.poisson(a.op("lam"), &[7], S32),
         ("mvn", _) => key.multivariate_normal(a.op("mean"), a.op("cov"), &[4], F32),
         ("mvn_batch", _) => key.multivariate_normal(a.op("mean"), a.op("cov"), &[2], F32),
         ("orthogonal_3", _) => key.orthogonal(3, None, &[], F32),
@@ -297,6 +300,7 @@ fn numbers_as_parameters(name: &str) -> bool {
         "t",
         "gennorm",
         "ball",
+        "poisson",
     ];
     family
         .iter()

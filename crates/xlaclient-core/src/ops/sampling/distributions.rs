@@ -1060,3 +1060,286 @@ impl Op {
         go().unwrap_or_else(|f| f)
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Poisson: Knuth's product of uniforms below 10, Hörmann's transformed rejection
+// (PTRS) above, both as whole-array loops as JAX writes them.
+
+/// `lgamma` as XLA's CHLO lowering computes it (Lanczos' approximation with
+/// g = 7 and 9 coefficients, Euler's reflection below 1/2), so that its bits are
+/// JAX's.
+fn lgamma_f32(x: &Op, loc: Loc) -> Op {
+    const BASE: f64 = 0.999_999_999_999_809_9;
+    const COEF: [f64; 8] = [
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    let b = x.builder();
+    let c = |v: f64| f32c(&b, v as f32, loc);
+    let half = c(0.5);
+    let reflect = x.at(loc).compare(&half, Comparison::Lt);
+    let z = b.at(loc).select(
+        &reflect,
+        &x.unary(UnaryOp::Negate, loc),
+        &sub(x, &c(1.0), loc),
+    );
+    let mut a = c(BASE);
+    for (i, k) in COEF.iter().enumerate() {
+        a = add(
+            &a,
+            &div(&c(*k), &add(&z, &c((i + 1) as f64), loc), loc),
+            loc,
+        );
+    }
+    let g_half = c(7.5);
+    let t = add(&g_half, &z, loc);
+    let log_t = add(
+        &c(7.5f64.ln()),
+        &div(&z, &g_half, loc).unary(UnaryOp::LogPlusOne, loc),
+        loc,
+    );
+    let r = mul(
+        &sub(&add(&z, &half, loc), &div(&t, &log_t, loc), loc),
+        &log_t,
+        loc,
+    );
+    let lg = add(
+        &add(&c((2f64.ln() + std::f64::consts::PI.ln()) / 2.0), &r, loc),
+        &a.unary(UnaryOp::Log, loc),
+        loc,
+    );
+    let abs = x.unary(UnaryOp::Abs, loc);
+    let frac = sub(&abs, &abs.unary(UnaryOp::Floor, loc), loc);
+    let big = half.at(loc).compare(&frac, Comparison::Lt);
+    let frac = b.at(loc).select(&big, &sub(&c(1.0), &frac, loc), &frac);
+    let denom = mul(&c(std::f64::consts::PI), &frac, loc)
+        .unary(UnaryOp::Sine, loc)
+        .unary(UnaryOp::Log, loc);
+    let refl = sub(&sub(&c(std::f64::consts::PI.ln()), &denom, loc), &lg, loc);
+    let refl = b.at(loc).select(
+        &denom.unary(UnaryOp::IsFinite, loc),
+        &refl,
+        &denom.unary(UnaryOp::Negate, loc),
+    );
+    let lg = b.at(loc).select(&reflect, &refl, &lg);
+    let is_inf = abs.at(loc).compare(&c(f64::INFINITY), Comparison::Eq);
+    b.at(loc).select(&is_inf, &c(f64::INFINITY), &lg)
+}
+
+impl Key {
+    /// JAX's `_poisson_knuth`: count uniforms until their product drops below
+    /// `exp(-lam)` (`lam` of `dims`; `f32` counts, minus one).
+    fn poisson_knuth(&self, lam: &Op, dims: &[i64], what: &'static str, loc: Loc) -> Op {
+        let b = self.b();
+        let zeros = fc(&b, F32, 0.0, loc).at(loc).broadcast_to(dims);
+        let neg_lam = lam.unary(UnaryOp::Negate, loc);
+        let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
+        let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
+        let s32 = b
+            .scalar_of(S32, Scalar::Int(0), loc)
+            .at(loc)
+            .broadcast_to(dims);
+        let (_, k, _, _) = b.at(loc).while_loop(
+            (i0, s32, self.data.clone(), zeros),
+            |(i, _, _, lp)| {
+                let more = any_all(&lp.at(loc).compare(&neg_lam, Comparison::Gt), loc);
+                more.bitwise(
+                    BitwiseOp::And,
+                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    loc,
+                )
+            },
+            |(i, k, rng, lp)| {
+                let key = Key {
+                    data: rng,
+                    imp: PrngImpl::Threefry2x32,
+                };
+                let ks = key.split(2, loc);
+                let more = lp.at(loc).compare(&neg_lam, Comparison::Gt);
+                let one = b.scalar_of(S32, Scalar::Int(1), loc);
+                let k = b.at(loc).select(&more, &add(&k, &one, loc), &k);
+                let u = ks[1]
+                    .uniform_in(dims, F32, 0.0, 1.0, what, loc)
+                    .unwrap_or_else(|f| f);
+                let lp = add(&lp, &u.unary(UnaryOp::Log, loc), loc);
+                (add(&i, &one, loc), k, ks[0].data.clone(), lp)
+            },
+        );
+        sub(&k, &b.scalar_of(S32, Scalar::Int(1), loc), loc)
+    }
+
+    /// JAX's `_poisson_rejection` (Hörmann's PTRS) for `lam >= 10` (`f32` counts).
+    fn poisson_rejection(&self, lam: &Op, dims: &[i64], what: &'static str, loc: Loc) -> Op {
+        let b = self.b();
+        let c = |v: f64| fc(&b, F32, v, loc);
+        let log_lam = lam.unary(UnaryOp::Log, loc);
+        let bb = add(
+            &c(0.931),
+            &mul(&c(2.53), &lam.unary(UnaryOp::Sqrt, loc), loc),
+            loc,
+        );
+        let a = add(&c(-0.059), &mul(&c(0.02483), &bb, loc), loc);
+        let inv_alpha = add(
+            &c(1.1239),
+            &div(&c(1.1328), &sub(&bb, &c(3.4), loc), loc),
+            loc,
+        );
+        let v_r = sub(
+            &c(0.9277),
+            &div(&c(3.6224), &sub(&bb, &c(2.0), loc), loc),
+            loc,
+        );
+        let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
+        let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
+        let k0 = c(-1.0).at(loc).broadcast_to(dims);
+        let acc0 = b
+            .scalar_of(ElementType::Pred, Scalar::Int(0), loc)
+            .at(loc)
+            .broadcast_to(dims);
+        let (_, k, _, _) = b.at(loc).while_loop(
+            (i0, k0, acc0, self.data.clone()),
+            |(i, _, accepted, _)| {
+                any_all(&accepted.at(loc).not(), loc).bitwise(
+                    BitwiseOp::And,
+                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    loc,
+                )
+            },
+            |(i, k_out, accepted, key)| {
+                let key = Key {
+                    data: key,
+                    imp: PrngImpl::Threefry2x32,
+                };
+                let ks = key.split(3, loc);
+                let unif = |k: &Key| {
+                    k.uniform_in(dims, F32, 0.0, 1.0, what, loc)
+                        .unwrap_or_else(|f| f)
+                };
+                let u = sub(&unif(&ks[1]), &c(0.5), loc);
+                let v = unif(&ks[2]);
+                let us = sub(&c(0.5), &u.unary(UnaryOp::Abs, loc), loc);
+                let k = add(
+                    &add(
+                        &mul(
+                            &add(&div(&mul(&c(2.0), &a, loc), &us, loc), &bb, loc),
+                            &u,
+                            loc,
+                        ),
+                        lam,
+                        loc,
+                    ),
+                    &c(0.43),
+                    loc,
+                )
+                .unary(UnaryOp::Floor, loc);
+                let s = div(
+                    &mul(&v, &inv_alpha, loc),
+                    &add(&div(&a, &mul(&us, &us, loc), loc), &bb, loc),
+                    loc,
+                )
+                .unary(UnaryOp::Log, loc);
+                let t = sub(
+                    &add(
+                        &lam.unary(UnaryOp::Negate, loc),
+                        &mul(&k, &log_lam, loc),
+                        loc,
+                    ),
+                    &lgamma_f32(&add(&k, &c(1.0), loc), loc),
+                    loc,
+                );
+                let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
+                let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
+                let accept1 = and(
+                    &us.at(loc).compare(&c(0.07), Comparison::Ge),
+                    &v.at(loc).compare(&v_r, Comparison::Le),
+                );
+                let reject = or(
+                    &k.at(loc).compare(&c(0.0), Comparison::Lt),
+                    &and(
+                        &us.at(loc).compare(&c(0.013), Comparison::Lt),
+                        &v.at(loc).compare(&us, Comparison::Gt),
+                    ),
+                );
+                let accept2 = s.at(loc).compare(&t, Comparison::Le);
+                let accept = or(&accept1, &and(&reject.at(loc).not(), &accept2));
+                let k_out = b.at(loc).select(&accept, &k, &k_out);
+                let one = b.scalar_of(S32, Scalar::Int(1), loc);
+                (
+                    add(&i, &one, loc),
+                    k_out,
+                    or(&accepted, &accept),
+                    ks[0].data.clone(),
+                )
+            },
+        );
+        k.at(loc).convert(S32)
+    }
+}
+
+/// Whether any element of a `pred` array is true.
+fn any_all(m: &Op, loc: Loc) -> Op {
+    let rank = m.dims().expect("an array").len() as i64;
+    let b = m.builder();
+    let f = b.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
+    let axes: Vec<i64> = (0..rank).collect();
+    m.at(loc)
+        .reduce(&f, &axes, |x, y| x.bitwise(BitwiseOp::Or, y, loc))
+}
+
+impl Op {
+    /// `jax.random.poisson(key, lam, dims)`: `s32` Poisson samples with rate `lam`
+    /// (`f32`, broadcasting to `dims`). As JAX: Knuth's product of uniforms where
+    /// `lam < 10` (or NaN), Hörmann's transformed rejection (PTRS, with XLA's
+    /// Lanczos `lgamma`) elsewhere, both over the whole array from the same key,
+    /// and 0 where `lam = 0`. Threefry keys only, as in JAX.
+    #[track_caller]
+    pub fn poisson<'a>(&self, lam: impl Into<Param<'a>>, dims: &[i64], ty: ElementType) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "poisson";
+        let lam = lam.into();
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[S32], dims, loc)?;
+            if k.imp != PrngImpl::Threefry2x32 {
+                return Err(fail(
+                    &b,
+                    WHAT,
+                    &[],
+                    ShapeErrorKind::Dimension,
+                    "is only built for threefry keys (u32[2]), as in JAX".into(),
+                    loc,
+                ));
+            }
+            let lam = param_op(&b, lam, F32, Some(dims), WHAT, "lam", loc)?
+                .at(loc)
+                .broadcast_to(dims);
+            let c = |v: f64| fc(&b, F32, v, loc);
+            let nan = lam.at(loc).compare(&lam, Comparison::Ne);
+            let knuth = nan.bitwise(
+                BitwiseOp::Or,
+                &lam.at(loc).compare(&c(10.0), Comparison::Lt),
+                loc,
+            );
+            let full = |v: f64| c(v).at(loc).broadcast_to(dims);
+            let lam_k = b.at(loc).select(&knuth, &lam, &full(0.0));
+            let lam_r = b.at(loc).select(&knuth, &full(1e5), &lam);
+            let r = b.at(loc).select(
+                &knuth,
+                &k.poisson_knuth(&lam_k, dims, WHAT, loc),
+                &k.poisson_rejection(&lam_r, dims, WHAT, loc),
+            );
+            let zero = lam.at(loc).compare(&c(0.0), Comparison::Eq);
+            let zeros = b
+                .scalar_of(S32, Scalar::Int(0), loc)
+                .at(loc)
+                .broadcast_to(dims);
+            Ok(b.at(loc).select(&zero, &zeros, &r))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+}
