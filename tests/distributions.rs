@@ -453,4 +453,27 @@ fn bad_arguments_are_build_errors_at_the_callers_line() {
     assert!(e.contains("wald") && e.contains("`mean`"), "{e}");
     let e = err(|_, k| k.rademacher(&[2], ElementType::Pred));
     assert!(e.contains("rademacher"), "{e}");
+    let e = err(|b, k| k.gamma(&b.constant_vec(&[1.0f32, 2.0]), &[3], F32));
+    assert!(e.contains("gamma") && e.contains("`a`"), "{e}");
+    let e = err(|b, _| b.rbg_key(0).gamma(1.0f32, &[3], F32));
+    assert!(e.contains("gamma") && e.contains("threefry"), "{e}");
+    let e = err(|b, _| b.rbg_key(0).poisson(1.0f32, &[3], S32));
+    assert!(e.contains("poisson") && e.contains("threefry"), "{e}");
+    let e = err(|_, k| k.poisson(1.0f32, &[3], F32));
+    assert!(e.contains("poisson") && e.contains("f32"), "{e}");
+    let e = err(|b, k| k.dirichlet(&b.constant(1.0f32), &[2], F32));
+    assert!(e.contains("dirichlet") && e.contains("rank"), "{e}");
+    let e = err(|b, k| {
+        let mean = b.constant_vec(&[0.0f32, 1.0]);
+        let cov = b.constant_vec(&[1.0f32, 0.0, 0.0]);
+        k.multivariate_normal(&mean, &cov, &[], F32)
+    });
+    assert!(
+        e.contains("multivariate_normal") && e.contains("cov"),
+        "{e}"
+    );
+    let e = err(|_, k| k.orthogonal(-2, None, &[], F32));
+    assert!(e.contains("orthogonal") && e.contains("negative"), "{e}");
+    let e = err(|b, k| k.ball(3, &b.constant_vec(&[1.0f32, 2.0]), &[2], F32));
+    assert!(e.contains("ball") && e.contains("`p`"), "{e}");
 }

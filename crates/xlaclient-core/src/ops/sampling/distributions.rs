@@ -12,6 +12,10 @@
 //! [`triangular`](Op::triangular), [`geometric`](Op::geometric) and
 //! [`wald`](Op::wald).
 //!
+//! Then the gamma family (`gamma`, `loggamma`, `beta`, `dirichlet`, `chisquare`,
+//! `f_sample`, `student_t`, `generalized_normal`, `ball`), `poisson`, and
+//! `multivariate_normal` and `orthogonal` through the crate's Cholesky and QR.
+//!
 //! Element types: the samplers built on `uniform` take `f32` or `f64`; those built
 //! on `normal` are `f32` (as [`Op::normal`]). Parameters are [`Param`]s of the
 //! sample's element type broadcasting to the sample's dimensions (JAX's `shape`
