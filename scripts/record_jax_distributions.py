@@ -25,6 +25,7 @@ import numpy as np
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "jax",
                    "distributions.json")
 SEEDS = [0, 42, 1234]
+INF = float("inf")
 
 
 def enc(a):
@@ -134,6 +135,17 @@ def cases_f32(jax, random, jnp):
     pl = f32([[0.5, 9.99, 10.0], [50.0, 0.0, 1000.0]])
     c.append(("poisson_array", {"lam": enc(pl)}, lambda k: random.poisson(k, pl, (2, 3))))
     c.append(("poisson_512", {"lam": 12.0}, lambda k: random.poisson(k, 12.0, (512,)), one))
+    # Binomial: inversion where n·min(p, 1-p) <= 10, BTRS elsewhere.
+    for name, n, pv in [("binomial", 10.0, 0.3), ("binomial_btrs", 100.0, 0.4),
+                        ("binomial_flip", 100.0, 0.8), ("binomial_inv_flip", 5.0, 0.9)]:
+        c.append((name, {"n": n, "p": pv},
+                  lambda k, n=n, pv=pv: random.binomial(k, n, pv, (7,))))
+    bn = f32([[0.0, 1.0, 1000.0], [-1.0, INF, 50.0]])
+    bp = f32([[0.5, 0.0, 1.0], [0.3, 0.3, 0.99]])
+    c.append(("binomial_arrays", {"n": enc(bn), "p": enc(bp)},
+              lambda k: random.binomial(k, bn, bp, (2, 3))))
+    c.append(("binomial_512", {"n": 40.0, "p": 0.5},
+              lambda k: random.binomial(k, 40.0, 0.5, (512,)), one))
     # Through linear algebra (JAX calls LAPACK here: tests/distributions.rs compares
     # these within a tolerance).
     mean = f32([1.0, -2.0, 0.5])

@@ -200,6 +200,9 @@ fn sample(name: &str, key: &Op, a: &Args) -> Op {
         ("poisson_array", _) => key.poisson(a.op("lam"), &[2, 3], S32),
         ("poisson", n) if n > 0 => key.poisson(a.op("lam"), &[n], S32),
         (p, _) if p.starts_with("poisson") => key.poisson(a.op("lam"), &[7], S32),
+        ("binomial_arrays", _) => key.binomial(a.op("n"), a.op("p"), &[2, 3], F32),
+        ("binomial", n) if n > 0 => key.binomial(a.op("n"), a.op("p"), &[n], F32),
+        (g, _) if g.starts_with("binomial") => key.binomial(a.op("n"), a.op("p"), &[7], F32),
         ("mvn", _) => key.multivariate_normal(a.op("mean"), a.op("cov"), &[4], F32),
         ("mvn_batch", _) => key.multivariate_normal(a.op("mean"), a.op("cov"), &[2], F32),
         ("orthogonal_3", _) => key.orthogonal(3, None, &[], F32),
@@ -301,6 +304,7 @@ fn numbers_as_parameters(name: &str) -> bool {
         "gennorm",
         "ball",
         "poisson",
+        "binomial",
     ];
     family
         .iter()
@@ -459,6 +463,8 @@ fn bad_arguments_are_build_errors_at_the_callers_line() {
     assert!(e.contains("gamma") && e.contains("threefry"), "{e}");
     let e = err(|b, _| b.rbg_key(0).poisson(1.0f32, &[3], S32));
     assert!(e.contains("poisson") && e.contains("threefry"), "{e}");
+    let e = err(|b, k| k.binomial(10.0f32, &b.constant_vec(&[0.5f64]), &[3], F32));
+    assert!(e.contains("binomial") && e.contains("`p`"), "{e}");
     let e = err(|_, k| k.poisson(1.0f32, &[3], F32));
     assert!(e.contains("poisson") && e.contains("f32"), "{e}");
     let e = err(|b, k| k.dirichlet(&b.constant(1.0f32), &[2], F32));

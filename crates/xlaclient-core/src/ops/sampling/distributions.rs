@@ -13,7 +13,8 @@
 //! [`wald`](Op::wald).
 //!
 //! Then the gamma family (`gamma`, `loggamma`, `beta`, `dirichlet`, `chisquare`,
-//! `f_sample`, `student_t`, `generalized_normal`, `ball`), `poisson`, and
+//! `f_sample`, `student_t`, `generalized_normal`, `ball`), `poisson`, `binomial`,
+//! and
 //! `multivariate_normal` and `orthogonal` through the crate's Cholesky and QR.
 //!
 //! Element types: the samplers built on `uniform` take `f32` or `f64`; those built
@@ -1343,6 +1344,326 @@ impl Op {
                 .at(loc)
                 .broadcast_to(dims);
             Ok(b.at(loc).select(&zero, &zeros, &r))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Binomial: geometric inversion where `n·q <= 10`, Hörmann's BTRS elsewhere.
+
+/// JAX's `_stirling_approx_tail`: the tail of Stirling's series at `k` (`f32`),
+/// from a table for `k <= 9`.
+fn stirling_tail(k: &Op, loc: Loc) -> Op {
+    const TABLE: [f64; 10] = [
+        0.081_061_466_795_327_2,
+        0.041_340_695_955_409_2,
+        0.027_677_925_684_998_3,
+        0.020_790_672_103_765_09,
+        0.016_644_691_189_821_1,
+        0.013_876_128_823_070_7,
+        0.011_896_709_945_891_7,
+        0.010_411_265_261_972,
+        0.009_255_462_182_712_73,
+        0.008_330_563_433_362_87,
+    ];
+    let b = k.builder();
+    let c = |v: f64| f32c(&b, v as f32, loc);
+    let use_table = k.at(loc).compare(&c(9.0), Comparison::Le);
+    let kc = bin(
+        &bin(&c(0.0), BinaryOp::Maximum, k, loc),
+        BinaryOp::Minimum,
+        &c(9.0),
+        loc,
+    );
+    let k1 = add(&kc, &c(1.0), loc);
+    let kp1sq = mul(&k1, &k1, loc);
+    let approx = div(
+        &sub(
+            &c(1.0 / 12.0),
+            &div(
+                &sub(&c(1.0 / 360.0), &div(&c(1.0 / 1260.0), &kp1sq, loc), loc),
+                &kp1sq,
+                loc,
+            ),
+            loc,
+        ),
+        &k1,
+        loc,
+    );
+    let idx = kc.unary(UnaryOp::Floor, loc).at(loc).convert(S32);
+    let mut tab = c(TABLE[9]);
+    for (i, v) in TABLE.iter().enumerate().take(9).rev() {
+        let here = idx.at(loc).compare(
+            &b.scalar_of(S32, Scalar::Int(i as i64), loc),
+            Comparison::Eq,
+        );
+        tab = b.at(loc).select(&here, &c(*v), &tab);
+    }
+    b.at(loc).select(&use_table, &tab, &approx)
+}
+
+impl Key {
+    /// JAX's `_binomial_inversion`: count geometric waiting times until they pass
+    /// `count`.
+    fn binomial_inversion(
+        &self,
+        count: &Op,
+        prob: &Op,
+        dims: &[i64],
+        what: &'static str,
+        loc: Loc,
+    ) -> Op {
+        let b = self.b();
+        let c = |v: f64| f32c(&b, v as f32, loc);
+        let log_q = prob
+            .unary(UnaryOp::Negate, loc)
+            .unary(UnaryOp::LogPlusOne, loc);
+        let zeros = c(0.0).at(loc).broadcast_to(dims);
+        let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
+        let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
+        let (_, k, _, _) = b.at(loc).while_loop(
+            (i0, zeros.clone(), zeros, self.data.clone()),
+            |(i, _, gs, _)| {
+                any_all(&gs.at(loc).compare(count, Comparison::Le), loc).bitwise(
+                    BitwiseOp::And,
+                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    loc,
+                )
+            },
+            |(i, ng, gs, key)| {
+                let key = Key {
+                    data: key,
+                    imp: PrngImpl::Threefry2x32,
+                };
+                let ks = key.split(2, loc);
+                let more = gs.at(loc).compare(count, Comparison::Le);
+                let ng = b.at(loc).select(&more, &add(&ng, &c(1.0), loc), &ng);
+                let u = ks[0]
+                    .uniform_in(dims, F32, 0.0, 1.0, what, loc)
+                    .unwrap_or_else(|f| f);
+                let geom = div(&u.unary(UnaryOp::Log, loc), &log_q, loc).unary(UnaryOp::Ceil, loc);
+                let one = b.scalar_of(S32, Scalar::Int(1), loc);
+                (
+                    add(&i, &one, loc),
+                    ng,
+                    add(&gs, &geom, loc),
+                    ks[1].data.clone(),
+                )
+            },
+        );
+        sub(&k, &c(1.0), loc)
+    }
+
+    /// JAX's `_btrs`: Hörmann's transformed rejection with squeeze.
+    fn binomial_btrs(
+        &self,
+        count: &Op,
+        prob: &Op,
+        dims: &[i64],
+        what: &'static str,
+        loc: Loc,
+    ) -> Op {
+        let b = self.b();
+        let c = |v: f64| f32c(&b, v as f32, loc);
+        let one_m_p = sub(&c(1.0), prob, loc);
+        let stddev = mul(&mul(count, prob, loc), &one_m_p, loc).unary(UnaryOp::Sqrt, loc);
+        let bb = add(&c(1.15), &mul(&c(2.53), &stddev, loc), loc);
+        let a = add(
+            &add(&c(-0.0873), &mul(&c(0.0248), &bb, loc), loc),
+            &mul(&c(0.01), prob, loc),
+            loc,
+        );
+        let cc = add(&mul(count, prob, loc), &c(0.5), loc);
+        let v_r = sub(&c(0.92), &div(&c(4.2), &bb, loc), loc);
+        let r = div(prob, &one_m_p, loc);
+        let alpha = mul(&add(&c(2.83), &div(&c(5.1), &bb, loc), loc), &stddev, loc);
+        let m = mul(&add(count, &c(1.0), loc), prob, loc).unary(UnaryOp::Floor, loc);
+        let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
+        let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
+        let k0 = c(-1.0).at(loc).broadcast_to(dims);
+        let acc0 = b
+            .scalar_of(ElementType::Pred, Scalar::Int(0), loc)
+            .at(loc)
+            .broadcast_to(dims);
+        let (_, k, _, _) = b.at(loc).while_loop(
+            (i0, k0, acc0, self.data.clone()),
+            |(i, _, accepted, _)| {
+                any_all(&accepted.at(loc).not(), loc).bitwise(
+                    BitwiseOp::And,
+                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    loc,
+                )
+            },
+            |(i, k_out, accepted, key)| {
+                let key = Key {
+                    data: key,
+                    imp: PrngImpl::Threefry2x32,
+                };
+                let ks = key.split(3, loc);
+                let unif = |k: &Key| {
+                    k.uniform_in(dims, F32, 0.0, 1.0, what, loc)
+                        .unwrap_or_else(|f| f)
+                };
+                let u = unif(&ks[1]);
+                let v = unif(&ks[2]);
+                let u = sub(&u, &c(0.5), loc);
+                let us = sub(&c(0.5), &u.unary(UnaryOp::Abs, loc), loc);
+                let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
+                let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
+                let accept1 = and(
+                    &us.at(loc).compare(&c(0.07), Comparison::Ge),
+                    &v.at(loc).compare(&v_r, Comparison::Le),
+                );
+                let k = add(
+                    &mul(
+                        &add(&div(&mul(&c(2.0), &a, loc), &us, loc), &bb, loc),
+                        &u,
+                        loc,
+                    ),
+                    &cc,
+                    loc,
+                )
+                .unary(UnaryOp::Floor, loc);
+                let reject = or(
+                    &k.at(loc).compare(&c(0.0), Comparison::Lt),
+                    &k.at(loc).compare(count, Comparison::Gt),
+                );
+                let v = div(
+                    &mul(&v, &alpha, loc),
+                    &add(&div(&a, &mul(&us, &us, loc), loc), &bb, loc),
+                    loc,
+                )
+                .unary(UnaryOp::Log, loc);
+                let log = |x: &Op| x.unary(UnaryOp::Log, loc);
+                let n_m_1 = add(&sub(count, &m, loc), &c(1.0), loc);
+                let n_k_1 = add(&sub(count, &k, loc), &c(1.0), loc);
+                let t1 = mul(
+                    &add(&m, &c(0.5), loc),
+                    &log(&div(&add(&m, &c(1.0), loc), &mul(&r, &n_m_1, loc), loc)),
+                    loc,
+                );
+                let t2 = mul(
+                    &add(count, &c(1.0), loc),
+                    &log(&div(&n_m_1, &n_k_1, loc)),
+                    loc,
+                );
+                let t3 = mul(
+                    &add(&k, &c(0.5), loc),
+                    &log(&div(&mul(&r, &n_k_1, loc), &add(&k, &c(1.0), loc), loc)),
+                    loc,
+                );
+                let ub = sub(
+                    &sub(
+                        &add(
+                            &add(
+                                &add(&add(&t1, &t2, loc), &t3, loc),
+                                &stirling_tail(&m, loc),
+                                loc,
+                            ),
+                            &stirling_tail(&sub(count, &m, loc), loc),
+                            loc,
+                        ),
+                        &stirling_tail(&k, loc),
+                        loc,
+                    ),
+                    &stirling_tail(&sub(count, &k, loc), loc),
+                    loc,
+                );
+                let accept2 = v.at(loc).compare(&ub, Comparison::Le);
+                let accept = or(&accept1, &and(&reject.at(loc).not(), &accept2));
+                let k_out = b.at(loc).select(&accept, &k, &k_out);
+                let one = b.scalar_of(S32, Scalar::Int(1), loc);
+                (
+                    add(&i, &one, loc),
+                    k_out,
+                    or(&accepted, &accept),
+                    ks[0].data.clone(),
+                )
+            },
+        );
+        k
+    }
+}
+
+impl Op {
+    /// `jax.random.binomial(key, n, p, dims)`: `f32` counts of successes in `n`
+    /// Bernoulli(`p`) trials (`n`, `p` `f32`, broadcasting to `dims`). As JAX:
+    /// with `q = min(p, 1 - p)`, geometric inversion where `n·q <= 10`, Hörmann's
+    /// BTRS elsewhere, `n - x` where `p >= 1/2`; NaN for a negative or NaN `n` or
+    /// a NaN `p` (or `q < 0`), infinity for an infinite `n`. Threefry keys only.
+    #[track_caller]
+    pub fn binomial<'a>(
+        &self,
+        n: impl Into<Param<'a>>,
+        p: impl Into<Param<'a>>,
+        dims: &[i64],
+        ty: ElementType,
+    ) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "binomial";
+        let (n, p) = (n.into(), p.into());
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            if k.imp != PrngImpl::Threefry2x32 {
+                return Err(fail(
+                    &b,
+                    WHAT,
+                    &[],
+                    ShapeErrorKind::Dimension,
+                    "is only built for threefry keys (u32[2])".into(),
+                    loc,
+                ));
+            }
+            let count = param_op(&b, n, F32, Some(dims), WHAT, "n", loc)?
+                .at(loc)
+                .broadcast_to(dims);
+            let prob = param_op(&b, p, F32, Some(dims), WHAT, "p", loc)?
+                .at(loc)
+                .broadcast_to(dims);
+            let c = |v: f64| f32c(&b, v as f32, loc);
+            let full = |v: f64| c(v).at(loc).broadcast_to(dims);
+            let sel = |m: &Op, x: &Op, y: &Op| b.at(loc).select(m, x, y);
+            let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
+            let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
+            let isnan = |x: &Op| x.at(loc).compare(x, Comparison::Ne);
+            let p_lt_half = prob.at(loc).compare(&c(0.5), Comparison::Lt);
+            let q = sel(&p_lt_half, &prob, &sub(&c(1.0), &prob, loc));
+            let count_bad = or(
+                &isnan(&count),
+                &count.at(loc).compare(&c(0.0), Comparison::Lt),
+            );
+            let count_inf = count
+                .unary(UnaryOp::Abs, loc)
+                .at(loc)
+                .compare(&c(f64::INFINITY), Comparison::Eq);
+            let q_nan = isnan(&q);
+            let q_neg = q.at(loc).compare(&c(0.0), Comparison::Lt);
+            let q = sel(&or(&q_nan, &q_neg), &full(0.01), &q);
+            let use_inv = or(
+                &count_bad,
+                &mul(&count, &q, loc)
+                    .at(loc)
+                    .compare(&c(10.0), Comparison::Le),
+            );
+            let count = count.unary(UnaryOp::Floor, loc);
+            let count_inv = sel(&use_inv, &count, &full(0.0));
+            let count_btrs = sel(&use_inv, &full(1e4), &count);
+            let q_btrs = sel(&use_inv, &full(0.5), &q);
+            let samples = sel(
+                &use_inv,
+                &k.binomial_inversion(&count_inv, &q, dims, WHAT, loc),
+                &k.binomial_btrs(&count_btrs, &q_btrs, dims, WHAT, loc),
+            );
+            let invalid = or(&or(&q_neg, &q_nan), &count_bad);
+            let samples = sel(&invalid, &full(f64::NAN), &samples);
+            let samples = sel(
+                &and(&count_inf, &invalid.at(loc).not()),
+                &full(f64::INFINITY),
+                &samples,
+            );
+            let keep = or(&or(&or(&p_lt_half, &count_bad), &q_nan), &count_inf);
+            Ok(sel(&keep, &samples, &sub(&count, &samples, loc)))
         };
         go().unwrap_or_else(|f| f)
     }
