@@ -146,6 +146,16 @@ def cases_f32(jax, random, jnp):
               lambda k: random.binomial(k, bn, bp, (2, 3))))
     c.append(("binomial_512", {"n": 40.0, "p": 0.5},
               lambda k: random.binomial(k, 40.0, 0.5, (512,)), one))
+    # Multinomial: a binomial per category of what remains.
+    mp = f32([0.2, 0.3, 0.5])
+    c.append(("multinomial", {"n": 10.0, "p": enc(mp)}, lambda k: random.multinomial(k, 10.0, mp)))
+    mp4 = f32([0.1, 0.0, 0.6, 0.3])
+    c.append(("multinomial_4", {"n": 100.0, "p": enc(mp4)},
+              lambda k: random.multinomial(k, 100.0, mp4)))
+    mn = f32([5.0, 50.0])
+    mp23 = f32([[0.5, 0.5, 0.0], [0.2, 0.2, 0.6]])
+    c.append(("multinomial_batch", {"n": enc(mn), "p": enc(mp23)},
+              lambda k: random.multinomial(k, mn, mp23)))
     # Through linear algebra (JAX calls LAPACK here: tests/distributions.rs compares
     # these within a tolerance).
     mean = f32([1.0, -2.0, 0.5])

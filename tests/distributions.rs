@@ -203,6 +203,9 @@ fn sample(name: &str, key: &Op, a: &Args) -> Op {
         ("binomial_arrays", _) => key.binomial(a.op("n"), a.op("p"), &[2, 3], F32),
         ("binomial", n) if n > 0 => key.binomial(a.op("n"), a.op("p"), &[n], F32),
         (g, _) if g.starts_with("binomial") => key.binomial(a.op("n"), a.op("p"), &[7], F32),
+        ("multinomial", _) => key.multinomial(a.op("n"), a.op("p"), &[3], F32),
+        ("multinomial_4", _) => key.multinomial(a.op("n"), a.op("p"), &[4], F32),
+        ("multinomial_batch", _) => key.multinomial(a.op("n"), a.op("p"), &[2, 3], F32),
         ("mvn", _) => key.multivariate_normal(a.op("mean"), a.op("cov"), &[4], F32),
         ("mvn_batch", _) => key.multivariate_normal(a.op("mean"), a.op("cov"), &[2], F32),
         ("orthogonal_3", _) => key.orthogonal(3, None, &[], F32),
@@ -305,6 +308,7 @@ fn numbers_as_parameters(name: &str) -> bool {
         "ball",
         "poisson",
         "binomial",
+        "multinomial",
     ];
     family
         .iter()
@@ -465,6 +469,10 @@ fn bad_arguments_are_build_errors_at_the_callers_line() {
     assert!(e.contains("poisson") && e.contains("threefry"), "{e}");
     let e = err(|b, k| k.binomial(10.0f32, &b.constant_vec(&[0.5f64]), &[3], F32));
     assert!(e.contains("binomial") && e.contains("`p`"), "{e}");
+    let e = err(|b, k| k.multinomial(10.0f32, &b.constant_vec(&[0.5f32, 0.5]), &[3], F32));
+    assert!(e.contains("multinomial") && e.contains("`p`"), "{e}");
+    let e = err(|b, k| k.multinomial(10.0f32, &b.constant_vec(&[0.5f32, 0.5]), &[], F32));
+    assert!(e.contains("multinomial") && e.contains("categories"), "{e}");
     let e = err(|_, k| k.poisson(1.0f32, &[3], F32));
     assert!(e.contains("poisson") && e.contains("f32"), "{e}");
     let e = err(|b, k| k.dirichlet(&b.constant(1.0f32), &[2], F32));

@@ -22,7 +22,8 @@
 //! [`chisquare`](Op::chisquare), [`f_sample`](Op::f_sample) (JAX's `f`),
 //! [`student_t`](Op::student_t) (JAX's `t`),
 //! [`generalized_normal`](Op::generalized_normal), [`ball`](Op::ball);
-//! [`poisson`](Op::poisson), [`binomial`](Op::binomial); and, through a factorization that JAX leaves to
+//! [`poisson`](Op::poisson), [`binomial`](Op::binomial),
+//! [`multinomial`](Op::multinomial); and, through a factorization that JAX leaves to
 //! LAPACK (so equal to a few ulp, not bit for bit),
 //! [`multivariate_normal`](Op::multivariate_normal) and
 //! [`orthogonal`](Op::orthogonal). On the pinned plugin the `f32` samples equal

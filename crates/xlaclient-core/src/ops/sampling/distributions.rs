@@ -14,7 +14,7 @@
 //!
 //! Then the gamma family (`gamma`, `loggamma`, `beta`, `dirichlet`, `chisquare`,
 //! `f_sample`, `student_t`, `generalized_normal`, `ball`), `poisson`, `binomial`,
-//! and
+//! `multinomial`, and
 //! `multivariate_normal` and `orthogonal` through the crate's Cholesky and QR.
 //!
 //! Element types: the samplers built on `uniform` take `f32` or `f64`; those built
@@ -1621,6 +1621,18 @@ impl Op {
             let prob = param_op(&b, p, F32, Some(dims), WHAT, "p", loc)?
                 .at(loc)
                 .broadcast_to(dims);
+            Ok(k.binomial(&count, &prob, dims, WHAT, loc))
+        };
+        go().unwrap_or_else(|f| f)
+    }
+}
+
+impl Key {
+    /// JAX's `_binomial` of `count` and `prob` (`f32` of `dims`).
+    fn binomial(&self, count: &Op, prob: &Op, dims: &[i64], what: &'static str, loc: Loc) -> Op {
+        let (k, b) = (self, self.b());
+        let (count, prob) = (count.clone(), prob.clone());
+        {
             let c = |v: f64| f32c(&b, v as f32, loc);
             let full = |v: f64| c(v).at(loc).broadcast_to(dims);
             let sel = |m: &Op, x: &Op, y: &Op| b.at(loc).select(m, x, y);
@@ -1652,8 +1664,8 @@ impl Op {
             let q_btrs = sel(&use_inv, &full(0.5), &q);
             let samples = sel(
                 &use_inv,
-                &k.binomial_inversion(&count_inv, &q, dims, WHAT, loc),
-                &k.binomial_btrs(&count_btrs, &q_btrs, dims, WHAT, loc),
+                &k.binomial_inversion(&count_inv, &q, dims, what, loc),
+                &k.binomial_btrs(&count_btrs, &q_btrs, dims, what, loc),
             );
             let invalid = or(&or(&q_neg, &q_nan), &count_bad);
             let samples = sel(&invalid, &full(f64::NAN), &samples);
@@ -1663,7 +1675,99 @@ impl Op {
                 &samples,
             );
             let keep = or(&or(&or(&p_lt_half, &count_bad), &q_nan), &count_inf);
-            Ok(sel(&keep, &samples, &sub(&count, &samples, loc)))
+            sel(&keep, &samples, &sub(&count, &samples, loc))
+        }
+    }
+}
+
+impl Op {
+    /// `jax.random.multinomial(key, n, p, shape=dims)`: `f32` counts of `n` draws
+    /// over the categories of `p` (`f32[..., k]`, broadcasting to `dims`, whose last
+    /// dimension is `k`; `n` broadcasts to `dims` without it). As JAX: a binomial
+    /// draw per category (keys from `split(key, k)`) of what remains, with the
+    /// probability relative to the categories left (a reverse cumulative sum).
+    #[track_caller]
+    pub fn multinomial<'a>(
+        &self,
+        n: impl Into<Param<'a>>,
+        p: &Op,
+        dims: &[i64],
+        ty: ElementType,
+    ) -> Op {
+        let loc = Location::caller();
+        const WHAT: &str = "multinomial";
+        let n = n.into();
+        let go = || {
+            let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
+            if k.imp != PrngImpl::Threefry2x32 || dims.is_empty() {
+                let why = if dims.is_empty() {
+                    "dims end with the number of categories"
+                } else {
+                    "is only built for threefry keys (u32[2])"
+                };
+                return Err(fail(
+                    &b,
+                    WHAT,
+                    &[],
+                    ShapeErrorKind::Dimension,
+                    why.into(),
+                    loc,
+                ));
+            }
+            let r = dims.len() - 1;
+            let batch = &dims[..r];
+            let cats = dims[r];
+            let count = param_op(&b, n, F32, Some(batch), WHAT, "n", loc)?
+                .at(loc)
+                .broadcast_to(batch);
+            let p = param_op(&b, Param::Array(p), F32, Some(dims), WHAT, "p", loc)?
+                .at(loc)
+                .broadcast_to(dims);
+            // Categories first.
+            let mut perm = vec![r as i64];
+            perm.extend(0..r as i64);
+            let p = p.at(loc).transpose(&perm);
+            let zero = f32c(&b, 0.0, loc);
+            let mut win = vec![WindowDim::new(1, 1); r + 1];
+            win[0] = WindowDim {
+                padding_high: cats - 1,
+                ..WindowDim::new(cats, 1)
+            };
+            let left = p.reduce_window(&zero, &win, |x, y| x.binary(BinaryOp::Add, y, loc));
+            let is0 = left.at(loc).compare(&zero, Comparison::Eq);
+            let ones = f32c(&b, 1.0, loc)
+                .at(loc)
+                .broadcast_to(&left.dims().map_err(|_| left.clone())?);
+            let ratios = div(&p, &b.at(loc).select(&is0, &ones, &left), loc);
+            let keys = k.split(cats, loc);
+            let mut rem = count;
+            let mut counts = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                let i = i as i64;
+                let mut lo = vec![0; r + 1];
+                lo[0] = i;
+                let mut hi = vec![cats];
+                hi.extend(batch);
+                hi[0] = i + 1;
+                let ratio = ratios
+                    .at(loc)
+                    .slice(&lo, &hi, &vec![1; r + 1])
+                    .at(loc)
+                    .reshape(batch);
+                let ratio = bin(
+                    &bin(&zero, BinaryOp::Maximum, &ratio, loc),
+                    BinaryOp::Minimum,
+                    &f32c(&b, 1.0, loc),
+                    loc,
+                );
+                let cnt = key.binomial(&rem, &ratio, batch, WHAT, loc);
+                rem = sub(&rem, &cnt, loc);
+                let mut one = batch.to_vec();
+                one.push(1);
+                counts.push(cnt.at(loc).reshape(&one));
+            }
+            let refs: Vec<&Op> = counts.iter().collect();
+            Ok(b.at(loc).concatenate(&refs, r as i64))
         };
         go().unwrap_or_else(|f| f)
     }
