@@ -491,3 +491,55 @@ fn bad_arguments_are_build_errors_at_the_callers_line() {
     let e = err(|b, k| k.ball(3, &b.constant_vec(&[1.0f32, 2.0]), &[2], F32));
     assert!(e.contains("ball") && e.contains("`p`"), "{e}");
 }
+
+/// Sample means against the distributions' own means (independently of JAX):
+/// within five standard errors over 20,000 draws from fixed keys.
+#[test]
+fn sample_means_match_the_distributions() {
+    const N: i64 = 20_000;
+    // (name, sampler, mean, variance)
+    type Draw = fn(&Op) -> Op;
+    let cases: [(&str, Draw, f64, f64); 9] = [
+        ("gamma(0.5)", |k| k.gamma(0.5f32, &[N], F32), 0.5, 0.5),
+        ("gamma(30)", |k| k.gamma(30.0f32, &[N], F32), 30.0, 30.0),
+        (
+            "beta(2, 3)",
+            |k| k.beta(2.0f32, 3.0f32, &[N], F32),
+            0.4,
+            0.04,
+        ),
+        ("chisquare(3)", |k| k.chisquare(3.0f32, &[N], F32), 3.0, 6.0),
+        ("exponential", |k| k.exponential(&[N], F32), 1.0, 1.0),
+        ("laplace", |k| k.laplace(&[N], F32), 0.0, 2.0),
+        (
+            "poisson(25)",
+            |k| k.poisson(25.0f32, &[N], ElementType::S32).convert(F32),
+            25.0,
+            25.0,
+        ),
+        (
+            "poisson(3)",
+            |k| k.poisson(3.0f32, &[N], ElementType::S32).convert(F32),
+            3.0,
+            3.0,
+        ),
+        (
+            "binomial(100, 0.4)",
+            |k| k.binomial(100.0f32, 0.4f32, &[N], F32),
+            40.0,
+            24.0,
+        ),
+    ];
+    for (seed, (name, f, mean, var)) in cases.into_iter().enumerate() {
+        let b = Builder::new("means");
+        let key = b.prng_key(100 + seed as u32);
+        let x = run1::<f32>(&b.build(&f(&key)).unwrap(), &[]);
+        let got = x.iter().map(|v| f64::from(*v)).sum::<f64>() / N as f64;
+        let se = (var / N as f64).sqrt();
+        assert!(
+            (got - mean).abs() < 5.0 * se,
+            "{name}: sample mean {got} vs {mean} (5 standard errors: {})",
+            5.0 * se
+        );
+    }
+}
