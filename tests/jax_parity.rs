@@ -244,7 +244,8 @@ paths! {
     Op::add;
     Op::log_sigmoid;
     Builder::custom_vjp => |b: &Builder, a: &[&Op]| Builder::custom_vjp(b, "f", a, |_, x: &[Op]| x.to_vec(), |_, _, c: &[Op]| c.to_vec());
-    ScanOptions::checkpoint;
+    ScanOptions::policy;
+    Op::checkpoint_name;
     Op::ceil;
     Op::diag;
     Op::lt => |x: &Op| Op::lt(x, 0.0);
