@@ -1200,9 +1200,75 @@ impl Key {
             &div(&c(3.6224), &sub(&bb, &c(2.0), loc), loc),
             loc,
         );
+        let k = self.rejection_loop(dims, what, loc, |u, v| {
+            let us = sub(&c(0.5), &u.unary(UnaryOp::Abs, loc), loc);
+            let k = add(
+                &add(
+                    &mul(
+                        &add(&div(&mul(&c(2.0), &a, loc), &us, loc), &bb, loc),
+                        u,
+                        loc,
+                    ),
+                    lam,
+                    loc,
+                ),
+                &c(0.43),
+                loc,
+            )
+            .unary(UnaryOp::Floor, loc);
+            let s = div(
+                &mul(v, &inv_alpha, loc),
+                &add(&div(&a, &mul(&us, &us, loc), loc), &bb, loc),
+                loc,
+            )
+            .unary(UnaryOp::Log, loc);
+            let t = sub(
+                &add(
+                    &lam.unary(UnaryOp::Negate, loc),
+                    &mul(&k, &log_lam, loc),
+                    loc,
+                ),
+                &lgamma_f32(&add(&k, &c(1.0), loc), loc),
+                loc,
+            );
+            let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
+            let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
+            let accept1 = and(
+                &us.at(loc).compare(&c(0.07), Comparison::Ge),
+                &v.at(loc).compare(&v_r, Comparison::Le),
+            );
+            let reject = or(
+                &k.at(loc).compare(&c(0.0), Comparison::Lt),
+                &and(
+                    &us.at(loc).compare(&c(0.013), Comparison::Lt),
+                    &v.at(loc).compare(&us, Comparison::Gt),
+                ),
+            );
+            let accept2 = s.at(loc).compare(&t, Comparison::Le);
+            (k, or(&accept1, &and(&reject.at(loc).not(), &accept2)))
+        });
+        k.at(loc).convert(S32)
+    }
+}
+
+impl Key {
+    /// The loop of JAX's rejection samplers (`_poisson_rejection`, `_btrs`): each
+    /// round splits the key in three (the next key, then the keys of `u` and
+    /// `v`), draws `u − ½` and `v` uniform per element, and `round(u, v)` gives
+    /// each element's candidate and whether it is accepted; an element keeps its
+    /// first accepted candidate (−1 before), and the loop runs until every element
+    /// has one.
+    fn rejection_loop(
+        &self,
+        dims: &[i64],
+        what: &'static str,
+        loc: Loc,
+        round: impl Fn(&Op, &Op) -> (Op, Op),
+    ) -> Op {
+        let b = self.b();
         let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
         let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
-        let k0 = c(-1.0).at(loc).broadcast_to(dims);
+        let k0 = fc(&b, F32, -1.0, loc).at(loc).broadcast_to(dims);
         let acc0 = b
             .scalar_of(ElementType::Pred, Scalar::Int(0), loc)
             .at(loc)
@@ -1226,64 +1292,19 @@ impl Key {
                     k.uniform_in(dims, F32, 0.0, 1.0, what, loc)
                         .unwrap_or_else(|f| f)
                 };
-                let u = sub(&unif(&ks[1]), &c(0.5), loc);
-                let v = unif(&ks[2]);
-                let us = sub(&c(0.5), &u.unary(UnaryOp::Abs, loc), loc);
-                let k = add(
-                    &add(
-                        &mul(
-                            &add(&div(&mul(&c(2.0), &a, loc), &us, loc), &bb, loc),
-                            &u,
-                            loc,
-                        ),
-                        lam,
-                        loc,
-                    ),
-                    &c(0.43),
-                    loc,
-                )
-                .unary(UnaryOp::Floor, loc);
-                let s = div(
-                    &mul(&v, &inv_alpha, loc),
-                    &add(&div(&a, &mul(&us, &us, loc), loc), &bb, loc),
-                    loc,
-                )
-                .unary(UnaryOp::Log, loc);
-                let t = sub(
-                    &add(
-                        &lam.unary(UnaryOp::Negate, loc),
-                        &mul(&k, &log_lam, loc),
-                        loc,
-                    ),
-                    &lgamma_f32(&add(&k, &c(1.0), loc), loc),
-                    loc,
-                );
-                let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
-                let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
-                let accept1 = and(
-                    &us.at(loc).compare(&c(0.07), Comparison::Ge),
-                    &v.at(loc).compare(&v_r, Comparison::Le),
-                );
-                let reject = or(
-                    &k.at(loc).compare(&c(0.0), Comparison::Lt),
-                    &and(
-                        &us.at(loc).compare(&c(0.013), Comparison::Lt),
-                        &v.at(loc).compare(&us, Comparison::Gt),
-                    ),
-                );
-                let accept2 = s.at(loc).compare(&t, Comparison::Le);
-                let accept = or(&accept1, &and(&reject.at(loc).not(), &accept2));
+                let u = sub(&unif(&ks[1]), &fc(&b, F32, 0.5, loc), loc);
+                let (k, accept) = round(&u, &unif(&ks[2]));
                 let k_out = b.at(loc).select(&accept, &k, &k_out);
                 let one = b.scalar_of(S32, Scalar::Int(1), loc);
                 (
                     add(&i, &one, loc),
                     k_out,
-                    or(&accepted, &accept),
+                    accepted.bitwise(BitwiseOp::Or, &accept, loc),
                     ks[0].data.clone(),
                 )
             },
         );
-        k.at(loc).convert(S32)
+        k
     }
 }
 
@@ -1479,110 +1500,73 @@ impl Key {
         let r = div(prob, &one_m_p, loc);
         let alpha = mul(&add(&c(2.83), &div(&c(5.1), &bb, loc), loc), &stddev, loc);
         let m = mul(&add(count, &c(1.0), loc), prob, loc).unary(UnaryOp::Floor, loc);
-        let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
-        let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
-        let k0 = c(-1.0).at(loc).broadcast_to(dims);
-        let acc0 = b
-            .scalar_of(ElementType::Pred, Scalar::Int(0), loc)
-            .at(loc)
-            .broadcast_to(dims);
-        let (_, k, _, _) = b.at(loc).while_loop(
-            (i0, k0, acc0, self.data.clone()),
-            |(i, _, accepted, _)| {
-                any_all(&accepted.at(loc).not(), loc).bitwise(
-                    BitwiseOp::And,
-                    &i.at(loc).compare(&imax, Comparison::Lt),
+
+        self.rejection_loop(dims, what, loc, |u, v| {
+            let us = sub(&c(0.5), &u.unary(UnaryOp::Abs, loc), loc);
+            let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
+            let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
+            let accept1 = and(
+                &us.at(loc).compare(&c(0.07), Comparison::Ge),
+                &v.at(loc).compare(&v_r, Comparison::Le),
+            );
+            let k = add(
+                &mul(
+                    &add(&div(&mul(&c(2.0), &a, loc), &us, loc), &bb, loc),
+                    u,
                     loc,
-                )
-            },
-            |(i, k_out, accepted, key)| {
-                let key = Key {
-                    data: key,
-                    imp: PrngImpl::Threefry2x32,
-                };
-                let ks = key.split(3, loc);
-                let unif = |k: &Key| {
-                    k.uniform_in(dims, F32, 0.0, 1.0, what, loc)
-                        .unwrap_or_else(|f| f)
-                };
-                let u = unif(&ks[1]);
-                let v = unif(&ks[2]);
-                let u = sub(&u, &c(0.5), loc);
-                let us = sub(&c(0.5), &u.unary(UnaryOp::Abs, loc), loc);
-                let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
-                let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
-                let accept1 = and(
-                    &us.at(loc).compare(&c(0.07), Comparison::Ge),
-                    &v.at(loc).compare(&v_r, Comparison::Le),
-                );
-                let k = add(
-                    &mul(
-                        &add(&div(&mul(&c(2.0), &a, loc), &us, loc), &bb, loc),
-                        &u,
-                        loc,
-                    ),
-                    &cc,
-                    loc,
-                )
-                .unary(UnaryOp::Floor, loc);
-                let reject = or(
-                    &k.at(loc).compare(&c(0.0), Comparison::Lt),
-                    &k.at(loc).compare(count, Comparison::Gt),
-                );
-                let v = div(
-                    &mul(&v, &alpha, loc),
-                    &add(&div(&a, &mul(&us, &us, loc), loc), &bb, loc),
-                    loc,
-                )
-                .unary(UnaryOp::Log, loc);
-                let log = |x: &Op| x.unary(UnaryOp::Log, loc);
-                let n_m_1 = add(&sub(count, &m, loc), &c(1.0), loc);
-                let n_k_1 = add(&sub(count, &k, loc), &c(1.0), loc);
-                let t1 = mul(
-                    &add(&m, &c(0.5), loc),
-                    &log(&div(&add(&m, &c(1.0), loc), &mul(&r, &n_m_1, loc), loc)),
-                    loc,
-                );
-                let t2 = mul(
-                    &add(count, &c(1.0), loc),
-                    &log(&div(&n_m_1, &n_k_1, loc)),
-                    loc,
-                );
-                let t3 = mul(
-                    &add(&k, &c(0.5), loc),
-                    &log(&div(&mul(&r, &n_k_1, loc), &add(&k, &c(1.0), loc), loc)),
-                    loc,
-                );
-                let ub = sub(
-                    &sub(
+                ),
+                &cc,
+                loc,
+            )
+            .unary(UnaryOp::Floor, loc);
+            let reject = or(
+                &k.at(loc).compare(&c(0.0), Comparison::Lt),
+                &k.at(loc).compare(count, Comparison::Gt),
+            );
+            let v = div(
+                &mul(v, &alpha, loc),
+                &add(&div(&a, &mul(&us, &us, loc), loc), &bb, loc),
+                loc,
+            )
+            .unary(UnaryOp::Log, loc);
+            let log = |x: &Op| x.unary(UnaryOp::Log, loc);
+            let n_m_1 = add(&sub(count, &m, loc), &c(1.0), loc);
+            let n_k_1 = add(&sub(count, &k, loc), &c(1.0), loc);
+            let t1 = mul(
+                &add(&m, &c(0.5), loc),
+                &log(&div(&add(&m, &c(1.0), loc), &mul(&r, &n_m_1, loc), loc)),
+                loc,
+            );
+            let t2 = mul(
+                &add(count, &c(1.0), loc),
+                &log(&div(&n_m_1, &n_k_1, loc)),
+                loc,
+            );
+            let t3 = mul(
+                &add(&k, &c(0.5), loc),
+                &log(&div(&mul(&r, &n_k_1, loc), &add(&k, &c(1.0), loc), loc)),
+                loc,
+            );
+            let ub = sub(
+                &sub(
+                    &add(
                         &add(
-                            &add(
-                                &add(&add(&t1, &t2, loc), &t3, loc),
-                                &stirling_tail(&m, loc),
-                                loc,
-                            ),
-                            &stirling_tail(&sub(count, &m, loc), loc),
+                            &add(&add(&t1, &t2, loc), &t3, loc),
+                            &stirling_tail(&m, loc),
                             loc,
                         ),
-                        &stirling_tail(&k, loc),
+                        &stirling_tail(&sub(count, &m, loc), loc),
                         loc,
                     ),
-                    &stirling_tail(&sub(count, &k, loc), loc),
+                    &stirling_tail(&k, loc),
                     loc,
-                );
-                let accept2 = v.at(loc).compare(&ub, Comparison::Le);
-                let accept = or(&accept1, &and(&reject.at(loc).not(), &accept2));
-                let k_out = b.at(loc).select(&accept, &k, &k_out);
-                let one = b.scalar_of(S32, Scalar::Int(1), loc);
-                (
-                    add(&i, &one, loc),
-                    k_out,
-                    or(&accepted, &accept),
-                    ks[0].data.clone(),
-                )
-            },
-        );
-        k
+                ),
+                &stirling_tail(&sub(count, &k, loc), loc),
+                loc,
+            );
+            let accept2 = v.at(loc).compare(&ub, Comparison::Le);
+            (k, or(&accept1, &and(&reject.at(loc).not(), &accept2)))
+        })
     }
 }
 
