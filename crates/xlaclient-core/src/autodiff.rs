@@ -109,9 +109,11 @@ pub(crate) enum Ct {
     Tuple(Vec<Option<Op>>),
 }
 
-/// True for the element types that carry gradients.
+/// True for the element types that carry gradients: real and complex floats (a
+/// complex value's cotangent follows JAX's convention: the transpose of the
+/// linear map, not its conjugate).
 pub(crate) fn differentiable(t: ElementType) -> bool {
-    t.is_float()
+    t.is_float() || t.is_complex()
 }
 
 /// Zeros of `x`'s shape and type.

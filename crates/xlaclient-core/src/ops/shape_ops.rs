@@ -555,7 +555,14 @@ pub(crate) fn vjp_convert(n: &Node) -> Grads {
         .element_type()
         .ok()
         .filter(|t| crate::autodiff::differentiable(*t))
-        .map(|t| n.ct().convert(t));
+        .map(|t| {
+            let ct = n.ct();
+            // Real to complex: the real part comes back (JAX's transpose).
+            match ct.element_type() {
+                Ok(c) if c.is_complex() && !t.is_complex() => ct.real().convert(t),
+                _ => ct.convert(t),
+            }
+        });
     Ok(arrays(vec![g]))
 }
 
