@@ -281,6 +281,35 @@ impl Environment for AcrobotEnv {
 // ------------------------------------------------------------------- the ops
 
 /// A batch of Acrobot states: `f32[batch]` each, `time` `s32[batch]`.
+///
+/// ```
+/// use xlaclient_core::{Client, ClientExt, Op, Shape};
+/// use xlaclient_rl::classic::{AcrobotEnv, acrobot};
+/// use xlaclient_rl::{Environment, Rng};
+///
+/// // Three Acrobots from given states, one step each with torques −1, 0, +1.
+/// let client = Client::cpu()?;
+/// let step = client.jit("acrobot_step", &Shape::of::<f32>(&[3, 4]), |b, rows: Op| {
+///     let s = acrobot::from_rows(&rows);
+///     let (next, reward, _terminated, _truncated) =
+///         acrobot::step_env(&s, &b.constant_vec(&[0i32, 1, 2]));
+///     (acrobot::observe(&next), reward)
+/// })?;
+/// let rows = [0.1f32, -0.05, 0.3, 0.0, 0.0, 0.02, -0.1, 0.2, -0.08, 0.0, 0.05, 0.01];
+/// let (obs, reward) = step.call(&client.buffer_from_host(&rows, &[3, 4])?)?;
+/// let (obs, reward) = (obs.to_vec::<f32>()?, reward.to_vec::<f32>()?);
+/// assert_eq!(reward, [-1.0; 3]);
+/// // The same steps on the host, in f64.
+/// for e in 0..3 {
+///     let start = std::array::from_fn(|k| f64::from(rows[e * 4 + k]));
+///     let mut env = AcrobotEnv::from_state(start, Rng::new(0))?;
+///     env.step_episode(e)?;
+///     for (k, h) in env.observation().iter().enumerate() {
+///         assert!((obs[e * 6 + k] - h).abs() < 1e-5);
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Tree, Clone, Debug, PartialEq)]
 pub struct AcrobotState<T> {
     /// The first link's angle (0 hanging down).
