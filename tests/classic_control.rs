@@ -11,7 +11,7 @@ mod common;
 use common::{Rng as TestRng, client};
 use serde_json::Value;
 use xlaclient::rl::classic::{AcrobotEnv, CartPoleEnv, EpisodeStep, acrobot};
-use xlaclient::rl::{Environment, Error, Rng, cartpole};
+use xlaclient::rl::{Environment, Error, Rng, VecEnv, cartpole};
 use xlaclient::{ClientExt, ElementType, Op, Shape};
 
 // ------------------------------------------------------------ the recordings
@@ -672,4 +672,30 @@ fn device_resets_draw_from_keys_within_the_bounds() {
             assert!((obs[e * 6 + k] - h).abs() <= 1e-5, "row {e} value {k}");
         }
     }
+}
+
+#[test]
+fn vec_env_steps_many_classic_environments() {
+    // VecEnv over the classic tasks: one action each, observations [n, 4] / [n, 6],
+    // each environment as it steps alone.
+    let mut envs = VecEnv::new((0..3).map(CartPoleEnv::new).collect()).unwrap();
+    let mut alone: Vec<CartPoleEnv> = (0..3).map(CartPoleEnv::new).collect();
+    for t in 0..100 {
+        let actions = [t % 2, (t / 3) % 2, 1];
+        let steps = envs.step(&actions).unwrap();
+        for (e, env) in alone.iter_mut().enumerate() {
+            assert_eq!(steps[e], env.step(actions[e]).unwrap());
+        }
+    }
+    let obs = envs.observations();
+    assert_eq!(obs.len(), 12);
+    for (e, env) in alone.iter().enumerate() {
+        assert_eq!(obs[e * 4..e * 4 + 4], env.observation()[..]);
+    }
+    let mut acrobots = VecEnv::new((0..2).map(AcrobotEnv::new).collect()).unwrap();
+    assert_eq!(acrobots.observations().len(), 12);
+    assert!(matches!(
+        acrobots.step(&[0, 3]),
+        Err(Error::InvalidAction { action: 3, .. })
+    ));
 }

@@ -153,8 +153,10 @@ impl CartPoleEnv {
         self.state = dynamics(self.state, action);
         self.steps += 1;
         let [x, _, theta, _] = self.state;
-        let terminated = !(-X_THRESHOLD..=X_THRESHOLD).contains(&x)
-            || !(-THETA_THRESHOLD..=THETA_THRESHOLD).contains(&theta);
+        let terminated = x < -X_THRESHOLD
+            || x > X_THRESHOLD
+            || theta < -THETA_THRESHOLD
+            || theta > THETA_THRESHOLD;
         let truncated = self.steps >= MAX_STEPS;
         self.ended = terminated || truncated;
         Ok(EpisodeStep {
