@@ -1771,3 +1771,47 @@ fn complex_numbers_through_real_imag_and_complex() {
     let i = b.parameter(3, Shape::of::<i32>(&[4]), "i");
     assert!(i.real().shape().is_err());
 }
+
+#[test]
+fn operators_promote_mixed_types_as_jnp_and_methods_stay_strict() {
+    // `a + b` between arrays is the numpy layer: JAX's promotion (ops::arrays::
+    // promote_types, checked against jnp.promote_types in tests/ops_parity.rs);
+    // `a.add(&b)` is lax.add: one type.
+    let b = Builder::new("promote");
+    let i = b.parameter(0, Shape::of::<i32>(&[3]), "i");
+    let f = b.parameter(1, Shape::of::<f32>(&[3]), "f");
+    let u = b.parameter(2, Shape::of::<u8>(&[3]), "u");
+    let s = b.parameter(3, Shape::of::<i8>(&[3]), "s");
+    let sum = &i + &f;
+    let prod = &u * &s;
+    let quot = &f / &u;
+    assert_eq!(sum.element_type().unwrap(), ElementType::F32);
+    assert_eq!(prod.element_type().unwrap(), ElementType::S16);
+    assert_eq!(quot.element_type().unwrap(), ElementType::F32);
+    let strict = Builder::new("strict");
+    let si = strict.parameter(0, Shape::of::<i32>(&[3]), "i");
+    let sf = strict.parameter(1, Shape::of::<f32>(&[3]), "f");
+    assert!(si.add(&sf).shape().is_err());
+    let m = b.build_tuple(&[&sum, &prod, &quot]).unwrap();
+    let (iv, fv, uv, sv) = (
+        [1i32, -2, 3],
+        [0.5f32, 0.25, -1.5],
+        [200u8, 3, 255],
+        [-1i8, 100, -128],
+    );
+    let out = run(
+        &m,
+        &[
+            &upload(&iv, &[3]),
+            &upload(&fv, &[3]),
+            &upload(&uv, &[3]),
+            &upload(&sv, &[3]),
+        ],
+    );
+    let want_sum: Vec<f32> = (0..3).map(|k| iv[k] as f32 + fv[k]).collect();
+    let want_prod: Vec<i16> = (0..3).map(|k| uv[k] as i16 * sv[k] as i16).collect();
+    let want_quot: Vec<f32> = (0..3).map(|k| fv[k] / uv[k] as f32).collect();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), want_sum);
+    assert_eq!(out[1].to_vec::<i16>().unwrap(), want_prod);
+    assert_eq!(out[2].to_vec::<f32>().unwrap(), want_quot);
+}

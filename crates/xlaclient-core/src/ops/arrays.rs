@@ -168,7 +168,7 @@ pub fn promote_types(a: ElementType, b: ElementType) -> ElementType {
 }
 
 /// Both operands in their promoted type ([`promote_types`]).
-fn promote_pair(x: &Op, y: &Op, loc: Loc) -> (Op, Op) {
+pub(crate) fn promote_pair(x: &Op, y: &Op, loc: Loc) -> (Op, Op) {
     match (x.element_type(), y.element_type()) {
         (Ok(a), Ok(b)) if a != b => {
             let t = promote_types(a, b);

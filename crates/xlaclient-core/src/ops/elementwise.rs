@@ -1345,27 +1345,39 @@ impl Op {
 // ---------------------------------------------------------------------------------
 // Operators `+ - * /` and unary `-`
 
+impl Op {
+    /// `self op rhs` for the operators between two arrays: the numpy layer, so
+    /// mixed element types promote as `jnp` does ([`promote_types`]
+    /// (crate::ops::arrays::promote_types): `s32 + f32` is `f32`, `u8 * s8` is
+    /// `s16`, `f16 + bf16` is `f32`); the methods (`add`, `mul`, …) are the lax
+    /// level and stay strict, as `lax.add` is.
+    fn numpy_binary(&self, op: BinaryOp, rhs: &Op, loc: &'static Location<'static>) -> Op {
+        let (x, y) = crate::ops::arrays::promote_pair(self, rhs, loc);
+        x.binary(op, &y, loc)
+    }
+}
+
 macro_rules! op_traits {
     ($($trait:ident $method:ident $kind:ident;)*) => {$(
         impl $trait<&Op> for &Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: &Op) -> Op { self.binary(BinaryOp::$kind, rhs, Location::caller()) }
+            fn $method(self, rhs: &Op) -> Op { self.numpy_binary(BinaryOp::$kind, rhs, Location::caller()) }
         }
         impl $trait<Op> for Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: Op) -> Op { self.binary(BinaryOp::$kind, &rhs, Location::caller()) }
+            fn $method(self, rhs: Op) -> Op { self.numpy_binary(BinaryOp::$kind, &rhs, Location::caller()) }
         }
         impl $trait<&Op> for Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: &Op) -> Op { self.binary(BinaryOp::$kind, rhs, Location::caller()) }
+            fn $method(self, rhs: &Op) -> Op { self.numpy_binary(BinaryOp::$kind, rhs, Location::caller()) }
         }
         impl $trait<Op> for &Op {
             type Output = Op;
             #[track_caller]
-            fn $method(self, rhs: Op) -> Op { self.binary(BinaryOp::$kind, &rhs, Location::caller()) }
+            fn $method(self, rhs: Op) -> Op { self.numpy_binary(BinaryOp::$kind, &rhs, Location::caller()) }
         }
         op_traits!(@scalars $trait $method $kind; f64 i64);
     )*};
