@@ -623,13 +623,13 @@ fn saving_is_atomic() {
     assert_ne!(first, second);
 
     // A save whose download fails (a leaf of an element type the crate cannot
-    // read: f8, made by a StableHLO program) leaves the old file untouched and no
+    // read: f8e4m3fnuz, made by a StableHLO program) leaves the old file untouched and no
     // temporary file.
     let f8 = client()
         .compile_mlir(
-            b"func.func public @main(%x: tensor<i32>) -> tensor<f8E5M2> {
-  %y = stablehlo.convert %x : (tensor<i32>) -> tensor<f8E5M2>
-  return %y : tensor<f8E5M2>
+            b"func.func public @main(%x: tensor<i32>) -> tensor<f8E4M3FNUZ> {
+  %y = stablehlo.convert %x : (tensor<i32>) -> tensor<f8E4M3FNUZ>
+  return %y : tensor<f8E4M3FNUZ>
 }",
             &Default::default(),
         )

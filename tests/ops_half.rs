@@ -455,3 +455,100 @@ fn zero_size_arrays() {
     // A sum over an empty axis is 0.
     assert_bits(&o[3].to_vec::<f16>().unwrap(), &[f16::ZERO; 3], "empty sum");
 }
+
+/// `f8e5m2` and `f8e4m3fn` (`jnp.float8_*`): every one of the 256 patterns uploaded,
+/// converted to f32 on the device and compared with the host's decoding; f32
+/// values (ties, subnormals, overflow, NaN) converted to f8 on the device and
+/// compared with the host's rounding; an f8 sum against the host's.
+#[test]
+fn float8_types_round_trip_and_round_as_the_host_does() {
+    use xlaclient::float8::{F8E4M3FN, F8E5M2};
+    let patterns: Vec<u8> = (0..=255).collect();
+    let mut probes: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        1.125,
+        1.375,
+        0.3,
+        -2.75,
+        448.0,
+        449.0,
+        465.0,
+        500.0,
+        57344.0,
+        61440.0,
+        1e6,
+        -1e6,
+        2e-3,
+        1.9e-3,
+        2f32.powi(-9),
+        2f32.powi(-10),
+        2f32.powi(-17),
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    let mut r = Rng(8);
+    probes.extend(r.vec(200, -600.0, 600.0));
+    probes.extend(r.vec(100, -0.05, 0.05));
+    let n = probes.len() as i64;
+    let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+    for ty in [ElementType::F8E5M2, ElementType::F8E4M3FN] {
+        let decode = |b: u8| match ty {
+            ElementType::F8E5M2 => F8E5M2(b).to_f64(),
+            _ => F8E4M3FN(b).to_f64(),
+        };
+        let encode = |v: f32| match ty {
+            ElementType::F8E5M2 => F8E5M2::from_f32(v).0,
+            _ => F8E4M3FN::from_f32(v).0,
+        };
+        let b = Builder::new("f8");
+        let p = b.parameter(0, Shape::array(ty, &[256]), "p");
+        let x = b.parameter(1, Shape::of::<f32>(&[n]), "x");
+        let q = x.convert(ty);
+        let sum = (&q + &q).convert(ElementType::F32);
+        let m = b
+            .build_tuple(&[
+                &p.convert(ElementType::F32),
+                &q.convert(ElementType::F32),
+                &sum,
+            ])
+            .unwrap();
+        let pb = match ty {
+            ElementType::F8E5M2 => {
+                let v: Vec<F8E5M2> = patterns.iter().map(|b| F8E5M2(*b)).collect();
+                upload(&v, &[256])
+            }
+            _ => {
+                let v: Vec<F8E4M3FN> = patterns.iter().map(|b| F8E4M3FN(*b)).collect();
+                upload(&v, &[256])
+            }
+        };
+        let out = run(&m, &[&pb, &upload(&probes, &[n])]);
+        let decoded = out[0].to_vec::<f32>().unwrap();
+        for (k, b) in patterns.iter().enumerate() {
+            assert!(
+                same(decoded[k] as f64, decode(*b)),
+                "{ty} {b:#04x}: device {}",
+                decoded[k]
+            );
+        }
+        let rounded = out[1].to_vec::<f32>().unwrap();
+        let sums = out[2].to_vec::<f32>().unwrap();
+        for (k, v) in probes.iter().enumerate() {
+            let want = decode(encode(*v));
+            assert!(
+                same(rounded[k] as f64, want),
+                "{ty} of {v}: device {}, host {want}",
+                rounded[k]
+            );
+            let want_sum = decode(encode((want + want) as f32));
+            assert!(
+                same(sums[k] as f64, want_sum),
+                "{ty} {v}+{v}: device {}, host {want_sum}",
+                sums[k]
+            );
+        }
+    }
+}

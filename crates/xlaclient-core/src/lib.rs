@@ -63,9 +63,10 @@ pub mod tree;
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,
 /// executables.
 pub use xlaclient_pjrt as pjrt;
+/// Element types, shapes and the host types that map to them.
+pub use xlaclient_pjrt::float8;
 /// Finding the PJRT plugin to load, and installing the pinned CPU plugin.
 pub use xlaclient_pjrt::install;
-/// Element types, shapes and the host types that map to them.
 pub use xlaclient_pjrt::shape;
 /// XLA's protocol buffers (the `xlaclient-proto` crate).
 pub use xlaclient_proto as proto;

@@ -312,6 +312,9 @@ pub fn dtype_of(ty: ElementType) -> Option<Dtype> {
         E::Bf16 => Dtype::BF16,
         E::F32 => Dtype::F32,
         E::F64 => Dtype::F64,
+        // safetensors' F8_E4M3 is the finite-only e4m3 that PyTorch and JAX write.
+        E::F8E5M2 => Dtype::F8_E5M2,
+        E::F8E4M3FN => Dtype::F8_E4M3,
         E::C64 | E::C128 => return None,
     })
 }
@@ -341,6 +344,8 @@ macro_rules! for_native_type {
             ElementType::Bf16 => $f::<half::bf16 $(, $g)?>($($arg),*),
             ElementType::F32 => $f::<f32 $(, $g)?>($($arg),*),
             ElementType::F64 => $f::<f64 $(, $g)?>($($arg),*),
+            ElementType::F8E5M2 => $f::<xlaclient_core::float8::F8E5M2 $(, $g)?>($($arg),*),
+            ElementType::F8E4M3FN => $f::<xlaclient_core::float8::F8E4M3FN $(, $g)?>($($arg),*),
             ty @ (ElementType::C64 | ElementType::C128) => {
                 Err(Error::HostArray(HostArrayError::Unsupported { ty }))
             }
@@ -375,6 +380,8 @@ from_le!(
     f32,
     f64,
     half::f16,
+    xlaclient_core::float8::F8E5M2,
+    xlaclient_core::float8::F8E4M3FN,
     half::bf16
 );
 

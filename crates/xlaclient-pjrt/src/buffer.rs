@@ -29,6 +29,8 @@ pub(crate) fn buffer_type_of(t: ElementType) -> c_int {
         ElementType::F64 => raw::PJRT_Buffer_Type_F64,
         ElementType::C64 => raw::PJRT_Buffer_Type_C64,
         ElementType::C128 => raw::PJRT_Buffer_Type_C128,
+        ElementType::F8E5M2 => raw::PJRT_Buffer_Type_F8E5M2,
+        ElementType::F8E4M3FN => raw::PJRT_Buffer_Type_F8E4M3FN,
     }
 }
 

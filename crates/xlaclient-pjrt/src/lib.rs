@@ -33,6 +33,7 @@ mod elf;
 pub mod error;
 mod event;
 mod executable;
+pub mod float8;
 pub mod guard;
 mod host;
 pub mod install;

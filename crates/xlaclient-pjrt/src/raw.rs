@@ -552,6 +552,8 @@ pub const PJRT_Buffer_Type_F64: c_int = 12;
 pub const PJRT_Buffer_Type_BF16: c_int = 13;
 pub const PJRT_Buffer_Type_C64: c_int = 14;
 pub const PJRT_Buffer_Type_C128: c_int = 15;
+pub const PJRT_Buffer_Type_F8E5M2: c_int = 16;
+pub const PJRT_Buffer_Type_F8E4M3FN: c_int = 17;
 
 // `PJRT_HostBufferSemantics`.
 pub const PJRT_HostBufferSemantics_kImmutableOnlyDuringCall: c_int = 0;

@@ -42,11 +42,16 @@ pub enum ElementType {
     C64,
     /// Complex of two `f64`.
     C128,
+    /// 8-bit float, 5 exponent and 2 mantissa bits (`jnp.float8_e5m2`).
+    F8E5M2,
+    /// 8-bit float, 4 exponent and 3 mantissa bits, no infinities
+    /// (`jnp.float8_e4m3fn`).
+    F8E4M3FN,
 }
 
 impl ElementType {
     /// Every element type the crate knows.
-    pub const ALL: [ElementType; 15] = [
+    pub const ALL: [ElementType; 17] = [
         Self::Pred,
         Self::S8,
         Self::S16,
@@ -62,6 +67,8 @@ impl ElementType {
         Self::F64,
         Self::C64,
         Self::C128,
+        Self::F8E5M2,
+        Self::F8E4M3FN,
     ];
 
     /// XLA's `PrimitiveType` number for this type (as in `xla_data.proto`).
@@ -83,6 +90,8 @@ impl ElementType {
             Self::F64 => P::F64,
             Self::C64 => P::C64,
             Self::C128 => P::C128,
+            Self::F8E5M2 => P::F8e5m2,
+            Self::F8E4M3FN => P::F8e4m3fn,
         }
     }
 
@@ -97,7 +106,7 @@ impl ElementType {
     /// Size of one element in bytes.
     pub fn byte_size(self) -> usize {
         match self {
-            Self::Pred | Self::S8 | Self::U8 => 1,
+            Self::Pred | Self::S8 | Self::U8 | Self::F8E5M2 | Self::F8E4M3FN => 1,
             Self::S16 | Self::U16 | Self::F16 | Self::Bf16 => 2,
             Self::S32 | Self::U32 | Self::F32 => 4,
             Self::S64 | Self::U64 | Self::F64 | Self::C64 => 8,
@@ -107,7 +116,10 @@ impl ElementType {
 
     /// True for real floating-point types.
     pub fn is_float(self) -> bool {
-        matches!(self, Self::F16 | Self::Bf16 | Self::F32 | Self::F64)
+        matches!(
+            self,
+            Self::F16 | Self::Bf16 | Self::F32 | Self::F64 | Self::F8E5M2 | Self::F8E4M3FN
+        )
     }
 
     /// True for complex types.
@@ -148,6 +160,8 @@ impl ElementType {
             Self::F64 => "f64",
             Self::C64 => "c64",
             Self::C128 => "c128",
+            Self::F8E5M2 => "f8e5m2",
+            Self::F8E4M3FN => "f8e4m3fn",
         }
     }
 }
@@ -229,6 +243,8 @@ native! {
     f64 => F64, |s| s, |v| v;
     half::f16 => F16, |s| s.to_f64(), |v| half::f16::from_f32(f32_round_to_odd(v));
     half::bf16 => Bf16, |s| s.to_f64(), |v| half::bf16::from_f32(f32_round_to_odd(v));
+    crate::float8::F8E5M2 => F8E5M2, |s| s.to_f64(), |v| crate::float8::F8E5M2::from_f64(v);
+    crate::float8::F8E4M3FN => F8E4M3FN, |s| s.to_f64(), |v| crate::float8::F8E4M3FN::from_f64(v);
 }
 
 /// `v` rounded to `f32` toward zero, with the last bit set when inexact ("round to

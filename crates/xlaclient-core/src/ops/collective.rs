@@ -661,6 +661,16 @@ pub fn infer_reduce_scatter(
     let (ty, dims) = array_of(OP, operand)?;
     let axis = check_axis(OP, &[operand], dims, dimension)?;
     check_body(OP, &[operand], ty, body)?;
+    if dims[axis] == 0 {
+        // The CPU runtime divides by the scattered size: the process dies of
+        // SIGFPE (fuzz seed 95 of the executables kind, its swap module).
+        return Err(ShapeError::new(
+            OP,
+            &[operand],
+            ShapeErrorKind::Dimension,
+            format!("dimension {dimension} has size 0: nothing to scatter"),
+        ));
+    }
     match check_groups(OP, &[operand], attrs, true)? {
         Some(k) => {
             if dims[axis] % k != 0 {

@@ -1229,13 +1229,17 @@ impl Scalar {
             ElementType::F64 => float!(f64),
             // Rounded once, from f64 (an integer through f64: exact below 2^53,
             // far beyond what f16 or bf16 hold exactly).
-            ElementType::F16 | ElementType::Bf16 => {
+            ElementType::F16 | ElementType::Bf16 | ElementType::F8E5M2 | ElementType::F8E4M3FN => {
                 let f = match self {
                     Scalar::Int(i) => i as f64,
                     Scalar::UInt(u) => u as f64,
                     Scalar::Float(f) => f,
                 };
-                if ty == ElementType::F16 {
+                if ty == ElementType::F8E5M2 {
+                    lit.push(crate::float8::F8E5M2::from_f64(f).0);
+                } else if ty == ElementType::F8E4M3FN {
+                    lit.push(crate::float8::F8E4M3FN::from_f64(f).0);
+                } else if ty == ElementType::F16 {
                     <half::f16 as NativeType>::extend_le_bytes(
                         &[<half::f16 as NativeType>::from_f64(f)],
                         &mut lit,

@@ -152,6 +152,8 @@ pub(crate) fn literal_proto(shape: &Shape, bytes: &[u8]) -> proto::LiteralProto 
         U16 => l.u16s = bytes.to_vec(),
         F16 => l.f16s = bytes.to_vec(),
         Bf16 => l.bf16s = bytes.to_vec(),
+        F8E5M2 => l.f8e5m2s = bytes.to_vec(),
+        F8E4M3FN => l.f8e4m3fns = bytes.to_vec(),
         S32 => l.s32s = words!(i32, 4).collect(),
         U32 => l.u32s = words!(u32, 4).collect(),
         S64 => l.s64s = words!(i64, 8).collect(),
@@ -192,6 +194,8 @@ pub(crate) fn literal_bytes(l: &proto::LiteralProto, shape: &Shape) -> Result<Ve
         U16 => l.u16s.clone(),
         F16 => l.f16s.clone(),
         Bf16 => l.bf16s.clone(),
+        F8E5M2 => l.f8e5m2s.clone(),
+        F8E4M3FN => l.f8e4m3fns.clone(),
         S32 => le(&l.s32s, i32::to_le_bytes),
         U32 => le(&l.u32s, u32::to_le_bytes),
         S64 => le(&l.s64s, i64::to_le_bytes),
@@ -231,6 +235,14 @@ pub(crate) fn literal_text(shape: &Shape, bytes: &[u8]) -> String {
         F64 => fmt!(f64, 8, |v: f64| format!("{v:?}")),
         F16 => fmt!(half::f16, 2, |v: half::f16| format!("{:?}", v.to_f32())),
         Bf16 => fmt!(half::bf16, 2, |v: half::bf16| format!("{:?}", v.to_f32())),
+        F8E5M2 => bytes
+            .iter()
+            .map(|b| format!("{:?}", crate::float8::F8E5M2(*b).to_f32()))
+            .collect(),
+        F8E4M3FN => bytes
+            .iter()
+            .map(|b| format!("{:?}", crate::float8::F8E4M3FN(*b).to_f32()))
+            .collect(),
         C64 | C128 => vec!["...".into()],
     };
     const MAX: usize = 8;
