@@ -58,14 +58,18 @@ pub mod error;
 #[cfg(feature = "runner")]
 pub mod runner;
 
+pub mod agents;
 pub mod anakin;
 pub mod cartpole;
 pub mod catch;
+pub mod connect_four;
 pub mod catch_device;
 pub mod env;
 pub mod ppo;
+pub mod replay;
 pub mod reweight;
 pub mod stepper;
+pub mod trainer;
 
 pub use env::{Environment, Rng, Transition, VecEnv};
 pub use stepper::{BatchSizes, BatchedNet, NetHandle, Prediction, Stepper, TickStats};
