@@ -344,3 +344,23 @@ pub fn q_learning_loss(
     let err = &q_sa - &target;
     &(&err * &err).mean(&[0], false) * 0.5
 }
+
+/// The head of a policy-value network: raw rows `f32[B, A + 1]` to `[logits (A),
+/// tanh(value)]`, the form [`policy_value_loss`] and
+/// [`MctsAgent`](crate::agents::MctsAgent) read.
+#[track_caller]
+pub fn policy_value_head(raw: &Op) -> Op {
+    let b = raw.builder();
+    let dims = match raw.shape() {
+        Ok(s) => s.dims().to_vec(),
+        Err(e) => return b.error(format!("policy_value_head: the input: {e}")),
+    };
+    let [_, cols] = dims[..] else {
+        return b.error(format!(
+            "policy_value_head: the input is {dims:?}; it must be [batch, actions + 1]"
+        ));
+    };
+    let logits = raw.slice_in_dim(0, cols - 1, 1, 1);
+    let value = raw.slice_in_dim(cols - 1, cols, 1, 1).tanh();
+    b.concatenate(&[&logits, &value], 1)
+}
