@@ -276,7 +276,8 @@ impl MctsAgent {
 
     /// Searches from `game` with `config.simulations` simulations, each leaf
     /// evaluated by `evaluate` (an observation in, the output row out), and
-    /// chooses a move.
+    /// chooses a move: [`start`](Self::start) driven to the end, awaiting each
+    /// leaf's evaluation.
     ///
     /// # Errors
     /// [`Error::GameOver`] when the game has ended; [`Error::Length`] for an
@@ -287,6 +288,23 @@ impl MctsAgent {
         F: Fn(Vec<f32>) -> Fut,
         Fut: Future<Output = Result<Vec<f32>>>,
     {
+        let mut search = self.start(game)?;
+        while let Some(obs) = search.next_leaf()? {
+            let row = evaluate(obs).await?;
+            search.give(&row)?;
+        }
+        search.finish()
+    }
+
+    /// The same search as a state machine, for callers that batch leaves
+    /// themselves (a plain loop over many games): [`Search::next_leaf`] runs
+    /// simulations until one needs an evaluation and returns its observation,
+    /// [`Search::give`] takes the network's row for it, [`Search::finish`]
+    /// chooses the move.
+    ///
+    /// # Errors
+    /// [`Error::GameOver`] when the game has ended.
+    pub fn start<G: TwoPlayerGame>(&mut self, game: &G) -> Result<Search<'_, G>> {
         if let Some(outcome) = game.outcome() {
             return Err(Error::GameOver {
                 game: "MctsAgent::search",
@@ -294,64 +312,13 @@ impl MctsAgent {
                 moves: 0,
             });
         }
-        let mut tree = vec![Node::new(usize::MAX, 1.0)];
-        let mut predictions = 0;
-        for _ in 0..self.config.simulations {
-            let mut g = game.clone();
-            let mut path = vec![0usize];
-            let mut node = 0;
-            while tree[node].expanded && g.outcome().is_none() {
-                node = self.select(&tree, node);
-                g.play(tree[node].action)?;
-                path.push(node);
-            }
-            // `value`: from the side of the player to move at the leaf.
-            let value = match g.outcome() {
-                Some(o) => outcome_value(o, g.current_player()),
-                None => {
-                    let row = evaluate(g.observation()).await?;
-                    predictions += 1;
-                    let v = Self::expand(&mut tree, node, &g, &row)?;
-                    if node == 0 && self.config.noise_fraction > 0.0 {
-                        self.add_noise(&mut tree);
-                    }
-                    v
-                }
-            };
-            // Each node's value is from the side of the player who moved into it:
-            // the leaf's mover is the opponent of the leaf's player to move.
-            let mut v = -value;
-            for &n in path.iter().rev() {
-                tree[n].visits += 1;
-                tree[n].value_sum += v;
-                v = -v;
-            }
-        }
-        let a_n = game.num_actions();
-        let mut visits = vec![0u32; a_n];
-        let mut value_sum = 0.0;
-        let mut child_visits = 0u32;
-        for &c in &tree[0].children {
-            visits[tree[c].action] = tree[c].visits;
-            value_sum += tree[c].value_sum;
-            child_visits += tree[c].visits;
-        }
-        let total: u32 = visits.iter().sum();
-        let policy: Vec<f32> = visits
-            .iter()
-            .map(|&v| if total > 0 { v as f32 / total as f32 } else { 0.0 })
-            .collect();
-        let action = self.choose(&visits, &game.legal_actions())?;
-        Ok(SearchResult {
-            action,
-            visits,
-            policy,
-            value: if child_visits > 0 {
-                value_sum / child_visits as f32
-            } else {
-                0.0
-            },
-            predictions,
+        Ok(Search {
+            agent: self,
+            root: game.clone(),
+            tree: vec![Node::new(usize::MAX, 1.0)],
+            done: 0,
+            pending: None,
+            predictions: 0,
         })
     }
 
@@ -395,6 +362,150 @@ impl MctsAgent {
             x -= w;
         }
         Ok(legal[legal.len() - 1])
+    }
+}
+
+/// An MCTS search in progress (see [`MctsAgent::start`]).
+pub struct Search<'a, G> {
+    agent: &'a mut MctsAgent,
+    root: G,
+    tree: Vec<Node>,
+    /// Simulations finished.
+    done: usize,
+    /// The leaf waiting for its evaluation: its path from the root and its game.
+    pending: Option<(Vec<usize>, G)>,
+    predictions: usize,
+}
+
+impl<G> std::fmt::Debug for Search<'_, G> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Search")
+            .field("nodes", &self.tree.len())
+            .field("done", &self.done)
+            .field("waiting", &self.pending.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<G: TwoPlayerGame> Search<'_, G> {
+    /// Backs `value` (from the side of the player to move at the path's last
+    /// node) up the path, negated at each level.
+    fn backup(&mut self, path: &[usize], value: f32) {
+        let mut v = -value;
+        for &n in path.iter().rev() {
+            self.tree[n].visits += 1;
+            self.tree[n].value_sum += v;
+            v = -v;
+        }
+        self.done += 1;
+    }
+
+    /// Runs simulations until one reaches a leaf that needs the network, and
+    /// returns that leaf's observation; `None` once all simulations are done.
+    /// Terminal leaves are scored by the game's outcome without the network.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the previous leaf's row was not given.
+    pub fn next_leaf(&mut self) -> Result<Option<Vec<f32>>> {
+        if self.pending.is_some() {
+            return Err(Error::InvalidArgument {
+                what: "self",
+                reason: "Search::next_leaf: the previous leaf waits for its row (Search::give)".into(),
+            });
+        }
+        while self.done < self.agent.config.simulations {
+            let mut g = self.root.clone();
+            let mut path = vec![0usize];
+            let mut node = 0;
+            while self.tree[node].expanded && g.outcome().is_none() {
+                node = self.agent.select(&self.tree, node);
+                g.play(self.tree[node].action)?;
+                path.push(node);
+            }
+            match g.outcome() {
+                Some(o) => {
+                    let v = outcome_value(o, g.current_player());
+                    self.backup(&path, v);
+                }
+                None => {
+                    let obs = g.observation();
+                    self.pending = Some((path, g));
+                    return Ok(Some(obs));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gives the network's output row for the leaf [`next_leaf`](Self::next_leaf)
+    /// returned: the leaf is expanded with its prior and its value backed up.
+    ///
+    /// # Errors
+    /// [`Error::Length`] for a row that is not `num_actions + 1` long,
+    /// [`Error::InvalidArgument`] when no leaf waits.
+    pub fn give(&mut self, row: &[f32]) -> Result<()> {
+        let Some((path, g)) = self.pending.take() else {
+            return Err(Error::InvalidArgument {
+                what: "row",
+                reason: "Search::give: no leaf waits for a row (call Search::next_leaf)".into(),
+            });
+        };
+        let node = path[path.len() - 1];
+        let v = match MctsAgent::expand(&mut self.tree, node, &g, row) {
+            Ok(v) => v,
+            Err(e) => {
+                self.pending = Some((path, g));
+                return Err(e);
+            }
+        };
+        self.predictions += 1;
+        if node == 0 && self.agent.config.noise_fraction > 0.0 {
+            self.agent.add_noise(&mut self.tree);
+        }
+        self.backup(&path, v);
+        Ok(())
+    }
+
+    /// The visit counts at the root and the move chosen by the temperature.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when simulations remain or a leaf waits.
+    pub fn finish(self) -> Result<SearchResult> {
+        if self.pending.is_some() || self.done < self.agent.config.simulations {
+            return Err(Error::InvalidArgument {
+                what: "self",
+                reason: format!(
+                    "Search::finish: {} of {} simulations done",
+                    self.done, self.agent.config.simulations
+                ),
+            });
+        }
+        let a_n = self.root.num_actions();
+        let mut visits = vec![0u32; a_n];
+        let mut value_sum = 0.0;
+        let mut child_visits = 0u32;
+        for &c in &self.tree[0].children {
+            visits[self.tree[c].action] = self.tree[c].visits;
+            value_sum += self.tree[c].value_sum;
+            child_visits += self.tree[c].visits;
+        }
+        let total: u32 = visits.iter().sum();
+        let policy: Vec<f32> = visits
+            .iter()
+            .map(|&v| if total > 0 { v as f32 / total as f32 } else { 0.0 })
+            .collect();
+        let action = self.agent.choose(&visits, &self.root.legal_actions())?;
+        Ok(SearchResult {
+            action,
+            visits,
+            policy,
+            value: if child_visits > 0 {
+                value_sum / child_visits as f32
+            } else {
+                0.0
+            },
+            predictions: self.predictions,
+        })
     }
 }
 

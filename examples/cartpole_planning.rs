@@ -1,0 +1,329 @@
+//! Alpacka's `ShootingAgent` on CartPole: before every move the agent runs, for
+//! each of the two actions, `rollouts` random rollouts of `depth` steps in copies
+//! of its environment, scores each by its discounted rewards plus the discounted
+//! network value of its last state, and takes the action with the best mean. All
+//! the leaves of one decision go to the network together, and all agents' leaves
+//! of a tick in one batched call (the `Stepper`).
+//!
+//! The loop (the runner's iteration): **collect** `collect_episodes` episodes with
+//! the shooting agents, **train** the value network (MLP 4 → hidden → 1) on the
+//! episodes' discounted returns (squared error, Adam; a compiled donating train
+//! step), **update** the stepper's network with the new parameters (no
+//! recompilation). Then `episodes` evaluation episodes, one agent each, report
+//! the mean return. With `iterations=0` the value network stays at zero (pure
+//! random shooting).
+//!
+//! CartPole here is the crate's plain-Rust `cartpole::CartPole` (gymnax's
+//! CartPole-v1 dynamics: reward 1 per step, 500 steps at most) behind the
+//! `Environment` trait, resets drawn from a seeded `Rng`.
+//!
+//! Run: `cargo run --release --example cartpole_planning [-- --help]`; the last
+//! line is `mean_return=… min_return=… decisions_per_s=…`; the run fails (exit 1)
+//! when the mean is below `min_mean_return` (475).
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use xlaclient::nn::{Activation, Mlp, MlpParams, losses, optim};
+use xlaclient::rl::agents::{ShootingAgent, ShootingConfig};
+use xlaclient::rl::cartpole::CartPole;
+use xlaclient::rl::replay::{HostArray, ReplayBuffer};
+use xlaclient::rl::trainer::Trainer;
+use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Error, NetHandle, Rng, Stepper, Transition};
+use xlaclient::runner::{Help, Runner};
+use xlaclient::{Client, ClientExt, Op, Shape, Tree};
+
+/// The run's configuration.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(default, deny_unknown_fields)]
+struct Config {
+    rollouts: usize,
+    depth: usize,
+    discount: f64,
+    iterations: u64,
+    collect_episodes: usize,
+    train_steps: usize,
+    batch_size: i64,
+    lr: f64,
+    hidden: i64,
+    episodes: usize,
+    seed: u64,
+    min_mean_return: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            rollouts: 16,
+            depth: 20,
+            discount: 0.99,
+            iterations: 0,
+            collect_episodes: 16,
+            train_steps: 300,
+            batch_size: 256,
+            lr: 1e-3,
+            hidden: 32,
+            episodes: 100,
+            seed: 0,
+            min_mean_return: 475.0,
+        }
+    }
+}
+
+/// CartPole behind the `Environment` trait: the plain-Rust dynamics and a
+/// generator for the resets.
+#[derive(Clone, Debug)]
+struct CartPoleEnv {
+    pole: CartPole,
+    rng: Rng,
+}
+
+impl CartPoleEnv {
+    fn new(seed: u64) -> CartPoleEnv {
+        let mut rng = Rng::new(seed);
+        let pole = CartPole::new(Self::draw(&mut rng));
+        CartPoleEnv { pole, rng }
+    }
+
+    fn draw(rng: &mut Rng) -> [f32; 4] {
+        std::array::from_fn(|_| rng.uniform() * 0.1 - 0.05)
+    }
+}
+
+impl Environment for CartPoleEnv {
+    fn observation_dims(&self) -> Vec<i64> {
+        vec![4]
+    }
+
+    fn num_actions(&self) -> usize {
+        2
+    }
+
+    fn reset(&mut self) {
+        self.pole = CartPole::new(Self::draw(&mut self.rng));
+    }
+
+    fn step(&mut self, action: usize) -> xlaclient::rl::Result<Transition> {
+        if action >= 2 {
+            return Err(Error::InvalidAction {
+                what: "CartPoleEnv::step".into(),
+                action: action as i64,
+                actions: 2,
+            });
+        }
+        let reset = Self::draw(&mut self.rng);
+        let (reward, terminal) = self.pole.step(action as u32, reset);
+        Ok(Transition {
+            reward,
+            discount: if terminal { 0.0 } else { 1.0 },
+            terminal,
+        })
+    }
+
+    fn observe(&self, out: &mut [f32]) -> xlaclient::rl::Result<()> {
+        if out.len() != 4 {
+            return Err(Error::Length {
+                what: "CartPoleEnv::observe".into(),
+                given: out.len(),
+                expected: 4,
+            });
+        }
+        out.copy_from_slice(&self.pole.state);
+        Ok(())
+    }
+}
+
+/// One visited state and its discounted return.
+#[derive(Tree)]
+struct Sample<T> {
+    obs: T,
+    ret: T,
+}
+
+/// One episode played by a shooting agent: the return, the states and rewards.
+struct Episode {
+    ret: f32,
+    states: Vec<(Vec<f32>, f32)>,
+    predictions: usize,
+}
+
+async fn episode(
+    net: NetHandle,
+    mut env: CartPoleEnv,
+    config: ShootingConfig,
+    seed: u64,
+) -> xlaclient::rl::Result<Episode> {
+    let mut agent = ShootingAgent::new(config, seed)?;
+    let (mut ret, mut states, mut predictions) = (0.0, Vec::new(), 0);
+    loop {
+        let plan = agent.plan(&env, |obs| net.predict(obs)).await?;
+        predictions += plan.predictions;
+        let obs = env.observation();
+        let t = env.step(plan.action)?;
+        ret += t.reward;
+        states.push((obs, t.reward));
+        if t.terminal {
+            return Ok(Episode {
+                ret,
+                states,
+                predictions,
+            });
+        }
+    }
+}
+
+/// Runs `n` episodes, one agent each, through one stepper.
+fn play(
+    net: BatchedNet,
+    n: usize,
+    config: &ShootingConfig,
+    seed: u64,
+) -> xlaclient::rl::Result<(Vec<Episode>, BatchedNet, usize, f64)> {
+    let t = Instant::now();
+    let mut stepper: Stepper<xlaclient::rl::Result<Episode>> = Stepper::new(net);
+    for i in 0..n {
+        let config = config.clone();
+        let s = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+        stepper.spawn(move |net| episode(net, CartPoleEnv::new(s), config, s ^ 0xabc));
+    }
+    let out = stepper.run()?;
+    let ticks = stepper.ticks();
+    let secs = t.elapsed().as_secs_f64();
+    let episodes = out.into_iter().collect::<xlaclient::rl::Result<Vec<_>>>()?;
+    Ok((episodes, stepper.into_net(), ticks, secs))
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> xlaclient::rl::Result<()> {
+    let help = Help {
+        about: "Alpacka's ShootingAgent on CartPole: random rollouts in copies of the \
+                environment scored by a value network, all leaves batched through the stepper; \
+                the value network trained on the collected returns between rounds."
+            .to_string(),
+        keys: vec![
+            ("rollouts", "random rollouts per action per decision"),
+            ("depth", "steps per rollout"),
+            ("discount", "discount of rewards and of the leaf value"),
+            ("iterations", "collect-train-update iterations before the evaluation"),
+            ("collect_episodes", "episodes collected per iteration"),
+            ("train_steps", "value train steps per iteration"),
+            ("batch_size", "states per train step"),
+            ("lr", "Adam's learning rate"),
+            ("hidden", "hidden units of the value network"),
+            ("episodes", "evaluation episodes"),
+            ("seed", "seed of the environments, the agents and the network"),
+            ("min_mean_return", "the evaluation's mean return must reach this, else exit 1"),
+        ],
+    };
+    let mut run = Runner::<Config>::from_args_with_help(&help)?;
+    let c = run.config.clone();
+    let client = Client::cpu()?;
+    let mlp = Mlp::new(&[4, c.hidden, 1], Activation::Relu);
+    // The value network starts at zero: its first rounds are pure random shooting.
+    let m = mlp.clone();
+    let seed = c.seed as u32;
+    let init = client.jit("init", &(), |b, ()| {
+        m.init(&b.prng_key(seed)).map_ref(|p: &Op| p * 0.0)
+    })?;
+    let spec = Sample {
+        obs: Shape::of::<f32>(&[c.batch_size, 4]),
+        ret: Shape::of::<f32>(&[c.batch_size]),
+    };
+    let m = mlp.clone();
+    let mut trainer = Trainer::new(
+        &client,
+        init.output_spec(),
+        init.call(&())?,
+        &spec,
+        &optim::adam(c.lr, 0.9, 0.999, 1e-8),
+        move |p: &MlpParams<Op>, b: &Sample<Op>| {
+            let v = m.apply(p, &b.obs).reshape(&[-1]);
+            losses::mse(&v, &b.ret)
+        },
+    )?;
+    let leaves = 2 * c.rollouts * c.episodes.max(c.collect_episodes);
+    let mut sizes = vec![];
+    let mut s = 16usize;
+    while s < leaves {
+        sizes.push(s);
+        s *= 4;
+    }
+    sizes.push(leaves.max(1));
+    let m = mlp.clone();
+    let mut net = BatchedNet::new(
+        &client,
+        trainer.params_tree()?,
+        &[4],
+        BatchSizes::new(&sizes)?,
+        move |p, obs| m.apply(p, obs),
+    )?;
+    let shooting = ShootingConfig {
+        rollouts: c.rollouts,
+        depth: c.depth,
+        discount: c.discount as f32,
+        value_index: 0,
+    };
+    let gamma = c.discount as f32;
+    let mut buffer: ReplayBuffer<Sample<HostArray>> = ReplayBuffer::new(200_000)?;
+    let mut rng = Rng::new(c.seed ^ 0x5eed);
+    run.set_total(c.iterations);
+    for it in 1..=c.iterations {
+        let (episodes, n, ticks, secs) = play(net, c.collect_episodes, &shooting, c.seed + it * 7919)?;
+        net = n;
+        let mean = episodes.iter().map(|e| e.ret as f64).sum::<f64>() / episodes.len().max(1) as f64;
+        for e in &episodes {
+            let mut g = 0.0f32;
+            for (obs, r) in e.states.iter().rev() {
+                g = r + gamma * g;
+                buffer.push(Sample {
+                    obs: HostArray::f32(&[4], obs.clone())?,
+                    ret: HostArray::scalar_f32(g),
+                })?;
+            }
+        }
+        let mut loss = 0.0;
+        for _ in 0..c.train_steps {
+            let b = buffer.sample(c.batch_size as usize, &mut rng)?;
+            loss += trainer.step_host(&b)? as f64 / c.train_steps.max(1) as f64;
+        }
+        trainer.publish(&mut net)?;
+        run.log(it, &[("collect_mean_return", mean), ("value_loss", loss)])?;
+        run.println(&format!(
+            "iteration {it}: {} episodes, mean return {mean:.1} ({ticks} ticks, {secs:.2} s); \
+             {} value steps, loss {loss:.3}",
+            episodes.len(),
+            c.train_steps
+        ));
+    }
+    let compiles = net.compiles();
+    let (episodes, net, ticks, secs) = play(net, c.episodes, &shooting, c.seed ^ 0xe7a1)?;
+    let returns: Vec<f64> = episodes.iter().map(|e| e.ret as f64).collect();
+    let mean = returns.iter().sum::<f64>() / returns.len().max(1) as f64;
+    let min = returns.iter().copied().fold(f64::INFINITY, f64::min);
+    let decisions: usize = episodes.iter().map(|e| e.states.len()).sum();
+    let predictions: usize = episodes.iter().map(|e| e.predictions).sum();
+    run.println(&format!(
+        "evaluation: {} episodes, {decisions} decisions, {predictions} leaf predictions in {ticks} ticks \
+         ({} calls), {secs:.2} s; network compiles {} ({} before the evaluation)",
+        returns.len(),
+        net.calls(),
+        net.compiles(),
+        compiles
+    ));
+    run.finish()?;
+    println!(
+        "mean_return={mean:.1} min_return={min:.0} decisions_per_s={:.0}",
+        decisions as f64 / secs
+    );
+    if mean < c.min_mean_return {
+        eprintln!("mean return {mean:.1} below {}", c.min_mean_return);
+        std::process::exit(1);
+    }
+    Ok(())
+}
