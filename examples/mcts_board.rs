@@ -11,8 +11,8 @@
 //! network (its initial parameters), alternating who starts; the first
 //! `eval_temperature_moves` moves of each MCTS side are sampled from its visit
 //! counts (temperature 1) so that the games differ. A game scores 1 for a win, ½
-//! for a draw; the rates come with a 95% confidence interval (normal
-//! approximation over the games' scores).
+//! for a draw; the rates come with a 95% confidence interval (Wilson's score
+//! interval over the games).
 //!
 //! Run: `cargo run --release --example mcts_board [-- --help]`; every setting is a
 //! config key (`--set simulations=64`, …). The last line is
@@ -249,13 +249,15 @@ fn play_match(
         .collect())
 }
 
-/// The mean score and its 95% interval (normal approximation).
+/// The mean score and its 95% Wilson score interval (the score of a game is 1, ½
+/// or 0; the interval treats the mean as a proportion of `n` games).
 fn rate(scores: &[f64]) -> (f64, f64, f64) {
-    let n = scores.len() as f64;
-    let mean = scores.iter().sum::<f64>() / n;
-    let var = scores.iter().map(|s| (s - mean) * (s - mean)).sum::<f64>() / (n - 1.0).max(1.0);
-    let half = 1.96 * (var / n).sqrt();
-    (mean, (mean - half).max(0.0), (mean + half).min(1.0))
+    let n = scores.len().max(1) as f64;
+    let p = scores.iter().sum::<f64>() / n;
+    let z = 1.96f64;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    (p, (centre - half).max(0.0), (centre + half).min(1.0))
 }
 
 fn main() {
