@@ -29,7 +29,7 @@ use xlaclient::rl::agents::{MctsAgent, MctsConfig, SearchResult};
 use xlaclient::rl::connect_four::{ConnectFour, TwoPlayerGame};
 use xlaclient::rl::trainer::policy_value_head;
 use xlaclient::rl::{BatchSizes, BatchedNet, Rng, Stepper};
-use xlaclient::{Client, Tree};
+use xlaclient::Client;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)

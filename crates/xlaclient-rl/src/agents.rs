@@ -825,6 +825,30 @@ mod tests {
     }
 
     #[test]
+    fn the_state_machine_refuses_calls_out_of_order() -> Result<()> {
+        let mut a = agent(3);
+        let g = ConnectFour::new();
+        let mut s = a.start(&g)?;
+        assert!(s.give(&[0.0; 8]).is_err()); // no leaf waits yet
+        let obs = s.next_leaf()?;
+        assert_eq!(obs.map(|o| o.len()), Some(84));
+        assert!(s.next_leaf().is_err()); // the leaf waits for its row
+        assert!(matches!(s.give(&[0.0; 3]), Err(Error::Length { .. })));
+        s.give(&[0.0; 8])?; // the same leaf, now with a row of the right length
+        let mut rows = 1;
+        while s.next_leaf()?.is_some() {
+            s.give(&[0.0; 8])?;
+            rows += 1;
+        }
+        assert_eq!(rows, 3);
+        let r = s.finish()?;
+        assert_eq!(r.visits.iter().sum::<u32>(), 2);
+        let s = a.start(&g)?;
+        assert!(s.finish().is_err()); // no simulation done
+        Ok(())
+    }
+
+    #[test]
     fn bad_settings_and_finished_games_are_errors() -> Result<()> {
         assert!(MctsAgent::new(MctsConfig { simulations: 0, ..MctsConfig::default() }, 0).is_err());
         assert!(MctsAgent::new(MctsConfig { noise_fraction: 2.0, ..MctsConfig::default() }, 0).is_err());
