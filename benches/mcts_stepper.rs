@@ -22,6 +22,7 @@
 
 use std::time::Instant;
 
+use xlaclient::Client;
 use xlaclient::ClientExt;
 use xlaclient::nn::{Activation, Mlp};
 use xlaclient::rl::Result;
@@ -29,7 +30,6 @@ use xlaclient::rl::agents::{MctsAgent, MctsConfig, SearchResult};
 use xlaclient::rl::connect_four::{ConnectFour, TwoPlayerGame};
 use xlaclient::rl::trainer::policy_value_head;
 use xlaclient::rl::{BatchSizes, BatchedNet, Rng, Stepper};
-use xlaclient::Client;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -76,8 +76,12 @@ fn config(sims: usize) -> MctsConfig {
 }
 
 /// Stepper: one async agent per game. Returns the visit counts of every search.
-fn stepper(net: BatchedNet, games: &[ConnectFour], sims: usize, moves: usize)
--> Result<(Vec<Vec<u32>>, BatchedNet, usize)> {
+fn stepper(
+    net: BatchedNet,
+    games: &[ConnectFour],
+    sims: usize,
+    moves: usize,
+) -> Result<(Vec<Vec<u32>>, BatchedNet, usize)> {
     let mut stepper: Stepper<Result<Vec<Vec<u32>>>> = Stepper::new(net);
     for (i, g) in games.iter().enumerate() {
         let mut g = g.clone();
@@ -108,15 +112,21 @@ fn stepper(net: BatchedNet, games: &[ConnectFour], sims: usize, moves: usize)
 }
 
 /// Plain loop: the same searches as state machines, leaves gathered by hand.
-fn plain(net: &mut BatchedNet, games: &[ConnectFour], sims: usize, moves: usize)
--> Result<Vec<Vec<u32>>> {
+fn plain(
+    net: &mut BatchedNet,
+    games: &[ConnectFour],
+    sims: usize,
+    moves: usize,
+) -> Result<Vec<Vec<u32>>> {
     let mut games = games.to_vec();
     let mut agents: Vec<MctsAgent> = (0..games.len())
         .map(|i| MctsAgent::new(config(sims), i as u64))
         .collect::<Result<_>>()?;
     let mut visits = Vec::new();
     for _ in 0..moves {
-        let live: Vec<usize> = (0..games.len()).filter(|&i| games[i].outcome().is_none()).collect();
+        let live: Vec<usize> = (0..games.len())
+            .filter(|&i| games[i].outcome().is_none())
+            .collect();
         let mut searches = Vec::new();
         for (i, (a, g)) in agents.iter_mut().zip(&games).enumerate() {
             if g.outcome().is_none() {
@@ -143,7 +153,10 @@ fn plain(net: &mut BatchedNet, games: &[ConnectFour], sims: usize, moves: usize)
                 searches[k].give(&rows[j * 8..(j + 1) * 8])?;
             }
         }
-        let results = searches.into_iter().map(|s| s.finish()).collect::<Result<Vec<_>>>()?;
+        let results = searches
+            .into_iter()
+            .map(|s| s.finish())
+            .collect::<Result<Vec<_>>>()?;
         for (&i, r) in live.iter().zip(results) {
             games[i].play(r.action)?;
             visits.push(r.visits);

@@ -35,7 +35,9 @@ use xlaclient::rl::agents::{ShootingAgent, ShootingConfig};
 use xlaclient::rl::cartpole::CartPole;
 use xlaclient::rl::replay::{HostArray, ReplayBuffer};
 use xlaclient::rl::trainer::Trainer;
-use xlaclient::rl::{BatchSizes, BatchedNet, Environment, Error, NetHandle, Rng, Stepper, Transition};
+use xlaclient::rl::{
+    BatchSizes, BatchedNet, Environment, Error, NetHandle, Rng, Stepper, Transition,
+};
 use xlaclient::runner::{Help, Runner};
 use xlaclient::{Client, ClientExt, Op, Shape, Tree};
 
@@ -218,16 +220,28 @@ fn run() -> xlaclient::rl::Result<()> {
             ("rollouts", "random rollouts per action per decision"),
             ("depth", "steps per rollout"),
             ("discount", "discount of rewards and of the leaf value"),
-            ("iterations", "collect-train-update iterations before the evaluation"),
+            (
+                "iterations",
+                "collect-train-update iterations before the evaluation",
+            ),
             ("collect_episodes", "episodes collected per iteration"),
             ("train_steps", "value train steps per iteration"),
             ("batch_size", "states per train step"),
             ("lr", "Adam's learning rate"),
             ("hidden", "hidden units of the value network"),
-            ("value_scale", "the value is value_scale · MLP(obs) (returns reach 1/(1 − discount))"),
+            (
+                "value_scale",
+                "the value is value_scale · MLP(obs) (returns reach 1/(1 − discount))",
+            ),
             ("episodes", "evaluation episodes"),
-            ("seed", "seed of the environments, the agents and the network"),
-            ("min_mean_return", "the evaluation's mean return must reach this, else exit 1"),
+            (
+                "seed",
+                "seed of the environments, the agents and the network",
+            ),
+            (
+                "min_mean_return",
+                "the evaluation's mean return must reach this, else exit 1",
+            ),
         ],
     };
     let mut run = Runner::<Config>::from_args_with_help(&help)?;
@@ -291,9 +305,11 @@ fn run() -> xlaclient::rl::Result<()> {
     let mut rng = Rng::new(c.seed ^ 0x5eed);
     run.set_total(c.iterations);
     for it in 1..=c.iterations {
-        let (episodes, n, ticks, secs) = play(net, c.collect_episodes, &shooting, c.seed + it * 7919)?;
+        let (episodes, n, ticks, secs) =
+            play(net, c.collect_episodes, &shooting, c.seed + it * 7919)?;
         net = n;
-        let mean = episodes.iter().map(|e| e.ret as f64).sum::<f64>() / episodes.len().max(1) as f64;
+        let mean =
+            episodes.iter().map(|e| e.ret as f64).sum::<f64>() / episodes.len().max(1) as f64;
         for e in &episodes {
             // An episode cut at the time limit: the returns of its last states
             // (within about 1/(1 − discount) steps of the cut) reflect the clock,

@@ -158,7 +158,7 @@ fn value_for(outcome: Outcome, player: usize) -> f32 {
 /// A side in the evaluation games.
 enum Player {
     /// MCTS with this network (held between move phases).
-    Mcts(Option<BatchedNet>),
+    Mcts(Option<Box<BatchedNet>>),
     /// Uniformly random legal moves.
     Random,
 }
@@ -185,7 +185,7 @@ fn moves_for(
             let Some(n) = net.take() else {
                 return Err(Error::StepperClosed { agent: None });
             };
-            let mut stepper: Stepper<xlaclient::rl::Result<SearchResult>> = Stepper::new(n);
+            let mut stepper: Stepper<xlaclient::rl::Result<SearchResult>> = Stepper::new(*n);
             for &i in todo {
                 let g = games[i].clone();
                 let mut c = config.clone();
@@ -200,7 +200,7 @@ fn moves_for(
                 });
             }
             let out = stepper.run();
-            *net = Some(stepper.into_net());
+            *net = Some(Box::new(stepper.into_net()));
             out?.into_iter().map(|r| r.map(|r| r.action)).collect()
         }
     }
@@ -275,29 +275,56 @@ fn run() -> xlaclient::rl::Result<()> {
             .to_string(),
         keys: vec![
             ("iterations", "collect-train-update iterations"),
-            ("selfplay_games", "self-play games per iteration (one async agent each)"),
+            (
+                "selfplay_games",
+                "self-play games per iteration (one async agent each)",
+            ),
             ("simulations", "MCTS simulations per self-play move"),
             ("c_puct", "PUCT exploration constant"),
-            ("dirichlet_alpha", "Dirichlet concentration of the root noise"),
-            ("noise_fraction", "weight of the root noise in self-play (0: none)"),
-            ("temperature_moves", "self-play moves sampled from the visit counts"),
+            (
+                "dirichlet_alpha",
+                "Dirichlet concentration of the root noise",
+            ),
+            (
+                "noise_fraction",
+                "weight of the root noise in self-play (0: none)",
+            ),
+            (
+                "temperature_moves",
+                "self-play moves sampled from the visit counts",
+            ),
             ("train_steps", "train steps per iteration"),
             ("batch_size", "positions per train step"),
             ("lr", "Adam's learning rate"),
-            ("replay_capacity", "positions kept in the replay buffer (FIFO)"),
+            (
+                "replay_capacity",
+                "positions kept in the replay buffer (FIFO)",
+            ),
             ("hidden", "hidden units of the two-layer network"),
             ("eval_games", "games against each opponent at the end"),
             ("eval_simulations", "MCTS simulations per evaluation move"),
-            ("eval_temperature_moves", "evaluation moves sampled from the visit counts"),
+            (
+                "eval_temperature_moves",
+                "evaluation moves sampled from the visit counts",
+            ),
             ("seed", "seed of the network, the agents and the sampling"),
-            ("min_win_rate_vs_random", "the rate vs random must reach this, else exit 1"),
-            ("min_win_rate_vs_untrained", "the rate vs untrained must reach this, else exit 1"),
+            (
+                "min_win_rate_vs_random",
+                "the rate vs random must reach this, else exit 1",
+            ),
+            (
+                "min_win_rate_vs_untrained",
+                "the rate vs untrained must reach this, else exit 1",
+            ),
         ],
     };
     let mut run = Runner::<Config>::from_args_with_help(&help)?;
     let c = run.config.clone();
     let client = Client::cpu()?;
-    let mlp = Mlp::new(&[OBS, c.hidden, c.hidden, ACTIONS as i64 + 1], Activation::Relu);
+    let mlp = Mlp::new(
+        &[OBS, c.hidden, c.hidden, ACTIONS as i64 + 1],
+        Activation::Relu,
+    );
     let seed = c.seed as u32;
     let init = client.jit("init", &(), |b, ()| mlp.init(&b.prng_key(seed)))?;
     let spec = Position {
@@ -317,7 +344,11 @@ fn run() -> xlaclient::rl::Result<()> {
             policy_value_loss(&policy_value_head(&m.apply(p, &b.obs)), &b.policy, &b.value)
         },
     )?;
-    let max_batch = c.selfplay_games.max(c.eval_games).max(1).next_power_of_two();
+    let max_batch = c
+        .selfplay_games
+        .max(c.eval_games)
+        .max(1)
+        .next_power_of_two();
     let sizes = BatchSizes::powers_of_two(max_batch)?;
     let m = mlp.clone();
     let mut net = BatchedNet::new(
@@ -328,13 +359,9 @@ fn run() -> xlaclient::rl::Result<()> {
         move |p, obs| policy_value_head(&m.apply(p, obs)),
     )?;
     let m = mlp.clone();
-    let untrained = BatchedNet::new(
-        &client,
-        init.call(&())?,
-        &[OBS],
-        sizes,
-        move |p, obs| policy_value_head(&m.apply(p, obs)),
-    )?;
+    let untrained = BatchedNet::new(&client, init.call(&())?, &[OBS], sizes, move |p, obs| {
+        policy_value_head(&m.apply(p, obs))
+    })?;
     println!(
         "network {OBS} -> {h} -> {h} -> {} (relu; logits and tanh value); train step compiled in {:.2} s",
         ACTIONS + 1,
@@ -427,7 +454,7 @@ fn run() -> xlaclient::rl::Result<()> {
         temperature: 0.0,
         ..mcts
     };
-    let mut trained = Player::Mcts(Some(net));
+    let mut trained = Player::Mcts(Some(Box::new(net)));
     let vs_random = play_match(
         &mut trained,
         &mut Player::Random,
@@ -436,7 +463,7 @@ fn run() -> xlaclient::rl::Result<()> {
         c.eval_temperature_moves,
         c.seed ^ 1,
     )?;
-    let mut baseline = Player::Mcts(Some(untrained));
+    let mut baseline = Player::Mcts(Some(Box::new(untrained)));
     let vs_untrained = play_match(
         &mut trained,
         &mut baseline,

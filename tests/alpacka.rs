@@ -30,12 +30,21 @@ struct Xy<T> {
 /// `x · w + b` in plain Rust for one row.
 fn linear(w: &[f32], b: &[f32], x: &[f32], out: usize) -> Vec<f32> {
     (0..out)
-        .map(|j| b[j] + x.iter().enumerate().map(|(k, xk)| xk * w[k * out + j]).sum::<f32>())
+        .map(|j| {
+            b[j] + x
+                .iter()
+                .enumerate()
+                .map(|(k, xk)| xk * w[k * out + j])
+                .sum::<f32>()
+        })
         .collect()
 }
 
 fn close(a: &[f32], b: &[f32], tol: f32) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol * (1.0 + y.abs()))
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= tol * (1.0 + y.abs()))
 }
 
 #[test]
@@ -86,8 +95,16 @@ fn sgd_step_matches_the_plain_rust_gradient_of_mse() -> Result<(), Error> {
     let after = trainer.host_params()?;
     let want_w: Vec<f32> = w.iter().zip(&gw).map(|(p, g)| p - lr * g).collect();
     let want_b: Vec<f32> = bias.iter().zip(&gb).map(|(p, g)| p - lr * g).collect();
-    assert!(close(&after[0], &want_w, 1e-5), "{:?} vs {want_w:?}", after[0]);
-    assert!(close(&after[1], &want_b, 1e-5), "{:?} vs {want_b:?}", after[1]);
+    assert!(
+        close(&after[0], &want_w, 1e-5),
+        "{:?} vs {want_w:?}",
+        after[0]
+    );
+    assert!(
+        close(&after[1], &want_b, 1e-5),
+        "{:?} vs {want_b:?}",
+        after[1]
+    );
     assert_eq!(trainer.steps(), 1);
     // A batch of the wrong shape is refused, naming it.
     let e = trainer
@@ -114,7 +131,9 @@ fn policy_value_loss_and_gradient_against_plain_rust() -> Result<(), Error> {
     // (softmax(logits) − π) / B for the logits and 2 (v − z) / B for the value.
     let (bsz, a) = (3usize, 4usize);
     let c = client();
-    let out0: Vec<f32> = (0..bsz * (a + 1)).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.2).collect();
+    let out0: Vec<f32> = (0..bsz * (a + 1))
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.2)
+        .collect();
     let pi: Vec<f32> = vec![
         0.1, 0.2, 0.3, 0.4, //
         1.0, 0.0, 0.0, 0.0, //
@@ -281,7 +300,11 @@ fn loss_falls_on_a_fixed_dataset_from_the_replay_buffer() -> Result<(), Error> {
             "eval",
             &(t.param_spec().clone(), full.map_ref(HostArray::shape)),
             |_, (p, b): (MlpParams<Op>, PvItem<Op>)| {
-                policy_value_loss(&policy_value_head(&mlp.apply(&p, &b.obs)), &b.policy, &b.value)
+                policy_value_loss(
+                    &policy_value_head(&mlp.apply(&p, &b.obs)),
+                    &b.policy,
+                    &b.value,
+                )
             },
         )?;
         let batch = full.try_map_ref(&mut |a: &HostArray| a.to_buffer(&c))?;
@@ -303,7 +326,10 @@ fn loss_falls_on_a_fixed_dataset_from_the_replay_buffer() -> Result<(), Error> {
         trainer.step_host(&b)?;
     }
     let last = mean_loss(&trainer)? - floor;
-    assert!(last > -1e-4 && last < 0.5 * first, "loss above the floor {floor}: {first} -> {last}");
+    assert!(
+        last > -1e-4 && last < 0.5 * first,
+        "loss above the floor {floor}: {first} -> {last}"
+    );
     Ok(())
 }
 
@@ -316,7 +342,10 @@ struct PvItem<T> {
 
 /// The policy-value MLP with its head in plain Rust.
 fn forward(p: &[Vec<f32>], obs: &[f32]) -> Vec<f32> {
-    let h: Vec<f32> = linear(&p[0], &p[1], obs, 32).into_iter().map(|v| v.max(0.0)).collect();
+    let h: Vec<f32> = linear(&p[0], &p[1], obs, 32)
+        .into_iter()
+        .map(|v| v.max(0.0))
+        .collect();
     let mut out = linear(&p[2], &p[3], &h, ACTIONS + 1);
     out[ACTIONS] = out[ACTIONS].tanh();
     out
@@ -355,17 +384,26 @@ fn published_parameters_reach_the_stepper_without_recompiling() -> Result<(), Er
     let ask = |stepper: &mut Stepper<Result<Vec<f32>, Error>>| -> Result<Vec<f32>, Error> {
         let o = obs.clone();
         stepper.spawn(move |net| async move { net.predict(o).await });
-        stepper.run()?.pop().unwrap_or(Err(Error::PolledAfterCompletion))
+        stepper
+            .run()?
+            .pop()
+            .unwrap_or(Err(Error::PolledAfterCompletion))
     };
     let before = ask(&mut stepper)?;
-    assert!(close(&before, &forward(&trainer.host_params()?, &obs), 1e-4));
+    assert!(close(
+        &before,
+        &forward(&trainer.host_params()?, &obs),
+        1e-4
+    ));
     let compiles = stepper.net().compiles();
     // Train a few steps towards "play 0, value −1", then publish.
     let batch = PvItem {
         obs: HostArray::f32(&[8, OBS], obs.repeat(8))?,
         policy: HostArray::f32(
             &[8, ACTIONS as i64],
-            (0..8).flat_map(|_| (0..ACTIONS).map(|k| if k == 0 { 1.0 } else { 0.0 })).collect(),
+            (0..8)
+                .flat_map(|_| (0..ACTIONS).map(|k| if k == 0 { 1.0 } else { 0.0 }))
+                .collect(),
         )?,
         value: HostArray::f32(&[8], vec![-1.0; 8])?,
     };
@@ -376,16 +414,25 @@ fn published_parameters_reach_the_stepper_without_recompiling() -> Result<(), Er
     let after = ask(&mut stepper)?;
     let direct = forward(&trainer.host_params()?, &obs);
     assert!(close(&after, &direct, 1e-4), "{after:?} vs {direct:?}");
-    assert!(!close(&after, &before, 1e-3), "the prediction did not change");
+    assert!(
+        !close(&after, &before, 1e-3),
+        "the prediction did not change"
+    );
     assert!(after[ACTIONS] < before[ACTIONS] && after[0] > before[0]);
-    assert_eq!(stepper.net().compiles(), compiles, "recompiled after set_params");
+    assert_eq!(
+        stepper.net().compiles(),
+        compiles,
+        "recompiled after set_params"
+    );
     assert_eq!(stepper.net().param_updates(), 1);
     // Publishing without a new step hands over a copy of the same parameters.
     trainer.publish(stepper.net_mut())?;
     assert!(close(&ask(&mut stepper)?, &direct, 1e-4));
     // Parameters of other shapes are refused, naming the leaf.
     let other = Mlp::new(&[OBS, 16, ACTIONS as i64 + 1], Activation::Relu);
-    let wrong = c.jit("init2", &(), |b, ()| other.init(&b.prng_key(1)))?.call(&())?;
+    let wrong = c
+        .jit("init2", &(), |b, ()| other.init(&b.prng_key(1)))?
+        .call(&())?;
     let e = stepper.net_mut().set_params(wrong).unwrap_err().to_string();
     assert!(e.contains("parameter 0") && e.contains("f32[84,16]"), "{e}");
     Ok(())
@@ -395,8 +442,7 @@ fn zero_net(c: &Client, max_batch: usize) -> Result<BatchedNet, Error> {
     let mlp = pv_mlp();
     let zeros = c
         .jit("zeros", &(), |b, ()| {
-            mlp.init(&b.prng_key(0))
-                .map_ref(|p: &Op| p * 0.0)
+            mlp.init(&b.prng_key(0)).map_ref(|p: &Op| p * 0.0)
         })?
         .call(&())?;
     BatchedNet::new(
@@ -417,7 +463,12 @@ fn mcts_agents_through_the_stepper_batch_their_leaves_and_search_as_in_plain_rus
     // uniform evaluator.
     let c = client();
     let mut stepper = Stepper::new(zero_net(&c, 4)?);
-    let positions: Vec<Vec<usize>> = vec![vec![], vec![3], vec![2, 5, 2, 5, 2, 6], vec![0, 4, 1, 4, 6, 4]];
+    let positions: Vec<Vec<usize>> = vec![
+        vec![],
+        vec![3],
+        vec![2, 5, 2, 5, 2, 6],
+        vec![0, 4, 1, 4, 6, 4],
+    ];
     let config = MctsConfig {
         simulations: 60,
         ..MctsConfig::default()
@@ -503,7 +554,12 @@ fn shooting_sends_all_leaves_of_a_decision_in_one_call() -> Result<(), Error> {
         .unwrap_or(Err(Error::PolledAfterCompletion))?;
     let got = log.borrow()[0].clone();
     assert_eq!(got.action, want.action);
-    assert!(close(&got.returns, &want.returns, 1e-5), "{:?} vs {:?}", got.returns, want.returns);
+    assert!(
+        close(&got.returns, &want.returns, 1e-5),
+        "{:?} vs {:?}",
+        got.returns,
+        want.returns
+    );
     // Depth 4 from the start never ends a Catch episode (10 rows): every rollout
     // needs its leaf scored.
     assert_eq!(got.predictions, 15);
@@ -514,10 +570,16 @@ fn shooting_sends_all_leaves_of_a_decision_in_one_call() -> Result<(), Error> {
         depth: 1,
         ..ShootingConfig::default()
     };
-    let r = ShootingAgent::new(ShootingConfig { discount: 0.9, ..one }, 0)?
-        .plan(&env, value)
-        .now_or_never()
-        .unwrap_or(Err(Error::PolledAfterCompletion))?;
+    let r = ShootingAgent::new(
+        ShootingConfig {
+            discount: 0.9,
+            ..one
+        },
+        0,
+    )?
+    .plan(&env, value)
+    .now_or_never()
+    .unwrap_or(Err(Error::PolledAfterCompletion))?;
     for a in 0..3 {
         let mut e = env.clone();
         let t = e.step(a)?;

@@ -97,27 +97,47 @@ impl MctsConfig {
     fn check(&self) -> Result<()> {
         let bad = |what: &'static str, reason: String| Err(Error::InvalidArgument { what, reason });
         if self.simulations == 0 {
-            return bad("simulations", "MctsConfig: simulations must be at least 1".into());
+            return bad(
+                "simulations",
+                "MctsConfig: simulations must be at least 1".into(),
+            );
         }
         if !(self.c_puct.is_finite() && self.c_puct >= 0.0) {
-            return bad("c_puct", format!("MctsConfig: c_puct = {}; must be finite and >= 0", self.c_puct));
+            return bad(
+                "c_puct",
+                format!(
+                    "MctsConfig: c_puct = {}; must be finite and >= 0",
+                    self.c_puct
+                ),
+            );
         }
         if !(0.0..=1.0).contains(&self.noise_fraction) {
             return bad(
                 "noise_fraction",
-                format!("MctsConfig: noise_fraction = {}; must be in [0, 1]", self.noise_fraction),
+                format!(
+                    "MctsConfig: noise_fraction = {}; must be in [0, 1]",
+                    self.noise_fraction
+                ),
             );
         }
-        if self.noise_fraction > 0.0 && !(self.dirichlet_alpha > 0.0 && self.dirichlet_alpha.is_finite()) {
+        if self.noise_fraction > 0.0
+            && !(self.dirichlet_alpha > 0.0 && self.dirichlet_alpha.is_finite())
+        {
             return bad(
                 "dirichlet_alpha",
-                format!("MctsConfig: dirichlet_alpha = {}; must be > 0", self.dirichlet_alpha),
+                format!(
+                    "MctsConfig: dirichlet_alpha = {}; must be > 0",
+                    self.dirichlet_alpha
+                ),
             );
         }
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return bad(
                 "temperature",
-                format!("MctsConfig: temperature = {}; must be finite and >= 0", self.temperature),
+                format!(
+                    "MctsConfig: temperature = {}; must be finite and >= 0",
+                    self.temperature
+                ),
             );
         }
         Ok(())
@@ -234,13 +254,18 @@ impl MctsAgent {
         let a_n = game.num_actions();
         if row.len() != a_n + 1 {
             return Err(Error::Length {
-                what: format!("MctsAgent: the network's output row ([logits of {a_n} actions, value])"),
+                what: format!(
+                    "MctsAgent: the network's output row ([logits of {a_n} actions, value])"
+                ),
                 given: row.len(),
                 expected: a_n + 1,
             });
         }
         let legal = game.legal_actions();
-        let max = legal.iter().map(|&a| row[a]).fold(f32::NEG_INFINITY, f32::max);
+        let max = legal
+            .iter()
+            .map(|&a| row[a])
+            .fold(f32::NEG_INFINITY, f32::max);
         let exps: Vec<f32> = legal.iter().map(|&a| (row[a] - max).exp()).collect();
         let total: f32 = exps.iter().sum();
         for (&a, e) in legal.iter().zip(exps) {
@@ -324,7 +349,11 @@ impl MctsAgent {
 
     fn add_noise(&mut self, tree: &mut [Node]) {
         let children = tree[0].children.clone();
-        let noise = dirichlet(&mut self.rng, self.config.dirichlet_alpha as f64, children.len());
+        let noise = dirichlet(
+            &mut self.rng,
+            self.config.dirichlet_alpha as f64,
+            children.len(),
+        );
         let f = self.config.noise_fraction;
         for (c, eta) in children.into_iter().zip(noise) {
             tree[c].prior = (1.0 - f) * tree[c].prior + f * eta as f32;
@@ -410,7 +439,8 @@ impl<G: TwoPlayerGame> Search<'_, G> {
         if self.pending.is_some() {
             return Err(Error::InvalidArgument {
                 what: "self",
-                reason: "Search::next_leaf: the previous leaf waits for its row (Search::give)".into(),
+                reason: "Search::next_leaf: the previous leaf waits for its row (Search::give)"
+                    .into(),
             });
         }
         while self.done < self.agent.config.simulations {
@@ -492,7 +522,13 @@ impl<G: TwoPlayerGame> Search<'_, G> {
         let total: u32 = visits.iter().sum();
         let policy: Vec<f32> = visits
             .iter()
-            .map(|&v| if total > 0 { v as f32 / total as f32 } else { 0.0 })
+            .map(|&v| {
+                if total > 0 {
+                    v as f32 / total as f32
+                } else {
+                    0.0
+                }
+            })
             .collect();
         let action = self.agent.choose(&visits, &self.root.legal_actions())?;
         Ok(SearchResult {
@@ -576,7 +612,10 @@ impl ShootingAgent {
         if !(0.0..=1.0).contains(&config.discount) {
             return Err(Error::InvalidArgument {
                 what: "discount",
-                reason: format!("ShootingConfig: discount = {}; must be in [0, 1]", config.discount),
+                reason: format!(
+                    "ShootingConfig: discount = {}; must be in [0, 1]",
+                    config.discount
+                ),
             });
         }
         Ok(ShootingAgent {
@@ -642,7 +681,10 @@ impl ShootingAgent {
             let row = row?;
             let Some(&v) = row.get(c.value_index) else {
                 return Err(Error::Length {
-                    what: format!("ShootingAgent: the network's output row (value_index {})", c.value_index),
+                    what: format!(
+                        "ShootingAgent: the network's output row (value_index {})",
+                        c.value_index
+                    ),
                     given: row.len(),
                     expected: c.value_index + 1,
                 });
@@ -726,12 +768,15 @@ mod tests {
         Ok(())
     }
 
+    /// A reference edge: action, prior, visits, value sum (the mover's side), child.
+    type RefEdge = (usize, f32, u32, f32, Option<Box<RefNode>>);
+
     /// An independent reference: the same PUCT rules written recursively, each
     /// node holding its own game, values kept from the side of the player to move.
     struct RefNode {
         game: ConnectFour,
         n: u32,
-        children: Vec<(usize, f32, u32, f32, Option<Box<RefNode>>)>, // action, prior, N, W (mover's), child
+        children: Vec<RefEdge>,
     }
 
     fn ref_simulate(node: &mut RefNode, c: f32) -> f32 {
@@ -762,7 +807,11 @@ mod tests {
         let child = child.get_or_insert_with(|| {
             let mut g = node.game.clone();
             let _ = g.play(*a);
-            Box::new(RefNode { game: g, n: 0, children: Vec::new() })
+            Box::new(RefNode {
+                game: g,
+                n: 0,
+                children: Vec::new(),
+            })
         });
         let v = -ref_simulate(child, c);
         *n += 1;
@@ -773,11 +822,20 @@ mod tests {
 
     #[test]
     fn visit_counts_match_a_recursive_reference() -> Result<()> {
-        for moves in [&[][..], &[3, 3, 4][..], &[2, 5, 2, 5, 2, 6][..], &[0, 4, 1, 4, 6, 4][..]] {
+        for moves in [
+            &[][..],
+            &[3, 3, 4][..],
+            &[2, 5, 2, 5, 2, 6][..],
+            &[0, 4, 1, 4, 6, 4][..],
+        ] {
             let g = ConnectFour::from_moves(moves)?;
             let sims = 150;
             let r = search(&mut agent(sims), &g)?;
-            let mut root = RefNode { game: g.clone(), n: 0, children: Vec::new() };
+            let mut root = RefNode {
+                game: g.clone(),
+                n: 0,
+                children: Vec::new(),
+            };
             for _ in 0..sims {
                 ref_simulate(&mut root, 1.5);
             }
@@ -805,7 +863,10 @@ mod tests {
         )?;
         let mut seen = [0usize; 7];
         for _ in 0..60 {
-            let r = a.search(&g, uniform).now_or_never().unwrap_or(Err(Error::PolledAfterCompletion))?;
+            let r = a
+                .search(&g, uniform)
+                .now_or_never()
+                .unwrap_or(Err(Error::PolledAfterCompletion))?;
             assert_eq!(r.visits.iter().sum::<u32>(), 49);
             seen[r.action] += 1;
         }
@@ -850,14 +911,47 @@ mod tests {
 
     #[test]
     fn bad_settings_and_finished_games_are_errors() -> Result<()> {
-        assert!(MctsAgent::new(MctsConfig { simulations: 0, ..MctsConfig::default() }, 0).is_err());
-        assert!(MctsAgent::new(MctsConfig { noise_fraction: 2.0, ..MctsConfig::default() }, 0).is_err());
+        assert!(
+            MctsAgent::new(
+                MctsConfig {
+                    simulations: 0,
+                    ..MctsConfig::default()
+                },
+                0
+            )
+            .is_err()
+        );
+        assert!(
+            MctsAgent::new(
+                MctsConfig {
+                    noise_fraction: 2.0,
+                    ..MctsConfig::default()
+                },
+                0
+            )
+            .is_err()
+        );
         let won = ConnectFour::from_moves(&[0, 1, 0, 1, 0, 1, 0])?;
-        assert!(matches!(search(&mut agent(5), &won), Err(Error::GameOver { .. })));
+        assert!(matches!(
+            search(&mut agent(5), &won),
+            Err(Error::GameOver { .. })
+        ));
         let short = |_: Vec<f32>| async { Ok(vec![0.0; 3]) };
         let r = agent(5).search(&ConnectFour::new(), short).now_or_never();
-        assert!(matches!(r, Some(Err(Error::Length { expected: 8, .. }))), "{r:?}");
-        assert!(ShootingAgent::new(ShootingConfig { depth: 0, ..ShootingConfig::default() }, 0).is_err());
+        assert!(
+            matches!(r, Some(Err(Error::Length { expected: 8, .. }))),
+            "{r:?}"
+        );
+        assert!(
+            ShootingAgent::new(
+                ShootingConfig {
+                    depth: 0,
+                    ..ShootingConfig::default()
+                },
+                0
+            )
+            .is_err()
+        );
         Ok(())
     }
 }

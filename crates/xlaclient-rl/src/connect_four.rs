@@ -245,8 +245,11 @@ impl TwoPlayerGame for ConnectFour {
             for r in 0..ROWS {
                 for c in 0..COLS {
                     let bit = 1u64 << (c * STRIDE + r);
-                    out[plane * ROWS * COLS + r * COLS + c] =
-                        if self.stones[player] & bit != 0 { 1.0 } else { 0.0 };
+                    out[plane * ROWS * COLS + r * COLS + c] = if self.stones[player] & bit != 0 {
+                        1.0
+                    } else {
+                        0.0
+                    };
                 }
             }
         }
@@ -288,9 +291,7 @@ mod tests {
                 for (dr, dc) in dirs {
                     let all = (1..4).all(|k| {
                         let (rr, cc) = (r + k * dr, c + k * dc);
-                        rr >= 0
-                            && cc >= 0
-                            && g.cell(rr as usize, cc as usize) == Some(p)
+                        rr >= 0 && cc >= 0 && g.cell(rr as usize, cc as usize) == Some(p)
                     });
                     if all {
                         return Some(p);
@@ -370,8 +371,8 @@ mod tests {
         // 486th game of `random.seed(1)`); checked here against `winner_by_scan`
         // after every move.
         let moves = [
-            4, 3, 6, 0, 1, 4, 5, 5, 1, 1, 5, 0, 1, 6, 0, 1, 5, 5, 1, 0, 4, 6, 3, 2, 6, 6, 0, 4,
-            6, 5, 2, 0, 4, 2, 4, 2, 2, 2, 3, 3, 3, 3,
+            4, 3, 6, 0, 1, 4, 5, 5, 1, 1, 5, 0, 1, 6, 0, 1, 5, 5, 1, 0, 4, 6, 3, 2, 6, 6, 0, 4, 6,
+            5, 2, 0, 4, 2, 4, 2, 2, 2, 3, 3, 3, 3,
         ];
         let mut g = ConnectFour::new();
         for m in moves {

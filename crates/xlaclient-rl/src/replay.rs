@@ -450,7 +450,10 @@ mod tests {
         // Held: 2, 3, 4, 5.
         let batch = b.gather(&[3, 0, 0])?;
         assert_eq!(batch.x.dims(), [3, 2]);
-        assert_eq!(batch.x.as_f32(), Some(&[5.0, -5.0, 2.0, -2.0, 2.0, -2.0][..]));
+        assert_eq!(
+            batch.x.as_f32(),
+            Some(&[5.0, -5.0, 2.0, -2.0, 2.0, -2.0][..])
+        );
         assert_eq!(batch.k.dims(), [3]);
         assert_eq!(batch.k.as_i32(), Some(&[5, 2, 2][..]));
         let spec = b.batch_spec(3).ok_or(Error::PolledAfterCompletion)?;
@@ -502,7 +505,10 @@ mod tests {
             k: HostArray::scalar_i32(1),
         };
         let e = b.push(wrong).unwrap_err().to_string();
-        assert!(e.contains("`.x`") && e.contains("f32[3]") && e.contains("f32[2]"), "{e}");
+        assert!(
+            e.contains("`.x`") && e.contains("f32[3]") && e.contains("f32[2]"),
+            "{e}"
+        );
         let wrong_type = Item {
             x: HostArray::f32(&[2], vec![0.0; 2])?,
             k: HostArray::scalar_f32(1.0),

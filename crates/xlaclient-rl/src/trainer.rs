@@ -62,6 +62,10 @@ struct TrainOut<T> {
     fresh: Vec<T>,
 }
 
+/// The trainer's state on the device: the parameters' leaves and the optimizer's
+/// state.
+type DeviceState = (Vec<Buffer>, OptState<Buffer, Vec<Buffer>>);
+
 /// A network's parameters and optimizer state on the device, updated by one
 /// compiled train step per [`step`](Self::step) (donated: updated in place). `S` is
 /// the parameters' tree of shapes (e.g. `MlpParams<Shape>`).
@@ -73,7 +77,7 @@ pub struct Trainer<S> {
     batch_shapes: Vec<Shape>,
     step: Jit<TrainIn<Shape>, TrainOut<Shape>>,
     copy: Jit<Vec<Shape>, Vec<Shape>>,
-    state: Option<(Vec<Buffer>, OptState<Buffer, Vec<Buffer>>)>,
+    state: Option<DeviceState>,
     fresh: Option<Vec<Buffer>>,
     steps: usize,
     published: usize,
@@ -133,12 +137,11 @@ impl<S: Tree<Shape>> Trainer<S> {
                     return failed_out(&s.params, s.opt, &failed);
                 }
             };
-            let (value, (), grads) = b.value_and_grad(s.params.clone(), |p: Vec<Op>| {
-                match param_spec.rebuild(p) {
+            let (value, (), grads) =
+                b.value_and_grad(s.params.clone(), |p: Vec<Op>| match param_spec.rebuild(p) {
                     Ok(tree) => (loss(&tree, &batch), ()),
                     Err(e) => (b.error(format!("Trainer: the parameter tree: {e}")), ()),
-                }
-            });
+                });
             let (params, opt) = optimizer.update(&grads, s.opt, &s.params);
             TrainOut {
                 fresh: params.clone(),
@@ -168,7 +171,7 @@ impl<S: Tree<Shape>> Trainer<S> {
         })
     }
 
-    fn state(&self) -> Result<&(Vec<Buffer>, OptState<Buffer, Vec<Buffer>>)> {
+    fn state(&self) -> Result<&DeviceState> {
         self.state.as_ref().ok_or(Error::InvalidArgument {
             what: "self",
             reason: "Trainer: a failed train step consumed the state; make a new trainer".into(),
@@ -283,7 +286,9 @@ fn check_shapes(what: &str, bufs: &[Buffer], expected: &[Shape]) -> Result<()> {
         if &found != e {
             return Err(Error::InvalidArgument {
                 what: "batch",
-                reason: format!("{what}: array {i} is {found}, the train step was compiled for {e}"),
+                reason: format!(
+                    "{what}: array {i} is {found}, the train step was compiled for {e}"
+                ),
             });
         }
     }
@@ -340,7 +345,8 @@ pub fn q_learning_loss(
     let q_sa = q
         .take_along_axis(&actions.expand_dims(-1), -1)
         .squeeze(&[-1]);
-    let target = (rewards + &(&(discounts * f64::from(gamma)) * &q_next.reduce_max(&[1]))).stop_gradient();
+    let target =
+        (rewards + &(&(discounts * f64::from(gamma)) * &q_next.reduce_max(&[1]))).stop_gradient();
     let err = &q_sa - &target;
     &(&err * &err).mean(&[0], false) * 0.5
 }
