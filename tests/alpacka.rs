@@ -588,3 +588,34 @@ fn shooting_sends_all_leaves_of_a_decision_in_one_call() -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[test]
+fn a_loss_that_is_not_a_scalar_and_a_bad_replay_item_are_errors() -> Result<(), Error> {
+    let c = client();
+    let spec = Shape::of::<f32>(&[3]);
+    let r = Trainer::new(
+        &c,
+        &spec,
+        c.buffer_from_host(&[1.0f32, 2.0, 3.0], &[3])?,
+        &Shape::of::<f32>(&[3]),
+        &optim::sgd(0.1, 0.0, false),
+        |p: &Op, x: &Op| p * x, // a vector: no gradient of it
+    );
+    let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        e.contains("the loss is f32[3]") && e.contains("f32 scalar"),
+        "{e}"
+    );
+    // Parameters that do not match their spec are refused before anything runs.
+    let r = Trainer::new(
+        &c,
+        &spec,
+        c.buffer_from_host(&[1.0f32, 2.0], &[2])?,
+        &Shape::of::<f32>(&[3]),
+        &optim::sgd(0.1, 0.0, false),
+        |p: &Op, x: &Op| (p * x).sum(&[0], false),
+    );
+    let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("f32[2]") && e.contains("f32[3]"), "{e}");
+    Ok(())
+}

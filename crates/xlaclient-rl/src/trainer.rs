@@ -137,11 +137,22 @@ impl<S: Tree<Shape>> Trainer<S> {
                     return failed_out(&s.params, s.opt, &failed);
                 }
             };
-            let (value, (), grads) =
-                b.value_and_grad(s.params.clone(), |p: Vec<Op>| match param_spec.rebuild(p) {
-                    Ok(tree) => (loss(&tree, &batch), ()),
-                    Err(e) => (b.error(format!("Trainer: the parameter tree: {e}")), ()),
-                });
+            let (value, (), grads) = b.value_and_grad(s.params.clone(), |p: Vec<Op>| {
+                let l = match param_spec.rebuild(p) {
+                    Ok(tree) => loss(&tree, &batch),
+                    Err(e) => return (b.error(format!("Trainer: the parameter tree: {e}")), ()),
+                };
+                // Refused here with the trainer's words rather than by `grad`.
+                match l.shape() {
+                    Ok(s) if s != Shape::of::<f32>(&[]) => (
+                        b.error(format!(
+                            "Trainer::new: the loss is {s}; it must be an f32 scalar"
+                        )),
+                        (),
+                    ),
+                    _ => (l, ()),
+                }
+            });
             let (params, opt) = optimizer.update(&grads, s.opt, &s.params);
             TrainOut {
                 fresh: params.clone(),
