@@ -7,3 +7,8 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import jax' 2>/dev/nu
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet jax==0.10.2
 fi
+# gymnasium, for scripts/record_gymnasium.py (the classic-control recordings in
+# tests/data/gymnasium_*.json), added to a venv that lacks it.
+if ! "$VENV/bin/python" -c 'import gymnasium' 2>/dev/null; then
+    "$VENV/bin/pip" install --quiet gymnasium==1.4.0
+fi

@@ -15,13 +15,13 @@
 //! default, as Alpacka's `shooting_random_cartpole` configuration) it stays there:
 //! pure random shooting, which solves the task. Training the value between rounds
 //! (`--set iterations=2`) runs the whole loop but currently makes the agent worse
-//! (mean 448.5 against 495.4 on the 2-core VM, 2026-11-26): the fitted returns are
+//! (mean 456.7 against 496.7 on the 2-core VM, 2026-11-26): the fitted returns are
 //! nearly flat over the states the agent visits, and the network's error outweighs
 //! the differences between the rollouts.
 //!
-//! CartPole here is the crate's plain-Rust `cartpole::CartPole` (gymnax's
-//! CartPole-v1 dynamics: reward 1 per step, 500 steps at most) behind the
-//! `Environment` trait, resets drawn from a seeded `Rng`.
+//! CartPole is the crate's `CartPoleEnv`: gymnasium's `CartPole-v1` (reward 1 per
+//! step, truncated at 500 steps), resets drawn from a seeded `Rng`; a clone of it
+//! is the agent's simulator.
 //!
 //! Run: `cargo run --release --example cartpole_planning [-- --help]`; the last
 //! line is `mean_return=… min_return=… decisions_per_s=…`; the run fails (exit 1)
@@ -32,12 +32,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use xlaclient::nn::{Activation, Mlp, MlpParams, losses, optim};
 use xlaclient::rl::agents::{ShootingAgent, ShootingConfig};
-use xlaclient::rl::cartpole::CartPole;
 use xlaclient::rl::replay::{HostArray, ReplayBuffer};
 use xlaclient::rl::trainer::Trainer;
-use xlaclient::rl::{
-    BatchSizes, BatchedNet, Environment, Error, NetHandle, Rng, Stepper, Transition,
-};
+use xlaclient::rl::{BatchSizes, BatchedNet, CartPoleEnv, Environment, NetHandle, Rng, Stepper};
 use xlaclient::runner::{Help, Runner};
 use xlaclient::{Client, ClientExt, Op, Shape, Tree};
 
@@ -77,69 +74,6 @@ impl Default for Config {
             seed: 0,
             min_mean_return: 475.0,
         }
-    }
-}
-
-/// CartPole behind the `Environment` trait: the plain-Rust dynamics and a
-/// generator for the resets.
-#[derive(Clone, Debug)]
-struct CartPoleEnv {
-    pole: CartPole,
-    rng: Rng,
-}
-
-impl CartPoleEnv {
-    fn new(seed: u64) -> CartPoleEnv {
-        let mut rng = Rng::new(seed);
-        let pole = CartPole::new(Self::draw(&mut rng));
-        CartPoleEnv { pole, rng }
-    }
-
-    fn draw(rng: &mut Rng) -> [f32; 4] {
-        std::array::from_fn(|_| rng.uniform() * 0.1 - 0.05)
-    }
-}
-
-impl Environment for CartPoleEnv {
-    fn observation_dims(&self) -> Vec<i64> {
-        vec![4]
-    }
-
-    fn num_actions(&self) -> usize {
-        2
-    }
-
-    fn reset(&mut self) {
-        self.pole = CartPole::new(Self::draw(&mut self.rng));
-    }
-
-    fn step(&mut self, action: usize) -> xlaclient::rl::Result<Transition> {
-        if action >= 2 {
-            return Err(Error::InvalidAction {
-                what: "CartPoleEnv::step".into(),
-                action: action as i64,
-                actions: 2,
-            });
-        }
-        let reset = Self::draw(&mut self.rng);
-        let (reward, terminal) = self.pole.step(action as u32, reset);
-        Ok(Transition {
-            reward,
-            discount: if terminal { 0.0 } else { 1.0 },
-            terminal,
-        })
-    }
-
-    fn observe(&self, out: &mut [f32]) -> xlaclient::rl::Result<()> {
-        if out.len() != 4 {
-            return Err(Error::Length {
-                what: "CartPoleEnv::observe".into(),
-                given: out.len(),
-                expected: 4,
-            });
-        }
-        out.copy_from_slice(&self.pole.state);
-        Ok(())
     }
 }
 

@@ -101,6 +101,18 @@ fn binary_ops_with_broadcasting() {
     prop("pow", 0.5, 2.0, s(), |p, _| p[0].pow(&p[1]));
     prop("rem", 1.1, 1.9, s(), |p, _| (&p[0] * 3.0).rem(&p[1]));
     prop("atan2", -2.0, 2.0, s(), |p, _| p[0].atan2(&p[1]));
+    // Through complex numbers (real/imag/complex, and complex mul/div/exp between).
+    prop("complex", -2.0, 2.0, s(), |p, _| {
+        let z = p[0].complex(&p[1]);
+        let w = p[1].complex(&p[0].sin());
+        let zw = z.mul(&w).add(&z.div(&w.exp()));
+        &(&zw.real() + &(&zw.imag() * &p[0])) + &(&p[0].real() + &p[1].imag())
+    });
+    // A real array converted to complex: the real part of the cotangent comes back.
+    check("complex_convert", &[&[3]], -2.0, 2.0, |p| {
+        let z = p[0].convert(ElementType::C128);
+        z.mul(&z).exp().imag()
+    });
     prop("scalar_ops", 0.5, 2.0, one(dims(0..=2, 4)), |p, _| {
         &(&(2.0 - &p[0]) * 3.0) / &(&p[0] + 1.0)
     });

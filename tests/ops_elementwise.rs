@@ -217,6 +217,21 @@ fn every_unary_op_f32_matches_std() {
             inputs: dom(-4.0, 4.0, &[0.0, -0.0, 0.5, -0.5, 1e-4, 3.0, -3.0, 5.0]),
             tol: 2e-6,
         },
+        // Of a real array: itself and zeros (complex operands: below).
+        Unary {
+            name: "real",
+            op: |x| x.real(),
+            reference: |x| x,
+            inputs: dom(-4.0, 4.0, &[0.0, -0.0, f32::INFINITY]),
+            tol: 0.0,
+        },
+        Unary {
+            name: "imag",
+            op: |x| x.imag(),
+            reference: |_| 0.0,
+            inputs: dom(-4.0, 4.0, &[0.0, f32::INFINITY]),
+            tol: 0.0,
+        },
     ];
     // Every unary op but is_finite (a `pred` result: tested below).
     assert_eq!(
@@ -1694,4 +1709,65 @@ fn comparisons_take_rust_numbers_with_jax_promotion() {
     assert_eq!(got[5], f(|v| v != 2.0));
     assert_eq!(got[6], vec![false, false, true, true]);
     assert_eq!(got[7], vec![false, true, false, false]);
+}
+
+#[test]
+fn complex_numbers_through_real_imag_and_complex() {
+    // z = a + ib, w = b + ia: the parts of z, w, z·w and z/w against plain Rust,
+    // in c64 (from f32) and c128 (from f64).
+    let a = [1.5f64, -2.0, 0.25, 3.0];
+    let bv = [0.5f64, 4.0, -1.0, 0.0];
+    let b = Builder::new("complex");
+    let x = b.parameter(0, Shape::of::<f64>(&[4]), "a");
+    let y = b.parameter(1, Shape::of::<f64>(&[4]), "b");
+    let z = x.complex(&y);
+    let w = y.complex(&x);
+    let (zw, zq) = (z.mul(&w), z.div(&w));
+    let z32 = x
+        .convert(ElementType::F32)
+        .complex(&y.convert(ElementType::F32));
+    assert_eq!(z32.element_type().unwrap(), ElementType::C64);
+    assert_eq!(z.element_type().unwrap(), ElementType::C128);
+    assert_eq!(zw.real().element_type().unwrap(), ElementType::F64);
+    let outs = [
+        z.real(),
+        z.imag(),
+        zw.real(),
+        zw.imag(),
+        zq.real(),
+        zq.imag(),
+        z32.imag().convert(ElementType::F64),
+    ];
+    let refs: Vec<&Op> = outs.iter().collect();
+    let m = b.build_tuple(&refs).unwrap();
+    let got = run(&m, &[&upload(&a, &[4]), &upload(&bv, &[4])]);
+    let get = |k: usize| got[k].to_vec::<f64>().unwrap();
+    let mut want: Vec<Vec<f64>> = vec![
+        a.to_vec(),
+        bv.to_vec(),
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+        bv.to_vec(),
+    ];
+    for i in 0..4 {
+        let (p, q) = (a[i], bv[i]);
+        // (p + iq)(q + ip) = pq - qp + i(p² + q²)
+        want[2].push(p * q - q * p);
+        want[3].push(p * p + q * q);
+        // (p + iq)/(q + ip) = (p + iq)(q - ip)/(q² + p²) = (2pq + i(q² - p²))/(p² + q²)
+        let d = p * p + q * q;
+        want[4].push(2.0 * p * q / d);
+        want[5].push((q * q - p * p) / d);
+    }
+    for (k, w) in want.iter().enumerate() {
+        assert_close64(&get(k), w, 1e-12, &format!("output {k}"));
+    }
+    // Types XLA has no complex for are refused, naming the op.
+    let h = b.parameter(2, Shape::array(ElementType::F16, &[4]), "h");
+    let e = h.complex(&h).shape().unwrap_err().to_string();
+    assert!(e.contains("complex") && e.contains("f32 or f64"), "{e}");
+    let i = b.parameter(3, Shape::of::<i32>(&[4]), "i");
+    assert!(i.real().shape().is_err());
 }

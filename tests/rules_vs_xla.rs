@@ -1522,6 +1522,7 @@ fn build(case: &Case, stand_in: &Shape) -> Built {
             BinaryOp::Power => x.pow(&y),
             BinaryOp::Remainder => x.rem(&y),
             BinaryOp::Atan2 => x.atan2(&y),
+            BinaryOp::Complex => x.complex(&y),
         };
         match b.build(&out) {
             Ok(m) => {

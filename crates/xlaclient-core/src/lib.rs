@@ -87,6 +87,7 @@ pub use ops::linalg::{
     ConvAttrs, ConvDims, DotDims, DotOptions, Precision, QrMode, Transpose, TriangularSolveOptions,
 };
 pub use ops::numpy::PadMode;
+pub use ops::numpy_index::{AtIndex, IndexMode, Ix};
 pub use ops::sampling::{Param, Population, PrngImpl};
 pub use ops::slicing::PadDim;
 pub use ops::structural::Function;

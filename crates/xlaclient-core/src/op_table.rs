@@ -197,6 +197,12 @@ macro_rules! for_each_op {
             CollectivePermute = "collective-permute", Fixed(1), kind: CollectivePermute, collective { shape: shape_collective_permute, lower: lower_collective_permute, raise: raise_collective_permute, text: text_collective_permute, grad: rule(vjp_collective_permute), jvp: rule(jvp_collective_permute), batch: rule(batch_collective_permute) };
             /// Splits an array into one block per group member, exchanges the blocks and joins them.
             AllToAll = "all-to-all", Fixed(1), kind: AllToAll, collective { shape: shape_all_to_all, lower: lower_all_to_all, raise: raise_all_to_all, text: text_all_to_all, grad: rule(vjp_all_to_all), jvp: rule(jvp_all_to_all), batch: rule(batch_all_to_all) };
+            /// The real part of a complex array (of a real float array: itself).
+            Real = "real", Fixed(1), kind: Unary(UnaryOp::Real), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), jvp: rule(jvp_linear), batch: rule(batch_unary) };
+            /// The imaginary part of a complex array (of a real float array: zeros).
+            Imag = "imag", Fixed(1), kind: Unary(UnaryOp::Imag), elementwise { shape: shape_unary, lower: -, raise: raise_unary, text: -, grad: rule(vjp_unary), jvp: rule(jvp_linear), batch: rule(batch_unary) };
+            /// The complex array `x + i·y` of two `f32` (→ `c64`) or `f64` (→ `c128`) arrays.
+            Complex = "complex", Fixed(2), kind: Binary(BinaryOp::Complex), elementwise { shape: shape_binary, lower: -, raise: raise_binary, text: -, grad: rule(vjp_binary), jvp: rule(jvp_linear), batch: rule(batch_binary) };
         }
     };
 }

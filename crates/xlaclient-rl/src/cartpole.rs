@@ -1,7 +1,10 @@
 //! CartPole-v1 with gymnax's dynamics: as ops, a batch of environments stepped
 //! inside a compiled program ([`step`], [`step_with_keys`]), and in plain Rust
 //! ([`CartPole`], one environment, `f32` arithmetic in the same order), the
-//! reference the device version is tested against.
+//! reference the device version is tested against. gymnasium's `CartPole-v1` as a
+//! host [`Environment`](crate::Environment) in `f64` is
+//! [`CartPoleEnv`](crate::classic::CartPoleEnv); `tests/classic_control.rs` checks
+//! these ops against it.
 //!
 //! The dynamics (gymnax's `CartPole-v1`, after the classic-control task): Euler
 //! steps of length [`TAU`] of a cart (mass 1.0) with a pole (mass 0.1, half-length

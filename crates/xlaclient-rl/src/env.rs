@@ -73,10 +73,14 @@ impl Rng {
 pub struct Transition {
     /// The reward of the transition.
     pub reward: f32,
-    /// The discount of the transition: 0 where the episode ended, else 1.
+    /// The discount of the transition: 0 where the episode terminated, else 1. An
+    /// episode cut off by a time limit (a truncation, as in
+    /// [`crate::classic`]) ends with `terminal` true and discount 1, so that a TD
+    /// target still bootstraps from the state it was cut off in.
     pub discount: f32,
-    /// Whether the episode ended with this step (the environment has already
-    /// started the next one: its observation is the new episode's first).
+    /// Whether the episode ended with this step, by termination or truncation (the
+    /// environment has already started the next one: its observation is the new
+    /// episode's first).
     pub terminal: bool,
 }
 

@@ -9,6 +9,9 @@
 //!   once) and [`Rng`], a small seedable generator (SplitMix64).
 //! - [`catch`]: the Catch environment (10 × 5), with its dynamics as a pure function
 //!   ([`catch::step`]) so that other implementations can be checked against it.
+//! - [`classic`]: gymnasium's `CartPole-v1` and `Acrobot-v1` on the host in `f64`
+//!   ([`CartPoleEnv`], [`AcrobotEnv`]), checked against recorded gymnasium episodes,
+//!   and Acrobot as ops ([`classic::acrobot`]).
 //! - [`catch_device`]: Catch as ops, a batch of environments stepped inside a program.
 //! - [`anakin`]: Podracer's Anakin learner on Catch, one compiled program.
 //! - [`reweight`]: path-space reweighting (resampler, divergence estimate, fit step).
@@ -74,6 +77,7 @@ pub mod anakin;
 pub mod cartpole;
 pub mod catch;
 pub mod catch_device;
+pub mod classic;
 pub mod connect_four;
 pub mod env;
 pub mod ppo;
@@ -82,6 +86,7 @@ pub mod reweight;
 pub mod stepper;
 pub mod trainer;
 
+pub use classic::{AcrobotEnv, CartPoleEnv, EpisodeStep};
 pub use env::{Environment, Rng, Transition, VecEnv};
 pub use stepper::{BatchSizes, BatchedNet, NetHandle, Prediction, Stepper, TickStats};
 

@@ -86,6 +86,10 @@ op_group! {
         Erf,
         /// True where an element is neither infinite nor NaN (`pred` result).
         IsFinite,
+        /// The real part of a complex number (a real float: itself).
+        Real,
+        /// The imaginary part of a complex number (a real float: 0).
+        Imag,
     }
 }
 
@@ -111,6 +115,8 @@ op_group! {
         Remainder,
         /// `atan2(y, x)`.
         Atan2,
+        /// The complex number `x + i·y` of two real floats.
+        Complex,
     }
 }
 

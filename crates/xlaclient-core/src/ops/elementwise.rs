@@ -30,6 +30,8 @@ pub enum TypeClass {
     SignedReal,
     /// Anything but complex: integers, real floats and `pred` (ordered types).
     Ordered,
+    /// `f32` or `f64`: the parts of `c64` and `c128`.
+    ComplexPart,
 }
 
 impl TypeClass {
@@ -42,6 +44,7 @@ impl TypeClass {
             TypeClass::Signed => t.is_signed_int() || t.is_float() || t.is_complex(),
             TypeClass::SignedReal => t.is_signed_int() || t.is_float(),
             TypeClass::Ordered => !t.is_complex(),
+            TypeClass::ComplexPart => matches!(t, ElementType::F32 | ElementType::F64),
         }
     }
 
@@ -54,6 +57,7 @@ impl TypeClass {
             TypeClass::Signed => "a signed element type",
             TypeClass::SignedReal => "a signed real element type",
             TypeClass::Ordered => "an ordered (not complex) element type",
+            TypeClass::ComplexPart => "f32 or f64 (the parts of c64 and c128)",
         }
     }
 }
@@ -72,7 +76,7 @@ fn f32s(d: &[i64]) -> Shape {
 // ---------------------------------------------------------------------------------
 // Element-wise unary ops (one op group: `negate exponential log tanh abs sqrt rsqrt sine cosine
 // logistic floor ceil sign exponential-minus-one log-plus-one round-nearest-afz
-// round-nearest-even cbrt tan erf is-finite`)
+// round-nearest-even cbrt tan erf is-finite real imag`)
 
 pub use crate::ir::attrs::UnaryOp;
 
@@ -144,6 +148,12 @@ unary_ops! {
     /// True where an element is neither infinite nor NaN: a `pred` array of the
     /// operand's dimensions.
     is_finite => IsFinite, RealFloat;
+    /// The real part (`jnp.real`, `lax.real`): `c64` gives `f32`, `c128` gives
+    /// `f64`; a real float array is returned as it is.
+    real => Real, Float;
+    /// The imaginary part (`jnp.imag`, `lax.imag`): `c64` gives `f32`, `c128`
+    /// gives `f64`; of a real float array, zeros.
+    imag => Imag, Float;
 }
 
 /// Unary element-wise rule: an array of an accepted type; the same shape out, but
@@ -161,7 +171,19 @@ pub fn infer_unary(op: UnaryOp, x: &Shape) -> Result<Shape, ShapeError> {
     if op == UnaryOp::IsFinite {
         return Ok(infer_is_finite(dims));
     }
+    if matches!(op, UnaryOp::Real | UnaryOp::Imag) {
+        return Ok(Shape::array(complex_part(ty), dims));
+    }
     Ok(x.clone())
+}
+
+/// The type of a complex type's parts (a real type: itself).
+pub fn complex_part(ty: ElementType) -> ElementType {
+    match ty {
+        ElementType::C64 => ElementType::F32,
+        ElementType::C128 => ElementType::F64,
+        t => t,
+    }
 }
 
 /// `is-finite` rule, after the type check of [`infer_unary`] (a real float): `pred`
@@ -261,6 +283,22 @@ fn unary_ct(op: UnaryOp, n: &Node, ct: &Op) -> Option<Op> {
         | UnaryOp::RoundNearestAfz
         | UnaryOp::RoundNearestEven
         | UnaryOp::IsFinite => return None,
+        // JAX's transposes: real ← complex(ct, 0), imag ← complex(0, -ct).
+        UnaryOp::Real | UnaryOp::Imag if x.element_type().is_ok_and(|t| t.is_complex()) => {
+            let zero = ct.builder().scalar_of(
+                ct.element_type().unwrap_or(ElementType::F32),
+                Scalar::Int(0),
+                loc,
+            );
+            let zero = zero.on(loc).broadcast_to(&ct.dims().unwrap_or_default());
+            if op == UnaryOp::Real {
+                ct.binary(BinaryOp::Complex, &zero, loc)
+            } else {
+                zero.binary(BinaryOp::Complex, &ct.unary(UnaryOp::Negate, loc), loc)
+            }
+        }
+        UnaryOp::Real => ct.clone(),
+        UnaryOp::Imag => return None,
     })
 }
 
@@ -351,6 +389,9 @@ binary_ops! {
     rem => Remainder, Real;
     /// `atan2(y = self, x = rhs)`.
     atan2 => Atan2, RealFloat;
+    /// The complex array `self + i·rhs` (`lax.complex`): two `f32` arrays give
+    /// `c64`, two `f64` arrays `c128`.
+    complex => Complex, ComplexPart;
 }
 
 /// Binary element-wise rule (after broadcasting): identical shapes and types.
@@ -381,6 +422,14 @@ pub fn infer_binary(op: BinaryOp, lhs: &Shape, rhs: &Shape) -> Result<Shape, Sha
             ShapeErrorKind::Dimension,
             "dimensions differ",
         ));
+    }
+    if op == BinaryOp::Complex {
+        let c = if lt == ElementType::F64 {
+            ElementType::C128
+        } else {
+            ElementType::C64
+        };
+        return Ok(Shape::array(c, ld));
     }
     Ok(lhs.clone())
 }
@@ -465,8 +514,8 @@ impl Op {
             }
         };
         Ok((
-            self.at(loc).broadcast_to(&dims),
-            rhs.at(loc).broadcast_to(&dims),
+            self.on(loc).broadcast_to(&dims),
+            rhs.on(loc).broadcast_to(&dims),
         ))
     }
 
@@ -536,6 +585,11 @@ pub(crate) fn vjp_binary(n: &Node) -> Grads {
                 Some(mul(&neg(ct), x).binary(Divide, &r2, loc)),
             ]
         }
+        // JAX's transpose of `complex`: (real(ct), imag(-ct)).
+        BinaryOp::Complex => vec![
+            Some(ct.unary(UnaryOp::Real, loc)),
+            Some(neg(ct).unary(UnaryOp::Imag, loc)),
+        ],
     }))
 }
 
@@ -695,7 +749,7 @@ impl Op {
     ) -> Op {
         use crate::ops::sampling::Param;
         match rhs {
-            Param::Array(r) => self.at(loc).compare(r, direction),
+            Param::Array(r) => self.on(loc).compare(r, direction),
             Param::Number(v) => {
                 let ty = match self.element_type() {
                     Ok(t) => t,
@@ -703,13 +757,13 @@ impl Op {
                 };
                 let fractional = matches!(v, Scalar::Float(f) if f.fract() != 0.0);
                 let lhs = if fractional && !ty.is_float() {
-                    self.at(loc).convert(ElementType::F32)
+                    self.on(loc).convert(ElementType::F32)
                 } else {
                     self.clone()
                 };
                 let ty = lhs.element_type().unwrap_or(ty);
                 let r = self.builder().scalar_of(ty, v, loc);
-                lhs.at(loc).compare(&r, direction)
+                lhs.on(loc).compare(&r, direction)
             }
         }
     }
@@ -1223,7 +1277,7 @@ impl Builder {
                 } else {
                     ElementType::F32
                 };
-                self.scalar_of(wide, v, loc).at(loc).convert(ty)
+                self.scalar_of(wide, v, loc).on(loc).convert(ty)
             }
             _ => match v.to_bytes(ty) {
                 Ok(bytes) => self.constant_bytes(Shape::scalar(ty), bytes, loc),
@@ -1280,7 +1334,7 @@ impl Op {
         };
         match promoted {
             Some(ty) => self
-                .at(loc)
+                .on(loc)
                 .convert(ty)
                 .binary_scalar(op, v, scalar_on_left, loc),
             None => self.binary_scalar(op, v, scalar_on_left, loc),
@@ -1394,6 +1448,12 @@ pub(crate) fn batch_clamp(n: &crate::batching::BatchNode) -> crate::batching::Ba
 /// Jacobian is diagonal).
 pub(crate) fn jvp_unary(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
     crate::forward::diagonal(n)
+}
+
+/// Tangent: the op applied to the tangents (`real`, `imag` and `complex` are
+/// linear over the reals).
+pub(crate) fn jvp_linear(n: &crate::forward::JvpNode) -> crate::forward::Tangents {
+    crate::forward::linear(n)
 }
 
 /// Tangent: each operand's partial derivative times its tangent, summed.

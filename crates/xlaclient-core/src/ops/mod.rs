@@ -15,9 +15,10 @@
 //! `tests/ir.rs`'s examples, and a row in the guide's op table (`guide/14-ops.md`,
 //! checked by `tests/guide_ops.rs`); [`table`] gives the recipe with an example.
 //!
-//! Three files hold no op of the table, only functions built from the others:
+//! Some files hold no op of the table, only functions built from the others:
 //! [`numpy`] (the `jax.numpy` face: reductions with `keepdims`, `softmax`,
-//! `einsum`, …), [`threefry`] and [`sampling`] (JAX's PRNG and samplers,
+//! `einsum`, …), [`numpy_index`] (numpy indexing, JAX's `x.at[idx]` updates),
+//! [`arrays`], [`threefry`] and [`sampling`] (JAX's PRNG and samplers,
 //! bit-equal to `jax.random`).
 
 // Each op's unit tests close its block, and blocks follow each other.
@@ -32,6 +33,7 @@ pub mod indexing;
 pub mod linalg;
 pub mod misc;
 pub mod numpy;
+pub mod numpy_index;
 pub mod random;
 pub mod reduction;
 pub mod sampling;
