@@ -109,6 +109,16 @@ pub enum Error {
         /// How many agents are still running.
         running: usize,
     },
+    /// A move in a two-player game that has already ended (a win or a draw).
+    #[error("{game}: a move after the game ended ({outcome}, after {moves} moves)")]
+    GameOver {
+        /// The game (`"ConnectFour"`).
+        game: &'static str,
+        /// How it ended (`"player 0 won"`, `"draw"`).
+        outcome: String,
+        /// The moves played.
+        moves: usize,
+    },
 }
 
 /// Why weights do not define a distribution; carried by [`Error::InvalidWeights`].

@@ -18,7 +18,18 @@
 //! - [`stepper`]: [`BatchedNet`] (a network compiled for a fixed set of padded batch
 //!   sizes, parameters resident on the device) and [`Stepper`], the executor that
 //!   polls every agent until it waits on the network, gathers all pending requests
-//!   into one batched execution and hands each agent its slice of the result.
+//!   into one batched execution and hands each agent its slice of the result;
+//!   [`BatchedNet::set_params`] swaps its parameters between ticks without
+//!   recompiling.
+//! - [`trainer`]: [`trainer::Trainer`], parameters and optimizer state on the device
+//!   updated by one compiled donating train step and published to a
+//!   [`BatchedNet`]; AlphaZero's policy-value loss and the one-step Q-learning loss.
+//! - [`replay`]: [`replay::ReplayBuffer`], a FIFO buffer of trees of host arrays with
+//!   uniform sampling into stacked batches.
+//! - [`agents`]: planning agents as `async` code: [`agents::ShootingAgent`] (random
+//!   shooting in copies of an environment) and [`agents::MctsAgent`] (AlphaZero's
+//!   PUCT search with the network's prior and value).
+//! - [`connect_four`]: the [`connect_four::TwoPlayerGame`] trait and Connect Four.
 //!
 //! ```no_run
 //! use xlaclient_nn::{Activation, Mlp};
@@ -61,15 +72,19 @@ pub mod error;
 #[cfg(feature = "runner")]
 pub mod runner;
 
+pub mod agents;
 pub mod anakin;
 pub mod cartpole;
 pub mod catch;
 pub mod catch_device;
 pub mod classic;
+pub mod connect_four;
 pub mod env;
 pub mod ppo;
+pub mod replay;
 pub mod reweight;
 pub mod stepper;
+pub mod trainer;
 
 pub use classic::{AcrobotEnv, CartPoleEnv, EpisodeStep};
 pub use env::{Environment, Rng, Transition, VecEnv};

@@ -161,6 +161,10 @@ pub struct BatchedNet {
     out_len: usize,
     sizes: BatchSizes,
     params: Vec<Buffer>,
+    /// The shapes of `params`, in order: what [`BatchedNet::set_params`] must match.
+    param_shapes: Vec<Shape>,
+    /// How many times the parameters were replaced.
+    param_updates: usize,
     trace: TraceFn,
     compiled: BTreeMap<usize, LoadedExecutable>,
     compiles: usize,
@@ -222,6 +226,7 @@ impl BatchedNet {
             });
         };
         let spec: P::With<Shape> = params.try_map_ref(&mut |b: &Buffer| b.shape())?;
+        let param_shapes = spec.map_ref(Shape::clone).into_leaves();
         let params = params.into_leaves();
         let dims = obs_dims.to_vec();
         let trace: TraceFn = Box::new(move |b, batch| {
@@ -255,6 +260,8 @@ impl BatchedNet {
             out_dims,
             sizes,
             params,
+            param_shapes,
+            param_updates: 0,
             trace,
             compiled: BTreeMap::new(),
             compiles: 0,
@@ -320,6 +327,58 @@ impl BatchedNet {
     /// compiles not included).
     pub fn busy(&self) -> Duration {
         self.busy
+    }
+
+    /// Replaces the parameters the network is called with, e.g. with those a
+    /// [`Trainer`](crate::trainer::Trainer) just computed: the next call (the
+    /// stepper's next tick) uses them. Nothing is recompiled: the parameters are
+    /// arguments of the compiled programs, and the new ones must have the shapes
+    /// of the old ones, leaf by leaf (any tree with those leaves in that order).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the first leaf whose shape differs, or the
+    /// counts when the number of leaves differs; the network keeps its parameters.
+    pub fn set_params<P: Tree<Buffer>>(&mut self, params: P) -> Result<()> {
+        let leaves = params.into_leaves();
+        if leaves.len() != self.param_shapes.len() {
+            return Err(Error::InvalidArgument {
+                what: "params",
+                reason: format!(
+                    "BatchedNet::set_params: {} parameter arrays given, the network takes {}",
+                    leaves.len(),
+                    self.param_shapes.len()
+                ),
+            });
+        }
+        for (i, (b, expected)) in leaves.iter().zip(&self.param_shapes).enumerate() {
+            let found = b.shape()?;
+            if &found != expected {
+                return Err(Error::InvalidArgument {
+                    what: "params",
+                    reason: format!(
+                        "BatchedNet::set_params: parameter {i} is {found}, the network was compiled for {expected}"
+                    ),
+                });
+            }
+        }
+        self.params = leaves;
+        self.param_updates += 1;
+        Ok(())
+    }
+
+    /// The parameters the network is called with (the leaves, in order).
+    pub fn params(&self) -> &[Buffer] {
+        &self.params
+    }
+
+    /// The shapes of the parameters, leaf by leaf.
+    pub fn param_shapes(&self) -> &[Shape] {
+        &self.param_shapes
+    }
+
+    /// How many times [`set_params`](Self::set_params) replaced the parameters.
+    pub fn param_updates(&self) -> usize {
+        self.param_updates
     }
 
     /// Compiles every batch size now (instead of when first needed).
