@@ -4,11 +4,15 @@
 # an init program and an update program of 122 updates per call), run alternately
 # in one session on this machine, the order swapped every repetition. Prints per
 # repetition and as medians: environment steps per second over the training
-# (compile excluded), compile seconds (JAX: lower + compile; ours: trace + compile
-# of both programs) and the mean return of the last 10% of updates, with the
-# ratios ours / JAX. Compilation caches are off on both sides.
+# (compile excluded), the training's wall and CPU seconds (all threads), compile
+# seconds (JAX: lower + compile; ours: trace + compile of both programs), when each
+# solved CartPole (the first update at which the mean return of the last 10
+# updates reaches 475; the training seconds until then, and the wall seconds to
+# solve = compile + those), the mean return of the last 10% of updates, the ratios
+# ours / JAX and the load average before the runs. Compilation caches are off on
+# both sides.
 #
-#   bench/ppo_vs_jax.sh [REPS]      (default 2)
+#   bench/ppo_vs_jax.sh [REPS]      (default 2; CARGO_JOBS=N passes -j N to cargo)
 #
 # JAX: target/jax-venv (bench/jax_venv.sh; JAX_VENV=… for another, e.g. the main
 # checkout's with optax installed).
@@ -17,7 +21,7 @@ cd "$(dirname "$0")/.."
 REPS=${1:-2}
 . bench/jax_venv.sh
 "$VENV/bin/python" -c 'import optax' 2>/dev/null || "$VENV/bin/pip" install --quiet optax
-cargo build --release --quiet --example ppo_cartpole
+cargo build --release --quiet ${CARGO_JOBS:+-j "$CARGO_JOBS"} --example ppo_cartpole
 OURS=${CARGO_TARGET_DIR:-target}/release/examples/ppo_cartpole
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -25,6 +29,7 @@ trap 'rm -rf "$OUT"' EXIT
 for rep in $(seq 1 "$REPS"); do
     if [ $((rep % 2)) = 1 ]; then order="jax ours"; else order="ours jax"; fi
     for who in $order; do
+        cut -d' ' -f1 /proc/loadavg >>"$OUT/load.txt"
         if [ "$who" = jax ]; then
             "$VENV/bin/python" bench/ppo_cartpole_jax.py --json | tail -1 >>"$OUT/jax.jsonl"
         else
@@ -36,24 +41,42 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 python3 - "$OUT" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 out = sys.argv[1]
 jax = [json.loads(l) for l in open(f"{out}/jax.jsonl") if l.strip()]
 ours = []
 for line in open(f"{out}/ours.txt"):
     kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
     ours.append({k: float(v) for k, v in kv.items()})
-print(f"{'run':<6} {'JAX steps/s':>12} {'ours steps/s':>13} {'JAX compile s':>14} {'ours compile s':>15} {'JAX return':>11} {'ours return':>12}")
+loads = [float(l) for l in open(f"{out}/load.txt")]
+for j in jax:
+    j["compile"] = j["lower_s"] + j["compile_s"]
+    j["return"] = j["last10_mean_return"]
+for o in ours:
+    o["compile"] = o["compile_s"]
+    o["return"] = o["mean_return"]
+# Wall time to solve: compile plus the training seconds until the mean return of
+# the last 10 updates first reached 475 (NaN: not solved).
+for r in jax + ours:
+    r["to_solve"] = r["compile"] + r["solve_s"] if r["solve_s"] >= 0 else float("nan")
+cols = [("steps/s", "steps_per_s", ".0f"), ("train s", "run_s", ".2f"), ("CPU s", "cpu_s", ".2f"),
+        ("compile s", "compile", ".2f"), ("solved at", "solve_update", ".0f"),
+        ("train s to solve", "solve_s", ".2f"), ("wall s to solve", "to_solve", ".2f"),
+        ("return", "return", ".1f")]
+print("per run, JAX then ours: " + ", ".join(n for n, _, _ in cols))
 for i, (j, o) in enumerate(zip(jax, ours)):
-    print(f"{i + 1:<6} {j['steps_per_s']:>12.0f} {o['steps_per_s']:>13.0f} {j['lower_s'] + j['compile_s']:>14.2f} "
-          f"{o['compile_s']:>15.2f} {j['last10_mean_return']:>11.1f} {o['mean_return']:>12.1f}")
-js = statistics.median(j["steps_per_s"] for j in jax)
-os_ = statistics.median(o["steps_per_s"] for o in ours)
-jc = statistics.median(j["lower_s"] + j["compile_s"] for j in jax)
-oc = statistics.median(o["compile_s"] for o in ours)
-jr = statistics.median(j["last10_mean_return"] for j in jax)
-orr = statistics.median(o["mean_return"] for o in ours)
-print(f"{'median':<6} {js:>12.0f} {os_:>13.0f} {jc:>14.2f} {oc:>15.2f} {jr:>11.1f} {orr:>12.1f}")
-print(f"ours/JAX: steps/s {os_ / js:.2f}x, compile time {oc / jc:.2f}x, return {orr / jr:.3f}x "
-      f"(medians of {len(jax)} runs each, alternated; return = mean of the last 10% of updates)")
+    print(f"{i + 1:<7}" + " | ".join(f"{j[k]:>8{f}} {o[k]:>8{f}}" for _, k, f in cols))
+med = lambda rs, k: statistics.median(r[k] for r in rs)
+print(f"{'median':<7}" + " | ".join(f"{med(jax, k):>8{f}} {med(ours, k):>8{f}}" for _, k, f in cols))
+ratios = [o["steps_per_s"] / j["steps_per_s"] for j, o in zip(jax, ours)]
+print(f"ours/JAX steps/s per repetition: {' '.join(f'{r:.2f}' for r in ratios)} "
+      f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+print(f"ours/JAX: steps/s {med(ours, 'steps_per_s') / med(jax, 'steps_per_s'):.2f}x, "
+      f"CPU seconds {med(ours, 'cpu_s') / med(jax, 'cpu_s'):.2f}x, "
+      f"training seconds to solve {med(jax, 'solve_s') / med(ours, 'solve_s'):.2f}x faster, "
+      f"wall seconds to solve (compile included) {med(jax, 'to_solve') / med(ours, 'to_solve'):.2f}x faster, "
+      f"compile time {med(ours, 'compile') / med(jax, 'compile'):.2f}x, "
+      f"return {med(ours, 'return') / med(jax, 'return'):.3f}x "
+      f"(medians of {len(jax)} runs each, alternated; return = mean of the last 10% of updates; "
+      f"1-minute load average before the runs {min(loads):.1f} to {max(loads):.1f}, {os.cpu_count()} cores)")
 PY

@@ -15,9 +15,12 @@
 //! compile seconds of the two programs, the return of every update (the mean over
 //! the update's rollout of each environment's last finished episode return, as
 //! PureJaxRL plots it), the environment steps per second over the whole training
-//! (compile excluded), and ends with `mean_return=<last 10% of updates> steps_per_s=<…>
-//! compile_s=<…>`. It exits with status 1 if `mean_return` is below `min_return`
-//! (400).
+//! (compile excluded), the update at which the mean return of the last 10 updates
+//! first reaches 475 (solved) and the training seconds until then, and ends with
+//! `mean_return=<last 10% of updates> steps_per_s=<…> compile_s=<…> run_s=<training
+//! seconds> cpu_s=<CPU seconds of the training, all threads> solve_update=<…>
+//! solve_s=<…>` (-1 where not solved or not measured). It exits with status 1 if
+//! `mean_return` is below `min_return` (400).
 //!
 //! The run's directory (`--output-dir`, by default `runs/ppo_cartpole/<time>`)
 //! receives the configuration, `metrics.csv` (per update: return and loss), its plot
@@ -26,9 +29,9 @@
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use xlaclient::Client;
 use xlaclient::rl::ppo::{Ppo, PpoConfig};
 use xlaclient::runner::{Help, Runner};
+use xlaclient::{Client, ClientOptions, Plugin};
 
 /// The run's configuration; the defaults are PureJaxRL's for CartPole-v1.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -80,6 +83,23 @@ impl Default for Config {
             print_every_update: true,
         }
     }
+}
+
+/// The mean return over the last `SOLVE_WINDOW` updates that counts as solved.
+const SOLVED: f64 = 475.0;
+/// Updates averaged for the solved criterion.
+const SOLVE_WINDOW: usize = 10;
+
+/// CPU seconds (user + system, all threads) this process has used, from
+/// `/proc/self/stat` (Linux; `None` elsewhere). In clock ticks of 1/100 s.
+fn process_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command (which may hold spaces) close with ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 fn main() {
@@ -138,7 +158,14 @@ fn run() -> xlaclient::rl::Result<()> {
         seed: c.seed,
         updates_per_call: c.updates_per_call,
     };
-    let client = Client::cpu()?;
+    // One CPU device, as JAX's default CPU client has: the plugin's default of
+    // four gives it four worker threads, among which the program's small kernels
+    // are handed from thread to thread (on a 2-core machine, a third more CPU time
+    // for the same training).
+    let client = Client::new(
+        &Plugin::default_plugin()?,
+        &ClientOptions::new().cpu_device_count(1),
+    )?;
     let ppo = Ppo::new(&client, config.clone())?;
     let (init_s, update_s) = ppo.compile_s();
     let compile_s = init_s + update_s;
@@ -158,6 +185,11 @@ fn run() -> xlaclient::rl::Result<()> {
     run.set_total(num_updates);
     let mut returns: Vec<f64> = Vec::new();
     let (mut run_s, mut steps) = (0.0, 0u64);
+    let cpu_start = process_cpu_s();
+    // The first update at which the mean return of the last `SOLVE_WINDOW` updates
+    // reaches `SOLVED`, and the training seconds until then (the call's time
+    // shared evenly among its updates).
+    let mut solved: Option<(u64, f64)> = None;
     // Calls of `updates_per_call` updates while they fit in the training (the last
     // partial call is left out: its program has a fixed number of updates).
     while done + per_call <= num_updates {
@@ -166,7 +198,7 @@ fn run() -> xlaclient::rl::Result<()> {
         state = next;
         let ret = metrics.mean_return.to_vec::<f32>()?;
         let loss = metrics.loss.to_vec::<f32>()?;
-        run_s += t.elapsed().as_secs_f64();
+        let call_s = t.elapsed().as_secs_f64();
         steps += config.steps_per_call() as u64;
         for (i, (r, l)) in ret.iter().zip(&loss).enumerate() {
             let u = done + i as u64 + 1;
@@ -175,10 +207,20 @@ fn run() -> xlaclient::rl::Result<()> {
                 run.println(&format!("update {u:>5}  return {r:8.2}  loss {l:8.4}"));
             }
             returns.push(*r as f64);
+            if solved.is_none() && returns.len() >= SOLVE_WINDOW {
+                let recent = &returns[returns.len() - SOLVE_WINDOW..];
+                if recent.iter().sum::<f64>() / SOLVE_WINDOW as f64 >= SOLVED {
+                    solved = Some((u, run_s + call_s * (i + 1) as f64 / ret.len() as f64));
+                }
+            }
         }
+        run_s += call_s;
         done += per_call;
         run.checkpoint(done, &state)?;
     }
+    let cpu_s = process_cpu_s()
+        .zip(cpu_start)
+        .map(|(end, start)| end - start);
     let steps_per_s = steps as f64 / run_s;
     let tail = &returns[returns.len() - (returns.len() / 10).max(1).min(returns.len())..];
     let mean_return = tail.iter().sum::<f64>() / tail.len().max(1) as f64;
@@ -186,8 +228,20 @@ fn run() -> xlaclient::rl::Result<()> {
         "{} updates ({steps} environment steps) in {run_s:.2} s: {steps_per_s:.0} steps/s",
         returns.len()
     ));
+    match solved {
+        Some((u, s)) => run.println(&format!(
+            "solved (mean return of {SOLVE_WINDOW} updates ≥ {SOLVED}) at update {u}, {s:.2} s of training"
+        )),
+        None => run.println(&format!("not solved (mean return of {SOLVE_WINDOW} updates < {SOLVED})")),
+    }
     run.finish()?;
-    println!("mean_return={mean_return:.2} steps_per_s={steps_per_s:.0} compile_s={compile_s:.3}");
+    // -1: not measured (no /proc) or not solved.
+    let (solve_update, solve_s) = solved.map_or((-1, -1.0), |(u, s)| (u as i64, s));
+    println!(
+        "mean_return={mean_return:.2} steps_per_s={steps_per_s:.0} compile_s={compile_s:.3} \
+         run_s={run_s:.3} cpu_s={:.2} solve_update={solve_update} solve_s={solve_s:.3}",
+        cpu_s.unwrap_or(-1.0)
+    );
     if mean_return.is_nan() || mean_return < c.min_return {
         eprintln!(
             "PPO did not learn CartPole: mean return of the last 10% of updates {mean_return:.2} < {}",

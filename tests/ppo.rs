@@ -370,3 +370,29 @@ fn bad_configurations_are_errors_naming_the_field() {
         }
     }
 }
+
+/// `ppo::update` writes its samplers with Threefry unrolled (the programs above
+/// check that this computes JAX's bits) and leaves the builder's own setting as
+/// it found it, either way.
+#[test]
+fn update_leaves_the_builders_threefry_setting_as_it_found_it() {
+    let config = PpoConfig {
+        num_envs: 2,
+        num_steps: 4,
+        total_timesteps: 8,
+        update_epochs: 1,
+        num_minibatches: 2,
+        hidden: 4,
+        updates_per_call: 1,
+        ..PpoConfig::default()
+    };
+    for before in [false, true] {
+        let b = xlaclient::Builder::new("ppo_threefry_setting");
+        b.unroll_threefry(before);
+        let s = xlaclient::rl::ppo::init_state(&b, &config);
+        let (next, metrics) = xlaclient::rl::ppo::update(&config, s);
+        assert_eq!(b.threefry_unrolled(), before, "setting after update");
+        assert_eq!(metrics.loss.dims().unwrap(), Vec::<i64>::new());
+        assert_eq!(next.key.dims().unwrap(), vec![2]);
+    }
+}

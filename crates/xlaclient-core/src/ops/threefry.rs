@@ -157,6 +157,13 @@ impl Builder {
         self.g.borrow_mut().threefry_unrolled = on;
     }
 
+    /// Whether the Threefry hash is now written unrolled (see
+    /// [`unroll_threefry`](Self::unroll_threefry)): to restore the setting after
+    /// changing it for part of a program.
+    pub fn threefry_unrolled(&self) -> bool {
+        self.g.borrow().threefry_unrolled
+    }
+
     /// `jax.random.key_data(jax.random.PRNGKey(seed))` with JAX's default 32-bit
     /// integers: the key `[0, seed]`. (With `jax_enable_x64`, JAX keys a 64-bit seed
     /// as `[high word, low word]`: build that with `constant_vec`.)
