@@ -466,13 +466,7 @@ impl Builder {
         args: &[&Op],
         body: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
     ) -> Vec<Op> {
-        let loc = Location::caller();
-        let target = match self.target(args, "call", loc) {
-            Ok(t) => t,
-            Err(failed) => return vec![failed],
-        };
-        let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
-        self.define(target, name, &shapes, body, loc).call(args)
+        self.call_at(name, args, body, Location::caller())
     }
 
     /// A function with its own backward rule (`jax.custom_vjp`): the result is
@@ -505,13 +499,7 @@ impl Builder {
         forward: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
         backward: impl Fn(&[Op], &[Op], &[Op]) -> Vec<Op> + 'static,
     ) -> Vec<Op> {
-        let loc = Location::caller();
-        let target = match self.target(args, "call", loc) {
-            Ok(t) => t,
-            Err(failed) => return vec![failed],
-        };
-        let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
-        let out = self.define(target, name, &shapes, forward, loc).call(args);
+        let out = self.call_at(name, args, forward, Location::caller());
         if let Some(key) = self.call_instruction(&out) {
             let rule: BackwardRule = std::rc::Rc::new(backward);
             self.g
@@ -520,6 +508,23 @@ impl Builder {
                 .insert(key, (args.len(), rule));
         }
         out
+    }
+
+    /// [`call`](Self::call) for the user's line `loc`.
+    #[track_caller]
+    fn call_at(
+        &self,
+        name: &str,
+        args: &[&Op],
+        body: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
+        loc: &'static Location<'static>,
+    ) -> Vec<Op> {
+        let target = match self.target(args, "call", loc) {
+            Ok(t) => t,
+            Err(failed) => return vec![failed],
+        };
+        let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
+        self.define(target, name, &shapes, body, loc).call(args)
     }
 
     /// The call instruction behind a call's results: the result itself, or the
@@ -565,13 +570,7 @@ impl Builder {
         args: &[&Op],
         body: impl FnOnce(&Builder, &[Op]) -> Vec<Op>,
     ) -> Vec<Op> {
-        let loc = Location::caller();
-        let target = match self.target(args, "call", loc) {
-            Ok(t) => t,
-            Err(failed) => return vec![failed],
-        };
-        let shapes: Vec<Shape> = args.iter().map(|a| a.shape().expect("checked")).collect();
-        let out = self.define(target, name, &shapes, body, loc).call(args);
+        let out = self.call_at(name, args, body, Location::caller());
         if let Some(key) = self.call_instruction(&out) {
             self.g
                 .borrow_mut()
