@@ -1307,11 +1307,15 @@ fn while_cts(
     // backward step over the forward loop's stacks) instead of a loop of small
     // ones, as a hand-batched loss would; the invariant elements' cotangents are
     // then sums over the step axis. Only with an exact trip count (every stacked
-    // row holds a step) and no row reads (whose rows would be scattered).
+    // row holds a step), and only under `Everything`: the batched steps hold
+    // every step's cotangents at once, of the size of what that policy stores,
+    // where a partial policy asked for less memory (their backward loop recomputes
+    // one step at a time). The rows the steps read of an invariant element get
+    // their cotangents by one scatter-add.
     let batched = !bounded
         && store
+        && !partial
         && !recurrent
-        && row_reads.is_empty()
         && float.iter().all(|j| invariant[*j] || once[*j]);
     let (mut out, ct_stacks): (Vec<Option<Op>>, Vec<Op>) = if batched {
         batched_backward(
@@ -1330,6 +1334,7 @@ fn while_cts(
                 once: &once,
                 defer_edges: &defer_edges,
                 deferred: &deferred,
+                row_reads: &row_reads,
             },
             b,
             &stacks,
@@ -1566,6 +1571,8 @@ struct BackwardStep<'a> {
     defer_edges: &'a std::collections::HashSet<(u32, usize)>,
     /// The dots whose invariant operand's cotangent is one product after.
     deferred: &'a [DeferredDot],
+    /// The rows the steps read of invariant elements.
+    row_reads: &'a [RowRead],
 }
 
 /// The backward steps of a loop whose steps no float cotangent chains, batched
@@ -1644,6 +1651,37 @@ fn batched_backward(
                 .broadcast_to(d.out.dims())
             })
         }));
+        // Each row read's row cotangent (zeros where none reached it) and the
+        // row's index along the element's first axis.
+        for r in s.row_reads {
+            let row = captured.get(&r.slice).cloned().unwrap_or_else(|| {
+                let mut dims = s.shapes[r.element].dims().to_vec();
+                dims[0] = 1;
+                bb.scalar_of(
+                    s.shapes[r.element].element_type().expect("array"),
+                    crate::Scalar::Int(0),
+                    loc,
+                )
+                .broadcast_to(&dims)
+            });
+            let first = match &r.starts[0] {
+                Start::Element(e) => c_t[*e].clone(),
+                Start::Value(v) => vals.get(&(v.instr, v.result)).cloned().unwrap_or_else(|| {
+                    bb.fail(
+                        ShapeError::new(
+                            "while",
+                            &[],
+                            ShapeErrorKind::Body,
+                            "the gradient lost a start index of a row the loop reads",
+                        ),
+                        loc,
+                    )
+                }),
+                Start::Constant(kind, shape) => bb.emit(kind.clone(), &[], Some(shape.clone()), loc),
+            };
+            outs.push(row);
+            outs.push(first);
+        }
         outs
     });
     let mut rows = rows.into_iter();
@@ -1658,7 +1696,39 @@ fn batched_backward(
         let sum = per_step.at(loc).reduce_sum(&[0]);
         out[*j] = Some(c.binary(crate::BinaryOp::Add, &sum, loc));
     }
-    (out, rows.collect())
+    let ct_stacks: Vec<Op> = rows.by_ref().take(s.deferred.len()).collect();
+    // The rows read, added into the element's cotangent at their (clamped, as
+    // the dynamic-slice clamps) indices: one scatter-add over the steps.
+    for r in s.row_reads {
+        let (Some(row), Some(first)) = (rows.next(), rows.next()) else {
+            break;
+        };
+        let dims = s.shapes[r.element].dims();
+        let trips = row.dims().map(|d| d[0]).unwrap_or(0);
+        let idx = first
+            .clamp(&first.full_like(0.0), &first.full_like((dims[0] - 1) as f64))
+            .reshape(&[trips, 1]);
+        let update: Vec<i64> = std::iter::once(trips).chain(dims[1..].iter().copied()).collect();
+        let row = row.reshape(&update);
+        let sd = crate::ops::indexing::ScatterDims {
+            update_window_dims: (1..dims.len() as i64).collect(),
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            input_batching_dims: vec![],
+            scatter_indices_batching_dims: vec![],
+        };
+        let zeros = zeros_like(&s.init[r.element], loc);
+        let ct = b.at(loc).scatter(&[&zeros], &idx, &[&row], &sd, false, false, |old, new| {
+            vec![old[0].binary(crate::BinaryOp::Add, &new[0], loc)]
+        });
+        let ct = ct.into_iter().next().expect("one input");
+        out[r.element] = Some(match out[r.element].take() {
+            Some(c) => c.binary(crate::BinaryOp::Add, &ct, loc),
+            None => ct,
+        });
+    }
+    (out, ct_stacks)
 }
 
 /// A start index of a row read ([`RowRead`]) as the backward step gets it.
