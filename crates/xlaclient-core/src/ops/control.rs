@@ -1357,136 +1357,135 @@ fn while_cts(
             })
             .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
             .collect();
-        let (bwd_i, ct_in, ct_stacks) = b.while_loop(
-            (s32(b, 0), ct0, ct_stacks0),
-            |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
-            |(s, ct, ct_rows)| {
-                let bb = s.builder();
-                let last = local(&bb, &count).binary_scalar(
-                    crate::BinaryOp::Subtract,
-                    crate::Scalar::Int(1),
-                    false,
-                    loc,
-                );
-                let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
-                // Row `t` of a stack.
-                let slice = |stack: &Op, shape: &Shape| {
-                    let starts = at_step(&t, shape.rank());
-                    let refs: Vec<&Op> = starts.iter().collect();
-                    read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
-                        .reshape(shape.dims())
-                };
-                let c_t: Vec<Op> = (0..k)
-                    .map(|j| {
-                        let dims = shapes[j].dims().to_vec();
-                        match stacked.iter().position(|x| *x == j) {
-                            Some(p) => slice(&stacks[p], &shapes[j]),
-                            // A value of its own for each element, so that two elements
-                            // holding the same outside value get separate cotangents.
-                            None => {
-                                let src = if invariant[j] {
-                                    &init[j]
-                                } else {
-                                    &n.results[j]
-                                };
-                                local(&bb, src).reshape(&dims)
+        let (bwd_i, ct_in, ct_stacks) =
+            b.while_loop(
+                (s32(b, 0), ct0, ct_stacks0),
+                |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
+                |(s, ct, ct_rows)| {
+                    let bb = s.builder();
+                    let last = local(&bb, &count).binary_scalar(
+                        crate::BinaryOp::Subtract,
+                        crate::Scalar::Int(1),
+                        false,
+                        loc,
+                    );
+                    let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+                    // Row `t` of a stack.
+                    let slice = |stack: &Op, shape: &Shape| {
+                        let starts = at_step(&t, shape.rank());
+                        let refs: Vec<&Op> = starts.iter().collect();
+                        read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
+                            .reshape(shape.dims())
+                    };
+                    let c_t: Vec<Op> = (0..k)
+                        .map(|j| {
+                            let dims = shapes[j].dims().to_vec();
+                            match stacked.iter().position(|x| *x == j) {
+                                Some(p) => slice(&stacks[p], &shapes[j]),
+                                // A value of its own for each element, so that two elements
+                                // holding the same outside value get separate cotangents.
+                                None => {
+                                    let src = if invariant[j] {
+                                        &init[j]
+                                    } else {
+                                        &n.results[j]
+                                    };
+                                    local(&bb, src).reshape(&dims)
+                                }
                             }
-                        }
-                    })
-                    .collect();
-                let (back, captured, vals) = if store {
-                    // The step's values, read back from the stacks.
-                    let mut vals: HashMap<(u32, u32), Op> = stored
-                        .iter()
-                        .enumerate()
-                        .map(|(p, (ins, r, shape))| {
-                            ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
                         })
                         .collect();
-                    for (ins, j) in &unstored {
-                        vals.insert((*ins, 0), c_t[*j].clone());
-                    }
-                    if partial {
-                        // The others, computed again from those and the carry.
-                        recompute(&bb, body, &c_t, &mut vals, loc);
-                    }
-                    let (back, captured) =
-                        backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
-                    (back, captured, vals)
-                } else {
-                    let outs = inline(&bb, body, &c_t);
-                    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-                    let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
-                    let ct_refs: Vec<&Op> = ct.iter().collect();
-                    (
-                        bb.vjp(&outs_f, &ct_refs, &wrt_f),
-                        HashMap::new(),
-                        HashMap::new(),
-                    )
-                };
-                // A stacked output's cotangent stays the final one: each step reads
-                // its own row of it, which no later step's write has touched (see
-                // `rows_once`); zeroing the row after reading it would make the
-                // plugin copy the whole stack every step.
-                let back: Vec<Op> = back
-                    .into_iter()
-                    .zip(&ct)
-                    .zip(&float)
-                    .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
-                    .collect();
-                // Row `t` of each deferred dot's result cotangents.
-                let rows: Vec<Op> = deferred
-                    .iter()
-                    .zip(&ct_rows)
-                    .map(|(d, buf)| {
-                        let row = captured
-                            .get(&d.dot)
-                            .cloned()
-                            .unwrap_or_else(|| {
-                                bb.scalar_of(
-                                    d.out.element_type().expect("array"),
-                                    crate::Scalar::Int(0),
-                                    loc,
-                                )
-                                .broadcast_to(d.out.dims())
-                            })
-                            .reshape(&with_step_axis(&d.out));
-                        let starts = at_step(&t, d.out.rank());
-                        let refs: Vec<&Op> = starts.iter().collect();
-                        write_block(buf, &row, &refs)
-                    })
-                    .chain(
-                        row_reads
+                    let (back, captured, vals) = if store {
+                        // The step's values, read back from the stacks.
+                        let mut vals: HashMap<(u32, u32), Op> = stored
                             .iter()
-                            .zip(&ct_rows[deferred.len()..])
-                            .map(|(r, buf)| {
-                                // The step's rows, at the step's own start indices.
-                                let starts: Vec<Op> = r
-                                    .starts
-                                    .iter()
-                                    .map(|v| match v {
-                                        Start::Element(e) => c_t[*e].clone(),
-                                        Start::Value(v) => vals
-                                            .get(&(v.instr, v.result))
-                                            .cloned()
-                                            .unwrap_or_else(|| lost(&bb)),
-                                        Start::Constant(kind, shape) => {
-                                            bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
-                                        }
+                            .enumerate()
+                            .map(|(p, (ins, r, shape))| {
+                                ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                            })
+                            .collect();
+                        for (ins, j) in &unstored {
+                            vals.insert((*ins, 0), c_t[*j].clone());
+                        }
+                        if partial {
+                            // The others, computed again from those and the carry.
+                            recompute(&bb, body, &c_t, &mut vals, loc);
+                        }
+                        let (back, captured) =
+                            backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
+                        (back, captured, vals)
+                    } else {
+                        let outs = inline(&bb, body, &c_t);
+                        let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                        let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                        let ct_refs: Vec<&Op> = ct.iter().collect();
+                        (
+                            bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                            HashMap::new(),
+                            HashMap::new(),
+                        )
+                    };
+                    // A stacked output's cotangent stays the final one: each step reads
+                    // its own row of it, which no later step's write has touched (see
+                    // `rows_once`); zeroing the row after reading it would make the
+                    // plugin copy the whole stack every step.
+                    let back: Vec<Op> = back
+                        .into_iter()
+                        .zip(&ct)
+                        .zip(&float)
+                        .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
+                        .collect();
+                    // Row `t` of each deferred dot's result cotangents.
+                    let rows: Vec<Op> =
+                        deferred
+                            .iter()
+                            .zip(&ct_rows)
+                            .map(|(d, buf)| {
+                                let row = captured
+                                    .get(&d.dot)
+                                    .cloned()
+                                    .unwrap_or_else(|| {
+                                        bb.scalar_of(
+                                            d.out.element_type().expect("array"),
+                                            crate::Scalar::Int(0),
+                                            loc,
+                                        )
+                                        .broadcast_to(d.out.dims())
                                     })
-                                    .collect();
-                                // (No cotangent reached the read: nothing to write.)
-                                let Some(row) = captured.get(&r.slice) else {
-                                    return buf.clone();
-                                };
+                                    .reshape(&with_step_axis(&d.out));
+                                let starts = at_step(&t, d.out.rank());
                                 let refs: Vec<&Op> = starts.iter().collect();
-                                write_block(buf, row, &refs)
-                            }),
-                    )
-                    .collect();
-                (plus_one(s), back, rows)
-            },
-        );
+                                write_block(buf, &row, &refs)
+                            })
+                            .chain(row_reads.iter().zip(&ct_rows[deferred.len()..]).map(
+                                |(r, buf)| {
+                                    // The step's rows, at the step's own start indices.
+                                    let starts: Vec<Op> = r
+                                        .starts
+                                        .iter()
+                                        .map(|v| match v {
+                                            Start::Element(e) => c_t[*e].clone(),
+                                            Start::Value(v) => vals
+                                                .get(&(v.instr, v.result))
+                                                .cloned()
+                                                .unwrap_or_else(|| lost(&bb)),
+                                            Start::Constant(kind, shape) => {
+                                                bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                            }
+                                        })
+                                        .collect();
+                                    // (No cotangent reached the read: nothing to write.)
+                                    let Some(row) = captured.get(&r.slice) else {
+                                        return buf.clone();
+                                    };
+                                    let refs: Vec<&Op> = starts.iter().collect();
+                                    write_block(buf, row, &refs)
+                                },
+                            ))
+                            .collect();
+                    (plus_one(s), back, rows)
+                },
+            );
         // The backward loop has a trip count or bound too: the gradient is
         // differentiable again.
         if bounded {
@@ -1591,99 +1590,105 @@ fn batched_backward(
 ) -> (Vec<Option<Op>>, Vec<Op>) {
     use crate::autodiff::{local, zeros_like};
     let n_st = s.stacked.len();
-    let rows = b.at(loc).vmap(&crate::Vmap::new(), stacks.to_vec(), |bb, rows| {
-        let c_t: Vec<Op> = (0..s.k)
-            .map(|j| match s.stacked.iter().position(|x| *x == j) {
-                Some(p) => rows[p].clone(),
-                None => {
-                    let src = if s.invariant[j] {
-                        &s.init[j]
+    let rows = b
+        .at(loc)
+        .vmap(&crate::Vmap::new(), stacks.to_vec(), |bb, rows| {
+            let c_t: Vec<Op> = (0..s.k)
+                .map(|j| match s.stacked.iter().position(|x| *x == j) {
+                    Some(p) => rows[p].clone(),
+                    None => {
+                        let src = if s.invariant[j] {
+                            &s.init[j]
+                        } else {
+                            &s.results[j]
+                        };
+                        local(bb, src).reshape(s.shapes[j].dims())
+                    }
+                })
+                .collect();
+            let mut vals: HashMap<(u32, u32), Op> = s
+                .stored
+                .iter()
+                .enumerate()
+                .map(|(p, (ins, r, _))| ((*ins, *r), rows[n_st + p].clone()))
+                .collect();
+            for (ins, j) in s.unstored {
+                vals.insert((*ins, 0), c_t[*j].clone());
+            }
+            if s.partial {
+                recompute(bb, s.body, &c_t, &mut vals, loc);
+            }
+            // The stacked outputs' final cotangent, the same for every step; an
+            // invariant element's own cotangent only passes through a step, so each
+            // step gets none for it and returns what it adds.
+            let ct: Vec<Op> = s
+                .float
+                .iter()
+                .zip(ct0)
+                .map(|(j, c)| {
+                    if s.once[*j] {
+                        local(bb, c)
                     } else {
-                        &s.results[j]
-                    };
-                    local(bb, src).reshape(s.shapes[j].dims())
-                }
-            })
-            .collect();
-        let mut vals: HashMap<(u32, u32), Op> = s
-            .stored
-            .iter()
-            .enumerate()
-            .map(|(p, (ins, r, _))| ((*ins, *r), rows[n_st + p].clone()))
-            .collect();
-        for (ins, j) in s.unstored {
-            vals.insert((*ins, 0), c_t[*j].clone());
-        }
-        if s.partial {
-            recompute(bb, s.body, &c_t, &mut vals, loc);
-        }
-        // The stacked outputs' final cotangent, the same for every step; an
-        // invariant element's own cotangent only passes through a step, so each
-        // step gets none for it and returns what it adds.
-        let ct: Vec<Op> = s
-            .float
-            .iter()
-            .zip(ct0)
-            .map(|(j, c)| {
-                if s.once[*j] {
-                    local(bb, c)
-                } else {
-                    zeros_like(&c_t[*j], loc)
-                }
-            })
-            .collect();
-        let (back, captured) =
-            backprop_stored(bb, s.body, &c_t, &vals, s.float, &ct, s.defer_edges, loc);
-        let mut outs: Vec<Op> = s
-            .float
-            .iter()
-            .zip(back)
-            .filter(|(j, _)| !s.once[**j])
-            .map(|(_, bk)| bk)
-            .collect();
-        outs.extend(s.deferred.iter().map(|d| {
-            captured.get(&d.dot).cloned().unwrap_or_else(|| {
-                bb.scalar_of(
-                    d.out.element_type().expect("array"),
-                    crate::Scalar::Int(0),
-                    loc,
-                )
-                .broadcast_to(d.out.dims())
-            })
-        }));
-        // Each row read's row cotangent (zeros where none reached it) and the
-        // row's index along the element's first axis.
-        for r in s.row_reads {
-            let row = captured.get(&r.slice).cloned().unwrap_or_else(|| {
-                let mut dims = s.shapes[r.element].dims().to_vec();
-                dims[0] = 1;
-                bb.scalar_of(
-                    s.shapes[r.element].element_type().expect("array"),
-                    crate::Scalar::Int(0),
-                    loc,
-                )
-                .broadcast_to(&dims)
-            });
-            let first = match &r.starts[0] {
-                Start::Element(e) => c_t[*e].clone(),
-                Start::Value(v) => vals.get(&(v.instr, v.result)).cloned().unwrap_or_else(|| {
-                    bb.fail(
-                        ShapeError::new(
-                            "while",
-                            &[],
-                            ShapeErrorKind::Body,
-                            "the gradient lost a start index of a row the loop reads",
-                        ),
+                        zeros_like(&c_t[*j], loc)
+                    }
+                })
+                .collect();
+            let (back, captured) =
+                backprop_stored(bb, s.body, &c_t, &vals, s.float, &ct, s.defer_edges, loc);
+            let mut outs: Vec<Op> = s
+                .float
+                .iter()
+                .zip(back)
+                .filter(|(j, _)| !s.once[**j])
+                .map(|(_, bk)| bk)
+                .collect();
+            outs.extend(s.deferred.iter().map(|d| {
+                captured.get(&d.dot).cloned().unwrap_or_else(|| {
+                    bb.scalar_of(
+                        d.out.element_type().expect("array"),
+                        crate::Scalar::Int(0),
                         loc,
                     )
-                }),
-                Start::Constant(kind, shape) => bb.emit(kind.clone(), &[], Some(shape.clone()), loc),
-            };
-            outs.push(row);
-            outs.push(first);
-        }
-        outs
-    });
+                    .broadcast_to(d.out.dims())
+                })
+            }));
+            // Each row read's row cotangent (zeros where none reached it) and the
+            // row's index along the element's first axis.
+            for r in s.row_reads {
+                let row = captured.get(&r.slice).cloned().unwrap_or_else(|| {
+                    let mut dims = s.shapes[r.element].dims().to_vec();
+                    dims[0] = 1;
+                    bb.scalar_of(
+                        s.shapes[r.element].element_type().expect("array"),
+                        crate::Scalar::Int(0),
+                        loc,
+                    )
+                    .broadcast_to(&dims)
+                });
+                let first = match &r.starts[0] {
+                    Start::Element(e) => c_t[*e].clone(),
+                    Start::Value(v) => {
+                        vals.get(&(v.instr, v.result)).cloned().unwrap_or_else(|| {
+                            bb.fail(
+                                ShapeError::new(
+                                    "while",
+                                    &[],
+                                    ShapeErrorKind::Body,
+                                    "the gradient lost a start index of a row the loop reads",
+                                ),
+                                loc,
+                            )
+                        })
+                    }
+                    Start::Constant(kind, shape) => {
+                        bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                    }
+                };
+                outs.push(row);
+                outs.push(first);
+            }
+            outs
+        });
     let mut rows = rows.into_iter();
     let mut out = vec![None; s.k];
     for (j, c) in s.float.iter().zip(ct0) {
@@ -1706,9 +1711,14 @@ fn batched_backward(
         let dims = s.shapes[r.element].dims();
         let trips = row.dims().map(|d| d[0]).unwrap_or(0);
         let idx = first
-            .clamp(&first.full_like(0.0), &first.full_like((dims[0] - 1) as f64))
+            .clamp(
+                &first.full_like(0.0),
+                &first.full_like((dims[0] - 1) as f64),
+            )
             .reshape(&[trips, 1]);
-        let update: Vec<i64> = std::iter::once(trips).chain(dims[1..].iter().copied()).collect();
+        let update: Vec<i64> = std::iter::once(trips)
+            .chain(dims[1..].iter().copied())
+            .collect();
         let row = row.reshape(&update);
         let sd = crate::ops::indexing::ScatterDims {
             update_window_dims: (1..dims.len() as i64).collect(),
@@ -1719,9 +1729,11 @@ fn batched_backward(
             scatter_indices_batching_dims: vec![],
         };
         let zeros = zeros_like(&s.init[r.element], loc);
-        let ct = b.at(loc).scatter(&[&zeros], &idx, &[&row], &sd, false, false, |old, new| {
-            vec![old[0].binary(crate::BinaryOp::Add, &new[0], loc)]
-        });
+        let ct = b
+            .at(loc)
+            .scatter(&[&zeros], &idx, &[&row], &sd, false, false, |old, new| {
+                vec![old[0].binary(crate::BinaryOp::Add, &new[0], loc)]
+            });
         let ct = ct.into_iter().next().expect("one input");
         out[r.element] = Some(match out[r.element].take() {
             Some(c) => c.binary(crate::BinaryOp::Add, &ct, loc),
