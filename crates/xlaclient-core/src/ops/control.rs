@@ -1323,7 +1323,7 @@ fn while_cts(
                 body,
                 k,
                 init: &init,
-                results: &n.results,
+                results: n.results,
                 shapes: &shapes,
                 invariant: &invariant,
                 stacked: &stacked,
