@@ -634,3 +634,19 @@ fn independent_steps_are_reversed_in_one_batched_pass_without_a_backward_loop() 
         }
     }
 }
+
+/// The gradient of the batched backward steps (no backward loop) differentiated
+/// again: `w ↦ ∂L/∂w` of [`independent`]'s loss, against central differences of
+/// that gradient.
+#[test]
+fn grad_of_grad_through_independent_steps() {
+    fd::check("independent_second_order", INDEPENDENT, -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let out = independent(p, &CheckpointPolicy::Everything);
+        let n = out.dims().unwrap()[0] as usize;
+        let c: Vec<f64> = (0..n).map(|i| ((i * 5 % 7) as f64 - 3.0) / 3.0).collect();
+        let loss = (&out * &b.constant_vec(&c)).reduce_sum(&[0]);
+        let (gw, gv) = b.grad(&loss, &(p[2].clone(), p[3].clone()));
+        b.concatenate(&[&gw.reshape(&[6]), &gv.reshape(&[9])], 0)
+    });
+}
