@@ -116,7 +116,7 @@ pub(crate) fn differentiable(t: ElementType) -> bool {
 
 /// Zeros of `x`'s shape and type.
 pub(crate) fn zeros_like(x: &Op, loc: &'static Location<'static>) -> Op {
-    x.at(loc).full_like(0.0)
+    x.on(loc).full_like(0.0)
 }
 
 /// The cotangent `cts[j]`, or zeros like `like` where none arrived.
@@ -363,7 +363,7 @@ impl Op {
             Err(_) => return self.clone(),
         };
         // A reshape to the same dimensions, as `stop_gradient`: XLA removes it.
-        let out = self.at(loc).reshape(&dims);
+        let out = self.on(loc).reshape(&dims);
         if !out.is_poisoned() {
             out.g
                 .borrow_mut()

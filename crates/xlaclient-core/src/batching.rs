@@ -96,7 +96,7 @@ impl BVal {
                 let mut out = vec![size];
                 out.extend(&dims);
                 let map: Vec<i64> = (1..=dims.len() as i64).collect();
-                op.at(loc).broadcast_in_dim(&out, &map)
+                op.on(loc).broadcast_in_dim(&out, &map)
             }
         })
     }
@@ -130,7 +130,7 @@ pub(crate) fn move_axis(op: &Op, from: usize, to: usize, loc: &'static Location<
     };
     let mut perm: Vec<i64> = (0..rank as i64).filter(|a| *a != from as i64).collect();
     perm.insert(to, from as i64);
-    op.at(loc).transpose(&perm)
+    op.on(loc).transpose(&perm)
 }
 
 /// `s` with a batch axis of `size` at 0 (every array of a tuple).
@@ -237,7 +237,7 @@ pub(crate) fn elementwise(n: &BatchNode) -> Batched {
             let f = n.front(k)?;
             let r = f.rank().map_err(|e| e.to_string())?;
             Ok(if r == 1 && !out.is_empty() && n.operands.len() > 1 {
-                f.at(n.loc).broadcast_in_dim(&full, &[0])
+                f.on(n.loc).broadcast_in_dim(&full, &[0])
             } else {
                 f
             })
@@ -523,7 +523,7 @@ impl Builder {
         let params: Vec<Op> = inputs
             .iter()
             .enumerate()
-            .map(|(k, (s, _))| sb.at(loc).parameter(k, s.clone(), &format!("x{k}")))
+            .map(|(k, (s, _))| sb.on(loc).parameter(k, s.clone(), &format!("x{k}")))
             .collect();
         let one_args = args
             .rebuild(params.clone())
@@ -753,7 +753,7 @@ impl Batcher {
                 (OpKind::GetTupleElement { index }, _) => match &operands[0] {
                     BVal::Tuple(e) => vec![e[*index as usize].clone()],
                     BVal::Array { op, bdim: None } => {
-                        vec![BVal::same(op.at(loc).get_tuple_element(*index as usize))]
+                        vec![BVal::same(op.on(loc).get_tuple_element(*index as usize))]
                     }
                     BVal::Array { .. } => {
                         return Err(self.internal("a batched tuple held as one op", loc));
@@ -783,7 +783,7 @@ impl Batcher {
                         at: (src, i as u32),
                         pass: self,
                     };
-                    let _origin = self.b.at(loc);
+                    let _origin = self.b.on(loc);
                     match crate::ops::table::batch(&node) {
                         Ok(v) if v.len() == shapes.len() => v,
                         Ok(_) => {
@@ -861,7 +861,7 @@ impl Batcher {
             };
         }
         let n = self.size;
-        let o = op.at(loc);
+        let o = op.on(loc);
         Ok(match (what, bdim) {
             (Named::Sum, None) => BVal::same(&*o * n as f64),
             (Named::Mean | Named::Max | Named::Min, None) => BVal::same(op.clone()),
@@ -880,7 +880,7 @@ impl Batcher {
             }
             (Named::Index, _) => {
                 let ty = one.element_type().unwrap_or(crate::shape::ElementType::S32);
-                BVal::at(self.b.at(loc).iota(ty, &[n], 0), 0)
+                BVal::at(self.b.on(loc).iota(ty, &[n], 0), 0)
             }
         })
     }
@@ -893,7 +893,7 @@ pub(crate) fn marker(x: &Op, axis: &str, what: Named, loc: &'static Location<'st
         Ok(d) => d,
         Err(_) => return x.clone(),
     };
-    let out = x.at(loc).reshape(&dims);
+    let out = x.on(loc).reshape(&dims);
     if !out.is_poisoned() {
         out.g
             .borrow_mut()
@@ -950,7 +950,7 @@ pub(crate) fn split_like(like: &BVal, out: &Op, loc: &'static Location<'static>)
         BVal::Tuple(e) => BVal::Tuple(
             e.iter()
                 .enumerate()
-                .map(|(k, x)| split_like(x, &out.at(loc).get_tuple_element(k), loc))
+                .map(|(k, x)| split_like(x, &out.on(loc).get_tuple_element(k), loc))
                 .collect(),
         ),
     }

@@ -353,7 +353,7 @@ impl Builder {
             x,
             |x| {
                 let loss = f(x);
-                x.builder().at(loc).grad(&loss, x)
+                x.builder().on(loc).grad(&loss, x)
             },
             true,
             loc,
@@ -432,7 +432,7 @@ impl Builder {
             |p: P| {
                 let keep = p.map_ref(|o| o.clone());
                 let loss = f(p);
-                loss.builder().at(loc).grad(&loss, &keep)
+                loss.builder().on(loc).grad(&loss, &keep)
             },
             true,
             loc,
@@ -464,7 +464,7 @@ impl Builder {
             Some(Err(_)) => return fail(xs[0].clone(), 1),
             None => return Vec::new(),
         };
-        let b = self.at(loc);
+        let b = self.on(loc);
         let sizes =
             |ds: &[Vec<i64>]| -> Vec<i64> { ds.iter().map(|d| d.iter().product()).collect() };
         // The rows of an identity, one block of columns per leaf of `dims`.
@@ -510,7 +510,7 @@ impl Builder {
                     yd = ys.iter().map(|o| o.dims().unwrap_or_default()).collect();
                     let xr: Vec<&Op> = xv.iter().collect();
                     let tr: Vec<&Op> = tv.iter().collect();
-                    bb.at(loc).jvp(&ys, &xr, &tr)
+                    bb.on(loc).jvp(&ys, &xr, &tr)
                 },
             );
             let nxs = sizes(&xd);
@@ -558,7 +558,7 @@ impl Builder {
                     let yl: Vec<&Op> = y.leaves();
                     let cr: Vec<&Op> = cv.iter().collect();
                     let xr: Vec<&Op> = xv.iter().collect();
-                    bb.at(loc).vjp(&yl, &cr, &xr)
+                    bb.on(loc).vjp(&yl, &cr, &xr)
                 },
             );
             let nys = sizes(&yd);
@@ -702,7 +702,7 @@ pub(crate) fn push_forward(
                         loc,
                         at: (comp, i as u32),
                     };
-                    let _origin = b.at(loc);
+                    let _origin = b.on(loc);
                     match crate::ops::table::jvp(&node) {
                         Ok(t) if t.len() == nres => t,
                         Ok(_) => {
@@ -795,7 +795,7 @@ pub(crate) fn elements_of(operands: &[Op], loc: &'static Location<'static>) -> V
     match operands {
         [one] => match one.shape() {
             Ok(Shape::Tuple(e)) => (0..e.len())
-                .map(|i| one.at(loc).get_tuple_element(i))
+                .map(|i| one.on(loc).get_tuple_element(i))
                 .collect(),
             _ => vec![one.clone()],
         },

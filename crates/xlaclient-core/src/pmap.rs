@@ -391,7 +391,7 @@ impl Builder {
         let loc = Location::caller();
         if let [name] = names.names()[..] {
             if self.vmap_axis(name).is_some() {
-                let zero = self.at(loc).constant(0i32);
+                let zero = self.on(loc).constant(0i32);
                 return crate::batching::marker(&zero, name, crate::batching::Named::Index, loc);
             }
         }
@@ -399,7 +399,7 @@ impl Builder {
             Ok(s) => s,
             Err(failed) => return failed,
         };
-        let b = self.at(loc);
+        let b = self.on(loc);
         let r = b.replica_id();
         let mut index: Option<Op> = None;
         for &k in &sel.picked {
@@ -526,7 +526,7 @@ impl Op {
             return m;
         }
         match self.named_groups("pmean_axis", &names.names(), loc) {
-            Ok((groups, _)) => self.at(loc).pmean(&groups),
+            Ok((groups, _)) => self.on(loc).pmean(&groups),
             Err(failed) => failed,
         }
     }
@@ -608,7 +608,7 @@ impl Op {
                 loc,
             );
         }
-        let x = self.at(loc);
+        let x = self.on(loc);
         x.expand_dims(dimension).all_gather(dimension, &groups)
     }
 
@@ -619,7 +619,7 @@ impl Op {
     pub fn all_gather_axis_tiled(&self, names: impl AxisNames, dimension: i64) -> Op {
         let loc = Location::caller();
         match self.named_groups("all_gather_axis_tiled", &names.names(), loc) {
-            Ok((groups, _)) => self.at(loc).all_gather(dimension, &groups),
+            Ok((groups, _)) => self.on(loc).all_gather(dimension, &groups),
             Err(failed) => failed,
         }
     }
@@ -634,7 +634,7 @@ impl Op {
         let loc = Location::caller();
         match self.named_groups("psum_scatter_axis", &names.names(), loc) {
             Ok((groups, _)) => self
-                .at(loc)
+                .on(loc)
                 .reduce_scatter(BinaryOp::Add, dimension, &groups),
             Err(failed) => failed,
         }
@@ -695,7 +695,7 @@ impl Op {
                     .map(|&(s, t)| (base + s * stride, base + t * stride)),
             );
         }
-        self.at(loc).collective_permute(&pairs)
+        self.on(loc).collective_permute(&pairs)
     }
 }
 

@@ -759,7 +759,7 @@ impl Op {
                 Ok(s) => s,
                 Err(e) => return fail(e.to_string()),
             };
-        let at = b.at(loc);
+        let at = b.on(loc);
         let attrs = crate::ops::misc::CustomCallAttrs {
             target: "Sharding".into(),
             opaque: Vec::new(),
@@ -849,7 +849,7 @@ where
     let loc = Location::caller();
     let mut n = 0;
     let params = {
-        let at = b.at(loc);
+        let at = b.on(loc);
         spec.map_ref(|s| {
             n += 1;
             at.parameter(n - 1, s.clone(), &format!("arg{}", n - 1))
@@ -862,7 +862,7 @@ where
     let out_specs = spec_leaves(out_specs, output.num_leaves(), &out_structure, "out_specs")?;
     let outs = out.leaves();
     let module = {
-        let at = b.at(loc);
+        let at = b.on(loc);
         at.build_aliased(&outs, &[])?
     };
     // The parameters' and outputs' shardings.

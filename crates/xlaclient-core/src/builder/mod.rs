@@ -600,7 +600,7 @@ impl Builder {
         let args: Vec<Op> = params
             .iter()
             .enumerate()
-            .map(|(i, s)| sub.at(loc).parameter(i, s.clone(), &format!("p{i}")))
+            .map(|(i, s)| sub.on(loc).parameter(i, s.clone(), &format!("p{i}")))
             .collect();
         let outs = f(&sub, &args);
         let mut roots = Vec::with_capacity(outs.len());
@@ -692,16 +692,16 @@ impl Op {
     /// This op, through which the ops built (with the public, `#[track_caller]`
     /// methods) carry `loc` as their source location, until the end of the
     /// statement: how the crate's own code builds ops for a user's line
-    /// (`x.at(loc).reshape(&d)`). An enclosing scope's location (a gradient rule's:
+    /// (`x.on(loc).reshape(&d)`). An enclosing scope's location (a gradient rule's:
     /// the line of the op it differentiates) stays.
-    pub(crate) fn at(&self, loc: &'static Location<'static>) -> At<'_, Op> {
+    pub(crate) fn on(&self, loc: &'static Location<'static>) -> At<'_, Op> {
         at(self, &self.g, loc)
     }
 }
 
 impl Builder {
     /// This builder, as [`Op::at`].
-    pub(crate) fn at(&self, loc: &'static Location<'static>) -> At<'_, Builder> {
+    pub(crate) fn on(&self, loc: &'static Location<'static>) -> At<'_, Builder> {
         at(self, &self.g, loc)
     }
 }

@@ -44,7 +44,7 @@ fn array(x: &Op, name: &'static str, loc: Loc) -> Result<Shape, Op> {
 /// `x` as a float array: integers and `pred` as `f32` (JAX's "inexact" promotion).
 fn inexact(x: &Op, loc: Loc) -> Op {
     match x.element_type() {
-        Ok(t) if !(t.is_float() || t.is_complex()) => x.at(loc).convert(ElementType::F32),
+        Ok(t) if !(t.is_float() || t.is_complex()) => x.on(loc).convert(ElementType::F32),
         _ => x.clone(),
     }
 }
@@ -176,7 +176,7 @@ fn promote_pair(x: &Op, y: &Op, loc: Loc) -> (Op, Op) {
                 if from == t {
                     o.clone()
                 } else {
-                    o.at(loc).convert(t)
+                    o.on(loc).convert(t)
                 }
             };
             (cv(x, a), cv(y, b))
@@ -224,7 +224,7 @@ impl Op {
         match axis {
             None => {
                 let n = s.element_count().unwrap_or(0);
-                let flat = self.at(loc).reshape(&[n]);
+                let flat = self.on(loc).reshape(&[n]);
                 let fs = Shape::array(s.element_type().expect("an array"), &[n]);
                 Ok((flat, 0, fs))
             }
@@ -294,10 +294,10 @@ impl Op {
         let ty = s.element_type().expect("an array");
         if idx.is_empty() || dims.contains(&0) {
             // Nothing to gather: an empty array of the result's shape.
-            return self.builder().at(loc).zeros(ty, &dims);
+            return self.builder().on(loc).zeros(ty, &dims);
         }
-        let i = self.builder().at(loc).constant_vec(&idx);
-        x.at(loc).take_with(&i, a as i64, TakeMode::Clip)
+        let i = self.builder().on(loc).constant_vec(&idx);
+        x.on(loc).take_with(&i, a as i64, TakeMode::Clip)
     }
 
     /// `jnp.tile(x, reps)`: the array repeated `reps[i]` times along axis `i`; the
@@ -335,11 +335,11 @@ impl Op {
         let reps: Vec<i64> = std::iter::repeat_n(1, rank - reps.len())
             .chain(reps.iter().copied())
             .collect();
-        let x = self.at(loc).reshape(&dims);
+        let x = self.on(loc).reshape(&dims);
         let big: Vec<i64> = (0..rank).flat_map(|i| [reps[i], dims[i]]).collect();
         let bd: Vec<i64> = (0..rank as i64).map(|i| 2 * i + 1).collect();
         let out: Vec<i64> = (0..rank).map(|i| reps[i] * dims[i]).collect();
-        x.at(loc).broadcast_in_dim(&big, &bd).at(loc).reshape(&out)
+        x.on(loc).broadcast_in_dim(&big, &bd).on(loc).reshape(&out)
     }
 
     /// `jnp.roll(x, shift, axis)`: elements shifted by `shift` places along `axis`
@@ -370,14 +370,14 @@ impl Op {
         let rolled = if k == 0 {
             x
         } else {
-            let tail = x.at(loc).slice_in_dim(n - k, n, 1, a as i64);
-            let head = x.at(loc).slice_in_dim(0, n - k, 1, a as i64);
+            let tail = x.on(loc).slice_in_dim(n - k, n, 1, a as i64);
+            let head = x.on(loc).slice_in_dim(0, n - k, 1, a as i64);
             self.builder()
-                .at(loc)
+                .on(loc)
                 .concatenate(&[&tail, &head], a as i64)
         };
         if axis.is_none() {
-            rolled.at(loc).reshape(&dims)
+            rolled.on(loc).reshape(&dims)
         } else {
             rolled
         }
@@ -430,42 +430,42 @@ impl Op {
             Err(e) => return self.builder().fail(e, loc),
         };
         let x = inexact(self, loc);
-        let ax = x.at(loc).abs();
+        let ax = x.on(loc).abs();
         let bad = |why: &str| fail(self, "norm", &[&s], format!("ord {ord:?} {why}"), loc);
-        let two = |x: &Op| x.at(loc).square().at(loc).sum(&axes, true).at(loc).sqrt();
+        let two = |x: &Op| x.on(loc).square().on(loc).sum(&axes, true).on(loc).sqrt();
         let r = if resolved.len() == 1 || (ord == NormOrd::Default && resolved.len() != 2) {
             match ord {
                 NormOrd::Default => two(&x),
                 NormOrd::P(2.0) => two(&x),
-                NormOrd::P(1.0) => ax.at(loc).sum(&axes, true),
-                NormOrd::Inf => ax.at(loc).amax(&axes, true),
-                NormOrd::NegInf => ax.at(loc).amin(&axes, true),
+                NormOrd::P(1.0) => ax.on(loc).sum(&axes, true),
+                NormOrd::Inf => ax.on(loc).amax(&axes, true),
+                NormOrd::NegInf => ax.on(loc).amin(&axes, true),
                 NormOrd::P(0.0) => {
                     let ty = x.element_type().unwrap_or(ElementType::F32);
-                    x.at(loc)
+                    x.on(loc)
                         .not_equal(0.0)
-                        .at(loc)
+                        .on(loc)
                         .convert(ty)
-                        .at(loc)
+                        .on(loc)
                         .sum(&axes, true)
                 }
                 NormOrd::P(p) if p.is_finite() => ax
                     .binary_scalar(BinaryOp::Power, Scalar::Float(p), false, loc)
-                    .at(loc)
+                    .on(loc)
                     .sum(&axes, true)
                     .binary_scalar(BinaryOp::Power, Scalar::Float(1.0 / p), false, loc),
-                NormOrd::P(p) if p == f64::INFINITY => ax.at(loc).amax(&axes, true),
-                NormOrd::P(_) => ax.at(loc).amin(&axes, true),
+                NormOrd::P(p) if p == f64::INFINITY => ax.on(loc).amax(&axes, true),
+                NormOrd::P(_) => ax.on(loc).amin(&axes, true),
                 NormOrd::Fro => return bad("is a matrix norm: give two axes"),
             }
         } else if resolved.len() == 2 {
             let (row, col) = (axes[0], axes[1]);
             let sums = |over: i64, then: i64, max: bool| {
-                let t = ax.at(loc).sum(&[over], true);
+                let t = ax.on(loc).sum(&[over], true);
                 if max {
-                    t.at(loc).amax(&[then], true)
+                    t.on(loc).amax(&[then], true)
                 } else {
-                    t.at(loc).amin(&[then], true)
+                    t.on(loc).amin(&[then], true)
                 }
             };
             match ord {
@@ -491,7 +491,7 @@ impl Op {
                 .filter(|i| !resolved.contains(i))
                 .map(|i| s.dims()[i])
                 .collect();
-            r.at(loc).reshape(&dims)
+            r.on(loc).reshape(&dims)
         }
     }
 
@@ -520,12 +520,12 @@ impl Op {
         };
         let n: i64 = resolved.iter().map(|a| s.dims()[*a]).product();
         let x = inexact(self, loc);
-        let centred = &x - &x.at(loc).mean(axes, true);
+        let centred = &x - &x.on(loc).mean(axes, true);
         let sq = match centred.element_type() {
-            Ok(t) if t.is_complex() => centred.at(loc).abs().at(loc).square(),
-            _ => centred.at(loc).square(),
+            Ok(t) if t.is_complex() => centred.on(loc).abs().on(loc).square(),
+            _ => centred.on(loc).square(),
         };
-        let total = sq.at(loc).sum(axes, keepdims);
+        let total = sq.on(loc).sum(axes, keepdims);
         // JAX: NaN where N − ddof is not positive.
         let div = if n > ddof {
             (n - ddof) as f64
@@ -547,7 +547,7 @@ impl Op {
     #[track_caller]
     pub fn std_ddof(&self, axes: &[i64], ddof: i64, keepdims: bool) -> Op {
         let loc = Location::caller();
-        self.at(loc).var_ddof(axes, ddof, keepdims).at(loc).sqrt()
+        self.on(loc).var_ddof(axes, ddof, keepdims).on(loc).sqrt()
     }
 
     /// A cumulative reduction along `axis` by doubling steps (each element combined
@@ -577,11 +577,11 @@ impl Op {
         let mut x = if s.element_type() == Some(ty) {
             self.clone()
         } else {
-            self.at(loc).convert(ty)
+            self.on(loc).convert(ty)
         };
         let ai = a as i64;
         if reverse {
-            let r = x.at(loc).reverse(&[ai]);
+            let r = x.on(loc).reverse(&[ai]);
             x = r;
         }
         let identity = match op {
@@ -596,14 +596,14 @@ impl Op {
         while k < n {
             let mut d = s.dims().to_vec();
             d[a] = k;
-            let fill = b.scalar_of(ty, identity, loc).at(loc).broadcast_to(&d);
-            let before = x.at(loc).slice_in_dim(0, n - k, 1, ai);
-            let shifted = b.at(loc).concatenate(&[&fill, &before], ai);
+            let fill = b.scalar_of(ty, identity, loc).on(loc).broadcast_to(&d);
+            let before = x.on(loc).slice_in_dim(0, n - k, 1, ai);
+            let shifted = b.on(loc).concatenate(&[&fill, &before], ai);
             x = x.binary(op, &shifted, loc);
             k *= 2;
         }
         if reverse {
-            let r = x.at(loc).reverse(&[ai]);
+            let r = x.on(loc).reverse(&[ai]);
             x = r;
         }
         x
@@ -693,15 +693,15 @@ impl Op {
         let b = self.builder();
         let r = dims.len();
         let rc = [dims[r - 2], dims[r - 1]];
-        let row = b.at(loc).iota(ElementType::S64, &rc, 0);
-        let col = b.at(loc).iota(ElementType::S64, &rc, 1);
+        let row = b.on(loc).iota(ElementType::S64, &rc, 0);
+        let col = b.on(loc).iota(ElementType::S64, &rc, 1);
         let diff = &col - &row;
         let m = if lower {
-            diff.at(loc).le(k)
+            diff.on(loc).le(k)
         } else {
-            diff.at(loc).ge(k)
+            diff.on(loc).ge(k)
         };
-        m.at(loc)
+        m.on(loc)
             .broadcast_in_dim(dims, &[r as i64 - 2, r as i64 - 1])
     }
 
@@ -723,8 +723,8 @@ impl Op {
         }
         let m = self.triangle(s.dims(), k, lower, loc);
         self.builder()
-            .at(loc)
-            .select(&m, self, &self.at(loc).zeros_like())
+            .on(loc)
+            .select(&m, self, &self.on(loc).zeros_like())
     }
 
     /// `jnp.tril(x, k)`: the last two axes' lower triangle (elements with
@@ -786,31 +786,31 @@ impl Op {
                 let padded = if k == 0 {
                     self.clone()
                 } else {
-                    let z = b.at(loc).zeros(ty, &[k.abs()]);
-                    b.at(loc).concatenate(&[self, &z], 0)
+                    let z = b.on(loc).zeros(ty, &[k.abs()]);
+                    b.on(loc).concatenate(&[self, &z], 0)
                 };
                 // k ≥ 0: out[i, i + k] = v[i] (v along rows); k < 0: out[j − k, j] = v[j].
                 let along = if k >= 0 { 0 } else { 1 };
-                let spread = padded.at(loc).broadcast_in_dim(&[n, n], &[along]);
+                let spread = padded.on(loc).broadcast_in_dim(&[n, n], &[along]);
                 let m = self.triangle(&[n, n], k, true, loc);
                 let m2 = self.triangle(&[n, n], k, false, loc);
-                let on = b.at(loc).select(&m, &m2, &m);
-                b.at(loc)
-                    .select(&on, &spread, &b.at(loc).zeros(ty, &[n, n]))
+                let on = b.on(loc).select(&m, &m2, &m);
+                b.on(loc)
+                    .select(&on, &spread, &b.on(loc).zeros(ty, &[n, n]))
             }
             2 => {
                 let (rows, cols) = (s.dims()[0], s.dims()[1]);
                 let (r0, c0) = if k >= 0 { (0, k) } else { (-k, 0) };
                 let len = (rows - r0).min(cols - c0).max(0);
                 if len == 0 || rows * cols == 0 {
-                    return b.at(loc).zeros(ty, &[len]);
+                    return b.on(loc).zeros(ty, &[len]);
                 }
                 let idx: Vec<i32> = (0..len)
                     .map(|i| ((r0 + i) * cols + c0 + i) as i32)
                     .collect();
-                let flat = self.at(loc).reshape(&[rows * cols]);
-                let i = b.at(loc).constant_vec(&idx);
-                flat.at(loc).take_with(&i, 0, TakeMode::Clip)
+                let flat = self.on(loc).reshape(&[rows * cols]);
+                let i = b.on(loc).constant_vec(&idx);
+                flat.on(loc).take_with(&i, 0, TakeMode::Clip)
             }
             r => self.builder().fail(
                 ShapeError::new(
@@ -837,8 +837,8 @@ impl Op {
     pub fn isnan(&self) -> Op {
         let loc = Location::caller();
         match self.element_type() {
-            Ok(t) if t.is_float() || t.is_complex() => self.at(loc).compare(self, Comparison::Ne),
-            Ok(_) => self.at(loc).not_equal(self),
+            Ok(t) if t.is_float() || t.is_complex() => self.on(loc).compare(self, Comparison::Ne),
+            Ok(_) => self.on(loc).not_equal(self),
             Err(_) => self.builder().fail_not_array(self, "isnan", loc),
         }
     }
@@ -856,8 +856,8 @@ impl Op {
     pub fn isinf(&self) -> Op {
         let loc = Location::caller();
         match self.element_type() {
-            Ok(t) if t.is_float() => self.at(loc).abs().at(loc).equal(f64::INFINITY),
-            Ok(_) => self.at(loc).not_equal(self),
+            Ok(t) if t.is_float() => self.on(loc).abs().on(loc).equal(f64::INFINITY),
+            Ok(_) => self.on(loc).not_equal(self),
             Err(_) => self.builder().fail_not_array(self, "isinf", loc),
         }
     }
@@ -887,12 +887,12 @@ impl Op {
         let c = |v: f64| b.scalar_of(ty, Scalar::Float(v), loc);
         let hi = posinf.unwrap_or(finite_max(ty));
         let lo = neginf.unwrap_or(-finite_max(ty));
-        let out = b.at(loc).select(&self.at(loc).isnan(), &c(nan), self);
+        let out = b.on(loc).select(&self.on(loc).isnan(), &c(nan), self);
         let out = b
-            .at(loc)
-            .select(&out.at(loc).equal(f64::INFINITY), &c(hi), &out);
-        b.at(loc)
-            .select(&out.at(loc).equal(f64::NEG_INFINITY), &c(lo), &out)
+            .on(loc)
+            .select(&out.on(loc).equal(f64::INFINITY), &c(hi), &out);
+        b.on(loc)
+            .select(&out.on(loc).equal(f64::NEG_INFINITY), &c(lo), &out)
     }
 
     /// `jnp.remainder(x, y)` (`x % y` in numpy): the modulo with the sign of the
@@ -934,8 +934,8 @@ impl Op {
         let (y, m) = if ty.is_integer() {
             let one = b.scalar_of(ty, Scalar::Int(1), loc);
             let y = b
-                .at(loc)
-                .select(&y.at(loc).compare(&zero, Comparison::Eq), &one, y);
+                .on(loc)
+                .select(&y.on(loc).compare(&zero, Comparison::Eq), &one, y);
             let m = self.binary(BinaryOp::Remainder, &y, loc);
             (y, m)
         } else {
@@ -945,13 +945,13 @@ impl Op {
             return m;
         }
         let y = &y;
-        let m_neg = m.at(loc).compare(&zero, Comparison::Lt);
-        let y_neg = y.at(loc).compare(&zero, Comparison::Lt);
-        let differ = m_neg.at(loc).compare(&y_neg, Comparison::Ne);
-        let nonzero = m.at(loc).compare(&zero, Comparison::Ne);
-        let fix = differ.at(loc).and(&nonzero);
+        let m_neg = m.on(loc).compare(&zero, Comparison::Lt);
+        let y_neg = y.on(loc).compare(&zero, Comparison::Lt);
+        let differ = m_neg.on(loc).compare(&y_neg, Comparison::Ne);
+        let nonzero = m.on(loc).compare(&zero, Comparison::Ne);
+        let fix = differ.on(loc).and(&nonzero);
         let plus = m.binary(BinaryOp::Add, y, loc);
-        b.at(loc).select(&fix, &plus, &m)
+        b.on(loc).select(&fix, &plus, &m)
     }
 
     /// `jnp.floor_divide(x, y)` (`x // y`): the quotient rounded toward −∞ (`-7 //
@@ -1008,40 +1008,40 @@ impl Op {
         if ty.is_float() {
             // JAX's _float_divmod: the remainder's sign fixed to the divisor's, the
             // quotient from (x − mod) / y, rounded.
-            let sy = y.at(loc).sign();
-            let sm = trunc.at(loc).sign();
+            let sy = y.on(loc).sign();
+            let sm = trunc.on(loc).sign();
             let fix = trunc
-                .at(loc)
+                .on(loc)
                 .compare(&zero, Comparison::Ne)
-                .at(loc)
-                .and(&sy.at(loc).compare(&sm, Comparison::Ne));
+                .on(loc)
+                .and(&sy.on(loc).compare(&sm, Comparison::Ne));
             // A divisor of 0 divides x itself (±∞ or NaN, as JAX).
-            let corrected = b.at(loc).select(
-                &y.at(loc).compare(&zero, Comparison::Eq),
+            let corrected = b.on(loc).select(
+                &y.on(loc).compare(&zero, Comparison::Eq),
                 self,
                 &self.binary(BinaryOp::Subtract, &trunc, loc),
             );
             let div = corrected.binary(BinaryOp::Divide, y, loc);
             let m = b
-                .at(loc)
+                .on(loc)
                 .select(&fix, &trunc.binary(BinaryOp::Add, y, loc), &trunc);
             let q = b
-                .at(loc)
+                .on(loc)
                 .select(&fix, &div.binary(BinaryOp::Subtract, &one, loc), &div);
-            (q.at(loc).round(), m)
+            (q.on(loc).round(), m)
         } else {
             // JAX's integer floor_divide: one less where the signs differ and the
             // division is inexact.
             let q = self.binary(BinaryOp::Divide, y, loc);
             let fix = self
-                .at(loc)
+                .on(loc)
                 .sign()
-                .at(loc)
-                .compare(&y.at(loc).sign(), Comparison::Ne)
-                .at(loc)
-                .and(&trunc.at(loc).compare(&zero, Comparison::Ne));
+                .on(loc)
+                .compare(&y.on(loc).sign(), Comparison::Ne)
+                .on(loc)
+                .and(&trunc.on(loc).compare(&zero, Comparison::Ne));
             let q = b
-                .at(loc)
+                .on(loc)
                 .select(&fix, &q.binary(BinaryOp::Subtract, &one, loc), &q);
             (q, self.remainder_at(y, loc))
         }
@@ -1061,7 +1061,7 @@ impl Op {
     #[track_caller]
     pub fn any(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
-        self.truth(loc).at(loc).amax(axes, keepdims)
+        self.truth(loc).on(loc).amax(axes, keepdims)
     }
 
     /// `jnp.all(x, axes, keepdims)`: true where every element over `axes` is
@@ -1077,14 +1077,14 @@ impl Op {
     #[track_caller]
     pub fn all(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
-        self.truth(loc).at(loc).amin(axes, keepdims)
+        self.truth(loc).on(loc).amin(axes, keepdims)
     }
 
     /// `x != 0` as `pred` (`x` itself if it is `pred`).
     fn truth(&self, loc: Loc) -> Op {
         match self.element_type() {
             Ok(ElementType::Pred) => self.clone(),
-            _ => self.at(loc).not_equal(0),
+            _ => self.on(loc).not_equal(0),
         }
     }
 
@@ -1115,7 +1115,7 @@ impl Op {
         };
         let mut perm: Vec<i64> = (0..s.rank() as i64).filter(|i| *i != a).collect();
         perm.insert(d, a);
-        self.at(loc).transpose(&perm)
+        self.on(loc).transpose(&perm)
     }
 
     /// `jnp.swapaxes(x, a, b)`: axes `a` and `b` exchanged.
@@ -1143,7 +1143,7 @@ impl Op {
         };
         let mut perm: Vec<i64> = (0..s.rank() as i64).collect();
         perm.swap(a, b);
-        self.at(loc).transpose(&perm)
+        self.on(loc).transpose(&perm)
     }
 
     /// `jnp.count_nonzero(x, axes, keepdims)`: the number of non-zero (true)
@@ -1160,11 +1160,11 @@ impl Op {
     #[track_caller]
     pub fn count_nonzero(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
-        self.at(loc)
+        self.on(loc)
             .not_equal(0)
-            .at(loc)
+            .on(loc)
             .convert(ElementType::S32)
-            .at(loc)
+            .on(loc)
             .sum(axes, keepdims)
     }
 
@@ -1192,16 +1192,16 @@ impl Op {
         dims.push(k);
         let r = s.rank() as i64;
         let xs = x
-            .at(loc)
+            .on(loc)
             .broadcast_in_dim(&dims, &(0..r).collect::<Vec<_>>());
         let ts = test
-            .at(loc)
+            .on(loc)
             .reshape(&[k])
-            .at(loc)
+            .on(loc)
             .broadcast_in_dim(&dims, &[r]);
-        xs.at(loc)
+        xs.on(loc)
             .compare(&ts, Comparison::Eq)
-            .at(loc)
+            .on(loc)
             .amax(&[r], false)
     }
 
@@ -1230,17 +1230,17 @@ impl Op {
         };
         let b = self.builder();
         if s.dims() != t.dims() {
-            return b.at(loc).constant(false);
+            return b.on(loc).constant(false);
         }
         let (x, other) = promote_pair(self, other, loc);
-        let mut eq = x.at(loc).compare(&other, Comparison::Eq);
+        let mut eq = x.on(loc).compare(&other, Comparison::Eq);
         if equal_nan {
-            let both = x.at(loc).isnan().at(loc).and(&other.at(loc).isnan());
-            let e = eq.at(loc).or(&both);
+            let both = x.on(loc).isnan().on(loc).and(&other.on(loc).isnan());
+            let e = eq.on(loc).or(&both);
             eq = e;
         }
         let all: Vec<i64> = (0..s.rank() as i64).collect();
-        eq.at(loc).amin(&all, false)
+        eq.on(loc).amin(&all, false)
     }
 
     /// `jnp.argsort(x, axis, stable=True, descending)`: the `s32` indices that
@@ -1267,9 +1267,9 @@ impl Op {
             Err(e) => return self.builder().fail(e, loc),
         };
         let b = self.builder();
-        let idx = b.at(loc).iota(ElementType::S32, s.dims(), a);
+        let idx = b.on(loc).iota(ElementType::S32, s.dims(), a);
         let float = s.element_type().is_some_and(|t| t.is_float());
-        let mut out = b.at(loc).sort(&[self, &idx], a, true, |l, r| {
+        let mut out = b.on(loc).sort(&[self, &idx], a, true, |l, r| {
             // Ascending: l < r, or r is NaN and l is not (NaNs last); descending
             // the mirror image (NaNs first). Equal elements (-0 and +0 too) keep
             // their order: the sort is stable.
@@ -1278,13 +1278,13 @@ impl Op {
             } else {
                 (&l[0], &r[0])
             };
-            let lt = p.at(loc).compare(q, Comparison::Lt);
+            let lt = p.on(loc).compare(q, Comparison::Lt);
             if !float {
                 return lt;
             }
-            let q_nan = q.at(loc).compare(q, Comparison::Ne);
-            let p_num = p.at(loc).compare(p, Comparison::Eq);
-            lt.at(loc).or(&q_nan.at(loc).and(&p_num))
+            let q_nan = q.on(loc).compare(q, Comparison::Ne);
+            let p_num = p.on(loc).compare(p, Comparison::Eq);
+            lt.on(loc).or(&q_nan.on(loc).and(&p_num))
         });
         out.pop().expect("two results")
     }
@@ -1328,48 +1328,48 @@ impl Op {
         }
         if n == 0 || size == 0 {
             let v = b.scalar_of(ty, Scalar::Float(fill.unwrap_or(0.0)), loc);
-            return v.at(loc).broadcast_to(&[size]);
+            return v.on(loc).broadcast_to(&[size]);
         }
-        let sorted = self.at(loc).reshape(&[n]).at(loc).sort_ascending(0);
-        let first = b.at(loc).constant_vec(&[true]);
+        let sorted = self.on(loc).reshape(&[n]).on(loc).sort_ascending(0);
+        let first = b.on(loc).constant_vec(&[true]);
         let mask = if n > 1 {
-            let prev = sorted.at(loc).slice_in_dim(0, n - 1, 1, 0);
-            let cur = sorted.at(loc).slice_in_dim(1, n, 1, 0);
-            let mut differ = cur.at(loc).compare(&prev, Comparison::Ne);
+            let prev = sorted.on(loc).slice_in_dim(0, n - 1, 1, 0);
+            let cur = sorted.on(loc).slice_in_dim(1, n, 1, 0);
+            let mut differ = cur.on(loc).compare(&prev, Comparison::Ne);
             if ty.is_float() {
-                let both_nan = cur.at(loc).isnan().at(loc).and(&prev.at(loc).isnan());
-                let d = differ.at(loc).and(&both_nan.at(loc).not());
+                let both_nan = cur.on(loc).isnan().on(loc).and(&prev.on(loc).isnan());
+                let d = differ.on(loc).and(&both_nan.on(loc).not());
                 differ = d;
             }
-            b.at(loc).concatenate(&[&first, &differ], 0)
+            b.on(loc).concatenate(&[&first, &differ], 0)
         } else {
             first
         };
         // The positions of the first of each run, in order: a stable argsort of
         // "not first" puts them ahead of the rest.
         let order = mask
-            .at(loc)
+            .on(loc)
             .not()
-            .at(loc)
+            .on(loc)
             .convert(ElementType::S32)
-            .at(loc)
+            .on(loc)
             .argsort(0, false);
         let order = if size <= n {
-            order.at(loc).slice_in_dim(0, size, 1, 0)
+            order.on(loc).slice_in_dim(0, size, 1, 0)
         } else {
-            let pad = b.at(loc).zeros(ElementType::S32, &[size - n]);
-            b.at(loc).concatenate(&[&order, &pad], 0)
+            let pad = b.on(loc).zeros(ElementType::S32, &[size - n]);
+            b.on(loc).concatenate(&[&order, &pad], 0)
         };
-        let vals = sorted.at(loc).take_with(&order, 0, TakeMode::Clip);
-        let count = mask.at(loc).count_nonzero(&[0], false);
-        let slot = b.at(loc).iota(ElementType::S32, &[size], 0);
+        let vals = sorted.on(loc).take_with(&order, 0, TakeMode::Clip);
+        let count = mask.on(loc).count_nonzero(&[0], false);
+        let slot = b.on(loc).iota(ElementType::S32, &[size], 0);
         let fill = match fill {
             Some(v) => b.scalar_of(ty, Scalar::Float(v), loc),
-            None => sorted.at(loc).slice_in_dim(0, 1, 1, 0).at(loc).reshape(&[]),
+            None => sorted.on(loc).slice_in_dim(0, 1, 1, 0).on(loc).reshape(&[]),
         };
-        let keep = slot.at(loc).lt(&count);
-        b.at(loc)
-            .select(&keep, &vals, &fill.at(loc).broadcast_to(&[size]))
+        let keep = slot.on(loc).lt(&count);
+        b.on(loc)
+            .select(&keep, &vals, &fill.on(loc).broadcast_to(&[size]))
     }
 
     /// `jnp.logaddexp(x, y)`: `log(eˣ + eʸ)` computed stably (JAX's formula:
@@ -1392,19 +1392,19 @@ impl Op {
         let amax = x.binary(BinaryOp::Maximum, &y, loc);
         let delta = x.binary(BinaryOp::Subtract, &y, loc);
         let soft = delta
-            .at(loc)
+            .on(loc)
             .abs()
-            .at(loc)
+            .on(loc)
             .neg()
-            .at(loc)
+            .on(loc)
             .exp()
-            .at(loc)
+            .on(loc)
             .log1p();
         let body = amax.binary(BinaryOp::Add, &soft, loc);
         let sum = x.binary(BinaryOp::Add, &y, loc);
         self.builder()
-            .at(loc)
-            .select(&delta.at(loc).isnan(), &sum, &body)
+            .on(loc)
+            .select(&delta.on(loc).isnan(), &sum, &body)
     }
 
     /// `jax.nn.log_sigmoid(x)`: `log(1 / (1 + e⁻ˣ))` as JAX computes it,
@@ -1421,8 +1421,8 @@ impl Op {
     pub fn log_sigmoid(&self) -> Op {
         let loc = Location::caller();
         let x = inexact(self, loc);
-        let nx = x.at(loc).neg();
-        nx.at(loc).logaddexp(&x.at(loc).zeros_like()).at(loc).neg()
+        let nx = x.on(loc).neg();
+        nx.on(loc).logaddexp(&x.on(loc).zeros_like()).on(loc).neg()
     }
 
     /// `jnp.outer(a, b)`: both flattened, `a[i] · b[j]` as an `[m, n]` array.
@@ -1448,14 +1448,14 @@ impl Op {
         );
         let (x, other) = promote_pair(self, other, loc);
         let a = x
-            .at(loc)
+            .on(loc)
             .reshape(&[m])
-            .at(loc)
+            .on(loc)
             .broadcast_in_dim(&[m, n], &[0]);
         let c = other
-            .at(loc)
+            .on(loc)
             .reshape(&[n])
-            .at(loc)
+            .on(loc)
             .broadcast_in_dim(&[m, n], &[1]);
         a.binary(BinaryOp::Multiply, &c, loc)
     }
@@ -1501,10 +1501,10 @@ impl Op {
             rhs_batch: vec![],
         };
         let (x, other) = promote_pair(self, other, loc);
-        x.at(loc)
+        x.on(loc)
             .reshape(&[m])
-            .at(loc)
-            .dot_general(&other.at(loc).reshape(&[n]), &dims)
+            .on(loc)
+            .dot_general(&other.on(loc).reshape(&[n]), &dims)
     }
 
     /// `jnp.unravel_index(indices, shape)`: for flat (integer) indices into an
@@ -1545,7 +1545,7 @@ impl Op {
         let b = self.builder();
         let c = |v: i64| {
             b.scalar_of(ty, Scalar::Int(v), loc)
-                .at(loc)
+                .on(loc)
                 .broadcast_to(s.dims())
         };
         let mut rest = self.clone();
@@ -1555,18 +1555,18 @@ impl Op {
             out[i] = r;
             rest = q;
         }
-        let pos = rest.at(loc).gt(0);
+        let pos = rest.on(loc).gt(0);
         let neg = if ty.is_unsigned_int() {
-            b.at(loc).constant(false).at(loc).broadcast_to(s.dims())
+            b.on(loc).constant(false).on(loc).broadcast_to(s.dims())
         } else {
-            rest.at(loc).lt(-1)
+            rest.on(loc).lt(-1)
         };
         shape
             .iter()
             .zip(out)
             .map(|(d, i)| {
-                let low = b.at(loc).select(&neg, &c(0), &i);
-                b.at(loc).select(&pos, &c(d - 1), &low)
+                let low = b.on(loc).select(&neg, &c(0), &i);
+                b.on(loc).select(&pos, &c(d - 1), &low)
             })
             .collect()
     }
@@ -1664,17 +1664,17 @@ impl Op {
                 .collect(),
         };
         let kernel = if transpose_kernel {
-            let flipped = kernel.at(loc).reverse(&dims.kernel_spatial);
+            let flipped = kernel.on(loc).reverse(&dims.kernel_spatial);
             let mut perm: Vec<i64> = (0..ks.rank() as i64).collect();
             perm.swap(
                 dims.kernel_input_feature as usize,
                 dims.kernel_output_feature as usize,
             );
-            flipped.at(loc).transpose(&perm)
+            flipped.on(loc).transpose(&perm)
         } else {
             kernel.clone()
         };
-        self.at(loc)
+        self.on(loc)
             .conv_general_dilated(&kernel, &ones, &pads, strides, &rd, dims, 1)
     }
 }
@@ -1849,21 +1849,21 @@ impl Builder {
                     .collect();
                 perm.push(a as i64);
                 perm.push(bpos as i64);
-                let moved = x.at(loc).transpose(&perm);
+                let moved = x.on(loc).transpose(&perm);
                 let mut d = moved.dims().unwrap_or_default();
                 d.truncate(d.len().saturating_sub(2));
                 let lead = d.clone();
                 d.push(n * n);
-                let flat = moved.at(loc).reshape(&d);
+                let flat = moved.on(loc).reshape(&d);
                 let idx: Vec<i32> = (0..n).map(|k| (k * (n + 1)) as i32).collect();
                 x = if n == 0 {
                     let mut z = lead.clone();
                     z.push(0);
                     let ty = flat.element_type().unwrap_or(ElementType::F32);
-                    self.at(loc).zeros(ty, &z)
+                    self.on(loc).zeros(ty, &z)
                 } else {
-                    let ix = self.at(loc).constant_vec(&idx);
-                    flat.at(loc)
+                    let ix = self.on(loc).constant_vec(&idx);
+                    flat.on(loc)
                         .take_with(&ix, lead.len() as i64, TakeMode::Clip)
                 };
                 t = perm[..perm.len() - 2]
@@ -1885,7 +1885,7 @@ impl Builder {
                 .map(|(p, _)| p as i64)
                 .collect();
             if !lonely.is_empty() {
-                let summed = x.at(loc).sum(&lonely, false);
+                let summed = x.on(loc).sum(&lonely, false);
                 x = summed;
                 t = t
                     .iter()
@@ -1918,7 +1918,7 @@ impl Builder {
                 ot.iter().collect::<String>(),
                 keep.iter().collect::<String>()
             );
-            acc = self.at(loc).einsum(&s, &acc, o);
+            acc = self.on(loc).einsum(&s, &acc, o);
             at = keep;
         }
         let perm: Vec<i64> = output
@@ -1928,7 +1928,7 @@ impl Builder {
         if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
             acc
         } else {
-            acc.at(loc).transpose(&perm)
+            acc.on(loc).transpose(&perm)
         }
     }
 
@@ -2049,11 +2049,11 @@ impl Builder {
                 let batched: Vec<i64> = std::iter::once(n)
                     .chain(core_dims.iter().copied())
                     .collect();
-                a.at(loc).broadcast_to(&full).at(loc).reshape(&batched)
+                a.on(loc).broadcast_to(&full).on(loc).reshape(&batched)
             })
             .collect();
         let out = self
-            .at(loc)
+            .on(loc)
             .vmap(&crate::Vmap::new(), flat, |b, xs: Vec<Op>| f(b, xs));
         let Ok(od) = out.dims() else {
             return out;
@@ -2066,7 +2066,7 @@ impl Builder {
             ));
         }
         let dims: Vec<i64> = loop_dims.iter().chain(&od[1..]).copied().collect();
-        out.at(loc).reshape(&dims)
+        out.on(loc).reshape(&dims)
     }
 
     /// `jnp.eye(n, m, k, dtype)`: an `[n, m]` array of `ty` with ones on the
@@ -2093,9 +2093,9 @@ impl Builder {
                 loc,
             );
         }
-        let row = self.at(loc).iota(ElementType::S64, &[n, m], 0);
-        let col = self.at(loc).iota(ElementType::S64, &[n, m], 1);
-        (&col - &row).at(loc).equal(k).at(loc).convert(ty)
+        let row = self.on(loc).iota(ElementType::S64, &[n, m], 0);
+        let col = self.on(loc).iota(ElementType::S64, &[n, m], 1);
+        (&col - &row).on(loc).equal(k).on(loc).convert(ty)
     }
 
     /// `jnp.linspace(start, stop, num, endpoint, dtype)`: `num` evenly spaced
@@ -2132,7 +2132,7 @@ impl Builder {
         let c = |v: f64| self.scalar_of(ct, Scalar::Float(v), loc);
         let out = if num > 1 {
             let div = if endpoint { num - 1 } else { num };
-            let t = self.at(loc).iota(ct, &[div], 0).binary_scalar(
+            let t = self.on(loc).iota(ct, &[div], 0).binary_scalar(
                 BinaryOp::Divide,
                 Scalar::Float(div as f64),
                 false,
@@ -2143,23 +2143,23 @@ impl Builder {
             let z = t.binary(BinaryOp::Multiply, &c(stop), loc);
             let out = a.binary(BinaryOp::Add, &z, loc);
             if endpoint {
-                let last = c(stop).at(loc).reshape(&[1]);
-                self.at(loc).concatenate(&[&out, &last], 0)
+                let last = c(stop).on(loc).reshape(&[1]);
+                self.on(loc).concatenate(&[&out, &last], 0)
             } else {
                 out
             }
         } else {
-            c(start).at(loc).broadcast_to(&[num])
+            c(start).on(loc).broadcast_to(&[num])
         };
         let out = if ty.is_integer() {
-            out.at(loc).floor()
+            out.on(loc).floor()
         } else {
             out
         };
         if ty == ct {
             out
         } else {
-            out.at(loc).convert(ty)
+            out.on(loc).convert(ty)
         }
     }
 }

@@ -335,7 +335,7 @@ fn read_block(x: &Op, starts: &[&Op], sizes: &[i64], loc: &'static Location<'sta
             .builder()
             .scalar_of(t, crate::Scalar::Int(0), loc)
             .broadcast_to(sizes),
-        _ => x.at(loc).dynamic_slice_clamped(starts, sizes),
+        _ => x.on(loc).dynamic_slice_clamped(starts, sizes),
     }
 }
 
@@ -676,7 +676,7 @@ impl Builder {
                     false,
                     loc,
                 )
-                .at(loc)
+                .on(loc)
                 .compare(
                     &i.builder()
                         .scalar_of(ElementType::S32, crate::Scalar::Int(0), loc),
@@ -767,7 +767,7 @@ impl Builder {
         let (k, out) = self.while_loop(
             (k0, init),
             |(k, c)| {
-                let more = k.at(loc).compare(
+                let more = k.on(loc).compare(
                     &k.builder()
                         .scalar_of(ElementType::S32, crate::Scalar::Int(max_steps), loc),
                     crate::Comparison::Lt,
@@ -957,7 +957,7 @@ impl Builder {
                     start.extend(std::iter::repeat_n(&zero, d.len()));
                     let mut sizes = vec![1];
                     sizes.extend(d);
-                    read_block(x, &start, &sizes, loc).at(loc).reshape(d)
+                    read_block(x, &start, &sizes, loc).on(loc).reshape(d)
                 })
                 .collect();
             xs.rebuild(slices).expect("one slice per leaf")
@@ -994,7 +994,7 @@ impl Builder {
                     crate::Scalar::Int(0),
                     loc,
                 )
-                .at(loc)
+                .on(loc)
                 .broadcast_to(&d)
             })
             .collect();
@@ -1013,7 +1013,7 @@ impl Builder {
                     up.extend(&d);
                     let mut start = vec![&pos];
                     start.extend(std::iter::repeat_n(&zero, d.len()));
-                    write_block(buf, &yv.at(loc).reshape(&up), &start)
+                    write_block(buf, &yv.on(loc).reshape(&up), &start)
                 })
                 .collect();
             (c2, ys2, y)
@@ -1027,10 +1027,10 @@ impl Builder {
         let mut y_template: Option<Y> = None;
         let (mut c, mut ys) = if full > 0 {
             let i0 = self.scalar_of(ElementType::S32, crate::Scalar::Int(0), loc);
-            let (i_out, c, ys) = self.at(loc).while_loop(
+            let (i_out, c, ys) = self.on(loc).while_loop(
                 (i0, init, ys0),
                 |(i, _, _)| {
-                    i.at(loc).compare(
+                    i.on(loc).compare(
                         &i.builder()
                             .scalar_of(ElementType::S32, crate::Scalar::Int(full), loc),
                         crate::Comparison::Lt,
@@ -1591,7 +1591,7 @@ fn batched_backward(
     use crate::autodiff::{local, zeros_like};
     let n_st = s.stacked.len();
     let rows = b
-        .at(loc)
+        .on(loc)
         .vmap(&crate::Vmap::new(), stacks.to_vec(), |bb, rows| {
             let c_t: Vec<Op> = (0..s.k)
                 .map(|j| match s.stacked.iter().position(|x| *x == j) {
@@ -1698,7 +1698,7 @@ fn batched_backward(
             continue;
         }
         let Some(per_step) = rows.next() else { break };
-        let sum = per_step.at(loc).reduce_sum(&[0]);
+        let sum = per_step.on(loc).reduce_sum(&[0]);
         out[*j] = Some(c.binary(crate::BinaryOp::Add, &sum, loc));
     }
     let ct_stacks: Vec<Op> = rows.by_ref().take(s.deferred.len()).collect();
@@ -1730,7 +1730,7 @@ fn batched_backward(
         };
         let zeros = zeros_like(&s.init[r.element], loc);
         let ct = b
-            .at(loc)
+            .on(loc)
             .scatter(&[&zeros], &idx, &[&row], &sd, false, false, |old, new| {
                 vec![old[0].binary(crate::BinaryOp::Add, &new[0], loc)]
             });
@@ -2559,7 +2559,7 @@ impl Builder {
                     .builder()
                     .scalar_of(ElementType::S32, crate::Scalar::Int(v), loc)
             };
-            clamped = index.at(loc).clamp(&at(0), &at(last));
+            clamped = index.on(loc).clamp(&at(0), &at(last));
             &clamped
         } else {
             index

@@ -465,8 +465,8 @@ impl Op {
             }
         };
         Ok((
-            self.at(loc).broadcast_to(&dims),
-            rhs.at(loc).broadcast_to(&dims),
+            self.on(loc).broadcast_to(&dims),
+            rhs.on(loc).broadcast_to(&dims),
         ))
     }
 
@@ -695,7 +695,7 @@ impl Op {
     ) -> Op {
         use crate::ops::sampling::Param;
         match rhs {
-            Param::Array(r) => self.at(loc).compare(r, direction),
+            Param::Array(r) => self.on(loc).compare(r, direction),
             Param::Number(v) => {
                 let ty = match self.element_type() {
                     Ok(t) => t,
@@ -703,13 +703,13 @@ impl Op {
                 };
                 let fractional = matches!(v, Scalar::Float(f) if f.fract() != 0.0);
                 let lhs = if fractional && !ty.is_float() {
-                    self.at(loc).convert(ElementType::F32)
+                    self.on(loc).convert(ElementType::F32)
                 } else {
                     self.clone()
                 };
                 let ty = lhs.element_type().unwrap_or(ty);
                 let r = self.builder().scalar_of(ty, v, loc);
-                lhs.at(loc).compare(&r, direction)
+                lhs.on(loc).compare(&r, direction)
             }
         }
     }
@@ -1223,7 +1223,7 @@ impl Builder {
                 } else {
                     ElementType::F32
                 };
-                self.scalar_of(wide, v, loc).at(loc).convert(ty)
+                self.scalar_of(wide, v, loc).on(loc).convert(ty)
             }
             _ => match v.to_bytes(ty) {
                 Ok(bytes) => self.constant_bytes(Shape::scalar(ty), bytes, loc),
@@ -1280,7 +1280,7 @@ impl Op {
         };
         match promoted {
             Some(ty) => self
-                .at(loc)
+                .on(loc)
                 .convert(ty)
                 .binary_scalar(op, v, scalar_on_left, loc),
             None => self.binary_scalar(op, v, scalar_on_left, loc),

@@ -538,26 +538,26 @@ impl Op {
         let k = |v: i64| b.scalar_of(it, crate::Scalar::Int(v), loc);
         let i = indices;
         match mode {
-            TakeMode::Clip => gather(&i.at(loc).clamp(&k(0), &k((n - 1).max(0)))),
+            TakeMode::Clip => gather(&i.on(loc).clamp(&k(0), &k((n - 1).max(0)))),
             TakeMode::Wrap if n > 0 => {
                 let r = i.binary(crate::BinaryOp::Remainder, &k(n), loc);
-                let neg = r.at(loc).lt(0);
+                let neg = r.on(loc).lt(0);
                 let wrapped =
-                    b.at(loc)
+                    b.on(loc)
                         .select(&neg, &r.binary(crate::BinaryOp::Add, &k(n), loc), &r);
                 gather(&wrapped)
             }
             TakeMode::Wrap => gather(i),
             TakeMode::Fill => {
                 let from_end = if it.is_signed_int() {
-                    let neg = i.at(loc).lt(0);
-                    b.at(loc)
+                    let neg = i.on(loc).lt(0);
+                    b.on(loc)
                         .select(&neg, &i.binary(crate::BinaryOp::Add, &k(n), loc), i)
                 } else {
                     i.clone()
                 };
-                let valid = from_end.at(loc).ge(0).and(&from_end.at(loc).lt(n));
-                let got = gather(&from_end.at(loc).clamp(&k(0), &k((n - 1).max(0))));
+                let valid = from_end.on(loc).ge(0).and(&from_end.on(loc).lt(n));
+                let got = gather(&from_end.on(loc).clamp(&k(0), &k((n - 1).max(0))));
                 let Ok(dims) = got.dims() else { return got };
                 // The indices' axes in the result: `a..a + rank` for `take`, all of
                 // them for `take_along_axis`.
@@ -567,14 +567,14 @@ impl Op {
                 } else {
                     (a as i64..a as i64 + rank).collect()
                 };
-                let mask = valid.at(loc).broadcast_in_dim(&dims, &at);
+                let mask = valid.on(loc).broadcast_in_dim(&dims, &at);
                 let ty = s.element_type().expect("an array");
                 let fill = b
-                    .at(loc)
+                    .on(loc)
                     .constant_of_type(ty, fill_value(ty))
-                    .at(loc)
+                    .on(loc)
                     .broadcast_to(&dims);
-                b.at(loc).select(&mask, &got, &fill)
+                b.on(loc).select(&mask, &got, &fill)
             }
         }
     }
@@ -1127,11 +1127,11 @@ impl Builder {
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
         let cap_in: Vec<Op> = caps
             .iter()
-            .map(|c| c.at(loc).broadcast_to(&in_dims))
+            .map(|c| c.on(loc).broadcast_to(&in_dims))
             .collect();
         let cap_up: Vec<Op> = caps
             .iter()
-            .map(|c| c.at(loc).broadcast_to(&up_dims))
+            .map(|c| c.on(loc).broadcast_to(&up_dims))
             .collect();
         let operands: Vec<&Op> = inputs
             .iter()

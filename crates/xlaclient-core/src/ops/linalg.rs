@@ -417,13 +417,13 @@ impl Op {
         let (lr, rr) = match (self.rank(), rhs.rank()) {
             (Ok(l), Ok(r)) => (l as i64, r as i64),
             // A failed operand: the dot's own error names it.
-            _ => return self.at(loc).dot_general(rhs, &DotDims::contract(0, 0)),
+            _ => return self.on(loc).dot_general(rhs, &DotDims::contract(0, 0)),
         };
         if lr == 0 || rr == 0 {
             return self.binary(crate::BinaryOp::Multiply, rhs, loc);
         }
         let rc = if rr == 1 { 0 } else { rr - 2 };
-        self.at(loc)
+        self.on(loc)
             .dot_general(rhs, &DotDims::contract(lr - 1, rc))
     }
 
@@ -457,11 +457,11 @@ impl Op {
             if lr == 1 && rr > 2 {
                 // [k] x [..., k, n] -> [..., n]
                 return self
-                    .at(loc)
+                    .on(loc)
                     .dot_general_with(rhs, &DotDims::contract(0, rc), opts);
             }
             return self
-                .at(loc)
+                .on(loc)
                 .dot_general_with(rhs, &DotDims::contract(lr - 1, rc), opts);
         }
         // Both ≥ 2, rhs batched: batch axes broadcast the numpy way; both operands are
@@ -1424,7 +1424,7 @@ impl Op {
         } else {
             Part::Upper { strict: false }
         };
-        mask(&self.at(loc).cholesky_unmasked(lower), part, loc)
+        mask(&self.on(loc).cholesky_unmasked(lower), part, loc)
     }
 
     /// XLA's Cholesky: the triangular factor as [`cholesky`](Self::cholesky), the
@@ -1786,7 +1786,7 @@ impl Op {
             return (f.clone(), f);
         }
         // Every op built below carries the caller's line.
-        let _here = self.at(loc);
+        let _here = self.on(loc);
         householder_qr(self, &s, mode)
     }
 }

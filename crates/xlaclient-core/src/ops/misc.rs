@@ -157,7 +157,7 @@ impl Builder {
         let d0 = shapes[0].dims().to_vec();
         let spread: Vec<Op> = captures
             .iter()
-            .map(|c| self.op(target, *c).at(loc).broadcast_to(&d0))
+            .map(|c| self.op(target, *c).on(loc).broadcast_to(&d0))
             .collect();
         let all: Vec<&Op> = operands.iter().copied().chain(&spread).collect();
         self.emit(

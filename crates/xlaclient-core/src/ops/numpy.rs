@@ -54,7 +54,7 @@ impl Op {
                 } else {
                     Scalar::Float(value)
                 };
-                b.scalar_of(ty, v, loc).at(loc).broadcast_to(s.dims())
+                b.scalar_of(ty, v, loc).on(loc).broadcast_to(s.dims())
             }
             Ok(_) => b.fail_not_array(self, "broadcast", loc),
             Err(_) => self.clone(),
@@ -83,7 +83,7 @@ impl Op {
         let dims: Vec<i64> = (0..s.rank())
             .map(|i| if axes.contains(&i) { 1 } else { s.dims()[i] })
             .collect();
-        reduced.at(loc).reshape(&dims)
+        reduced.on(loc).reshape(&dims)
     }
 
     fn reduce_keep(
@@ -102,27 +102,27 @@ impl Op {
     #[track_caller]
     pub fn var(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
-        let centred = self.at(loc).mean(axes, true);
+        let centred = self.on(loc).mean(axes, true);
         let x = match self.element_type() {
-            Ok(t) if !(t.is_float() || t.is_complex()) => self.at(loc).convert(ElementType::F32),
+            Ok(t) if !(t.is_float() || t.is_complex()) => self.on(loc).convert(ElementType::F32),
             _ => self.clone(),
         };
         let d = x.binary(crate::BinaryOp::Subtract, &centred, loc);
         let sq = match d.element_type() {
             Ok(t) if t.is_complex() => {
-                let a = d.at(loc).abs();
+                let a = d.on(loc).abs();
                 a.binary(crate::BinaryOp::Multiply, &a, loc)
             }
             _ => d.binary(crate::BinaryOp::Multiply, &d, loc),
         };
-        sq.at(loc).mean(axes, keepdims)
+        sq.on(loc).mean(axes, keepdims)
     }
 
     /// Standard deviation over `axes` (`jnp.std`, `ddof = 0`): `√var`.
     #[track_caller]
     pub fn std(&self, axes: &[i64], keepdims: bool) -> Op {
         let loc = Location::caller();
-        self.at(loc).var(axes, keepdims).at(loc).sqrt()
+        self.on(loc).var(axes, keepdims).on(loc).sqrt()
     }
 
     /// Sum over `axes` (numpy's `sum`), keeping them as size-1 axes if `keepdims`.
@@ -160,13 +160,13 @@ impl Op {
         let x = if self.element_type().ok() == Some(acc) {
             self.clone()
         } else {
-            self.at(loc).convert(acc)
+            self.on(loc).convert(acc)
         };
         let r = x.reduce_by(axes, op, loc);
         if acc == out {
             r
         } else {
-            r.at(loc).convert(out)
+            r.on(loc).convert(out)
         }
     }
 
@@ -226,33 +226,33 @@ impl Op {
         let init_i = b.scalar_of(ElementType::S32, Scalar::Int(-1), loc);
         let float = ty.is_float();
         let out =
-            b.at(loc)
+            b.on(loc)
                 .reduce_many(&[self, &idx], &[&init_v, &init_i], &[a as i64], |acc, e| {
                     // A total order with the index as tie-break, so XLA may combine partial
                     // results in any grouping: an initial value (index -1) is the identity;
                     // a NaN beats numbers; among equals (or two NaNs) the smaller index wins.
                     let bb = acc[0].builder();
-                    let and = |x: &Op, y: &Op| bb.at(loc).select(x, y, x);
-                    let or = |x: &Op, y: &Op| bb.at(loc).select(x, x, y);
+                    let and = |x: &Op, y: &Op| bb.on(loc).select(x, y, x);
+                    let or = |x: &Op, y: &Op| bb.on(loc).select(x, x, y);
                     let zero = bb.scalar_of(ElementType::S32, Scalar::Int(0), loc);
                     let no_false = bb.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
-                    let acc_none = acc[1].at(loc).compare(&zero, Comparison::Lt);
-                    let e_none = e[1].at(loc).compare(&zero, Comparison::Lt);
-                    let lower = e[1].at(loc).compare(&acc[1], Comparison::Lt);
-                    let wins = e[0].at(loc).compare(&acc[0], better);
-                    let tie = and(&e[0].at(loc).compare(&acc[0], Comparison::Eq), &lower);
+                    let acc_none = acc[1].on(loc).compare(&zero, Comparison::Lt);
+                    let e_none = e[1].on(loc).compare(&zero, Comparison::Lt);
+                    let lower = e[1].on(loc).compare(&acc[1], Comparison::Lt);
+                    let wins = e[0].on(loc).compare(&acc[0], better);
+                    let tie = and(&e[0].on(loc).compare(&acc[0], Comparison::Eq), &lower);
                     let mut take = or(&wins, &tie);
                     if float {
-                        let e_nan = e[0].at(loc).compare(&e[0], Comparison::Ne);
-                        let a_nan = acc[0].at(loc).compare(&acc[0], Comparison::Ne);
+                        let e_nan = e[0].on(loc).compare(&e[0], Comparison::Ne);
+                        let a_nan = acc[0].on(loc).compare(&acc[0], Comparison::Ne);
                         take = bb
-                            .at(loc)
+                            .on(loc)
                             .select(&a_nan, &and(&e_nan, &lower), &or(&e_nan, &take));
                     }
-                    let take = bb.at(loc).select(&e_none, &no_false, &or(&acc_none, &take));
+                    let take = bb.on(loc).select(&e_none, &no_false, &or(&acc_none, &take));
                     vec![
-                        bb.at(loc).select(&take, &e[0], &acc[0]),
-                        bb.at(loc).select(&take, &e[1], &acc[1]),
+                        bb.on(loc).select(&take, &e[0], &acc[0]),
+                        bb.on(loc).select(&take, &e[1], &acc[1]),
                     ]
                 });
         out.into_iter().nth(1).expect("two results")
@@ -325,9 +325,9 @@ impl Op {
         let bd: Vec<i64> = (0..s.rank() as i64).collect();
         let idx = self.broadcast_in_dim(&dims, &bd);
         classes
-            .at(loc)
+            .on(loc)
             .compare(&idx, Comparison::Eq)
-            .at(loc)
+            .on(loc)
             .convert(ty)
     }
 
@@ -437,7 +437,7 @@ impl Op {
                 st[a] = start;
                 lim[a] = start + z;
                 start += z;
-                self.at(loc).slice(&st, &lim, &vec![1; s.rank()])
+                self.on(loc).slice(&st, &lim, &vec![1; s.rank()])
             })
             .collect()
     }
@@ -462,7 +462,7 @@ impl Builder {
                     Ok(a) => {
                         let mut d = s.dims().to_vec();
                         d.insert(a.min(d.len()), 1);
-                        o.at(loc).reshape(&d)
+                        o.on(loc).reshape(&d)
                     }
                     Err(e) => self.fail(e, loc),
                 }
@@ -503,7 +503,7 @@ impl Builder {
     pub fn full(&self, ty: ElementType, dims: &[i64], value: f64) -> Op {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Float(value), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(dims)
     }
 
@@ -512,7 +512,7 @@ impl Builder {
     pub fn zeros(&self, ty: ElementType, dims: &[i64]) -> Op {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Int(0), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(dims)
     }
 
@@ -521,7 +521,7 @@ impl Builder {
     pub fn ones(&self, ty: ElementType, dims: &[i64]) -> Op {
         let loc = Location::caller();
         self.scalar_of(ty, Scalar::Int(1), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(dims)
     }
 
@@ -614,7 +614,7 @@ impl Builder {
         if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
             d
         } else {
-            d.at(loc).transpose(&perm)
+            d.on(loc).transpose(&perm)
         }
     }
 }
@@ -685,8 +685,8 @@ impl Op {
                 continue;
             }
             let a = axis as i64;
-            let part = |start: i64, limit: i64| x.at(loc).slice_in_dim(start, limit, 1, a);
-            let flip = |o: Op| o.at(loc).reverse(&[a]);
+            let part = |start: i64, limit: i64| x.on(loc).slice_in_dim(start, limit, 1, a);
+            let flip = |o: Op| o.on(loc).reverse(&[a]);
             let (before, after) = match mode {
                 PadMode::Edge => {
                     // The array as padded so far (earlier axes grown).
@@ -694,7 +694,7 @@ impl Op {
                     let edge = |e: Op, k: i64| {
                         let mut d = now.clone();
                         d[axis] = k;
-                        e.at(loc).broadcast_to(&d)
+                        e.on(loc).broadcast_to(&d)
                     };
                     (edge(part(0, 1), lo), edge(part(n - 1, n), hi))
                 }
@@ -702,7 +702,7 @@ impl Op {
                 PadMode::Symmetric => (flip(part(0, lo)), flip(part(n - hi, n))),
                 PadMode::Wrap => (part(n - lo, n), part(0, hi)),
             };
-            x = b.at(loc).concatenate(&[&before, &x, &after], a);
+            x = b.on(loc).concatenate(&[&before, &x, &after], a);
         }
         x
     }

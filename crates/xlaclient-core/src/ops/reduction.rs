@@ -149,7 +149,7 @@ impl Op {
         let loc = Location::caller();
         let mut out = self
             .builder()
-            .at(loc)
+            .on(loc)
             .reduce_many(&[self], &[init], axes, |acc, e| vec![body(&acc[0], &e[0])]);
         out.pop().expect("one result per input")
     }
@@ -201,7 +201,7 @@ impl Op {
             Err(_) => return self.builder().fail_not_array(self, "reduce", loc),
         };
         let init = self.builder().scalar_of(ty, identity(ty), loc);
-        self.at(loc)
+        self.on(loc)
             .reduce(&init, axes, |a, e| a.binary(op, e, loc))
     }
 
@@ -252,7 +252,7 @@ impl Op {
         let x = if ty.is_float() || ty.is_complex() {
             self.clone()
         } else {
-            self.at(loc).convert(ElementType::F32)
+            self.on(loc).convert(ElementType::F32)
         };
         let sum = x.reduce_at_sum(axes, loc);
         sum.binary_scalar(BinaryOp::Divide, Scalar::Int(count), false, loc)
@@ -405,7 +405,7 @@ impl Builder {
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
         let spread: Vec<Op> = caps
             .iter()
-            .map(|c| c.at(loc).broadcast_to(shapes[0].dims()))
+            .map(|c| c.on(loc).broadcast_to(shapes[0].dims()))
             .collect();
         let operands: Vec<&Op> = inputs
             .iter()

@@ -265,7 +265,7 @@ impl Key {
 
     /// The two threefry halves of an rbg key.
     fn halves(&self, loc: Loc) -> [Op; 2] {
-        let h = |i: i64| self.data.at(loc).slice(&[2 * i], &[2 * i + 2], &[1]);
+        let h = |i: i64| self.data.on(loc).slice(&[2 * i], &[2 * i + 2], &[1]);
         [h(0), h(1)]
     }
 
@@ -277,8 +277,8 @@ impl Key {
                 let (a, c) = self.data.hash_iota(dims, what, loc)?;
                 Ok(if wide {
                     let b = self.b();
-                    let hi = a.at(loc).convert(U64);
-                    let lo = c.at(loc).convert(U64);
+                    let hi = a.on(loc).convert(U64);
+                    let lo = c.on(loc).convert(U64);
                     let sh = b.scalar_of(U64, Scalar::Int(32), loc);
                     hi.bitwise(BitwiseOp::ShiftLeft, &sh, loc)
                         .bitwise(BitwiseOp::Or, &lo, loc)
@@ -291,9 +291,9 @@ impl Key {
                 // key[2i] | key[2i+1] << 32.
                 let state = self
                     .data
-                    .at(loc)
+                    .on(loc)
                     .reshape(&[2, 2])
-                    .at(loc)
+                    .on(loc)
                     .bitcast_convert(U64);
                 let (_, bits) = state.rng_bit_generator(
                     RngAlgorithm::Default,
@@ -308,11 +308,11 @@ impl Key {
     /// `jax.random.split(key, n)` as an array of `n` keys.
     fn split_array(&self, n: i64, loc: Loc) -> Op {
         match self.imp {
-            PrngImpl::Threefry2x32 => self.data.at(loc).threefry_split(n),
+            PrngImpl::Threefry2x32 => self.data.on(loc).threefry_split(n),
             PrngImpl::Rbg => {
                 let [h0, h1] = self.halves(loc);
-                let (s0, s1) = (h0.at(loc).threefry_split(n), h1.at(loc).threefry_split(n));
-                self.b().at(loc).concatenate(&[&s0, &s1], 1)
+                let (s0, s1) = (h0.on(loc).threefry_split(n), h1.on(loc).threefry_split(n));
+                self.b().on(loc).concatenate(&[&s0, &s1], 1)
             }
         }
     }
@@ -324,9 +324,9 @@ impl Key {
         (0..n)
             .map(|i| Key {
                 data: all
-                    .at(loc)
+                    .on(loc)
                     .slice(&[i, 0], &[i + 1, w], &[1, 1])
-                    .at(loc)
+                    .on(loc)
                     .reshape(&[w]),
                 imp: self.imp,
             })
@@ -335,14 +335,14 @@ impl Key {
 
     fn fold_in(&self, data: &Op, loc: Loc) -> Op {
         match self.imp {
-            PrngImpl::Threefry2x32 => self.data.at(loc).threefry_fold_in(data),
+            PrngImpl::Threefry2x32 => self.data.on(loc).threefry_fold_in(data),
             PrngImpl::Rbg => {
                 let [h0, h1] = self.halves(loc);
                 let (f0, f1) = (
-                    h0.at(loc).threefry_fold_in(data),
-                    h1.at(loc).threefry_fold_in(data),
+                    h0.on(loc).threefry_fold_in(data),
+                    h1.on(loc).threefry_fold_in(data),
                 );
-                self.b().at(loc).concatenate(&[&f0, &f1], 0)
+                self.b().on(loc).concatenate(&[&f0, &f1], 0)
             }
         }
     }
@@ -392,7 +392,7 @@ fn uniform_of_bits(bits: &Op, ty: ElementType, lo: &Op, hi: &Op, loc: Loc) -> Op
     let floats = bits
         .bitwise(BitwiseOp::ShiftRightLogical, &shift, loc)
         .bitwise(BitwiseOp::Or, &one, loc)
-        .at(loc)
+        .on(loc)
         .bitcast_convert(ty)
         .binary_scalar(BinaryOp::Subtract, Scalar::Float(1.0), false, loc);
     let span = hi.binary(BinaryOp::Subtract, lo, loc);
@@ -519,8 +519,8 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
         .binary(BinaryOp::Multiply, &x.unary(UnaryOp::Negate, loc), loc)
         .unary(UnaryOp::LogPlusOne, loc)
         .unary(UnaryOp::Negate, loc);
-    let small = w.at(loc).compare(&f32c(&b, 5.0, loc), Comparison::Lt);
-    let t = b.at(loc).select(
+    let small = w.on(loc).compare(&f32c(&b, 5.0, loc), Comparison::Lt);
+    let t = b.on(loc).select(
         &small,
         &w.binary_scalar(BinaryOp::Subtract, Scalar::Float(2.5), false, loc),
         &w.unary(UnaryOp::Sqrt, loc).binary_scalar(
@@ -531,7 +531,7 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
         ),
     );
     let coef = |i: usize| {
-        b.at(loc)
+        b.on(loc)
             .select(&small, &f32c(&b, SMALL[i], loc), &f32c(&b, LARGE[i], loc))
     };
     let mut p = coef(0);
@@ -541,10 +541,10 @@ fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
     let r = p.binary(BinaryOp::Multiply, x, loc);
     let at_one = x
         .unary(UnaryOp::Abs, loc)
-        .at(loc)
+        .on(loc)
         .compare(&f32c(&b, 1.0, loc), Comparison::Eq);
     let inf = x.binary(BinaryOp::Multiply, &f32c(&b, f32::INFINITY, loc), loc);
-    b.at(loc).select(&at_one, &inf, &r)
+    b.on(loc).select(&at_one, &inf, &r)
 }
 
 /// `erf` for `f32` as XLA's CPU backend computes its `erf` op inside a fusion,
@@ -580,7 +580,7 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
     ];
     let b = x.builder();
     let x2 = x.binary(BinaryOp::Multiply, x, loc);
-    let x2w = x2.at(loc).convert(F64);
+    let x2w = x2.on(loc).convert(F64);
     let c64 = |v: f32| b.scalar_of(F64, Scalar::Float(v.into()), loc);
     let s64 = |v: i64| b.scalar_of(ElementType::S64, Scalar::Int(v), loc);
     // fma(x2, acc, c) as f32 through f64 rounded to odd (see above).
@@ -595,26 +595,26 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
                 loc,
             )
             .binary(BinaryOp::Add, &c.binary(BinaryOp::Subtract, &bb, loc), loc);
-        let bits = s.at(loc).bitcast_convert(ElementType::S64);
+        let bits = s.on(loc).bitcast_convert(ElementType::S64);
         let zero = c64(0.0);
         let even = bits
             .bitwise(BitwiseOp::And, &s64(1), loc)
-            .at(loc)
+            .on(loc)
             .compare(&s64(0), Comparison::Eq);
-        let inexact = e.at(loc).compare(&zero, Comparison::Ne);
+        let inexact = e.on(loc).compare(&zero, Comparison::Ne);
         // One step toward the exact sum: away from zero if e has s's sign.
         let away = e
-            .at(loc)
+            .on(loc)
             .compare(&zero, Comparison::Gt)
-            .at(loc)
-            .compare(&s.at(loc).compare(&zero, Comparison::Gt), Comparison::Eq);
-        let step = b.at(loc).select(&away, &s64(1), &s64(-1));
+            .on(loc)
+            .compare(&s.on(loc).compare(&zero, Comparison::Gt), Comparison::Eq);
+        let step = b.on(loc).select(&away, &s64(1), &s64(-1));
         let odd = bits
             .binary(BinaryOp::Add, &step, loc)
-            .at(loc)
+            .on(loc)
             .bitcast_convert(F64);
         let fix = inexact.bitwise(BitwiseOp::And, &even, loc);
-        let r = b.at(loc).select(&fix, &odd, &s).at(loc).convert(F32);
+        let r = b.on(loc).select(&fix, &odd, &s).on(loc).convert(F32);
         // The barrier keeps XLA from folding this f64 → f32 → f64 pair away (it
         // may when excess precision is allowed), which would skip the rounding.
         b.optimization_barrier(&[&r]).remove(0)
@@ -622,7 +622,7 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
     let horner = |coefs: &[f32]| {
         let mut acc = f32c(&b, coefs[0], loc);
         for c in &coefs[1..] {
-            let wide = acc.at(loc).convert(F64);
+            let wide = acc.on(loc).convert(F64);
             acc = fma(&wide, *c);
         }
         acc
@@ -630,13 +630,13 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
     let p = x.binary(BinaryOp::Multiply, &horner(&ALPHA), loc);
     let q = horner(&BETA);
     let big = f32c(&b, 3.743_921_2, loc)
-        .at(loc)
+        .on(loc)
         .compare(&x.unary(UnaryOp::Abs, loc), Comparison::Le);
-    let neg = x.at(loc).compare(&f32c(&b, 0.0, loc), Comparison::Lt);
+    let neg = x.on(loc).compare(&f32c(&b, 0.0, loc), Comparison::Lt);
     let sign = b
-        .at(loc)
+        .on(loc)
         .select(&neg, &f32c(&b, -1.0, loc), &f32c(&b, 1.0, loc));
-    b.at(loc)
+    b.on(loc)
         .select(&big, &sign, &p.binary(BinaryOp::Divide, &q, loc))
 }
 
@@ -644,15 +644,15 @@ fn erf_f32(x: &Op, loc: Loc) -> Op {
 fn next_after_f32(x: &Op, up: bool, loc: Loc) -> Op {
     let b = x.builder();
     let s32 = |v: i64| b.scalar_of(S32, Scalar::Int(v), loc);
-    let bits = x.at(loc).bitcast_convert(S32);
+    let bits = x.on(loc).bitcast_convert(S32);
     let target = f32c(&b, if up { f32::INFINITY } else { f32::NEG_INFINITY }, loc);
     let is_zero = bits
         .bitwise(BitwiseOp::And, &s32(0x7fff_ffff), loc)
-        .at(loc)
+        .on(loc)
         .compare(&s32(0), Comparison::Eq);
     // Away from zero adds one to the magnitude's bits, toward zero takes one.
-    let positive = bits.at(loc).compare(&s32(0), Comparison::Ge);
-    let step = b.at(loc).select(
+    let positive = bits.on(loc).compare(&s32(0), Comparison::Ge);
+    let step = b.on(loc).select(
         &positive,
         &s32(if up { 1 } else { -1 }),
         &s32(if up { -1 } else { 1 }),
@@ -664,14 +664,14 @@ fn next_after_f32(x: &Op, up: bool, loc: Loc) -> Op {
         i64::from(0x8000_0001u32 as i32)
     });
     let r = b
-        .at(loc)
+        .on(loc)
         .select(&is_zero, &tiny, &moved)
-        .at(loc)
+        .on(loc)
         .bitcast_convert(F32);
-    let at_target = x.at(loc).compare(&target, Comparison::Eq);
-    let r = b.at(loc).select(&at_target, x, &r);
-    let nan = x.at(loc).compare(x, Comparison::Ne);
-    b.at(loc).select(&nan, x, &r)
+    let at_target = x.on(loc).compare(&target, Comparison::Eq);
+    let r = b.on(loc).select(&at_target, x, &r);
+    let nan = x.on(loc).compare(x, Comparison::Ne);
+    b.on(loc).select(&nan, x, &r)
 }
 
 /// JAX's `_shuffle`: sorts `x` along `axis` by fresh random `u32` keys, as many
@@ -696,7 +696,7 @@ fn shuffle_core(
         let b = x.builder();
         x = b
             .sort(&[&sort_keys, &x], axis, true, |l, r| {
-                l[0].at(loc).compare(&r[0], Comparison::Lt)
+                l[0].on(loc).compare(&r[0], Comparison::Lt)
             })
             .pop()
             .expect("two results");
@@ -716,24 +716,24 @@ fn top_k_indices(x: &Op, k: i64, loc: Loc) -> Op {
         _ => (S32, i64::from(i32::MAX)),
     };
     // Floats as integers in the same order: negative floats count down from the top.
-    let bits = x.at(loc).bitcast_convert(ity);
+    let bits = x.on(loc).bitcast_convert(ity);
     let zero = b.scalar_of(ity, Scalar::Int(0), loc);
     let flipped = b
         .scalar_of(ity, Scalar::Int(max), loc)
         .binary(BinaryOp::Subtract, &bits, loc);
-    let order = b.at(loc).select(
-        &bits.at(loc).compare(&zero, Comparison::Lt),
+    let order = b.on(loc).select(
+        &bits.on(loc).compare(&zero, Comparison::Lt),
         &flipped,
         &bits,
     );
     let idx = b.iota(S32, &dims, last);
     let sorted = b.sort(&[&order, &idx], last, true, |l, r| {
-        l[0].at(loc).compare(&r[0], Comparison::Gt)
+        l[0].on(loc).compare(&r[0], Comparison::Gt)
     });
     let mut lim = dims.clone();
     lim[last as usize] = k;
     sorted[1]
-        .at(loc)
+        .on(loc)
         .slice(&vec![0; dims.len()], &lim, &vec![1; dims.len()])
 }
 
@@ -784,7 +784,7 @@ impl Op {
     #[track_caller]
     pub fn split_keys<const N: usize>(&self) -> [Op; N] {
         let loc = Location::caller();
-        let keys = self.at(loc).random_split(N as i64);
+        let keys = self.on(loc).random_split(N as i64);
         let width = keys
             .dims()
             .ok()
@@ -792,9 +792,9 @@ impl Op {
             .unwrap_or(2);
         std::array::from_fn(|i| {
             let i = i as i64;
-            keys.at(loc)
+            keys.on(loc)
                 .slice(&[i, 0], &[i + 1, width], &[1, 1])
-                .at(loc)
+                .on(loc)
                 .reshape(&[width])
         })
     }
@@ -806,7 +806,7 @@ impl Op {
         let d = self
             .builder()
             .scalar_of(ElementType::U32, Scalar::UInt(data.into()), loc);
-        self.at(loc).random_fold_in(&d)
+        self.on(loc).random_fold_in(&d)
     }
 
     /// `jax.random.fold_in(key, data)`: a new key of this key's kind mixing in
@@ -956,9 +956,9 @@ impl Op {
         let higher = ks[0].bits(false, dims, "randint", loc)?;
         let lower = ks[1].bits(false, dims, "randint", loc)?;
         let u = |v: i64| b.scalar_of(U32, Scalar::Int(v), loc);
-        let span = hi.binary(BinaryOp::Subtract, lo, loc).at(loc).convert(U32);
-        let empty = hi.at(loc).compare(lo, Comparison::Le);
-        let span = b.at(loc).select(&empty, &u(1), &span);
+        let span = hi.binary(BinaryOp::Subtract, lo, loc).on(loc).convert(U32);
+        let empty = hi.on(loc).compare(lo, Comparison::Le);
+        let span = b.on(loc).select(&empty, &u(1), &span);
         // 2^32 mod span, as (2^16 mod span)^2 mod span.
         let m = u(1 << 16).binary(BinaryOp::Remainder, &span, loc);
         let m = m
@@ -973,7 +973,7 @@ impl Op {
                 loc,
             )
             .binary(BinaryOp::Remainder, &span, loc);
-        Ok(lo.binary(BinaryOp::Add, &off.at(loc).convert(S32), loc))
+        Ok(lo.binary(BinaryOp::Add, &off.on(loc).convert(S32), loc))
     }
 
     /// `jax.random.bernoulli(key, p, dims)`: `pred` samples, true with probability
@@ -1003,7 +1003,7 @@ impl Op {
                 "bernoulli",
                 loc,
             )?;
-            Ok(u.at(loc).compare(&p, Comparison::Lt))
+            Ok(u.on(loc).compare(&p, Comparison::Lt))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -1121,7 +1121,7 @@ impl Op {
                 let g = self.gumbel_core(&k, &gdims, ty, loc)?;
                 let mut edims = vec![1; np];
                 edims.extend(&ldims);
-                let x = g.binary(BinaryOp::Add, &logits.at(loc).reshape(&edims), loc);
+                let x = g.binary(BinaryOp::Add, &logits.on(loc).reshape(&edims), loc);
                 Ok(x.argmax((np + ax) as i64))
             } else {
                 let n: i64 = prefix.iter().product();
@@ -1155,10 +1155,10 @@ impl Op {
                 // Move `axis` last, take the top n, then move the samples first.
                 let mut perm: Vec<i64> = (0..rank as i64).filter(|i| *i != ax as i64).collect();
                 perm.push(ax as i64);
-                let top = top_k_indices(&x.at(loc).transpose(&perm), n, loc);
+                let top = top_k_indices(&x.on(loc).transpose(&perm), n, loc);
                 let mut back = vec![batch.len() as i64];
                 back.extend(0..batch.len() as i64);
-                Ok(top.at(loc).transpose(&back).at(loc).reshape(&shape))
+                Ok(top.on(loc).transpose(&back).on(loc).reshape(&shape))
             }
         };
         go().unwrap_or_else(|f| f)
@@ -1258,7 +1258,7 @@ impl Op {
                     .map_err(|_| self.clone())?;
                 return Ok(b
                     .scalar_of(ty, Scalar::Int(0), loc)
-                    .at(loc)
+                    .on(loc)
                     .broadcast_to(dims));
             }
             if n <= 0 || n > i64::from(i32::MAX) {
@@ -1308,9 +1308,9 @@ impl Op {
                 )?,
                 (None, false) => {
                     let perm = shuffle_core(&k, &b.iota(S32, &[n], 0), 0, n, WHAT, loc)?;
-                    perm.at(loc)
+                    perm.on(loc)
                         .slice(&[0], &[draws], &[1])
-                        .at(loc)
+                        .on(loc)
                         .reshape(dims)
                 }
                 (Some((p, ty)), true) => {
@@ -1322,7 +1322,7 @@ impl Op {
                     };
                     let cum =
                         p.reduce_window(&zero, &[win], |x, y| x.binary(BinaryOp::Add, y, loc));
-                    let total = cum.at(loc).slice(&[n - 1], &[n], &[1]).at(loc).reshape(&[]);
+                    let total = cum.on(loc).slice(&[n - 1], &[n], &[1]).on(loc).reshape(&[]);
                     let u = k.uniform(
                         dims,
                         ty,
@@ -1341,7 +1341,7 @@ impl Op {
                 (Some((p, ty)), false) => {
                     let g = self.gumbel_core(&k, &[n], ty, loc)?;
                     let x = g.binary(BinaryOp::Add, &p.unary(UnaryOp::Log, loc), loc);
-                    top_k_indices(&x, draws, loc).at(loc).reshape(dims)
+                    top_k_indices(&x, draws, loc).on(loc).reshape(dims)
                 }
             };
             Ok(match arr {
@@ -1362,24 +1362,24 @@ fn search_sorted_left(sorted: &Op, q: &Op, n: i64, loc: Loc) -> Op {
     let levels = 64 - (n as u64).leading_zeros();
     let mut low = b
         .scalar_of(S32, Scalar::Int(0), loc)
-        .at(loc)
+        .on(loc)
         .broadcast_to(&dims);
     let mut high = b
         .scalar_of(S32, Scalar::Int(n), loc)
-        .at(loc)
+        .on(loc)
         .broadcast_to(&dims);
     let two = b.scalar_of(U32, Scalar::Int(2), loc);
     for _ in 0..levels {
         let mid = low
-            .at(loc)
+            .on(loc)
             .convert(U32)
-            .binary(BinaryOp::Add, &high.at(loc).convert(U32), loc)
+            .binary(BinaryOp::Add, &high.on(loc).convert(U32), loc)
             .binary(BinaryOp::Divide, &two, loc)
-            .at(loc)
+            .on(loc)
             .convert(S32);
-        let left = q.at(loc).compare(&sorted.take(&mid, 0), Comparison::Le);
-        low = b.at(loc).select(&left, &low, &mid);
-        high = b.at(loc).select(&left, &mid, &high);
+        let left = q.on(loc).compare(&sorted.take(&mid, 0), Comparison::Le);
+        low = b.on(loc).select(&left, &low, &mid);
+        high = b.on(loc).select(&left, &mid, &high);
     }
     high
 }

@@ -151,9 +151,9 @@ impl Op {
                 let kd: Vec<i64> = keep.iter().map(|i| od[*i]).collect();
                 let kb: Vec<i64> = keep.iter().map(|i| bdims[*i]).collect();
                 return self
-                    .at(loc)
+                    .on(loc)
                     .reshape(&kd)
-                    .at(loc)
+                    .on(loc)
                     .broadcast_in_dim(out_dims, &kb);
             }
         }
@@ -455,7 +455,7 @@ impl Op {
             Err(_) => return self.builder().fail_not_array(self, "transpose", loc),
         };
         if r < 2 {
-            return self.at(loc).transpose(&(0..r).collect::<Vec<_>>());
+            return self.on(loc).transpose(&(0..r).collect::<Vec<_>>());
         }
         let mut p: Vec<i64> = (0..r).collect();
         p.swap(r as usize - 1, r as usize - 2);

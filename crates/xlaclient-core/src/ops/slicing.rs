@@ -406,8 +406,8 @@ impl Op {
                 (Ok(t), Some(&d)) if t.is_signed_int() && s.rank().ok() == Some(0) => {
                     let from_end =
                         s.binary_scalar(crate::BinaryOp::Add, crate::Scalar::Int(d), false, loc);
-                    let negative = s.at(loc).lt(0);
-                    s.builder().at(loc).select(&negative, &from_end, s)
+                    let negative = s.on(loc).lt(0);
+                    s.builder().on(loc).select(&negative, &from_end, s)
                 }
                 _ => (*s).clone(),
             })
@@ -424,7 +424,7 @@ impl Op {
         let loc = Location::caller();
         let wrapped = self.wrapped_starts(start, loc);
         let refs: Vec<&Op> = wrapped.iter().collect();
-        self.at(loc).dynamic_slice_clamped(&refs, sizes)
+        self.on(loc).dynamic_slice_clamped(&refs, sizes)
     }
 
     /// XLA's DynamicSlice: a block of `sizes` starting at `start` (one integer
@@ -563,7 +563,7 @@ impl Op {
         let loc = Location::caller();
         let wrapped = self.wrapped_starts(start, loc);
         let refs: Vec<&Op> = wrapped.iter().collect();
-        self.at(loc).dynamic_update_slice_clamped(update, &refs)
+        self.on(loc).dynamic_update_slice_clamped(update, &refs)
     }
 
     /// XLA's DynamicUpdateSlice: this array with `update` written at `start` (one
@@ -1065,13 +1065,13 @@ pub(crate) fn batch_pad(n: &crate::batching::BatchNode) -> crate::batching::Batc
         let x = n.front(0)?;
         let xd = x.dims().map_err(|e| e.to_string())?;
         let ty = x.element_type().map_err(|e| e.to_string())?;
-        let b = n.b.at(loc);
+        let b = n.b.on(loc);
         let zero = b.scalar_of(ty, crate::Scalar::Int(0), loc);
-        let padded = x.at(loc).pad(&zero, &d);
-        let inside = b.constant(true).at(loc).broadcast_to(&xd);
-        let mask = inside.at(loc).pad(&b.constant(false), &d);
+        let padded = x.on(loc).pad(&zero, &d);
+        let inside = b.constant(true).on(loc).broadcast_to(&xd);
+        let mask = inside.on(loc).pad(&b.constant(false), &d);
         let out = padded.dims().map_err(|e| e.to_string())?;
-        let value = n.front(1)?.at(loc).broadcast_in_dim(&out, &[0]);
+        let value = n.front(1)?.on(loc).broadcast_in_dim(&out, &[0]);
         let r = b.select(&mask, &padded, &value);
         if let Some(e) = crate::batching::failure(&r) {
             return Err(e);

@@ -219,7 +219,7 @@ impl Builder {
         }
         let dims = shapes[0].dims().to_vec();
         let caps: Vec<Op> = captures.iter().map(|c| self.op(target, *c)).collect();
-        let spread: Vec<Op> = caps.iter().map(|c| c.at(loc).broadcast_to(&dims)).collect();
+        let spread: Vec<Op> = caps.iter().map(|c| c.on(loc).broadcast_to(&dims)).collect();
         let all: Vec<&Op> = operands.iter().copied().chain(&spread).collect();
         let r = self.emit(
             OpKind::Sort {
@@ -246,12 +246,12 @@ impl Op {
             let ty = l[0].element_type().unwrap_or(ElementType::F32);
             if ty.is_float() {
                 // a < b, or b is NaN and a is not: NaNs sort last.
-                let lt = l[0].at(loc).compare(&r[0], Comparison::Lt);
-                let r_nan = r[0].at(loc).compare(&r[0], Comparison::Ne);
-                let l_num = l[0].at(loc).compare(&l[0], Comparison::Eq);
-                l[0].builder().at(loc).select(&r_nan, &l_num, &lt)
+                let lt = l[0].on(loc).compare(&r[0], Comparison::Lt);
+                let r_nan = r[0].on(loc).compare(&r[0], Comparison::Ne);
+                let l_num = l[0].on(loc).compare(&l[0], Comparison::Eq);
+                l[0].builder().on(loc).select(&r_nan, &l_num, &lt)
             } else {
-                l[0].at(loc).compare(&r[0], Comparison::Lt)
+                l[0].on(loc).compare(&r[0], Comparison::Lt)
             }
         });
         out.pop().expect("one result")
@@ -427,15 +427,15 @@ impl Op {
         let idx = b.iota(ElementType::S32, &dims, axis as i64);
         let sorted = b.sort(&[self, &idx], axis as i64, true, |l, r| {
             total_order_key(&l[0], loc)
-                .at(loc)
+                .on(loc)
                 .compare(&total_order_key(&r[0], loc), Comparison::Gt)
         });
         let start = vec![0; dims.len()];
         let strides = vec![1; dims.len()];
         let limit = values.dims().to_vec();
         (
-            sorted[0].at(loc).slice(&start, &limit, &strides),
-            sorted[1].at(loc).slice(&start, &limit, &strides),
+            sorted[0].on(loc).slice(&start, &limit, &strides),
+            sorted[1].on(loc).slice(&start, &limit, &strides),
         )
     }
 }
@@ -453,12 +453,12 @@ fn total_order_key(x: &Op, loc: &'static Location<'static>) -> Op {
         _ => return x.clone(),
     };
     let b = x.builder();
-    let bits = x.at(loc).bitcast_convert(ity);
+    let bits = x.on(loc).bitcast_convert(ity);
     let zero = b.scalar_of(ity, Scalar::Int(0), loc);
     let mask = b.scalar_of(ity, Scalar::Int(max), loc);
-    let negative = bits.at(loc).compare(&zero, Comparison::Lt);
+    let negative = bits.on(loc).compare(&zero, Comparison::Lt);
     let flipped = bits.bitwise(BitwiseOp::Xor, &mask, loc);
-    b.at(loc).select(&negative, &flipped, &bits)
+    b.on(loc).select(&negative, &flipped, &bits)
 }
 
 #[cfg(test)]

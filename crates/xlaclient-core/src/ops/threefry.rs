@@ -109,13 +109,13 @@ fn rolled_rounds(x: [Op; 2], ks: &[Op; 3], loc: &'static Location<'static>) -> (
         (rot(0), rot(1)),
     );
     let ((a, c), _, _) = b.fori_loop(0, 5, init, |i, (x, ks, rots)| {
-        let i = i.at(loc).convert(U32);
+        let i = i.on(loc).convert(U32);
         let r: [Op; 4] = std::array::from_fn(|j| {
             let j = j as i64;
             rots.0
-                .at(loc)
+                .on(loc)
                 .slice(&[j], &[j + 1], &[1])
-                .at(loc)
+                .on(loc)
                 .reshape(&[])
         });
         let [s, t] = rounds_then_inject([x.0, x.1], &r, [&ks.0, &ks.1], &i, loc);
@@ -189,9 +189,9 @@ impl Op {
             Err(_) => return Err(self.clone()),
         }
         let w = |i: i64| {
-            self.at(loc)
+            self.on(loc)
                 .slice(&[i], &[i + 1], &[1])
-                .at(loc)
+                .on(loc)
                 .reshape(&[])
         };
         Ok((w(0), w(1)))
@@ -219,8 +219,8 @@ impl Op {
             ));
         }
         let b = self.builder();
-        let lo = b.iota(U32, &[n.expect("checked")], 0).at(loc).reshape(dims);
-        let hi = u32c(&b, 0, loc).at(loc).broadcast_to(dims);
+        let lo = b.iota(U32, &[n.expect("checked")], 0).on(loc).reshape(dims);
+        let hi = u32c(&b, 0, loc).on(loc).broadcast_to(dims);
         Ok(threefry2x32(&k0, &k1, &hi, &lo, loc))
     }
 
@@ -231,8 +231,8 @@ impl Op {
         match self.hash_iota(&[n], "threefry_split", loc) {
             Ok((a, c)) => {
                 let b = self.builder();
-                b.at(loc).concatenate(
-                    &[&a.at(loc).reshape(&[n, 1]), &c.at(loc).reshape(&[n, 1])],
+                b.on(loc).concatenate(
+                    &[&a.on(loc).reshape(&[n, 1]), &c.on(loc).reshape(&[n, 1])],
                     1,
                 )
             }
@@ -251,7 +251,7 @@ impl Op {
         };
         let d = match data.element_type() {
             Ok(ElementType::U32) => data.clone(),
-            Ok(ElementType::S32) => data.at(loc).bitcast_convert(U32),
+            Ok(ElementType::S32) => data.on(loc).bitcast_convert(U32),
             _ => {
                 let s = data.shape().ok();
                 let shapes: Vec<&Shape> = s.iter().collect();
@@ -298,7 +298,7 @@ impl Op {
         let one_bits = u32c(&b, 1.0f32.to_bits(), loc);
         let f = mant
             .bitwise(Or, &one_bits, loc)
-            .at(loc)
+            .on(loc)
             .bitcast_convert(ElementType::F32);
         let lo_c = b.scalar_of(ElementType::F32, Scalar::Float(lo.into()), loc);
         let span = b.scalar_of(ElementType::F32, Scalar::Float((hi - lo).into()), loc);

@@ -296,7 +296,7 @@ impl Op {
     ) -> Op {
         let loc = Location::caller();
         self.builder()
-            .at(loc)
+            .on(loc)
             .reduce_window_many(&[self], &[init], window, |a, e| vec![body(&a[0], &e[0])])
             .remove(0)
     }
@@ -331,7 +331,7 @@ impl Op {
             _ => Scalar::Int(0),
         };
         let init = self.builder().scalar_of(ty, init, loc);
-        self.at(loc)
+        self.on(loc)
             .reduce_window(&init, window, |a, e| a.binary(op, e, loc))
     }
 }

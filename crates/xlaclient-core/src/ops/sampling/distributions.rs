@@ -110,9 +110,9 @@ impl Key {
         let b = self.b();
         let u = self.uniform_in(dims, F32, 0.0, 1.0, what, loc)?;
         let heads = u
-            .at(loc)
+            .on(loc)
             .compare(&f32c(&b, 0.5, loc), Comparison::Lt)
-            .at(loc)
+            .on(loc)
             .convert(ty);
         let two = b.scalar_of(ty, Scalar::Int(2), loc);
         let one = b.scalar_of(ty, Scalar::Int(1), loc);
@@ -125,7 +125,7 @@ impl Key {
         d3.push(3);
         let n = self.normal_f32(&d3, what, loc)?;
         Ok(mul(&n, &n, loc)
-            .at(loc)
+            .on(loc)
             .reduce_sum(&[dims.len() as i64])
             .unary(UnaryOp::Sqrt, loc))
     }
@@ -386,9 +386,9 @@ impl Op {
             let m = param_op(&b, mode, ty, Some(dims), WHAT, "mode", loc)?;
             let r = param_op(&b, right, ty, Some(dims), WHAT, "right", loc)?;
             let (l, m, r) = (
-                l.at(loc).broadcast_to(dims),
-                m.at(loc).broadcast_to(dims),
-                r.at(loc).broadcast_to(dims),
+                l.on(loc).broadcast_to(dims),
+                m.on(loc).broadcast_to(dims),
+                r.on(loc).broadcast_to(dims),
             );
             let fcut = div(&sub(&m, &l, loc), &sub(&r, &l, loc), loc);
             let u = k.uniform_in(dims, ty, 0.0, 1.0, WHAT, loc)?;
@@ -397,8 +397,8 @@ impl Op {
             let v = sub(&fc(&b, ty, 1.0, loc), &u, loc);
             let s2 = mul(&mul(&v, &sub(&r, &l, loc), loc), &sub(&r, &m, loc), loc);
             let out2 = sub(&r, &s2.unary(UnaryOp::Sqrt, loc), loc);
-            let below = u.at(loc).compare(&fcut, Comparison::Lt);
-            Ok(b.at(loc).select(&below, &out1, &out2))
+            let below = u.on(loc).compare(&fcut, Comparison::Lt);
+            Ok(b.on(loc).select(&below, &out1, &out2))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -433,16 +433,16 @@ impl Op {
             };
             let p = param_op(&b, p, pty, Some(dims), WHAT, "p", loc)?;
             let u = k.uniform_in(dims, pty, 0.0, 1.0, WHAT, loc)?;
-            let zero = u.at(loc).compare(&fc(&b, pty, 0.0, loc), Comparison::Eq);
-            let one = fc(&b, pty, 1.0, loc).at(loc).broadcast_to(dims);
-            let u = b.at(loc).select(&zero, &one, &u);
+            let zero = u.on(loc).compare(&fc(&b, pty, 0.0, loc), Comparison::Eq);
+            let one = fc(&b, pty, 1.0, loc).on(loc).broadcast_to(dims);
+            let u = b.on(loc).select(&zero, &one, &u);
             let log_q = p
                 .unary(UnaryOp::Negate, loc)
                 .unary(UnaryOp::LogPlusOne, loc)
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
             let g = div(&u.unary(UnaryOp::Log, loc), &log_q, loc).unary(UnaryOp::Floor, loc);
-            Ok(add(&g, &fc(&b, pty, 1.0, loc), loc).at(loc).convert(ty))
+            Ok(add(&g, &fc(&b, pty, 1.0, loc), loc).on(loc).convert(ty))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -458,7 +458,7 @@ impl Op {
         let go = || {
             let (k, b) = self.start(WHAT, ty, &[F32], dims, loc)?;
             let mu = param_op(&b, mean, ty, Some(dims), WHAT, "mean", loc)?
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
             let ks = k.split(2, loc);
             let v = ks[0].normal_f32(dims, WHAT, loc)?;
@@ -479,9 +479,9 @@ impl Op {
                 loc,
             );
             let keep = z
-                .at(loc)
+                .on(loc)
                 .compare(&div(&mu, &add(&mu, &x, loc), loc), Comparison::Le);
-            Ok(b.at(loc).select(&keep, &x, &div(&mu_sq, &x, loc)))
+            Ok(b.on(loc).select(&keep, &x, &div(&mu_sq, &x, loc)))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -501,13 +501,13 @@ impl Keys {
         let dims = self.0.dims().expect("an array");
         let zero = b
             .scalar_of(U32, Scalar::Int(0), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(&dims);
         (0..num)
             .map(|i| {
                 let lo = b
                     .scalar_of(U32, Scalar::Int(i.into()), loc)
-                    .at(loc)
+                    .on(loc)
                     .broadcast_to(&dims);
                 let (a, c) =
                     super::super::threefry::threefry2x32(&self.0, &self.1, &zero, &lo, loc);
@@ -522,7 +522,7 @@ impl Keys {
         let dims = self.0.dims().expect("an array");
         let zero = b
             .scalar_of(U32, Scalar::Int(0), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(&dims);
         let (a, c) = super::super::threefry::threefry2x32(&self.0, &self.1, &zero, &zero, loc);
         a.bitwise(BitwiseOp::Xor, &c, loc)
@@ -555,8 +555,8 @@ impl Keys {
     fn select(&self, m: &Op, other: &Keys, loc: Loc) -> Keys {
         let b = self.0.builder();
         Keys(
-            b.at(loc).select(m, &self.0, &other.0),
-            b.at(loc).select(m, &self.1, &other.1),
+            b.on(loc).select(m, &self.0, &other.0),
+            b.on(loc).select(m, &self.1, &other.1),
         )
     }
 }
@@ -565,7 +565,7 @@ impl Keys {
 fn any(m: &Op, loc: Loc) -> Op {
     let b = m.builder();
     let f = b.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
-    m.at(loc)
+    m.on(loc)
         .reduce(&f, &[0], |x, y| x.bitwise(BitwiseOp::Or, y, loc))
 }
 
@@ -577,16 +577,16 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
     let b = alpha.builder();
     let c = |v: f32| f32c(&b, v, loc);
     let n = alpha.dims().expect("an array");
-    let full = |v: f32| c(v).at(loc).broadcast_to(&n);
-    let boost = alpha.at(loc).compare(&c(1.0), Comparison::Ge);
-    let alpha1 = b.at(loc).select(&boost, alpha, &add(alpha, &c(1.0), loc));
+    let full = |v: f32| c(v).on(loc).broadcast_to(&n);
+    let boost = alpha.on(loc).compare(&c(1.0), Comparison::Ge);
+    let alpha1 = b.on(loc).select(&boost, alpha, &add(alpha, &c(1.0), loc));
     let third = c(1.0 / 3.0);
     let d = sub(&alpha1, &third, loc);
     let cc = div(&third, &d.unary(UnaryOp::Sqrt, loc), loc);
     let ks = keys.split(2, loc);
     let (key, subkey) = (ks[0].clone(), ks[1].clone());
     let go_on = |x: &Op, v: &Op, u: &Op| {
-        let squeeze = u.at(loc).compare(
+        let squeeze = u.on(loc).compare(
             &sub(&c(1.0), &mul(&c(0.0331), &mul(x, x, loc), loc), loc),
             Comparison::Ge,
         );
@@ -601,23 +601,23 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
         );
         let log_test = u
             .unary(UnaryOp::Log, loc)
-            .at(loc)
+            .on(loc)
             .compare(&rhs, Comparison::Ge);
         squeeze.bitwise(BitwiseOp::And, &log_test, loc)
     };
     let init = (key.0, key.1, full(0.0), full(1.0), full(2.0));
-    let (_, _, _, v_out, _) = b.at(loc).while_loop(
+    let (_, _, _, v_out, _) = b.on(loc).while_loop(
         init,
         |(_, _, x, v, u)| any(&go_on(x, v, u), loc),
         |(k0, k1, x, v, u)| {
             let m = go_on(&x, &v, &u);
             let ks = Keys(k0.clone(), k1.clone()).split(3, loc);
             let (xk, uk) = (ks[1].clone(), ks[2].clone());
-            let (_, _, xn, vn) = b.at(loc).while_loop(
+            let (_, _, xn, vn) = b.on(loc).while_loop(
                 (xk.0, xk.1, full(0.0), full(-1.0)),
-                |(_, _, _, v)| any(&v.at(loc).compare(&c(0.0), Comparison::Le), loc),
+                |(_, _, _, v)| any(&v.on(loc).compare(&c(0.0), Comparison::Le), loc),
                 |(j0, j1, x, v)| {
-                    let m2 = v.at(loc).compare(&c(0.0), Comparison::Le);
+                    let m2 = v.on(loc).compare(&c(0.0), Comparison::Le);
                     let old = Keys(j0, j1);
                     let kk = old.split(2, loc);
                     let xs = kk[1].normal(loc);
@@ -626,8 +626,8 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
                     (
                         k.0,
                         k.1,
-                        b.at(loc).select(&m2, &xs, &x),
-                        b.at(loc).select(&m2, &vs, &v),
+                        b.on(loc).select(&m2, &xs, &x),
+                        b.on(loc).select(&m2, &vs, &v),
                     )
                 },
             );
@@ -635,7 +635,7 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
             let vv = mul(&mul(&vn, &vn, loc), &vn, loc);
             let uu = uk.uniform01(loc);
             let k = ks[0].select(&m, &Keys(k0, k1), loc);
-            let sel = |new: &Op, old: &Op| b.at(loc).select(&m, new, old);
+            let sel = |new: &Op, old: &Op| b.on(loc).select(&m, new, old);
             (k.0, k.1, sel(&xx, &x), sel(&vv, &v), sel(&uu, &u))
         },
     );
@@ -649,11 +649,11 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
         let ls = e.unary(UnaryOp::Negate, loc);
         let no_boost = boost.bitwise(
             BitwiseOp::Or,
-            &ls.at(loc).compare(&c(0.0), Comparison::Eq),
+            &ls.on(loc).compare(&c(0.0), Comparison::Eq),
             loc,
         );
         let log_boost = b
-            .at(loc)
+            .on(loc)
             .select(&no_boost, &full(0.0), &mul(&ls, &inv_alpha, loc));
         add(
             &add(
@@ -666,7 +666,7 @@ fn gamma_one(keys: &Keys, alpha: &Op, log_space: bool, loc: Loc) -> Op {
         )
     } else {
         let s = sub(&c(1.0), &subkey.uniform01(loc), loc);
-        let bst = b.at(loc).select(
+        let bst = b.on(loc).select(
             &boost,
             &full(1.0),
             &bin(&s, BinaryOp::Power, &inv_alpha, loc),
@@ -701,19 +701,19 @@ impl Key {
         }
         let n: i64 = dims.iter().product();
         if n == 0 {
-            return Ok(a.at(loc).broadcast_to(dims));
+            return Ok(a.on(loc).broadcast_to(dims));
         }
         let all = self.split_array(n, loc);
         let col = |j: i64| {
-            all.at(loc)
+            all.on(loc)
                 .slice(&[0, j], &[n, j + 1], &[1, 1])
-                .at(loc)
+                .on(loc)
                 .reshape(&[n])
         };
         let keys = Keys(col(0), col(1));
-        let alpha = a.at(loc).broadcast_to(dims).at(loc).reshape(&[n]);
+        let alpha = a.on(loc).broadcast_to(dims).on(loc).reshape(&[n]);
         Ok(gamma_one(&keys, &alpha, log_space, loc)
-            .at(loc)
+            .on(loc)
             .reshape(dims))
     }
 }
@@ -815,7 +815,7 @@ impl Op {
             dims.push(*s.dims().last().expect("rank 1 or more"));
             let alpha = param_op(&b, Param::Array(alpha), ty, Some(&dims), WHAT, "alpha", loc)?;
             let lg = k.gamma(&alpha, &dims, true, WHAT, loc)?;
-            Ok(lg.at(loc).softmax(-1))
+            Ok(lg.on(loc).softmax(-1))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -918,13 +918,13 @@ impl Op {
             let g = ks[0].generalized_normal(&p, &dd, WHAT, loc)?;
             let e = ks[1].exponential(dims, ty, WHAT, loc)?;
             let s = bin(&g.unary(UnaryOp::Abs, loc), BinaryOp::Power, &p, loc)
-                .at(loc)
+                .on(loc)
                 .reduce_sum(&[dims.len() as i64]);
             let inv_p = div(&f32c(&b, 1.0, loc), &p, loc);
             let r = bin(&add(&s, &e, loc), BinaryOp::Power, &inv_p, loc);
             let mut rd = dims.to_vec();
             rd.push(1);
-            Ok(div(&g, &r.at(loc).reshape(&rd), loc))
+            Ok(div(&g, &r.on(loc).reshape(&rd), loc))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -1007,14 +1007,14 @@ impl Op {
             let mut fd = batch.to_vec();
             fd.extend([n, n]);
             let cov = param_op(&b, Param::Array(cov), ty, Some(&fd), WHAT, "cov", loc)?;
-            let factor = cov.at(loc).cholesky(true).at(loc).broadcast_to(&fd);
+            let factor = cov.on(loc).cholesky(true).on(loc).broadcast_to(&fd);
             let z = k.normal_f32(&zd, WHAT, loc)?;
             let mut col = zd.clone();
             col.push(1);
             let fz = factor
-                .at(loc)
-                .matmul(&z.at(loc).reshape(&col))
-                .at(loc)
+                .on(loc)
+                .matmul(&z.on(loc).reshape(&col))
+                .on(loc)
                 .reshape(&zd);
             Ok(add(&mean, &fz, loc))
         };
@@ -1039,25 +1039,25 @@ impl Op {
             zd.extend([n.max(m), n.min(m)]);
             let (k, b) = self.start(WHAT, ty, &[F32], &zd, loc)?;
             let z = k.normal_f32(&zd, WHAT, loc)?;
-            let (q, r) = z.at(loc).qr(super::super::linalg::QrMode::Reduced);
+            let (q, r) = z.on(loc).qr(super::super::linalg::QrMode::Reduced);
             let kk = n.min(m);
             let rank = zd.len() as i64;
             let mut sq = batch.to_vec();
             sq.extend([kk, kk]);
             let eye = b
                 .iota(S32, &sq, rank - 2)
-                .at(loc)
+                .on(loc)
                 .compare(&b.iota(S32, &sq, rank - 1), Comparison::Eq)
-                .at(loc)
+                .on(loc)
                 .convert(ty);
-            let d = mul(&r, &eye, loc).at(loc).reduce_sum(&[rank - 1]);
+            let d = mul(&r, &eye, loc).on(loc).reduce_sum(&[rank - 1]);
             let mut sd = batch.to_vec();
             sd.extend([1, kk]);
-            let x = mul(&q, &d.unary(UnaryOp::Sign, loc).at(loc).reshape(&sd), loc);
+            let x = mul(&q, &d.unary(UnaryOp::Sign, loc).on(loc).reshape(&sd), loc);
             if n < m {
                 let mut perm: Vec<i64> = (0..rank - 2).collect();
                 perm.extend([rank - 1, rank - 2]);
-                Ok(x.at(loc).transpose(&perm))
+                Ok(x.on(loc).transpose(&perm))
             } else {
                 Ok(x)
             }
@@ -1088,8 +1088,8 @@ fn lgamma_f32(x: &Op, loc: Loc) -> Op {
     let b = x.builder();
     let c = |v: f64| f32c(&b, v as f32, loc);
     let half = c(0.5);
-    let reflect = x.at(loc).compare(&half, Comparison::Lt);
-    let z = b.at(loc).select(
+    let reflect = x.on(loc).compare(&half, Comparison::Lt);
+    let z = b.on(loc).select(
         &reflect,
         &x.unary(UnaryOp::Negate, loc),
         &sub(x, &c(1.0), loc),
@@ -1121,20 +1121,20 @@ fn lgamma_f32(x: &Op, loc: Loc) -> Op {
     );
     let abs = x.unary(UnaryOp::Abs, loc);
     let frac = sub(&abs, &abs.unary(UnaryOp::Floor, loc), loc);
-    let big = half.at(loc).compare(&frac, Comparison::Lt);
-    let frac = b.at(loc).select(&big, &sub(&c(1.0), &frac, loc), &frac);
+    let big = half.on(loc).compare(&frac, Comparison::Lt);
+    let frac = b.on(loc).select(&big, &sub(&c(1.0), &frac, loc), &frac);
     let denom = mul(&c(std::f64::consts::PI), &frac, loc)
         .unary(UnaryOp::Sine, loc)
         .unary(UnaryOp::Log, loc);
     let refl = sub(&sub(&c(std::f64::consts::PI.ln()), &denom, loc), &lg, loc);
-    let refl = b.at(loc).select(
+    let refl = b.on(loc).select(
         &denom.unary(UnaryOp::IsFinite, loc),
         &refl,
         &denom.unary(UnaryOp::Negate, loc),
     );
-    let lg = b.at(loc).select(&reflect, &refl, &lg);
-    let is_inf = abs.at(loc).compare(&c(f64::INFINITY), Comparison::Eq);
-    b.at(loc).select(&is_inf, &c(f64::INFINITY), &lg)
+    let lg = b.on(loc).select(&reflect, &refl, &lg);
+    let is_inf = abs.on(loc).compare(&c(f64::INFINITY), Comparison::Eq);
+    b.on(loc).select(&is_inf, &c(f64::INFINITY), &lg)
 }
 
 impl Key {
@@ -1142,21 +1142,21 @@ impl Key {
     /// `exp(-lam)` (`lam` of `dims`; `f32` counts, minus one).
     fn poisson_knuth(&self, lam: &Op, dims: &[i64], what: &'static str, loc: Loc) -> Op {
         let b = self.b();
-        let zeros = fc(&b, F32, 0.0, loc).at(loc).broadcast_to(dims);
+        let zeros = fc(&b, F32, 0.0, loc).on(loc).broadcast_to(dims);
         let neg_lam = lam.unary(UnaryOp::Negate, loc);
         let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
         let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
         let s32 = b
             .scalar_of(S32, Scalar::Int(0), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(dims);
-        let (_, k, _, _) = b.at(loc).while_loop(
+        let (_, k, _, _) = b.on(loc).while_loop(
             (i0, s32, self.data.clone(), zeros),
             |(i, _, _, lp)| {
-                let more = any_all(&lp.at(loc).compare(&neg_lam, Comparison::Gt), loc);
+                let more = any_all(&lp.on(loc).compare(&neg_lam, Comparison::Gt), loc);
                 more.bitwise(
                     BitwiseOp::And,
-                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    &i.on(loc).compare(&imax, Comparison::Lt),
                     loc,
                 )
             },
@@ -1166,9 +1166,9 @@ impl Key {
                     imp: PrngImpl::Threefry2x32,
                 };
                 let ks = key.split(2, loc);
-                let more = lp.at(loc).compare(&neg_lam, Comparison::Gt);
+                let more = lp.on(loc).compare(&neg_lam, Comparison::Gt);
                 let one = b.scalar_of(S32, Scalar::Int(1), loc);
-                let k = b.at(loc).select(&more, &add(&k, &one, loc), &k);
+                let k = b.on(loc).select(&more, &add(&k, &one, loc), &k);
                 let u = ks[1]
                     .uniform_in(dims, F32, 0.0, 1.0, what, loc)
                     .unwrap_or_else(|f| f);
@@ -1234,20 +1234,20 @@ impl Key {
             let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
             let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
             let accept1 = and(
-                &us.at(loc).compare(&c(0.07), Comparison::Ge),
-                &v.at(loc).compare(&v_r, Comparison::Le),
+                &us.on(loc).compare(&c(0.07), Comparison::Ge),
+                &v.on(loc).compare(&v_r, Comparison::Le),
             );
             let reject = or(
-                &k.at(loc).compare(&c(0.0), Comparison::Lt),
+                &k.on(loc).compare(&c(0.0), Comparison::Lt),
                 &and(
-                    &us.at(loc).compare(&c(0.013), Comparison::Lt),
-                    &v.at(loc).compare(&us, Comparison::Gt),
+                    &us.on(loc).compare(&c(0.013), Comparison::Lt),
+                    &v.on(loc).compare(&us, Comparison::Gt),
                 ),
             );
-            let accept2 = s.at(loc).compare(&t, Comparison::Le);
-            (k, or(&accept1, &and(&reject.at(loc).not(), &accept2)))
+            let accept2 = s.on(loc).compare(&t, Comparison::Le);
+            (k, or(&accept1, &and(&reject.on(loc).not(), &accept2)))
         });
-        k.at(loc).convert(S32)
+        k.on(loc).convert(S32)
     }
 }
 
@@ -1268,17 +1268,17 @@ impl Key {
         let b = self.b();
         let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
         let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
-        let k0 = fc(&b, F32, -1.0, loc).at(loc).broadcast_to(dims);
+        let k0 = fc(&b, F32, -1.0, loc).on(loc).broadcast_to(dims);
         let acc0 = b
             .scalar_of(ElementType::Pred, Scalar::Int(0), loc)
-            .at(loc)
+            .on(loc)
             .broadcast_to(dims);
-        let (_, k, _, _) = b.at(loc).while_loop(
+        let (_, k, _, _) = b.on(loc).while_loop(
             (i0, k0, acc0, self.data.clone()),
             |(i, _, accepted, _)| {
-                any_all(&accepted.at(loc).not(), loc).bitwise(
+                any_all(&accepted.on(loc).not(), loc).bitwise(
                     BitwiseOp::And,
-                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    &i.on(loc).compare(&imax, Comparison::Lt),
                     loc,
                 )
             },
@@ -1294,7 +1294,7 @@ impl Key {
                 };
                 let u = sub(&unif(&ks[1]), &fc(&b, F32, 0.5, loc), loc);
                 let (k, accept) = round(&u, &unif(&ks[2]));
-                let k_out = b.at(loc).select(&accept, &k, &k_out);
+                let k_out = b.on(loc).select(&accept, &k, &k_out);
                 let one = b.scalar_of(S32, Scalar::Int(1), loc);
                 (
                     add(&i, &one, loc),
@@ -1314,7 +1314,7 @@ fn any_all(m: &Op, loc: Loc) -> Op {
     let b = m.builder();
     let f = b.scalar_of(ElementType::Pred, Scalar::Int(0), loc);
     let axes: Vec<i64> = (0..rank).collect();
-    m.at(loc)
+    m.on(loc)
         .reduce(&f, &axes, |x, y| x.bitwise(BitwiseOp::Or, y, loc))
 }
 
@@ -1342,29 +1342,29 @@ impl Op {
                 ));
             }
             let lam = param_op(&b, lam, F32, Some(dims), WHAT, "lam", loc)?
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
             let c = |v: f64| fc(&b, F32, v, loc);
-            let nan = lam.at(loc).compare(&lam, Comparison::Ne);
+            let nan = lam.on(loc).compare(&lam, Comparison::Ne);
             let knuth = nan.bitwise(
                 BitwiseOp::Or,
-                &lam.at(loc).compare(&c(10.0), Comparison::Lt),
+                &lam.on(loc).compare(&c(10.0), Comparison::Lt),
                 loc,
             );
-            let full = |v: f64| c(v).at(loc).broadcast_to(dims);
-            let lam_k = b.at(loc).select(&knuth, &lam, &full(0.0));
-            let lam_r = b.at(loc).select(&knuth, &full(1e5), &lam);
-            let r = b.at(loc).select(
+            let full = |v: f64| c(v).on(loc).broadcast_to(dims);
+            let lam_k = b.on(loc).select(&knuth, &lam, &full(0.0));
+            let lam_r = b.on(loc).select(&knuth, &full(1e5), &lam);
+            let r = b.on(loc).select(
                 &knuth,
                 &k.poisson_knuth(&lam_k, dims, WHAT, loc),
                 &k.poisson_rejection(&lam_r, dims, WHAT, loc),
             );
-            let zero = lam.at(loc).compare(&c(0.0), Comparison::Eq);
+            let zero = lam.on(loc).compare(&c(0.0), Comparison::Eq);
             let zeros = b
                 .scalar_of(S32, Scalar::Int(0), loc)
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
-            Ok(b.at(loc).select(&zero, &zeros, &r))
+            Ok(b.on(loc).select(&zero, &zeros, &r))
         };
         go().unwrap_or_else(|f| f)
     }
@@ -1390,7 +1390,7 @@ fn stirling_tail(k: &Op, loc: Loc) -> Op {
     ];
     let b = k.builder();
     let c = |v: f64| f32c(&b, v as f32, loc);
-    let use_table = k.at(loc).compare(&c(9.0), Comparison::Le);
+    let use_table = k.on(loc).compare(&c(9.0), Comparison::Le);
     let kc = bin(
         &bin(&c(0.0), BinaryOp::Maximum, k, loc),
         BinaryOp::Minimum,
@@ -1412,16 +1412,16 @@ fn stirling_tail(k: &Op, loc: Loc) -> Op {
         &k1,
         loc,
     );
-    let idx = kc.unary(UnaryOp::Floor, loc).at(loc).convert(S32);
+    let idx = kc.unary(UnaryOp::Floor, loc).on(loc).convert(S32);
     let mut tab = c(TABLE[9]);
     for (i, v) in TABLE.iter().enumerate().take(9).rev() {
-        let here = idx.at(loc).compare(
+        let here = idx.on(loc).compare(
             &b.scalar_of(S32, Scalar::Int(i as i64), loc),
             Comparison::Eq,
         );
-        tab = b.at(loc).select(&here, &c(*v), &tab);
+        tab = b.on(loc).select(&here, &c(*v), &tab);
     }
-    b.at(loc).select(&use_table, &tab, &approx)
+    b.on(loc).select(&use_table, &tab, &approx)
 }
 
 impl Key {
@@ -1440,15 +1440,15 @@ impl Key {
         let log_q = prob
             .unary(UnaryOp::Negate, loc)
             .unary(UnaryOp::LogPlusOne, loc);
-        let zeros = c(0.0).at(loc).broadcast_to(dims);
+        let zeros = c(0.0).on(loc).broadcast_to(dims);
         let i0 = b.scalar_of(S32, Scalar::Int(0), loc);
         let imax = b.scalar_of(S32, Scalar::Int(i32::MAX.into()), loc);
-        let (_, k, _, _) = b.at(loc).while_loop(
+        let (_, k, _, _) = b.on(loc).while_loop(
             (i0, zeros.clone(), zeros, self.data.clone()),
             |(i, _, gs, _)| {
-                any_all(&gs.at(loc).compare(count, Comparison::Le), loc).bitwise(
+                any_all(&gs.on(loc).compare(count, Comparison::Le), loc).bitwise(
                     BitwiseOp::And,
-                    &i.at(loc).compare(&imax, Comparison::Lt),
+                    &i.on(loc).compare(&imax, Comparison::Lt),
                     loc,
                 )
             },
@@ -1458,8 +1458,8 @@ impl Key {
                     imp: PrngImpl::Threefry2x32,
                 };
                 let ks = key.split(2, loc);
-                let more = gs.at(loc).compare(count, Comparison::Le);
-                let ng = b.at(loc).select(&more, &add(&ng, &c(1.0), loc), &ng);
+                let more = gs.on(loc).compare(count, Comparison::Le);
+                let ng = b.on(loc).select(&more, &add(&ng, &c(1.0), loc), &ng);
                 let u = ks[0]
                     .uniform_in(dims, F32, 0.0, 1.0, what, loc)
                     .unwrap_or_else(|f| f);
@@ -1506,8 +1506,8 @@ impl Key {
             let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
             let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
             let accept1 = and(
-                &us.at(loc).compare(&c(0.07), Comparison::Ge),
-                &v.at(loc).compare(&v_r, Comparison::Le),
+                &us.on(loc).compare(&c(0.07), Comparison::Ge),
+                &v.on(loc).compare(&v_r, Comparison::Le),
             );
             let k = add(
                 &mul(
@@ -1520,8 +1520,8 @@ impl Key {
             )
             .unary(UnaryOp::Floor, loc);
             let reject = or(
-                &k.at(loc).compare(&c(0.0), Comparison::Lt),
-                &k.at(loc).compare(count, Comparison::Gt),
+                &k.on(loc).compare(&c(0.0), Comparison::Lt),
+                &k.on(loc).compare(count, Comparison::Gt),
             );
             let v = div(
                 &mul(v, &alpha, loc),
@@ -1564,8 +1564,8 @@ impl Key {
                 &stirling_tail(&sub(count, &k, loc), loc),
                 loc,
             );
-            let accept2 = v.at(loc).compare(&ub, Comparison::Le);
-            (k, or(&accept1, &and(&reject.at(loc).not(), &accept2)))
+            let accept2 = v.on(loc).compare(&ub, Comparison::Le);
+            (k, or(&accept1, &and(&reject.on(loc).not(), &accept2)))
         })
     }
 }
@@ -1600,10 +1600,10 @@ impl Op {
                 ));
             }
             let count = param_op(&b, n, F32, Some(dims), WHAT, "n", loc)?
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
             let prob = param_op(&b, p, F32, Some(dims), WHAT, "p", loc)?
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
             Ok(k.binomial(&count, &prob, dims, WHAT, loc))
         };
@@ -1618,28 +1618,28 @@ impl Key {
         let (count, prob) = (count.clone(), prob.clone());
         {
             let c = |v: f64| f32c(&b, v as f32, loc);
-            let full = |v: f64| c(v).at(loc).broadcast_to(dims);
-            let sel = |m: &Op, x: &Op, y: &Op| b.at(loc).select(m, x, y);
+            let full = |v: f64| c(v).on(loc).broadcast_to(dims);
+            let sel = |m: &Op, x: &Op, y: &Op| b.on(loc).select(m, x, y);
             let and = |x: &Op, y: &Op| x.bitwise(BitwiseOp::And, y, loc);
             let or = |x: &Op, y: &Op| x.bitwise(BitwiseOp::Or, y, loc);
-            let isnan = |x: &Op| x.at(loc).compare(x, Comparison::Ne);
-            let p_lt_half = prob.at(loc).compare(&c(0.5), Comparison::Lt);
+            let isnan = |x: &Op| x.on(loc).compare(x, Comparison::Ne);
+            let p_lt_half = prob.on(loc).compare(&c(0.5), Comparison::Lt);
             let q = sel(&p_lt_half, &prob, &sub(&c(1.0), &prob, loc));
             let count_bad = or(
                 &isnan(&count),
-                &count.at(loc).compare(&c(0.0), Comparison::Lt),
+                &count.on(loc).compare(&c(0.0), Comparison::Lt),
             );
             let count_inf = count
                 .unary(UnaryOp::Abs, loc)
-                .at(loc)
+                .on(loc)
                 .compare(&c(f64::INFINITY), Comparison::Eq);
             let q_nan = isnan(&q);
-            let q_neg = q.at(loc).compare(&c(0.0), Comparison::Lt);
+            let q_neg = q.on(loc).compare(&c(0.0), Comparison::Lt);
             let q = sel(&or(&q_nan, &q_neg), &full(0.01), &q);
             let use_inv = or(
                 &count_bad,
                 &mul(&count, &q, loc)
-                    .at(loc)
+                    .on(loc)
                     .compare(&c(10.0), Comparison::Le),
             );
             let count = count.unary(UnaryOp::Floor, loc);
@@ -1654,7 +1654,7 @@ impl Key {
             let invalid = or(&or(&q_neg, &q_nan), &count_bad);
             let samples = sel(&invalid, &full(f64::NAN), &samples);
             let samples = sel(
-                &and(&count_inf, &invalid.at(loc).not()),
+                &and(&count_inf, &invalid.on(loc).not()),
                 &full(f64::INFINITY),
                 &samples,
             );
@@ -1702,15 +1702,15 @@ impl Op {
             let batch = &dims[..r];
             let cats = dims[r];
             let count = param_op(&b, n, F32, Some(batch), WHAT, "n", loc)?
-                .at(loc)
+                .on(loc)
                 .broadcast_to(batch);
             let p = param_op(&b, Param::Array(p), F32, Some(dims), WHAT, "p", loc)?
-                .at(loc)
+                .on(loc)
                 .broadcast_to(dims);
             // Categories first.
             let mut perm = vec![r as i64];
             perm.extend(0..r as i64);
-            let p = p.at(loc).transpose(&perm);
+            let p = p.on(loc).transpose(&perm);
             let zero = f32c(&b, 0.0, loc);
             let mut win = vec![WindowDim::new(1, 1); r + 1];
             win[0] = WindowDim {
@@ -1718,11 +1718,11 @@ impl Op {
                 ..WindowDim::new(cats, 1)
             };
             let left = p.reduce_window(&zero, &win, |x, y| x.binary(BinaryOp::Add, y, loc));
-            let is0 = left.at(loc).compare(&zero, Comparison::Eq);
+            let is0 = left.on(loc).compare(&zero, Comparison::Eq);
             let ones = f32c(&b, 1.0, loc)
-                .at(loc)
+                .on(loc)
                 .broadcast_to(&left.dims().map_err(|_| left.clone())?);
-            let ratios = div(&p, &b.at(loc).select(&is0, &ones, &left), loc);
+            let ratios = div(&p, &b.on(loc).select(&is0, &ones, &left), loc);
             let keys = k.split(cats, loc);
             let mut rem = count;
             let mut counts = Vec::new();
@@ -1734,9 +1734,9 @@ impl Op {
                 hi.extend(batch);
                 hi[0] = i + 1;
                 let ratio = ratios
-                    .at(loc)
+                    .on(loc)
                     .slice(&lo, &hi, &vec![1; r + 1])
-                    .at(loc)
+                    .on(loc)
                     .reshape(batch);
                 let ratio = bin(
                     &bin(&zero, BinaryOp::Maximum, &ratio, loc),
@@ -1748,10 +1748,10 @@ impl Op {
                 rem = sub(&rem, &cnt, loc);
                 let mut one = batch.to_vec();
                 one.push(1);
-                counts.push(cnt.at(loc).reshape(&one));
+                counts.push(cnt.on(loc).reshape(&one));
             }
             let refs: Vec<&Op> = counts.iter().collect();
-            Ok(b.at(loc).concatenate(&refs, r as i64))
+            Ok(b.on(loc).concatenate(&refs, r as i64))
         };
         go().unwrap_or_else(|f| f)
     }
