@@ -633,3 +633,100 @@ fn a_checkpointed_function_gives_the_same_gradient_and_recomputes() {
         "temp bytes: checkpointed {remat_temp}, plain {plain_temp}"
     );
 }
+
+/// Parameters of [`independent`]: `h` (a float carry the steps pass through),
+/// `xs`, `w`, `v`.
+const INDEPENDENT: &[&[i64]] = &[&[3], &[T, 2], &[2, 3], &[3, 3]];
+
+/// A scan whose steps no float cotangent chains, as an RL rollout's: the float
+/// part of the carry passes through unchanged, the state that changes is an
+/// integer (`k' = (3k + 1) mod 5`, as a discrete environment's); each step reads
+/// its row of `xs` and writes a row of ys: `y_t = v·tanh(x_t·w + k_t·h)` (the sum
+/// tagged "pre").
+fn independent(p: &[Op], policy: &CheckpointPolicy) -> Op {
+    let (h0, xs, w, v) = (&p[0], &p[1], &p[2], &p[3]);
+    let b = h0.builder();
+    let opts = ScanOptions::new().policy(policy.clone());
+    let init = (h0.clone(), b.constant(2i32));
+    let (_, ys) = b.scan_with(init, xs.clone(), &opts, |(h, k), x| {
+        let kf = k.convert(xlaclient::ElementType::F64);
+        let pre = (&x.matmul(w) + &(&h * &kf)).checkpoint_name("pre");
+        let y = v.matmul(&pre.tanh());
+        let k3 = &(&k * 3) + 1;
+        let k2 = &k3 - &(&(&k3 / 5) * 5);
+        ((h, k2), y)
+    });
+    ys.reshape(&[T * 3])
+}
+
+/// Where no float cotangent chains the steps, the backward steps run batched over
+/// the steps instead of in a loop: under `Everything` (the default) the gradient
+/// module holds the forward loop only (the one that stores); the other policies
+/// keep their backward loop, which recomputes one step at a time (their point is
+/// memory). Every policy gives the same gradient, and it agrees with central
+/// differences.
+#[test]
+fn independent_steps_are_reversed_in_one_batched_pass_without_a_backward_loop() {
+    let mut rng = Rng(29);
+    let inputs: Vec<Vec<f64>> = INDEPENDENT
+        .iter()
+        .map(|d| fd::rand_vec(&mut rng, count(d), -1.0, 1.0))
+        .collect();
+    let bufs: Vec<_> = inputs
+        .iter()
+        .zip(INDEPENDENT)
+        .map(|(v, d)| upload(v, d))
+        .collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let forward = grad_module(
+        INDEPENDENT,
+        &independent,
+        &CheckpointPolicy::Everything,
+        false,
+    );
+    assert_eq!(whiles(&forward), 1);
+    let mut first: Option<Vec<Vec<f64>>> = None;
+    for (name, policy) in policies() {
+        fd::check_at(&format!("independent_{name}"), INDEPENDENT, &inputs, |p| {
+            independent(p, &policy)
+        });
+        let m = grad_module(INDEPENDENT, &independent, &policy, true);
+        let loops = if policy == CheckpointPolicy::Everything {
+            1
+        } else {
+            2
+        };
+        assert_eq!(whiles(&m), loops, "{name}:\n{}", m.to_hlo_text());
+        let outs = run(&m, &refs);
+        let got: Vec<Vec<f64>> = outs.iter().map(|o| o.to_vec().unwrap()).collect();
+        match &first {
+            None => first = Some(got),
+            Some(want) => {
+                for (k, (g, w)) in got.iter().zip(want).enumerate() {
+                    for (x, y) in g.iter().zip(w) {
+                        assert!(
+                            (x - y).abs() <= 1e-12 * (1.0 + y.abs()),
+                            "{name}: output {k}: {g:?} vs everything's {w:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The gradient of the batched backward steps (no backward loop) differentiated
+/// again: `w ↦ ∂L/∂w` of [`independent`]'s loss, against central differences of
+/// that gradient.
+#[test]
+fn grad_of_grad_through_independent_steps() {
+    fd::check("independent_second_order", INDEPENDENT, -1.0, 1.0, |p| {
+        let b = p[0].builder();
+        let out = independent(p, &CheckpointPolicy::Everything);
+        let n = out.dims().unwrap()[0] as usize;
+        let c: Vec<f64> = (0..n).map(|i| ((i * 5 % 7) as f64 - 3.0) / 3.0).collect();
+        let loss = (&out * &b.constant_vec(&c)).reduce_sum(&[0]);
+        let (gw, gv) = b.grad(&loss, &(p[2].clone(), p[3].clone()));
+        b.concatenate(&[&gw.reshape(&[6]), &gv.reshape(&[9])], 0)
+    });
+}

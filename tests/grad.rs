@@ -503,7 +503,7 @@ fn weights_in_dots(p: &[Op], checkpoint: bool, recurrent: bool) -> Op {
 /// one product and an add per step, where no float cotangent flows between steps.
 /// Every way (summed after; per step in a recurrent loop; checkpointed) against
 /// finite differences, and the summed products are in the entry computation only
-/// in the first.
+/// in the first (whose independent backward steps run batched, without a loop).
 #[test]
 fn through_scan_dots_with_loop_invariant_weights() {
     let shapes: &[&[i64]] = &[&[3, 2], &[5, 3, 4], &[4, 2], &[2, 2], &[3, 4, 2]];
@@ -533,10 +533,19 @@ fn through_scan_dots_with_loop_invariant_weights() {
         let text = b.build_tuple(&[&g.0, &g.1, &g.2]).unwrap().to_hlo_text();
         let entry = &text[text.find("ENTRY").expect("an entry")..];
         let entry = &entry[..entry.find("\n}").unwrap_or(entry.len())];
+        // Summed outside: the three weights' products over the stacked rows and,
+        // as the steps are independent there and run batched (no backward loop),
+        // the backward step's own product (`y`'s cotangent through `v`) over all
+        // the steps at once.
         assert_eq!(
             entry.matches(" dot(").count(),
-            if summed_outside { 3 } else { 0 },
+            if summed_outside { 4 } else { 0 },
             "checkpoint={checkpoint} recurrent={recurrent}\n{entry}"
+        );
+        assert_eq!(
+            text.matches(" while(").count(),
+            if summed_outside { 1 } else { 2 },
+            "checkpoint={checkpoint} recurrent={recurrent}\n{text}"
         );
     }
 }

@@ -1300,173 +1300,217 @@ fn while_cts(
         .map(|d| (d.dot, d.operand))
         .chain(row_reads.iter().map(|r| (r.slice, 0)))
         .collect();
-    let ct_stacks0: Vec<Op> = deferred
-        .iter()
-        .map(|d| {
-            let dims: Vec<i64> = std::iter::once(trips)
-                .chain(d.out.dims().iter().copied())
-                .collect();
-            b.scalar_of(
-                d.out.element_type().expect("array"),
-                crate::Scalar::Int(0),
-                loc,
-            )
-            .broadcast_to(&dims)
-        })
-        .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
-        .collect();
-    let (bwd_i, ct_in, ct_stacks) = b.while_loop(
-        (s32(b, 0), ct0, ct_stacks0),
-        |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
-        |(s, ct, ct_rows)| {
-            let bb = s.builder();
-            let last = local(&bb, &count).binary_scalar(
-                crate::BinaryOp::Subtract,
-                crate::Scalar::Int(1),
-                false,
-                loc,
-            );
-            let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
-            // Row `t` of a stack.
-            let slice = |stack: &Op, shape: &Shape| {
-                let starts = at_step(&t, shape.rank());
-                let refs: Vec<&Op> = starts.iter().collect();
-                read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
-                    .reshape(shape.dims())
-            };
-            let c_t: Vec<Op> = (0..k)
-                .map(|j| {
-                    let dims = shapes[j].dims().to_vec();
-                    match stacked.iter().position(|x| *x == j) {
-                        Some(p) => slice(&stacks[p], &shapes[j]),
-                        // A value of its own for each element, so that two elements
-                        // holding the same outside value get separate cotangents.
-                        None => {
-                            let src = if invariant[j] {
-                                &init[j]
-                            } else {
-                                &n.results[j]
-                            };
-                            local(&bb, src).reshape(&dims)
-                        }
-                    }
-                })
-                .collect();
-            let (back, captured, vals) = if store {
-                // The step's values, read back from the stacks.
-                let mut vals: HashMap<(u32, u32), Op> = stored
-                    .iter()
-                    .enumerate()
-                    .map(|(p, (ins, r, shape))| {
-                        ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
-                    })
-                    .collect();
-                for (ins, j) in &unstored {
-                    vals.insert((*ins, 0), c_t[*j].clone());
-                }
-                if partial {
-                    // The others, computed again from those and the carry.
-                    recompute(&bb, body, &c_t, &mut vals, loc);
-                }
-                let (back, captured) =
-                    backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
-                (back, captured, vals)
-            } else {
-                let outs = inline(&bb, body, &c_t);
-                let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-                let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
-                let ct_refs: Vec<&Op> = ct.iter().collect();
-                (
-                    bb.vjp(&outs_f, &ct_refs, &wrt_f),
-                    HashMap::new(),
-                    HashMap::new(),
-                )
-            };
-            // A stacked output's cotangent stays the final one: each step reads
-            // its own row of it, which no later step's write has touched (see
-            // `rows_once`); zeroing the row after reading it would make the
-            // plugin copy the whole stack every step.
-            let back: Vec<Op> = back
-                .into_iter()
-                .zip(&ct)
-                .zip(&float)
-                .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
-                .collect();
-            // Row `t` of each deferred dot's result cotangents.
-            let rows: Vec<Op> = deferred
-                .iter()
-                .zip(&ct_rows)
-                .map(|(d, buf)| {
-                    let row = captured
-                        .get(&d.dot)
-                        .cloned()
-                        .unwrap_or_else(|| {
-                            bb.scalar_of(
-                                d.out.element_type().expect("array"),
-                                crate::Scalar::Int(0),
-                                loc,
-                            )
-                            .broadcast_to(d.out.dims())
-                        })
-                        .reshape(&with_step_axis(&d.out));
-                    let starts = at_step(&t, d.out.rank());
-                    let refs: Vec<&Op> = starts.iter().collect();
-                    write_block(buf, &row, &refs)
-                })
-                .chain(
-                    row_reads
-                        .iter()
-                        .zip(&ct_rows[deferred.len()..])
-                        .map(|(r, buf)| {
-                            // The step's rows, at the step's own start indices.
-                            let starts: Vec<Op> = r
-                                .starts
-                                .iter()
-                                .map(|v| match v {
-                                    Start::Element(e) => c_t[*e].clone(),
-                                    Start::Value(v) => vals
-                                        .get(&(v.instr, v.result))
-                                        .cloned()
-                                        .unwrap_or_else(|| lost(&bb)),
-                                    Start::Constant(kind, shape) => {
-                                        bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
-                                    }
-                                })
-                                .collect();
-                            // (No cotangent reached the read: nothing to write.)
-                            let Some(row) = captured.get(&r.slice) else {
-                                return buf.clone();
-                            };
-                            let refs: Vec<&Op> = starts.iter().collect();
-                            write_block(buf, row, &refs)
-                        }),
-                )
-                .collect();
-            (plus_one(s), back, rows)
-        },
-    );
-    // The backward loop has a trip count or bound too: the gradient is
-    // differentiable again.
-    if bounded {
-        b.record_bound(&bwd_i, trips)
+    // Where no float cotangent chains the steps (every float element the
+    // gradient reaches is loop-invariant, or a stacked output whose cotangent
+    // passes through unchanged), the backward steps are independent of each
+    // other: they run as one batched computation over the steps (a `vmap` of the
+    // backward step over the forward loop's stacks) instead of a loop of small
+    // ones, as a hand-batched loss would; the invariant elements' cotangents are
+    // then sums over the step axis. Only with an exact trip count (every stacked
+    // row holds a step), and only under `Everything`: the batched steps hold
+    // every step's cotangents at once, of the size of what that policy stores,
+    // where a partial policy asked for less memory (their backward loop recomputes
+    // one step at a time). The rows the steps read of an invariant element get
+    // their cotangents by one scatter-add.
+    let batched = !bounded
+        && store
+        && !partial
+        && !recurrent
+        && float.iter().all(|j| invariant[*j] || once[*j]);
+    let (mut out, ct_stacks): (Vec<Option<Op>>, Vec<Op>) = if batched {
+        batched_backward(
+            &BackwardStep {
+                body,
+                k,
+                init: &init,
+                results: n.results,
+                shapes: &shapes,
+                invariant: &invariant,
+                stacked: &stacked,
+                stored: &stored,
+                unstored: &unstored,
+                partial,
+                float: &float,
+                once: &once,
+                defer_edges: &defer_edges,
+                deferred: &deferred,
+                row_reads: &row_reads,
+            },
+            b,
+            &stacks,
+            &ct0,
+            loc,
+        )
     } else {
-        b.record_trip_count(&bwd_i, trips)
-    }
-    let mut out = vec![None; k];
-    for (c, j) in ct_in.into_iter().zip(&float) {
-        // A constant's cotangent goes nowhere (and this one was not zeroed).
-        if !once[*j] {
-            out[*j] = Some(c);
+        let ct_stacks0: Vec<Op> = deferred
+            .iter()
+            .map(|d| {
+                let dims: Vec<i64> = std::iter::once(trips)
+                    .chain(d.out.dims().iter().copied())
+                    .collect();
+                b.scalar_of(
+                    d.out.element_type().expect("array"),
+                    crate::Scalar::Int(0),
+                    loc,
+                )
+                .broadcast_to(&dims)
+            })
+            .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
+            .collect();
+        let (bwd_i, ct_in, ct_stacks) =
+            b.while_loop(
+                (s32(b, 0), ct0, ct_stacks0),
+                |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
+                |(s, ct, ct_rows)| {
+                    let bb = s.builder();
+                    let last = local(&bb, &count).binary_scalar(
+                        crate::BinaryOp::Subtract,
+                        crate::Scalar::Int(1),
+                        false,
+                        loc,
+                    );
+                    let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+                    // Row `t` of a stack.
+                    let slice = |stack: &Op, shape: &Shape| {
+                        let starts = at_step(&t, shape.rank());
+                        let refs: Vec<&Op> = starts.iter().collect();
+                        read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
+                            .reshape(shape.dims())
+                    };
+                    let c_t: Vec<Op> = (0..k)
+                        .map(|j| {
+                            let dims = shapes[j].dims().to_vec();
+                            match stacked.iter().position(|x| *x == j) {
+                                Some(p) => slice(&stacks[p], &shapes[j]),
+                                // A value of its own for each element, so that two elements
+                                // holding the same outside value get separate cotangents.
+                                None => {
+                                    let src = if invariant[j] {
+                                        &init[j]
+                                    } else {
+                                        &n.results[j]
+                                    };
+                                    local(&bb, src).reshape(&dims)
+                                }
+                            }
+                        })
+                        .collect();
+                    let (back, captured, vals) = if store {
+                        // The step's values, read back from the stacks.
+                        let mut vals: HashMap<(u32, u32), Op> = stored
+                            .iter()
+                            .enumerate()
+                            .map(|(p, (ins, r, shape))| {
+                                ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                            })
+                            .collect();
+                        for (ins, j) in &unstored {
+                            vals.insert((*ins, 0), c_t[*j].clone());
+                        }
+                        if partial {
+                            // The others, computed again from those and the carry.
+                            recompute(&bb, body, &c_t, &mut vals, loc);
+                        }
+                        let (back, captured) =
+                            backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
+                        (back, captured, vals)
+                    } else {
+                        let outs = inline(&bb, body, &c_t);
+                        let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                        let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                        let ct_refs: Vec<&Op> = ct.iter().collect();
+                        (
+                            bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                            HashMap::new(),
+                            HashMap::new(),
+                        )
+                    };
+                    // A stacked output's cotangent stays the final one: each step reads
+                    // its own row of it, which no later step's write has touched (see
+                    // `rows_once`); zeroing the row after reading it would make the
+                    // plugin copy the whole stack every step.
+                    let back: Vec<Op> = back
+                        .into_iter()
+                        .zip(&ct)
+                        .zip(&float)
+                        .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
+                        .collect();
+                    // Row `t` of each deferred dot's result cotangents.
+                    let rows: Vec<Op> =
+                        deferred
+                            .iter()
+                            .zip(&ct_rows)
+                            .map(|(d, buf)| {
+                                let row = captured
+                                    .get(&d.dot)
+                                    .cloned()
+                                    .unwrap_or_else(|| {
+                                        bb.scalar_of(
+                                            d.out.element_type().expect("array"),
+                                            crate::Scalar::Int(0),
+                                            loc,
+                                        )
+                                        .broadcast_to(d.out.dims())
+                                    })
+                                    .reshape(&with_step_axis(&d.out));
+                                let starts = at_step(&t, d.out.rank());
+                                let refs: Vec<&Op> = starts.iter().collect();
+                                write_block(buf, &row, &refs)
+                            })
+                            .chain(row_reads.iter().zip(&ct_rows[deferred.len()..]).map(
+                                |(r, buf)| {
+                                    // The step's rows, at the step's own start indices.
+                                    let starts: Vec<Op> = r
+                                        .starts
+                                        .iter()
+                                        .map(|v| match v {
+                                            Start::Element(e) => c_t[*e].clone(),
+                                            Start::Value(v) => vals
+                                                .get(&(v.instr, v.result))
+                                                .cloned()
+                                                .unwrap_or_else(|| lost(&bb)),
+                                            Start::Constant(kind, shape) => {
+                                                bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                            }
+                                        })
+                                        .collect();
+                                    // (No cotangent reached the read: nothing to write.)
+                                    let Some(row) = captured.get(&r.slice) else {
+                                        return buf.clone();
+                                    };
+                                    let refs: Vec<&Op> = starts.iter().collect();
+                                    write_block(buf, row, &refs)
+                                },
+                            ))
+                            .collect();
+                    (plus_one(s), back, rows)
+                },
+            );
+        // The backward loop has a trip count or bound too: the gradient is
+        // differentiable again.
+        if bounded {
+            b.record_bound(&bwd_i, trips)
+        } else {
+            b.record_trip_count(&bwd_i, trips)
         }
-    }
-    // Each row read's cotangents, written row by row: the element's cotangent
-    // from those reads.
-    for (r, rows) in row_reads.iter().zip(&ct_stacks[deferred.len()..]) {
-        out[r.element] = Some(match out[r.element].take() {
-            Some(c) => c.binary(crate::BinaryOp::Add, rows, loc),
-            None => rows.clone(),
-        });
-    }
+        let mut out = vec![None; k];
+        for (c, j) in ct_in.into_iter().zip(&float) {
+            // A constant's cotangent goes nowhere (and this one was not zeroed).
+            if !once[*j] {
+                out[*j] = Some(c);
+            }
+        }
+        // Each row read's cotangents, written row by row: the element's cotangent
+        // from those reads.
+        for (r, rows) in row_reads.iter().zip(&ct_stacks[deferred.len()..]) {
+            out[r.element] = Some(match out[r.element].take() {
+                Some(c) => c.binary(crate::BinaryOp::Add, rows, loc),
+                None => rows.clone(),
+            });
+        }
+        (out, ct_stacks)
+    };
+
     // Each deferred dot's contribution to its invariant operand: the sum over the
     // steps, as one product of the other operand's stacked rows (from the forward
     // loop's stacks) with the stacked result cotangents.
@@ -1493,6 +1537,210 @@ fn while_cts(
         });
     }
     Ok(out)
+}
+
+/// What one backward step of a loop reads (see `while_cts`): the loop's body and
+/// carry, what the forward loop stacks, and which cotangents flow where.
+struct BackwardStep<'a> {
+    /// The loop's body.
+    body: CompId,
+    /// The number of carry elements.
+    k: usize,
+    /// The carry entering the loop.
+    init: &'a [Op],
+    /// The loop's results.
+    results: &'a [Op],
+    /// The carry elements' shapes.
+    shapes: &'a [Shape],
+    /// Which elements the body passes through unchanged.
+    invariant: &'a [bool],
+    /// The elements stacked per step, in the order of the forward loop's stacks.
+    stacked: &'a [usize],
+    /// The body values stacked per step, after the stacked elements.
+    stored: &'a [(u32, u32, Shape)],
+    /// The stacked outputs' new values (read as the loop's final stack).
+    unstored: &'a [(u32, usize)],
+    /// Whether the values not stored are computed again.
+    partial: bool,
+    /// The float elements that get cotangents.
+    float: &'a [usize],
+    /// Which elements are stacked outputs whose cotangent passes through.
+    once: &'a [bool],
+    /// The edges whose cotangent the step returns instead of sending on.
+    defer_edges: &'a std::collections::HashSet<(u32, usize)>,
+    /// The dots whose invariant operand's cotangent is one product after.
+    deferred: &'a [DeferredDot],
+    /// The rows the steps read of invariant elements.
+    row_reads: &'a [RowRead],
+}
+
+/// The backward steps of a loop whose steps no float cotangent chains, batched
+/// over the steps: one `vmap` of the backward step over the forward loop's
+/// `stacks` (row `t` of each is step `t`'s value). Each invariant float element's
+/// cotangent is its final one (`ct0`) plus the sum over the steps of what each
+/// step sends it; each deferred dot's result cotangents come out stacked, one row
+/// per step, as the backward loop would have written them. Returns the elements'
+/// cotangents (none yet from the deferred dots) and those stacks.
+fn batched_backward(
+    s: &BackwardStep<'_>,
+    b: &Builder,
+    stacks: &[Op],
+    ct0: &[Op],
+    loc: &'static Location<'static>,
+) -> (Vec<Option<Op>>, Vec<Op>) {
+    use crate::autodiff::{local, zeros_like};
+    let n_st = s.stacked.len();
+    let rows = b
+        .on(loc)
+        .vmap(&crate::Vmap::new(), stacks.to_vec(), |bb, rows| {
+            let c_t: Vec<Op> = (0..s.k)
+                .map(|j| match s.stacked.iter().position(|x| *x == j) {
+                    Some(p) => rows[p].clone(),
+                    None => {
+                        let src = if s.invariant[j] {
+                            &s.init[j]
+                        } else {
+                            &s.results[j]
+                        };
+                        local(bb, src).reshape(s.shapes[j].dims())
+                    }
+                })
+                .collect();
+            let mut vals: HashMap<(u32, u32), Op> = s
+                .stored
+                .iter()
+                .enumerate()
+                .map(|(p, (ins, r, _))| ((*ins, *r), rows[n_st + p].clone()))
+                .collect();
+            for (ins, j) in s.unstored {
+                vals.insert((*ins, 0), c_t[*j].clone());
+            }
+            if s.partial {
+                recompute(bb, s.body, &c_t, &mut vals, loc);
+            }
+            // The stacked outputs' final cotangent, the same for every step; an
+            // invariant element's own cotangent only passes through a step, so each
+            // step gets none for it and returns what it adds.
+            let ct: Vec<Op> = s
+                .float
+                .iter()
+                .zip(ct0)
+                .map(|(j, c)| {
+                    if s.once[*j] {
+                        local(bb, c)
+                    } else {
+                        zeros_like(&c_t[*j], loc)
+                    }
+                })
+                .collect();
+            let (back, captured) =
+                backprop_stored(bb, s.body, &c_t, &vals, s.float, &ct, s.defer_edges, loc);
+            let mut outs: Vec<Op> = s
+                .float
+                .iter()
+                .zip(back)
+                .filter(|(j, _)| !s.once[**j])
+                .map(|(_, bk)| bk)
+                .collect();
+            outs.extend(s.deferred.iter().map(|d| {
+                captured.get(&d.dot).cloned().unwrap_or_else(|| {
+                    bb.scalar_of(
+                        d.out.element_type().expect("array"),
+                        crate::Scalar::Int(0),
+                        loc,
+                    )
+                    .broadcast_to(d.out.dims())
+                })
+            }));
+            // Each row read's row cotangent (zeros where none reached it) and the
+            // row's index along the element's first axis.
+            for r in s.row_reads {
+                let row = captured.get(&r.slice).cloned().unwrap_or_else(|| {
+                    let mut dims = s.shapes[r.element].dims().to_vec();
+                    dims[0] = 1;
+                    bb.scalar_of(
+                        s.shapes[r.element].element_type().expect("array"),
+                        crate::Scalar::Int(0),
+                        loc,
+                    )
+                    .broadcast_to(&dims)
+                });
+                let first = match &r.starts[0] {
+                    Start::Element(e) => c_t[*e].clone(),
+                    Start::Value(v) => {
+                        vals.get(&(v.instr, v.result)).cloned().unwrap_or_else(|| {
+                            bb.fail(
+                                ShapeError::new(
+                                    "while",
+                                    &[],
+                                    ShapeErrorKind::Body,
+                                    "the gradient lost a start index of a row the loop reads",
+                                ),
+                                loc,
+                            )
+                        })
+                    }
+                    Start::Constant(kind, shape) => {
+                        bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                    }
+                };
+                outs.push(row);
+                outs.push(first);
+            }
+            outs
+        });
+    let mut rows = rows.into_iter();
+    let mut out = vec![None; s.k];
+    for (j, c) in s.float.iter().zip(ct0) {
+        // A stacked output's cotangent goes nowhere (its initial value is a
+        // constant).
+        if s.once[*j] {
+            continue;
+        }
+        let Some(per_step) = rows.next() else { break };
+        let sum = per_step.on(loc).reduce_sum(&[0]);
+        out[*j] = Some(c.binary(crate::BinaryOp::Add, &sum, loc));
+    }
+    let ct_stacks: Vec<Op> = rows.by_ref().take(s.deferred.len()).collect();
+    // The rows read, added into the element's cotangent at their (clamped, as
+    // the dynamic-slice clamps) indices: one scatter-add over the steps.
+    for r in s.row_reads {
+        let (Some(row), Some(first)) = (rows.next(), rows.next()) else {
+            break;
+        };
+        let dims = s.shapes[r.element].dims();
+        let trips = row.dims().map(|d| d[0]).unwrap_or(0);
+        let idx = first
+            .clamp(
+                &first.full_like(0.0),
+                &first.full_like((dims[0] - 1) as f64),
+            )
+            .reshape(&[trips, 1]);
+        let update: Vec<i64> = std::iter::once(trips)
+            .chain(dims[1..].iter().copied())
+            .collect();
+        let row = row.reshape(&update);
+        let sd = crate::ops::indexing::ScatterDims {
+            update_window_dims: (1..dims.len() as i64).collect(),
+            inserted_window_dims: vec![0],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            input_batching_dims: vec![],
+            scatter_indices_batching_dims: vec![],
+        };
+        let zeros = zeros_like(&s.init[r.element], loc);
+        let ct = b
+            .on(loc)
+            .scatter(&[&zeros], &idx, &[&row], &sd, false, false, |old, new| {
+                vec![old[0].binary(crate::BinaryOp::Add, &new[0], loc)]
+            });
+        let ct = ct.into_iter().next().expect("one input");
+        out[r.element] = Some(match out[r.element].take() {
+            Some(c) => c.binary(crate::BinaryOp::Add, &ct, loc),
+            None => ct,
+        });
+    }
+    (out, ct_stacks)
 }
 
 /// A start index of a row read ([`RowRead`]) as the backward step gets it.
