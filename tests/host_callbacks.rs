@@ -80,3 +80,64 @@ fn a_host_recv_is_refused_at_compile_by_the_cpu_plugin() {
         "{message}"
     );
 }
+
+// ---- the route that works: a typed-FFI custom call whose kernel is Rust ----------
+
+use std::sync::{Arc, Mutex};
+
+use xlaclient::pjrt::host_callback::{HOST_CALLBACK_TARGET, HostValue, register_host_callback};
+use xlaclient::ops::misc::CustomCallAttrs;
+use xlaclient::{Builder, Op, Shape};
+
+/// A custom call to the host-callback handler: callback `id` on `values`; its
+/// result (an f32[] zero written by the handler) is returned so that the caller
+/// keeps the call alive.
+fn callback_op(b: &Builder, id: i64, values: &[&Op]) -> Op {
+    let attrs = CustomCallAttrs {
+        target: HOST_CALLBACK_TARGET.to_string(),
+        opaque: Vec::new(),
+        api_version: 4,
+        has_side_effect: true,
+    };
+    let id = b.constant(id);
+    let mut ops = vec![&id];
+    ops.extend_from_slice(values);
+    b.custom_call(&attrs, &ops, Shape::of::<f32>(&[]))
+}
+
+fn collecting() -> (i64, Arc<Mutex<Vec<Vec<HostValue>>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let id = register_host_callback(move |v: &[HostValue]| s.lock().unwrap().push(v.to_vec()));
+    (id, seen)
+}
+
+#[test]
+fn a_callback_inside_a_fori_loop_sees_every_iterations_values() {
+    let client = Client::cpu().unwrap();
+    client.plugin().enable_host_callbacks().unwrap();
+    let (id, seen) = collecting();
+    let b = Builder::new("cb_loop");
+    let x0 = b.parameter(0, Shape::of::<f32>(&[2]), "x0");
+    let out = b.fori_loop(0, 5, x0, |i, x| {
+        let z = callback_op(&b, id, &[i, &x]);
+        &(&x * 2.0 + 1.0) + &z
+    });
+    let exe = client.compile(&b.build(&out).unwrap()).unwrap();
+    let x = client.buffer_from_host(&[1.0f32, -0.5], &[2]).unwrap();
+    let got = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+    // Plain Rust: the loop's values before each step.
+    let mut want = vec![[1.0f32, -0.5]];
+    for _ in 0..5 {
+        let p = *want.last().unwrap();
+        want.push([p[0] * 2.0 + 1.0, p[1] * 2.0 + 1.0]);
+    }
+    assert_eq!(got, want[5].to_vec());
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 5, "one call per iteration");
+    for (k, call) in seen.iter().enumerate() {
+        assert_eq!(call[0].to_vec::<i32>().unwrap(), vec![k as i32]);
+        assert_eq!(call[1].dims, vec![2]);
+        assert_eq!(call[1].to_vec::<f32>().unwrap(), want[k].to_vec());
+    }
+}

@@ -38,6 +38,7 @@ mod host;
 pub mod install;
 mod options;
 mod raw;
+pub mod host_callback;
 pub mod shape;
 pub mod xla_flags;
 
@@ -54,6 +55,7 @@ pub use error::{Error, PjrtErrorCode, Result};
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
 pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
 pub use host::{AlignedHost, HOST_ALIGN};
+pub use host_callback::{HOST_CALLBACK_TARGET, HostValue, register_host_callback};
 pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES, XLA_DEBUG_DEFAULTS};
 pub use shape::{ElementType, NativeType, Shape};
 
