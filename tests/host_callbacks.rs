@@ -141,3 +141,226 @@ fn a_callback_inside_a_fori_loop_sees_every_iterations_values() {
         assert_eq!(call[1].to_vec::<f32>().unwrap(), want[k].to_vec());
     }
 }
+
+// ---- Builder::debug_callback / debug_print ----------------------------------------
+
+/// A callback that keeps copies of every call's values.
+fn collector() -> (
+    Arc<Mutex<Vec<Vec<HostValue>>>>,
+    impl Fn(&[HostValue]) + Send + Sync + 'static,
+) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    (seen, move |v: &[HostValue]| s.lock().unwrap().push(v.to_vec()))
+}
+
+#[test]
+fn debug_callback_in_a_fori_loop_is_called_once_per_iteration_with_its_values() {
+    let client = Client::cpu().unwrap();
+    let (seen, f) = collector();
+    let b = Builder::new("debug_cb");
+    let x0 = b.parameter(0, Shape::of::<f64>(&[3]), "x0");
+    let out = b.fori_loop(0, 4, x0, |i, x| {
+        b.debug_callback(&[i, &x], f);
+        (&x * 0.5).sin() + 1.0
+    });
+    let exe = client.compile(&b.build(&out).unwrap()).unwrap();
+    let x = client.buffer_from_host(&[0.3f64, -1.0, 2.0], &[3]).unwrap();
+    let got = exe.execute(&[&x]).unwrap()[0].to_vec::<f64>().unwrap();
+    let mut want = vec![vec![0.3f64, -1.0, 2.0]];
+    for _ in 0..4 {
+        let p = want.last().unwrap().clone();
+        want.push(p.iter().map(|v| (v * 0.5).sin() + 1.0).collect());
+    }
+    for (g, w) in got.iter().zip(&want[4]) {
+        assert!((g - w).abs() < 1e-12, "{got:?} vs {:?}", want[4]);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 4);
+    for (k, call) in seen.iter().enumerate() {
+        assert_eq!(call[0].to_vec::<i32>().unwrap(), vec![k as i32]);
+        let v = call[1].to_vec::<f64>().unwrap();
+        for (a, w) in v.iter().zip(&want[k]) {
+            assert!((a - w).abs() < 1e-12, "call {k}: {v:?} vs {:?}", want[k]);
+        }
+    }
+}
+
+#[test]
+fn debug_callback_runs_again_on_each_execution() {
+    let client = Client::cpu().unwrap();
+    let (seen, f) = collector();
+    let b = Builder::new("debug_cb_twice");
+    let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
+    b.debug_callback(&[&x], f);
+    let exe = client.compile(&b.build(&(&x + 1.0)).unwrap()).unwrap();
+    for v in [1.0f32, 2.5, -4.0] {
+        let out = exe.execute(&[&client.scalar(v).unwrap()]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![v + 1.0]);
+    }
+    let seen = seen.lock().unwrap();
+    let vals: Vec<f32> = seen.iter().map(|c| c[0].to_vec::<f32>().unwrap()[0]).collect();
+    assert_eq!(vals, vec![1.0, 2.5, -4.0]);
+    assert!(seen.iter().all(|c| c[0].dims.is_empty() && c.len() == 1));
+}
+
+#[test]
+fn under_grad_the_callback_sees_primal_values() {
+    let client = Client::cpu().unwrap();
+    let (seen, f) = collector();
+    let b = Builder::new("debug_cb_grad");
+    let w = b.parameter(0, Shape::of::<f64>(&[3]), "w");
+    let (loss, (), g) = b.value_and_grad(w, |w| {
+        let s = w.sin();
+        b.debug_callback(&[&w, &s], f);
+        (s.sum(&[0], false), ())
+    });
+    let exe = client.compile(&b.build_tuple(&[&loss, &g]).unwrap()).unwrap();
+    let w0 = [0.1f64, 0.7, -1.3];
+    let out = exe
+        .execute(&[&client.buffer_from_host(&w0, &[3]).unwrap()])
+        .unwrap();
+    let grad = out[1].to_vec::<f64>().unwrap();
+    for (gi, wi) in grad.iter().zip(&w0) {
+        assert!((gi - wi.cos()).abs() < 1e-12, "grad {grad:?}");
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "called once, in the forward pass");
+    assert_eq!(seen[0][0].to_vec::<f64>().unwrap(), w0.to_vec());
+    let s = seen[0][1].to_vec::<f64>().unwrap();
+    for (si, wi) in s.iter().zip(&w0) {
+        assert!((si - wi.sin()).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn under_grad_through_a_fori_loop_the_callback_sees_each_forward_step() {
+    let client = Client::cpu().unwrap();
+    let (seen, f) = collector();
+    let b = Builder::new("debug_cb_grad_loop");
+    let w = b.parameter(0, Shape::of::<f64>(&[]), "w");
+    let (loss, (), g) = b.value_and_grad(w, |w| {
+        let x = b.fori_loop(0, 3, w, |_, x| {
+            b.debug_callback(&[&x], f);
+            (&x * 1.5).sin()
+        });
+        (x, ())
+    });
+    let exe = client.compile(&b.build_tuple(&[&loss, &g]).unwrap()).unwrap();
+    let out = exe.execute(&[&client.scalar(0.4f64).unwrap()]).unwrap();
+    // Plain Rust: the steps, and the chain rule through them.
+    let (mut x, mut d) = (0.4f64, 1.0f64);
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        steps.push(x);
+        d *= 1.5 * (1.5 * x).cos();
+        x = (1.5 * x).sin();
+    }
+    assert!((out[0].to_vec::<f64>().unwrap()[0] - x).abs() < 1e-12);
+    assert!((out[1].to_vec::<f64>().unwrap()[0] - d).abs() < 1e-12);
+    let seen: Vec<f64> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c[0].to_vec::<f64>().unwrap()[0])
+        .collect();
+    assert_eq!(seen.len(), 3, "once per forward step, none in the backward pass: {seen:?}");
+    for (a, w) in seen.iter().zip(&steps) {
+        assert!((a - w).abs() < 1e-12, "{seen:?} vs {steps:?}");
+    }
+}
+
+#[test]
+fn under_vmap_the_callback_is_called_once_per_example() {
+    use xlaclient::Vmap;
+    let client = Client::cpu().unwrap();
+    let (seen, f) = collector();
+    let b = Builder::new("debug_cb_vmap");
+    let xs = b.parameter(0, Shape::of::<f32>(&[3, 2]), "xs");
+    let k = b.parameter(1, Shape::of::<f32>(&[]), "k");
+    let ys = b.vmap(&Vmap::new().in_axes([Some(0), None]), (xs, k), |b, (x, k)| {
+        b.debug_callback(&[&x, &k], f);
+        &x * &k
+    });
+    let exe = client.compile(&b.build(&ys).unwrap()).unwrap();
+    let data = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let out = exe
+        .execute(&[
+            &client.buffer_from_host(&data, &[3, 2]).unwrap(),
+            &client.scalar(0.5f32).unwrap(),
+        ])
+        .unwrap();
+    assert_eq!(
+        out[0].to_vec::<f32>().unwrap(),
+        data.iter().map(|v| v * 0.5).collect::<Vec<_>>()
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3, "one call per example");
+    for (e, call) in seen.iter().enumerate() {
+        assert_eq!(call[0].dims, vec![2]);
+        assert_eq!(call[0].to_vec::<f32>().unwrap(), data[2 * e..2 * e + 2].to_vec());
+        assert_eq!(call[1].to_vec::<f32>().unwrap(), vec![0.5]);
+    }
+}
+
+#[test]
+fn a_bad_debug_print_format_is_a_build_error_at_the_users_line() {
+    let b = Builder::new("debug_print_bad");
+    let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
+    b.debug_print("x={} y={}", &[&x]);
+    let err = b.build(&x).unwrap_err().to_string();
+    assert!(err.contains("debug_print"), "{err}");
+    assert!(err.contains("placeholder 1 has no value (1 given)"), "{err}");
+    assert!(err.contains("host_callbacks.rs"), "{err}");
+}
+
+#[test]
+fn a_panicking_callback_fails_the_execution_with_an_error() {
+    let client = Client::cpu().unwrap();
+    let b = Builder::new("debug_cb_panic");
+    let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
+    b.debug_callback(&[&x], |_| panic!("the user's callback failed"));
+    let exe = client.compile(&b.build(&(&x * 3.0)).unwrap()).unwrap();
+    let err = exe
+        .execute(&[&client.scalar(1.0f32).unwrap()])
+        .and_then(|o| o[0].to_vec::<f32>())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("panicked"), "{err}");
+}
+
+/// `debug_print` writes to standard output: run in a child process whose output is
+/// read back.
+#[test]
+fn debug_print_prints_each_iteration() {
+    const CHILD: &str = "XLACLIENT_DEBUG_PRINT_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let client = Client::cpu().unwrap();
+        let b = Builder::new("debug_print");
+        let x0 = b.parameter(0, Shape::of::<i32>(&[2, 2]), "x0");
+        let out = b.fori_loop(0, 2, x0, |i, x| {
+            b.debug_print("step {}: x={} {{literal}} {0}", &[i, &x]);
+            &x * 3
+        });
+        let exe = client.compile(&b.build(&out).unwrap()).unwrap();
+        let x = client.buffer_from_host(&[1i32, -2, 3, 4], &[2, 2]).unwrap();
+        exe.execute(&[&x]).unwrap()[0].to_vec::<i32>().unwrap();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["debug_print_prints_each_iteration", "--exact", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("step ")).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "step 0: x=[[1 -2] [3 4]] {literal} 0",
+            "step 1: x=[[3 -6] [9 12]] {literal} 1"
+        ],
+        "{stdout}"
+    );
+}

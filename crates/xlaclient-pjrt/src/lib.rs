@@ -94,6 +94,13 @@ pub unsafe trait HloModuleSource {
     fn check_replicas(&self, _num_replicas: i64, _num_partitions: i64) -> Result<(), String> {
         Ok(())
     }
+
+    /// Whether the module calls host callbacks ([`HOST_CALLBACK_TARGET`]): the
+    /// client then registers the handler with its plugin before compiling
+    /// ([`Plugin::enable_host_callbacks`]). The default says no.
+    fn uses_host_callbacks(&self) -> bool {
+        false
+    }
 }
 
 // SAFETY: the bytes and shapes are `T`'s, which keeps the promise.
@@ -108,5 +115,9 @@ unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
 
     fn check_replicas(&self, num_replicas: i64, num_partitions: i64) -> Result<(), String> {
         (**self).check_replicas(num_replicas, num_partitions)
+    }
+
+    fn uses_host_callbacks(&self) -> bool {
+        (**self).uses_host_callbacks()
     }
 }
