@@ -97,11 +97,11 @@ pub use shape::{ElementType, NativeType, Shape};
 pub use sharding::{Mesh, P, PartitionSpec, ShardedArray, ShardedJit};
 pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::WaitPolicy;
-pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
 pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
     Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };
+pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
 
 // numpy's array functions and lax.conv_transpose (issue 24).
 pub use ops::arrays::{ConvTransposePadding, NormOrd};

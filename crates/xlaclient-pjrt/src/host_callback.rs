@@ -316,7 +316,11 @@ unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut c_void {
         };
         let v = HostValue { ty, dims, bytes };
         if i == 0 {
-            id = v.to_vec::<i64>().ok().filter(|x| x.len() == 1).map(|x| x[0]);
+            id = v
+                .to_vec::<i64>()
+                .ok()
+                .filter(|x| x.len() == 1)
+                .map(|x| x[0]);
         } else {
             values.push(v);
         }
@@ -347,7 +351,10 @@ unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut c_void {
             ffi_error(
                 f.api,
                 XLA_FFI_ERROR_INTERNAL,
-                &format!("{HOST_CALLBACK_TARGET}: host callback {} panicked", id.unwrap_or(0)),
+                &format!(
+                    "{HOST_CALLBACK_TARGET}: host callback {} panicked",
+                    id.unwrap_or(0)
+                ),
             )
         };
     }
@@ -372,7 +379,9 @@ unsafe extern "C" fn handler(frame: *mut CallFrame) -> *mut c_void {
             1
         };
         // SAFETY: the result buffer holds `n` elements of `ty`.
-        unsafe { std::ptr::write_bytes(b.data.cast::<u8>(), 0, n.max(0) as usize * ty.byte_size()) };
+        unsafe {
+            std::ptr::write_bytes(b.data.cast::<u8>(), 0, n.max(0) as usize * ty.byte_size())
+        };
     }
     std::ptr::null_mut()
 }

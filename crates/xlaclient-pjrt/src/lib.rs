@@ -35,10 +35,10 @@ mod event;
 mod executable;
 pub mod guard;
 mod host;
+pub mod host_callback;
 pub mod install;
 mod options;
 mod raw;
-pub mod host_callback;
 pub mod shape;
 pub mod xla_flags;
 

@@ -454,8 +454,7 @@ impl Graph {
             .instrs
             .iter()
             .map(|i| {
-                i.kind.has_side_effect()
-                    || i.kind.called().iter().any(|b| effects[b.0 as usize])
+                i.kind.has_side_effect() || i.kind.called().iter().any(|b| effects[b.0 as usize])
             })
             .collect();
         let live0 = live_instrs(c, &plain, root, &effectful);

@@ -58,11 +58,7 @@ impl Builder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[track_caller]
-    pub fn debug_callback(
-        &self,
-        values: &[&Op],
-        f: impl Fn(&[HostValue]) + Send + Sync + 'static,
-    ) {
+    pub fn debug_callback(&self, values: &[&Op], f: impl Fn(&[HostValue]) + Send + Sync + 'static) {
         let loc = Location::caller();
         self.debug_callback_at(values, f, loc);
     }
@@ -154,7 +150,10 @@ pub(crate) fn batch_host_callback(
             .iter()
             .map(|(op, batched)| {
                 if *batched {
-                    op.on(loc).slice_in_dim(k, k + 1, 1, 0).on(loc).squeeze(&[0])
+                    op.on(loc)
+                        .slice_in_dim(k, k + 1, 1, 0)
+                        .on(loc)
+                        .squeeze(&[0])
                 } else {
                     op.clone()
                 }
@@ -339,8 +338,16 @@ mod tests {
         );
         assert!(parse_format("x={}", 0).unwrap_err().contains("no value"));
         assert!(parse_format("x", 1).unwrap_err().contains("value 0"));
-        assert!(parse_format("x={", 1).unwrap_err().contains("without its `}`"));
-        assert!(parse_format("x={name}", 1).unwrap_err().contains("`{name}`"));
+        assert!(
+            parse_format("x={", 1)
+                .unwrap_err()
+                .contains("without its `}`")
+        );
+        assert!(
+            parse_format("x={name}", 1)
+                .unwrap_err()
+                .contains("`{name}`")
+        );
     }
 
     #[test]
@@ -348,7 +355,10 @@ mod tests {
         let v = HostValue {
             ty: ElementType::S32,
             dims: vec![2, 3],
-            bytes: [1i32, 2, 3, 4, 5, 6].iter().flat_map(|x| x.to_le_bytes()).collect(),
+            bytes: [1i32, 2, 3, 4, 5, 6]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
         };
         assert_eq!(format_value(&v), "[[1 2 3] [4 5 6]]");
         let s = HostValue {
