@@ -105,7 +105,7 @@ fn callback_op(b: &Builder, id: i64, values: &[&Op]) -> Op {
     b.custom_call(&attrs, &ops, Shape::of::<f32>(&[]))
 }
 
-fn collecting() -> (i64, Arc<Mutex<Vec<Vec<HostValue>>>>) {
+fn collecting() -> (i64, Calls) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     let id = register_host_callback(move |v: &[HostValue]| s.lock().unwrap().push(v.to_vec()));
@@ -123,7 +123,7 @@ fn a_callback_inside_a_fori_loop_sees_every_iterations_values() {
         let z = callback_op(&b, id, &[i, &x]);
         &(&x * 2.0 + 1.0) + &z
     });
-    let exe = client.compile(&b.build(&out).unwrap()).unwrap();
+    let exe = client.compile(b.build(&out).unwrap()).unwrap();
     let x = client.buffer_from_host(&[1.0f32, -0.5], &[2]).unwrap();
     let got = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
     // Plain Rust: the loop's values before each step.
@@ -144,11 +144,10 @@ fn a_callback_inside_a_fori_loop_sees_every_iterations_values() {
 
 // ---- Builder::debug_callback / debug_print ----------------------------------------
 
-/// A callback that keeps copies of every call's values.
-fn collector() -> (
-    Arc<Mutex<Vec<Vec<HostValue>>>>,
-    impl Fn(&[HostValue]) + Send + Sync + 'static,
-) {
+type Calls = Arc<Mutex<Vec<Vec<HostValue>>>>;
+
+/// A callback that keeps copies of every call's values, and what it kept.
+fn collector() -> (Calls, impl Fn(&[HostValue]) + Send + Sync + 'static) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     (seen, move |v: &[HostValue]| {
@@ -166,7 +165,7 @@ fn debug_callback_in_a_fori_loop_is_called_once_per_iteration_with_its_values() 
         b.debug_callback(&[i, &x], f);
         (&x * 0.5).sin() + 1.0
     });
-    let exe = client.compile(&b.build(&out).unwrap()).unwrap();
+    let exe = client.compile(b.build(&out).unwrap()).unwrap();
     let x = client.buffer_from_host(&[0.3f64, -1.0, 2.0], &[3]).unwrap();
     let got = exe.execute(&[&x]).unwrap()[0].to_vec::<f64>().unwrap();
     let mut want = vec![vec![0.3f64, -1.0, 2.0]];
@@ -195,7 +194,7 @@ fn debug_callback_runs_again_on_each_execution() {
     let b = Builder::new("debug_cb_twice");
     let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
     b.debug_callback(&[&x], f);
-    let exe = client.compile(&b.build(&(&x + 1.0)).unwrap()).unwrap();
+    let exe = client.compile(b.build(&(&x + 1.0)).unwrap()).unwrap();
     for v in [1.0f32, 2.5, -4.0] {
         let out = exe.execute(&[&client.scalar(v).unwrap()]).unwrap();
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![v + 1.0]);
@@ -221,7 +220,7 @@ fn under_grad_the_callback_sees_primal_values() {
         (s.sum(&[0], false), ())
     });
     let exe = client
-        .compile(&b.build_tuple(&[&loss, &g]).unwrap())
+        .compile(b.build_tuple(&[&loss, &g]).unwrap())
         .unwrap();
     let w0 = [0.1f64, 0.7, -1.3];
     let out = exe
@@ -262,7 +261,7 @@ fn under_grad_through_a_fori_loop_the_callback_sees_each_forward_step() {
         (x, ())
     });
     let exe = client
-        .compile(&b.build_tuple(&[&loss, &g]).unwrap())
+        .compile(b.build_tuple(&[&loss, &g]).unwrap())
         .unwrap();
     let out = exe.execute(&[&client.scalar(0.4f64).unwrap()]).unwrap();
     // Plain Rust: the steps, and the chain rule through them.
@@ -307,7 +306,7 @@ fn under_vmap_the_callback_is_called_once_per_example() {
             &x * &k
         },
     );
-    let exe = client.compile(&b.build(&ys).unwrap()).unwrap();
+    let exe = client.compile(b.build(&ys).unwrap()).unwrap();
     let data = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
     let out = exe
         .execute(&[
@@ -351,7 +350,7 @@ fn a_panicking_callback_fails_the_execution_with_an_error() {
     let b = Builder::new("debug_cb_panic");
     let x = b.parameter(0, Shape::of::<f32>(&[]), "x");
     b.debug_callback(&[&x], |_| panic!("the user's callback failed"));
-    let exe = client.compile(&b.build(&(&x * 3.0)).unwrap()).unwrap();
+    let exe = client.compile(b.build(&(&x * 3.0)).unwrap()).unwrap();
     let err = exe
         .execute(&[&client.scalar(1.0f32).unwrap()])
         .and_then(|o| o[0].to_vec::<f32>())
@@ -373,7 +372,7 @@ fn debug_print_prints_each_iteration() {
             b.debug_print("step {}: x={} {{literal}} {0}", &[i, &x]);
             &x * 3
         });
-        let exe = client.compile(&b.build(&out).unwrap()).unwrap();
+        let exe = client.compile(b.build(&out).unwrap()).unwrap();
         let x = client.buffer_from_host(&[1i32, -2, 3, 4], &[2, 2]).unwrap();
         exe.execute(&[&x]).unwrap()[0].to_vec::<i32>().unwrap();
         return;

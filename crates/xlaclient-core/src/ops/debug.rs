@@ -40,7 +40,7 @@ impl Builder {
     ///
     /// ```
     /// # use std::sync::{Arc, Mutex};
-    /// # use xlaclient::{Builder, Client, HostValue, Shape};
+    /// # use xlaclient_core::{Builder, Client, HostValue, Shape};
     /// let b = Builder::new("cb");
     /// let x = b.parameter(0, Shape::of::<f32>(&[2]), "x");
     /// let seen = Arc::new(Mutex::new(Vec::new()));
