@@ -115,6 +115,10 @@ struct RegisterHandlerArgs {
     traits: u32,
 }
 
+/// `PJRT_FFI_Register_Handler_Args_STRUCT_SIZE`: up to and including `traits`.
+const REGISTER_HANDLER_ARGS_SIZE: usize =
+    std::mem::offset_of!(RegisterHandlerArgs, traits) + std::mem::size_of::<u32>();
+
 #[repr(C)]
 struct FfiApiVersion {
     struct_size: usize,
@@ -434,7 +438,7 @@ impl Plugin {
                 };
                 let platform = "Host";
                 let mut args = RegisterHandlerArgs {
-                    struct_size: std::mem::size_of::<RegisterHandlerArgs>(),
+                    struct_size: REGISTER_HANDLER_ARGS_SIZE,
                     target_name: HOST_CALLBACK_TARGET.as_ptr().cast(),
                     target_name_size: HOST_CALLBACK_TARGET.len(),
                     handler: handler as *const c_void,
@@ -456,5 +460,51 @@ impl Plugin {
             "{who} has no FFI extension (PJRT_FFI_Extension), through which host callbacks \
              run; its compiler also has no host send/recv"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// Sizes and offsets from the headers (`pjrt_c_api_ffi_extension.h`,
+    /// `xla/ffi/api/c_api.h`, x86-64 and aarch64 layouts).
+    #[test]
+    fn layouts_match_the_headers() {
+        assert_eq!(size_of::<ExtBase>(), 24);
+        assert_eq!(size_of::<PjrtFfiExtension>(), 48);
+        assert_eq!(REGISTER_HANDLER_ARGS_SIZE, 52);
+        assert_eq!(size_of::<FfiApiVersion>(), 24);
+        assert_eq!(offset_of!(FfiApi, error_create), 48);
+        assert_eq!(size_of::<FfiArgs>(), 40);
+        assert_eq!(size_of::<FfiAttrs>(), 48);
+        assert_eq!(offset_of!(CallFrame, stage), 32);
+        assert_eq!(offset_of!(CallFrame, args), 40);
+        assert_eq!(offset_of!(CallFrame, rets), 80);
+        assert_eq!(offset_of!(CallFrame, attrs), 120);
+        assert_eq!(offset_of!(CallFrame, future), 168);
+        assert_eq!(size_of::<FfiBuffer>(), 48);
+        assert_eq!(offset_of!(Metadata, traits), 32);
+        assert_eq!(size_of::<MetadataExtension>(), 32);
+        assert_eq!(offset_of!(ErrorCreateArgs, errc) + size_of::<c_int>(), 28);
+    }
+
+    #[test]
+    fn values_read_back_as_their_type_only() {
+        let v = HostValue {
+            ty: ElementType::F32,
+            dims: vec![2],
+            bytes: [1.5f32, -2.0]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
+        };
+        assert_eq!(v.to_vec::<f32>().unwrap(), vec![1.5, -2.0]);
+        let e = v.to_vec::<i32>().unwrap_err().to_string();
+        assert!(
+            e.contains("f32[2] read as s32") || e.contains("read as"),
+            "{e}"
+        );
     }
 }
