@@ -176,6 +176,8 @@ paths! {
     Op::equal => |x: &Op| Op::equal(x, 0.0);
     Op::compare;
     Builder::fori_loop => |b: &Builder, x: Op| Builder::fori_loop(b, 0, 1, x, |_, x: Op| x);
+    Builder::debug_callback => |b: &Builder, x: Op| Builder::debug_callback(b, &[&x], |_| {});
+    Builder::debug_print => |b: &Builder, x: Op| Builder::debug_print(b, "{}", &[&x]);
     Op::dynamic_slice;
     Op::dynamic_update_slice;
     tree::keystr;

@@ -692,11 +692,25 @@ impl Batcher {
                 *r = resolve(*r);
             }
         }
-        let live = live_of(&instrs, &roots);
+        // Instructions with a side effect (host callbacks, loops that run one) are
+        // batched whether or not the roots depend on them.
+        let seeds: Vec<Value> = {
+            let effects = self.b.g.borrow().effectful_comps();
+            let fx = (0..instrs.len()).filter(|i| {
+                let k = &instrs[*i].kind;
+                k.has_side_effect() || k.called().iter().any(|c| effects[c.0 as usize])
+            });
+            roots
+                .iter()
+                .copied()
+                .chain(fx.map(|i| Value::of(i as u32)))
+                .collect()
+        };
+        let live = live_of(&instrs, &seeds);
         // Operands first (forwarding can point an instruction at a later one).
         let mut order: Vec<usize> = Vec::with_capacity(instrs.len());
         let mut state = vec![0u8; instrs.len()];
-        for r in &roots {
+        for r in &seeds {
             let mut stack = vec![(r.instr as usize, false)];
             while let Some((i, done)) = stack.pop() {
                 if done {

@@ -102,6 +102,7 @@ pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
     Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };
+pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
 
 // numpy's array functions and lax.conv_transpose (issue 24).
 pub use ops::arrays::{ConvTransposePadding, NormOrd};

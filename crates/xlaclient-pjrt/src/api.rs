@@ -43,6 +43,14 @@ impl Api {
         &self.path
     }
 
+    /// The head of the plugin's chain of extensions (`PJRT_Api::extension_start`),
+    /// null when it has none.
+    pub(crate) fn extension_start(&self) -> *const raw::PJRT_Extension_Base {
+        // SAFETY: the table's head (struct_size, extension_start) exists in every
+        // version of the API; the table is static.
+        unsafe { (*self.table).extension_start }
+    }
+
     /// The function in `s`, or a typed error when the plugin's table does not reach
     /// that slot (too old) or leaves it null.
     #[inline]

@@ -320,6 +320,9 @@ impl Client {
                 option: "num_replicas".into(),
                 reason,
             })?;
+        if module.uses_host_callbacks() {
+            self.plugin().enable_host_callbacks()?;
+        }
         let bytes = module.hlo_module_bytes();
         if options.spmd_partitioned() {
             // The module states the logical arrays; each partition's parameters are

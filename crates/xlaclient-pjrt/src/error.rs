@@ -137,6 +137,9 @@ pub enum Error {
         /// The plugin's PJRT C API version `(major, minor)`.
         api_version: (i32, i32),
     },
+    /// A host callback could not be set up or run (the plugin and the reason).
+    #[error("host callback: {0}")]
+    HostCallback(String),
     /// Finding or installing the default plugin failed.
     #[error(transparent)]
     Install(#[from] InstallError),

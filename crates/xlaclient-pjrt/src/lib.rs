@@ -36,6 +36,7 @@ mod executable;
 pub mod float8;
 pub mod guard;
 mod host;
+pub mod host_callback;
 pub mod install;
 mod options;
 mod raw;
@@ -55,6 +56,7 @@ pub use error::{Error, PjrtErrorCode, Result};
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
 pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
 pub use host::{AlignedHost, HOST_ALIGN};
+pub use host_callback::{HOST_CALLBACK_TARGET, HostValue, register_host_callback};
 pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES, XLA_DEBUG_DEFAULTS};
 pub use shape::{ElementType, NativeType, Shape};
 
@@ -93,6 +95,13 @@ pub unsafe trait HloModuleSource {
     fn check_replicas(&self, _num_replicas: i64, _num_partitions: i64) -> Result<(), String> {
         Ok(())
     }
+
+    /// Whether the module calls host callbacks ([`HOST_CALLBACK_TARGET`]): the
+    /// client then registers the handler with its plugin before compiling
+    /// ([`Plugin::enable_host_callbacks`]). The default says no.
+    fn uses_host_callbacks(&self) -> bool {
+        false
+    }
 }
 
 // SAFETY: the bytes and shapes are `T`'s, which keeps the promise.
@@ -107,5 +116,9 @@ unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
 
     fn check_replicas(&self, num_replicas: i64, num_partitions: i64) -> Result<(), String> {
         (**self).check_replicas(num_replicas, num_partitions)
+    }
+
+    fn uses_host_callbacks(&self) -> bool {
+        (**self).uses_host_callbacks()
     }
 }

@@ -308,6 +308,7 @@ impl Graph {
     /// result: the computations it reaches (callees first), dead instructions
     /// removed (parameters are kept), instructions renumbered.
     pub(crate) fn finish(&self, entry: CompId, root: Value) -> Result<Module> {
+        let effects = self.effectful_comps();
         // The computations the root reaches through live instructions, and whom
         // each calls.
         let n = self.comps.len();
@@ -322,7 +323,7 @@ impl Graph {
             } else {
                 c.root
             };
-            let (_, live) = self.forwarding(CompId(ci as u32), r);
+            let (_, live) = self.forwarding(CompId(ci as u32), r, &effects);
             for (i, ins) in c.instrs.iter().enumerate() {
                 if live[i] {
                     for callee in ins.kind.called() {
@@ -377,7 +378,7 @@ impl Graph {
                     location: None,
                 })?
             };
-            let (operands, live) = self.forwarding(CompId(ci as u32), Some(r));
+            let (operands, live) = self.forwarding(CompId(ci as u32), Some(r), &effects);
             let r = operands.root.expect("a root");
             let mut remap = vec![u32::MAX; c.instrs.len()];
             let mut instrs = Vec::with_capacity(live.iter().filter(|l| **l).count());
@@ -441,10 +442,22 @@ impl Graph {
     /// `root` then depends on. A value is replaced only by a target that the root
     /// depends on without any replacement: a loop whose gradient is built but not
     /// used keeps the original loop (which stores nothing).
-    fn forwarding(&self, comp: CompId, root: Option<Value>) -> (Forwarded, Vec<bool>) {
+    fn forwarding(
+        &self,
+        comp: CompId,
+        root: Option<Value>,
+        effects: &[bool],
+    ) -> (Forwarded, Vec<bool>) {
         let c = self.comp(comp);
         let plain: Vec<Operands> = c.instrs.iter().map(|i| i.operands.clone()).collect();
-        let live0 = live_instrs(c, &plain, root);
+        let effectful: Vec<bool> = c
+            .instrs
+            .iter()
+            .map(|i| {
+                i.kind.has_side_effect() || i.kind.called().iter().any(|b| effects[b.0 as usize])
+            })
+            .collect();
+        let live0 = live_instrs(c, &plain, root, &effectful);
         if !self.forwarded.keys().any(|(k, _)| *k == comp) {
             return (Forwarded { of: plain, root }, live0);
         }
@@ -464,19 +477,53 @@ impl Graph {
             .map(|ops| ops.iter().map(|v| resolve(*v)).collect())
             .collect();
         let root = root.map(resolve);
-        let live = live_instrs(c, &of, root);
+        let live = live_instrs(c, &of, root, &effectful);
         (Forwarded { of, root }, live)
+    }
+
+    /// Which computations have a side effect (a host callback), directly or through
+    /// a computation they call: instructions that have one or call one are live
+    /// whether or not the result depends on them.
+    pub(crate) fn effectful_comps(&self) -> Vec<bool> {
+        let mut fx: Vec<bool> = self
+            .comps
+            .iter()
+            .map(|c| c.instrs.iter().any(|i| i.kind.has_side_effect()))
+            .collect();
+        loop {
+            let mut changed = false;
+            for (ci, c) in self.comps.iter().enumerate() {
+                if !fx[ci]
+                    && c.instrs
+                        .iter()
+                        .any(|i| i.kind.called().iter().any(|b| fx[b.0 as usize]))
+                {
+                    fx[ci] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return fx;
+            }
+        }
     }
 }
 
 /// Which instructions of `c` (with operands `operands`) the root depends on, plus
-/// every parameter.
-fn live_instrs(c: &Comp, operands: &[Operands], root: Option<Value>) -> Vec<bool> {
+/// every parameter and every instruction with a side effect (`effectful`) and what
+/// it depends on.
+fn live_instrs(
+    c: &Comp,
+    operands: &[Operands],
+    root: Option<Value>,
+    effectful: &[bool],
+) -> Vec<bool> {
     let mut live = vec![false; c.instrs.len()];
     let mut work: Vec<usize> = Vec::new();
     if let Some(r) = root {
         work.push(r.instr as usize);
     }
+    work.extend((0..c.instrs.len()).filter(|i| effectful[*i]));
     work.extend(c.param_instrs().map(|p| p as usize));
     while let Some(i) = work.pop() {
         if live[i] {

@@ -208,6 +208,15 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
         crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)?;
         crate::sharding::check_devices(self.ir(), num_partitions)
     }
+
+    fn uses_host_callbacks(&self) -> bool {
+        self.ir().comps.iter().any(|c| {
+            c.instrs.iter().any(|i| {
+                matches!(&i.kind, ir::OpKind::CustomCall(a)
+                    if a.target == xlaclient_pjrt::HOST_CALLBACK_TARGET)
+            })
+        })
+    }
 }
 
 impl PartialEq for Computation {

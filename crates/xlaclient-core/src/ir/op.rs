@@ -353,6 +353,12 @@ impl OpKind {
         }
     }
 
+    /// Whether the op has a side effect (a custom call declared so: a host
+    /// callback), which keeps it in the program when no result depends on it.
+    pub fn has_side_effect(&self) -> bool {
+        matches!(self, OpKind::CustomCall(a) if a.has_side_effect)
+    }
+
     /// The computations the instruction calls.
     pub fn called(&self) -> smallvec::SmallVec<[CompId; 2]> {
         match self {

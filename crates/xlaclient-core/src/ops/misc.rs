@@ -505,6 +505,9 @@ pub(crate) fn batch_custom_call(n: &crate::batching::BatchNode) -> crate::batchi
     let OpKind::CustomCall(a) = n.kind else {
         return Err("not a custom-call".into());
     };
+    if a.target == xlaclient_pjrt::HOST_CALLBACK_TARGET {
+        return crate::ops::debug::batch_host_callback(n, a);
+    }
     if a.target != "Sharding" || n.operands.len() != 1 {
         return Err(format!(
             "the kernel `{}`: an opaque kernel's behaviour on a batch axis is unknown (only the `Sharding` constraint has a rule)",

@@ -28,6 +28,7 @@ pub mod arrays;
 pub mod bitwise;
 pub mod collective;
 pub mod control;
+pub mod debug;
 pub mod elementwise;
 pub mod indexing;
 pub mod linalg;
