@@ -240,14 +240,11 @@ fn under_grad_the_callback_sees_primal_values() {
 }
 
 /// JAX calls a debug callback inside a differentiated `fori_loop` once per forward
-/// step. Here it runs 9 times for 3 steps: in the original loop (kept because it
-/// has an effect, though the gradient's own forward loop serves its results), in
-/// the gradient's forward loop (which stores the residuals) and in the backward
-/// loop, which recomputes the body in reverse order. Fixing it belongs to the loop
-/// gradient rule (`autodiff/control.rs`: skip instructions with a side effect when
-/// the backward body recomputes, and let the forwarded loop go).
+/// step, and so does this: the gradient's storing loop (which replaces the
+/// original loop) runs the callback, the original loop is not kept for its effect
+/// once the storing loop serves its results, and the backward pass's copies of the
+/// body leave callbacks out (`Graph::in_backward`).
 #[test]
-#[ignore = "known: 9 calls for 3 steps under grad through a loop (see the doc comment)"]
 fn under_grad_through_a_fori_loop_the_callback_sees_each_forward_step() {
     let client = Client::cpu().unwrap();
     let (seen, f) = collector();

@@ -559,10 +559,12 @@ pub(crate) fn backprop_deferring(
         // The ops the rule builds carry this instruction's line.
         let outer_origin = b.g.borrow_mut().origin.replace(locs[i]);
         let named = b.g.borrow().vmap_named.get(&(comp, i as u32)).cloned();
+        b.g.borrow_mut().in_backward += 1;
         let got = match named {
             Some((axis, what)) => crate::batching::named_vjp(&node, &axis, &what),
             None => crate::ops::table::vjp(&node),
         };
+        b.g.borrow_mut().in_backward -= 1;
         b.g.borrow_mut().origin = outer_origin;
         let got = match got {
             Ok(g) => g,

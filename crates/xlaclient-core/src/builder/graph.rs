@@ -33,6 +33,11 @@ pub(crate) struct Graph {
     /// While a gradient rule runs: the line of the op it differentiates, which the
     /// ops it builds (and their errors) carry instead of the rule's own lines.
     pub(crate) origin: Option<&'static Location<'static>>,
+    /// How many gradient rules are building ops now: what they build is the
+    /// backward pass, whose copies of a body leave host callbacks out (a callback
+    /// runs once per forward step, as JAX's `debug.callback` under `grad`). The
+    /// storing loop, which replaces a forward loop, resets it while it is built.
+    pub(crate) in_backward: u32,
     /// While loops whose backward pass stores less than every value of each step
     /// (`ScanOptions::policy`), by computation and instruction: what it stores.
     pub(crate) checkpointed:
@@ -104,6 +109,7 @@ impl Graph {
             stopped: Default::default(),
             trip_counts: Default::default(),
             loop_bounds: Default::default(),
+            in_backward: 0,
             custom_vjps: Default::default(),
             checkpointed: Default::default(),
             checkpoint_names: Default::default(),
@@ -477,6 +483,14 @@ impl Graph {
             .map(|ops| ops.iter().map(|v| resolve(*v)).collect())
             .collect();
         let root = root.map(resolve);
+        // A loop whose results are all served by its storing copy (which runs its
+        // effects) is not kept for its own effects.
+        let mut effectful = effectful;
+        for ((k, v), t) in &self.forwarded {
+            if *k == comp && live0[t.instr as usize] {
+                effectful[v.instr as usize] = false;
+            }
+        }
         let live = live_instrs(c, &of, root, &effectful);
         (Forwarded { of, root }, live)
     }

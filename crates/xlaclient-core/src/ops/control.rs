@@ -1210,9 +1210,13 @@ fn while_cts(
             s.stacks.iter().map(|v| b.op(b.comp, *v)).collect(),
         ),
         None => {
+            // The storing loop replaces the forward loop: its copy of the body
+            // keeps the body's host callbacks.
+            let outer = std::mem::take(&mut b.g.borrow_mut().in_backward);
             let (count, outs, stacks) = storing_loop(
                 b, cond, body, bounded, trips, &init, &stacked, &stored, &shapes, loc,
             );
+            b.g.borrow_mut().in_backward = outer;
             let all_ok = !count.is_poisoned()
                 && outs.iter().chain(&stacks).all(|o| !o.is_poisoned())
                 && outs.len() == n.results.len();

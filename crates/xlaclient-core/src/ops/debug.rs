@@ -298,6 +298,16 @@ fn elements(v: &HostValue) -> Vec<String> {
         ElementType::F64 => all::<f64>(v),
         ElementType::F16 => all::<half::f16>(v),
         ElementType::Bf16 => all::<half::bf16>(v),
+        ElementType::F8E5M2 => v
+            .bytes
+            .iter()
+            .map(|b| crate::float8::F8E5M2(*b).to_f32().to_string())
+            .collect(),
+        ElementType::F8E4M3FN => v
+            .bytes
+            .iter()
+            .map(|b| crate::float8::F8E4M3FN(*b).to_f32().to_string())
+            .collect(),
         ElementType::C64 | ElementType::C128 => {
             // Complex values: pairs of floats, printed `re+imj` as numpy does.
             let w = if v.ty == ElementType::C64 { 4 } else { 8 };
