@@ -2,7 +2,7 @@
 //! and `jax.debug.print` ([`Builder::debug_print`]).
 //!
 //! A callback is a typed-FFI custom call (API version 4, with a side effect) to the
-//! runtime's handler [`HOST_CALLBACK_TARGET`](xlaclient_pjrt::HOST_CALLBACK_TARGET),
+//! runtime's handler [`HOST_CALLBACK_TARGET`],
 //! whose first operand is the `s64[]` id of a registered Rust closure and whose
 //! other operands are the values; it has no results. The program keeps it although
 //! no result depends on it (an instruction with a side effect is live, and so is a
