@@ -252,6 +252,7 @@ fn bad_indices_are_errors_naming_the_op_and_line() {
         (x.index(&ix![0, 0, 0]), "too many indices"),
         (x.index(&ix![Ix::Ellipsis, 0, Ix::Ellipsis]), "one ellipsis"),
         (x.index(&ix![Ix::step(0)]), "step 0"),
+        (x.index(&ix![Ix::step(i64::MIN)]), "step -922"),
         (x.index(&ix![&f]), "integer type"),
         (x.index(&ix![&m]), "constant mask"),
         (x.index(&ix![Ix::mask(&[true, false], &[2])]), "not match"),

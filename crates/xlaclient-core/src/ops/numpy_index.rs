@@ -358,11 +358,11 @@ fn plan(x: &Op, index: &[Ix]) -> Result<Plan, ShapeError> {
                 next += 1;
             }
             Ix::Slice { start, stop, step } => {
-                if step == 0 {
+                if step == 0 || step == i64::MIN {
                     return Err(err(
                         &shape,
                         ShapeErrorKind::Attribute,
-                        format!("the slice on axis {next} has step 0"),
+                        format!("the slice on axis {next} has step {step}"),
                     ));
                 }
                 let n = xd[next];
