@@ -26,27 +26,6 @@ fn cases() -> Vec<Json> {
     j["cases"].as_array().expect("cases").clone()
 }
 
-fn dims_of(a: &Json) -> Vec<i64> {
-    a["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_i64().unwrap())
-        .collect()
-}
-
-fn data_of(a: &Json) -> Vec<f64> {
-    a["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| match v {
-            Json::String(s) if s == "nan" => f64::NAN,
-            v => v.as_f64().unwrap(),
-        })
-        .collect()
-}
-
 fn ty_of(a: &Json) -> ElementType {
     match a["dtype"].as_str().unwrap() {
         "float32" => ElementType::F32,

@@ -39,28 +39,6 @@ fn ty_of(dtype: &str) -> ElementType {
     }
 }
 
-fn num(v: &Json) -> f64 {
-    match v {
-        Json::String(s) if s == "nan" => f64::NAN,
-        Json::String(s) if s == "inf" => f64::INFINITY,
-        Json::String(s) if s == "-inf" => f64::NEG_INFINITY,
-        v => v.as_f64().expect("a number"),
-    }
-}
-
-fn dims_of(a: &Json) -> Vec<i64> {
-    a["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_i64().unwrap())
-        .collect()
-}
-
-fn data_of(a: &Json) -> Vec<f64> {
-    a["data"].as_array().unwrap().iter().map(num).collect()
-}
-
 fn upload_json(a: &Json) -> Buffer {
     let d = dims_of(a);
     let v = data_of(a);

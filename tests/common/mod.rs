@@ -173,3 +173,29 @@ pub fn in_child(name: &str, body: impl FnOnce()) {
         ),
     }
 }
+
+/// The `shape` of an array recorded as `{dtype, shape, data}` JSON (the JAX
+/// recordings in `tests/data`).
+pub fn dims_of(a: &serde_json::Value) -> Vec<i64> {
+    a["shape"]
+        .as_array()
+        .expect("a shape")
+        .iter()
+        .map(|d| d.as_i64().expect("a dimension"))
+        .collect()
+}
+
+/// The `data` of such an array as `f64` (the strings "nan", "inf", "-inf" too).
+pub fn data_of(a: &serde_json::Value) -> Vec<f64> {
+    a["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|v| match v {
+            serde_json::Value::String(s) if s == "nan" => f64::NAN,
+            serde_json::Value::String(s) if s == "inf" => f64::INFINITY,
+            serde_json::Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+            v => v.as_f64().expect("a number"),
+        })
+        .collect()
+}

@@ -1435,8 +1435,9 @@ pub enum TakeMode {
     Wrap,
 }
 
-/// The value `TakeMode::Fill` gives an out-of-range index, as JAX's.
-fn fill_value(ty: ElementType) -> crate::Scalar {
+/// The value `TakeMode::Fill` (and `IndexMode::Fill`) gives an out-of-range index,
+/// as JAX's.
+pub(crate) fn fill_value(ty: ElementType) -> crate::Scalar {
     use crate::Scalar;
     match ty {
         ElementType::Pred => Scalar::Int(1),

@@ -44,6 +44,7 @@
 use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 use std::panic::Location;
 
+use super::elementwise::broadcast_dims;
 use super::indexing::{GatherDims, ScatterDims};
 use super::sampling::Param;
 use crate::builder::Op;
@@ -263,21 +264,11 @@ fn resolve_slice(start: Option<i64>, stop: Option<i64>, step: i64, n: i64) -> (i
     (s, len)
 }
 
-/// numpy broadcasting of shapes (right-aligned, 1s stretch).
+/// numpy broadcasting of several shapes ([`broadcast_dims`] folded over them).
 fn broadcast_shapes(shapes: &[Vec<i64>]) -> Option<Vec<i64>> {
-    let rank = shapes.iter().map(Vec::len).max().unwrap_or(0);
-    let mut out = vec![1i64; rank];
-    for s in shapes {
-        for (k, &d) in s.iter().enumerate() {
-            let o = &mut out[rank - s.len() + k];
-            if *o == 1 {
-                *o = d;
-            } else if d != 1 && d != *o {
-                return None;
-            }
-        }
-    }
-    Some(out)
+    shapes
+        .iter()
+        .try_fold(Vec::new(), |acc, s| broadcast_dims(&acc, s).ok())
 }
 
 fn plan(x: &Op, index: &[Ix]) -> Result<Plan, ShapeError> {
@@ -675,27 +666,6 @@ fn lower(
     }
 }
 
-/// The value `IndexMode::Fill` reads for an out-of-range entry, as JAX's.
-fn fill_value(ty: ElementType) -> crate::Scalar {
-    use crate::Scalar;
-    match ty {
-        ElementType::Pred => Scalar::Int(1),
-        t if t.is_signed_int() => Scalar::Int(match t {
-            ElementType::S8 => i8::MIN.into(),
-            ElementType::S16 => i16::MIN.into(),
-            ElementType::S32 => i32::MIN.into(),
-            _ => i64::MIN,
-        }),
-        ElementType::U64 => Scalar::UInt(u64::MAX),
-        t if t.is_unsigned_int() => Scalar::Int(match t {
-            ElementType::U8 => u8::MAX.into(),
-            ElementType::U16 => u16::MAX.into(),
-            _ => u32::MAX.into(),
-        }),
-        _ => Scalar::Float(f64::NAN),
-    }
-}
-
 impl Op {
     /// numpy's `x[idx]` with JAX's meaning (see [the module](self)): integers,
     /// ranges, slices with steps, index arrays (clamped when out of range after
@@ -796,7 +766,7 @@ impl Op {
                     .filter(|r| !l.windows.contains(r))
                     .collect();
                 let valid = valid.on(loc).broadcast_in_dim(&p.out, &batch_axes);
-                let fill = b.scalar_of(ty, fill_value(ty), loc);
+                let fill = b.scalar_of(ty, super::indexing::fill_value(ty), loc);
                 b.on(loc).select(&valid, &got, &fill)
             }
             _ => got,
