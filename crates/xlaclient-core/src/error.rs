@@ -290,8 +290,9 @@ impl From<InstallError> for Error {
 /// Something legal that a JAX user probably did not mean, noticed while an op was
 /// built (the op is built all the same). [`Builder::warnings`](crate::Builder::warnings)
 /// and [`Computation::warnings`](crate::Computation::warnings) list them, and
-/// finishing a module prints each once on standard error, as a compiler prints its
-/// warnings, unless the environment variable `XLACLIENT_WARNINGS` is `0`.
+/// finishing a module emits each once as a `tracing` event at level WARN (shown by
+/// whatever subscriber the program installs, as a compiler prints its warnings),
+/// unless the environment variable `XLACLIENT_WARNINGS` is `0`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuildWarning {
     /// The op's name (`select`).

@@ -380,6 +380,12 @@ impl Plugin {
         // SAFETY: no pointers in the args; called once per library (the registry in
         // `load` guarantees it, as the header asks).
         unsafe { api.call(slot::PJRT_Plugin_Initialize, &mut init)? };
+        tracing::info!(
+            path = %path.display(),
+            api_major = major,
+            api_minor = minor,
+            "plugin loaded"
+        );
         Ok(Plugin { api: Arc::new(api) })
     }
 

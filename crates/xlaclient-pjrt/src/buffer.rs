@@ -206,6 +206,7 @@ impl Buffer {
         if !Arc::ptr_eq(&device.client, &self.client) {
             return Err(Error::ForeignDevice);
         }
+        tracing::debug!("device_to_device");
         let (b, d) = (self.raw, device.raw);
         // SAFETY: a live buffer and a device of the same live client; the new
         // buffer is returned to us to own.
@@ -276,6 +277,7 @@ impl Buffer {
     /// buffer ([`Error::Execution`]).
     pub fn copy_to_host<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
         self.check_host(out)?;
+        tracing::debug!(bytes = std::mem::size_of_val(out), ty = %T::TYPE, "device_to_host");
         if self.read_host_memory(out)? {
             return Ok(());
         }
@@ -293,6 +295,7 @@ impl Buffer {
     /// As [`copy_to_host`](Self::copy_to_host).
     pub fn copy_to_host_via_plugin<T: NativeType>(&self, out: &mut [T]) -> Result<()> {
         self.check_host(out)?;
+        tracing::debug!(bytes = std::mem::size_of_val(out), ty = %T::TYPE, "device_to_host");
         // SAFETY: as in `copy_to_host`.
         unsafe { self.copy_raw(out.as_mut_ptr().cast(), std::mem::size_of_val(out)) }
     }

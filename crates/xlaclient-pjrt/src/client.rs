@@ -111,6 +111,8 @@ impl Client {
     /// measured with the CPU plugin (`benches/call_paths.rs`). A plugin that
     /// refuses that option (one that is not a CPU plugin) gets `options` as given.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
+        let _span = tracing::info_span!("client_create", plugin = %plugin.path().display())
+            .entered();
         // The plugin reads XLA_FLAGS when the client is made and aborts on a flag
         // it does not know: a flag this crate cannot vouch for is refused here.
         let flags = crate::xla_flags::from_env().map_err(|reason| Error::InvalidOption {
@@ -156,14 +158,14 @@ impl Client {
                 }
             }
         }
-        let raw_client = if values.iter().any(|(n, _)| n == "asynchronous") {
-            create_raw(&api, &values, kv.as_ref())?
+        let (raw_client, sent) = if values.iter().any(|(n, _)| n == "asynchronous") {
+            (create_raw(&api, &values, kv.as_ref())?, values)
         } else {
             let mut with_sync = values.clone();
             with_sync.push(("asynchronous".into(), NamedValue::Bool(false)));
             match create_raw(&api, &with_sync, kv.as_ref()) {
-                Ok(c) => c,
-                Err(_) => create_raw(&api, &values, kv.as_ref())?,
+                Ok(c) => (c, with_sync),
+                Err(_) => (create_raw(&api, &values, kv.as_ref())?, values),
             }
         };
         let mut inner = ClientInner {
@@ -211,6 +213,11 @@ impl Client {
                 });
             }
         }
+        tracing::info!(
+            devices = client.inner.addressable.len(),
+            options = client_options_text(&sent).as_str(),
+            "client created"
+        );
         Ok(client)
     }
 
@@ -406,15 +413,50 @@ impl Client {
         options: &CompileOptions,
         params: Option<Vec<Shape>>,
     ) -> Result<LoadedExecutable> {
+        let span = tracing::info_span!(
+            "compile",
+            format = std::str::from_utf8(format).unwrap_or("?"),
+            bytes = code.len(),
+            module = tracing::field::Empty,
+            cache = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let start = std::time::Instant::now();
+        let (exe, cache) = self.compile_or_load(format, code, options, params)?;
+        let elapsed = start.elapsed();
+        let elapsed_us = elapsed.as_micros().min(u64::MAX as u128) as u64;
+        span.record("module", exe.name());
+        span.record("cache", cache);
+        span.record("elapsed_us", elapsed_us);
+        tracing::info!(
+            module = exe.name(),
+            cache,
+            elapsed_us,
+            "compiled"
+        );
+        Ok(exe)
+    }
+
+    /// [`compile_program`](Self::compile_program)'s work; also says where the
+    /// executable came from: `"hit"` (the cache), `"miss"` (compiled and stored)
+    /// or `"off"` (compiled, no cache).
+    fn compile_or_load(
+        &self,
+        format: &[u8],
+        code: &[u8],
+        options: &CompileOptions,
+        params: Option<Vec<Shape>>,
+    ) -> Result<(LoadedExecutable, &'static str)> {
         options.validate(&self.device_ids()?)?;
         let opts = options.to_bytes();
         // Without a cache, or when XLA is asked to dump its passes (which a load
         // from the cache would skip), compile.
         let Some(cache) = self.inner.cache.as_ref().filter(|_| !options.dumps()) else {
-            return self.compile_fresh(format, code, &opts, options, params);
+            return Ok((self.compile_fresh(format, code, &opts, options, params)?, "off"));
         };
         let Ok(identity) = self.plugin_identity() else {
-            return self.compile_fresh(format, code, &opts, options, params);
+            return Ok((self.compile_fresh(format, code, &opts, options, params)?, "off"));
         };
         let shapes: String = params.iter().flatten().map(|s| format!("{s};")).collect();
         let key = crate::cache::DiskCache::key(&[
@@ -434,7 +476,7 @@ impl Client {
                         exe.set_params(p);
                     }
                     cache.hit();
-                    return Ok(exe);
+                    return Ok((exe, "hit"));
                 }
                 // Truncated, damaged, foreign, or refused by the plugin: never
                 // used; compiled again and replaced below.
@@ -448,7 +490,7 @@ impl Client {
         if let Ok(guarded) = exe.serialize() {
             cache.store(&key, &guarded);
         }
-        Ok(exe)
+        Ok((exe, "miss"))
     }
 
     /// Compiles on a thread with a [`COMPILE_STACK`] stack.
@@ -683,6 +725,12 @@ impl Client {
         device: *mut PJRT_Device,
     ) -> Result<Buffer> {
         check_count(dims, host.len())?;
+        tracing::debug!(
+            bytes = std::mem::size_of_val(host.as_slice()),
+            ty = %T::TYPE,
+            zero_copy = true,
+            "host_to_device"
+        );
         self.upload_lent(Lent::Array(host.into_memory()), T::TYPE, dims, device)
     }
 
@@ -693,6 +741,12 @@ impl Client {
         device: *mut PJRT_Device,
     ) -> Result<Buffer> {
         check_count(dims, data.len())?;
+        tracing::debug!(
+            bytes = std::mem::size_of_val(data),
+            ty = %T::TYPE,
+            zero_copy = false,
+            "host_to_device"
+        );
         if self.inner.zero_copy.load(Ordering::Relaxed) != ZERO_COPY_REFUSED {
             if let Some(block) = self.inner.pool.copy_of(data) {
                 return self.upload_lent(Lent::Pooled(block), T::TYPE, dims, device);
@@ -827,6 +881,15 @@ const ZERO_COPY_TAKEN: u8 = 1;
 const ZERO_COPY_REFUSED: u8 = 2;
 
 /// Checks that `dims` describe `len` elements.
+/// The create options as `name=value` pairs, for the client-creation event.
+fn client_options_text(values: &[(String, NamedValue)]) -> String {
+    values
+        .iter()
+        .map(|(n, v)| format!("{n}={v:?}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn check_count(dims: &[i64], len: usize) -> Result<()> {
     if element_count(dims) != Some(len as i64) {
         return Err(Error::HostLength {

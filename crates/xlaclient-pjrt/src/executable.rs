@@ -559,6 +559,13 @@ impl LoadedExecutable {
         want_events: bool,
     ) -> Result<Vec<(Vec<Buffer>, Option<Event>)>> {
         let num_devices = args.len();
+        let _span = tracing::debug_span!(
+            "execute",
+            executable = self.name.as_str(),
+            devices = num_devices,
+            wait_events = want_events,
+        )
+        .entered();
         if num_devices == 0 || num_devices > self.devices.len().max(1) {
             return Err(Error::DeviceCount {
                 given: num_devices,

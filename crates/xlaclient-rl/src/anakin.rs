@@ -298,6 +298,7 @@ impl Anakin {
     /// [`Error::InvalidArgument`] with several devices (use
     /// [`step_devices`](Self::step_devices)); the runtime's errors.
     pub fn step(&self, state: AnakinState<Buffer>) -> Result<AnakinState<Buffer>> {
+        let _span = tracing::debug_span!("anakin_step").entered();
         match &self.programs {
             Programs::One { learner, .. } => Ok(learner.call_donated(state)?),
             Programs::Many { .. } => Err(self.one_device_only("step", "step_devices")),
@@ -325,6 +326,7 @@ impl Anakin {
         &self,
         states: Vec<AnakinState<Buffer>>,
     ) -> Result<Vec<AnakinState<Buffer>>> {
+        let _span = tracing::debug_span!("anakin_step", devices = states.len()).entered();
         match &self.programs {
             Programs::One { learner, .. } => states
                 .into_iter()

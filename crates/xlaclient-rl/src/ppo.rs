@@ -551,6 +551,7 @@ impl Ppo {
 
     /// One call: [`PpoConfig::updates_per_call`] updates; the state is donated.
     pub fn step(&self, state: PpoState<Buffer>) -> Result<(PpoState<Buffer>, PpoMetrics<Buffer>)> {
+        let _span = tracing::debug_span!("ppo_step").entered();
         Ok(self.update.call_donated(state)?)
     }
 }

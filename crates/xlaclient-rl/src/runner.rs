@@ -44,7 +44,13 @@
 //!
 //! Progress: when stderr is a terminal, an `indicatif` spinner (or bar, after
 //! [`Runner::set_total`]) with the step, the rate and the last metrics; otherwise a
-//! plain line on stderr at most every two seconds.
+//! plain line on stderr at most every two seconds. That progress display (and
+//! [`Runner::println`], [`Runner::finish`]'s closing line) is the runner's user
+//! interface, printed whether or not a `tracing` subscriber is installed; the
+//! runner also emits `tracing` events for each logged step (INFO, target
+//! `xlaclient_rl::runner`, fields `step` and `metrics`), each checkpoint (a
+//! `checkpoint` span with `step`, `path` and `elapsed_us`), a resume and the end
+//! of the run.
 //!
 //! ```no_run
 //! use serde::{Deserialize, Serialize};
@@ -1196,6 +1202,9 @@ impl<C> Runner<C> {
         client: &Client,
         spec: &T,
     ) -> Result<Option<T::With<Buffer>>> {
+        if self.resumed.is_some() {
+            tracing::info!(step = self.start_step(), "restoring the resumed checkpoint");
+        }
         self.resumed
             .as_ref()
             .map(|c| c.buffers(client, spec, OnExtra::Error))
@@ -1213,6 +1222,7 @@ impl<C> Runner<C> {
     /// same order, and steps must increase.
     pub fn log(&mut self, step: u64, metrics: &[(&str, f64)]) -> Result<()> {
         self.metrics.append(step, metrics)?;
+        tracing::info!(step, metrics = ?metrics, "runner step");
         self.progress.update(step, metrics);
         Ok(())
     }
@@ -1225,6 +1235,23 @@ impl<C> Runner<C> {
     /// Saves `tree` as the checkpoint of `step` (with the step and the configuration
     /// as metadata) and redraws the plot. Returns the file's path.
     pub fn checkpoint<T: Tree<Buffer>>(&mut self, step: u64, tree: &T) -> Result<PathBuf> {
+        let span = tracing::info_span!(
+            "checkpoint",
+            step,
+            path = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty
+        );
+        let _entered = span.enter();
+        let start = std::time::Instant::now();
+        let path = self.save_checkpoint(step, tree)?;
+        let elapsed_us = start.elapsed().as_micros().min(u64::MAX as u128) as u64;
+        span.record("path", tracing::field::display(path.display()));
+        span.record("elapsed_us", elapsed_us);
+        tracing::info!(step, path = %path.display(), elapsed_us, "checkpoint saved");
+        Ok(path)
+    }
+
+    fn save_checkpoint<T: Tree<Buffer>>(&mut self, step: u64, tree: &T) -> Result<PathBuf> {
         let ck = self.dir.join(CHECKPOINT_DIR);
         std::fs::create_dir_all(&ck).map_err(io_err(&ck, "creating"))?;
         let path = ck.join(format!("step-{step:010}.safetensors"));
@@ -1267,6 +1294,11 @@ impl<C> Runner<C> {
         if let Some(bar) = &self.progress.bar {
             bar.finish();
         }
+        tracing::info!(
+            rows = self.metrics.rows.len(),
+            dir = %self.dir.display(),
+            "run finished"
+        );
         eprintln!(
             "[runner] {} rows in {}, plot {}, checkpoints in {}",
             self.metrics.rows.len(),

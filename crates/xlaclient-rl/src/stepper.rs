@@ -707,6 +707,7 @@ impl<T: 'static> Stepper<T> {
     /// predictions.
     pub fn tick(&mut self) -> Result<TickStats> {
         self.ticks += 1;
+        let _span = tracing::debug_span!("stepper_tick", tick = self.ticks).entered();
         let mut stats = TickStats::default();
         // Poll until no agent is marked ready: an agent that wakes itself (e.g. a
         // combinator yielding) is polled again within the same tick.

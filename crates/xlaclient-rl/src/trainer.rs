@@ -196,6 +196,7 @@ impl<S: Tree<Shape>> Trainer<S> {
     /// [`Error::InvalidArgument`] naming the batch leaf whose shape differs; the
     /// runtime's error (the state is then lost: it was donated).
     pub fn step<B: Tree<Buffer>>(&mut self, batch: B) -> Result<f32> {
+        let _span = tracing::debug_span!("train_step", step = self.steps).entered();
         let batch = batch.into_leaves();
         check_shapes("Trainer::step: batch", &batch, &self.batch_shapes)?;
         self.state()?;

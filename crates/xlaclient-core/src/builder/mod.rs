@@ -428,13 +428,14 @@ impl Builder {
         self.g.borrow().warnings.clone()
     }
 
-    /// The warnings, for a finished module; each printed on standard error by the
-    /// first module finished after it was recorded, unless `XLACLIENT_WARNINGS=0`.
+    /// The warnings, for a finished module; each emitted as a `tracing` WARN
+    /// event by the first module finished after it was recorded, unless
+    /// `XLACLIENT_WARNINGS=0`.
     fn report_warnings(&self) -> Arc<[crate::error::BuildWarning]> {
         let mut g = self.g.borrow_mut();
         if std::env::var_os("XLACLIENT_WARNINGS").is_none_or(|v| v != "0") {
             for w in &g.warnings[g.warnings_printed..] {
-                eprintln!("{w}");
+                tracing::warn!(op = w.op.as_str(), "{w}");
             }
         }
         g.warnings_printed = g.warnings.len();

