@@ -160,6 +160,16 @@ unsafe extern "C" fn on_ready(error: *mut PJRT_Error, user_arg: *mut c_void) {
 /// Wait for it with [`wait`](Self::wait) (blocking) or `.await` it (it is a
 /// [`Future`] whose waker the plugin's `PJRT_Event_OnReady` callback wakes).
 ///
+/// # Async
+/// Polling never blocks: the first poll registers the task's waker with the
+/// plugin's `PJRT_Event_OnReady` callback (a later poll only swaps the waker), so
+/// any executor (tokio's multi-thread runtime, `futures`' executors, a hand-rolled
+/// one) can await it without holding a worker thread. A plugin that takes no
+/// callback has its wait handed to a helper thread, which owns the event from then
+/// on and wakes the task when it is done. Dropping a pending `Event` is safe: the
+/// callback owns its own reference to the state it writes (and to the plugin's
+/// library), so it never touches freed memory, whenever it runs.
+///
 /// # Thread safety
 /// `Event` is `Send` (PJRT events may be awaited from any thread) but not `Sync`.
 pub struct Event {
@@ -209,6 +219,10 @@ impl Event {
                 .is_some_and(|s| s.done.load(Ordering::Acquire))
         {
             return Ok(true);
+        }
+        if self.raw.is_null() {
+            // Handed to a helper thread (see `wait_elsewhere`): not done yet.
+            return Ok(false);
         }
         let mut a = raw::PJRT_Event_IsReady_Args::new();
         a.event = self.raw;
@@ -464,9 +478,11 @@ impl Future for Event {
             }
         }
         if !this.register(None, Some(cx.waker().clone())) {
-            // No callback: wait in the plugin (only when OnReady is unavailable).
-            let s = this.await_blocking();
-            return Poll::Ready(this.finish(s));
+            // No callback: a helper thread waits in the plugin and wakes the task
+            // (an executor's worker thread is never blocked here).
+            if let Some(s) = this.wait_elsewhere(cx.waker().clone()) {
+                return Poll::Ready(this.finish(s));
+            }
         }
         let signal = this.signal.as_ref().expect("registered");
         if signal.done.load(Ordering::Acquire) {
@@ -477,8 +493,63 @@ impl Future for Event {
     }
 }
 
+impl Event {
+    /// For a plugin that takes no `OnReady` callback: hands the event to a new
+    /// thread, which waits for it in the plugin (`PJRT_Event_Await`), records the
+    /// status in a fresh signal, wakes `waker` and destroys the event. `self` keeps
+    /// the signal (its `raw` is null from then on). Returns the status at once when
+    /// no thread can be started (then this thread waits).
+    fn wait_elsewhere(&mut self, waker: Waker) -> Option<Result<()>> {
+        let signal = Arc::new(Signal {
+            api: self.api.clone(),
+            done: AtomicBool::new(false),
+            inner: Mutex::new(SignalInner {
+                status: None,
+                thread: None,
+                waker: Some(waker),
+            }),
+        });
+        let (api, raw, policy) = (self.api.clone(), RawEvent(self.raw), self.policy);
+        let for_thread = signal.clone();
+        let spawned = std::thread::Builder::new()
+            .name("xlaclient-event-wait".into())
+            .spawn(move || {
+                let raw = raw;
+                // Owns the event from here: destroyed when `owned` drops, before
+                // the waiter hears of the status.
+                let status = match Event::from_raw(&api, raw.0, policy) {
+                    Some(owned) => owned.await_blocking(),
+                    None => Ok(()),
+                };
+                for_thread.complete(status);
+            });
+        match spawned {
+            Ok(_) => {
+                // The thread owns the event now.
+                self.raw = std::ptr::null_mut();
+                self.signal = Some(signal);
+                None
+            }
+            // No thread to be had: the closure was dropped unrun (a raw pointer,
+            // the event is still ours), so wait here, as a blocking caller would.
+            Err(_) => Some(self.await_blocking()),
+        }
+    }
+}
+
+/// An event handle on its way to the thread that will own it.
+struct RawEvent(*mut PJRT_Event);
+
+// SAFETY: a `PJRT_Event` may be used from any thread (see `Event`'s `Send`); the
+// handle is moved, and only the receiving thread uses it.
+unsafe impl Send for RawEvent {}
+
 impl Drop for Event {
     fn drop(&mut self) {
+        if self.raw.is_null() {
+            // Handed to a helper thread, which destroys it.
+            return;
+        }
         let mut a = raw::PJRT_Event_Destroy_Args::new();
         a.event = self.raw;
         // SAFETY: we own the event and destroy it once. The header allows destroying

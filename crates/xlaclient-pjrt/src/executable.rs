@@ -415,7 +415,11 @@ impl LoadedExecutable {
     pub fn execute_async(&self, args: &[&Buffer]) -> Result<Execution> {
         let mut out = self.execute_devices(&[args], true)?;
         let (outputs, event) = out.pop().unwrap_or_default();
-        Ok(Execution { outputs, event })
+        Ok(Execution {
+            event,
+            outputs,
+            _client: self.client.clone(),
+        })
     }
 
     /// Runs the program on its first device with arguments that may be donated
@@ -465,7 +469,11 @@ impl LoadedExecutable {
         let args: SmallVec<[Arg<'a>; 8]> = args.into_iter().collect();
         let mut out = self.execute_devices(&[&args[..]], true)?;
         let (outputs, event) = out.pop().unwrap_or_default();
-        Ok(Execution { outputs, event })
+        Ok(Execution {
+            event,
+            outputs,
+            _client: self.client.clone(),
+        })
     }
 
     /// Runs the program on every device it was loaded on (replicas/partitions):
@@ -745,12 +753,35 @@ impl<'a> From<&'a Buffer> for Arg<'a> {
 /// outputs, ready once the device has finished (woken by the plugin's completion
 /// event through `PJRT_Event_OnReady`). [`wait`](Self::wait) blocks instead.
 ///
+/// # On an async runtime
+/// `Execution` is `Send` and `Unpin`, and polling it never blocks (see [`Event`]'s
+/// notes), so it can be awaited in a task of any executor, tokio's multi-thread
+/// runtime included, with many in flight at once:
+///
+/// ```no_run
+/// # async fn demo(exe: std::sync::Arc<xlaclient_pjrt::LoadedExecutable>, x: xlaclient_pjrt::Buffer) -> xlaclient_pjrt::Result<()> {
+/// let outputs = exe.execute_async(&[&x])?.await?;
+/// # Ok(()) }
+/// ```
+///
+/// Launching is another matter: on a client created synchronous (the default,
+/// see [`ClientOptions::asynchronous`](super::ClientOptions::asynchronous)) the
+/// plugin runs the program inside `execute_async` itself, on the calling thread,
+/// and the `Execution` is ready when it returns. For device work that overlaps
+/// other tasks, create the client with `.asynchronous(true)`: then the launch
+/// returns at once and the program runs on the plugin's threads.
+///
 /// Dropping it early does not cancel the work; the outputs are dropped (the plugin
-/// frees them when the work is done).
+/// frees them when the work is done), and the completion callback, which owns its
+/// own state, still runs safely. The execution keeps its client alive until then.
 #[must_use = "an execution's outputs are only returned by awaiting or waiting for it"]
 pub struct Execution {
-    outputs: Vec<Buffer>,
+    // Dropped in this order: the event, the outputs, then the client (whose
+    // destruction must come after every event and buffer made from it, also for a
+    // program with no outputs).
     event: Option<Event>,
+    outputs: Vec<Buffer>,
+    _client: Arc<ClientInner>,
 }
 
 impl Execution {
