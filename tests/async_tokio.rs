@@ -259,3 +259,53 @@ fn a_pending_execution_outlives_its_client_and_executable() {
         drop(second);
     });
 }
+
+/// A buffer's ready event awaited on tokio: outputs of executions launched with
+/// `execute` (which returns at once on an asynchronous client) are awaited in
+/// many tasks, then read and checked against plain Rust; others' ready events
+/// are dropped while pending.
+#[test]
+fn buffer_ready_events_are_awaited_and_dropped_safely() {
+    on_tokio(2, async {
+        let c = Arc::new(async_client());
+        let (slow_exe, sx) = slow_program(&c, Duration::from_millis(20));
+        let want_slow = slow_exe.execute_sync(&[&sx]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        let n = 1024;
+        let exe = Arc::new(c.compile(poly(n)).unwrap());
+        let mut tasks = Vec::new();
+        for t in 0..32i64 {
+            let (c, exe) = (c.clone(), exe.clone());
+            tasks.push(tokio::spawn(async move {
+                let x: Vec<f32> = (0..n).map(|i| ((i * 3 + t) % 301 - 150) as f32).collect();
+                let xb = c.buffer_from_host(&x, &[n]).unwrap();
+                let out = exe.execute(&[&xb]).unwrap();
+                out[0].ready_event().unwrap().await.unwrap();
+                assert!(out[0].ready_event().unwrap().is_ready().unwrap());
+                out[0].to_vec::<f32>().unwrap() == poly_ref(&x)
+            }));
+        }
+        for (t, task) in tasks.into_iter().enumerate() {
+            assert!(task.await.unwrap(), "task {t} differs from plain Rust");
+        }
+        // Ready events of slow outputs, polled once and dropped, then the
+        // outputs dropped too.
+        let mut dropped_pending = 0;
+        for _ in 0..8 {
+            let out = slow_exe.execute(&[&sx]).unwrap();
+            let ev = out[0].ready_event().unwrap();
+            if tokio::time::timeout(Duration::from_micros(50), ev)
+                .await
+                .is_err()
+            {
+                dropped_pending += 1;
+            }
+            drop(out);
+        }
+        assert!(dropped_pending > 0, "no ready event was dropped pending");
+        let out = slow_exe.execute(&[&sx]).unwrap();
+        out[0].ready_event().unwrap().await.unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), want_slow);
+    });
+}

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::client::ClientInner;
 use super::device::Device;
+use super::event::Event;
 use super::raw::{self, PJRT_Buffer, slot};
 use crate::error::{Error, Result};
 use crate::host::{AlignedHost, Lent};
@@ -233,6 +234,34 @@ impl Buffer {
                 .query(slot::PJRT_Buffer_ReadyEvent, |a| a.buffer = b)?
         };
         super::event::wait_opt(self.client.event(a.event))
+    }
+
+    /// The buffer's ready event, to `.await` (or [`wait`](Event::wait) for): it
+    /// completes once the buffer's contents are computed, with the computation's
+    /// error if it failed. Awaiting it never blocks the executor's thread (see
+    /// [`Event`]). A buffer that is already ready gives an event that is done.
+    ///
+    /// ```
+    /// # let client = xlaclient_pjrt::Client::cpu()?;
+    /// let x = client.buffer_from_host(&[1.0f32, 2.0], &[2])?;
+    /// let ready = x.ready_event()?;
+    /// ready.wait()?; // or `ready.await?` in async code
+    /// # Ok::<(), xlaclient_pjrt::Error>(())
+    /// ```
+    pub fn ready_event(&self) -> Result<Event> {
+        let b = self.raw;
+        // SAFETY: a live buffer we own; the returned event is ours to destroy
+        // (`Event` does).
+        let a = unsafe {
+            self.client
+                .api
+                .query(slot::PJRT_Buffer_ReadyEvent, |a| a.buffer = b)?
+        };
+        Ok(self
+            .client
+            .event(a.event)
+            .unwrap_or_else(|| Event::done(&self.client.api, self.client.wait))
+            .keeping(&self.client))
     }
 
     /// Checks that `out` can hold the buffer: the same element type and count.

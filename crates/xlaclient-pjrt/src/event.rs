@@ -182,6 +182,10 @@ pub struct Event {
     status: Option<Result<()>>,
     /// An error from `IsReady`, reported once the work is done.
     early_error: Option<Error>,
+    /// The client whose work this is, when nothing else keeps it alive as long as
+    /// the event (an event handed out on its own): dropped after the event is
+    /// destroyed.
+    client: Option<Arc<crate::client::ClientInner>>,
 }
 
 // SAFETY: a `PJRT_Event` is a handle to a thread-safe future of the plugin (the C
@@ -206,8 +210,28 @@ impl Event {
                 signal: None,
                 status: None,
                 early_error: None,
+                client: None,
             })
         }
+    }
+
+    /// An event that is done (successfully): for work that needed no event.
+    pub(crate) fn done(api: &Arc<Api>, policy: WaitPolicy) -> Event {
+        Event {
+            api: api.clone(),
+            raw: std::ptr::null_mut(),
+            policy,
+            signal: None,
+            status: Some(Ok(())),
+            early_error: None,
+            client: None,
+        }
+    }
+
+    /// Keeps `client` alive as long as the event.
+    pub(crate) fn keeping(mut self, client: &Arc<crate::client::ClientInner>) -> Event {
+        self.client = Some(client.clone());
+        self
     }
 
     /// True once the work is done (successfully or not).
