@@ -1,14 +1,18 @@
 //! Leak check: many execute calls with an upload and a download each, then many
-//! compile-and-drop cycles; resident memory (from `/proc/self/statm`) is sampled
-//! after a warm-up and at the end of each phase. Exits with status 1 if either
-//! phase grew by more than 1% after its warm-up.
+//! compile-and-drop cycles, then many executions on an asynchronous client whose
+//! futures are polled once (registering a waker with the plugin's completion
+//! callback) and dropped while pending; resident memory (from `/proc/self/statm`)
+//! is sampled after a warm-up and at the end of each phase. Exits with status 1 if
+//! any phase grew by more than 1% after its warm-up.
 //!
-//! `cargo run --release --example leak_check -- [CALLS] [COMPILES]` (defaults
-//! 1,000,000 and 10,000; smaller counts for a quick run). The warm-up is a tenth of
-//! each phase (at least one call). The plugin is `PJRT_PLUGIN_PATH` or the default
+//! `cargo run --release --example leak_check -- [CALLS] [COMPILES] [DROPS]`
+//! (defaults 1,000,000, 10,000 and 100,000; smaller counts for a quick run). The
+//! warm-up is a tenth of each phase (at least one call). The plugin is `PJRT_PLUGIN_PATH` or the default
 //! CPU plugin. `scripts/leak_check.sh` runs it.
 
 use std::time::Instant;
+
+use futures::FutureExt;
 
 use xlaclient::{Builder, Client, Computation, Shape};
 
@@ -50,6 +54,17 @@ fn module(i: usize) -> Computation {
         .expect("module builds")
 }
 
+/// `k` chained 64×64 matmuls with a tanh each.
+fn chain(k: usize) -> Computation {
+    let b = Builder::new("chain");
+    let x = b.parameter(0, Shape::of::<f32>(&[64, 64]), "x");
+    let mut y = x.clone();
+    for _ in 0..k {
+        y = y.matmul(&x).tanh();
+    }
+    b.build(&y).expect("module builds")
+}
+
 /// Runs `n` steps of `step`, sampling RSS after the first tenth; returns the
 /// growth after warm-up as a fraction and prints the phase's line.
 fn phase(name: &str, n: usize, mut step: impl FnMut(usize)) -> f64 {
@@ -78,6 +93,7 @@ fn main() -> xlaclient::Result<()> {
     let mut args = std::env::args().skip(1);
     let calls: usize = args.next().map_or(1_000_000, |a| a.parse().expect("CALLS"));
     let compiles: usize = args.next().map_or(10_000, |a| a.parse().expect("COMPILES"));
+    let drops: usize = args.next().map_or(100_000, |a| a.parse().expect("DROPS"));
     let client = Client::cpu()?;
     println!(
         "plugin {} (PJRT C API {:?}); RSS at start {:.1} MiB",
@@ -101,8 +117,29 @@ fn main() -> xlaclient::Result<()> {
         let r = e.execute(&[&x, &w]).expect("execute");
         r[0].copy_to_host(&mut out).expect("download");
     });
+    // An asynchronous client, so that executions are still running when their
+    // futures are polled once and dropped.
+    let async_client = Client::new(
+        client.plugin(),
+        &xlaclient::ClientOptions::new().asynchronous(true),
+    )?;
+    // Long enough (eight 64×64 matmuls) to be still running when first polled.
+    let a_exe = async_client.compile(chain(8))?;
+    let ax = async_client.buffer_from_host(&[0.01f32; 64 * 64], &[64, 64])?;
+    let mut pending_drops = 0usize;
+    let g_drop = phase("execute_async, poll once, drop", drops, |_| {
+        let running = a_exe.execute_async(&[&ax]).expect("launch");
+        if running.now_or_never().is_none() {
+            pending_drops += 1;
+        }
+        // A second execution waited for, so that dropped work does not pile up
+        // in the plugin's queue faster than it runs.
+        let out = a_exe.execute(&[&ax]).expect("launch");
+        out[0].ready().expect("ready");
+    });
+    println!("  ({pending_drops} of {drops} were still pending when dropped)");
     let limit = 0.01;
-    if g_exec > limit || g_comp > limit {
+    if g_exec > limit || g_comp > limit || g_drop > limit {
         println!("FAIL: resident memory grew by more than 1% after warm-up");
         std::process::exit(1);
     }
