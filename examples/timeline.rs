@@ -18,6 +18,7 @@ fn main() -> xlaclient::Result<()> {
         .with_max_level(tracing::Level::DEBUG)
         .with_span_events(FmtSpan::CLOSE)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
 
     let plugin = xlaclient::Plugin::default_plugin()?;

@@ -11,7 +11,7 @@
 //!    built, errors that name the op and your line, numpy broadcasting, the lax and
 //!    numpy faces.
 //! 3. [Running programs](running_programs): clients, buffers, executing, donation,
-//!    asynchronous execution and how a thread waits.
+//!    asynchronous execution and how a thread waits, executions awaited on tokio.
 //! 4. [Trees and jit](trees_and_jit): structs of arrays as arguments and results,
 //!    compiled functions on them, state updated in place.
 //! 5. [Control flow and random numbers](control_flow): loops, `scan`, `cond`,
@@ -25,7 +25,7 @@
 //! 10. [Plugins](plugins): where the plugin comes from, other plugins, the suite
 //!     against a given plugin.
 //! 11. [Reliability](reliability): bad input is an error, fuzzing, shape rules
-//!     against XLA, leaks, the test suite.
+//!     against XLA, tracing spans and events, leaks, the test suite.
 //! 12. [Performance](performance): every measured table, with its machine and
 //!     conditions.
 //! 13. [Design](design): the crates, the IR, the builder, the runtime.
