@@ -107,7 +107,7 @@ fn sixty_four_executions_in_flight_each_checked_against_plain_rust() {
                 (t, got == poly_ref(&x))
             }));
         }
-        let mut seen = vec![false; 64];
+        let mut seen = [false; 64];
         for task in tasks {
             let (t, ok) = task.await.expect("task");
             assert!(ok, "execution {t} differs from plain Rust");
@@ -126,9 +126,7 @@ fn awaiting_a_long_execution_does_not_block_the_only_worker() {
         let c = async_client();
         let (exe, x) = slow_program(&c, Duration::from_millis(150));
         let x = Arc::new(x);
-        let want = exe.execute_sync(&[&x]).unwrap()[0]
-            .to_vec::<f32>()
-            .unwrap();
+        let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
 
         let ticks = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -197,9 +195,7 @@ fn dropping_pending_executions_is_safe() {
     on_tokio(2, async {
         let c = async_client();
         let (exe, x) = slow_program(&c, Duration::from_millis(20));
-        let want = exe.execute_sync(&[&x]).unwrap()[0]
-            .to_vec::<f32>()
-            .unwrap();
+        let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
         let x = Arc::new(x);
         let mut dropped_pending = 0;
         for round in 0..16 {
@@ -246,9 +242,7 @@ fn a_pending_execution_outlives_its_client_and_executable() {
     on_tokio(2, async {
         let c = async_client();
         let (exe, x) = slow_program(&c, Duration::from_millis(20));
-        let want = exe.execute_sync(&[&x]).unwrap()[0]
-            .to_vec::<f32>()
-            .unwrap();
+        let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
         let first = exe.execute_async(&[&x]).unwrap();
         let second = exe.execute_async(&[&x]).unwrap();
         drop(x);

@@ -31,7 +31,8 @@ struct Fields(Vec<(String, String)>);
 
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push((field.name().to_string(), format!("{value:?}")));
+        self.0
+            .push((field.name().to_string(), format!("{value:?}")));
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.push((field.name().to_string(), value.to_string()));
@@ -86,12 +87,11 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         }
         let mut f = Fields::default();
         event.record(&mut f);
-        let message = f
-            .0
-            .iter()
-            .position(|(k, _)| k == "message")
-            .map(|i| f.0.remove(i).1)
-            .unwrap_or_default();
+        let message =
+            f.0.iter()
+                .position(|(k, _)| k == "message")
+                .map(|i| f.0.remove(i).1)
+                .unwrap_or_default();
         let scope = ctx
             .event_scope(event)
             .map(|s| s.from_root().map(|sp| sp.name().to_string()).collect())
@@ -211,13 +211,18 @@ fn compile_execute_and_transfers_are_traced_in_order() {
     let upload = pos(
         &|s| matches!(s, Seen::Event(m, f, _) if m == "host_to_device" && field(f, "bytes") == Some("256")),
     );
-    let exec_open = pos(&|s| matches!(s, Seen::Open(n, f) if n == "execute" && field(f, "executable") == Some("traced_affine")));
+    let exec_open = pos(
+        &|s| matches!(s, Seen::Open(n, f) if n == "execute" && field(f, "executable") == Some("traced_affine")),
+    );
     let exec_close = pos(&|s| matches!(s, Seen::Close(n, _, _) if n == "execute"));
     let download = pos(
         &|s| matches!(s, Seen::Event(m, f, _) if m == "device_to_host" && field(f, "bytes") == Some("256")),
     );
     assert!(
-        compile_closed < upload && upload < exec_open && exec_open < exec_close && exec_close < download,
+        compile_closed < upload
+            && upload < exec_open
+            && exec_open < exec_close
+            && exec_close < download,
         "out of order: {seen:#?}"
     );
     // Nothing of the runtime is left open.

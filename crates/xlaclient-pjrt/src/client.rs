@@ -111,8 +111,8 @@ impl Client {
     /// measured with the CPU plugin (`benches/call_paths.rs`). A plugin that
     /// refuses that option (one that is not a CPU plugin) gets `options` as given.
     pub fn new(plugin: &Plugin, options: &ClientOptions) -> Result<Client> {
-        let _span = tracing::info_span!("client_create", plugin = %plugin.path().display())
-            .entered();
+        let _span =
+            tracing::info_span!("client_create", plugin = %plugin.path().display()).entered();
         // The plugin reads XLA_FLAGS when the client is made and aborts on a flag
         // it does not know: a flag this crate cannot vouch for is refused here.
         let flags = crate::xla_flags::from_env().map_err(|reason| Error::InvalidOption {
@@ -429,12 +429,7 @@ impl Client {
         span.record("module", exe.name());
         span.record("cache", cache);
         span.record("elapsed_us", elapsed_us);
-        tracing::info!(
-            module = exe.name(),
-            cache,
-            elapsed_us,
-            "compiled"
-        );
+        tracing::info!(module = exe.name(), cache, elapsed_us, "compiled");
         Ok(exe)
     }
 
@@ -453,10 +448,16 @@ impl Client {
         // Without a cache, or when XLA is asked to dump its passes (which a load
         // from the cache would skip), compile.
         let Some(cache) = self.inner.cache.as_ref().filter(|_| !options.dumps()) else {
-            return Ok((self.compile_fresh(format, code, &opts, options, params)?, "off"));
+            return Ok((
+                self.compile_fresh(format, code, &opts, options, params)?,
+                "off",
+            ));
         };
         let Ok(identity) = self.plugin_identity() else {
-            return Ok((self.compile_fresh(format, code, &opts, options, params)?, "off"));
+            return Ok((
+                self.compile_fresh(format, code, &opts, options, params)?,
+                "off",
+            ));
         };
         let shapes: String = params.iter().flatten().map(|s| format!("{s};")).collect();
         let key = crate::cache::DiskCache::key(&[
