@@ -230,3 +230,110 @@ fn compile_execute_and_transfers_are_traced_in_order() {
     let closed = seen.iter().filter(|s| matches!(s, Seen::Close(..))).count();
     assert_eq!(opened, closed, "{seen:#?}");
 }
+
+/// The runner's steps and checkpoints: one `runner step` event per logged row, in
+/// order, and a `checkpoint` span with the step, the file's path and its time,
+/// the buffers' downloads inside it.
+#[cfg(feature = "runner")]
+#[test]
+fn runner_steps_and_checkpoints_are_traced() {
+    use serde::{Deserialize, Serialize};
+    use xlaclient::Tree;
+    use xlaclient::runner::Runner;
+
+    #[derive(Serialize, Deserialize, Default)]
+    #[serde(default)]
+    struct Cfg {
+        lr: f64,
+    }
+    #[derive(Tree)]
+    struct Params<T> {
+        w: T,
+        b: T,
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let c = common::client();
+    let (path, seen) = capture(|| {
+        let mut run = Runner::<Cfg>::from_args_iter([
+            "prog".to_string(),
+            "--output-dir".into(),
+            dir.display().to_string(),
+        ])
+        .unwrap();
+        let mut path = None;
+        for step in 1..=3u64 {
+            run.log(step, &[("loss", 1.0 / step as f64)]).unwrap();
+            if step == 2 {
+                let p = Params {
+                    w: c.buffer_from_host(&[1.0f32, 2.0, 3.0], &[3]).unwrap(),
+                    b: c.scalar(0.5f32).unwrap(),
+                };
+                path = Some(run.checkpoint(step, &p).unwrap());
+            }
+        }
+        run.finish().unwrap();
+        path.unwrap()
+    });
+    assert!(path.is_file());
+
+    let steps: Vec<(String, String)> = seen
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Event(m, f, _) if m == "runner step" => Some((
+                field(f, "step").unwrap().to_string(),
+                field(f, "metrics").unwrap().to_string(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steps.len(), 3, "{seen:#?}");
+    for (i, (step, metrics)) in steps.iter().enumerate() {
+        assert_eq!(step, &(i + 1).to_string());
+        assert!(metrics.contains("\"loss\""), "{metrics}");
+    }
+
+    let (fields, open_for) = seen
+        .iter()
+        .find_map(|s| match s {
+            Seen::Close(n, f, d) if n == "checkpoint" => Some((f, *d)),
+            _ => None,
+        })
+        .expect("a closed `checkpoint` span");
+    assert_eq!(field(fields, "step"), Some("2"));
+    assert_eq!(
+        field(fields, "path"),
+        Some(path.display().to_string().as_str())
+    );
+    let us: u128 = field(fields, "elapsed_us").unwrap().parse().unwrap();
+    assert!(us > 0 && us <= open_for.as_micros());
+    // The checkpoint reads its two buffers back inside its span (12 and 4 bytes),
+    // after the second step's row and before the third's.
+    let downloads: Vec<&str> = seen
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Event(m, f, scope)
+                if m == "device_to_host" && scope.iter().any(|n| n == "checkpoint") =>
+            {
+                field(f, "bytes")
+            }
+            _ => None,
+        })
+        .collect();
+    let mut sorted = downloads.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec!["12", "4"], "{seen:#?}");
+    let at = |pred: &dyn Fn(&Seen) -> bool| seen.iter().position(pred).unwrap();
+    let step2 = at(
+        &|s| matches!(s, Seen::Event(m, f, _) if m == "runner step" && field(f, "step") == Some("2")),
+    );
+    let step3 = at(
+        &|s| matches!(s, Seen::Event(m, f, _) if m == "runner step" && field(f, "step") == Some("3")),
+    );
+    let ck = at(&|s| matches!(s, Seen::Open(n, _) if n == "checkpoint"));
+    assert!(step2 < ck && ck < step3);
+    assert!(seen.iter().any(
+        |s| matches!(s, Seen::Event(m, f, _) if m == "run finished" && field(f, "rows") == Some("3"))
+    ));
+}
