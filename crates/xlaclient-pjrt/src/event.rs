@@ -590,3 +590,102 @@ pub(crate) fn wait_opt(ev: Option<Event>) -> Result<()> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::*;
+    use crate::{Client, ClientOptions, CompileOptions, Plugin};
+
+    /// `k` chained 256×256 matmuls with a tanh each, as StableHLO text.
+    fn slow_mlir(k: usize) -> String {
+        let ty = "tensor<256x256xf32>";
+        let mut s = format!("func.func public @main(%x: {ty}) -> {ty} {{\n");
+        let mut prev = "%x".to_string();
+        for i in 0..k {
+            s.push_str(&format!(
+                "  %d{i} = stablehlo.dot_general {prev}, %x, contracting_dims = [1] x [0] : ({ty}, {ty}) -> {ty}\n  %t{i} = stablehlo.tanh %d{i} : {ty}\n"
+            ));
+            prev = format!("%t{i}");
+        }
+        s.push_str(&format!("  return {prev} : {ty}\n}}\n"));
+        s
+    }
+
+    struct Counting {
+        thread: std::thread::Thread,
+        wakes: AtomicUsize,
+    }
+
+    impl Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+
+    /// The path of a plugin that takes no `OnReady` callback, taken by hand on a
+    /// real event: the wait goes to a helper thread, the task is woken, and an
+    /// event dropped after the hand-off is destroyed by the helper, not twice.
+    #[test]
+    fn a_wait_handed_to_a_helper_thread_wakes_the_task() {
+        let plugin = Plugin::default_plugin().expect("the plugin under test");
+        let c = Client::new(
+            &plugin,
+            &ClientOptions::new().cpu_device_count(1).asynchronous(true),
+        )
+        .unwrap();
+        let exe = c
+            .compile_mlir(slow_mlir(40).as_bytes(), &CompileOptions::new())
+            .unwrap();
+        let x = c
+            .buffer_from_host(&vec![0.5f32; 256 * 256], &[256, 256])
+            .unwrap();
+        let want = exe.execute_sync(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+
+        let out = exe.execute(&[&x]).unwrap();
+        let mut ev = out[0].ready_event().unwrap();
+        let counting = Arc::new(Counting {
+            thread: std::thread::current(),
+            wakes: AtomicUsize::new(0),
+        });
+        let waker = Waker::from(counting.clone());
+        let pending = !ev.is_ready().unwrap();
+        assert!(ev.wait_elsewhere(waker.clone()).is_none());
+        assert!(ev.raw.is_null(), "the helper thread owns the event");
+        let mut cx = Context::from_waker(&waker);
+        let status = loop {
+            match Pin::new(&mut ev).poll(&mut cx) {
+                Poll::Ready(s) => break s,
+                Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
+            }
+        };
+        status.unwrap();
+        assert!(ev.is_ready().unwrap());
+        if pending {
+            assert!(counting.wakes.load(Ordering::SeqCst) >= 1);
+        }
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), want);
+        // Polling a finished event again gives the same status.
+        assert!(matches!(
+            Pin::new(&mut ev).poll(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+
+        // Handed off, then dropped while the work runs.
+        let out2 = exe.execute(&[&x]).unwrap();
+        let mut ev2 = out2[0].ready_event().unwrap();
+        assert!(ev2.wait_elsewhere(Waker::noop().clone()).is_none());
+        drop(ev2);
+        assert_eq!(out2[0].to_vec::<f32>().unwrap(), want);
+        // And the blocking wait of a handed-off event parks until the helper is done.
+        let out3 = exe.execute(&[&x]).unwrap();
+        let mut ev3 = out3[0].ready_event().unwrap();
+        assert!(ev3.wait_elsewhere(Waker::noop().clone()).is_none());
+        ev3.wait().unwrap();
+        assert_eq!(out3[0].to_vec::<f32>().unwrap(), want);
+    }
+}
