@@ -17,6 +17,16 @@
 //! holds the loaded table and the one call funnel (every `PJRT_Error` becomes
 //! [`Error::Pjrt`]); the safe types sit on top, one per C object. Each handle owns
 //! an `Arc` of what it depends on (buffer → client → plugin).
+//!
+//! **Async:** [`Execution`] and [`Event`] are futures of no particular runtime,
+//! woken by the plugin's `PJRT_Event_OnReady` callback; polling never blocks, and
+//! dropping one while pending is safe.
+//!
+//! **Tracing:** the crate prints nothing; it reports through `tracing`: an event
+//! when a plugin loads (path, API version), a `client_create` span, a `compile`
+//! span (module name, cache outcome, `elapsed_us`), an `execute` span (DEBUG) and
+//! transfer events with their byte counts (DEBUG). With no subscriber installed
+//! each costs a load and a branch.
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
