@@ -90,30 +90,51 @@ fn slow_program(c: &Client, at_least: Duration) -> (Arc<LoadedExecutable>, xlacl
 fn sixty_four_executions_in_flight_each_checked_against_plain_rust() {
     on_tokio(2, async {
         let c = async_client();
-        let n = 4096;
+        let n = 1 << 18;
         let exe = Arc::new(c.compile(poly(n)).unwrap());
         let c = Arc::new(c);
+        // Executions launched and not finished yet, now and at most.
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for t in 0..64 {
             let (c, exe) = (c.clone(), exe.clone());
+            let (in_flight, most) = (in_flight.clone(), most.clone());
             tasks.push(tokio::spawn(async move {
                 let x: Vec<f32> = (0..n)
                     .map(|i| ((i * 7 + t * 13) % 401 - 200) as f32)
                     .collect();
                 let xb = c.buffer_from_host(&x, &[n]).unwrap();
-                let out = exe.execute_async(&[&xb]).unwrap().await.unwrap();
-                assert_eq!(out.len(), 1);
-                let got = out[0].to_vec::<f32>().unwrap();
-                (t, got == poly_ref(&x))
+                let running = exe.execute_async(&[&xb]).unwrap();
+                if !running.is_ready().unwrap() {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    let out = running.await.unwrap();
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    (t, out)
+                } else {
+                    (t, running.await.unwrap())
+                }
             }));
         }
         let mut seen = [false; 64];
-        for task in tasks {
-            let (t, ok) = task.await.expect("task");
-            assert!(ok, "execution {t} differs from plain Rust");
-            seen[t as usize] = true;
+        for (t, task) in tasks.into_iter().enumerate() {
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 7 + t as i64 * 13) % 401 - 200) as f32)
+                .collect();
+            let (tt, out) = task.await.expect("task");
+            assert_eq!(tt as usize, t);
+            assert_eq!(out.len(), 1);
+            assert!(
+                out[0].to_vec::<f32>().unwrap() == poly_ref(&x),
+                "execution {t} differs from plain Rust"
+            );
+            seen[t] = true;
         }
         assert!(seen.iter().all(|s| *s));
+        let most = most.load(Ordering::SeqCst);
+        eprintln!("at most {most} executions were pending at once");
+        assert!(most >= 2, "at most {most} execution was pending at once");
     });
 }
 
