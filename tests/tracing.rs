@@ -143,7 +143,7 @@ fn compile_execute_and_transfers_are_traced_in_order() {
         let c = Client::new(
             &plugin,
             &ClientOptions::new()
-                .cpu_device_count(1)
+                .cpu_device_count(2)
                 .compile_cache(xlaclient::pjrt::cache::CompileCache::Off),
         )
         .unwrap();
@@ -152,10 +152,17 @@ fn compile_execute_and_transfers_are_traced_in_order() {
         let exe = c.compile(b.build(&(x * 2.0 + 1.0)).unwrap()).unwrap();
         let xb = c.buffer_from_host(&x_host, &[64]).unwrap();
         let out = exe.execute(&[&xb]).unwrap();
-        out[0].to_vec::<f32>().unwrap()
+        let here = out[0].to_vec::<f32>().unwrap();
+        let there = out[0]
+            .copy_to_device(&c.addressable_devices()[1])
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        (here, there)
     });
     let want: Vec<f32> = x_host.iter().map(|v| v * 2.0 + 1.0).collect();
-    assert_eq!(out, want);
+    assert_eq!(out.0, want);
+    assert_eq!(out.1, want);
 
     // The client's creation: a span, and an event inside it with the devices.
     let created = seen
@@ -165,7 +172,7 @@ fn compile_execute_and_transfers_are_traced_in_order() {
             _ => None,
         })
         .expect("a `client created` event");
-    assert_eq!(field(created.0, "devices"), Some("1"));
+    assert_eq!(field(created.0, "devices"), Some("2"));
     assert_eq!(created.1, &vec!["client_create".to_string()]);
 
     // The compile span: opened with the format, closed with the module's name,
@@ -218,11 +225,15 @@ fn compile_execute_and_transfers_are_traced_in_order() {
     let download = pos(
         &|s| matches!(s, Seen::Event(m, f, _) if m == "device_to_host" && field(f, "bytes") == Some("256")),
     );
+    let between = pos(
+        &|s| matches!(s, Seen::Event(m, f, _) if m == "device_to_device" && field(f, "bytes") == Some("256")),
+    );
     assert!(
         compile_closed < upload
             && upload < exec_open
             && exec_open < exec_close
-            && exec_close < download,
+            && exec_close < download
+            && download < between,
         "out of order: {seen:#?}"
     );
     // Nothing of the runtime is left open.

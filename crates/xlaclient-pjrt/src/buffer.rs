@@ -207,7 +207,13 @@ impl Buffer {
         if !Arc::ptr_eq(&device.client, &self.client) {
             return Err(Error::ForeignDevice);
         }
-        tracing::debug!("device_to_device");
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let bytes = self
+                .meta()
+                .ok()
+                .map(|(ty, dims)| ty.byte_size() * dims.iter().product::<i64>().max(0) as usize);
+            tracing::debug!(bytes, "device_to_device");
+        }
         let (b, d) = (self.raw, device.raw);
         // SAFETY: a live buffer and a device of the same live client; the new
         // buffer is returned to us to own.
