@@ -158,6 +158,10 @@ fn compile_execute_and_transfers_are_traced_in_order() {
             .unwrap()
             .to_vec::<f32>()
             .unwrap();
+        let awaited = exe.execute_async(&[&xb]).unwrap().wait().unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(awaited, here);
         (here, there)
     });
     let want: Vec<f32> = x_host.iter().map(|v| v * 2.0 + 1.0).collect();
@@ -236,6 +240,14 @@ fn compile_execute_and_transfers_are_traced_in_order() {
             && download < between,
         "out of order: {seen:#?}"
     );
+    // An `execute_async` reports its end, with the time since its launch.
+    let finished = pos(&|s| {
+        matches!(s, Seen::Event(m, f, _) if m == "execution finished"
+            && field(f, "executable") == Some("traced_affine")
+            && field(f, "failed") == Some("false")
+            && field(f, "elapsed_us").is_some_and(|v| v.parse::<u64>().is_ok()))
+    });
+    assert!(between < finished, "{seen:#?}");
     // Nothing of the runtime is left open.
     let opened = seen.iter().filter(|s| matches!(s, Seen::Open(..))).count();
     let closed = seen.iter().filter(|s| matches!(s, Seen::Close(..))).count();

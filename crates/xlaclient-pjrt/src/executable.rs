@@ -27,7 +27,8 @@ pub struct LoadedExecutable {
     pub(crate) raw: *mut PJRT_LoadedExecutable,
     devices: Vec<*mut PJRT_Device>,
     num_outputs: usize,
-    name: String,
+    /// Shared with the executions launched while DEBUG tracing is on.
+    name: Arc<str>,
     /// Element type and dims of each output, when the plugin reports them.
     output_shapes: Option<Vec<(ElementType, Dims)>>,
     /// The entry parameters' shapes, when the module stated them (tuple and token
@@ -88,7 +89,7 @@ impl LoadedExecutable {
             raw,
             devices: Vec::new(),
             num_outputs: 0,
-            name: String::new(),
+            name: Arc::from(""),
             output_shapes: None,
             params,
             entry_static,
@@ -124,7 +125,7 @@ impl LoadedExecutable {
         let shapes = output_shapes(client, e.raw, n.num_outputs);
         drop(e);
         exe.num_outputs = n.num_outputs;
-        exe.name = name;
+        exe.name = Arc::from(name);
         exe.output_shapes = shapes;
         Ok(exe)
     }
@@ -419,6 +420,7 @@ impl LoadedExecutable {
             event,
             outputs,
             _client: self.client.clone(),
+            trace: self.execution_trace(),
         })
     }
 
@@ -473,6 +475,7 @@ impl LoadedExecutable {
             event,
             outputs,
             _client: self.client.clone(),
+            trace: self.execution_trace(),
         })
     }
 
@@ -522,6 +525,12 @@ impl LoadedExecutable {
         }
     }
 
+    /// What an execution needs to report its end, when DEBUG tracing is on.
+    fn execution_trace(&self) -> Option<(Arc<str>, std::time::Instant)> {
+        tracing::enabled!(tracing::Level::DEBUG)
+            .then(|| (self.name.clone(), std::time::Instant::now()))
+    }
+
     /// Checks one device's arguments against the entry parameters (count,
     /// element type and dims), when they are known. Buffers made by this crate know
     /// their shape without a C call, so this is a few compares per argument.
@@ -569,7 +578,7 @@ impl LoadedExecutable {
         let num_devices = args.len();
         let _span = tracing::debug_span!(
             "execute",
-            executable = self.name.as_str(),
+            executable = &*self.name,
             devices = num_devices,
             wait_events = want_events,
         )
@@ -782,14 +791,32 @@ pub struct Execution {
     event: Option<Event>,
     outputs: Vec<Buffer>,
     _client: Arc<ClientInner>,
+    /// The program's name and the launch's time, when DEBUG tracing was on.
+    trace: Option<(Arc<str>, std::time::Instant)>,
 }
 
 impl Execution {
     /// Blocks until the device is done (as the client's wait policy says) and
     /// returns the outputs, or the execution's error.
     pub fn wait(mut self) -> Result<Vec<Buffer>> {
-        super::event::wait_opt(self.event.take())?;
+        let status = super::event::wait_opt(self.event.take());
+        self.report(&status);
+        status?;
         Ok(std::mem::take(&mut self.outputs))
+    }
+
+    /// The `execution finished` event (DEBUG): the program's name, the time from
+    /// launch to the end being seen, and whether it failed.
+    fn report(&mut self, status: &Result<()>) {
+        if let Some((name, launched)) = self.trace.take() {
+            let elapsed_us = launched.elapsed().as_micros().min(u64::MAX as u128) as u64;
+            tracing::debug!(
+                executable = &*name,
+                elapsed_us,
+                failed = status.is_err(),
+                "execution finished"
+            );
+        }
     }
 
     /// True once the device is done.
@@ -808,10 +835,12 @@ impl Future for Execution {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(status) => {
                     this.event = None;
+                    this.report(&status);
                     status?;
                 }
             }
         }
+        this.report(&Ok(()));
         Poll::Ready(Ok(std::mem::take(&mut this.outputs)))
     }
 }
