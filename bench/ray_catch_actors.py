@@ -305,9 +305,97 @@ def greedy_eval(params, episodes, seed):
     return float((reward > 0).mean())
 
 
+class Learner:
+    """The driver's learner: replay, jitted train step, parameters published every K
+    steps through `put` (`ray.put`, or the identity in process)."""
+
+    def __init__(self, seed, replay, put):
+        import jax
+
+        self.put = put
+        self.params = jax.device_put(init_params(seed))
+        self.opt, self.train_step = make_learner()
+        self.opt_state = self.opt.init(self.params)
+        self.replay = Replay(replay, np.random.default_rng(seed))
+        self.updates = 0
+        self.loss = float("nan")
+        self.published = self.publish()
+
+    def publish(self):
+        import jax
+
+        # The version is the count of train steps behind these parameters.
+        return self.put((self.updates, jax.device_get(self.params)))
+
+    def train(self, obs, actions, rewards, discounts):
+        self.replay.add(obs, actions, rewards, discounts)
+        batch = self.replay.sample(TRAIN_BATCH)
+        self.params, self.opt_state, self.loss = self.train_step(self.params, self.opt_state, *batch)
+        self.updates += 1
+        if self.updates % K == 0:
+            self.published = self.publish()
+
+
+def run_ray(args, learner):
+    """The actor pool; returns (trajectories, policy lags, window seconds)."""
+    import jax
+    import ray
+
+    Actor = ray.remote(num_cpus=1)(CatchActor)
+    actors = [Actor.remote(i, args.seed) for i in range(args.actors)]
+    pids = ray.get([a.pid.remote() for a in actors])
+    assert len(set(pids)) == args.actors and os.getpid() not in pids, "one process per actor"
+
+    # Warm-up: every actor compiles and returns one trajectory; the learner compiles.
+    for _, _, *traj in ray.get([a.rollout.remote(learner.published) for a in actors]):
+        learner.train(*traj)
+    jax.block_until_ready(learner.params)
+
+    pending = {}
+    for a in actors:
+        for _ in range(args.inflight):
+            pending[a.rollout.remote(learner.published)] = a
+    lags = []
+    t0 = time.perf_counter()
+    deadline = t0 + args.seconds
+    while True:
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(deadline - time.perf_counter(), 0))
+        if not ready:
+            break
+        ref = ready[0]
+        actor = pending.pop(ref)
+        pending[actor.rollout.remote(learner.published)] = actor  # this actor's next batch
+        _, version, *traj = ray.get(ref)
+        lags.append(learner.updates - version)
+        learner.train(*traj)
+        if time.perf_counter() >= deadline:
+            break
+    jax.block_until_ready(learner.params)
+    return len(lags), lags, time.perf_counter() - t0
+
+
+def run_inprocess(args, learner):
+    """The baseline without Ray: one CatchActor in the driver's process, a rollout
+    then a train step, alternately; returns (trajectories, policy lags, seconds)."""
+    import jax
+
+    actor = CatchActor(0, args.seed)
+    learner.train(*actor.rollout(learner.published)[2:])  # warm-up: both compile
+    jax.block_until_ready(learner.params)
+    lags = []
+    t0 = time.perf_counter()
+    deadline = t0 + args.seconds
+    while time.perf_counter() < deadline:
+        _, version, *traj = actor.rollout(learner.published)
+        lags.append(learner.updates - version)
+        learner.train(*traj)
+    jax.block_until_ready(learner.params)
+    return len(lags), lags, time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--actors", type=int, help="Ray actor processes")
+    ap.add_argument("--actors", type=int, help="Ray actor processes (0: the in-process baseline, no Ray)")
     ap.add_argument("--seconds", type=float, default=25.0, help="measured window, after the warm-up")
     ap.add_argument("--inflight", type=int, default=2, help="rollout requests queued per actor")
     ap.add_argument("--replay", type=int, default=4096, help="replay capacity, in sequences")
@@ -320,94 +408,49 @@ def main():
         return
     if args.actors is None:
         ap.error("--actors is required (or --check)")
-    if args.actors < 1 or args.inflight < 1 or args.seconds <= 0:
-        ap.error("--actors and --inflight must be >= 1, --seconds > 0")
+    if args.actors < 0 or args.inflight < 1 or args.seconds <= 0 or args.replay < TRAIN_BATCH:
+        ap.error(f"need --actors >= 0, --inflight >= 1, --seconds > 0, --replay >= {TRAIN_BATCH}")
 
     os.environ["XLA_FLAGS"] = SINGLE_THREAD_XLA
     import jax
-    import ray
 
     load_start = os.getloadavg()[0]
-    ray.init(
-        num_cpus=max(args.actors, os.cpu_count() or 1),  # logical: one per actor
-        include_dashboard=False,
-        object_store_memory=256 * 1024 * 1024,
-        runtime_env={"env_vars": {"XLA_FLAGS": SINGLE_THREAD_XLA}},
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
-    Actor = ray.remote(num_cpus=1)(CatchActor)
-    actors = [Actor.remote(i, args.seed) for i in range(args.actors)]
-    pids = ray.get([a.pid.remote() for a in actors])
-    assert len(set(pids)) == args.actors and os.getpid() not in pids
+    if args.actors == 0:
+        learner = Learner(args.seed, args.replay, lambda x: x)
+        trajectories, lags, elapsed = run_inprocess(args, learner)
+        versions = "in-process (no Ray)"
+    else:
+        import ray
 
-    rng = np.random.default_rng(args.seed)
-    params = jax.device_put(init_params(args.seed))
-    opt, train_step = make_learner()
-    opt_state = opt.init(params)
-    replay = Replay(args.replay, rng)
-    updates = 0
-
-    def publish():
-        # The version is the count of train steps behind these parameters.
-        return ray.put((updates, jax.device_get(params)))
-
-    published = publish()
-
-    def train(obs, actions, rewards, discounts):
-        nonlocal params, opt_state, updates, published
-        replay.add(obs, actions, rewards, discounts)
-        params, opt_state, loss = train_step(params, opt_state, *replay.sample(TRAIN_BATCH))
-        updates += 1
-        if updates % K == 0:
-            published = publish()
-        return loss
-
-    # Warm-up: every actor compiles and returns one trajectory; the learner compiles.
-    for index, version, *traj in ray.get([a.rollout.remote(published) for a in actors]):
-        train(*traj)
-    jax.block_until_ready(params)
-
-    pending = {}
-    for a in actors:
-        for _ in range(args.inflight):
-            pending[a.rollout.remote(published)] = a
-    lags, trajectories = [], 0
-    start_updates = updates
-    t0 = time.perf_counter()
-    deadline = t0 + args.seconds
-    loss = None
-    while True:
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(deadline - time.perf_counter(), 0))
-        if not ready:
-            break
-        ref = ready[0]
-        actor = pending.pop(ref)
-        pending[actor.rollout.remote(published)] = actor  # this actor's next batch
-        index, version, *traj = ray.get(ref)
-        lags.append(updates - version)
-        loss = train(*traj)
-        trajectories += 1
-        if time.perf_counter() >= deadline:
-            break
-    jax.block_until_ready(params)
-    elapsed = time.perf_counter() - t0
+        ray.init(
+            num_cpus=max(args.actors, os.cpu_count() or 1),  # logical: one per actor
+            include_dashboard=False,
+            object_store_memory=256 * 1024 * 1024,
+            runtime_env={"env_vars": {"XLA_FLAGS": SINGLE_THREAD_XLA}},
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
+        try:
+            learner = Learner(args.seed, args.replay, ray.put)
+            trajectories, lags, elapsed = run_ray(args, learner)
+        finally:
+            ray.shutdown()
+        versions = f"ray={ray.__version__}"
     load_end = os.getloadavg()[0]
-    ray.shutdown()
 
     lags = np.array(lags)
-    steps_per_s = trajectories * B * T / elapsed
     print(
-        f"actors={args.actors} env_steps_per_s={steps_per_s:.0f} trajectories={trajectories} "
+        f"actors={args.actors} env_steps_per_s={trajectories * B * T / elapsed:.0f} "
+        f"trajectories={trajectories} "
         f"policy_lag_p50={np.percentile(lags, 50):.0f} policy_lag_p99={np.percentile(lags, 99):.0f}"
     )
     print(
-        f"  window_s={elapsed:.1f} train_steps={updates - start_updates} train_steps_total={updates} "
+        f"  window_s={elapsed:.1f} train_steps_total={learner.updates} "
         f"lag_unit=updates(K={K}) lag_max={lags.max()} inflight={args.inflight} B={B} T={T} "
-        f"last_loss={float(loss):.4f} load1_start={load_start:.2f} load1_end={load_end:.2f} "
-        f"cpus={os.cpu_count()} ray={ray.__version__} jax={jax.__version__}"
+        f"last_loss={float(learner.loss):.4f} load1_start={load_start:.2f} load1_end={load_end:.2f} "
+        f"cpus={os.cpu_count()} {versions} jax={jax.__version__}"
     )
-    caught = greedy_eval(params, args.eval_episodes, args.seed + 1)
+    caught = greedy_eval(learner.params, args.eval_episodes, args.seed + 1)
     print(f"  eval: caught={caught:.2f} of {args.eval_episodes} greedy episodes")
 
 
