@@ -42,12 +42,19 @@ collected with (in learner updates; one parameter version = K updates).
 
 Prints
   actors=N env_steps_per_s=... trajectories=... policy_lag_p50=... policy_lag_p99=...
-then a line of details (train steps, load average) and the greedy evaluation: the
+then a line of details (train steps, learner_busy: the share of the window the driver
+spent training rather than waiting on Ray, load averages) and the greedy evaluation: the
 fraction of caught balls over 100 episodes of the learner's final parameters.
+
+--actors 0 runs the same loop in one process without Ray (one CatchActor, a rollout
+then a train step, alternately): the baseline that shows what Ray's transport costs.
+--check checks the vectorised Catch against a transcription of catch.rs's step and the
+loss against a scalar float64 loop, then exits.
 
 Usage (from the repository root):
   . bench/ray_venv.sh
-  "$RAY_PY" bench/ray_catch_actors.py --actors 2 --seconds 25
+  "$RAY_PY" bench/ray_catch_actors.py --check
+  for n in 0 1 2 4; do "$RAY_PY" bench/ray_catch_actors.py --actors $n --seconds 25; done
 """
 import argparse
 import os
@@ -319,6 +326,7 @@ class Learner:
         self.replay = Replay(replay, np.random.default_rng(seed))
         self.updates = 0
         self.loss = float("nan")
+        self.busy_s = 0.0  # time in train (replay, step, publishing)
         self.published = self.publish()
 
     def publish(self):
@@ -328,6 +336,11 @@ class Learner:
         return self.put((self.updates, jax.device_get(self.params)))
 
     def train(self, obs, actions, rewards, discounts):
+        t0 = time.perf_counter()
+        self._train(obs, actions, rewards, discounts)
+        self.busy_s += time.perf_counter() - t0
+
+    def _train(self, obs, actions, rewards, discounts):
         self.replay.add(obs, actions, rewards, discounts)
         batch = self.replay.sample(TRAIN_BATCH)
         self.params, self.opt_state, self.loss = self.train_step(self.params, self.opt_state, *batch)
@@ -356,6 +369,7 @@ def run_ray(args, learner):
         for _ in range(args.inflight):
             pending[a.rollout.remote(learner.published)] = a
     lags = []
+    learner.busy_s = 0.0
     t0 = time.perf_counter()
     deadline = t0 + args.seconds
     while True:
@@ -383,6 +397,7 @@ def run_inprocess(args, learner):
     learner.train(*actor.rollout(learner.published)[2:])  # warm-up: both compile
     jax.block_until_ready(learner.params)
     lags = []
+    learner.busy_s = 0.0
     t0 = time.perf_counter()
     deadline = t0 + args.seconds
     while time.perf_counter() < deadline:
@@ -446,7 +461,8 @@ def main():
     )
     print(
         f"  window_s={elapsed:.1f} train_steps_total={learner.updates} "
-        f"lag_unit=updates(K={K}) lag_max={lags.max()} inflight={args.inflight} B={B} T={T} "
+        f"lag_unit=updates(K={K}) lag_max={lags.max()} learner_busy={learner.busy_s / elapsed:.2f} "
+        f"inflight={args.inflight} B={B} T={T} "
         f"last_loss={float(learner.loss):.4f} load1_start={load_start:.2f} load1_end={load_end:.2f} "
         f"cpus={os.cpu_count()} {versions} jax={jax.__version__}"
     )
