@@ -43,7 +43,8 @@ collected with (in learner updates; one parameter version = K updates).
 Prints
   actors=N env_steps_per_s=... trajectories=... policy_lag_p50=... policy_lag_p99=...
 then a line of details (train steps, learner_busy: the share of the window the driver
-spent training rather than waiting on Ray, load averages) and the greedy evaluation: the
+spent training rather than waiting on Ray, the median time an actor took for one
+batch of T steps, load averages) and the greedy evaluation: the
 fraction of caught balls over 100 episodes of the learner's final parameters.
 
 --actors 0 runs the same loop in one process without Ray (one CatchActor, a rollout
@@ -146,6 +147,7 @@ class CatchActor:
         params), from the learner's `ray.put`, resolved by Ray before the call)."""
         import jax
 
+        t0 = time.perf_counter()
         version, params = published
         if version != self.version:  # new parameters: picked up between batches
             self.params = jax.device_put(params)
@@ -166,7 +168,8 @@ class CatchActor:
             actions[t] = a
             rewards[t], discounts[t] = env.step(a)
         env.render(obs[T])
-        return self.index, self.version, obs, actions, rewards, discounts
+        seconds = time.perf_counter() - t0
+        return self.index, self.version, seconds, obs, actions, rewards, discounts
 
 
 class Replay:
@@ -350,7 +353,8 @@ class Learner:
 
 
 def run_ray(args, learner):
-    """The actor pool; returns (trajectories, policy lags, window seconds)."""
+    """The actor pool; returns (trajectories, policy lags, rollout seconds each, window
+    seconds)."""
     import jax
     import ray
 
@@ -360,7 +364,7 @@ def run_ray(args, learner):
     assert len(set(pids)) == args.actors and os.getpid() not in pids, "one process per actor"
 
     # Warm-up: every actor compiles and returns one trajectory; the learner compiles.
-    for _, _, *traj in ray.get([a.rollout.remote(learner.published) for a in actors]):
+    for _, _, _, *traj in ray.get([a.rollout.remote(learner.published) for a in actors]):
         learner.train(*traj)
     jax.block_until_ready(learner.params)
 
@@ -368,7 +372,7 @@ def run_ray(args, learner):
     for a in actors:
         for _ in range(args.inflight):
             pending[a.rollout.remote(learner.published)] = a
-    lags = []
+    lags, rollout_s = [], []
     learner.busy_s = 0.0
     t0 = time.perf_counter()
     deadline = t0 + args.seconds
@@ -379,33 +383,35 @@ def run_ray(args, learner):
         ref = ready[0]
         actor = pending.pop(ref)
         pending[actor.rollout.remote(learner.published)] = actor  # this actor's next batch
-        _, version, *traj = ray.get(ref)
+        _, version, seconds, *traj = ray.get(ref)
+        rollout_s.append(seconds)
         lags.append(learner.updates - version)
         learner.train(*traj)
         if time.perf_counter() >= deadline:
             break
     jax.block_until_ready(learner.params)
-    return len(lags), lags, time.perf_counter() - t0
+    return len(lags), lags, rollout_s, time.perf_counter() - t0
 
 
 def run_inprocess(args, learner):
     """The baseline without Ray: one CatchActor in the driver's process, a rollout
-    then a train step, alternately; returns (trajectories, policy lags, seconds)."""
+    then a train step, alternately; returns as `run_ray`."""
     import jax
 
     actor = CatchActor(0, args.seed)
-    learner.train(*actor.rollout(learner.published)[2:])  # warm-up: both compile
+    learner.train(*actor.rollout(learner.published)[3:])  # warm-up: both compile
     jax.block_until_ready(learner.params)
-    lags = []
+    lags, rollout_s = [], []
     learner.busy_s = 0.0
     t0 = time.perf_counter()
     deadline = t0 + args.seconds
     while time.perf_counter() < deadline:
-        _, version, *traj = actor.rollout(learner.published)
+        _, version, seconds, *traj = actor.rollout(learner.published)
+        rollout_s.append(seconds)
         lags.append(learner.updates - version)
         learner.train(*traj)
     jax.block_until_ready(learner.params)
-    return len(lags), lags, time.perf_counter() - t0
+    return len(lags), lags, rollout_s, time.perf_counter() - t0
 
 
 def main():
@@ -432,7 +438,7 @@ def main():
     load_start = os.getloadavg()[0]
     if args.actors == 0:
         learner = Learner(args.seed, args.replay, lambda x: x)
-        trajectories, lags, elapsed = run_inprocess(args, learner)
+        trajectories, lags, rollout_s, elapsed = run_inprocess(args, learner)
         versions = "in-process (no Ray)"
     else:
         import ray
@@ -447,7 +453,7 @@ def main():
         )
         try:
             learner = Learner(args.seed, args.replay, ray.put)
-            trajectories, lags, elapsed = run_ray(args, learner)
+            trajectories, lags, rollout_s, elapsed = run_ray(args, learner)
         finally:
             ray.shutdown()
         versions = f"ray={ray.__version__}"
@@ -462,6 +468,7 @@ def main():
     print(
         f"  window_s={elapsed:.1f} train_steps_total={learner.updates} "
         f"lag_unit=updates(K={K}) lag_max={lags.max()} learner_busy={learner.busy_s / elapsed:.2f} "
+        f"rollout_ms_median={np.median(rollout_s) * 1e3:.1f} "
         f"inflight={args.inflight} B={B} T={T} "
         f"last_loss={float(learner.loss):.4f} load1_start={load_start:.2f} load1_end={load_end:.2f} "
         f"cpus={os.cpu_count()} {versions} jax={jax.__version__}"
