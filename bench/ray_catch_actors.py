@@ -116,7 +116,7 @@ def q_values(params, obs):
 
 
 def init_params(seed):
-    """LeCun-normal weights, zero biases, as numpy f32."""
+    """Weights drawn from N(0, 1/fan_in), zero biases, as numpy f32."""
     rng = np.random.default_rng(seed)
     return (
         (rng.standard_normal((OBS, HID)) / np.sqrt(OBS)).astype(np.float32),
