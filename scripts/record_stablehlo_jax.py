@@ -11,6 +11,7 @@ with repr, integers as numbers, bools as 0/1; uint32 as numbers).
 """
 import json
 import os
+import sys
 
 import numpy as np
 import jax
@@ -70,6 +71,28 @@ def sort_topk(x):
     return jnp.sort(x, axis=-1), v, i, jnp.cumsum(x, axis=-1)
 
 
+def anakin_case():
+    """One update of the Anakin learner of ../shared/bench-anchors/jax_anakin_catch.py
+    (Catch rollouts under vmap, TD(lambda) loss, its gradient and Adam, in a fori_loop),
+    small: hidden 16, batch 2, rollout 4, one iteration."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench-anchors"))
+    import jax_anakin_catch as ak
+    env = ak.Catch()
+    rng, k_e, k_p = jax.random.split(jax.random.PRNGKey(3), 3)
+    params = ak.init_params(k_p, env.rows * env.columns, 16, env.num_actions)
+    opt = ak.adam_init(params)
+    rngs = jax.random.split(rng, 2)
+    states = jax.vmap(env.initial_state)(jax.random.split(k_e, 2))
+    learner = ak.make_learner(env, 4, 1e-2, 0.9, 1.0, 1, 0.0, True)
+    args = (params, opt, rngs, states)
+    leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(args)]
+
+    def flat(*ls):
+        return learner(*jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(args), ls))
+
+    return flat, leaves
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     rng_ = np.random.default_rng(22)
@@ -84,6 +107,7 @@ def main():
         "conv": (conv, [f32(1, 5, 5, 2), f32(3, 3, 2, 3)], 1e-4),
         "rng": (rng, [np.array([0, 42], np.uint32)], 0.0),
         "sort_topk": (sort_topk, [f32(2, 6)], 1e-5),
+        "anakin": (*anakin_case(), 1e-4),
     }
     for name, (f, args, tol) in cases.items():
         text = jax.jit(f).lower(*args).as_text()

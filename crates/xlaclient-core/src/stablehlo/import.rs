@@ -301,8 +301,16 @@ impl<'m> Importer<'m> {
             }
             for o in &outs {
                 if o.is_poisoned() {
-                    let e = o.shape().expect_err("a failed op");
-                    return Err(err_at(op, e.to_string()));
+                    // The shape rule's message, without the location of the
+                    // importer's own line: the MLIR line is the one that matters.
+                    let reason = match o.shape().expect_err("a failed op") {
+                        Error::Shape(mut e) => {
+                            e.location = None;
+                            e.to_string()
+                        }
+                        e => e.to_string(),
+                    };
+                    return Err(err_at(op, reason));
                 }
             }
             let declared: usize = op.results.iter().map(|(_, k)| *k).sum();
@@ -907,13 +915,17 @@ impl<'m> Importer<'m> {
                 };
                 let scope_ref: &Scope<'_> = scope;
                 let mut branches: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> = Vec::new();
+                // Each branch gets the index as a parameter, only so that its ops
+                // are built with the branch's own builder (inside the branch, run
+                // only when taken); outer values they use are captured.
                 for r in &op.regions {
-                    branches.push(Box::new(move |_: Vec<Op>| {
-                        self.region(b, op, r, &[], &[], want, scope_ref)
+                    branches.push(Box::new(move |x: Vec<Op>| {
+                        let inner = x.first().map_or_else(|| b.clone(), Op::builder);
+                        self.region(&inner, op, r, &[], &[], want, scope_ref)
                     }));
                 }
                 let first = branches.remove(0);
-                let out: Vec<Op> = b.switch(&index, Vec::<Op>::new(), first, branches);
+                let out: Vec<Op> = b.switch(&index, vec![index.clone()], first, branches);
                 Ok(out)
             }
             "rng_bit_generator" => {
@@ -1526,7 +1538,12 @@ fn constant(b: &Builder, shape: &Shape, body: &str) -> std::result::Result<Op, S
     let ty = shape
         .element_type()
         .ok_or_else(|| format!("{shape} is not an array"))?;
-    let n = shape.dims().iter().product::<i64>() as usize;
+    let n = shape
+        .dims()
+        .iter()
+        .try_fold(1usize, |n, d| n.checked_mul(usize::try_from(*d).ok()?))
+        .filter(|n| n.checked_mul(ty.byte_size()).is_some_and(|b| b <= 1 << 32))
+        .ok_or_else(|| format!("constant of {shape} is too large"))?;
     let w = ty.byte_size();
     let body = body.trim();
     let emit = |bytes: Vec<u8>, s: Shape| b.emit(OpKind::Constant(bytes.into()), &[], Some(s), loc);
