@@ -40,9 +40,9 @@ fn data(file: &str) -> std::path::PathBuf {
 /// The policy in plain Rust: relu(obs @ w1 + b1) @ w2 + b2, one row.
 fn forward(p: &Params<Vec<f32>>, obs: &[f32]) -> [f32; NUM_ACTIONS] {
     let mut h = p.b1.clone();
-    for (i, o) in obs.iter().enumerate() {
-        for j in 0..HID {
-            h[j] += o * p.w1[i * HID + j];
+    for (o, row) in obs.iter().zip(p.w1.chunks(HID)) {
+        for (hj, w) in h.iter_mut().zip(row) {
+            *hj += o * w;
         }
     }
     let mut q = [0.0f32; NUM_ACTIONS];

@@ -215,6 +215,9 @@ fn err_at(op: &Operation, reason: impl Into<String>) -> Error {
 
 type R<T> = std::result::Result<T, Error>;
 
+/// A `case` branch as the builder's `switch` takes it.
+type Branch<'a> = Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + 'a>;
+
 fn here() -> &'static Location<'static> {
     Location::caller()
 }
@@ -349,6 +352,8 @@ impl<'m> Importer<'m> {
 
     /// Builds a region on `args` (named `names`) inside the body whose builder
     /// the args belong to; errors are kept in `pending` and poisoned ops returned.
+    // The op and scope are for errors and outer values; the rest says what to build.
+    #[allow(clippy::too_many_arguments)]
     fn region(
         &self,
         b: &Builder,
@@ -914,7 +919,7 @@ impl<'m> Importer<'m> {
                     x
                 };
                 let scope_ref: &Scope<'_> = scope;
-                let mut branches: Vec<Box<dyn FnOnce(Vec<Op>) -> Vec<Op> + '_>> = Vec::new();
+                let mut branches: Vec<Branch<'_>> = Vec::new();
                 // Each branch gets the index as a parameter, only so that its ops
                 // are built with the branch's own builder (inside the branch, run
                 // only when taken); outer values they use are captured.
@@ -1274,7 +1279,7 @@ fn ints(a: &Attr) -> Option<Vec<i64>> {
 }
 
 fn dense_ints(body: &str) -> Option<Vec<i64>> {
-    body.split(|c: char| c == ',' || c == '[' || c == ']')
+    body.split([',', '[', ']'])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<i64>().ok())
@@ -1584,7 +1589,7 @@ fn constant(b: &Builder, shape: &Shape, body: &str) -> std::result::Result<Op, S
         return Err("complex constants are not supported".into());
     }
     let lits = body
-        .split(|c: char| c == ',' || c == '[' || c == ']')
+        .split([',', '[', ']'])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| -> std::result::Result<Lit, String> {

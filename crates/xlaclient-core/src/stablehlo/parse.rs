@@ -1201,13 +1201,12 @@ impl Parser<'_> {
         let first = self.attr_atom(typed)?;
         let mut parts = vec![first];
         loop {
-            if self.is_ident("x") {
-                self.advance()?;
-            } else if self.is("->") && matches!(parts.last(), Some(Attr::List(_))) {
-                self.advance()?;
-            } else {
+            let joined =
+                self.is_ident("x") || self.is("->") && matches!(parts.last(), Some(Attr::List(_)));
+            if !joined {
                 break;
             }
+            self.advance()?;
             parts.push(self.attr_atom(typed)?);
         }
         Ok(if parts.len() == 1 {
