@@ -990,6 +990,9 @@ impl Parser<'_> {
                 }
                 Tok::Punct(",") => {
                     self.advance()?;
+                    if self.is(":") || self.is(",") {
+                        return self.unexpected("an operand or attribute after `,`");
+                    }
                 }
                 Tok::Value(_, _) => {
                     let v = self.value_ref()?;
@@ -1457,7 +1460,7 @@ mod tests {
         );
         assert_eq!(ops[2].attr("dimension"), Some(&Attr::Int(0)));
         assert_eq!(ops[2].regions[0].args.len(), 2);
-        assert_eq!(ops[2].pos, Pos { line: 5, col: 11 });
+        assert_eq!(ops[2].pos, Pos { line: 5, col: 10 });
         assert_eq!(
             ops[3].items[1],
             Item::Attr(Attr::List(vec![
