@@ -4,7 +4,8 @@ JAX's own outputs, for tests/stablehlo_import.rs (xlaclient_core::stablehlo::imp
 
 Run (from the repository root):
     . bench/jax_venv.sh && $VENV/bin/python scripts/record_stablehlo_jax.py
-Writes tests/data/stablehlo/<name>.mlir (jax.jit(f).lower(*args).as_text()) and
+Writes tests/data/stablehlo/<name>.mlir (jax.jit(f).lower(*args).as_text();
+mlp_export.mlir: jax.export.export(jax.jit(mlp))(*args).mlir_module()) and
 <name>.json: {"inputs": [{"dims", "dtype", "data"}], "outputs": [...]} where data
 holds the elements in row-major order (floats as JSON numbers written from float32
 with repr, integers as numbers, bools as 0/1; uint32 as numbers).
@@ -124,6 +125,15 @@ def main():
             json.dump({"tolerance": tol, "inputs": [enc(a) for a in args],
                        "outputs": [enc(o) for o in outs]}, fh)
         print(name, len(text))
+        if name == "mlp":
+            # The same program through jax.export (its module text carries source
+            # locations, `loc(...)` and `#loc` aliases, which the import skips).
+            exported = jax.export.export(jax.jit(f))(*args)
+            with open(os.path.join(OUT, "mlp_export.mlir"), "w") as fh:
+                fh.write(exported.mlir_module())
+            with open(os.path.join(OUT, "mlp_export.json"), "w") as fh:
+                json.dump({"tolerance": tol, "inputs": [enc(a) for a in args],
+                           "outputs": [enc(o) for o in outs]}, fh)
 
 
 if __name__ == "__main__":

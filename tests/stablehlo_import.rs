@@ -144,6 +144,17 @@ fn mlp() {
     );
 }
 
+/// The MLP through `jax.export` (locations and location aliases in the text).
+#[test]
+fn mlp_from_jax_export() {
+    let m = check("mlp_export");
+    let plain = stablehlo::import(&load("mlp").0).unwrap();
+    assert_eq!(
+        m.computation().fingerprint(),
+        plain.computation().fingerprint()
+    );
+}
+
 #[test]
 fn transformer_block() {
     check("transformer_block");
@@ -334,8 +345,9 @@ fn errors_name_the_op_and_line() {
     assert!(msg.contains("nested more than"), "{msg}");
 }
 
-const CORPUS: [&str; 11] = [
+const CORPUS: [&str; 12] = [
     "mlp",
+    "mlp_export",
     "transformer_block",
     "scan_rnn",
     "while_loop",
