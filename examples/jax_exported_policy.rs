@@ -57,7 +57,21 @@ fn forward(p: &Params<Vec<f32>>, obs: &[f32]) -> [f32; NUM_ACTIONS] {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(data("policy.mlir"))?;
+    let t0 = std::time::Instant::now();
     let module = stablehlo::import(&text)?;
+    let import_s = t0.elapsed().as_secs_f64();
+    // How long a large module takes: one Anakin update (91 kB of MLIR).
+    let anakin = std::fs::read_to_string(data("anakin.mlir"))?;
+    let t0 = std::time::Instant::now();
+    let big = stablehlo::import(&anakin)?;
+    let anakin_s = t0.elapsed().as_secs_f64();
+    println!(
+        "import: policy.mlir {:.2} ms, anakin.mlir ({} bytes, {} computations) {:.1} ms",
+        import_s * 1e3,
+        anakin.len(),
+        big.computation().ir().comps.len(),
+        anakin_s * 1e3
+    );
     let shapes = module.parameter_shapes();
     let n = shapes[4].dims()[0] as usize;
     println!(

@@ -174,7 +174,7 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// StableHLO text that does not parse or import ([`crate::stablehlo::import`]):
+    /// StableHLO text that does not parse or import ([`crate::stablehlo::import()`]):
     /// the line and column of the MLIR text, the op, and what is wrong.
     #[error("StableHLO at line {line}:{col}: `{op}`: {reason}")]
     StableHlo {

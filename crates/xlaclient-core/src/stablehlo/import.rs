@@ -846,7 +846,6 @@ impl<'m> Importer<'m> {
             }
             "sort" => {
                 let xs = self.operands(op, scope)?;
-                let n = xs.len();
                 let dim = match op.attr("dimension") {
                     Some(_) => int_of(op, &["dimension"])?,
                     None => -1,
@@ -855,7 +854,6 @@ impl<'m> Importer<'m> {
                 let region = single_region(op)?;
                 let names = arg_names(region);
                 let refs: Vec<&Op> = xs.iter().collect();
-                let _ = n;
                 Ok(b.sort(&refs, dim, stable, |l, r| {
                     let args: Vec<Op> = l
                         .iter()

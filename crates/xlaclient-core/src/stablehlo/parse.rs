@@ -10,7 +10,7 @@
 //! an operation is its name, results, and the *items* written between the name and
 //! its type (operands, `key = value` attributes, bare keywords, parenthesised
 //! groups), its attribute dictionaries, regions and type. What each op's items
-//! say is read by the importer ([`super::import`]). Locations (`loc(…)`) and
+//! say is read by the importer ([`mod@super::import`]). Locations (`loc(…)`) and
 //! location aliases (`#loc1 = …`) are skipped. Every error names the line and
 //! column of the text; no input makes the parser panic, and nesting deeper than
 //! [`MAX_DEPTH`] is an error rather than a stack overflow.
