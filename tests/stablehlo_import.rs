@@ -326,6 +326,15 @@ fn errors_name_the_op_and_line() {
     );
     assert_eq!(line, 2, "{msg}");
     assert!(msg.contains("stablehlo.add"), "{msg}");
+    // An attribute the importer does not read.
+    let (line, msg) = import_err(
+        "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+           %0 = stablehlo.add %x, %x {frobnication = 1 : i64} : tensor<3xf32>
+           return %0 : tensor<3xf32>
+         }",
+    );
+    assert_eq!(line, 2);
+    assert!(msg.contains("attribute `frobnication`"), "{msg}");
     // A value used before it is defined.
     let (line, msg) = import_err(
         "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {

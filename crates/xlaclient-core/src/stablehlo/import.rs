@@ -479,6 +479,7 @@ impl<'m> Importer<'m> {
     }
 
     fn op(&self, b: &Builder, op: &Operation, scope: &mut Scope<'_>) -> R<Vec<Op>> {
+        check_attrs(op)?;
         let loc = here();
         let name = op.name.as_str();
         let short = name.strip_prefix("stablehlo.").unwrap_or(name);
@@ -1059,6 +1060,99 @@ impl<'m> Importer<'m> {
             self.region(b, op, region, &names, &args, n, scope)
         }))
     }
+}
+
+/// Refuses an attribute the importer does not read for the op (it may change what
+/// is computed); attributes of the `mhlo.`, `jax.`, `sdy.` and `xla.` namespaces
+/// (shardings, frontend attributes) say nothing about what is computed and are
+/// ignored.
+fn check_attrs(op: &Operation) -> R<()> {
+    let short = op.name.strip_prefix("stablehlo.").unwrap_or(&op.name);
+    let known: &[&str] = match short {
+        "constant" => &["value"],
+        "compare" => &["comparison_direction", "compare_type"],
+        "broadcast_in_dim" => &["dims", "broadcast_dimensions"],
+        "transpose" => &["dims", "permutation"],
+        "reverse" => &["dims", "dimensions"],
+        "iota" => &["dim", "iota_dimension"],
+        "slice" => &["start_indices", "limit_indices", "strides"],
+        "dynamic_slice" => &["sizes", "slice_sizes"],
+        "concatenate" => &["dim", "dimension"],
+        "pad" => &[
+            "low",
+            "high",
+            "interior",
+            "edge_padding_low",
+            "edge_padding_high",
+            "interior_padding",
+        ],
+        "dot_general" => &[
+            "batching_dims",
+            "contracting_dims",
+            "precision",
+            "precision_config",
+            "dot_dimension_numbers",
+        ],
+        "dot" => &["precision", "precision_config"],
+        "convolution" => &[
+            "dim_numbers",
+            "window",
+            "dimension_numbers",
+            "window_strides",
+            "padding",
+            "lhs_dilation",
+            "rhs_dilation",
+            "window_reversal",
+            "feature_group_count",
+            "batch_group_count",
+            "precision_config",
+        ],
+        "gather" => &["dimension_numbers", "slice_sizes", "indices_are_sorted"],
+        "scatter" => &[
+            "scatter_dimension_numbers",
+            "indices_are_sorted",
+            "unique_indices",
+        ],
+        "reduce" => &["dimensions"],
+        "reduce_window" => &[
+            "window_dimensions",
+            "window_strides",
+            "base_dilations",
+            "window_dilations",
+            "padding",
+        ],
+        "sort" => &["dimension", "is_stable"],
+        "rng_bit_generator" => &["algorithm", "rng_algorithm"],
+        "custom_call" => &[
+            "call_target_name",
+            "api_version",
+            "backend_config",
+            "has_side_effect",
+        ],
+        "func.call" | "call" => &["callee"],
+        "chlo.top_k" => &["k"],
+        _ => &[],
+    };
+    let keys = op
+        .attrs
+        .iter()
+        .map(|(k, _)| k)
+        .chain(op.items.iter().filter_map(|i| match i {
+            Item::KeyVal(k, _) => Some(k),
+            _ => None,
+        }));
+    for k in keys {
+        let ignored = ["mhlo.", "jax.", "sdy.", "xla."]
+            .iter()
+            .any(|p| k.starts_with(p));
+        if !ignored && !known.contains(&k.as_str()) {
+            return Err(err_at(
+                op,
+                format!("attribute `{k}` is not one the importer reads for this op"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn group_value_and_key(
