@@ -421,3 +421,63 @@ proptest::proptest! {
         let _ = stablehlo::import(&s);
     }
 }
+
+/// Generic `if` and `case` (an index out of range runs the last branch, a
+/// negative one too, as StableHLO says), a hex-string constant, and `compare`
+/// with `TOTALORDER` (-0 < +0, NaN above everything), against plain Rust.
+#[test]
+fn generic_branches_hex_constants_and_total_order() {
+    let m = stablehlo::import(
+        r#"func.func @main(%p: tensor<i1>, %x: tensor<3xf32>, %i: tensor<i32>, %a: tensor<3xf32>, %b: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xi1>) {
+  %0 = "stablehlo.if"(%p) ({
+    %n = stablehlo.negate %x : tensor<3xf32>
+    stablehlo.return %n : tensor<3xf32>
+  }, {
+    stablehlo.return %x : tensor<3xf32>
+  }) : (tensor<i1>) -> tensor<3xf32>
+  %1 = "stablehlo.case"(%i) ({
+    %s = stablehlo.sine %x : tensor<3xf32>
+    stablehlo.return %s : tensor<3xf32>
+  }, {
+    %c = stablehlo.cosine %x : tensor<3xf32>
+    stablehlo.return %c : tensor<3xf32>
+  }) : (tensor<i32>) -> tensor<3xf32>
+  %c = stablehlo.constant dense<"0x0000803F000000400000404000008040"> : tensor<4xf32>
+  %t = "stablehlo.compare"(%a, %b) <{comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type TOTALORDER>}> : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  return %0, %1, %c, %t : tensor<3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<3xi1>
+}"#,
+    )
+    .unwrap();
+    let exe = client().compile(m.computation()).unwrap();
+    let x = [0.5f32, -1.0, 2.0];
+    let a = [-0.0f32, f32::NAN, 1.0];
+    let b = [0.0f32, 1.0, f32::NAN];
+    for (p, i) in [(true, 0i32), (false, 1), (true, -1), (false, 5)] {
+        let bufs = [
+            upload(&[p], &[]),
+            upload(&x, &[3]),
+            upload(&[i], &[]),
+            upload(&a, &[3]),
+            upload(&b, &[3]),
+        ];
+        let refs: Vec<&Buffer> = bufs.iter().collect();
+        let out = exe.execute(&refs).unwrap();
+        let want0: Vec<f32> = x.iter().map(|v| if p { -v } else { *v }).collect();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), want0, "if {p}");
+        let want1: Vec<f32> = x
+            .iter()
+            .map(|v| if i == 0 { v.sin() } else { v.cos() })
+            .collect();
+        let got1 = out[1].to_vec::<f32>().unwrap();
+        for (g, w) in got1.iter().zip(&want1) {
+            assert!((g - w).abs() < 1e-6, "case {i}: {got1:?} vs {want1:?}");
+        }
+        assert_eq!(out[2].to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+        let want3: Vec<bool> = a
+            .iter()
+            .zip(&b)
+            .map(|(l, r)| l.total_cmp(r).is_lt())
+            .collect();
+        assert_eq!(out[3].to_vec::<bool>().unwrap(), want3);
+    }
+}
