@@ -53,8 +53,10 @@ def cond_switch(i, x):
     return a, s
 
 
-def gather_scatter(x, i):
-    return x[i], x.at[i].add(10.0), x[:, 1]
+def gather_scatter(x, i, ii):
+    # x[i] and x.at[i] with a scalar index lower to dynamic slices; with an index
+    # array (ii, a repeated entry included) to gather and scatter-add.
+    return x[i], x.at[i].add(10.0), x[:, 1], x[ii], x.at[ii].add(1.0)
 
 
 def conv(x, k):
@@ -104,7 +106,7 @@ def main():
         "scan_rnn": (scan_rnn, [f32(3), f32(4, 3), f32(3, 3)], 1e-5),
         "while_loop": (while_loop, [f32(3)], 1e-5),
         "cond_switch": (cond_switch, [np.int32(1), f32(4)], 1e-5),
-        "gather_scatter": (gather_scatter, [f32(4, 3), np.int32(2)], 0.0),
+        "gather_scatter": (gather_scatter, [f32(4, 3), np.int32(2), np.array([3, 0, 3], np.int32)], 0.0),
         "conv": (conv, [f32(1, 5, 5, 2), f32(3, 3, 2, 3)], 1e-4),
         "rng": (rng, [np.array([0, 42], np.uint32)], 0.0),
         "sort_topk": (sort_topk, [f32(2, 6)], 1e-5),
