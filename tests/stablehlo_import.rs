@@ -481,3 +481,43 @@ fn generic_branches_hex_constants_and_total_order() {
         assert_eq!(out[3].to_vec::<bool>().unwrap(), want3);
     }
 }
+
+/// `depth` `case` ops nested in each other's branches.
+fn nested_cases(depth: usize) -> String {
+    let mut body = "stablehlo.return %x : tensor<f32>".to_string();
+    for _ in 0..depth {
+        body = format!(
+            "%r = \"stablehlo.case\"(%i) ({{\n{body}\n}}) : (tensor<i32>) -> tensor<f32>\nstablehlo.return %r : tensor<f32>"
+        );
+    }
+    // The outermost terminator is the function's.
+    let p = body.rfind("stablehlo.return").unwrap();
+    let body = format!(
+        "{}return{}",
+        &body[..p],
+        &body[p + "stablehlo.return".len()..]
+    );
+    format!("func.func @main(%i: tensor<i32>, %x: tensor<f32>) -> tensor<f32> {{\n{body}\n}}")
+}
+
+/// Nesting: regions 23 deep import and run (with the entry function, the limit of
+/// 24 levels); deeper than the importer's limit
+/// (24) is an error, and deeper than the parser's (100) a parse error, never a
+/// stack overflow.
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let m = stablehlo::import(&nested_cases(23)).unwrap();
+    let out = run1::<f32>(
+        m.computation(),
+        &[&upload(&[0i32], &[]), &upload(&[2.5f32], &[])],
+    );
+    assert_eq!(out, [2.5]);
+    let e = stablehlo::import(&nested_cases(30))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nested more than 24"), "{e}");
+    let e = stablehlo::import(&nested_cases(150))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nested more than 100"), "{e}");
+}
