@@ -174,6 +174,19 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// StableHLO text that does not parse or import ([`crate::stablehlo::import()`]):
+    /// the line and column of the MLIR text, the op, and what is wrong.
+    #[error("StableHLO at line {line}:{col}: `{op}`: {reason}")]
+    StableHlo {
+        /// Line of the MLIR text, from 1.
+        line: u32,
+        /// Column, from 1.
+        col: u32,
+        /// The op (or the construct) at fault.
+        op: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A device mesh, a partition spec or a sharded array does not fit what it is
     /// used with (an unknown mesh axis, a split that does not divide a dimension,
     /// a mesh larger than the client, shards on the wrong devices, …).

@@ -58,6 +58,7 @@ mod op_table;
 pub mod ops;
 pub mod pmap;
 pub mod sharding;
+pub mod stablehlo;
 pub mod tree;
 
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,

@@ -491,7 +491,7 @@ fn f32c(b: &Builder, v: f32, loc: Loc) -> Op {
 /// `erf_inv` for `f32`, the op sequence JAX's `chlo.erf_inv` becomes in XLA (Giles'
 /// single-precision approximation: a degree-8 polynomial in `w = -log1p(-x²)` or
 /// in `sqrt(w)`, switched at `w = 5`), so the values equal JAX's.
-fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
+pub(crate) fn erf_inv_f32(x: &Op, loc: Loc) -> Op {
     const SMALL: [f32; 9] = [
         2.810_226_4e-8,
         3.432_739_4e-7,
