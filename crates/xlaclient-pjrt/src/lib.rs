@@ -19,9 +19,13 @@
 //! an `Arc` of what it depends on (buffer → client → plugin).
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub mod array;
 #[doc(hidden)]
 pub mod bench_support;
 mod buffer;
@@ -47,6 +51,9 @@ pub mod xla_flags;
 pub use xlaclient_proto as proto;
 
 pub use api::{NamedValue, Plugin};
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use array::{ArrayElement, NdArray};
 pub use buffer::Buffer;
 pub use cache::{CacheStats, CompileCache};
 pub use client::COMPILE_STACK;
