@@ -39,6 +39,7 @@
 //! runner. Its error type ([`Error`]) wraps the runtime's.
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Denied, not forbidden: one unsafe trait impl (the verifier's promise to the
 // runtime's `HloModuleSource`, in builder/mod.rs) is allowed by name; tests/layers.rs
 // checks that it is the only `unsafe` of the crate.
@@ -47,6 +48,9 @@
 // `#[derive(Tree)]` names the trait `::xlaclient_core::tree::Tree` here.
 extern crate self as xlaclient_core;
 
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub mod arrays;
 pub mod autodiff;
 pub mod batching;
 pub mod builder;
@@ -54,6 +58,9 @@ pub mod error;
 pub mod forward;
 pub mod ir;
 pub mod jit;
+#[cfg(feature = "npy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "npy")))]
+pub mod npy;
 mod op_table;
 pub mod ops;
 pub mod pmap;
@@ -80,6 +87,17 @@ pub use error::{
 /// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are the host
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
+/// The `ndarray` crate (feature `ndarray`), re-exported so that arrays are made
+/// with the version this crate takes.
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use ndarray;
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use xlaclient_pjrt::{ArrayElement, NdArray};
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use arrays::HostLeaf;
 pub use jit::{ClientExt, Jit};
 pub use ops::control::{CheckpointPolicy, ScanOptions};
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
