@@ -186,6 +186,14 @@ fn guard_header(what: &str, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// A dtype as NumPy writes it in a header, without quotes (`<f4`).
+fn descr_of(dtype: &DType) -> String {
+    match dtype {
+        DType::Plain(ts) => ts.to_string(),
+        other => other.descr(),
+    }
+}
+
 /// The XLA element type of a NumPy dtype, if it has one here.
 fn element_type_of(dtype: &DType) -> Option<ElementType> {
     let DType::Plain(ts) = dtype else {
@@ -240,7 +248,7 @@ fn parse(what: &str, bytes: &[u8]) -> Result<NdArray> {
             what,
             format!(
                 "dtype {} has no XLA element type here (supported: bool, int8-int64, uint8-uint64, float16, float32, float64)",
-                dtype.descr()
+                descr_of(&dtype)
             ),
         ));
     };
@@ -263,7 +271,7 @@ fn parse(what: &str, bytes: &[u8]) -> Result<NdArray> {
                 } else {
                     "trailing bytes after the"
                 },
-                dtype.descr()
+                descr_of(&dtype)
             ),
         ));
     }
