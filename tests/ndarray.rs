@@ -55,13 +55,25 @@ fn check_upload(name: &str, view: ndarray::ArrayViewD<'_, f32>) {
     let b = client().buffer_from_array(&view).expect(name);
     let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
     assert_eq!(b.dims().unwrap(), dims, "{name}: dims");
-    assert_eq!(b.to_vec::<f32>().unwrap(), row_major(&view), "{name}: values");
+    assert_eq!(
+        b.to_vec::<f32>().unwrap(),
+        row_major(&view),
+        "{name}: values"
+    );
     assert_eq!(b.to_arrayd::<f32>().unwrap(), view, "{name}: to_arrayd");
 }
 
 #[test]
 fn every_rank_round_trips() {
-    for shape in [&[][..], &[5], &[2, 3], &[2, 3, 4], &[2, 1, 3, 2], &[0, 3], &[3, 0, 2]] {
+    for shape in [
+        &[][..],
+        &[5],
+        &[2, 3],
+        &[2, 3, 4],
+        &[2, 1, 3, 2],
+        &[0, 3],
+        &[3, 0, 2],
+    ] {
         let a = iota(shape);
         assert!(a.is_standard_layout());
         check_upload(&format!("{shape:?}"), a.view());
@@ -82,11 +94,20 @@ fn non_standard_strides_are_copied_in_row_major_order() {
     let cases: Vec<(&str, ndarray::ArrayViewD<'_, f32>)> = vec![
         ("transposed", a2.t().into_dyn()),
         ("column slice", a2.slice(s![.., 1..4]).into_dyn()),
-        ("stepped rows and columns", a2.slice(s![..;2, 1..;3]).into_dyn()),
+        (
+            "stepped rows and columns",
+            a2.slice(s![..;2, 1..;3]).into_dyn(),
+        ),
         ("negative stride rows", a2.slice(s![..;-1, ..]).into_dyn()),
-        ("negative stride columns", a2.slice(s![.., ..;-2]).into_dyn()),
+        (
+            "negative stride columns",
+            a2.slice(s![.., ..;-2]).into_dyn(),
+        ),
         ("one column", a2.slice(s![.., 2..3]).into_dyn()),
-        ("transposed slice", a2.slice(s![1..3, ..;-1]).reversed_axes().into_dyn()),
+        (
+            "transposed slice",
+            a2.slice(s![1..3, ..;-1]).reversed_axes().into_dyn(),
+        ),
     ];
     for (name, v) in cases {
         assert!(!v.is_standard_layout(), "{name} should not be standard");
@@ -150,8 +171,18 @@ fn every_element_type_round_trips_through_ndarray() {
     check(vec![0u16, 1, 2, u16::MAX]);
     check(vec![0u32, 1, 2, u32::MAX]);
     check(vec![0u64, 1, 2, u64::MAX]);
-    check(vec![f16::from_f32(-1.5), f16::MIN_POSITIVE, f16::MAX, f16::from_f32(0.1)]);
-    check(vec![bf16::from_f32(-1.5), bf16::MIN_POSITIVE, bf16::MAX, bf16::from_f32(0.1)]);
+    check(vec![
+        f16::from_f32(-1.5),
+        f16::MIN_POSITIVE,
+        f16::MAX,
+        f16::from_f32(0.1),
+    ]);
+    check(vec![
+        bf16::from_f32(-1.5),
+        bf16::MIN_POSITIVE,
+        bf16::MAX,
+        bf16::from_f32(0.1),
+    ]);
     check(vec![0.5f32, -0.25, f32::MAX, f32::MIN_POSITIVE]);
     check(vec![0.5f64, -0.25, f64::MAX, f64::MIN_POSITIVE]);
 }
@@ -169,7 +200,12 @@ fn half_precision_arrays_computed_on_by_xla() {
     let a = Array::from_shape_vec((3, 2), xs.iter().map(|&v| f16::from_f32(v)).collect()).unwrap();
     // Uploaded through a transposed view: [2, 3].
     let up = client().buffer_from_array(&a.t()).unwrap();
-    let out = exe.execute(&[&up]).unwrap().remove(0).to_array::<f16, Ix2>().unwrap();
+    let out = exe
+        .execute(&[&up])
+        .unwrap()
+        .remove(0)
+        .to_array::<f16, Ix2>()
+        .unwrap();
     let want = a.t().mapv(|v| v * v + v);
     assert_eq!(out, want);
 
@@ -261,16 +297,34 @@ fn jit_takes_and_returns_trees_of_arrays() {
         step: NdArray::from(ndarray::arr0(41i64)),
     };
     let out = f.call_arrays(&args).unwrap();
-    assert_eq!(out.w.clone().into_array::<f32, Ix2>().unwrap(), w.t().mapv(|v| v * 2.0));
-    assert_eq!(out.bias[0].clone().into_array::<f32, Ix1>().unwrap(), b0.mapv(|v| v + 1.0));
-    assert_eq!(out.bias[1].clone().into_array::<f16, Ix1>().unwrap(), b1.mapv(|v| v * v));
-    assert_eq!(out.step.clone().into_array::<i64, Ix0>().unwrap().into_scalar(), 42);
+    assert_eq!(
+        out.w.clone().into_array::<f32, Ix2>().unwrap(),
+        w.t().mapv(|v| v * 2.0)
+    );
+    assert_eq!(
+        out.bias[0].clone().into_array::<f32, Ix1>().unwrap(),
+        b0.mapv(|v| v + 1.0)
+    );
+    assert_eq!(
+        out.bias[1].clone().into_array::<f16, Ix1>().unwrap(),
+        b1.mapv(|v| v * v)
+    );
+    assert_eq!(
+        out.step
+            .clone()
+            .into_array::<i64, Ix0>()
+            .unwrap()
+            .into_scalar(),
+        42
+    );
 
     // One element type: plain ArrayD<f32> leaves.
     let g = client()
-        .jit("g", &vec![Shape::of::<f32>(&[2, 3]), Shape::of::<f32>(&[3])], |_, v: Vec<Op>| {
-            vec![v[0].sum(&[0], false), &v[1] - 1.0]
-        })
+        .jit(
+            "g",
+            &vec![Shape::of::<f32>(&[2, 3]), Shape::of::<f32>(&[3])],
+            |_, v: Vec<Op>| vec![v[0].sum(&[0], false), &v[1] - 1.0],
+        )
         .unwrap();
     let a = iota(&[2, 3]);
     let c = iota(&[3]);
@@ -282,11 +336,16 @@ fn jit_takes_and_returns_trees_of_arrays() {
     let err = g.call_arrays(&vec![a.clone()]).unwrap_err();
     assert!(matches!(err, Error::Tree(_)), "{err}");
     // An argument of another shape: the executable's argument check names both.
-    let err = g.call_arrays(&vec![a.clone(), iota(&[4])]).unwrap_err().to_string();
+    let err = g
+        .call_arrays(&vec![a.clone(), iota(&[4])])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("f32[3]") && err.contains("f32[4]"), "{err}");
     // Outputs that the leaf type cannot hold (rank 1 read as Ix2): names both.
     let h = client()
-        .jit("h", &vec![Shape::of::<f32>(&[2, 3])], |_, v: Vec<Op>| vec![v[0].sum(&[1], false)])
+        .jit("h", &vec![Shape::of::<f32>(&[2, 3])], |_, v: Vec<Op>| {
+            vec![v[0].sum(&[1], false)]
+        })
         .unwrap();
     let a2 = a.clone().into_dimensionality::<Ix2>().unwrap();
     let err = h.call_arrays(&vec![a2]).unwrap_err().to_string();

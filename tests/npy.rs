@@ -139,7 +139,11 @@ fn every_recorded_npy_file_reads_as_numpy_reads_it() {
         // Uploaded: the buffer holds the same values (read back by the plugin).
         let b = npy::load_npy(client(), &path).unwrap();
         assert_eq!(b.dims().unwrap(), dims_of(entry), "{file}: buffer dims");
-        assert_eq!(NdArray::from_buffer(&b).unwrap(), a, "{file}: buffer values");
+        assert_eq!(
+            NdArray::from_buffer(&b).unwrap(),
+            a,
+            "{file}: buffer values"
+        );
     }
 }
 
@@ -167,7 +171,11 @@ fn written_files_read_back_and_match_numpy_bytes() {
         // Through a buffer.
         let b = a.to_buffer(client()).unwrap();
         npy::save_npy(&out, &b).unwrap();
-        assert_eq!(npy::read_npy(&out).unwrap(), a, "{file}: saved from a buffer");
+        assert_eq!(
+            npy::read_npy(&out).unwrap(),
+            a,
+            "{file}: saved from a buffer"
+        );
     }
 }
 
@@ -180,7 +188,10 @@ fn split_npy(bytes: &[u8]) -> (String, &[u8]) {
         .chars()
         .filter(|c| !c.is_whitespace())
         .collect();
-    (header.replace(",)", ")").replace(",}", "}"), &bytes[10 + len..])
+    (
+        header.replace(",)", ")").replace(",}", "}"),
+        &bytes[10 + len..],
+    )
 }
 
 #[derive(Tree, Debug)]
@@ -239,7 +250,14 @@ fn npz_archives_read_into_trees() {
         let tree = npz.tree(&model_spec()).unwrap();
         let key = format!("layers{sep}1{sep}w");
         assert_eq!(&tree.layers[1].w, npz.get(&key).unwrap(), "{file}");
-        assert_eq!(tree.step.clone().into_array::<i64, Ix0>().unwrap().into_scalar(), 7);
+        assert_eq!(
+            tree.step
+                .clone()
+                .into_array::<i64, Ix0>()
+                .unwrap()
+                .into_scalar(),
+            7
+        );
         let bufs = npy::load_npz(client(), data_dir().join(file), &model_spec()).unwrap();
         assert_eq!(
             NdArray::from_buffer(&bufs.layers[0].b).unwrap(),
@@ -265,13 +283,17 @@ fn npz_archives_read_into_trees() {
         flag: Shape::of::<bool>(&[2]),
         count: Shape::of::<u8>(&[3]),
     };
-    let mixed = Npz::read(data_dir().join("mixed.npz")).unwrap().tree(&spec).unwrap();
-    let entry = npz_entry("mixed.npz");
-    for (a, got) in entry["arrays"]
-        .as_array()
+    let mixed = Npz::read(data_dir().join("mixed.npz"))
         .unwrap()
-        .iter()
-        .zip([&mixed.half, &mixed.flag, &mixed.count])
+        .tree(&spec)
+        .unwrap();
+    let entry = npz_entry("mixed.npz");
+    for (a, got) in
+        entry["arrays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip([&mixed.half, &mixed.flag, &mixed.count])
     {
         check_against("mixed.npz", got, a);
     }
@@ -281,18 +303,36 @@ fn npz_archives_read_into_trees() {
 fn trees_saved_as_npz_load_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.npz");
-    let src = Npz::read(data_dir().join("nested.npz")).unwrap().tree(&model_spec()).unwrap();
+    let src = Npz::read(data_dir().join("nested.npz"))
+        .unwrap()
+        .tree(&model_spec())
+        .unwrap();
     let bufs = xlaclient::arrays::to_buffers(client(), &src).unwrap();
     npy::save_npz(&path, &bufs).unwrap();
     let back = Npz::read(&path).unwrap();
-    assert_eq!(back.names(), ["layers.0.w", "layers.0.b", "layers.1.w", "layers.1.b", "step"]);
+    assert_eq!(
+        back.names(),
+        [
+            "layers.0.w",
+            "layers.0.b",
+            "layers.1.w",
+            "layers.1.b",
+            "step"
+        ]
+    );
     let tree = back.tree(&model_spec()).unwrap();
     assert_eq!(tree.leaves(), src.leaves());
     // A bare leaf is saved as `arr_0`, as NumPy names a lone positional array.
     let one = NdArray::from(array![[1.5f64, 2.5]]);
     npy::save_npz_arrays(&path, &one).unwrap();
     assert_eq!(Npz::read(&path).unwrap().names(), ["arr_0"]);
-    assert_eq!(Npz::read(&path).unwrap().tree(&Shape::of::<f64>(&[1, 2])).unwrap(), one);
+    assert_eq!(
+        Npz::read(&path)
+            .unwrap()
+            .tree(&Shape::of::<f64>(&[1, 2]))
+            .unwrap(),
+        one
+    );
 }
 
 fn npy_reason(e: Error) -> String {
@@ -313,7 +353,10 @@ fn mismatched_trees_name_the_leaf_and_both_sides() {
     );
     let mut spec = model_spec();
     spec.layers[0].b = Shape::of::<f32>(&[5]);
-    assert!(npy_reason(npz.tree(&spec).unwrap_err()).contains("the spec is f32[5], the file holds f32[4]"));
+    assert!(
+        npy_reason(npz.tree(&spec).unwrap_err())
+            .contains("the spec is f32[5], the file holds f32[4]")
+    );
     // A leaf with no key.
     let mut spec = model_spec();
     spec.layers.push(Layer {
@@ -321,7 +364,10 @@ fn mismatched_trees_name_the_leaf_and_both_sides() {
         b: Shape::of::<f32>(&[2]),
     });
     let reason = npy_reason(npz.tree(&spec).unwrap_err());
-    assert!(reason.starts_with("no array for the leaf \"layers.2.w\""), "{reason}");
+    assert!(
+        reason.starts_with("no array for the leaf \"layers.2.w\""),
+        "{reason}"
+    );
     // Keys that name no leaf.
     let mut spec = model_spec();
     spec.layers.pop();
@@ -332,14 +378,26 @@ fn mismatched_trees_name_the_leaf_and_both_sides() {
     // Two keys naming one leaf.
     let a = NdArray::from(array![1.0f32]);
     let bytes = npy::npz_bytes([("x/y", &a), ("x.y", &a)]).unwrap();
-    let reason = npy_reason(Npz::from_bytes(&bytes).unwrap().tree(&vec![Shape::of::<f32>(&[1])]).unwrap_err());
-    assert_eq!(reason, "keys \"x/y\" and \"x.y\" both name the leaf \"x.y\"");
+    let reason = npy_reason(
+        Npz::from_bytes(&bytes)
+            .unwrap()
+            .tree(&vec![Shape::of::<f32>(&[1])])
+            .unwrap_err(),
+    );
+    assert_eq!(
+        reason,
+        "keys \"x/y\" and \"x.y\" both name the leaf \"x.y\""
+    );
     // A key given twice when writing.
     assert!(npy::npz_bytes([("k", &a), ("k", &a)]).is_err());
     // The error names the file.
     let path = data_dir().join("nested.npz");
     let e = npy::load_npz(client(), &path, &vec![Shape::of::<f32>(&[1])]).unwrap_err();
-    assert!(e.to_string().starts_with(&format!("NumPy file {}: ", path.display())), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("NumPy file {}: ", path.display())),
+        "{e}"
+    );
 }
 
 #[test]
@@ -354,9 +412,10 @@ fn unsupported_dtypes_are_refused_with_the_dtype() {
         ("'|O'", 8, "|O"),
         ("[('a', '<i4'), ('b', '<f4')]", 8, "a"),
     ] {
-        let bytes = npy_file(&format!(
-            "{{'descr': {descr}, 'fortran_order': False, 'shape': (2,), }}"
-        ), &vec![0u8; 2 * item]);
+        let bytes = npy_file(
+            &format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (2,), }}"),
+            &vec![0u8; 2 * item],
+        );
         let e = npy::parse_npy(&bytes).unwrap_err().to_string();
         assert!(e.contains(what), "{descr}: {e}");
     }
@@ -379,17 +438,27 @@ fn npy_file(header: &str, data: &[u8]) -> Vec<u8> {
 #[test]
 fn malformed_headers_and_lengths_are_errors() {
     let f32s = |n: usize| vec![0u8; 4 * n];
-    let header = |shape: &str| format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    let header =
+        |shape: &str| format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
     // Too few and too many data bytes.
     let e = npy_reason(npy::parse_npy(&npy_file(&header("(2, 3)"), &f32s(5))).unwrap_err());
-    assert_eq!(e, "truncated data: the header's <f4 [2, 3] needs 24 bytes, the file holds 20");
+    assert_eq!(
+        e,
+        "truncated data: the header's <f4 [2, 3] needs 24 bytes, the file holds 20"
+    );
     let e = npy_reason(npy::parse_npy(&npy_file(&header("(2, 3)"), &f32s(7))).unwrap_err());
     assert!(e.starts_with("trailing bytes"), "{e}");
     // An element count that overflows 64 bits (npyz would multiply unchecked),
     // also behind a zero dimension (its strides would overflow).
-    for shape in ["(4294967296, 4294967296, 4294967296)", "(0, 4294967296, 4294967296, 16)"] {
+    for shape in [
+        "(4294967296, 4294967296, 4294967296)",
+        "(0, 4294967296, 4294967296, 16)",
+    ] {
         let e = npy_reason(npy::parse_npy(&npy_file(&header(shape), &[])).unwrap_err());
-        assert!(e.contains("more elements than fit in 64 bits"), "{shape}: {e}");
+        assert!(
+            e.contains("more elements than fit in 64 bits"),
+            "{shape}: {e}"
+        );
     }
     // Deep nesting in the header.
     let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
@@ -405,13 +474,17 @@ fn malformed_headers_and_lengths_are_errors() {
     assert!(e.to_string().contains("bad data"), "{e}");
     // A missing file names it.
     let e = npy::read_npy("/nonexistent/x.npy").unwrap_err().to_string();
-    assert!(e.starts_with("NumPy file /nonexistent/x.npy: reading:"), "{e}");
+    assert!(
+        e.starts_with("NumPy file /nonexistent/x.npy: reading:"),
+        "{e}"
+    );
     // An archive member that is not an .npy.
     let mut zip = Vec::new();
     {
         use std::io::Write;
         let mut w = zip::ZipWriter::new(std::io::Cursor::new(&mut zip));
-        w.start_file("notes.txt", zip::write::SimpleFileOptions::default()).unwrap();
+        w.start_file("notes.txt", zip::write::SimpleFileOptions::default())
+            .unwrap();
         w.write_all(b"hello").unwrap();
         w.finish().unwrap();
     }
@@ -429,7 +502,10 @@ fn every_truncation_is_an_error() {
         let bytes = std::fs::read(&path).unwrap();
         if name.ends_with(".npy") {
             for cut in 0..bytes.len() {
-                assert!(npy::parse_npy(&bytes[..cut]).is_err(), "{name} cut at {cut}");
+                assert!(
+                    npy::parse_npy(&bytes[..cut]).is_err(),
+                    "{name} cut at {cut}"
+                );
             }
         } else if name.ends_with(".npz") {
             let whole = Npz::from_bytes(&bytes).unwrap();
@@ -454,7 +530,12 @@ fn recorded(ext: &str) -> Vec<Vec<u8>> {
 
 /// Applies `edits` (position, byte; a position past the end appends) and an
 /// optional cut to `bytes`.
-fn mutate(bytes: &[u8], edits: &[(usize, u8)], insert: Option<(usize, Vec<u8>)>, cut: Option<usize>) -> Vec<u8> {
+fn mutate(
+    bytes: &[u8],
+    edits: &[(usize, u8)],
+    insert: Option<(usize, Vec<u8>)>,
+    cut: Option<usize>,
+) -> Vec<u8> {
     let mut b = bytes.to_vec();
     for &(i, v) in edits {
         if !b.is_empty() {
@@ -529,6 +610,11 @@ fn fortran_order_files_are_row_major_after_reading() {
         .find(|e| e["file"] == "fortran_int64.npy")
         .unwrap();
     assert!(entry["fortran_order"].as_bool().unwrap());
-    let flat: Vec<i64> = entry["values"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    let flat: Vec<i64> = entry["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
     assert_eq!(t.iter().copied().collect::<Vec<_>>(), flat);
 }

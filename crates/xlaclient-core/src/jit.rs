@@ -448,10 +448,7 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
     /// than `L`'s, naming both).
     #[cfg(feature = "ndarray")]
     #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-    pub fn call_arrays<L: crate::arrays::HostLeaf>(
-        &self,
-        args: &I::With<L>,
-    ) -> Result<O::With<L>> {
+    pub fn call_arrays<L: crate::arrays::HostLeaf>(&self, args: &I::With<L>) -> Result<O::With<L>> {
         let device = self
             .exe
             .addressable_devices()

@@ -78,6 +78,9 @@ pub use xlaclient_pjrt::shape;
 /// XLA's protocol buffers (the `xlaclient-proto` crate).
 pub use xlaclient_proto as proto;
 
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use arrays::HostLeaf;
 pub use batching::{Axes, Vmap};
 pub use builder::{Builder, Computation, Op};
 pub use error::{
@@ -87,18 +90,12 @@ pub use error::{
 /// The `half` crate, whose [`f16`](half::f16) and [`bf16`](half::bf16) are the host
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
+pub use jit::{ClientExt, Jit};
 /// The `ndarray` crate (feature `ndarray`), re-exported so that arrays are made
 /// with the version this crate takes.
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use ndarray;
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use xlaclient_pjrt::{ArrayElement, NdArray};
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use arrays::HostLeaf;
-pub use jit::{ClientExt, Jit};
 pub use ops::control::{CheckpointPolicy, ScanOptions};
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::indexing::{GatherDims, ScatterDims, TakeMode};
@@ -120,6 +117,9 @@ pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
     Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use xlaclient_pjrt::{ArrayElement, NdArray};
 pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
 
 // numpy's array functions and lax.conv_transpose (issue 24).

@@ -77,7 +77,7 @@
 //!
 //! // A spec the file does not fit: an error naming the leaf and both shapes.
 //! let wrong = vec![Layer { w: Shape::of::<f64>(&[2, 2]), b: Shape::of::<f32>(&[2]) }];
-//! let err = Npz::read(&file)?.tree(&wrong).unwrap_err().to_string();
+//! let err = Npz::read(&file)?.tree(&wrong).err().unwrap().to_string();
 //! assert!(err.contains("leaf 0.w: the spec is f64[2,2], the file holds f32[2,2]"), "{err}");
 //!
 //! // One array.
@@ -228,8 +228,9 @@ where
     let dims = IxDyn(shape);
     let array = match order {
         Order::C => ArrayD::from_shape_vec(dims, values),
-        Order::Fortran => ArrayD::from_shape_vec(dims.f(), values)
-            .map(|a| a.as_standard_layout().into_owned()),
+        Order::Fortran => {
+            ArrayD::from_shape_vec(dims.f(), values).map(|a| a.as_standard_layout().into_owned())
+        }
     }
     .map_err(|e| npy_error(what, format!("the data does not fill the shape: {e}")))?;
     Ok(T::wrap(array))
@@ -688,8 +689,7 @@ pub fn save_npz_arrays<T: Tree<NdArray>>(path: impl AsRef<Path>, tree: &T) -> Re
 /// # Errors
 /// As [`write_npz`]; a download's failure.
 pub fn save_npz<T: Tree<Buffer>>(path: impl AsRef<Path>, tree: &T) -> Result<()> {
-    let arrays: T::With<NdArray> = tree.try_map_ref(&mut |b: &Buffer| -> Result<NdArray> {
-        Ok(NdArray::from_buffer(b)?)
-    })?;
+    let arrays: T::With<NdArray> =
+        tree.try_map_ref(&mut |b: &Buffer| -> Result<NdArray> { Ok(NdArray::from_buffer(b)?) })?;
     save_npz_arrays(path, &arrays)
 }
