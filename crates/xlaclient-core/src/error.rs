@@ -183,7 +183,7 @@ pub enum Error {
         reason: String,
     },
     /// A NumPy `.npy` or `.npz` file cannot be read or written, or does not fit
-    /// the tree it is loaded into (feature `npy`, [`crate::npy`]).
+    /// the tree it is loaded into (feature `npy`: the module `npy`).
     #[error("NumPy file {path}: {reason}")]
     Npy {
         /// The file (`<bytes>` for bytes in memory; `FILE:KEY` for a member of an

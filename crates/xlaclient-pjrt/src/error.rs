@@ -269,8 +269,8 @@ pub enum Error {
         given: usize,
     },
     /// A buffer read into an `ndarray` array of another element type or rank, or
-    /// an [`NdArray`](crate::array::NdArray) taken as an array of another one
-    /// (feature `ndarray`).
+    /// an `NdArray` taken as an array of another one (feature `ndarray`: the
+    /// module `array`).
     #[error("array mismatch: {what} is {expected}, the array asked for is {given}")]
     ArrayMismatch {
         /// What holds the values (`"the buffer"`, `"the NdArray"`).
