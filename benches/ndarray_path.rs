@@ -53,7 +53,10 @@ fn main() -> R<()> {
         let n = if batch >= 1024 { calls / 4 } else { calls }.max(BLOCK);
         let values: Vec<f32> = (0..batch * COLS).map(|i| i as f32 * 0.25).collect();
         let a = Array2::from_shape_vec((batch, COLS), values.clone())?;
-        let t_src = a.t().to_owned(); // [64, B], standard; its .t() is [B, 64], not
+        // [64, B] in the standard layout (`to_owned` would keep the view's
+        // Fortran order); its `.t()` is [B, 64] with strides (1, B): not standard.
+        let t_src = a.t().as_standard_layout().into_owned();
+        assert!(batch == 1 || !t_src.t().is_standard_layout());
         let dims = [batch as i64, COLS as i64];
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
         let mut checksum = 0.0f64;
