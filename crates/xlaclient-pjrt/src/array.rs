@@ -3,7 +3,7 @@
 //! - [`Client::buffer_from_array`] uploads any [`ArrayBase`] (an owned array, a
 //!   view, a `CowArray`, an `ArcArray`) of any rank and any strides. An array
 //!   already in the standard layout (row-major, contiguous: what
-//!   [`ArrayBase::as_slice`] accepts) goes up from its own memory, exactly as
+//!   `ArrayBase::as_slice` accepts) goes up from its own memory, exactly as
 //!   [`Client::buffer_from_host`] with its slice; any other (a transposed,
 //!   sliced, stepped or negative-stride view, a Fortran-order array) is first
 //!   copied into row-major order, once.
