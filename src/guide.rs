@@ -97,6 +97,7 @@ pub mod neural_networks {}
 
 // Its examples use the runner (a default feature).
 #[cfg(feature = "runner")]
+#[cfg_attr(docsrs, doc(cfg(feature = "runner")))]
 #[doc = chapter_links!()]
 #[doc = include_str!("../guide/09-reinforcement-learning.md")]
 pub mod reinforcement_learning {}

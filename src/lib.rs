@@ -46,34 +46,47 @@
 //! [`Error`]. A user who needs only the client (build, differentiate, run) depends
 //! on this crate with `default-features = false, features = ["fetch-plugin"]`, or on
 //! `xlaclient-core`: no config, plotting or RL crate is compiled then.
+//!
+//! ## Optional features
+//!
+//! Not in the default build: `ndarray` (buffers from and to `ndarray` arrays,
+//! `NdArray` leaves, `Jit::call_arrays`: the module `arrays`), `npy` (`.npy` and
+//! `.npz` files into buffers and trees, and back: the module `npy`), `redis`
+//! (`pjrt::distributed::RedisStore`).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use xlaclient_core::*;
 
 /// Neural networks (the `xlaclient-nn` crate): layers, losses, optimizers,
 /// schedules, initializers, checkpoints.
 #[cfg(feature = "nn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nn")))]
 pub use xlaclient_nn as nn;
 
 /// The names `nn` users write most, at the root: `xlaclient::Schedule`,
 /// `xlaclient::Optimizer`.
 #[cfg(feature = "nn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nn")))]
 pub use xlaclient_nn::{Schedule, optim::Optimizer};
 
 /// Checkpoints of trees of arrays in the safetensors format (`xlaclient_nn::checkpoint`).
 #[cfg(feature = "nn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nn")))]
 pub use xlaclient_nn::checkpoint;
 
 /// Reinforcement learning (the `xlaclient-rl` crate): environments, the batch
 /// stepper, Anakin, path reweighting.
 #[cfg(feature = "rl")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rl")))]
 pub use xlaclient_rl as rl;
 
 /// The experiment runner (`xlaclient_rl::runner`): config, `--set`, metrics CSV,
 /// SVG curves, checkpoints, `--resume`.
 #[cfg(feature = "runner")]
+#[cfg_attr(docsrs, doc(cfg(feature = "runner")))]
 pub use xlaclient_rl::runner;
 
 pub mod guide;

@@ -195,6 +195,17 @@ pub enum Error {
         /// What is wrong, naming the array, the axis and the sizes.
         reason: String,
     },
+    /// A NumPy `.npy` or `.npz` file cannot be read or written, or does not fit
+    /// the tree it is loaded into (feature `npy`: the module `npy`).
+    #[error("NumPy file {path}: {reason}")]
+    Npy {
+        /// The file (`<bytes>` for bytes in memory; `FILE:KEY` for a member of an
+        /// `.npz`).
+        path: String,
+        /// What is wrong: the I/O error, the malformed header, the truncated data,
+        /// the leaf and both dtypes or shapes.
+        reason: String,
+    },
 }
 
 /// The kinds of [`Error::Graph`]: how a graph was used wrongly.

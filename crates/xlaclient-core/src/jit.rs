@@ -436,4 +436,43 @@ impl<I: Tree<Shape>, O: Tree<Shape>> Jit<I, O> {
             .execute_with(donation_args(&self.aliased, donated, &kept))?;
         self.outputs(outs)
     }
+
+    /// Runs the program on a tree of host arrays ([`NdArray`](crate::NdArray) or
+    /// `Array<T, D>` leaves): uploads each leaf to the program's device, runs it as
+    /// [`call`](Self::call) does, and reads every output back into the same leaf
+    /// type (see [`crate::arrays`]). Feature `ndarray`.
+    ///
+    /// # Errors
+    /// As [`call`](Self::call) (an argument of another shape than its parameter
+    /// names both); an output that `L` cannot hold (another element type or rank
+    /// than `L`'s, naming both).
+    #[cfg(feature = "ndarray")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+    pub fn call_arrays<L: crate::arrays::HostLeaf>(&self, args: &I::With<L>) -> Result<O::With<L>> {
+        let device = self
+            .exe
+            .addressable_devices()
+            .into_iter()
+            .next()
+            .ok_or(crate::RuntimeError::NoDevice)?;
+        if !self.input.same_structure(args) {
+            let (mut expected, mut got) = (Vec::new(), Vec::new());
+            self.input.structure(&mut expected);
+            args.structure(&mut got);
+            return Err(TreeError::Structure { expected, got }.into());
+        }
+        let uploaded = args
+            .leaves()
+            .into_iter()
+            .map(|a| a.upload(&device))
+            .collect::<Result<Vec<Buffer>>>()?;
+        let bufs = self.input.rebuild(uploaded)?;
+        let outs = self.call(&bufs)?;
+        let host = outs
+            .leaves()
+            .into_iter()
+            .map(|b| L::download(b))
+            .collect::<Result<Vec<L>>>()?;
+        Ok(self.output.rebuild(host)?)
+    }
 }

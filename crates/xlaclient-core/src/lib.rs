@@ -39,6 +39,7 @@
 //! runner. Its error type ([`Error`]) wraps the runtime's.
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Denied, not forbidden: one unsafe trait impl (the verifier's promise to the
 // runtime's `HloModuleSource`, in builder/mod.rs) is allowed by name; tests/layers.rs
 // checks that it is the only `unsafe` of the crate.
@@ -47,6 +48,9 @@
 // `#[derive(Tree)]` names the trait `::xlaclient_core::tree::Tree` here.
 extern crate self as xlaclient_core;
 
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub mod arrays;
 pub mod autodiff;
 pub mod batching;
 pub mod builder;
@@ -54,6 +58,9 @@ pub mod error;
 pub mod forward;
 pub mod ir;
 pub mod jit;
+#[cfg(feature = "npy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "npy")))]
+pub mod npy;
 mod op_table;
 pub mod ops;
 pub mod pmap;
@@ -72,6 +79,9 @@ pub use xlaclient_pjrt::shape;
 /// XLA's protocol buffers (the `xlaclient-proto` crate).
 pub use xlaclient_proto as proto;
 
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use arrays::HostLeaf;
 pub use batching::{Axes, Vmap};
 pub use builder::{Builder, Computation, Op};
 pub use error::{
@@ -82,6 +92,11 @@ pub use error::{
 /// types for XLA's `f16` and `bf16` (re-exported so that the versions match).
 pub use half;
 pub use jit::{ClientExt, Jit};
+/// The `ndarray` crate (feature `ndarray`), re-exported so that arrays are made
+/// with the version this crate takes.
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use ndarray;
 pub use ops::control::{CheckpointPolicy, ScanOptions};
 pub use ops::elementwise::{BinaryOp, Comparison, Scalar, UnaryOp};
 pub use ops::indexing::{GatherDims, ScatterDims, TakeMode};
@@ -103,6 +118,9 @@ pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
     Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
 };
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use xlaclient_pjrt::{ArrayElement, NdArray};
 pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
 
 // numpy's array functions and lax.conv_transpose (issue 24).

@@ -99,6 +99,14 @@ impl Leaf for u64 {}
 impl Leaf for bool {}
 impl Leaf for half::f16 {}
 impl Leaf for half::bf16 {}
+/// An array of any element type (feature `ndarray`).
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+impl Leaf for xlaclient_pjrt::NdArray {}
+/// An `ndarray` array (feature `ndarray`).
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+impl<T, D: ndarray::Dimension> Leaf for ndarray::Array<T, D> {}
 
 /// A structure holding leaves of type `L`, flattened and rebuilt in a fixed order.
 ///

@@ -159,6 +159,7 @@ impl KeyValueStore for InMemoryStore {
 /// 50 ms) until the key appears or the timeout passes: topology exchange happens
 /// once per client creation, where polling costs nothing that matters.
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct RedisStore {
     conn: Mutex<redis::Connection>,
     prefix: String,

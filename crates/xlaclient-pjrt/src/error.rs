@@ -268,6 +268,19 @@ pub enum Error {
         /// The number of elements given.
         given: usize,
     },
+    /// A buffer read into an `ndarray` array of another element type or rank, or
+    /// an `NdArray` taken as an array of another one (feature `ndarray`: the
+    /// module `array`).
+    #[error("array mismatch: {what} is {expected}, the array asked for is {given}")]
+    ArrayMismatch {
+        /// What holds the values (`"the buffer"`, `"the NdArray"`).
+        what: &'static str,
+        /// Its element type and dimensions, as XLA prints a shape (`f32[2,3]`),
+        /// with its rank.
+        expected: String,
+        /// The requested array's element type and rank.
+        given: String,
+    },
     /// Serialized bytes (compile options, an executable) do not decode.
     #[error("cannot decode {what}: {reason}")]
     Decode {

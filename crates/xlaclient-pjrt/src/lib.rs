@@ -29,9 +29,13 @@
 //! each costs a load and a branch.
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub mod array;
 #[doc(hidden)]
 pub mod bench_support;
 mod buffer;
@@ -57,6 +61,9 @@ pub mod xla_flags;
 pub use xlaclient_proto as proto;
 
 pub use api::{NamedValue, Plugin};
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use array::{ArrayElement, NdArray};
 pub use buffer::Buffer;
 pub use cache::{CacheStats, CompileCache};
 pub use client::COMPILE_STACK;

@@ -21,6 +21,7 @@ pub enum Error {
     /// configuration key, a configuration that differs from the one being resumed, a
     /// file of the run that cannot be read or written.
     #[cfg(feature = "runner")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "runner")))]
     #[error(transparent)]
     Runner(Box<crate::runner::RunnerError>),
     /// Weights given to a resampler ([`crate::reweight`]) that do not define a

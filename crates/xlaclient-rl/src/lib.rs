@@ -66,10 +66,12 @@
 //! feature `runner`. Its error type ([`Error`]) wraps theirs.
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 pub mod error;
 #[cfg(feature = "runner")]
+#[cfg_attr(docsrs, doc(cfg(feature = "runner")))]
 pub mod runner;
 
 pub mod agents;
