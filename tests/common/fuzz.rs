@@ -1507,6 +1507,111 @@ pub fn run_graph(client: &Client, seed: u64, hlo: &Path) -> Outcome {
     ("ran", String::new())
 }
 
+/// The little-endian bytes of an output, when its element type has a host type
+/// (every type but the complex ones).
+fn output_bytes(b: &Buffer) -> Option<xlaclient::Result<Vec<u8>>> {
+    let ty = b.element_type().ok()?;
+    let mut out = Vec::new();
+    macro_rules! read {
+        ($T:ty) => {
+            match b.to_vec::<$T>() {
+                Ok(v) => {
+                    <$T as NativeType>::extend_le_bytes(&v, &mut out);
+                    Some(Ok(out))
+                }
+                Err(e) => Some(Err(e.into())),
+            }
+        };
+    }
+    match ty {
+        ElementType::C64 | ElementType::C128 => None,
+        ElementType::F8E5M2 => read!(xlaclient::float8::F8E5M2),
+        ElementType::F8E4M3FN => read!(xlaclient::float8::F8E4M3FN),
+        t => with_native!(t, T => read!(T)),
+    }
+}
+
+/// StableHLO case `seed`: graph `seed` compiled from its `HloModuleProto` and from
+/// its StableHLO text (`Computation::to_stablehlo`, PJRT's `mlir` format), both
+/// run on the same arguments: the outputs must be equal bit for bit (complex
+/// outputs, which have no host type to read them as, by type and dims).
+pub fn run_stablehlo(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+    let m = match no_panic(|| generate(seed)) {
+        Err(p) => return ("fail", format!("builder panicked: {p}")),
+        Ok((Err(e), _)) => return ("rejected", e.to_string()),
+        Ok((Ok(m), _)) => m,
+    };
+    let text = match no_panic(|| m.to_stablehlo()) {
+        Err(p) => return ("fail", format!("to_stablehlo panicked: {p}")),
+        Ok(Err(e)) => return ("fail", format!("to_stablehlo: {e}")),
+        Ok(Ok(t)) => t,
+    };
+    let _ = std::fs::write(hlo, format!("{}\n{text}", m.to_hlo_text()));
+    let from_hlo = match client.compile(&m) {
+        Ok(e) => e,
+        Err(e) => return ("fail", format!("builder accepted, XLA rejected: {e}")),
+    };
+    let opts = xlaclient::CompileOptions::new().format(xlaclient::ProgramFormat::StableHlo);
+    let from_shlo = match client.compile_with(&m, &opts) {
+        Ok(e) => e,
+        Err(e) => return ("fail", format!("the StableHLO text did not compile: {e}")),
+    };
+    let args: xlaclient::Result<Vec<Buffer>> = m
+        .parameter_shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| argument(client, s, seed ^ i as u64))
+        .collect();
+    let args = match args {
+        Ok(a) => a,
+        Err(e) => return ("fail", format!("upload: {e}")),
+    };
+    let refs: Vec<&Buffer> = args.iter().collect();
+    let (a, b) = match (from_hlo.execute(&refs), from_shlo.execute(&refs)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            return (
+                "fail",
+                format!("execute: from HLO {:?}, from StableHLO {:?}", a.err(), b.err()),
+            );
+        }
+    };
+    if a.len() != b.len() {
+        return (
+            "fail",
+            format!("{} outputs from HLO, {} from StableHLO", a.len(), b.len()),
+        );
+    }
+    let mut complex = 0;
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let (tx, ty) = (x.element_type().ok(), y.element_type().ok());
+        let (dx, dy) = (x.dims().ok(), y.dims().ok());
+        if tx != ty || dx != dy {
+            return (
+                "fail",
+                format!("output {i}: {tx:?} {dx:?} from HLO, {ty:?} {dy:?} from StableHLO"),
+            );
+        }
+        match (output_bytes(x), output_bytes(y)) {
+            (Some(Ok(bx)), Some(Ok(by))) => {
+                if bx != by {
+                    return (
+                        "fail",
+                        format!("output {i} ({tx:?} {dx:?}) differs: HLO {bx:?}, StableHLO {by:?}"),
+                    );
+                }
+            }
+            (None, None) => complex += 1,
+            (x, y) => return ("fail", format!("output {i}: reading {x:?} / {y:?}")),
+        }
+    }
+    if complex > 0 {
+        ("same-types", format!("{complex} complex outputs"))
+    } else {
+        ("same", String::new())
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Mutated modules.
 
@@ -2161,6 +2266,7 @@ pub fn run_cache(seed: u64, hlo: &Path) -> Outcome {
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
+        "stablehlo" => run_stablehlo(client, i, hlo),
         "modules" => run_module(client, i, &Mutation::ALL, hlo),
         "executables" => run_executable(client, i, hlo),
         "cache" => run_cache(i, hlo),

@@ -58,6 +58,7 @@ mod op_table;
 pub mod ops;
 pub mod pmap;
 pub mod sharding;
+pub mod stablehlo;
 pub mod tree;
 
 /// The runtime crate (`xlaclient-pjrt`): plugin, client, devices, buffers,
@@ -100,7 +101,7 @@ pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::WaitPolicy;
 pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
-    Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin,
+    Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin, ProgramFormat,
 };
 pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
 

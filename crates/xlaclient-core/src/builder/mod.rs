@@ -154,6 +154,18 @@ impl Computation {
         ir::text::module_to_text(&self.ir, &crate::ops::Table)
     }
 
+    /// The module as StableHLO text: MLIR in the `stablehlo` dialect, the entry as
+    /// `func.func public @main`, computations that `call` calls as private
+    /// functions, bodies of reductions, sorts, loops and branches inline in their
+    /// ops' regions (see [`crate::stablehlo`]). Compiled by
+    /// `client.compile_with(&c, &CompileOptions::new().format(ProgramFormat::StableHlo))`
+    /// (PJRT's `mlir` format), it computes what the HLO module computes. An
+    /// instruction StableHLO cannot express is an [`Error::Emit`] naming the op
+    /// and where it was built.
+    pub fn to_stablehlo(&self) -> Result<String> {
+        crate::stablehlo::emit::module_to_stablehlo(&self.ir)
+    }
+
     /// A structural fingerprint for caching (names and source locations ignored):
     /// see [`ir::Module::fingerprint`].
     pub fn fingerprint(&self) -> [u8; 32] {
@@ -207,6 +219,10 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
     ) -> std::result::Result<(), String> {
         crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)?;
         crate::sharding::check_devices(self.ir(), num_partitions)
+    }
+
+    fn stablehlo_text(&self) -> Option<std::result::Result<String, String>> {
+        Some(self.to_stablehlo().map_err(|e| e.to_string()))
     }
 
     fn uses_host_callbacks(&self) -> bool {
