@@ -324,7 +324,7 @@ impl Client {
             self.plugin().enable_host_callbacks()?;
         }
         if options.program_format() == crate::ProgramFormat::StableHlo {
-            let text = match module.stablehlo_text() {
+            let text = match module.stablehlo_text(replicas, partitions) {
                 Some(Ok(t)) => t,
                 Some(Err(reason)) => {
                     return Err(Error::InvalidOption {

@@ -98,11 +98,16 @@ pub unsafe trait HloModuleSource {
         Ok(())
     }
 
-    /// The module as StableHLO text, for a compile in [`ProgramFormat::StableHlo`]:
+    /// The module as StableHLO text for a program of `num_replicas` replicas and
+    /// `num_partitions` partitions, for a compile in [`ProgramFormat::StableHlo`]:
     /// `None` (the default) when the source cannot print it, `Err` naming what it
     /// cannot express. The text must compute what the HLO module computes, and
     /// carries the same promise as [`hlo_module_bytes`](Self::hlo_module_bytes).
-    fn stablehlo_text(&self) -> Option<std::result::Result<String, String>> {
+    fn stablehlo_text(
+        &self,
+        _num_replicas: i64,
+        _num_partitions: i64,
+    ) -> Option<std::result::Result<String, String>> {
         None
     }
 
@@ -128,8 +133,12 @@ unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
         (**self).check_replicas(num_replicas, num_partitions)
     }
 
-    fn stablehlo_text(&self) -> Option<std::result::Result<String, String>> {
-        (**self).stablehlo_text()
+    fn stablehlo_text(
+        &self,
+        num_replicas: i64,
+        num_partitions: i64,
+    ) -> Option<std::result::Result<String, String>> {
+        (**self).stablehlo_text(num_replicas, num_partitions)
     }
 
     fn uses_host_callbacks(&self) -> bool {

@@ -163,7 +163,16 @@ impl Computation {
     /// instruction StableHLO cannot express is an [`Error::Emit`] naming the op
     /// and where it was built.
     pub fn to_stablehlo(&self) -> Result<String> {
-        crate::stablehlo::emit::module_to_stablehlo(&self.ir)
+        crate::stablehlo::emit::module_to_stablehlo(&self.ir, None)
+    }
+
+    /// [`to_stablehlo`](Self::to_stablehlo) for a program of `num_replicas`
+    /// replicas and `num_partitions` partitions: the counts are written as the
+    /// module's `mhlo.num_replicas` and `mhlo.num_partitions` (as JAX writes them),
+    /// and an all-to-all over every replica (no replica groups) gets the group of
+    /// them all (StableHLO's `all_to_all` needs its split count).
+    pub fn to_stablehlo_with(&self, num_replicas: i64, num_partitions: i64) -> Result<String> {
+        crate::stablehlo::emit::module_to_stablehlo(&self.ir, Some((num_replicas, num_partitions)))
     }
 
     /// A structural fingerprint for caching (names and source locations ignored):
@@ -221,8 +230,15 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
         crate::sharding::check_devices(self.ir(), num_partitions)
     }
 
-    fn stablehlo_text(&self) -> Option<std::result::Result<String, String>> {
-        Some(self.to_stablehlo().map_err(|e| e.to_string()))
+    fn stablehlo_text(
+        &self,
+        num_replicas: i64,
+        num_partitions: i64,
+    ) -> Option<std::result::Result<String, String>> {
+        Some(
+            self.to_stablehlo_with(num_replicas, num_partitions)
+                .map_err(|e| e.to_string()),
+        )
     }
 
     fn uses_host_callbacks(&self) -> bool {

@@ -31,9 +31,13 @@ use crate::ir::{CompId, Module, OpKind, Opcode, Signatures, Value, value_shape};
 use crate::shape::{ElementType, Shape};
 
 /// The module as StableHLO text. `m` must have passed [`verify`](crate::ir::verify).
-pub(crate) fn module_to_stablehlo(m: &Module) -> Result<String> {
+/// `counts`, the program's replica and partition counts when known, are written
+/// as the module's `mhlo.num_replicas` and `mhlo.num_partitions` and give the
+/// group of an all-to-all over every replica.
+pub(crate) fn module_to_stablehlo(m: &Module, counts: Option<(i64, i64)>) -> Result<String> {
     let mut e = Emitter {
         m,
+        replicas: counts.map(|c| c.0),
         next: 0,
         funcs: HashMap::new(),
         pending: Vec::new(),
@@ -48,7 +52,13 @@ pub(crate) fn module_to_stablehlo(m: &Module) -> Result<String> {
         e.private_func(&mut body, c)?;
     }
     let name = module_name(&m.name);
-    Ok(format!("module @{name} {{\n{body}}}\n"))
+    let attrs = match counts {
+        Some((r, p)) => format!(
+            " attributes {{mhlo.num_partitions = {p} : i32, mhlo.num_replicas = {r} : i32}}"
+        ),
+        None => String::new(),
+    };
+    Ok(format!("module @{name}{attrs} {{\n{body}}}\n"))
 }
 
 fn module_name(name: &str) -> String {
@@ -141,8 +151,8 @@ fn padding(pairs: &[(i64, i64)]) -> String {
 }
 
 /// The elements of a literal (little-endian bytes, row-major) as a dense
-/// attribute body: hex for every type but `pred` (and empty arrays), whose
-/// elements are written out.
+/// attribute body: hex for every type but `pred`, whose elements are written out;
+/// nothing for an empty array (`dense<>`).
 fn dense(ty: ElementType, dims: &[i64], bytes: &[u8]) -> String {
     let n: i64 = dims.iter().product();
     if ty != ElementType::Pred && n > 0 {
@@ -173,15 +183,13 @@ fn dense(ty: ElementType, dims: &[i64], bytes: &[u8]) -> String {
             }
         }
     }
-    let mut out = String::new();
     if n == 0 {
-        // An empty array of any type: nested empty lists.
-        let mut pos = 0;
-        nest(dims, &[], &mut pos, &mut out);
-    } else {
-        let mut pos = 0;
-        nest(dims, bytes, &mut pos, &mut out);
+        // An empty array of any shape (MLIR's own printing of one).
+        return String::new();
     }
+    let mut out = String::new();
+    let mut pos = 0;
+    nest(dims, bytes, &mut pos, &mut out);
     out
 }
 
@@ -261,6 +269,8 @@ type Region = String;
 
 struct Emitter<'m> {
     m: &'m Module,
+    /// The program's replica count, when known.
+    replicas: Option<i64>,
     /// The next SSA number of the function being printed.
     next: usize,
     /// The private function of each computation that a `call` calls.
@@ -849,17 +859,24 @@ impl<'m> Emitter<'m> {
                 attrs: a,
                 dimension,
             } => {
-                let Some(n) = a.replica_groups.first().map(Vec::len) else {
-                    return Err(unsupported(
-                        op,
-                        "an all-to-all over every replica (no replica groups): StableHLO \
-                         needs its split count, which the module does not state",
-                    ));
-                };
+                let mut a = a.clone();
+                if a.replica_groups.is_empty() {
+                    // HLO's "every replica" is one group of them all.
+                    let Some(r) = self.replicas else {
+                        return Err(unsupported(
+                            op,
+                            "an all-to-all over every replica (no replica groups): StableHLO \
+                             needs its split count; give the replica count \
+                             (`to_stablehlo_with`)",
+                        ));
+                    };
+                    a.replica_groups = vec![(0..r).collect()];
+                }
+                let n = a.replica_groups[0].len();
                 attrs.push(format!("split_dimension = {dimension} : i64"));
                 attrs.push(format!("concat_dimension = {dimension} : i64"));
                 attrs.push(format!("split_count = {n} : i64"));
-                collective_attrs(a, &mut attrs);
+                collective_attrs(&a, &mut attrs);
             }
         }
         Ok(self.op(out, depth, name, operands, &regions, &attrs, &results))
@@ -1010,7 +1027,7 @@ mod tests {
             "tuple<tensor<1xi1>, !stablehlo.token>"
         );
         assert_eq!(dense(ElementType::Pred, &[2], &[1, 0]), "[true, false]");
-        assert_eq!(dense(ElementType::F32, &[0, 2], &[]), "[]");
+        assert_eq!(dense(ElementType::F32, &[0, 2], &[]), "");
         assert_eq!(dense(ElementType::F32, &[], &1f32.to_le_bytes()), "\"0x0000803F\"");
         assert_eq!(
             replica_groups(&[vec![0, 1, 2], vec![3]]),
