@@ -70,3 +70,204 @@ fn collectives_on_eight_devices_run_the_same_from_stablehlo() {
     let r = run("stablehlo-collectives", 80);
     assert!(r.counts.get("same").copied().unwrap_or(0) >= 30, "{}", r.summary());
 }
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use xlaclient::ir::Opcode;
+use xlaclient::{Builder, CompileOptions, HostValue, ProgramFormat, Shape};
+
+fn stablehlo() -> CompileOptions {
+    CompileOptions::new().format(ProgramFormat::StableHlo)
+}
+
+/// Runs `m` compiled both ways on `args`; the outputs (f64) of each.
+fn both(m: &xlaclient::Computation, args: &[&xlaclient::Buffer]) -> [Vec<Vec<f64>>; 2] {
+    let c = common::client();
+    let run = |opts: &CompileOptions| -> Vec<Vec<f64>> {
+        let exe = c.compile_with(m, opts).unwrap();
+        exe.execute(args)
+            .unwrap()
+            .iter()
+            .map(|b| b.to_vec::<f64>().unwrap())
+            .collect()
+    };
+    [run(&CompileOptions::new()), run(&stablehlo())]
+}
+
+#[test]
+fn every_opcode_prints_as_its_stablehlo_column() {
+    // In-process, no compile: every module the generator builds prints, and each
+    // opcode of a module appears in its text under the op table's StableHLO name.
+    for o in Opcode::ALL {
+        let n = o.stablehlo_name();
+        assert!(
+            ["stablehlo.", "func.", "chlo."]
+                .iter()
+                .any(|p| n.starts_with(p)),
+            "{o:?}: {n}"
+        );
+    }
+    let mut seen: HashSet<Opcode> = HashSet::new();
+    for seed in 0..3000 {
+        let Ok((Ok(m), _)) = fuzz::no_panic(|| fuzz::generate(seed)) else {
+            continue;
+        };
+        let text = match fuzz::no_panic(|| m.to_stablehlo()) {
+            Ok(Ok(t)) => t,
+            other => panic!("seed {seed}: {other:?}\n{}", m.to_hlo_text()),
+        };
+        for c in &m.ir().comps {
+            for i in &c.instrs {
+                let o = i.kind.opcode();
+                seen.insert(o);
+                if o == Opcode::Parameter {
+                    continue;
+                }
+                let name = format!("\"{}\"", o.stablehlo_name());
+                let ok = text.contains(&name)
+                    || (o == Opcode::Conditional && text.contains("\"stablehlo.if\""));
+                assert!(ok, "seed {seed}: {o:?} is not printed as {name}\n{text}");
+            }
+        }
+    }
+    let missing: Vec<&Opcode> = Opcode::ALL
+        .iter()
+        .filter(|o| !seen.contains(o) && **o != Opcode::CustomCall)
+        .collect();
+    assert!(missing.is_empty(), "never printed: {missing:?}");
+}
+
+#[test]
+fn checkpointed_and_called_functions_run_the_same_from_stablehlo() {
+    // `checkpoint` is a `call` (a private `func.func`, called by `func.call`) and,
+    // under `grad`, an optimization barrier around the recomputation.
+    let b = Builder::new("remat");
+    let x = b.parameter(0, Shape::of::<f64>(&[4]), "x");
+    let w = b.parameter(1, Shape::of::<f64>(&[4]), "w");
+    let y = b.checkpoint("block", &[&x], |_, a| vec![(&a[0] * &w).tanh().sin()]);
+    let z = b.call("twice", &[&y[0]], |_, a| vec![&a[0] * 2.0]);
+    let loss = z[0].reduce_sum(&[0]);
+    let g = b.grad(&loss, &w);
+    let m = b.build_tuple(&[&loss, &g]).unwrap();
+    let text = m.to_stablehlo().unwrap();
+    assert!(text.contains("\"func.call\""), "{text}");
+    assert!(text.contains("func.func private"), "{text}");
+    assert!(text.contains("\"stablehlo.optimization_barrier\""), "{text}");
+    let xv = [0.3f64, -1.2, 2.0, 0.7];
+    let wv = [0.5f64, 0.25, -0.4, 1.5];
+    let xb = common::upload(&xv, &[4]);
+    let wb = common::upload(&wv, &[4]);
+    let [h, s] = both(&m, &[&xb, &wb]);
+    assert_eq!(h, s);
+    // And against plain Rust: loss = Σ 2 sin(tanh(x w)), d/dw = 2 cos(tanh) (1 - tanh²) x.
+    let loss: f64 = xv.iter().zip(&wv).map(|(x, w)| 2.0 * (x * w).tanh().sin()).sum();
+    assert!((s[0][0] - loss).abs() < 1e-12, "{} vs {loss}", s[0][0]);
+    for k in 0..4 {
+        let t = (xv[k] * wv[k]).tanh();
+        let want = 2.0 * t.cos() * (1.0 - t * t) * xv[k];
+        assert!((s[1][k] - want).abs() < 1e-12, "{k}: {} vs {want}", s[1][k]);
+    }
+}
+
+#[test]
+fn loops_and_branches_run_the_same_from_stablehlo() {
+    // A fori loop (stablehlo.while with the carry as its operands), a cond on a
+    // pred (stablehlo.if) and a switch with an out-of-range index (stablehlo.case,
+    // clamped as JAX clamps it).
+    let b = Builder::new("control");
+    let x = b.parameter(0, Shape::of::<f64>(&[3]), "x");
+    let k = b.parameter(1, Shape::of::<i32>(&[]), "k");
+    let looped = b.fori_loop(0, 5, x.clone(), |i, x| {
+        &(&x * 0.5).sin() + &i.convert(xlaclient::ElementType::F64)
+    });
+    let s = looped.reduce_sum(&[0]);
+    let c = b.cond(&s.gt(&b.constant(1.0f64)), looped.clone(), |v| &v * 2.0, |v| -&v);
+    let sw = b.switch(
+        &k,
+        c.clone(),
+        Box::new(|v: xlaclient::Op| &v + 1.0),
+        vec![Box::new(|v: xlaclient::Op| &v * 3.0), Box::new(|v: xlaclient::Op| v.exp())],
+    );
+    let m = b.build_tuple(&[&looped, &c, &sw]).unwrap();
+    let text = m.to_stablehlo().unwrap();
+    for op in ["stablehlo.while", "stablehlo.if", "stablehlo.case"] {
+        assert!(text.contains(&format!("\"{op}\"")), "{op}\n{text}");
+    }
+    let xv = [0.3f64, -1.0, 2.0];
+    let xb = common::upload(&xv, &[3]);
+    for kv in [-1i32, 0, 1, 2, 7] {
+        let kb = common::client().scalar(kv).unwrap();
+        let [h, s] = both(&m, &[&xb, &kb]);
+        assert_eq!(h, s, "k = {kv}");
+        // Plain Rust.
+        let mut v = xv.to_vec();
+        for i in 0..5 {
+            v = v.iter().map(|x| (x * 0.5).sin() + i as f64).collect();
+        }
+        let c: Vec<f64> = if v.iter().sum::<f64>() > 1.0 {
+            v.iter().map(|x| x * 2.0).collect()
+        } else {
+            v.iter().map(|x| -x).collect()
+        };
+        let sw: Vec<f64> = match kv.clamp(0, 2) {
+            0 => c.iter().map(|x| x + 1.0).collect(),
+            1 => c.iter().map(|x| x * 3.0).collect(),
+            _ => c.iter().map(|x| x.exp()).collect(),
+        };
+        for (got, want) in [(&s[0], &v), (&s[1], &c), (&s[2], &sw)] {
+            for (g, w) in got.iter().zip(want.iter()) {
+                assert!((g - w).abs() < 1e-12 * (1.0 + w.abs()), "k = {kv}: {got:?} vs {want:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_debug_callback_is_called_from_a_stablehlo_program() {
+    // The host callback is a typed-FFI custom call with a side effect: from the
+    // StableHLO text it runs once per iteration with the iteration's values.
+    let seen: Arc<Mutex<Vec<Vec<HostValue>>>> = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let b = Builder::new("debug_cb");
+    let x0 = b.parameter(0, Shape::of::<f64>(&[2]), "x0");
+    let out = b.fori_loop(0, 3, x0, |i, x| {
+        b.debug_callback(&[i, &x], move |v: &[HostValue]| s2.lock().unwrap().push(v.to_vec()));
+        &x * 2.0
+    });
+    let m = b.build(&out).unwrap();
+    assert!(m.to_stablehlo().unwrap().contains("has_side_effect = true"));
+    let exe = common::client().compile_with(&m, &stablehlo()).unwrap();
+    let x = common::upload(&[0.5f64, -1.0], &[2]);
+    let got = exe.execute(&[&x]).unwrap()[0].to_vec::<f64>().unwrap();
+    assert_eq!(got, vec![4.0, -8.0]);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    for (k, call) in seen.iter().enumerate() {
+        assert_eq!(call[0].to_vec::<i32>().unwrap(), vec![k as i32]);
+        let f = (1 << k) as f64;
+        assert_eq!(call[1].to_vec::<f64>().unwrap(), vec![0.5 * f, -f]);
+    }
+}
+
+#[test]
+fn what_stablehlo_cannot_say_is_an_error_naming_the_op() {
+    // An all-to-all over every replica needs its split count, which only the
+    // replica count gives.
+    let b = Builder::new("a2a");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let m = b.build(&x.all_to_all(0, &[])).unwrap();
+    let e = m.to_stablehlo().unwrap_err().to_string();
+    assert!(e.contains("`all-to-all`") && e.contains("split count"), "{e}");
+    assert!(e.contains("stablehlo_emit.rs"), "names the user's line: {e}");
+    let text = m.to_stablehlo_with(2, 1).unwrap();
+    assert!(text.contains("mhlo.num_replicas = 2"), "{text}");
+    assert!(text.contains("split_count = 2"), "{text}");
+    // The compile path reports the emitter's error as an invalid option.
+    let client = common::client();
+    let opts = stablehlo().num_replicas(1);
+    match client.compile_with(&m, &opts) {
+        Ok(_) => {} // one replica: the group of them all is [0]
+        Err(e) => panic!("{e}"),
+    }
+}
