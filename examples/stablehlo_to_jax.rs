@@ -132,6 +132,33 @@ fn main() -> xlaclient::Result<()> {
         .unwrap_or_else(|| PathBuf::from("target/stablehlo_to_jax"));
     let client = Client::cpu()?;
     let text = write_case(&client, &dir)?;
+    // What the StableHLO path costs: printing the text, and compiling it against
+    // compiling the HLO proto (a client without a compilation cache).
+    let fresh = Client::new(
+        &xlaclient::Plugin::default_plugin()?,
+        &xlaclient::ClientOptions::new().compile_cache(xlaclient::CompileCache::Off),
+    )?;
+    let m = program()?;
+    let t = std::time::Instant::now();
+    let reps = 100;
+    for _ in 0..reps {
+        std::hint::black_box(m.to_stablehlo()?);
+    }
+    let emit_us = t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+    let time = |opts: &xlaclient::CompileOptions| -> xlaclient::Result<f64> {
+        let t = std::time::Instant::now();
+        fresh.compile_with(&m, opts)?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    };
+    let hlo_ms = time(&xlaclient::CompileOptions::new())?;
+    let shlo_ms = time(
+        &xlaclient::CompileOptions::new().format(xlaclient::ProgramFormat::StableHlo),
+    )?;
+    println!(
+        "{} instructions: to_stablehlo {emit_us:.0} us; compile from HLO {hlo_ms:.1} ms, \
+         from StableHLO {shlo_ms:.1} ms",
+        m.ir().instruction_count()
+    );
     println!(
         "wrote {} ({} lines of StableHLO) and {}",
         dir.join("program.mlir").display(),

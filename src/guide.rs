@@ -34,6 +34,8 @@
 //!     and the traps.
 //! 16. [JAX parity](jax_parity): every name JAX code uses most, with its Rust
 //!     form and whether it means the same.
+//! 17. [Interchange with JAX](interchange_with_jax): StableHLO emitted from the IR
+//!     (compiled through PJRT's `mlir` format, run by JAX).
 
 // Cross-chapter links. A chapter links to another with `[text][chapter-name]` and
 // defines `[chapter-name]: NN-chapter-name.md` at its end (for reading on GitHub).
@@ -56,7 +58,8 @@ macro_rules! chapter_links {
          [design]: crate::guide::design\n\
          [ops]: crate::guide::ops\n\
          [porting-from-jax]: crate::guide::porting_from_jax\n\
-         [jax-parity]: crate::guide::jax_parity\n\n"
+         [jax-parity]: crate::guide::jax_parity\n\
+         [interchange-with-jax]: crate::guide::interchange_with_jax\n\n"
     };
 }
 
@@ -125,3 +128,7 @@ pub mod porting_from_jax {}
 #[doc = chapter_links!()]
 #[doc = include_str!("../guide/16-jax-parity.md")]
 pub mod jax_parity {}
+
+#[doc = chapter_links!()]
+#[doc = include_str!("../guide/17-interchange-with-jax.md")]
+pub mod interchange_with_jax {}

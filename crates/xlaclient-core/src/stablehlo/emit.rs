@@ -440,12 +440,15 @@ impl<'m> Emitter<'m> {
     ) -> Result<Region> {
         let mut out = String::from("{\n");
         let vals: Vec<(String, Shape)> = args.iter().map(|s| (self.fresh(), s.clone())).collect();
-        indent(&mut out, depth);
-        let decl: Vec<String> = vals
-            .iter()
-            .map(|(n, s)| format!("{n}: {}", type_of(s)))
-            .collect();
-        let _ = writeln!(out, "^bb0({}):", decl.join(", "));
+        if !vals.is_empty() {
+            // (A region without arguments needs no label: `if` and `case`.)
+            indent(&mut out, depth);
+            let decl: Vec<String> = vals
+                .iter()
+                .map(|(n, s)| format!("{n}: {}", type_of(s)))
+                .collect();
+            let _ = writeln!(out, "^bb0({}):", decl.join(", "));
+        }
         let rets = f(self, &mut out, &vals)?;
         indent(&mut out, depth + 1);
         let names: Vec<&str> = rets.iter().map(|(n, _)| n.as_str()).collect();
@@ -742,12 +745,6 @@ impl<'m> Emitter<'m> {
                         Ok(e.untuple(o, depth + 2, &r))
                     })?);
                 }
-                // A region list with no block arguments: drop the empty `^bb0():`
-                // header (MLIR accepts an entry block without a label).
-                let regions: Vec<Region> = regions
-                    .into_iter()
-                    .map(|r| r.replacen("^bb0():\n", "", 1))
-                    .collect();
                 let name = if is_pred {
                     "stablehlo.if"
                 } else {
