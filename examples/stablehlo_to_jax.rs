@@ -89,7 +89,11 @@ pub fn write_case(client: &Client, dir: &Path) -> xlaclient::Result<String> {
             buffers.push(client.buffer_from_host(&v, &dims)?);
         } else {
             let v: Vec<f32> = (0..n).map(|_| rng.next()).collect();
-            inputs.push(array("float32", &dims, v.iter().map(|x| json!(x)).collect()));
+            inputs.push(array(
+                "float32",
+                &dims,
+                v.iter().map(|x| json!(x)).collect(),
+            ));
             buffers.push(client.buffer_from_host(&v, &dims)?);
         }
     }
@@ -151,9 +155,8 @@ fn main() -> xlaclient::Result<()> {
         Ok(t.elapsed().as_secs_f64() * 1e3)
     };
     let hlo_ms = time(&xlaclient::CompileOptions::new())?;
-    let shlo_ms = time(
-        &xlaclient::CompileOptions::new().format(xlaclient::ProgramFormat::StableHlo),
-    )?;
+    let shlo_ms =
+        time(&xlaclient::CompileOptions::new().format(xlaclient::ProgramFormat::StableHlo))?;
     println!(
         "{} instructions: to_stablehlo {emit_us:.0} us; compile from HLO {hlo_ms:.1} ms, \
          from StableHLO {shlo_ms:.1} ms",

@@ -51,7 +51,11 @@ fn run(kind: &str, n: u64) -> fuzz::Report {
         .iter()
         .map(|f| format!("seed {}: {}\n{}", f.seed, f.what, f.hlo))
         .collect();
-    assert!(r.failures.is_empty(), "{kind} failures:\n{}", shown.join("\n"));
+    assert!(
+        r.failures.is_empty(),
+        "{kind} failures:\n{}",
+        shown.join("\n")
+    );
     r
 }
 
@@ -60,7 +64,11 @@ fn control_flow_under_grad_runs_the_same_from_stablehlo() {
     // Loops (fori, scan, while), branches (cond, switch) and checkpoint policies,
     // with their gradients: the fuzzer's control plans.
     let r = run("stablehlo-control", 40);
-    assert!(r.counts.get("same").copied().unwrap_or(0) >= 35, "{}", r.summary());
+    assert!(
+        r.counts.get("same").copied().unwrap_or(0) >= 35,
+        "{}",
+        r.summary()
+    );
 }
 
 #[test]
@@ -68,7 +76,11 @@ fn collectives_on_eight_devices_run_the_same_from_stablehlo() {
     // psum/pmax/pmin/pmean, all-gather, reduce-scatter, all-to-all,
     // collective-permute and replica-id over random replica groups.
     let r = run("stablehlo-collectives", 80);
-    assert!(r.counts.get("same").copied().unwrap_or(0) >= 30, "{}", r.summary());
+    assert!(
+        r.counts.get("same").copied().unwrap_or(0) >= 30,
+        "{}",
+        r.summary()
+    );
 }
 
 use std::collections::HashSet;
@@ -153,7 +165,10 @@ fn checkpointed_and_called_functions_run_the_same_from_stablehlo() {
     let text = m.to_stablehlo().unwrap();
     assert!(text.contains("\"func.call\""), "{text}");
     assert!(text.contains("func.func private"), "{text}");
-    assert!(text.contains("\"stablehlo.optimization_barrier\""), "{text}");
+    assert!(
+        text.contains("\"stablehlo.optimization_barrier\""),
+        "{text}"
+    );
     let xv = [0.3f64, -1.2, 2.0, 0.7];
     let wv = [0.5f64, 0.25, -0.4, 1.5];
     let xb = common::upload(&xv, &[4]);
@@ -161,7 +176,11 @@ fn checkpointed_and_called_functions_run_the_same_from_stablehlo() {
     let [h, s] = both(&m, &[&xb, &wb]);
     assert_eq!(h, s);
     // And against plain Rust: loss = Σ 2 sin(tanh(x w)), d/dw = 2 cos(tanh) (1 - tanh²) x.
-    let loss: f64 = xv.iter().zip(&wv).map(|(x, w)| 2.0 * (x * w).tanh().sin()).sum();
+    let loss: f64 = xv
+        .iter()
+        .zip(&wv)
+        .map(|(x, w)| 2.0 * (x * w).tanh().sin())
+        .sum();
     assert!((s[0][0] - loss).abs() < 1e-12, "{} vs {loss}", s[0][0]);
     for k in 0..4 {
         let t = (xv[k] * wv[k]).tanh();
@@ -182,12 +201,20 @@ fn loops_and_branches_run_the_same_from_stablehlo() {
         &(&x * 0.5).sin() + &i.convert(xlaclient::ElementType::F64)
     });
     let s = looped.reduce_sum(&[0]);
-    let c = b.cond(&s.gt(&b.constant(1.0f64)), looped.clone(), |v| &v * 2.0, |v| -&v);
+    let c = b.cond(
+        &s.gt(&b.constant(1.0f64)),
+        looped.clone(),
+        |v| &v * 2.0,
+        |v| -&v,
+    );
     let sw = b.switch(
         &k,
         c.clone(),
         Box::new(|v: xlaclient::Op| &v + 1.0),
-        vec![Box::new(|v: xlaclient::Op| &v * 3.0), Box::new(|v: xlaclient::Op| v.exp())],
+        vec![
+            Box::new(|v: xlaclient::Op| &v * 3.0),
+            Box::new(|v: xlaclient::Op| v.exp()),
+        ],
     );
     let m = b.build_tuple(&[&looped, &c, &sw]).unwrap();
     let text = m.to_stablehlo().unwrap();
@@ -217,7 +244,10 @@ fn loops_and_branches_run_the_same_from_stablehlo() {
         };
         for (got, want) in [(&s[0], &v), (&s[1], &c), (&s[2], &sw)] {
             for (g, w) in got.iter().zip(want.iter()) {
-                assert!((g - w).abs() < 1e-12 * (1.0 + w.abs()), "k = {kv}: {got:?} vs {want:?}");
+                assert!(
+                    (g - w).abs() < 1e-12 * (1.0 + w.abs()),
+                    "k = {kv}: {got:?} vs {want:?}"
+                );
             }
         }
     }
@@ -232,7 +262,9 @@ fn a_debug_callback_is_called_from_a_stablehlo_program() {
     let b = Builder::new("debug_cb");
     let x0 = b.parameter(0, Shape::of::<f64>(&[2]), "x0");
     let out = b.fori_loop(0, 3, x0, |i, x| {
-        b.debug_callback(&[i, &x], move |v: &[HostValue]| s2.lock().unwrap().push(v.to_vec()));
+        b.debug_callback(&[i, &x], move |v: &[HostValue]| {
+            s2.lock().unwrap().push(v.to_vec())
+        });
         &x * 2.0
     });
     let m = b.build(&out).unwrap();
@@ -258,8 +290,14 @@ fn what_stablehlo_cannot_say_is_an_error_naming_the_op() {
     let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
     let m = b.build(&x.all_to_all(0, &[])).unwrap();
     let e = m.to_stablehlo().unwrap_err().to_string();
-    assert!(e.contains("`all-to-all`") && e.contains("split count"), "{e}");
-    assert!(e.contains("stablehlo_emit.rs"), "names the user's line: {e}");
+    assert!(
+        e.contains("`all-to-all`") && e.contains("split count"),
+        "{e}"
+    );
+    assert!(
+        e.contains("stablehlo_emit.rs"),
+        "names the user's line: {e}"
+    );
     let text = m.to_stablehlo_with(2, 1).unwrap();
     assert!(text.contains("mhlo.num_replicas = 2"), "{text}");
     assert!(text.contains("split_count = 2"), "{text}");

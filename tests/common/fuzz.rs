@@ -1566,7 +1566,11 @@ pub fn compare_formats(
         (a, b) => {
             return (
                 "fail",
-                format!("execute: from HLO {:?}, from StableHLO {:?}", a.err(), b.err()),
+                format!(
+                    "execute: from HLO {:?}, from StableHLO {:?}",
+                    a.err(),
+                    b.err()
+                ),
             );
         }
     };
@@ -1575,7 +1579,11 @@ pub fn compare_formats(
         if a.len() != b.len() {
             return (
                 "fail",
-                format!("replica {r}: {} outputs from HLO, {} from StableHLO", a.len(), b.len()),
+                format!(
+                    "replica {r}: {} outputs from HLO, {} from StableHLO",
+                    a.len(),
+                    b.len()
+                ),
             );
         }
         for (i, (x, y)) in a.iter().zip(b).enumerate() {

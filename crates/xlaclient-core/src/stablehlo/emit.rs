@@ -64,7 +64,13 @@ pub(crate) fn module_to_stablehlo(m: &Module, counts: Option<(i64, i64)>) -> Res
 fn module_name(name: &str) -> String {
     let s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     match s.chars().next() {
         Some(c) if c.is_ascii_alphabetic() || c == '_' => s,
@@ -220,7 +226,10 @@ fn channel(id: Option<i64>) -> Option<String> {
 }
 
 fn collective_attrs(a: &CollectiveAttrs, attrs: &mut Vec<String>) {
-    attrs.push(format!("replica_groups = {}", replica_groups(&a.replica_groups)));
+    attrs.push(format!(
+        "replica_groups = {}",
+        replica_groups(&a.replica_groups)
+    ));
     attrs.extend(channel(a.channel_id));
     if a.use_global_device_ids {
         attrs.push("use_global_device_ids".into());
@@ -574,7 +583,10 @@ impl<'m> Emitter<'m> {
                         f.push(format!("{k} = {}", list(v)));
                     }
                 }
-                attrs.push(format!("dot_dimension_numbers = #stablehlo.dot<{}>", f.join(", ")));
+                attrs.push(format!(
+                    "dot_dimension_numbers = #stablehlo.dot<{}>",
+                    f.join(", ")
+                ));
                 attrs.push(format!(
                     "precision_config = [{}, {}]",
                     precision(d.precision[0]),
@@ -628,7 +640,10 @@ impl<'m> Emitter<'m> {
                     ("offset_dims", &d.offset_dims),
                     ("collapsed_slice_dims", &d.collapsed_slice_dims),
                     ("operand_batching_dims", &d.operand_batching_dims),
-                    ("start_indices_batching_dims", &d.start_indices_batching_dims),
+                    (
+                        "start_indices_batching_dims",
+                        &d.start_indices_batching_dims,
+                    ),
                     ("start_index_map", &d.start_index_map),
                 ] {
                     if !v.is_empty() {
@@ -636,7 +651,10 @@ impl<'m> Emitter<'m> {
                     }
                 }
                 f.push(format!("index_vector_dim = {}", d.index_vector_dim));
-                attrs.push(format!("dimension_numbers = #stablehlo.gather<{}>", f.join(", ")));
+                attrs.push(format!(
+                    "dimension_numbers = #stablehlo.gather<{}>",
+                    f.join(", ")
+                ));
                 attrs.push(format!("slice_sizes = {}", i64_array(&g.slice_sizes)));
                 attrs.push(format!("indices_are_sorted = {}", g.indices_are_sorted));
             }
@@ -671,7 +689,10 @@ impl<'m> Emitter<'m> {
             }
             OpKind::Convolution(c) => {
                 let get = |f: fn(&WindowDim) -> i64| c.window.iter().map(f).collect::<Vec<i64>>();
-                attrs.push(format!("window_strides = {}", i64_array(&get(|d| d.stride))));
+                attrs.push(format!(
+                    "window_strides = {}",
+                    i64_array(&get(|d| d.stride))
+                ));
                 let pads: Vec<(i64, i64)> = c
                     .window
                     .iter()
@@ -774,7 +795,10 @@ impl<'m> Emitter<'m> {
                 regions.push(self.body_region(depth + 1, *body)?);
             }
             OpKind::CustomCall(a) => {
-                attrs.push(format!("call_target_name = \"{}\"", escape(a.target.as_bytes())));
+                attrs.push(format!(
+                    "call_target_name = \"{}\"",
+                    escape(a.target.as_bytes())
+                ));
                 if a.has_side_effect {
                     attrs.push("has_side_effect = true".into());
                 }
@@ -825,7 +849,10 @@ impl<'m> Emitter<'m> {
                 collective_attrs(a, &mut attrs);
                 regions.push(self.body_region(depth + 1, *body)?);
             }
-            OpKind::AllGather { attrs: a, dimension } => {
+            OpKind::AllGather {
+                attrs: a,
+                dimension,
+            } => {
                 attrs.push(format!("all_gather_dim = {dimension} : i64"));
                 collective_attrs(a, &mut attrs);
             }
@@ -884,11 +911,7 @@ impl<'m> Emitter<'m> {
         if let Some(n) = self.funcs.get(&c) {
             return n.clone();
         }
-        let n = format!(
-            "{}_{}",
-            module_name(&self.m.comps[c.0 as usize].name),
-            c.0
-        );
+        let n = format!("{}_{}", module_name(&self.m.comps[c.0 as usize].name), c.0);
         self.funcs.insert(c, n.clone());
         self.pending.push(c);
         n
@@ -918,12 +941,7 @@ impl<'m> Emitter<'m> {
         );
         let r = self.body(out, 2, c, &args)?;
         indent(out, 2);
-        let _ = writeln!(
-            out,
-            "\"func.return\"({}) : ({}) -> ()",
-            r.0,
-            type_of(&r.1)
-        );
+        let _ = writeln!(out, "\"func.return\"({}) : ({}) -> ()", r.0, type_of(&r.1));
         out.push_str("  }\n");
         Ok(())
     }
@@ -1014,7 +1032,10 @@ mod tests {
 
     #[test]
     fn types_and_literals() {
-        assert_eq!(type_of(&Shape::array(ElementType::F32, &[2, 3])), "tensor<2x3xf32>");
+        assert_eq!(
+            type_of(&Shape::array(ElementType::F32, &[2, 3])),
+            "tensor<2x3xf32>"
+        );
         assert_eq!(type_of(&Shape::array(ElementType::U8, &[])), "tensor<ui8>");
         assert_eq!(
             type_of(&Shape::Tuple(vec![
@@ -1025,7 +1046,10 @@ mod tests {
         );
         assert_eq!(dense(ElementType::Pred, &[2], &[1, 0]), "[true, false]");
         assert_eq!(dense(ElementType::F32, &[0, 2], &[]), "");
-        assert_eq!(dense(ElementType::F32, &[], &1f32.to_le_bytes()), "\"0x0000803F\"");
+        assert_eq!(
+            dense(ElementType::F32, &[], &1f32.to_le_bytes()),
+            "\"0x0000803F\""
+        );
         assert_eq!(
             replica_groups(&[vec![0, 1, 2], vec![3]]),
             "dense<[[0, 1, 2], [3, -1, -1]]> : tensor<2x3xi64>"
