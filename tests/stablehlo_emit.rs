@@ -344,3 +344,44 @@ fn a_sharded_program_runs_the_same_from_stablehlo_on_eight_devices() {
         fuzz::compare_formats(&c, m, &mesh.compile_options(), &args, &dir.path().join("m"));
     assert_eq!(code, "same", "{detail}");
 }
+
+#[test]
+fn every_element_type_converts_the_same_from_stablehlo() {
+    // Parameters, constants and converts of every element type (f8, bf16,
+    // complex, unsigned, pred), and bit casts; complex values leave as their real
+    // and imaginary parts so that every output is compared bit for bit.
+    use xlaclient::ElementType;
+    let c = common::client();
+    let xs = [0.5f32, -1.75, 3.0, 0.1];
+    let x = common::upload(&xs, &[4]);
+    for ty in ElementType::ALL {
+        let b = Builder::new("types");
+        let p = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+        let k = b.constant_vec(&[0.25f32, 2.0, -0.5, 7.0]).convert(ty);
+        let y = p.convert(ty);
+        let mut outs = Vec::new();
+        if ty.is_complex() {
+            outs.push(y.real());
+            outs.push(y.imag());
+            outs.push(k.real());
+        } else {
+            outs.push(y.clone());
+            outs.push(k.clone());
+            outs.push(y.convert(ElementType::F32));
+            if ty.byte_size() == 4 {
+                outs.push(y.bitcast_convert(ElementType::U32));
+            }
+        }
+        let refs: Vec<&xlaclient::Op> = outs.iter().collect();
+        let m = b.build_tuple(&refs).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (code, detail) = fuzz::compare_formats(
+            c,
+            &m,
+            &CompileOptions::new(),
+            &[vec![&x]],
+            &dir.path().join("m"),
+        );
+        assert_eq!(code, "same", "{ty}: {detail}");
+    }
+}
