@@ -1531,11 +1531,37 @@ fn output_bytes(b: &Buffer) -> Option<xlaclient::Result<Vec<u8>>> {
     }
 }
 
+/// Whether two outputs of element type `ty` hold the same bits, a NaN matching
+/// any NaN (XLA leaves the sign and payload of a computed NaN unspecified, and
+/// constant folding and run-time code make different ones).
+fn same_bits(ty: Option<ElementType>, a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let (size, nan): (usize, fn(u64) -> bool) = match ty {
+        Some(ElementType::F8E4M3FN) => (1, |v| v & 0x7F == 0x7F),
+        Some(ElementType::F8E5M2) => (1, |v| v & 0x7C == 0x7C && v & 0x03 != 0),
+        Some(ElementType::F16) => (2, |v| v & 0x7C00 == 0x7C00 && v & 0x3FF != 0),
+        Some(ElementType::Bf16) => (2, |v| v & 0x7F80 == 0x7F80 && v & 0x7F != 0),
+        Some(ElementType::F32) => (4, |v| f32::from_bits(v as u32).is_nan()),
+        Some(ElementType::F64) => (8, |v| f64::from_bits(v).is_nan()),
+        _ => return false,
+    };
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |c: &[u8]| c.iter().rev().fold(0u64, |w, x| (w << 8) | *x as u64);
+    a.chunks(size)
+        .zip(b.chunks(size))
+        .all(|(x, y)| x == y || (nan(word(x)) && nan(word(y))))
+}
+
 /// Compiles `m` from its `HloModuleProto` and from its StableHLO text
 /// (`Computation::to_stablehlo`, PJRT's `mlir` format) with `options`, runs both
 /// on `args` (one list per replica) and compares every output of every replica
-/// bit for bit (complex outputs, which have no host type to read them as, by
-/// type and dims): `same`, `same-types` (complex outputs among them) or `fail`.
+/// bit for bit, NaNs matching any NaN (complex outputs, which have no host type
+/// to read them as, by type and dims): `same`, `same-types` (complex outputs
+/// among them) or `fail`.
 pub fn compare_formats(
     client: &Client,
     m: &Computation,
@@ -1599,7 +1625,7 @@ pub fn compare_formats(
             }
             match (output_bytes(x), output_bytes(y)) {
                 (Some(Ok(bx)), Some(Ok(by))) => {
-                    if bx != by {
+                    if !same_bits(tx, &bx, &by) {
                         return (
                             "fail",
                             format!(

@@ -25,7 +25,7 @@ use std::fmt::Write;
 
 use crate::error::{Error, Result};
 use crate::ir::attrs::{
-    CollectiveAttrs, Precision, RngAlgorithm, Transpose as SolveTranspose, WindowDim,
+    BinaryOp, CollectiveAttrs, Precision, RngAlgorithm, Transpose as SolveTranspose, WindowDim,
 };
 use crate::ir::{CompId, Module, OpKind, Opcode, Signatures, Value, value_shape};
 use crate::shape::{ElementType, Shape};
@@ -529,7 +529,59 @@ impl<'m> Emitter<'m> {
         }
         let mut regions: Vec<Region> = Vec::new();
         let in_ty = |i: usize| operands[i].1.element_type();
+        let pred = shape.element_type() == Some(ElementType::Pred);
         match kind {
+            // On `pred`, XLA's maximum and minimum are logical or and and; MLIR's
+            // folders read an `i1` as signed (true = -1), so they are printed as
+            // what they compute.
+            OpKind::Binary(b @ (BinaryOp::Maximum | BinaryOp::Minimum)) if pred => {
+                let name = if *b == BinaryOp::Maximum {
+                    "stablehlo.or"
+                } else {
+                    "stablehlo.and"
+                };
+                return Ok(self.op(out, depth, name, operands, &[], &attrs, &results));
+            }
+            OpKind::Clamp if pred => {
+                // min(max(x, lo), hi) = (x or lo) and hi, scalar bounds broadcast.
+                let full = |e: &mut Self, out: &mut String, v: &(String, Shape)| {
+                    if v.1 == *shape {
+                        return v.clone();
+                    }
+                    let r = e.op(
+                        out,
+                        depth,
+                        "stablehlo.broadcast_in_dim",
+                        std::slice::from_ref(v),
+                        &[],
+                        &["broadcast_dimensions = array<i64>".to_string()],
+                        std::slice::from_ref(shape),
+                    );
+                    (r[0].clone(), shape.clone())
+                };
+                let lo = full(self, out, &operands[0]);
+                let hi = full(self, out, &operands[2]);
+                let x = operands[1].clone();
+                let or = self.op(
+                    out,
+                    depth,
+                    "stablehlo.or",
+                    &[x, lo],
+                    &[],
+                    &[],
+                    std::slice::from_ref(shape),
+                );
+                let or = (or[0].clone(), shape.clone());
+                return Ok(self.op(
+                    out,
+                    depth,
+                    "stablehlo.and",
+                    &[or, hi],
+                    &[],
+                    &attrs,
+                    &results,
+                ));
+            }
             OpKind::Parameter { .. } => unreachable!("parameters are the function's arguments"),
             OpKind::Constant(bytes) => {
                 let Shape::Array { ty, dims } = shape else {
