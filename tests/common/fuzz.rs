@@ -1569,7 +1569,13 @@ pub fn compare_formats(
     args: &[Vec<&Buffer>],
     hlo: &Path,
 ) -> Outcome {
-    let text = match no_panic(|| m.to_stablehlo()) {
+    let counts = options
+        .proto()
+        .executable_build_options
+        .as_ref()
+        .map(|b| (b.num_replicas.max(1), b.num_partitions.max(1)))
+        .unwrap_or((1, 1));
+    let text = match no_panic(|| m.to_stablehlo_with(counts.0, counts.1)) {
         Err(p) => return ("fail", format!("to_stablehlo panicked: {p}")),
         Ok(Err(e)) => return ("fail", format!("to_stablehlo: {e}")),
         Ok(Ok(t)) => t,
