@@ -409,6 +409,8 @@ impl<'m> Emitter<'m> {
         let m = self.m;
         let c = &m.comps[ci.0 as usize];
         let mut refs: Vec<Vec<String>> = vec![Vec::new(); c.instrs.len()];
+        // Which instructions compute from constants alone (MLIR may fold them).
+        let mut folds = vec![false; c.instrs.len()];
         let val = |refs: &Vec<Vec<String>>, v: Value| -> (String, Shape) {
             (
                 refs[v.instr as usize][v.result as usize].clone(),
@@ -418,9 +420,39 @@ impl<'m> Emitter<'m> {
             )
         };
         for (i, ins) in c.instrs.iter().enumerate() {
-            let operands: Vec<(String, Shape)> =
+            let mut operands: Vec<(String, Shape)> =
                 ins.operands.iter().map(|v| val(&refs, *v)).collect();
             let shape = m.shapes.get(ins.shape).clone();
+            folds[i] = match &ins.kind {
+                OpKind::Constant(_) | OpKind::Iota { .. } => true,
+                OpKind::Parameter { .. }
+                | OpKind::ReplicaId
+                | OpKind::PartitionId
+                | OpKind::CustomCall(_)
+                | OpKind::RngBitGenerator { .. }
+                | OpKind::OptimizationBarrier => false,
+                _ => ins.operands.iter().all(|v| folds[v.instr as usize]),
+            };
+            // An integer division or remainder by a divisor MLIR can fold: the
+            // divisor goes through an optimization barrier, since a plugin's
+            // folder divided by a constant zero (SIGFPE in the compiler) where
+            // XLA defines the result.
+            if let OpKind::Binary(BinaryOp::Divide | BinaryOp::Remainder) = &ins.kind {
+                let int = shape.element_type().is_some_and(|t| t.is_integer());
+                if int && folds[ins.operands[1].instr as usize] {
+                    let d = operands[1].clone();
+                    let r = self.op(
+                        out,
+                        depth,
+                        "stablehlo.optimization_barrier",
+                        std::slice::from_ref(&d),
+                        &[],
+                        &[],
+                        std::slice::from_ref(&d.1),
+                    );
+                    operands[1].0 = r[0].clone();
+                }
+            }
             if let OpKind::Parameter { number, .. } = &ins.kind {
                 refs[i] = vec![params[*number as usize].0.clone()];
                 continue;
