@@ -3,12 +3,16 @@
 //! serialized modules (each compiled to `Ok` or `Err`, and run when compiled) and
 //! damaged serialized executables (each refused by the guard), random control flow
 //! under `grad` (each built and checked against finite differences), random
-//! collectives on eight devices (each refused, or run with the right values), every
-//! case in a child process so that a crash of the plugin is reported with its seed.
+//! collectives on eight devices (each refused, or run with the right values), and
+//! the same graphs, control plans and collectives compiled from their StableHLO
+//! text as well as from HLO (outputs equal bit for bit: `--stablehlo`,
+//! `--stablehlo-control`, `--stablehlo-collectives`), every case in a child
+//! process so that a crash of the plugin is reported with its seed.
 //!
 //! ```text
 //! cargo run --release --example fuzz -- --graphs 100000 --modules 20000 --executables 5000
-//!     --control 2000 --collectives 2000 --jobs 2 [--seed N] [--kinds BitFlip,Opcode] [--out DIR]
+//!     --control 2000 --collectives 2000 --stablehlo 5000 --stablehlo-control 500
+//!     --stablehlo-collectives 500 --jobs 2 [--seed N] [--kinds BitFlip,Opcode] [--out DIR]
 //! ```
 //!
 //! Prints the counts and each failure's seed; with `--out`, writes each failure's
@@ -37,6 +41,9 @@ fn main() {
     let caches = num("--cache", 0);
     let control = num("--control", 0);
     let collectives = num("--collectives", 0);
+    let stablehlo = num("--stablehlo", 0);
+    let stablehlo_control = num("--stablehlo-control", 0);
+    let stablehlo_collectives = num("--stablehlo-collectives", 0);
     let seed = num("--seed", 0);
     let jobs = num("--jobs", 1) as usize;
     let out = get("--out").map(std::path::PathBuf::from);
@@ -50,9 +57,10 @@ fn main() {
         && caches == 0
         && control == 0
         && collectives == 0
+        && stablehlo + stablehlo_control + stablehlo_collectives == 0
     {
         eprintln!(
-            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--cache N] [--control N] [--collectives N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
+            "usage: fuzz [--graphs N] [--modules N] [--executables N] [--cache N] [--control N] [--collectives N] [--stablehlo N] [--stablehlo-control N] [--stablehlo-collectives N] [--seed S] [--jobs J] [--kinds K1,K2] [--out DIR]"
         );
         std::process::exit(2);
     }
@@ -64,6 +72,13 @@ fn main() {
         ("cache", caches, "cache"),
         ("control", control, "control"),
         ("collectives", collectives, "collectives"),
+        ("stablehlo", stablehlo, "stablehlo"),
+        ("stablehlo-control", stablehlo_control, "stablehlo-control"),
+        (
+            "stablehlo-collectives",
+            stablehlo_collectives,
+            "stablehlo-collectives",
+        ),
     ] {
         if n == 0 {
             continue;
@@ -83,7 +98,18 @@ fn main() {
         );
         let secs = t.elapsed().as_secs_f64();
         let c = |k: &str| r.counts.get(k).copied().unwrap_or(0);
-        if label == "graphs" || label == "control" || label == "collectives" {
+        if label.starts_with("stablehlo") {
+            println!(
+                "{label} {seed}..{}: rejected by builder {}, equal bit for bit {}, equal types (complex outputs) {}, not compiled from HLO {}, failures {} ({} crashes) in {secs:.0} s",
+                seed + n,
+                c("rejected"),
+                c("same"),
+                c("same-types"),
+                c("err"),
+                r.failures.len(),
+                c("crash"),
+            );
+        } else if label == "graphs" || label == "control" || label == "collectives" {
             println!(
                 "{label} {seed}..{}: rejected by builder {}, compiled and ran {}, failures {} ({} crashes) in {secs:.0} s",
                 seed + n,

@@ -34,8 +34,8 @@
 //!     and the traps.
 //! 16. [JAX parity](jax_parity): every name JAX code uses most, with its Rust
 //!     form and whether it means the same.
-//! 17. [Interchange with JAX](interchange_with_jax): StableHLO from JAX into the IR
-//!     (and back).
+//! 17. [Interchange with JAX](interchange_with_jax): StableHLO emitted from the IR
+//!     (compiled through PJRT's `mlir` format, run by JAX) and imported from JAX.
 
 // Cross-chapter links. A chapter links to another with `[text][chapter-name]` and
 // defines `[chapter-name]: NN-chapter-name.md` at its end (for reading on GitHub).

@@ -1,7 +1,8 @@
 //! The op table of the guide's ops chapter (`guide/14-ops.md`) lists every entry of
 //! the opcode table exactly once, with a family file and numeric test files that
 //! exist, and gradient, tangent and batching columns equal to what `autodiff::gradient`,
-//! `forward::tangent` and `batching::batching` say: they cannot drift from the code.
+//! `forward::tangent` and `batching::batching` say, and a StableHLO column equal to
+//! the op table's (`Opcode::stablehlo_name`): they cannot drift from the code.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,12 @@ fn the_guide_op_table_matches_the_opcode_table() {
         assert_eq!(got, class(tangent(*op)), "{name}: the tangent column");
         let got = cells.get(7).copied().unwrap_or("");
         assert_eq!(got, class(batching(*op)), "{name}: the batching column");
+        let got = cells.get(8).copied().unwrap_or("");
+        assert!(
+            got.starts_with(&format!("`{}`", op.stablehlo_name())),
+            "{name}: the StableHLO column says {got}, the op table {}",
+            op.stablehlo_name()
+        );
         listed.push(name.to_string());
     }
     let set: BTreeSet<&str> = listed.iter().map(String::as_str).collect();

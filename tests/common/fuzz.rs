@@ -1507,6 +1507,173 @@ pub fn run_graph(client: &Client, seed: u64, hlo: &Path) -> Outcome {
     ("ran", String::new())
 }
 
+/// The little-endian bytes of an output, when its element type has a host type
+/// (every type but the complex ones).
+fn output_bytes(b: &Buffer) -> Option<xlaclient::Result<Vec<u8>>> {
+    let ty = b.element_type().ok()?;
+    let mut out = Vec::new();
+    macro_rules! read {
+        ($T:ty) => {
+            match b.to_vec::<$T>() {
+                Ok(v) => {
+                    <$T as NativeType>::extend_le_bytes(&v, &mut out);
+                    Some(Ok(out))
+                }
+                Err(e) => Some(Err(e.into())),
+            }
+        };
+    }
+    match ty {
+        ElementType::C64 | ElementType::C128 => None,
+        ElementType::F8E5M2 => read!(xlaclient::float8::F8E5M2),
+        ElementType::F8E4M3FN => read!(xlaclient::float8::F8E4M3FN),
+        t => with_native!(t, T => read!(T)),
+    }
+}
+
+/// Whether two outputs of element type `ty` hold the same bits, a NaN matching
+/// any NaN (XLA leaves the sign and payload of a computed NaN unspecified, and
+/// constant folding and run-time code make different ones).
+fn same_bits(ty: Option<ElementType>, a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let (size, nan): (usize, fn(u64) -> bool) = match ty {
+        Some(ElementType::F8E4M3FN) => (1, |v| v & 0x7F == 0x7F),
+        Some(ElementType::F8E5M2) => (1, |v| v & 0x7C == 0x7C && v & 0x03 != 0),
+        Some(ElementType::F16) => (2, |v| v & 0x7C00 == 0x7C00 && v & 0x3FF != 0),
+        Some(ElementType::Bf16) => (2, |v| v & 0x7F80 == 0x7F80 && v & 0x7F != 0),
+        Some(ElementType::F32) => (4, |v| f32::from_bits(v as u32).is_nan()),
+        Some(ElementType::F64) => (8, |v| f64::from_bits(v).is_nan()),
+        _ => return false,
+    };
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |c: &[u8]| c.iter().rev().fold(0u64, |w, x| (w << 8) | *x as u64);
+    a.chunks(size)
+        .zip(b.chunks(size))
+        .all(|(x, y)| x == y || (nan(word(x)) && nan(word(y))))
+}
+
+/// Compiles `m` from its `HloModuleProto` and from its StableHLO text
+/// (`Computation::to_stablehlo`, PJRT's `mlir` format) with `options`, runs both
+/// on `args` (one list per replica) and compares every output of every replica
+/// bit for bit, NaNs matching any NaN (complex outputs, which have no host type
+/// to read them as, by type and dims): `same`, `same-types` (complex outputs
+/// among them) or `fail`.
+pub fn compare_formats(
+    client: &Client,
+    m: &Computation,
+    options: &CompileOptions,
+    args: &[Vec<&Buffer>],
+    hlo: &Path,
+) -> Outcome {
+    let counts = options
+        .proto()
+        .executable_build_options
+        .as_ref()
+        .map(|b| (b.num_replicas.max(1), b.num_partitions.max(1)))
+        .unwrap_or((1, 1));
+    let text = match no_panic(|| m.to_stablehlo_with(counts.0, counts.1)) {
+        Err(p) => return ("fail", format!("to_stablehlo panicked: {p}")),
+        Ok(Err(e)) => return ("fail", format!("to_stablehlo: {e}")),
+        Ok(Ok(t)) => t,
+    };
+    let _ = std::fs::write(hlo, format!("{}\n{text}", m.to_hlo_text()));
+    let from_hlo = match client.compile_with(m, options) {
+        Ok(e) => e,
+        Err(e) => return ("fail", format!("builder accepted, XLA rejected: {e}")),
+    };
+    let opts = options.clone().format(xlaclient::ProgramFormat::StableHlo);
+    let from_shlo = match client.compile_with(m, &opts) {
+        Ok(e) => e,
+        Err(e) => return ("fail", format!("the StableHLO text did not compile: {e}")),
+    };
+    let (a, b) = match (
+        from_hlo.execute_replicated(args),
+        from_shlo.execute_replicated(args),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            return (
+                "fail",
+                format!(
+                    "execute: from HLO {:?}, from StableHLO {:?}",
+                    a.err(),
+                    b.err()
+                ),
+            );
+        }
+    };
+    let mut complex = 0;
+    for (r, (a, b)) in a.iter().zip(&b).enumerate() {
+        if a.len() != b.len() {
+            return (
+                "fail",
+                format!(
+                    "replica {r}: {} outputs from HLO, {} from StableHLO",
+                    a.len(),
+                    b.len()
+                ),
+            );
+        }
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let (tx, ty) = (x.element_type().ok(), y.element_type().ok());
+            let (dx, dy) = (x.dims().ok(), y.dims().ok());
+            if tx != ty || dx != dy {
+                return (
+                    "fail",
+                    format!(
+                        "replica {r} output {i}: {tx:?} {dx:?} from HLO, {ty:?} {dy:?} from StableHLO"
+                    ),
+                );
+            }
+            match (output_bytes(x), output_bytes(y)) {
+                (Some(Ok(bx)), Some(Ok(by))) => {
+                    if !same_bits(tx, &bx, &by) {
+                        return (
+                            "fail",
+                            format!(
+                                "replica {r} output {i} ({tx:?} {dx:?}) differs: HLO {bx:?}, StableHLO {by:?}"
+                            ),
+                        );
+                    }
+                }
+                (None, None) => complex += 1,
+                (x, y) => return ("fail", format!("output {i}: reading {x:?} / {y:?}")),
+            }
+        }
+    }
+    if complex > 0 {
+        ("same-types", format!("{complex} complex outputs"))
+    } else {
+        ("same", String::new())
+    }
+}
+
+/// StableHLO case `seed`: graph `seed` compiled from its `HloModuleProto` and from
+/// its StableHLO text and run on the same arguments ([`compare_formats`]).
+pub fn run_stablehlo(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+    let m = match no_panic(|| generate(seed)) {
+        Err(p) => return ("fail", format!("builder panicked: {p}")),
+        Ok((Err(e), _)) => return ("rejected", e.to_string()),
+        Ok((Ok(m), _)) => m,
+    };
+    let args: xlaclient::Result<Vec<Buffer>> = m
+        .parameter_shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| argument(client, s, seed ^ i as u64))
+        .collect();
+    let args = match args {
+        Ok(a) => a,
+        Err(e) => return ("fail", format!("upload: {e}")),
+    };
+    let refs: Vec<&Buffer> = args.iter().collect();
+    compare_formats(client, &m, &CompileOptions::new(), &[refs], hlo)
+}
+
 // ---------------------------------------------------------------------------------
 // Mutated modules.
 
@@ -2161,6 +2328,9 @@ pub fn run_cache(seed: u64, hlo: &Path) -> Outcome {
 pub fn work(kind: &str, i: u64, client: &Client, hlo: &Path) -> Outcome {
     match kind {
         "graphs" => run_graph(client, i, hlo),
+        "stablehlo" => run_stablehlo(client, i, hlo),
+        "stablehlo-control" => run_control_stablehlo(client, i, hlo),
+        "stablehlo-collectives" => run_collective_stablehlo(i, hlo),
         "modules" => run_module(client, i, &Mutation::ALL, hlo),
         "executables" => run_executable(client, i, hlo),
         "cache" => run_cache(i, hlo),
@@ -2624,6 +2794,43 @@ pub fn run_control(client: &Client, seed: u64, hlo: &Path) -> Outcome {
     ("ran", String::new())
 }
 
+/// StableHLO control case `seed`: the gradient program of control case `seed`
+/// (loops, branches, scans under `grad`) compiled from HLO and from StableHLO,
+/// outputs compared bit for bit ([`compare_formats`]).
+pub fn run_control_stablehlo(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xC0);
+    let plan = Plan::random(&mut rng, 3);
+    let c = [rng.uniform(-1.0, 1.0) as f64, rng.uniform(-1.0, 1.0) as f64];
+    let x0 = [rng.uniform(-1.0, 1.0) as f64, rng.uniform(-1.0, 1.0) as f64];
+    let w0 = [rng.uniform(-1.0, 1.0) as f64, rng.uniform(-1.0, 1.0) as f64];
+    let b = Builder::new("control");
+    let x = b.parameter(0, Shape::of::<f64>(&[2]), "x");
+    let w = b.parameter(1, Shape::of::<f64>(&[2]), "w");
+    let built = no_panic(|| {
+        let out = plan.build(&x, &w);
+        let loss = (&out * &b.constant_vec(&c)).reduce_sum(&[0]);
+        if plan.needs_while_gradient() {
+            b.build_tuple(&[&loss, &out])
+        } else {
+            let (gx, gw) = b.grad(&loss, &(x.clone(), w.clone()));
+            b.build_tuple(&[&loss, &gx, &gw])
+        }
+    });
+    let m = match built {
+        Err(p) => return ("fail", format!("builder panicked: {p} ({plan:?})")),
+        Ok(Err(e)) => return ("fail", format!("refused: {e} ({plan:?})")),
+        Ok(Ok(m)) => m,
+    };
+    let (xb, wb) = match (
+        client.buffer_from_host(&x0, &[2]),
+        client.buffer_from_host(&w0, &[2]),
+    ) {
+        (Ok(x), Ok(w)) => (x, w),
+        _ => return ("fail", "upload".into()),
+    };
+    compare_formats(client, &m, &CompileOptions::new(), &[vec![&xb, &wb]], hlo)
+}
+
 // ---------------------------------------------------------------------------------
 // Collectives on many devices.
 
@@ -2666,6 +2873,81 @@ fn random_groups(rng: &mut Rng, n: usize) -> Vec<Vec<i64>> {
         }
     }
     groups
+}
+
+/// StableHLO collective case `seed`: the module of collective case `seed`, when
+/// it compiles from HLO, compiled from StableHLO too and run on every replica,
+/// outputs compared bit for bit ([`compare_formats`]).
+pub fn run_collective_stablehlo(seed: u64, hlo: &Path) -> Outcome {
+    let client = eight_devices();
+    let (module, replicas, dims) = match collective_module(seed) {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    let opts = CompileOptions::new().num_replicas(replicas as i64);
+    if client.compile_with(&module, &opts).is_err() {
+        return ("err", "compile".into());
+    }
+    let devices = client.addressable_devices();
+    let len = count(&dims) as usize;
+    let args: Vec<Buffer> = match (0..replicas)
+        .map(|r| {
+            let data: Vec<f32> = (0..len).map(|i| (r * 100 + i) as f32).collect();
+            devices[r].buffer_from_host(&data, &dims)
+        })
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(a) => a,
+        Err(e) => return ("fail", format!("upload: {e}")),
+    };
+    let per_device: Vec<Vec<&Buffer>> = args.iter().map(|a| vec![a]).collect();
+    compare_formats(client, &module, &opts, &per_device, hlo)
+}
+
+/// The module of collective case `seed` (as [`run_collective`] draws it), its
+/// replica count and its parameter's dims; `Err` for a case the builder refuses.
+fn collective_module(seed: u64) -> Result<(Computation, usize, Vec<i64>), Outcome> {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xC011);
+    let n = rng.pick(&[1usize, 2, 4, 8]);
+    let replicas = if rng.chance(0.1) {
+        rng.pick(&[3usize, 5, 9, 16])
+    } else {
+        n
+    };
+    let rank = 1 + rng.below(2);
+    let dims: Vec<i64> = (0..rank).map(|_| rng.pick(&[1i64, 2, 3, 4, 8])).collect();
+    let groups = random_groups(&mut rng, n);
+    let dim = rng.below(rank + 1) as i64;
+    let which = rng.below(9);
+    let b = Builder::new("collective");
+    let x = b.parameter(0, Shape::of::<f32>(&dims), "x");
+    let y = match which {
+        0 => x.psum(&groups),
+        1 => x.pmax(&groups),
+        2 => x.pmin(&groups),
+        3 => x.pmean(&groups),
+        4 => x.all_gather(dim, &groups),
+        5 => x.reduce_scatter(BinaryOp::Add, dim, &groups),
+        6 => x.all_to_all(dim, &groups),
+        7 => {
+            let p = rng.perm(n);
+            let mut pairs: Vec<(i64, i64)> = (0..n)
+                .filter(|_| rng.chance(0.7))
+                .map(|i| (i as i64, p[i]))
+                .collect();
+            if rng.chance(0.2) && !pairs.is_empty() {
+                let first = pairs[0];
+                pairs.push(first);
+            }
+            x.collective_permute(&pairs)
+        }
+        _ => &x + &b.replica_id().convert(ElementType::F32),
+    };
+    match no_panic(|| b.build(&y)) {
+        Ok(Ok(m)) if replicas <= 8 => Ok((m, replicas, dims)),
+        Ok(Ok(_)) => Err(("rejected", "more replicas than devices".into())),
+        _ => Err(("rejected", "refused by the builder".into())),
+    }
 }
 
 /// Collective case `seed` on an eight-device client: a random collective (the

@@ -187,6 +187,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An instruction that StableHLO text cannot express
+    /// (`Computation::to_stablehlo`).
+    #[error("cannot emit `{op}` as StableHLO: {reason}")]
+    Emit {
+        /// The op, as XLA names it.
+        op: &'static str,
+        /// Why, with where in the user's code the instruction was built.
+        reason: String,
+    },
     /// A device mesh, a partition spec or a sharded array does not fit what it is
     /// used with (an unknown mesh axis, a split that does not divide a dimension,
     /// a mesh larger than the client, shards on the wrong devices, …).

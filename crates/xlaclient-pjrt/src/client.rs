@@ -330,6 +330,34 @@ impl Client {
         if module.uses_host_callbacks() {
             self.plugin().enable_host_callbacks()?;
         }
+        if options.program_format() == crate::ProgramFormat::StableHlo {
+            let text = match module.stablehlo_text(replicas, partitions) {
+                Some(Ok(t)) => t,
+                Some(Err(reason)) => {
+                    return Err(Error::InvalidOption {
+                        option: "format".into(),
+                        reason,
+                    });
+                }
+                None => {
+                    return Err(Error::InvalidOption {
+                        option: "format".into(),
+                        reason: "this module source cannot print StableHLO".into(),
+                    });
+                }
+            };
+            let params = (!options.spmd_partitioned())
+                .then(|| module.entry_parameter_shapes())
+                .flatten();
+            let mut z = Vec::with_capacity(text.len() + 1);
+            z.extend_from_slice(text.as_bytes());
+            z.push(0);
+            let mut exe = self.compile_program(b"mlir", &z[..text.len()], options, params)?;
+            if options.spmd_partitioned() {
+                exe.check_static_entry()?;
+            }
+            return Ok(exe);
+        }
         let bytes = module.hlo_module_bytes();
         if options.spmd_partitioned() {
             // The module states the logical arrays; each partition's parameters are

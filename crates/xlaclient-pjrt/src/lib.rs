@@ -74,7 +74,9 @@ pub use event::{AUTO_SPIN, Event, WaitPolicy};
 pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
 pub use host::{AlignedHost, HOST_ALIGN};
 pub use host_callback::{HOST_CALLBACK_TARGET, HostValue, register_host_callback};
-pub use options::{ClientOptions, CompileOptions, MAX_CPU_DEVICES, XLA_DEBUG_DEFAULTS};
+pub use options::{
+    ClientOptions, CompileOptions, MAX_CPU_DEVICES, ProgramFormat, XLA_DEBUG_DEFAULTS,
+};
 pub use shape::{ElementType, NativeType, Shape};
 
 /// The PJRT C API major version this crate speaks (plugins of another major version
@@ -113,6 +115,19 @@ pub unsafe trait HloModuleSource {
         Ok(())
     }
 
+    /// The module as StableHLO text for a program of `num_replicas` replicas and
+    /// `num_partitions` partitions, for a compile in [`ProgramFormat::StableHlo`]:
+    /// `None` (the default) when the source cannot print it, `Err` naming what it
+    /// cannot express. The text must compute what the HLO module computes, and
+    /// carries the same promise as [`hlo_module_bytes`](Self::hlo_module_bytes).
+    fn stablehlo_text(
+        &self,
+        _num_replicas: i64,
+        _num_partitions: i64,
+    ) -> Option<std::result::Result<String, String>> {
+        None
+    }
+
     /// Whether the module calls host callbacks ([`HOST_CALLBACK_TARGET`]): the
     /// client then registers the handler with its plugin before compiling
     /// ([`Plugin::enable_host_callbacks`]). The default says no.
@@ -133,6 +148,14 @@ unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
 
     fn check_replicas(&self, num_replicas: i64, num_partitions: i64) -> Result<(), String> {
         (**self).check_replicas(num_replicas, num_partitions)
+    }
+
+    fn stablehlo_text(
+        &self,
+        num_replicas: i64,
+        num_partitions: i64,
+    ) -> Option<std::result::Result<String, String>> {
+        (**self).stablehlo_text(num_replicas, num_partitions)
     }
 
     fn uses_host_callbacks(&self) -> bool {

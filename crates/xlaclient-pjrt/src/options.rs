@@ -193,6 +193,21 @@ pub struct CompileOptions {
     dump_to: Option<String>,
     /// `XLA_FLAGS` as read when the options were made (or what is wrong with it).
     xla_flags: Result<proto::DebugOptions, String>,
+    /// The form the module is handed to the plugin in.
+    format: ProgramFormat,
+}
+
+/// The form in which `Client::compile_with` hands a module to the plugin (the
+/// `PJRT_Program` format).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ProgramFormat {
+    /// A serialized `HloModuleProto` (PJRT's `hlo`), the default.
+    #[default]
+    Hlo,
+    /// StableHLO text (PJRT's `mlir`), printed by the module source
+    /// ([`HloModuleSource::stablehlo_text`](crate::HloModuleSource::stablehlo_text);
+    /// the core crate's `Computation::to_stablehlo`).
+    StableHlo,
 }
 
 impl Default for CompileOptions {
@@ -212,6 +227,7 @@ impl Default for CompileOptions {
                 .ok()
                 .filter(|d| !d.is_empty()),
             xla_flags: crate::xla_flags::from_env(),
+            format: ProgramFormat::Hlo,
         }
     }
 }
@@ -226,6 +242,24 @@ impl CompileOptions {
         self.proto
             .executable_build_options
             .get_or_insert_with(Default::default)
+    }
+
+    /// The form the module is handed to the plugin in: an `HloModuleProto` (the
+    /// default) or StableHLO text printed from it.
+    ///
+    /// ```
+    /// use xlaclient_pjrt::{CompileOptions, ProgramFormat};
+    /// let opts = CompileOptions::new().format(ProgramFormat::StableHlo);
+    /// assert_eq!(opts.program_format(), ProgramFormat::StableHlo);
+    /// ```
+    pub fn format(mut self, format: ProgramFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// The form the module is handed to the plugin in (see [`format`](Self::format)).
+    pub fn program_format(&self) -> ProgramFormat {
+        self.format
     }
 
     /// Number of replicas (data-parallel copies of the program).

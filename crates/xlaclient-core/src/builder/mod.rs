@@ -154,6 +154,27 @@ impl Computation {
         ir::text::module_to_text(&self.ir, &crate::ops::Table)
     }
 
+    /// The module as StableHLO text: MLIR in the `stablehlo` dialect, the entry as
+    /// `func.func public @main`, computations that `call` calls as private
+    /// functions, bodies of reductions, sorts, loops and branches inline in their
+    /// ops' regions (see [`crate::stablehlo`]). Compiled by
+    /// `client.compile_with(&c, &CompileOptions::new().format(ProgramFormat::StableHlo))`
+    /// (PJRT's `mlir` format), it computes what the HLO module computes. An
+    /// instruction StableHLO cannot express is an [`Error::Emit`] naming the op
+    /// and where it was built.
+    pub fn to_stablehlo(&self) -> Result<String> {
+        crate::stablehlo::emit::module_to_stablehlo(&self.ir, None)
+    }
+
+    /// [`to_stablehlo`](Self::to_stablehlo) for a program of `num_replicas`
+    /// replicas and `num_partitions` partitions: the counts are written as the
+    /// module's `mhlo.num_replicas` and `mhlo.num_partitions` (as JAX writes them),
+    /// and an all-to-all over every replica (no replica groups) gets the group of
+    /// them all (StableHLO's `all_to_all` needs its split count).
+    pub fn to_stablehlo_with(&self, num_replicas: i64, num_partitions: i64) -> Result<String> {
+        crate::stablehlo::emit::module_to_stablehlo(&self.ir, Some((num_replicas, num_partitions)))
+    }
+
     /// A structural fingerprint for caching (names and source locations ignored):
     /// see [`ir::Module::fingerprint`].
     pub fn fingerprint(&self) -> [u8; 32] {
@@ -207,6 +228,17 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
     ) -> std::result::Result<(), String> {
         crate::ops::collective::check_device_ids(self.ir(), num_replicas, num_partitions)?;
         crate::sharding::check_devices(self.ir(), num_partitions)
+    }
+
+    fn stablehlo_text(
+        &self,
+        num_replicas: i64,
+        num_partitions: i64,
+    ) -> Option<std::result::Result<String, String>> {
+        Some(
+            self.to_stablehlo_with(num_replicas, num_partitions)
+                .map_err(|e| e.to_string()),
+        )
     }
 
     fn uses_host_callbacks(&self) -> bool {

@@ -50,6 +50,7 @@ macro_rules! opcodes {
         #[doc = $doc:literal]
         $v:ident = $name:literal, $arity:expr,
         kind: $kind:ident $(($($member:tt)*))?,
+        stablehlo: $shlo:literal,
         $fam:ident { $($rules:tt)* };
     )*) => {
         /// Every HLO opcode the crate emits: one entry per op, named as XLA names it.
@@ -75,6 +76,15 @@ macro_rules! opcodes {
             /// One line on what it computes.
             pub fn doc(self) -> &'static str {
                 match self { $(Opcode::$v => $doc.trim(),)* }
+            }
+
+            /// The MLIR op the opcode prints as in StableHLO text
+            /// (`Computation::to_stablehlo`): `"stablehlo.add"`, `"func.call"`
+            /// for `call`, `"func.func"` for `parameter` (a function's or a
+            /// region's arguments), `"stablehlo.case"` for `conditional` (whose
+            /// `pred`-selected form prints as `"stablehlo.if"`).
+            pub fn stablehlo_name(self) -> &'static str {
+                match self { $(Opcode::$v => $shlo,)* }
             }
 
             /// The opcode XLA spells `name`.

@@ -182,6 +182,7 @@ macro_rules! op_rules {
         #[doc = $doc:literal]
         $op:ident = $name:literal, $arity:expr,
         kind: $kind:ident $(($($member:tt)*))?,
+        stablehlo: $shlo:literal,
         $fam:ident {
             shape: $shape:ident,
             lower: $lower:tt,
