@@ -12,3 +12,8 @@ fi
 if ! "$VENV/bin/python" -c 'import gymnasium' 2>/dev/null; then
     "$VENV/bin/pip" install --quiet gymnasium==1.4.0
 fi
+# flatbuffers, jax.export's optional dependency (serialize/deserialize), for
+# scripts/run_stablehlo_in_jax.py's round trip, added to a venv that lacks it.
+if ! "$VENV/bin/python" -c 'import flatbuffers' 2>/dev/null; then
+    "$VENV/bin/pip" install --quiet flatbuffers==25.12.19
+fi

@@ -78,7 +78,9 @@ def main():
     try:
         exp = export.deserialize(exp.serialize())
         print("jax.export serialize/deserialize: round-tripped")
-    except ImportError as e:
+    except (ImportError, ValueError) as e:
+        # JAX 0.10.2 serializes only an Exported with named shardings, which one
+        # built from text has not: the text itself is what JAX runs below.
         print(f"jax.export serialize/deserialize: skipped ({e})")
     got = jax.jit(exp.call)(*inputs)
     worst = 0.0
