@@ -882,6 +882,22 @@ impl Learner {
         Ok(out.loss.to_scalar::<f32>()?)
     }
 
+    /// One [`train_step`](Self::train_step); every
+    /// [`LearnerConfig::publish_every`] steps the version goes up by one and the
+    /// parameters are published (a publish that fails, the server away, is
+    /// skipped: the next one carries newer parameters).
+    ///
+    /// # Errors
+    /// As [`train_step`](Self::train_step).
+    pub fn train_and_publish(&mut self, tr: &Transport) -> Result<f32> {
+        let loss = self.train_step()?;
+        if self.report.train_steps % self.cfg.publish_every.max(1) == 0 {
+            self.report.version += 1;
+            let _ = self.publish(tr);
+        }
+        Ok(loss)
+    }
+
     /// Writes the checkpoint (when a directory is set), then acks everything
     /// received so far: the checkpoint holds it.
     ///
@@ -935,11 +951,7 @@ impl Learner {
             if self.replay.len() >= self.cfg.min_replay {
                 while self.credit >= 1.0 {
                     self.credit -= 1.0;
-                    self.train_step()?;
-                    if self.report.train_steps % self.cfg.publish_every == 0 {
-                        self.report.version += 1;
-                        let _ = self.publish(tr);
-                    }
+                    self.train_and_publish(tr)?;
                     if self.report.train_steps % self.cfg.eval_every == 0 {
                         eval = self.eval()?;
                     }
