@@ -16,8 +16,9 @@
 //! and index read from the environment (`deploy/k8s/indexed-job.yaml`,
 //! `deploy/slurm/fleet.sbatch`; the variables are listed in
 //! `xlaclient::fleet::settings`):
-//! - `distributed learner` / `distributed actor`: run one role against
-//!   `NATS_URL`;
+//! - `distributed run` (or `learner` / `actor`, the same): run the role the
+//!   environment gives (`XLACLIENT_FLEET_ROLE`, else `SLURM_PROCID` or
+//!   `JOB_COMPLETION_INDEX`) against `NATS_URL`;
 //! - `distributed --dry-run`: print the resolved settings and exit.
 //!
 //! Options of the local run: `--actors N` (default 4), `--max-time SECONDS`
@@ -34,7 +35,7 @@ use xlaclient::fleet::{NatsServer, Transport, TransportOptions};
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const USAGE: &str = "usage: distributed [--actors N] [--max-time SECONDS] [--epsilon E] \
-                     | distributed learner | distributed actor | distributed --dry-run";
+                     | distributed run|learner|actor | distributed --dry-run";
 
 fn learner_config(checkpoint_dir: Option<std::path::PathBuf>, max_time: f64) -> LearnerConfig {
     LearnerConfig {
@@ -95,7 +96,7 @@ fn real_main() -> Res<()> {
     let value = |i: usize| args.get(i + 1).ok_or_else(|| format!("{} needs a value\n{USAGE}", args[i]));
     while i < args.len() {
         match args[i].as_str() {
-            "learner" | "actor" => {
+            "learner" | "actor" | "run" => {
                 let settings = Settings::from_env()?;
                 return run_role(&settings, epsilon, max_time);
             }
