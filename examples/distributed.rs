@@ -22,7 +22,9 @@
 //! - `distributed --dry-run`: print the resolved settings and exit.
 //!
 //! Options of the local run: `--actors N` (default 4), `--max-time SECONDS`
-//! (default 90), `--epsilon E` (default 0.1).
+//! (default 90), `--epsilon E` (default 0.1). `--in-process ROUNDS` instead runs
+//! the actors' work (stepper, network, message encoding) in this process with no
+//! transport and prints `in_process_env_steps_per_s=…` (the benchmark's baseline).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,6 +37,7 @@ use xlaclient::fleet::{NatsServer, Transport, TransportOptions};
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const USAGE: &str = "usage: distributed [--actors N] [--max-time SECONDS] [--epsilon E] \
+                     | distributed --in-process ROUNDS \
                      | distributed run|learner|actor | distributed --dry-run";
 
 fn learner_config(checkpoint_dir: Option<std::path::PathBuf>, max_time: f64) -> LearnerConfig {
@@ -100,6 +103,15 @@ fn real_main() -> Res<()> {
                 let settings = Settings::from_env()?;
                 return run_role(&settings, epsilon, max_time);
             }
+            "--in-process" => {
+                // The same actor work in this process, no transport: the
+                // benchmark's baseline (bench/distributed_throughput.sh).
+                let rounds: usize = value(i)?.parse().map_err(|_| "--in-process ROUNDS")?;
+                let client = Client::cpu()?;
+                let sps = xlaclient::fleet::catch::in_process_steps_per_s(&client, rounds)?;
+                println!("in_process_env_steps_per_s={sps:.0}");
+                return Ok(());
+            }
             "--dry-run" => {
                 println!("{}", Settings::from_env()?.line());
                 return Ok(());
@@ -149,7 +161,8 @@ fn real_main() -> Res<()> {
     }
     let opts = TransportOptions {
         prefix: prefix.into(),
-        max_bytes: 8 << 20,
+        // About 18 trajectories: a shallow queue keeps the policy lag low.
+        max_bytes: 2 << 20,
         ..TransportOptions::default()
     };
     let result = (|| -> Res<_> {
@@ -186,6 +199,8 @@ fn real_main() -> Res<()> {
         r.malformed,
         r.drained
     );
+    let lags: Vec<String> = r.lag_histogram.iter().map(|(l, n)| format!("{l}:{n}")).collect();
+    eprintln!("policy lag histogram (versions behind: trajectories): {}", lags.join(" "));
     println!("{r}");
     if r.eval < 1.0 {
         return Err(format!("greedy evaluation {} is below 1.0", r.eval).into());
