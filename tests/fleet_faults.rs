@@ -125,7 +125,12 @@ fn killed_actor_restarts_and_rejoins() {
         move || {
             let tr = Transport::connect(&url, opts("ka"), Duration::from_secs(10)).unwrap();
             let client = Client::cpu().unwrap();
-            Learner::new(&client, learner_config(None)).unwrap().run(&tr).unwrap()
+            // Long enough for the restarted actor to take part.
+            let cfg = LearnerConfig {
+                min_train_steps: 400,
+                ..learner_config(None)
+            };
+            Learner::new(&client, cfg).unwrap().run(&tr).unwrap()
         }
     });
     let idx = |i: u32| vec![("FLEET_TEST_INDEX", i.to_string())];

@@ -310,6 +310,11 @@ pub fn sent_key(index: u32, epoch: u64) -> String {
     format!("sent.{index}.{epoch}")
 }
 
+/// The config key an actor writes when it stops (its final sent count).
+pub fn done_key(index: u32, epoch: u64) -> String {
+    format!("done.{index}.{epoch}")
+}
+
 /// The config key of the run's stop flag.
 pub const STOP_KEY: &str = "stop";
 
@@ -433,6 +438,8 @@ pub fn run_actor(tr: &Transport, client: &Client, cfg: &ActorConfig) -> Result<A
         let _ = tr.put_config(&sent_key(cfg.index, cfg.epoch), &seq.to_string());
     }
     stats.seconds = start.elapsed().as_secs_f64();
+    // Tells the learner's drain that nothing more comes from this epoch.
+    let _ = tr.put_config(&done_key(cfg.index, cfg.epoch), &seq.to_string());
     Ok(stats)
 }
 
@@ -465,6 +472,8 @@ pub struct LearnerConfig {
     pub target_eval: f64,
     /// Train steps between evaluations.
     pub eval_every: u64,
+    /// Do not stop (on reaching the target) before this many train steps.
+    pub min_train_steps: u64,
     /// Stop after this many train steps at most.
     pub max_train_steps: u64,
     /// Stop after this long at most.
@@ -488,6 +497,7 @@ impl Default for LearnerConfig {
             checkpoint_every: Duration::from_millis(500),
             target_eval: 1.0,
             eval_every: 25,
+            min_train_steps: 0,
             max_train_steps: 20_000,
             max_time: Duration::from_secs(120),
             seed: 0,
@@ -954,6 +964,11 @@ impl Learner {
                     self.train_and_publish(tr)?;
                     if self.report.train_steps % self.cfg.eval_every == 0 {
                         eval = self.eval()?;
+                        if eval >= self.cfg.target_eval {
+                            // Stop with the parameters that reached it.
+                            self.credit = 0.0;
+                            break;
+                        }
                     }
                 }
             } else {
@@ -962,14 +977,14 @@ impl Learner {
             if self.last_checkpoint.elapsed() >= self.cfg.checkpoint_every {
                 let _ = self.checkpoint_and_ack(tr);
             }
-            if eval >= self.cfg.target_eval {
+            if eval >= self.cfg.target_eval && self.report.train_steps >= self.cfg.min_train_steps {
                 break;
             }
         }
         let end = Instant::now();
         self.stopping = true;
         let _ = tr.put_config(STOP_KEY, "1");
-        self.drain(tr, Duration::from_secs(10));
+        self.drain(tr, Duration::from_secs(15));
         let _ = self.checkpoint_and_ack(tr);
         let final_eval = greedy_eval(&self.host_params()?);
         let r = &mut self.report;
@@ -996,25 +1011,42 @@ impl Learner {
         }
     }
 
-    /// Sums the actors' sent counts from the config bucket.
-    fn sent_total(tr: &Transport) -> Option<u64> {
-        let all = tr.config_with_prefix("sent.").ok()?;
-        Some(all.iter().filter_map(|(_, v)| v.parse::<u64>().ok()).sum())
-    }
-
-    /// After the stop flag: receive until everything the actors report sent has
-    /// arrived (or `limit`), then compute `lost`.
+    /// After the stop flag: receive until every actor epoch that sent anything
+    /// has stopped (its `done` key written, or its sent count unchanged for 2 s:
+    /// a killed actor) and everything they report sent has arrived (or `limit`
+    /// passed), then compute `lost`.
     fn drain(&mut self, tr: &Transport, limit: Duration) {
         let start = Instant::now();
         let mut quiet = 0;
+        let mut last_change: BTreeMap<String, (String, Instant)> = BTreeMap::new();
         loop {
             let got = tr.fetch(64, Duration::from_millis(100)).unwrap_or_default();
             let n = got.len();
             self.receive(got);
-            let received = self.received();
-            let sent = Self::sent_total(tr).unwrap_or(0);
             quiet = if n == 0 { quiet + 1 } else { 0 };
-            if (received >= sent && quiet >= 3) || start.elapsed() > limit {
+            let sent_now = tr.config_with_prefix("sent.").unwrap_or_default();
+            let done: BTreeSet<String> = tr
+                .config_with_prefix("done.")
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, _)| k["done.".len()..].to_string())
+                .collect();
+            let now = Instant::now();
+            let mut all_stopped = true;
+            let mut sent = 0u64;
+            for (k, v) in &sent_now {
+                sent += v.parse::<u64>().unwrap_or(0);
+                let id = k["sent.".len()..].to_string();
+                let e = last_change.entry(id.clone()).or_insert((v.clone(), now));
+                if &e.0 != v {
+                    *e = (v.clone(), now);
+                }
+                if !done.contains(&id) && now.duration_since(e.1) < Duration::from_secs(2) {
+                    all_stopped = false;
+                }
+            }
+            let received = self.received();
+            if (all_stopped && received >= sent && quiet >= 3) || start.elapsed() > limit {
                 self.report.trajectories_sent = sent;
                 self.report.lost = sent as i64 - received as i64;
                 return;

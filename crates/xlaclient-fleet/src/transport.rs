@@ -43,8 +43,8 @@ pub struct TransportOptions {
     /// trajectories before refusing new ones. Default 64 MiB.
     pub max_bytes: i64,
     /// How long a delivered, unacked trajectory waits before it is delivered
-    /// again. Default 120 s (longer than the learner's checkpoint interval: it
-    /// acks only what a checkpoint holds).
+    /// again (to a restarted learner, say). Default 5 s: ten times the
+    /// learner's checkpoint interval, as it acks only what a checkpoint holds.
     pub ack_wait: Duration,
     /// The longest a frame may be (header included). Default [`frame::MAX_CHUNK`].
     pub max_frame: usize,
@@ -55,7 +55,7 @@ impl Default for TransportOptions {
         TransportOptions {
             prefix: "fleet".into(),
             max_bytes: 64 << 20,
-            ack_wait: Duration::from_secs(120),
+            ack_wait: Duration::from_secs(5),
             max_frame: frame::MAX_CHUNK,
         }
     }
