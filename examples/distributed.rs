@@ -72,7 +72,10 @@ fn run_role(settings: &Settings, epsilon: f32, max_time: f64) -> Res<()> {
             );
         }
         Role::Learner => {
-            let mut l = Learner::new(&client, learner_config(settings.checkpoint_dir.clone(), max_time))?;
+            let mut l = Learner::new(
+                &client,
+                learner_config(settings.checkpoint_dir.clone(), max_time),
+            )?;
             let r = l.run(&tr)?;
             println!("{r}");
             if r.eval < 1.0 {
@@ -96,7 +99,10 @@ fn real_main() -> Res<()> {
     let mut max_time = 90.0f64;
     let mut epsilon = 0.1f32;
     let mut i = 0;
-    let value = |i: usize| args.get(i + 1).ok_or_else(|| format!("{} needs a value\n{USAGE}", args[i]));
+    let value = |i: usize| {
+        args.get(i + 1)
+            .ok_or_else(|| format!("{} needs a value\n{USAGE}", args[i]))
+    };
     while i < args.len() {
         match args[i].as_str() {
             "learner" | "actor" | "run" => {
@@ -117,15 +123,27 @@ fn real_main() -> Res<()> {
                 return Ok(());
             }
             "--actors" => {
-                actors = value(i)?.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or("--actors: 1..=64")?;
+                actors = value(i)?
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=64).contains(&n))
+                    .ok_or("--actors: 1..=64")?;
                 i += 1;
             }
             "--max-time" => {
-                max_time = value(i)?.parse().ok().filter(|&t: &f64| t > 0.0).ok_or("--max-time: seconds > 0")?;
+                max_time = value(i)?
+                    .parse()
+                    .ok()
+                    .filter(|&t: &f64| t > 0.0)
+                    .ok_or("--max-time: seconds > 0")?;
                 i += 1;
             }
             "--epsilon" => {
-                epsilon = value(i)?.parse().ok().filter(|e| (0.0..=1.0).contains(e)).ok_or("--epsilon: in [0, 1]")?;
+                epsilon = value(i)?
+                    .parse()
+                    .ok()
+                    .filter(|e| (0.0..=1.0).contains(e))
+                    .ok_or("--epsilon: in [0, 1]")?;
                 i += 1;
             }
             "-h" | "--help" => {
@@ -140,7 +158,11 @@ fn real_main() -> Res<()> {
     let t0 = Instant::now();
     let store = std::env::temp_dir().join(format!("xlaclient-fleet-{}", std::process::id()));
     let server = NatsServer::start_local(&store)?;
-    eprintln!("nats-server on {} (store {})", server.url(), store.display());
+    eprintln!(
+        "nats-server on {} (store {})",
+        server.url(),
+        store.display()
+    );
     let prefix = "catch";
     let exe = std::env::current_exe()?;
     let mut children: Vec<Child> = Vec::new();
@@ -168,7 +190,10 @@ fn real_main() -> Res<()> {
     let result = (|| -> Res<_> {
         let tr = Transport::connect(&server.url(), opts, Duration::from_secs(20))?;
         let client = Client::cpu()?;
-        let mut learner = Learner::new(&client, learner_config(Some(store.join("checkpoints")), max_time))?;
+        let mut learner = Learner::new(
+            &client,
+            learner_config(Some(store.join("checkpoints")), max_time),
+        )?;
         Ok(learner.run(&tr)?)
     })();
     // The learner set the stop flag: the actors finish their round and exit.
@@ -199,8 +224,15 @@ fn real_main() -> Res<()> {
         r.malformed,
         r.drained
     );
-    let lags: Vec<String> = r.lag_histogram.iter().map(|(l, n)| format!("{l}:{n}")).collect();
-    eprintln!("policy lag histogram (versions behind: trajectories): {}", lags.join(" "));
+    let lags: Vec<String> = r
+        .lag_histogram
+        .iter()
+        .map(|(l, n)| format!("{l}:{n}"))
+        .collect();
+    eprintln!(
+        "policy lag histogram (versions behind: trajectories): {}",
+        lags.join(" ")
+    );
     println!("{r}");
     if r.eval < 1.0 {
         return Err(format!("greedy evaluation {} is below 1.0", r.eval).into());

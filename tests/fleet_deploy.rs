@@ -56,7 +56,12 @@ fn kubernetes_indexed_job_resolves_every_pod() {
         assert_eq!(s.role, Role::Actor(k));
         assert_eq!(s.actors, n);
         assert_eq!(s.nats_url, "nats://fleet-nats:4222");
-        assert!(s.line().starts_with(&format!("role=actor index={k} actors={n} ")), "{}", s.line());
+        assert!(
+            s.line()
+                .starts_with(&format!("role=actor index={k} actors={n} ")),
+            "{}",
+            s.line()
+        );
     }
     // An index past the count (a manifest edited in one place only) is refused.
     let e = Settings::resolve(|v| match v {
@@ -65,7 +70,12 @@ fn kubernetes_indexed_job_resolves_every_pod() {
     })
     .unwrap_err()
     .to_string();
-    assert!(e.contains(&format!("actor index {n} (from JOB_COMPLETION_INDEX) is not below the actor count {n}")), "{e}");
+    assert!(
+        e.contains(&format!(
+            "actor index {n} (from JOB_COMPLETION_INDEX) is not below the actor count {n}"
+        )),
+        "{e}"
+    );
     let (learner_env, _) = job("fleet-learner");
     let s = Settings::resolve(|v| learner_env.get(v).cloned()).unwrap();
     assert_eq!((s.role, s.actors), (Role::Learner, n));
@@ -95,7 +105,11 @@ fn slurm_script_resolves_every_task() {
             _ => None,
         })
         .unwrap();
-        let want = if procid == 0 { Role::Learner } else { Role::Actor(procid - 1) };
+        let want = if procid == 0 {
+            Role::Learner
+        } else {
+            Role::Actor(procid - 1)
+        };
         assert_eq!(s.role, want);
         assert_eq!(s.actors, ntasks - 1);
         assert_eq!(s.source, "SLURM_PROCID");
@@ -112,7 +126,10 @@ fn settings_errors_name_the_variable() {
     })
     .unwrap_err()
     .to_string();
-    assert!(bad.contains("JOB_COMPLETION_INDEX=\"three\": not a whole number"), "{bad}");
+    assert!(
+        bad.contains("JOB_COMPLETION_INDEX=\"three\": not a whole number"),
+        "{bad}"
+    );
     let url = Settings::resolve(|v| match v {
         "XLACLIENT_FLEET_ROLE" => Some("learner".into()),
         "XLACLIENT_FLEET_ACTORS" => Some("2".into()),

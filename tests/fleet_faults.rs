@@ -58,7 +58,10 @@ fn child_role() {
             let r = l.run(&tr).unwrap();
             std::fs::write(
                 dir.join("report.txt"),
-                format!("{r} restored_at={:?} stale={}", r.restored_at, r.stale_dropped),
+                format!(
+                    "{r} restored_at={:?} stale={}",
+                    r.restored_at, r.stale_dropped
+                ),
             )
             .unwrap();
         }
@@ -68,12 +71,18 @@ fn child_role() {
 
 fn spawn(role: &str, url: &str, prefix: &str, extra: &[(&str, String)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["child_role", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("FLEET_TEST_ROLE", role)
-        .env("FLEET_TEST_URL", url)
-        .env("FLEET_TEST_PREFIX", prefix)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+    c.args([
+        "child_role",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("FLEET_TEST_ROLE", role)
+    .env("FLEET_TEST_URL", url)
+    .env("FLEET_TEST_PREFIX", prefix)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
     for (k, v) in extra {
         c.env(k, v);
     }
@@ -144,9 +153,11 @@ fn killed_actor_restarts_and_rejoins() {
     // The learner goes on with actor 1 meanwhile; actor 0 comes back with a new
     // epoch and its trajectories are taken.
     let mut a0b = spawn("actor", &url, "ka", &idx(0));
-    wait_for("the restarted actor's trajectories", Duration::from_secs(60), || {
-        sent_by(&tr, 0).len() == 2 && sent_by(&tr, 0).iter().all(|&n| n > 0)
-    });
+    wait_for(
+        "the restarted actor's trajectories",
+        Duration::from_secs(60),
+        || sent_by(&tr, 0).len() == 2 && sent_by(&tr, 0).iter().all(|&n| n > 0),
+    );
     let r: LearnerReport = learner.join().unwrap();
     finish(&mut [a0b, a1]);
     assert!(sent_by(&tr, 0).iter().sum::<u64>() > before);
@@ -173,9 +184,11 @@ fn killed_learner_restarts_from_its_checkpoint_and_loses_nothing() {
     let mut l1 = spawn("learner", &url, "kl", &d);
     let mut a0 = spawn("actor", &url, "kl", &[("FLEET_TEST_INDEX", "0".into())]);
     let ckpt = dir.path().join("ckpt").join("learner.safetensors");
-    wait_for("a checkpoint after some training", Duration::from_secs(90), || {
-        checkpoint_steps(&ckpt).is_some_and(|n| n >= 50)
-    });
+    wait_for(
+        "a checkpoint after some training",
+        Duration::from_secs(90),
+        || checkpoint_steps(&ckpt).is_some_and(|n| n >= 50),
+    );
     kill(&mut l1);
     let at_kill = checkpoint_steps(&ckpt).unwrap();
     let mut l2 = spawn("learner", &url, "kl", &d);
@@ -211,14 +224,21 @@ fn server_restart_clients_reconnect_and_work_resumes() {
         move || {
             let tr = Transport::connect(&url, opts("sr"), Duration::from_secs(10)).unwrap();
             let client = Client::cpu().unwrap();
-            Learner::new(&client, learner_config(None)).unwrap().run(&tr).unwrap()
+            Learner::new(&client, learner_config(None))
+                .unwrap()
+                .run(&tr)
+                .unwrap()
         }
     });
     let mut a0 = spawn("actor", &url, "sr", &[("FLEET_TEST_INDEX", "0".into())]);
-    wait_for("trajectories", Duration::from_secs(60), || sent_by(&tr, 0).iter().sum::<u64>() >= 5);
+    wait_for("trajectories", Duration::from_secs(60), || {
+        sent_by(&tr, 0).iter().sum::<u64>() >= 5
+    });
     s.restart().unwrap();
     let after_restart = Instant::now();
-    wait_for("the client to reconnect", Duration::from_secs(30), || tr.is_connected());
+    wait_for("the client to reconnect", Duration::from_secs(30), || {
+        tr.is_connected()
+    });
     let sent_then = sent_by(&tr, 0).iter().sum::<u64>();
     wait_for("work to resume", Duration::from_secs(60), || {
         sent_by(&tr, 0).iter().sum::<u64>() > sent_then + 3

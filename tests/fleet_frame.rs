@@ -9,7 +9,9 @@ use xlaclient::fleet::frame::{
 };
 
 fn message(seed: u64, n: usize) -> Message {
-    let vals: Vec<f32> = (0..n).map(|i| (i as f32 + seed as f32) * 0.25 - 3.0).collect();
+    let vals: Vec<f32> = (0..n)
+        .map(|i| (i as f32 + seed as f32) * 0.25 - 3.0)
+        .collect();
     let ints: Vec<i32> = (0..n as i32).map(|i| i * 7 - 11).collect();
     Message {
         kind: Kind::Trajectory,
@@ -36,7 +38,10 @@ fn round_trip_single_frame() {
     let back = frame::decode(&frames[0]).unwrap();
     assert_eq!(back, m);
     // The raw bytes are the little-endian values: read independently.
-    assert_eq!(back.leaves[0].to_f32().unwrap()[5], (5.0 + 1.0) * 0.25 - 3.0);
+    assert_eq!(
+        back.leaves[0].to_f32().unwrap()[5],
+        (5.0 + 1.0) * 0.25 - 3.0
+    );
     assert_eq!(&frames[0][..4], b"XLFT");
 }
 
@@ -53,7 +58,10 @@ fn chunks_of_at_most_max_frame_reassemble_in_any_order() {
     assert_eq!(r.push(&frames[1]).unwrap(), Some(m.clone()));
     assert_eq!(r.pending(), 0);
     // A single chunk is refused by `decode`, which wants whole messages.
-    assert!(matches!(frame::decode(&frames[0]), Err(FrameError::Chunk { index: 0, count: 3 })));
+    assert!(matches!(
+        frame::decode(&frames[0]),
+        Err(FrameError::Chunk { index: 0, count: 3 })
+    ));
     // Small frames: many chunks.
     let small = frame::encode(&message(3, 50), HEADER_LEN + 64).unwrap();
     assert!(small.len() > 5);
@@ -69,7 +77,8 @@ fn chunks_of_at_most_max_frame_reassemble_in_any_order() {
 #[test]
 fn named_errors() {
     let f = frame::encode(&message(4, 10), MAX_CHUNK).unwrap().remove(0);
-    let e = frame::decode(b"{\"json\": true, \"padding\": \"..............................\"}").unwrap_err();
+    let e = frame::decode(b"{\"json\": true, \"padding\": \"..............................\"}")
+        .unwrap_err();
     assert!(matches!(e, FrameError::Magic { .. }), "{e}");
     assert!(e.to_string().contains("foreign message"), "{e}");
     let e = frame::decode(&f[..20]).unwrap_err();
@@ -79,18 +88,36 @@ fn named_errors() {
     assert!(matches!(e, FrameError::PayloadLength { .. }), "{e}");
     let mut g = f.clone();
     g[4] = 2;
-    assert_eq!(frame::decode(&g).unwrap_err(), FrameError::Version { found: 2 });
+    assert_eq!(
+        frame::decode(&g).unwrap_err(),
+        FrameError::Version { found: 2 }
+    );
     let mut g = f.clone();
     g[6] = 9;
-    assert_eq!(frame::decode(&g).unwrap_err(), FrameError::Kind { found: 9 });
+    assert_eq!(
+        frame::decode(&g).unwrap_err(),
+        FrameError::Kind { found: 9 }
+    );
     let mut g = f.clone();
     g[HEADER_LEN + 4] = 7; // the first leaf's dtype
-    assert_eq!(frame::decode(&g).unwrap_err(), FrameError::Dtype { leaf: 0, code: 7 });
+    assert_eq!(
+        frame::decode(&g).unwrap_err(),
+        FrameError::Dtype { leaf: 0, code: 7 }
+    );
     // A body whose leaf claims more elements than the frame holds.
     let mut g = f.clone();
     g[HEADER_LEN + 6] = 200; // first dim 10 -> 200
     let e = frame::decode(&g).unwrap_err();
-    assert!(matches!(e, FrameError::BodyTruncated { what: "a leaf's elements", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            FrameError::BodyTruncated {
+                what: "a leaf's elements",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]

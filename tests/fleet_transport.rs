@@ -30,7 +30,9 @@ fn connect(s: &NatsServer, prefix: &str, max_bytes: i64) -> Transport {
 fn seqs(seed: i32) -> Vec<Sequence> {
     (0..catch::B as i32)
         .map(|i| Sequence {
-            obs: (0..(catch::T + 1) * catch::OBS).map(|k| ((k as i32 + i + seed) % 2) as f32).collect(),
+            obs: (0..(catch::T + 1) * catch::OBS)
+                .map(|k| ((k as i32 + i + seed) % 2) as f32)
+                .collect(),
             actions: vec![(i + seed).rem_euclid(3); catch::T],
             rewards: vec![0.0; catch::T],
             discounts: vec![1.0; catch::T],
@@ -57,7 +59,9 @@ fn config_params_and_trajectories_round_trip() {
         ..TransportOptions::default()
     };
     let tr_small = Transport::connect(&s.url(), small, Duration::from_secs(5)).unwrap();
-    tr_small.put_params(7, vec![Leaf::f32(&[50, 100], &values).unwrap()]).unwrap();
+    tr_small
+        .put_params(7, vec![Leaf::f32(&[50, 100], &values).unwrap()])
+        .unwrap();
     let p = tr.get_params(None).unwrap().unwrap();
     assert_eq!((p.kind, p.version), (Kind::Params, 7));
     assert_eq!(p.leaves[0].to_f32().unwrap(), values);
@@ -84,7 +88,8 @@ fn config_params_and_trajectories_round_trip() {
     }
     // Unacked, they still take space in the work queue.
     assert_eq!(tr.stream_state().unwrap().messages, 3);
-    tr.ack(got.into_iter().map(|d| d.into_ack()).collect()).unwrap();
+    tr.ack(got.into_iter().map(|d| d.into_ack()).collect())
+        .unwrap();
     let start = Instant::now();
     while tr.stream_state().unwrap().messages != 0 && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
@@ -99,10 +104,17 @@ fn malformed_truncated_and_foreign_messages_are_counted() {
     let client = Client::cpu().unwrap();
     let mut learner = Learner::new(&client, LearnerConfig::default()).unwrap();
     let good = catch::trajectory_message(0, 1, 0, 0, &seqs(0)).unwrap();
-    let bytes = xlaclient::fleet::frame::encode(&good, MAX_CHUNK).unwrap().remove(0);
+    let bytes = xlaclient::fleet::frame::encode(&good, MAX_CHUNK)
+        .unwrap()
+        .remove(0);
     // Foreign (JSON), truncated, and a well-formed frame with a bad layout.
-    tr.publish_raw(0, br#"{"obs": [1, 2, 3], "note": "not a fleet frame at all"}"#.to_vec()).unwrap();
-    tr.publish_raw(0, bytes[..bytes.len() / 2].to_vec()).unwrap();
+    tr.publish_raw(
+        0,
+        br#"{"obs": [1, 2, 3], "note": "not a fleet frame at all"}"#.to_vec(),
+    )
+    .unwrap();
+    tr.publish_raw(0, bytes[..bytes.len() / 2].to_vec())
+        .unwrap();
     let mut wrong = good.clone();
     wrong.seq = 1;
     wrong.leaves.swap(1, 2);
@@ -122,7 +134,10 @@ fn malformed_truncated_and_foreign_messages_are_counted() {
     assert_eq!(r.trajectories_trained, 1);
     assert_eq!(learner.replay_len(), catch::B);
     let last = r.last_malformed.clone().unwrap();
-    assert!(last.contains("actions is F32 [32, 16], expected I32 [32, 16]"), "{last}");
+    assert!(
+        last.contains("actions is F32 [32, 16], expected I32 [32, 16]"),
+        "{last}"
+    );
 }
 
 #[test]
@@ -160,7 +175,8 @@ fn full_stream_refuses_publishes_and_bounds_memory() {
             std::thread::sleep(Duration::from_millis(500));
             let d = tr.fetch(2, Duration::from_millis(500)).unwrap();
             let n = d.len();
-            tr.ack(d.into_iter().map(|d| d.into_ack()).collect()).unwrap();
+            tr.ack(d.into_iter().map(|d| d.into_ack()).collect())
+                .unwrap();
             n
         }
     });

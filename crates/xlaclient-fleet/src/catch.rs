@@ -92,7 +92,10 @@ pub fn q_values(p: &[Vec<f32>], obs: &[f32]) -> [f32; NUM_ACTIONS] {
     }
     let mut q = [0f32; NUM_ACTIONS];
     for (a, qa) in q.iter_mut().enumerate() {
-        *qa = b2[a] + (0..HIDDEN).map(|j| h[j] * w2[j * NUM_ACTIONS + a]).sum::<f32>();
+        *qa = b2[a]
+            + (0..HIDDEN)
+                .map(|j| h[j] * w2[j * NUM_ACTIONS + a])
+                .sum::<f32>();
     }
     q
 }
@@ -132,11 +135,15 @@ pub fn trajectory_message(
     seqs: &[Sequence],
 ) -> Result<Message> {
     let b = seqs.len() as u64;
-    let cat_f = |f: &dyn Fn(&Sequence) -> &[f32]| seqs.iter().flat_map(f).copied().collect::<Vec<f32>>();
+    let cat_f =
+        |f: &dyn Fn(&Sequence) -> &[f32]| seqs.iter().flat_map(f).copied().collect::<Vec<f32>>();
     let obs = cat_f(&|s| &s.obs);
     let rewards = cat_f(&|s| &s.rewards);
     let discounts = cat_f(&|s| &s.discounts);
-    let actions: Vec<i32> = seqs.iter().flat_map(|s| s.actions.iter().copied()).collect();
+    let actions: Vec<i32> = seqs
+        .iter()
+        .flat_map(|s| s.actions.iter().copied())
+        .collect();
     Ok(Message {
         kind: Kind::Trajectory,
         actor,
@@ -160,14 +167,24 @@ pub fn trajectory_message(
 pub fn sequences_of(m: &Message) -> std::result::Result<Vec<Sequence>, FrameError> {
     let bad = |s: String| FrameError::Layout(format!("trajectory from actor {}: {s}", m.actor));
     if m.leaves.len() != 4 {
-        return Err(bad(format!("{} arrays, expected 4 (obs, actions, rewards, discounts)", m.leaves.len())));
+        return Err(bad(format!(
+            "{} arrays, expected 4 (obs, actions, rewards, discounts)",
+            m.leaves.len()
+        )));
     }
     let b = m.leaves[0].dims.first().copied().unwrap_or(0);
     if !(1..=4096).contains(&b) {
-        return Err(bad(format!("obs dims {:?}: batch must be in 1..=4096", m.leaves[0].dims)));
+        return Err(bad(format!(
+            "obs dims {:?}: batch must be in 1..=4096",
+            m.leaves[0].dims
+        )));
     }
     let want: [(&str, Vec<u64>, crate::frame::Dtype); 4] = [
-        ("obs", vec![b, T as u64 + 1, OBS as u64], crate::frame::Dtype::F32),
+        (
+            "obs",
+            vec![b, T as u64 + 1, OBS as u64],
+            crate::frame::Dtype::F32,
+        ),
         ("actions", vec![b, T as u64], crate::frame::Dtype::I32),
         ("rewards", vec![b, T as u64], crate::frame::Dtype::F32),
         ("discounts", vec![b, T as u64], crate::frame::Dtype::F32),
@@ -184,7 +201,10 @@ pub fn sequences_of(m: &Message) -> std::result::Result<Vec<Sequence>, FrameErro
     let actions = m.leaves[1].to_i32()?;
     let rewards = m.leaves[2].to_f32()?;
     let discounts = m.leaves[3].to_f32()?;
-    if let Some(a) = actions.iter().find(|&&a| !(0..NUM_ACTIONS as i32).contains(&a)) {
+    if let Some(a) = actions
+        .iter()
+        .find(|&&a| !(0..NUM_ACTIONS as i32).contains(&a))
+    {
         return Err(bad(format!("action {a} outside 0..{NUM_ACTIONS}")));
     }
     if let Some(d) = discounts.iter().find(|&&d| d != 0.0 && d != 1.0) {
@@ -318,7 +338,12 @@ pub fn done_key(index: u32, epoch: u64) -> String {
 /// The config key of the run's stop flag.
 pub const STOP_KEY: &str = "stop";
 
-async fn agent(net: NetHandle, mut env: Catch, mut rng: Rng, epsilon: f32) -> xlaclient_rl::Result<(Catch, Rng, Sequence)> {
+async fn agent(
+    net: NetHandle,
+    mut env: Catch,
+    mut rng: Rng,
+    epsilon: f32,
+) -> xlaclient_rl::Result<(Catch, Rng, Sequence)> {
     let mut s = Sequence {
         obs: Vec::with_capacity((T + 1) * OBS),
         actions: Vec::with_capacity(T),
@@ -390,7 +415,12 @@ pub fn run_actor(tr: &Transport, client: &Client, cfg: &ActorConfig) -> Result<A
     stats.version = version;
     let base = cfg.epoch ^ (u64::from(cfg.index) << 32);
     let mut envs: Vec<(Catch, Rng)> = (0..B as u64)
-        .map(|i| (Catch::new(base.wrapping_add(2 * i)), Rng::new(base.wrapping_add(2 * i + 1))))
+        .map(|i| {
+            (
+                Catch::new(base.wrapping_add(2 * i)),
+                Rng::new(base.wrapping_add(2 * i + 1)),
+            )
+        })
         .collect();
     let start = Instant::now();
     let mut seq = 0u64;
@@ -635,7 +665,10 @@ fn decode_seen(s: &str) -> Result<Seen> {
         let set = seen.entry(key).or_default();
         for r in ranges.split(',').filter(|r| !r.is_empty()) {
             let (lo, hi) = r.split_once('-').ok_or_else(bad)?;
-            let (lo, hi): (u64, u64) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+            let (lo, hi): (u64, u64) = (
+                lo.parse().map_err(|_| bad())?,
+                hi.parse().map_err(|_| bad())?,
+            );
             if hi < lo || hi - lo > 1 << 32 {
                 return Err(bad());
             }
@@ -724,9 +757,9 @@ impl Learner {
                 let file = Checkpoint::read(&path)?;
                 let meta = file.metadata();
                 let num = |k: &str| -> Result<u64> {
-                    meta.get(k)
-                        .and_then(|v| v.parse().ok())
-                        .ok_or_else(|| Error::Settings(format!("checkpoint {}: no number {k}", path.display())))
+                    meta.get(k).and_then(|v| v.parse().ok()).ok_or_else(|| {
+                        Error::Settings(format!("checkpoint {}: no number {k}", path.display()))
+                    })
                 };
                 report.train_steps = num("train_steps")?;
                 report.version = num("version")?;
@@ -743,7 +776,9 @@ impl Learner {
                     mlp.init(&b.prng_key(cfg.seed as u32)).into_leaves()
                 })?;
                 let params: Vec<Buffer> = init.call(&())?;
-                let opt_init = client.jit("fleet_opt_init", &shapes, |b, p: Vec<Op>| opt.init_in(b, &p))?;
+                let opt_init = client.jit("fleet_opt_init", &shapes, |b, p: Vec<Op>| {
+                    opt.init_in(b, &p)
+                })?;
                 let o = opt_init.call(&params)?;
                 (params, o)
             }
@@ -815,7 +850,9 @@ impl Learner {
     pub fn receive(&mut self, deliveries: Vec<crate::transport::Delivery>) {
         for d in deliveries {
             let msg = match &d.message {
-                Ok(Some(m)) => sequences_of(m).map(|s| Some((m.actor, m.epoch, m.seq, m.version, s))),
+                Ok(Some(m)) => {
+                    sequences_of(m).map(|s| Some((m.actor, m.epoch, m.seq, m.version, s)))
+                }
                 Ok(None) => Ok(None),
                 Err(e) => Err(e.clone()),
             };
@@ -882,10 +919,9 @@ impl Learner {
             self.client.buffer_from_host(&rew, &[ni, ti])?,
             self.client.buffer_from_host(&dis, &[ni, ti])?,
         ];
-        let (params, opt) = self
-            .state
-            .take()
-            .ok_or_else(|| Error::Settings("the learner's state was lost in a failed step".into()))?;
+        let (params, opt) = self.state.take().ok_or_else(|| {
+            Error::Settings("the learner's state was lost in a failed step".into())
+        })?;
         let out = self.step.call_donated(TrainIn { params, opt, batch })?;
         self.state = Some((out.params, out.opt));
         self.report.train_steps += 1;
@@ -951,7 +987,9 @@ impl Learner {
         self.publish_retrying(tr)?;
         let mut eval = 0.0;
         loop {
-            if start.elapsed() > self.cfg.max_time || self.report.train_steps >= self.cfg.max_train_steps {
+            if start.elapsed() > self.cfg.max_time
+                || self.report.train_steps >= self.cfg.max_train_steps
+            {
                 break;
             }
             match tr.fetch(32, Duration::from_millis(20)) {
@@ -989,7 +1027,9 @@ impl Learner {
         let final_eval = greedy_eval(&self.host_params()?);
         let r = &mut self.report;
         r.eval = final_eval;
-        let secs = self.first_data.map_or(0.0, |t| end.duration_since(t).as_secs_f64());
+        let secs = self
+            .first_data
+            .map_or(0.0, |t| end.duration_since(t).as_secs_f64());
         r.env_steps_per_s = if secs > 0.0 {
             (r.trajectories_trained * (B * T) as u64) as f64 / secs
         } else {
@@ -1071,28 +1111,37 @@ pub type LearnerThread = std::thread::JoinHandle<Result<LearnerReport>>;
 /// The runtime's or the stepper's errors.
 pub fn in_process_steps_per_s(client: &Client, rounds: usize) -> Result<f64> {
     let mlp = network();
-    let init = client.jit("fleet_bench_init", &(), |b, ()| mlp.init(&b.prng_key(0)).into_leaves())?;
+    let init = client.jit("fleet_bench_init", &(), |b, ()| {
+        mlp.init(&b.prng_key(0)).into_leaves()
+    })?;
     let params: Vec<Buffer> = init.call(&())?;
     let m2 = mlp.clone();
-    let mut net = Some(BatchedNet::new(client, params, &[OBS as i64], BatchSizes::new(&[B])?, move |p: &Vec<Op>, obs| {
-        mlp_apply(&m2, p, obs)
-    })?);
-    let mut envs: Vec<(Catch, Rng)> = (0..B as u64).map(|i| (Catch::new(i), Rng::new(i + 1000))).collect();
-    let run_round = |envs: &mut Vec<(Catch, Rng)>, net: &mut Option<BatchedNet>| -> Result<Vec<Sequence>> {
-        let mut stepper = Stepper::new(net.take().ok_or(Error::Settings("net lost".into()))?);
-        for (env, rng) in envs.drain(..) {
-            stepper.spawn(move |h| agent(h, env, rng, 0.1));
-        }
-        let outs = stepper.run()?;
-        *net = Some(stepper.into_net());
-        let mut seqs = Vec::new();
-        for o in outs {
-            let (e, r, s) = o?;
-            envs.push((e, r));
-            seqs.push(s);
-        }
-        Ok(seqs)
-    };
+    let mut net = Some(BatchedNet::new(
+        client,
+        params,
+        &[OBS as i64],
+        BatchSizes::new(&[B])?,
+        move |p: &Vec<Op>, obs| mlp_apply(&m2, p, obs),
+    )?);
+    let mut envs: Vec<(Catch, Rng)> = (0..B as u64)
+        .map(|i| (Catch::new(i), Rng::new(i + 1000)))
+        .collect();
+    let run_round =
+        |envs: &mut Vec<(Catch, Rng)>, net: &mut Option<BatchedNet>| -> Result<Vec<Sequence>> {
+            let mut stepper = Stepper::new(net.take().ok_or(Error::Settings("net lost".into()))?);
+            for (env, rng) in envs.drain(..) {
+                stepper.spawn(move |h| agent(h, env, rng, 0.1));
+            }
+            let outs = stepper.run()?;
+            *net = Some(stepper.into_net());
+            let mut seqs = Vec::new();
+            for o in outs {
+                let (e, r, s) = o?;
+                envs.push((e, r));
+                seqs.push(s);
+            }
+            Ok(seqs)
+        };
     run_round(&mut envs, &mut net)?;
     let t = Instant::now();
     for i in 0..rounds {

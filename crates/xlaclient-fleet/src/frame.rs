@@ -265,7 +265,9 @@ pub enum FrameError {
         found: u8,
     },
     /// Chunk index or count out of range.
-    #[error("chunk {index} of {count}: the index must be below the count, the count in 1..={MAX_CHUNKS}")]
+    #[error(
+        "chunk {index} of {count}: the index must be below the count, the count in 1..={MAX_CHUNKS}"
+    )]
     Chunk {
         /// The chunk index.
         index: u32,
@@ -561,7 +563,10 @@ pub fn decode_frame(b: &[u8]) -> Result<Frame, FrameError> {
 /// A [`FrameError`] naming the first thing wrong.
 pub fn decode_body(body: &[u8]) -> Result<Vec<Leaf>, FrameError> {
     let mut at = 0usize;
-    let take = |at: &mut usize, n: u64, what: &'static str| -> Result<std::ops::Range<usize>, FrameError> {
+    let take = |at: &mut usize,
+                n: u64,
+                what: &'static str|
+     -> Result<std::ops::Range<usize>, FrameError> {
         let left = body.len() - *at;
         if n > left as u64 {
             return Err(FrameError::BodyTruncated {

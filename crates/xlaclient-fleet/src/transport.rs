@@ -144,7 +144,11 @@ impl Transport {
     ///
     /// # Errors
     /// [`Error::Nats`] naming the step that failed.
-    pub fn connect(url: &str, opts: TransportOptions, connect_timeout: Duration) -> Result<Transport> {
+    pub fn connect(
+        url: &str,
+        opts: TransportOptions,
+        connect_timeout: Duration,
+    ) -> Result<Transport> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -168,37 +172,50 @@ impl Transport {
             };
             let js = jetstream::new(client.clone());
             let p = &opts.prefix;
-            js.get_or_create_stream(stream::Config {
-                name: format!("{p}_TRAJ"),
-                subjects: vec![format!("{p}.traj.>")],
-                retention: stream::RetentionPolicy::WorkQueue,
-                discard: stream::DiscardPolicy::New,
-                max_bytes: opts.max_bytes,
-                storage: stream::StorageType::File,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| Error::nats(format!("create stream {p}_TRAJ"), e))?;
+            // The stream's limits are its creator's (the learner's, normally):
+            // an existing stream is used as it is.
+            if js.get_stream(format!("{p}_TRAJ")).await.is_err() {
+                let created = js
+                    .create_stream(stream::Config {
+                        name: format!("{p}_TRAJ"),
+                        subjects: vec![format!("{p}.traj.>")],
+                        retention: stream::RetentionPolicy::WorkQueue,
+                        discard: stream::DiscardPolicy::New,
+                        max_bytes: opts.max_bytes,
+                        storage: stream::StorageType::File,
+                        ..Default::default()
+                    })
+                    .await;
+                // Another process may have created it meanwhile.
+                if let Err(e) = created
+                    && js.get_stream(format!("{p}_TRAJ")).await.is_err()
+                {
+                    return Err(Error::nats(format!("create stream {p}_TRAJ"), e));
+                }
+            }
             let bucket = |name: String| kv::Config {
                 bucket: name,
                 history: 1,
                 storage: stream::StorageType::File,
                 ..Default::default()
             };
-            let config = match js.get_key_value(format!("{p}_config")).await {
-                Ok(s) => s,
-                Err(_) => js
-                    .create_key_value(bucket(format!("{p}_config")))
-                    .await
-                    .map_err(|e| Error::nats(format!("create bucket {p}_config"), e))?,
-            };
-            let params = match js.get_key_value(format!("{p}_params")).await {
-                Ok(s) => s,
-                Err(_) => js
-                    .create_key_value(bucket(format!("{p}_params")))
-                    .await
-                    .map_err(|e| Error::nats(format!("create bucket {p}_params"), e))?,
-            };
+            let mut stores = Vec::new();
+            for name in [format!("{p}_config"), format!("{p}_params")] {
+                let store = match js.get_key_value(name.clone()).await {
+                    Ok(s) => s,
+                    Err(_) => match js.create_key_value(bucket(name.clone())).await {
+                        Ok(s) => s,
+                        // Another process may have created it meanwhile.
+                        Err(e) => js
+                            .get_key_value(name.clone())
+                            .await
+                            .map_err(|_| Error::nats(format!("create bucket {name}"), e))?,
+                    },
+                };
+                stores.push(store);
+            }
+            let params = stores.pop().ok_or_else(|| Error::nats("buckets", "none"))?;
+            let config = stores.pop().ok_or_else(|| Error::nats("buckets", "none"))?;
             Ok::<_, Error>((client, js, config, params))
         })?;
         Ok(Transport {
