@@ -144,7 +144,7 @@ fn killed_actor_restarts_and_rejoins() {
     });
     let idx = |i: u32| vec![("FLEET_TEST_INDEX", i.to_string())];
     let mut a0 = spawn("actor", &url, "ka", &idx(0));
-    let mut a1 = spawn("actor", &url, "ka", &idx(1));
+    let a1 = spawn("actor", &url, "ka", &idx(1));
     wait_for("actor 0's trajectories", Duration::from_secs(60), || {
         sent_by(&tr, 0).iter().sum::<u64>() >= 5
     });
@@ -152,7 +152,7 @@ fn killed_actor_restarts_and_rejoins() {
     let before: u64 = sent_by(&tr, 0).iter().sum();
     // The learner goes on with actor 1 meanwhile; actor 0 comes back with a new
     // epoch and its trajectories are taken.
-    let mut a0b = spawn("actor", &url, "ka", &idx(0));
+    let a0b = spawn("actor", &url, "ka", &idx(0));
     wait_for(
         "the restarted actor's trajectories",
         Duration::from_secs(60),

@@ -678,12 +678,15 @@ fn decode_seen(s: &str) -> Result<Seen> {
     Ok(seen)
 }
 
+/// The parameters' leaves and Adam's state, on the device.
+type DeviceState = (Vec<Buffer>, OptState<Buffer, Vec<Buffer>>);
+
 /// The learner (see the [module docs](self)).
 pub struct Learner {
     client: Client,
     cfg: LearnerConfig,
     step: Jit<TrainIn<Shape>, TrainOut<Shape>>,
-    state: Option<(Vec<Buffer>, OptState<Buffer, Vec<Buffer>>)>,
+    state: Option<DeviceState>,
     replay: Vec<Sequence>,
     next_slot: usize,
     rng: Rng,

@@ -642,10 +642,13 @@ pub fn decode(b: &[u8]) -> Result<Message, FrameError> {
 
 type Key = (Kind, u32, u64, u64);
 
+/// A message's version and the payloads of the chunks received so far.
+type Partial = (u64, Vec<Option<Vec<u8>>>);
+
 /// Joins chunks into messages, in any order.
 #[derive(Debug, Default)]
 pub struct Reassembler {
-    partial: HashMap<Key, (u64, Vec<Option<Vec<u8>>>)>,
+    partial: HashMap<Key, Partial>,
 }
 
 impl Reassembler {
