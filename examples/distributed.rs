@@ -51,6 +51,8 @@ fn learner_config(checkpoint_dir: Option<std::path::PathBuf>, max_time: f64) -> 
 fn run_role(settings: &Settings, epsilon: f32, max_time: f64) -> Res<()> {
     let opts = TransportOptions {
         prefix: settings.prefix.clone(),
+        // Actors wait for the learner to create the stream (its limits).
+        create: settings.role == Role::Learner,
         ..TransportOptions::default()
     };
     let tr = Transport::connect(&settings.nats_url, opts, Duration::from_secs(60))?;

@@ -48,6 +48,10 @@ pub struct TransportOptions {
     pub ack_wait: Duration,
     /// The longest a frame may be (header included). Default [`frame::MAX_CHUNK`].
     pub max_frame: usize,
+    /// Create the stream and buckets when missing (the learner does); when
+    /// false (actors), [`Transport::connect`] waits for them instead, so the
+    /// stream's limits are always the learner's.
+    pub create: bool,
 }
 
 impl Default for TransportOptions {
@@ -57,6 +61,7 @@ impl Default for TransportOptions {
             max_bytes: 64 << 20,
             ack_wait: Duration::from_secs(5),
             max_frame: frame::MAX_CHUNK,
+            create: true,
         }
     }
 }
@@ -174,6 +179,18 @@ impl Transport {
             let p = &opts.prefix;
             // The stream's limits are its creator's (the learner's, normally):
             // an existing stream is used as it is.
+            while !opts.create
+                && (js.get_stream(format!("{p}_TRAJ")).await.is_err()
+                    || js.get_key_value(format!("{p}_params")).await.is_err())
+            {
+                if start.elapsed() > connect_timeout {
+                    return Err(Error::nats(
+                        format!("wait for stream {p}_TRAJ"),
+                        "not created by a learner in time",
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             if js.get_stream(format!("{p}_TRAJ")).await.is_err() {
                 let created = js
                     .create_stream(stream::Config {
