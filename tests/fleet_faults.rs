@@ -54,7 +54,12 @@ fn child_role() {
         }
         "learner" => {
             let dir = PathBuf::from(std::env::var("FLEET_TEST_DIR").unwrap());
-            let mut l = Learner::new(&client, learner_config(Some(dir.join("ckpt")))).unwrap();
+            // Not done before the kill at 50 steps: the kill is mid-run.
+            let cfg = LearnerConfig {
+                min_train_steps: 300,
+                ..learner_config(Some(dir.join("ckpt")))
+            };
+            let mut l = Learner::new(&client, cfg).unwrap();
             let r = l.run(&tr).unwrap();
             std::fs::write(
                 dir.join("report.txt"),

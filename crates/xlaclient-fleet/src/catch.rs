@@ -987,6 +987,9 @@ impl Learner {
     /// Runtime or checkpoint errors.
     pub fn run(&mut self, tr: &Transport) -> Result<LearnerReport> {
         let start = Instant::now();
+        // A restarted learner resumes the run: clear a stop flag left by an
+        // earlier one.
+        let _ = tr.put_config(STOP_KEY, "0");
         self.publish_retrying(tr)?;
         let mut eval = 0.0;
         loop {
@@ -1066,25 +1069,35 @@ impl Learner {
             let got = tr.fetch(64, Duration::from_millis(100)).unwrap_or_default();
             let n = got.len();
             self.receive(got);
+            // Checkpoint and ack as it goes: the stream must have room for the
+            // actors' last sends.
+            if !self.pending_acks.is_empty() {
+                let _ = self.checkpoint_and_ack(tr);
+            }
             quiet = if n == 0 { quiet + 1 } else { 0 };
-            let sent_now = tr.config_with_prefix("sent.").unwrap_or_default();
-            let done: BTreeSet<String> = tr
+            // `done` first: an actor writes its last `sent` before its `done`,
+            // whose value is the final count.
+            let done: BTreeMap<String, u64> = tr
                 .config_with_prefix("done.")
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(k, _)| k["done.".len()..].to_string())
+                .map(|(k, v)| (k["done.".len()..].to_string(), v.parse().unwrap_or(0)))
                 .collect();
+            let sent_now = tr.config_with_prefix("sent.").unwrap_or_default();
             let now = Instant::now();
             let mut all_stopped = true;
             let mut sent = 0u64;
             for (k, v) in &sent_now {
-                sent += v.parse::<u64>().unwrap_or(0);
                 let id = k["sent.".len()..].to_string();
+                sent += v
+                    .parse::<u64>()
+                    .unwrap_or(0)
+                    .max(done.get(&id).copied().unwrap_or(0));
                 let e = last_change.entry(id.clone()).or_insert((v.clone(), now));
                 if &e.0 != v {
                     *e = (v.clone(), now);
                 }
-                if !done.contains(&id) && now.duration_since(e.1) < Duration::from_secs(2) {
+                if !done.contains_key(&id) && now.duration_since(e.1) < Duration::from_secs(2) {
                     all_stopped = false;
                 }
             }
