@@ -89,4 +89,10 @@ pub use xlaclient_rl as rl;
 #[cfg_attr(docsrs, doc(cfg(feature = "runner")))]
 pub use xlaclient_rl::runner;
 
+/// Actors on many hosts feeding one learner through NATS JetStream
+/// (`xlaclient_fleet`): the frame encoding, the transport, the local server
+/// installer, the Catch actor and learner. Feature `fleet`, not on by default.
+#[cfg(feature = "fleet")]
+pub use xlaclient_fleet as fleet;
+
 pub mod guide;

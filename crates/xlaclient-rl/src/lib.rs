@@ -99,4 +99,5 @@ use xlaclient_core::{
     shape, tree,
 };
 use xlaclient_nn as nn;
+#[cfg(feature = "runner")]
 use xlaclient_nn::checkpoint;
