@@ -22,7 +22,9 @@
 //! - `distributed --dry-run`: print the resolved settings and exit.
 //!
 //! Options of the local run: `--actors N` (default 4), `--max-time SECONDS`
-//! (default 90), `--epsilon E` (default 0.1). `--in-process ROUNDS` instead runs
+//! (default 90), `--epsilon E` (default 0.1); `--bench SECONDS` trains for that
+//! long with the Ray twin's learner settings (`bench/ray_catch_actors.py`) and
+//! does not stop when the evaluation reaches 1.0 (the throughput benchmark). `--in-process ROUNDS` instead runs
 //! the actors' work (stepper, network, message encoding) in this process with no
 //! transport and prints `in_process_env_steps_per_s=…` (the benchmark's baseline).
 
@@ -36,7 +38,7 @@ use xlaclient::fleet::{NatsServer, Transport, TransportOptions};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-const USAGE: &str = "usage: distributed [--actors N] [--max-time SECONDS] [--epsilon E] \
+const USAGE: &str = "usage: distributed [--actors N] [--max-time SECONDS | --bench SECONDS] [--epsilon E] \
                      | distributed --in-process ROUNDS \
                      | distributed run|learner|actor | distributed --dry-run";
 
@@ -45,6 +47,21 @@ fn learner_config(checkpoint_dir: Option<std::path::PathBuf>, max_time: f64) -> 
         checkpoint_dir,
         max_time: Duration::from_secs_f64(max_time),
         ..LearnerConfig::default()
+    }
+}
+
+/// `--bench SECONDS`: the Ray twin's learner (`bench/ray_catch_actors.py`: 32
+/// sequences a step, parameters every 4 steps, λ 0.99, Adam 1e-3, one step per
+/// trajectory) for a fixed time, never stopping early on the evaluation.
+fn bench_config(checkpoint_dir: Option<std::path::PathBuf>, seconds: f64) -> LearnerConfig {
+    LearnerConfig {
+        lr: 1e-3,
+        lambda: 0.99,
+        batch: 32,
+        publish_every: 4,
+        target_eval: f64::INFINITY,
+        max_train_steps: u64::MAX,
+        ..learner_config(checkpoint_dir, seconds)
     }
 }
 
@@ -100,6 +117,7 @@ fn real_main() -> Res<()> {
     let mut actors = 4u32;
     let mut max_time = 90.0f64;
     let mut epsilon = 0.1f32;
+    let mut bench = false;
     let mut i = 0;
     let value = |i: usize| {
         args.get(i + 1)
@@ -138,6 +156,15 @@ fn real_main() -> Res<()> {
                     .ok()
                     .filter(|&t: &f64| t > 0.0)
                     .ok_or("--max-time: seconds > 0")?;
+                i += 1;
+            }
+            "--bench" => {
+                max_time = value(i)?
+                    .parse()
+                    .ok()
+                    .filter(|&t: &f64| t > 0.0)
+                    .ok_or("--bench: seconds > 0")?;
+                bench = true;
                 i += 1;
             }
             "--epsilon" => {
@@ -185,17 +212,23 @@ fn real_main() -> Res<()> {
     }
     let opts = TransportOptions {
         prefix: prefix.into(),
-        // About 18 trajectories: a shallow queue keeps the policy lag low.
-        max_bytes: 2 << 20,
+        // About 150 trajectories of 109 KB, received or waiting: the learner acks
+        // what it received only once a checkpoint holds it (every 0.5 s), so the
+        // bound must cover half a second of the actors' output, or it throttles
+        // them to max_bytes per checkpoint.
+        max_bytes: 16 << 20,
         ..TransportOptions::default()
     };
     let result = (|| -> Res<_> {
         let tr = Transport::connect(&server.url(), opts, Duration::from_secs(20))?;
         let client = Client::cpu()?;
-        let mut learner = Learner::new(
-            &client,
-            learner_config(Some(store.join("checkpoints")), max_time),
-        )?;
+        let dir = Some(store.join("checkpoints"));
+        let cfg = if bench {
+            bench_config(dir, max_time)
+        } else {
+            learner_config(dir, max_time)
+        };
+        let mut learner = Learner::new(&client, cfg)?;
         Ok(learner.run(&tr)?)
     })();
     // The learner set the stop flag: the actors finish their round and exit.
