@@ -45,6 +45,9 @@ const USAGE: &str = "usage: distributed [--actors N] [--max-time SECONDS | --ben
 fn learner_config(checkpoint_dir: Option<std::path::PathBuf>, max_time: f64) -> LearnerConfig {
     LearnerConfig {
         checkpoint_dir,
+        // What was received is acked once a checkpoint holds it: with the
+        // queue's bound, the interval caps the actors' rate (16 MiB per 0.2 s).
+        checkpoint_every: Duration::from_millis(200),
         max_time: Duration::from_secs_f64(max_time),
         ..LearnerConfig::default()
     }
@@ -213,9 +216,10 @@ fn real_main() -> Res<()> {
     let opts = TransportOptions {
         prefix: prefix.into(),
         // About 150 trajectories of 109 KB, received or waiting: the learner acks
-        // what it received only once a checkpoint holds it (every 0.5 s), so the
-        // bound must cover half a second of the actors' output, or it throttles
-        // them to max_bytes per checkpoint.
+        // what it received only once a checkpoint holds it (every 0.2 s), so the
+        // bound must cover that long of the actors' output, or it throttles them
+        // to max_bytes per checkpoint (2 MiB per 0.5 s held them to ~20k env
+        // steps/s, 16 MiB per 0.5 s to ~145k).
         max_bytes: 16 << 20,
         ..TransportOptions::default()
     };

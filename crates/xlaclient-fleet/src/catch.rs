@@ -998,7 +998,7 @@ impl Learner {
             {
                 break;
             }
-            match tr.fetch(32, Duration::from_millis(20)) {
+            match tr.fetch(64, Duration::from_millis(5)) {
                 Ok(d) => self.receive(d),
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }

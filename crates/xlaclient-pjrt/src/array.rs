@@ -41,6 +41,8 @@
 //! # Ok::<(), xlaclient_pjrt::Error>(())
 //! ```
 
+use std::borrow::Cow;
+
 use ndarray::{Array, ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 
 use crate::buffer::Buffer;
@@ -100,15 +102,24 @@ impl Client {
         S::Elem: NativeType,
         D: Dimension,
     {
-        let dims = dims_of(array.shape());
-        match array.as_slice() {
-            Some(values) => self.buffer_from_host(values, &dims),
-            None => {
-                let values: Vec<S::Elem> = array.iter().copied().collect();
-                self.buffer_from_host(&values, &dims)
-            }
-        }
+        let (values, dims) = row_major(array);
+        self.buffer_from_host(&values, &dims)
     }
+}
+
+/// An array's values in row-major order (borrowed when its layout already is
+/// the standard one, else copied) and its dimensions.
+fn row_major<S, D>(array: &ArrayBase<S, D>) -> (Cow<'_, [S::Elem]>, Vec<i64>)
+where
+    S: Data,
+    S::Elem: Clone,
+    D: Dimension,
+{
+    let values = match array.as_slice() {
+        Some(values) => Cow::Borrowed(values),
+        None => Cow::Owned(array.iter().cloned().collect()),
+    };
+    (values, dims_of(array.shape()))
 }
 
 impl Device {
@@ -123,14 +134,8 @@ impl Device {
         S::Elem: NativeType,
         D: Dimension,
     {
-        let dims = dims_of(array.shape());
-        match array.as_slice() {
-            Some(values) => self.buffer_from_host(values, &dims),
-            None => {
-                let values: Vec<S::Elem> = array.iter().copied().collect();
-                self.buffer_from_host(&values, &dims)
-            }
-        }
+        let (values, dims) = row_major(array);
+        self.buffer_from_host(&values, &dims)
     }
 }
 

@@ -470,6 +470,25 @@ impl<'m> Importer<'m> {
             .collect()
     }
 
+    /// The values of the op's first parenthesised group (`func.call @f(%a, %b)`,
+    /// `stablehlo.custom_call @t(%a)`), each a `%value` (else `what` is the
+    /// error), or [`operands`](Self::operands) when it has none.
+    fn group_operands(&self, op: &Operation, scope: &Scope<'_>, what: &str) -> R<Vec<Op>> {
+        match op.items.iter().find_map(|i| match i {
+            Item::Group(g) => Some(g),
+            _ => None,
+        }) {
+            Some(g) => g
+                .iter()
+                .map(|gi| match gi {
+                    GroupItem::Value(v) => self.lookup(op, scope, v),
+                    _ => Err(err_at(op, what)),
+                })
+                .collect(),
+            None => self.operands(op, scope),
+        }
+    }
+
     fn n_operands(&self, op: &Operation, scope: &Scope<'_>, n: usize) -> R<Vec<Op>> {
         let v = self.operands(op, scope)?;
         if v.len() != n {
@@ -512,19 +531,7 @@ impl<'m> Importer<'m> {
                         _ => None,
                     })
                     .ok_or_else(|| err_at(op, "no callee `@name`"))?;
-                let args = match op.items.iter().find_map(|i| match i {
-                    Item::Group(g) => Some(g),
-                    _ => None,
-                }) {
-                    Some(g) => g
-                        .iter()
-                        .map(|gi| match gi {
-                            GroupItem::Value(v) => self.lookup(op, scope, v),
-                            _ => Err(err_at(op, "a call's arguments are `%values`")),
-                        })
-                        .collect::<R<Vec<_>>>()?,
-                    None => self.operands(op, scope)?,
-                };
+                let args = self.group_operands(op, scope, "a call's arguments are `%values`")?;
                 return self.call(b, &callee, &args, op.pos, name);
             }
             "chlo.top_k" => {
@@ -963,19 +970,7 @@ impl<'m> Importer<'m> {
                         _ => None,
                     })
                     .unwrap_or_default();
-                let xs = match op.items.iter().find_map(|i| match i {
-                    Item::Group(g) => Some(g),
-                    _ => None,
-                }) {
-                    Some(g) => g
-                        .iter()
-                        .map(|gi| match gi {
-                            GroupItem::Value(v) => self.lookup(op, scope, v),
-                            _ => Err(err_at(op, "operands are `%values`")),
-                        })
-                        .collect::<R<Vec<_>>>()?,
-                    None => self.operands(op, scope)?,
-                };
+                let xs = self.group_operands(op, scope, "operands are `%values`")?;
                 match target.as_str() {
                     "Sharding" | "SPMDFullToShardShape" | "SPMDShardToFullShape"
                         if xs.len() == 1 =>
