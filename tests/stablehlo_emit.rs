@@ -392,30 +392,3 @@ fn every_element_type_converts_the_same_from_stablehlo() {
         assert_eq!(code, "same", "{ty}: {detail}");
     }
 }
-
-/// Prints fuzz graph `XLACLIENT_SEED`'s HLO and StableHLO text and compares its
-/// outputs (for reproducing a failure: `cargo test --test stablehlo_emit
-/// print_case -- --ignored --nocapture`).
-#[test]
-#[ignore]
-fn print_case() {
-    let seed: u64 = std::env::var("XLACLIENT_SEED").unwrap().parse().unwrap();
-    if std::env::var("XLACLIENT_KIND").as_deref() == Ok("control") {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("m");
-        println!(
-            "{:?}",
-            fuzz::run_control_stablehlo(common::client(), seed, &p)
-        );
-        println!("{}", std::fs::read_to_string(&p).unwrap());
-        return;
-    }
-    let (m, _) = fuzz::generate(seed);
-    let m = m.unwrap();
-    println!("{}\n{}", m.to_hlo_text(), m.to_stablehlo().unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    println!(
-        "{:?}",
-        fuzz::run_stablehlo(common::client(), seed, &dir.path().join("m"))
-    );
-}
