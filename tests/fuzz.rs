@@ -36,20 +36,6 @@ fn run(kind: &str, range: std::ops::Range<u64>) -> Report {
     )
 }
 
-fn check(kind: &str, r: &Report) {
-    eprintln!("{kind}: {}", r.summary());
-    let shown: Vec<String> = r
-        .failures
-        .iter()
-        .map(|f| format!("seed {}: {}\n{}", f.seed, f.what, f.hlo))
-        .collect();
-    assert!(
-        r.failures.is_empty(),
-        "{kind} failures:\n{}",
-        shown.join("\n")
-    );
-}
-
 #[test]
 fn every_opcode_is_generated_and_built() {
     // In-process, build only: the generator reaches every entry of the opcode table
@@ -87,7 +73,7 @@ fn every_opcode_is_generated_and_built() {
 #[test]
 fn random_graphs_build_or_run_with_the_inferred_shapes() {
     let r = run("graphs", 0..300);
-    check("graphs", &r);
+    fuzz::check("graphs", &r);
     assert!(
         r.counts.get("ran").copied().unwrap_or(0) > 100,
         "{}",
@@ -102,7 +88,7 @@ fn random_control_flow_under_grad_builds_and_matches_finite_differences() {
     // plain `while_loop`, is refused with its no-gradient error) and its gradient
     // matches central finite differences.
     let r = run("control", 0..60);
-    check("control", &r);
+    fuzz::check("control", &r);
     let ran = r.counts.get("ran").copied().unwrap_or(0);
     assert!(ran > 40, "{}", r.summary());
 }
@@ -115,7 +101,7 @@ fn random_collectives_on_eight_devices_are_refused_or_run_right() {
     // or run on every device with outputs of the inferred dims (the all-reduces'
     // values against plain Rust); a crash or a hang is a failure.
     let r = run("collectives", 0..200);
-    check("collectives", &r);
+    fuzz::check("collectives", &r);
     let ran = r.counts.get("ran").copied().unwrap_or(0);
     let refused = r.counts.get("rejected").copied().unwrap_or(0);
     assert!(ran > 60 && refused > 10, "{}", r.summary());
@@ -126,7 +112,7 @@ fn dynamic_entries_and_roots_moved_to_parameters_are_refused_or_run() {
     // The classes that aborted the 0.81 plugin at run time: compiled modules are
     // run too (on arguments of their parameters' shapes).
     let r = run("modules:DynamicDim,RootToParam", 0..120);
-    check("modules:DynamicDim,RootToParam", &r);
+    fuzz::check("modules:DynamicDim,RootToParam", &r);
     let refused = r
         .details
         .iter()
@@ -139,7 +125,7 @@ fn dynamic_entries_and_roots_moved_to_parameters_are_refused_or_run() {
 #[test]
 fn damaged_serialized_executables_are_refused_by_the_guard() {
     let r = run("executables", 0..150);
-    check("executables", &r);
+    fuzz::check("executables", &r);
     // Every kind of damage was tried and refused in the guard.
     for k in fuzz::Damage::ALL {
         assert!(
@@ -155,7 +141,7 @@ fn damaged_serialized_executables_are_refused_by_the_guard() {
 #[test]
 fn damaged_cache_entries_are_refused_and_compiled_again() {
     let r = run("cache", 0..60);
-    check("cache", &r);
+    fuzz::check("cache", &r);
     assert!(
         r.counts.get("err").copied().unwrap_or(0) > 40,
         "{}",
@@ -168,5 +154,5 @@ fn mutated_modules_compile_or_fail_cleanly() {
     // Every mutation kind: the proto check refuses what would crash the plugin.
     let _ = Mutation::ALL;
     let r = run("modules", 0..200);
-    check("modules", &r);
+    fuzz::check("modules", &r);
 }

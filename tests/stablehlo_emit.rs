@@ -45,17 +45,7 @@ fn run(kind: &str, n: u64) -> fuzz::Report {
             verbose: true,
         },
     );
-    eprintln!("{kind}: {}", r.summary());
-    let shown: Vec<String> = r
-        .failures
-        .iter()
-        .map(|f| format!("seed {}: {}\n{}", f.seed, f.what, f.hlo))
-        .collect();
-    assert!(
-        r.failures.is_empty(),
-        "{kind} failures:\n{}",
-        shown.join("\n")
-    );
+    fuzz::check(kind, &r);
     r
 }
 

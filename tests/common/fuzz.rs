@@ -2370,6 +2370,22 @@ pub struct Report {
     pub cases: Vec<(u64, String, String)>,
 }
 
+/// Prints a run's summary and fails, listing every failure (seed, what, module
+/// text), when it has any.
+pub fn check(kind: &str, r: &Report) {
+    eprintln!("{kind}: {}", r.summary());
+    let shown: Vec<String> = r
+        .failures
+        .iter()
+        .map(|f| format!("seed {}: {}\n{}", f.seed, f.what, f.hlo))
+        .collect();
+    assert!(
+        r.failures.is_empty(),
+        "{kind} failures:\n{}",
+        shown.join("\n")
+    );
+}
+
 impl Report {
     pub fn summary(&self) -> String {
         let mut s = String::new();
