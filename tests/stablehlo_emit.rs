@@ -345,8 +345,8 @@ fn a_sharded_program_runs_the_same_from_stablehlo_on_eight_devices() {
 #[test]
 fn every_element_type_converts_the_same_from_stablehlo() {
     // Parameters, constants and converts of every element type (f8, bf16,
-    // complex, unsigned, pred), and bit casts; complex values leave as their real
-    // and imaginary parts so that every output is compared bit for bit.
+    // complex, unsigned, pred), and bit casts; complex values leave as they are
+    // and as their real and imaginary parts, every output compared bit for bit.
     use xlaclient::ElementType;
     let c = common::client();
     let xs = [0.5f32, -1.75, 3.0, 0.1];
@@ -358,6 +358,8 @@ fn every_element_type_converts_the_same_from_stablehlo() {
         let y = p.convert(ty);
         let mut outs = Vec::new();
         if ty.is_complex() {
+            outs.push(y.clone());
+            outs.push(k.clone());
             outs.push(y.real());
             outs.push(y.imag());
             outs.push(k.real());

@@ -1438,7 +1438,7 @@ pub fn no_panic<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 pub type Outcome = (&'static str, String);
 
 /// A buffer of `shape` holding small values, for a parameter.
-fn argument(client: &Client, shape: &Shape, seed: u64) -> xlaclient::Result<Buffer> {
+pub fn argument(client: &Client, shape: &Shape, seed: u64) -> xlaclient::Result<Buffer> {
     let ty = shape.element_type().unwrap_or(ElementType::F32);
     let n = count(shape.dims()) as usize;
     let mut rng = Rng(seed);
@@ -1507,30 +1507,6 @@ pub fn run_graph(client: &Client, seed: u64, hlo: &Path) -> Outcome {
     ("ran", String::new())
 }
 
-/// The little-endian bytes of an output, when its element type has a host type
-/// (every type but the complex ones).
-fn output_bytes(b: &Buffer) -> Option<xlaclient::Result<Vec<u8>>> {
-    let ty = b.element_type().ok()?;
-    let mut out = Vec::new();
-    macro_rules! read {
-        ($T:ty) => {
-            match b.to_vec::<$T>() {
-                Ok(v) => {
-                    <$T as NativeType>::extend_le_bytes(&v, &mut out);
-                    Some(Ok(out))
-                }
-                Err(e) => Some(Err(e.into())),
-            }
-        };
-    }
-    match ty {
-        ElementType::C64 | ElementType::C128 => None,
-        ElementType::F8E5M2 => read!(xlaclient::float8::F8E5M2),
-        ElementType::F8E4M3FN => read!(xlaclient::float8::F8E4M3FN),
-        t => with_native!(t, T => read!(T)),
-    }
-}
-
 /// Whether two outputs of element type `ty` hold the same bits, a NaN matching
 /// any NaN (XLA leaves the sign and payload of a computed NaN unspecified, and
 /// constant folding and run-time code make different ones).
@@ -1543,8 +1519,9 @@ fn same_bits(ty: Option<ElementType>, a: &[u8], b: &[u8]) -> bool {
         Some(ElementType::F8E5M2) => (1, |v| v & 0x7C == 0x7C && v & 0x03 != 0),
         Some(ElementType::F16) => (2, |v| v & 0x7C00 == 0x7C00 && v & 0x3FF != 0),
         Some(ElementType::Bf16) => (2, |v| v & 0x7F80 == 0x7F80 && v & 0x7F != 0),
-        Some(ElementType::F32) => (4, |v| f32::from_bits(v as u32).is_nan()),
-        Some(ElementType::F64) => (8, |v| f64::from_bits(v).is_nan()),
+        // A complex value's parts compare as two floats.
+        Some(ElementType::F32 | ElementType::C64) => (4, |v| f32::from_bits(v as u32).is_nan()),
+        Some(ElementType::F64 | ElementType::C128) => (8, |v| f64::from_bits(v).is_nan()),
         _ => return false,
     };
     if a.len() != b.len() {
@@ -1559,9 +1536,8 @@ fn same_bits(ty: Option<ElementType>, a: &[u8], b: &[u8]) -> bool {
 /// Compiles `m` from its `HloModuleProto` and from its StableHLO text
 /// (`Computation::to_stablehlo`, PJRT's `mlir` format) with `options`, runs both
 /// on `args` (one list per replica) and compares every output of every replica
-/// bit for bit, NaNs matching any NaN (complex outputs, which have no host type
-/// to read them as, by type and dims): `same`, `same-types` (complex outputs
-/// among them) or `fail`.
+/// bit for bit (read as bytes, `Buffer::to_bytes`, so complex outputs too), NaNs
+/// matching any NaN: `same` or `fail`.
 pub fn compare_formats(
     client: &Client,
     m: &Computation,
@@ -1606,7 +1582,6 @@ pub fn compare_formats(
             );
         }
     };
-    let mut complex = 0;
     for (r, (a, b)) in a.iter().zip(&b).enumerate() {
         if a.len() != b.len() {
             return (
@@ -1629,8 +1604,8 @@ pub fn compare_formats(
                     ),
                 );
             }
-            match (output_bytes(x), output_bytes(y)) {
-                (Some(Ok(bx)), Some(Ok(by))) => {
+            match (x.to_bytes(), y.to_bytes()) {
+                (Ok(bx), Ok(by)) => {
                     if !same_bits(tx, &bx, &by) {
                         return (
                             "fail",
@@ -1640,16 +1615,11 @@ pub fn compare_formats(
                         );
                     }
                 }
-                (None, None) => complex += 1,
                 (x, y) => return ("fail", format!("output {i}: reading {x:?} / {y:?}")),
             }
         }
     }
-    if complex > 0 {
-        ("same-types", format!("{complex} complex outputs"))
-    } else {
-        ("same", String::new())
-    }
+    ("same", String::new())
 }
 
 /// StableHLO case `seed`: graph `seed` compiled from its `HloModuleProto` and from

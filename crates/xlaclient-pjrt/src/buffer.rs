@@ -443,6 +443,29 @@ impl Buffer {
         Ok(v)
     }
 
+    /// Copies the buffer's elements to the host as their little-endian bytes, in
+    /// row-major order, for any element type: the way to read types without a host
+    /// type of their own (`c64`/`c128`: each element its real then its imaginary
+    /// part, `f32`/`f64` bytes each), and a byte-exact view of any other (in place
+    /// where it can, as [`copy_to_host`](Self::copy_to_host)).
+    ///
+    /// # Errors
+    /// The failure of the computation that defines the buffer
+    /// ([`Error::Execution`]).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let ty = self.meta()?.0;
+        let mut out = vec![0u8; self.element_count()? * ty.byte_size()];
+        tracing::debug!(bytes = out.len(), ty = %ty, "device_to_host");
+        if self.read_host_memory(&mut out)? {
+            return Ok(out);
+        }
+        // SAFETY: `out` is writable for exactly the buffer's element count times
+        // its element size, the bytes the plugin writes for a dense host copy;
+        // alive until `copy_raw` returns after the copy event.
+        unsafe { self.copy_raw(out.as_mut_ptr().cast(), out.len()) }?;
+        Ok(out)
+    }
+
     fn element_count(&self) -> Result<usize> {
         Ok(self.meta()?.1.iter().product::<i64>().max(0) as usize)
     }

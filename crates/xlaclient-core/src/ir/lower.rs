@@ -304,6 +304,7 @@ impl<'a> Sink<'a> for ProtoSink<'a> {
 }
 
 fn lower(m: &Module, rules: &dyn Rules, stream: bool) -> (proto::HloModuleProto, Option<Streams>) {
+    let m = &*super::complex_math::expand(m);
     let name = lower_name(&m.name);
     let mut sink = ProtoSink {
         rules,

@@ -15,6 +15,7 @@
 //! is the IR's own.
 
 pub mod attrs;
+pub(crate) mod complex_math;
 pub(crate) mod lower;
 pub mod op;
 pub mod raise;

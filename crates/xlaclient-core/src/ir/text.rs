@@ -111,6 +111,8 @@ impl TextSink<'_> {
 /// The whole module as HLO text, each op's attributes printed by `rules`. `m` must
 /// have passed [`verify`](super::verify).
 pub(crate) fn module_to_text(m: &Module, rules: &dyn Rules) -> String {
+    // What XLA compiles: complex sqrt/log/log1p as their real formulas.
+    let m = &*super::complex_math::expand(m);
     let name = lower::lower_name(&m.name);
     let params: Vec<String> = m.parameter_shapes().iter().map(shape_text).collect();
     let aliases = if m.aliases.is_empty() {

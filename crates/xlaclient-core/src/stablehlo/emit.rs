@@ -41,6 +41,7 @@ pub(crate) fn module_to_stablehlo(m: &Module, counts: Option<(i64, i64)>) -> Res
         next: 0,
         funcs: HashMap::new(),
         pending: Vec::new(),
+        fences: Vec::new(),
     };
     let mut body = String::new();
     e.main(&mut body)?;
@@ -50,6 +51,12 @@ pub(crate) fn module_to_stablehlo(m: &Module, counts: Option<(i64, i64)>) -> Res
         let c = e.pending[done];
         done += 1;
         e.private_func(&mut body, c)?;
+    }
+    for (k, t) in e.fences.iter().enumerate() {
+        let _ = writeln!(
+            body,
+            "  func.func private @xlaclient_fold_fence_{k}(%arg0: {t}) -> {t} {{\n    \"func.return\"(%arg0) : ({t}) -> ()\n  }}"
+        );
     }
     let name = module_name(&m.name);
     let attrs = match counts {
@@ -286,6 +293,9 @@ struct Emitter<'m> {
     funcs: HashMap<CompId, String>,
     /// Callees whose functions are still to be printed.
     pending: Vec<CompId>,
+    /// The types of the identity functions that fence constants from MLIR's
+    /// folder (`xlaclient_fold_fence_{index}`).
+    fences: Vec<String>,
 }
 
 fn indent(out: &mut String, depth: usize) {
@@ -433,25 +443,60 @@ impl<'m> Emitter<'m> {
                 | OpKind::OptimizationBarrier => false,
                 _ => ins.operands.iter().all(|v| folds[v.instr as usize]),
             };
-            // An integer division or remainder by a divisor MLIR can fold: the
-            // divisor goes through an optimization barrier, since a plugin's
-            // folder divided by a constant zero (SIGFPE in the compiler) where
-            // XLA defines the result.
-            if let OpKind::Binary(BinaryOp::Divide | BinaryOp::Remainder) = &ins.kind {
-                let int = shape.element_type().is_some_and(|t| t.is_integer());
-                if int && folds[ins.operands[1].instr as usize] {
-                    let d = operands[1].clone();
-                    let r = self.op(
-                        out,
-                        depth,
-                        "stablehlo.optimization_barrier",
-                        std::slice::from_ref(&d),
-                        &[],
-                        &[],
-                        std::slice::from_ref(&d.1),
-                    );
-                    operands[1].0 = r[0].clone();
+            // Computations on constants that MLIR's folder would evaluate: their
+            // constant operands pass through a call of an identity function
+            // (`fold_fence`), which MLIR does not fold through and XLA inlines
+            // before its own constant folding, so that XLA folds them (or not)
+            // exactly as from the HLO proto. MLIR's folder answers otherwise:
+            // transcendental functions evaluated in double and rounded (logistic
+            // one ulp off XLA's), an f8 NaN through `minimum` folded to a number
+            // (0.81), an integer division by a constant zero (SIGFPE in 0.81's
+            // compiler, where XLA defines the result). An optimization barrier
+            // would stop XLA's folding too, and its kernels answer otherwise
+            // again.
+            let floating = |sh: &Shape| {
+                sh.element_type()
+                    .is_some_and(|t| t.is_float() || t.is_complex())
+            };
+            let all_fold = ins.operands.iter().all(|v| folds[v.instr as usize]);
+            let guard: Vec<usize> = match &ins.kind {
+                OpKind::Binary(BinaryOp::Divide | BinaryOp::Remainder)
+                    if shape.element_type().is_some_and(|t| t.is_integer())
+                        && folds[ins.operands[1].instr as usize] =>
+                {
+                    vec![1]
                 }
+                OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::Convert
+                | OpKind::Clamp
+                | OpKind::Compare(_)
+                | OpKind::Dot(_)
+                | OpKind::Reduce { .. }
+                    if all_fold
+                        && !ins.operands.is_empty()
+                        && (floating(&shape) || operands.iter().any(|o| floating(&o.1))) =>
+                {
+                    (0..operands.len()).collect()
+                }
+                _ => Vec::new(),
+            };
+            if !guard.is_empty() {
+                folds[i] = false;
+            }
+            for j in guard {
+                let d = operands[j].clone();
+                let f = self.fold_fence(&d.1);
+                let r = self.op(
+                    out,
+                    depth,
+                    "func.call",
+                    std::slice::from_ref(&d),
+                    &[],
+                    &[format!("callee = @{f}")],
+                    std::slice::from_ref(&d.1),
+                );
+                operands[j].0 = r[0].clone();
             }
             if let OpKind::Parameter { number, .. } = &ins.kind {
                 refs[i] = vec![params[*number as usize].0.clone()];
@@ -988,6 +1033,20 @@ impl<'m> Emitter<'m> {
             }
         }
         Ok(self.op(out, depth, name, operands, &regions, &attrs, &results))
+    }
+
+    /// The identity function of values of shape `s` that fences a constant from
+    /// MLIR's folder (made the first time a type needs one).
+    fn fold_fence(&mut self, s: &Shape) -> String {
+        let t = type_of(s);
+        let k = match self.fences.iter().position(|x| *x == t) {
+            Some(k) => k,
+            None => {
+                self.fences.push(t);
+                self.fences.len() - 1
+            }
+        };
+        format!("xlaclient_fold_fence_{k}")
     }
 
     /// The private function of callee `c`, queued for printing the first time.
