@@ -384,3 +384,51 @@ fn every_element_type_converts_the_same_from_stablehlo() {
         assert_eq!(code, "same", "{ty}: {detail}");
     }
 }
+
+#[test]
+fn computations_on_constants_fold_as_from_the_proto() {
+    // MLIR's folder would compute these itself and answer otherwise (fuzz seeds
+    // 2165, 1191 on the second plugin, and the `0 % 0` that killed its
+    // compiler): each constant reaches its user through an identity call, and
+    // both compiles give XLA's own folded values.
+    use xlaclient::ElementType;
+    let c = common::client();
+    let b = Builder::new("fold");
+    // logistic of constants (MLIR: in double, one ulp off).
+    let k = b.constant_vec(&[4.5f32, 4.0, 3.0, 0.0, -1.5, 2.0]);
+    let sig = k.logistic();
+    // An f8e4m3fn NaN (u32::MAX converted) through `minimum` with 1.5.
+    let nan8 = b.constant_vec(&[u32::MAX]).convert(ElementType::F8E4M3FN);
+    let one5 = b.constant_vec(&[1.5f32]).convert(ElementType::F8E4M3FN);
+    let m8 = nan8.min(&one5).convert(ElementType::F32);
+    // Integer remainder and division by a constant zero (XLA: x % 0 = x, x / 0 = -1).
+    let z = b.constant_vec(&[0i32, 7]);
+    let d = b.constant_vec(&[0i32, 0]);
+    let (rem, div) = (z.rem(&d), z.div(&d));
+    let m = b.build_tuple(&[&sig, &m8, &rem, &div]).unwrap();
+    let text = m.to_stablehlo().unwrap();
+    assert!(
+        text.contains("{callee = @xlaclient_fold_fence_"),
+        "constants are fenced: {text}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (code, detail) = fuzz::compare_formats(
+        c,
+        &m,
+        &CompileOptions::new(),
+        &[vec![]],
+        &dir.path().join("m"),
+    );
+    assert_eq!(code, "same", "{detail}");
+    let out = common::run(&m, &[]);
+    // XLA's values: the proto's logistic against plain Rust within an ulp, the f8
+    // NaN kept, XLA's integer division by zero.
+    let want: Vec<f32> = [4.5f32, 4.0, 3.0, 0.0, -1.5, 2.0]
+        .iter()
+        .map(|x| 1.0 / (1.0 + (-x).exp()))
+        .collect();
+    common::assert_close(&out[0].to_vec::<f32>().unwrap(), &want, 2e-7);
+    assert!(out[1].to_vec::<f32>().unwrap()[0].is_nan());
+    assert_eq!(out[2].to_vec::<i32>().unwrap(), vec![0, 7]);
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), vec![-1, -1]);
+}

@@ -17,6 +17,10 @@
 //!   regions; a conditional's branches read their operand from the enclosing
 //!   function (StableHLO's `if` and `case` regions take no arguments);
 //! - `call` is `func.call` of a private function printed once per callee;
+//! - a value computed from constants alone reaches its users through a call of
+//!   an identity function (`@xlaclient_fold_fence_N`, one per type) that keeps
+//!   MLIR's folder off it and that XLA inlines before folding it the way it folds
+//!   the HLO proto (see `body`);
 //! - an instruction's sharding is its `mhlo.sharding` attribute (an entry
 //!   parameter's on the argument, the root's on the results), in XLA's text form.
 
@@ -421,6 +425,8 @@ impl<'m> Emitter<'m> {
         let mut refs: Vec<Vec<String>> = vec![Vec::new(); c.instrs.len()];
         // Which instructions compute from constants alone (MLIR may fold them).
         let mut folds = vec![false; c.instrs.len()];
+        // Each fenced value's fenced name (one call per value).
+        let mut fenced: HashMap<(u32, u32), String> = HashMap::new();
         let val = |refs: &Vec<Vec<String>>, v: Value| -> (String, Shape) {
             (
                 refs[v.instr as usize][v.result as usize].clone(),
@@ -443,60 +449,51 @@ impl<'m> Emitter<'m> {
                 | OpKind::OptimizationBarrier => false,
                 _ => ins.operands.iter().all(|v| folds[v.instr as usize]),
             };
-            // Computations on constants that MLIR's folder would evaluate: their
-            // constant operands pass through a call of an identity function
-            // (`fold_fence`), which MLIR does not fold through and XLA inlines
-            // before its own constant folding, so that XLA folds them (or not)
-            // exactly as from the HLO proto. MLIR's folder answers otherwise:
-            // transcendental functions evaluated in double and rounded (logistic
-            // one ulp off XLA's), an f8 NaN through `minimum` folded to a number
-            // (0.81), an integer division by a constant zero (SIGFPE in 0.81's
-            // compiler, where XLA defines the result). An optimization barrier
-            // would stop XLA's folding too, and its kernels answer otherwise
-            // again.
-            let floating = |sh: &Shape| {
-                sh.element_type()
-                    .is_some_and(|t| t.is_float() || t.is_complex())
-            };
-            let all_fold = ins.operands.iter().all(|v| folds[v.instr as usize]);
+            // Every operand computed from constants alone reaches its user through
+            // a call of an identity function (`fold_fence`, once per value): MLIR
+            // does not fold or rewrite through a call, and XLA inlines it before
+            // its own constant folding, so XLA folds (or not) exactly as from the
+            // HLO proto. MLIR's folder answers otherwise: transcendental
+            // functions evaluated in double and rounded (logistic one ulp off
+            // XLA's), an f8 NaN through `minimum` folded to a number (0.81), an
+            // integer division by a constant zero evaluated while compiling
+            // (SIGFPE in 0.81's compiler, where XLA defines the result); and its
+            // rewrites of ops on constants (a `dynamic_update_slice` into zeros
+            // as a `pad`) left XLA a graph that fused otherwise (one ulp in a
+            // gradient). An optimization barrier would stop XLA's folding too,
+            // and its run-time kernels answer otherwise again.
             let guard: Vec<usize> = match &ins.kind {
-                OpKind::Binary(BinaryOp::Divide | BinaryOp::Remainder)
-                    if shape.element_type().is_some_and(|t| t.is_integer())
-                        && folds[ins.operands[1].instr as usize] =>
-                {
-                    vec![1]
-                }
-                OpKind::Unary(_)
-                | OpKind::Binary(_)
-                | OpKind::Convert
-                | OpKind::Clamp
-                | OpKind::Compare(_)
-                | OpKind::Dot(_)
-                | OpKind::Reduce { .. }
-                    if all_fold
-                        && !ins.operands.is_empty()
-                        && (floating(&shape) || operands.iter().any(|o| floating(&o.1))) =>
-                {
-                    (0..operands.len()).collect()
-                }
-                _ => Vec::new(),
+                OpKind::Tuple | OpKind::GetTupleElement { .. } => Vec::new(),
+                _ => (0..operands.len())
+                    .filter(|j| folds[ins.operands[*j].instr as usize])
+                    .collect(),
             };
             if !guard.is_empty() {
                 folds[i] = false;
             }
             for j in guard {
-                let d = operands[j].clone();
-                let f = self.fold_fence(&d.1);
-                let r = self.op(
-                    out,
-                    depth,
-                    "func.call",
-                    std::slice::from_ref(&d),
-                    &[],
-                    &[format!("callee = @{f}")],
-                    std::slice::from_ref(&d.1),
-                );
-                operands[j].0 = r[0].clone();
+                let src = ins.operands[j];
+                let key = (src.instr, src.result);
+                let r = match fenced.get(&key) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let d = operands[j].clone();
+                        let f = self.fold_fence(&d.1);
+                        let r = self.op(
+                            out,
+                            depth,
+                            "func.call",
+                            std::slice::from_ref(&d),
+                            &[],
+                            &[format!("callee = @{f}")],
+                            std::slice::from_ref(&d.1),
+                        )[0]
+                        .clone();
+                        fenced.insert(key, r.clone());
+                        r
+                    }
+                };
+                operands[j].0 = r;
             }
             if let OpKind::Parameter { number, .. } = &ins.kind {
                 refs[i] = vec![params[*number as usize].0.clone()];
