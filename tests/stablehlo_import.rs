@@ -521,3 +521,77 @@ fn deep_nesting_is_an_error_not_a_crash() {
         .to_string();
     assert!(e.contains("nested more than 100"), "{e}");
 }
+
+/// Complex and f8 constants as JAX 0.10.2 prints them (`jax.jit(f).lower(z)
+/// .as_text()` of `f = lambda x: (x * jnp.array([1+2j, 3-4j], jnp.complex64),
+/// (x.real.astype(jnp.float8_e4m3fn) * jnp.array([1.5, -2.0],
+/// jnp.float8_e4m3fn)).astype(jnp.float32), x * jnp.complex128(0.5-0.25j))` with
+/// 64-bit types on, `z = [1+1j, 2-1j]`): list and splat forms; outputs against
+/// JAX's (`[-1+3j, 2-11j]`, `[1.5, -4]`, `[0.75+0.25j, 0.75-1j]`, which plain
+/// complex arithmetic gives too).
+#[test]
+fn complex_and_f8_constants_import() {
+    let text = r#"module @jit__lambda attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<2xcomplex<f32>>) -> (tensor<2xcomplex<f32>> {jax.result_info = "result[0]"}, tensor<2xf32> {jax.result_info = "result[1]"}, tensor<2xcomplex<f64>> {jax.result_info = "result[2]"}) {
+    %cst = stablehlo.constant dense<[(1.000000e+00,2.000000e+00), (3.000000e+00,-4.000000e+00)]> : tensor<2xcomplex<f32>>
+    %cst_0 = stablehlo.constant dense<[1.500000e+00, -2.000000e+00]> : tensor<2xf8E4M3FN>
+    %0 = stablehlo.multiply %arg0, %cst : tensor<2xcomplex<f32>>
+    %1 = stablehlo.real %arg0 : (tensor<2xcomplex<f32>>) -> tensor<2xf32>
+    %2 = stablehlo.convert %1 : (tensor<2xf32>) -> tensor<2xf8E4M3FN>
+    %3 = stablehlo.multiply %2, %cst_0 : tensor<2xf8E4M3FN>
+    %4 = stablehlo.convert %3 : (tensor<2xf8E4M3FN>) -> tensor<2xf32>
+    %5 = stablehlo.convert %arg0 : (tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f64>>
+    %cst_1 = stablehlo.constant dense<(5.000000e-01,-2.500000e-01)> : tensor<complex<f64>>
+    %6 = stablehlo.broadcast_in_dim %cst_1, dims = [] : (tensor<complex<f64>>) -> tensor<2xcomplex<f64>>
+    %7 = stablehlo.multiply %5, %6 : tensor<2xcomplex<f64>>
+    return %0, %4, %7 : tensor<2xcomplex<f32>>, tensor<2xf32>, tensor<2xcomplex<f64>>
+  }
+}"#;
+    let m = stablehlo::import(text).unwrap();
+    // The argument: complex64 [1+1i, 2-1i], built from its parts.
+    let b = Builder::new("args");
+    let re = b.constant_vec(&[1.0f32, 2.0]);
+    let im = b.constant_vec(&[1.0f32, -1.0]);
+    let z = run(&b.build(&re.complex(&im)).unwrap(), &[]).remove(0);
+    let exe = client().compile(m.computation()).unwrap();
+    let out = exe.execute(&[&z]).unwrap();
+    let parts32 = |buf: &Buffer| -> Vec<f32> {
+        buf.to_bytes()
+            .unwrap()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let parts64 = |buf: &Buffer| -> Vec<f64> {
+        buf.to_bytes()
+            .unwrap()
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(parts32(&out[0]), vec![-1.0, 3.0, 2.0, -11.0]);
+    assert_eq!(out[1].to_vec::<f32>().unwrap(), vec![1.5, -4.0]);
+    assert_eq!(parts64(&out[2]), vec![0.75, 0.25, 0.75, -1.0]);
+    // A complex element needs both parts; a real type takes no pair.
+    for (bad, why) in [
+        ("dense<(1.0)> : tensor<complex<f32>>", "two parts"),
+        ("dense<(1.0, 2.0)> : tensor<f32>", "a complex element"),
+        ("dense<1.0> : tensor<complex<f32>>", "(re, im)"),
+    ] {
+        let text = format!(
+            "func.func public @main() -> tensor<{}> {{\n  %0 = stablehlo.constant {bad}\n  return %0 : tensor<{}>\n}}",
+            if bad.contains("complex") {
+                "complex<f32>"
+            } else {
+                "f32"
+            },
+            if bad.contains("complex") {
+                "complex<f32>"
+            } else {
+                "f32"
+            },
+        );
+        let e = stablehlo::import(&text).unwrap_err().to_string();
+        assert!(e.contains(why) && e.contains("line 2"), "{bad}: {e}");
+    }
+}

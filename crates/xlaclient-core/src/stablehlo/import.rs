@@ -1672,11 +1672,20 @@ fn constant(b: &Builder, shape: &Shape, body: &str) -> std::result::Result<Op, S
             w * n
         ));
     }
-    if body.contains('(') {
-        return Err("complex constants are not supported".into());
+    if body.contains('(') && !ty.is_complex() {
+        return Err(format!("a complex element for {ty}"));
+    }
+    // A complex element `(re, im)` is its two parts, each in the real type.
+    let (part, w_lit) = match ty {
+        ElementType::C64 => (ElementType::F32, 4),
+        ElementType::C128 => (ElementType::F64, 8),
+        t => (t, w),
+    };
+    if ty.is_complex() && !body.contains('(') {
+        return Err(format!("{ty} elements are written `(re, im)`"));
     }
     let lits = body
-        .split([',', '[', ']'])
+        .split([',', '[', ']', '(', ')'])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| -> std::result::Result<Lit, String> {
@@ -1701,11 +1710,17 @@ fn constant(b: &Builder, shape: &Shape, body: &str) -> std::result::Result<Op, S
                 .map_err(|_| format!("bad element `{s}`"))
         })
         .collect::<std::result::Result<Vec<Lit>, String>>()?;
-    let mut bytes = Vec::with_capacity(lits.len() * w);
+    let mut bytes = Vec::with_capacity(lits.len() * w_lit);
     for l in &lits {
-        element_bytes(ty, *l, &mut bytes)?;
+        element_bytes(part, *l, &mut bytes)?;
     }
-    match lits.len() {
+    let per = w / w_lit;
+    if lits.len() % per != 0 {
+        return Err(format!(
+            "a complex element without its two parts for {shape}"
+        ));
+    }
+    match lits.len() / per {
         1 if n != 1 => Ok(splat(bytes)),
         k if k == n => Ok(emit(bytes, shape.clone())),
         k => Err(format!("{k} elements for {shape}")),
@@ -1741,6 +1756,13 @@ fn element_bytes(ty: ElementType, l: Lit, out: &mut Vec<u8>) -> std::result::Res
         (F64, Lit::Float(v)) => out.extend_from_slice(&v.to_le_bytes()),
         (F16, Lit::Float(v)) => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
         (Bf16, Lit::Float(v)) => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+        (F8E5M2 | F8E4M3FN, Lit::Int(v)) => element_bytes(ty, Lit::Float(v as f64), out)?,
+        (F8E5M2, Lit::Float(v)) => {
+            out.extend_from_slice(&crate::float8::F8E5M2::from_f64(v).to_le_bytes())
+        }
+        (F8E4M3FN, Lit::Float(v)) => {
+            out.extend_from_slice(&crate::float8::F8E4M3FN::from_f64(v).to_le_bytes())
+        }
         (ty, l) => return Err(format!("element {l:?} is not supported for {ty}")),
     }
     Ok(())

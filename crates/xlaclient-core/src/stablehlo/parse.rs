@@ -1373,15 +1373,28 @@ fn parse_type(t: &str) -> std::result::Result<Type, String> {
             "tensor type `{t}` with an encoding is not supported"
         ));
     }
-    let parts: Vec<&str> = body.split('x').collect();
-    let (elem, dims) = parts
-        .split_last()
-        .ok_or_else(|| format!("empty tensor type `{t}`"))?;
-    if elem.is_empty() {
+    // Leading `Nx` dimensions, then the element type (which may hold an `x`
+    // itself: `complex<f32>`).
+    let mut dims: Vec<&str> = Vec::new();
+    let mut elem = body;
+    while let Some(i) = elem.find('x') {
+        let head = &elem[..i];
+        let is_dim = !head.is_empty()
+            && head
+                .trim()
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '?' || c == '*' || c == '-');
+        if !is_dim {
+            break;
+        }
+        dims.push(head);
+        elem = &elem[i + 1..];
+    }
+    if elem.trim().is_empty() {
         return Err(format!("tensor type `{t}` without an element type"));
     }
     let mut out = Vec::with_capacity(dims.len());
-    for d in dims {
+    for d in &dims {
         if *d == "?" {
             return Err(format!("dynamic dimensions are not supported: `{t}`"));
         }
