@@ -1182,6 +1182,22 @@ fn while_cts(
     let stacked: Vec<usize> = (0..k)
         .filter(|j| !invariant[*j] && !write_only[*j])
         .collect();
+    // Where a recurrent state's cotangent chains the steps (an RNN).
+    let recurrent = stacked.iter().any(|j| {
+        shapes[*j]
+            .element_type()
+            .is_some_and(crate::autodiff::differentiable)
+    });
+    // Float carry elements whose new value is a stored body value (an RNN's
+    // state `h' = tanh(..)`, whose tanh the backward step reads): the value
+    // entering step `t > 0` is that stored value's row `t - 1` (and the loop's
+    // initial value at step 0), so the forward loop does not stack them a second
+    // time (one stack and one write per step less).
+    let shifted = shifted_elements(b, body, &stacked, &stored, &shapes);
+    let stacked: Vec<usize> = stacked
+        .into_iter()
+        .filter(|j| !shifted.iter().any(|(e, _)| e == j))
+        .collect();
     let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
     let at_step = |i: &Op, rank: usize| -> Vec<Op> {
         let zero = s32(&i.builder(), 0);
@@ -1256,14 +1272,11 @@ fn while_cts(
     // invariant or a stacked output, as in a rollout whose state is discrete):
     // there the backward steps are independent and the per-step products were the
     // work. Where a recurrent state's cotangent chains the steps (an RNN), the
-    // plugin runs each step's weight product beside that chain, and one product
-    // after the loop measured slower (benches/scan_grad.rs: 6.5-8.6x the forward
-    // pass against 3.9-5.0x).
-    let recurrent = stacked.iter().any(|j| {
-        shapes[*j]
-            .element_type()
-            .is_some_and(crate::autodiff::differentiable)
-    });
+    // plugin runs each step's weight product beside that chain (on its second
+    // thread), and one product after the loop measured slower
+    // (benches/scan_grad.rs: 6.5-9.7x the forward pass against 3.9-5.0x, the
+    // product after the loop taken in every layout: transposed, canonical, or
+    // batched over chunks of rows; guide 12).
     let deferred: Vec<DeferredDot> = if store && !recurrent {
         deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored)
     } else {
@@ -1317,6 +1330,7 @@ fn while_cts(
     // one step at a time). The rows the steps read of an invariant element get
     // their cotangents by one scatter-add.
     let batched = !bounded
+        && shifted.is_empty()
         && store
         && !partial
         && !recurrent
@@ -1375,17 +1389,40 @@ fn while_cts(
                     );
                     let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
                     // Row `t` of a stack.
-                    let slice = |stack: &Op, shape: &Shape| {
-                        let starts = at_step(&t, shape.rank());
+                    let slice_at = |stack: &Op, shape: &Shape, row: &Op| {
+                        let starts = at_step(row, shape.rank());
                         let refs: Vec<&Op> = starts.iter().collect();
                         read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
                             .reshape(shape.dims())
                     };
+                    let slice = |stack: &Op, shape: &Shape| slice_at(stack, shape, &t);
                     let c_t: Vec<Op> = (0..k)
                         .map(|j| {
                             let dims = shapes[j].dims().to_vec();
+                            let shift = shifted.iter().find(|(e, _)| *e == j);
                             match stacked.iter().position(|x| *x == j) {
                                 Some(p) => slice(&stacks[p], &shapes[j]),
+                                // The stored value of the step before (row `t - 1`,
+                                // clamped at 0), or the initial value at step 0.
+                                None if shift.is_some() => {
+                                    let q = shift.map_or(0, |(_, q)| *q);
+                                    let zero = s32(&bb, 0);
+                                    let prev = t
+                                        .binary_scalar(
+                                            crate::BinaryOp::Subtract,
+                                            crate::Scalar::Int(1),
+                                            false,
+                                            loc,
+                                        )
+                                        .binary(crate::BinaryOp::Maximum, &zero, loc);
+                                    let row = slice_at(
+                                        &stacks[stacked.len() + q],
+                                        &shapes[j],
+                                        &prev,
+                                    );
+                                    let first = t.compare(&zero, crate::Comparison::Eq);
+                                    bb.select(&first, &local(&bb, &init[j]).reshape(&dims), &row)
+                                }
                                 // A value of its own for each element, so that two elements
                                 // holding the same outside value get separate cotangents.
                                 None => {
@@ -1895,6 +1932,43 @@ struct DeferredDot {
     attrs: crate::ops::linalg::DotAttrs,
     /// The dot's result shape (one row of the cotangent stack).
     out: Shape,
+}
+
+/// The stacked float carry elements whose new value (the body's result for them)
+/// is one of the `stored` body values, of the element's shape: per such element,
+/// its position in `stored`. The carry entering step `t > 0` is then that value
+/// at step `t - 1`, read from its stack.
+fn shifted_elements(
+    b: &Builder,
+    body: CompId,
+    stacked: &[usize],
+    stored: &[(u32, u32, Shape)],
+    shapes: &[Shape],
+) -> Vec<(usize, usize)> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let Some(root) = c.root else {
+        return Vec::new();
+    };
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return Vec::new();
+    }
+    stacked
+        .iter()
+        .filter(|j| {
+            shapes[**j]
+                .element_type()
+                .is_some_and(crate::autodiff::differentiable)
+        })
+        .filter_map(|j| {
+            let r = root_ins.operands.get(*j)?;
+            let q = stored
+                .iter()
+                .position(|(i, res, s)| (*i, *res) == (r.instr, r.result) && *s == shapes[*j])?;
+            Some((*j, q))
+        })
+        .collect()
 }
 
 /// The dots of a flat loop body that read a loop-invariant float carry element
