@@ -1375,158 +1375,155 @@ fn while_cts(
             })
             .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
             .collect();
-        let (bwd_i, ct_in, ct_stacks) =
-            b.while_loop(
-                (s32(b, 0), ct0, ct_stacks0),
-                |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
-                |(s, ct, ct_rows)| {
-                    let bb = s.builder();
-                    let last = local(&bb, &count).binary_scalar(
-                        crate::BinaryOp::Subtract,
-                        crate::Scalar::Int(1),
-                        false,
-                        loc,
-                    );
-                    let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
-                    // Row `t` of a stack.
-                    let slice_at = |stack: &Op, shape: &Shape, row: &Op| {
-                        let starts = at_step(row, shape.rank());
-                        let refs: Vec<&Op> = starts.iter().collect();
-                        read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
-                            .reshape(shape.dims())
-                    };
-                    let slice = |stack: &Op, shape: &Shape| slice_at(stack, shape, &t);
-                    let c_t: Vec<Op> = (0..k)
-                        .map(|j| {
-                            let dims = shapes[j].dims().to_vec();
-                            let shift = shifted.iter().find(|(e, _)| *e == j);
-                            match stacked.iter().position(|x| *x == j) {
-                                Some(p) => slice(&stacks[p], &shapes[j]),
-                                // The stored value of the step before (row `t - 1`,
-                                // clamped at 0), or the initial value at step 0.
-                                None if shift.is_some() => {
-                                    let q = shift.map_or(0, |(_, q)| *q);
-                                    let zero = s32(&bb, 0);
-                                    let prev = t
-                                        .binary_scalar(
-                                            crate::BinaryOp::Subtract,
-                                            crate::Scalar::Int(1),
-                                            false,
-                                            loc,
-                                        )
-                                        .binary(crate::BinaryOp::Maximum, &zero, loc);
-                                    let row = slice_at(
-                                        &stacks[stacked.len() + q],
-                                        &shapes[j],
-                                        &prev,
-                                    );
-                                    let first = t.compare(&zero, crate::Comparison::Eq);
-                                    bb.select(&first, &local(&bb, &init[j]).reshape(&dims), &row)
-                                }
-                                // A value of its own for each element, so that two elements
-                                // holding the same outside value get separate cotangents.
-                                None => {
-                                    let src = if invariant[j] {
-                                        &init[j]
-                                    } else {
-                                        &n.results[j]
-                                    };
-                                    local(&bb, src).reshape(&dims)
-                                }
+        let (bwd_i, ct_in, ct_stacks) = b.while_loop(
+            (s32(b, 0), ct0, ct_stacks0),
+            |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
+            |(s, ct, ct_rows)| {
+                let bb = s.builder();
+                let last = local(&bb, &count).binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(1),
+                    false,
+                    loc,
+                );
+                let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+                // Row `t` of a stack.
+                let slice_at = |stack: &Op, shape: &Shape, row: &Op| {
+                    let starts = at_step(row, shape.rank());
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
+                        .reshape(shape.dims())
+                };
+                let slice = |stack: &Op, shape: &Shape| slice_at(stack, shape, &t);
+                let c_t: Vec<Op> = (0..k)
+                    .map(|j| {
+                        let dims = shapes[j].dims().to_vec();
+                        let shift = shifted.iter().find(|(e, _)| *e == j);
+                        match stacked.iter().position(|x| *x == j) {
+                            Some(p) => slice(&stacks[p], &shapes[j]),
+                            // The stored value of the step before (row `t - 1`,
+                            // clamped at 0), or the initial value at step 0.
+                            None if shift.is_some() => {
+                                let q = shift.map_or(0, |(_, q)| *q);
+                                let zero = s32(&bb, 0);
+                                let prev = t
+                                    .binary_scalar(
+                                        crate::BinaryOp::Subtract,
+                                        crate::Scalar::Int(1),
+                                        false,
+                                        loc,
+                                    )
+                                    .binary(crate::BinaryOp::Maximum, &zero, loc);
+                                let row = slice_at(&stacks[stacked.len() + q], &shapes[j], &prev);
+                                let first = t.compare(&zero, crate::Comparison::Eq);
+                                bb.select(&first, &local(&bb, &init[j]).reshape(&dims), &row)
                             }
+                            // A value of its own for each element, so that two elements
+                            // holding the same outside value get separate cotangents.
+                            None => {
+                                let src = if invariant[j] {
+                                    &init[j]
+                                } else {
+                                    &n.results[j]
+                                };
+                                local(&bb, src).reshape(&dims)
+                            }
+                        }
+                    })
+                    .collect();
+                let (back, captured, vals) = if store {
+                    // The step's values, read back from the stacks.
+                    let mut vals: HashMap<(u32, u32), Op> = stored
+                        .iter()
+                        .enumerate()
+                        .map(|(p, (ins, r, shape))| {
+                            ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
                         })
                         .collect();
-                    let (back, captured, vals) = if store {
-                        // The step's values, read back from the stacks.
-                        let mut vals: HashMap<(u32, u32), Op> = stored
-                            .iter()
-                            .enumerate()
-                            .map(|(p, (ins, r, shape))| {
-                                ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                    for (ins, j) in &unstored {
+                        vals.insert((*ins, 0), c_t[*j].clone());
+                    }
+                    if partial {
+                        // The others, computed again from those and the carry.
+                        recompute(&bb, body, &c_t, &mut vals, loc);
+                    }
+                    let (back, captured) =
+                        backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
+                    (back, captured, vals)
+                } else {
+                    let outs = inline(&bb, body, &c_t);
+                    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                    let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                    let ct_refs: Vec<&Op> = ct.iter().collect();
+                    (
+                        bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                        HashMap::new(),
+                        HashMap::new(),
+                    )
+                };
+                // A stacked output's cotangent stays the final one: each step reads
+                // its own row of it, which no later step's write has touched (see
+                // `rows_once`); zeroing the row after reading it would make the
+                // plugin copy the whole stack every step.
+                let back: Vec<Op> = back
+                    .into_iter()
+                    .zip(&ct)
+                    .zip(&float)
+                    .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
+                    .collect();
+                // Row `t` of each deferred dot's result cotangents.
+                let rows: Vec<Op> = deferred
+                    .iter()
+                    .zip(&ct_rows)
+                    .map(|(d, buf)| {
+                        let row = captured
+                            .get(&d.dot)
+                            .cloned()
+                            .unwrap_or_else(|| {
+                                bb.scalar_of(
+                                    d.out.element_type().expect("array"),
+                                    crate::Scalar::Int(0),
+                                    loc,
+                                )
+                                .broadcast_to(d.out.dims())
                             })
-                            .collect();
-                        for (ins, j) in &unstored {
-                            vals.insert((*ins, 0), c_t[*j].clone());
-                        }
-                        if partial {
-                            // The others, computed again from those and the carry.
-                            recompute(&bb, body, &c_t, &mut vals, loc);
-                        }
-                        let (back, captured) =
-                            backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
-                        (back, captured, vals)
-                    } else {
-                        let outs = inline(&bb, body, &c_t);
-                        let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-                        let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
-                        let ct_refs: Vec<&Op> = ct.iter().collect();
-                        (
-                            bb.vjp(&outs_f, &ct_refs, &wrt_f),
-                            HashMap::new(),
-                            HashMap::new(),
-                        )
-                    };
-                    // A stacked output's cotangent stays the final one: each step reads
-                    // its own row of it, which no later step's write has touched (see
-                    // `rows_once`); zeroing the row after reading it would make the
-                    // plugin copy the whole stack every step.
-                    let back: Vec<Op> = back
-                        .into_iter()
-                        .zip(&ct)
-                        .zip(&float)
-                        .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
-                        .collect();
-                    // Row `t` of each deferred dot's result cotangents.
-                    let rows: Vec<Op> =
-                        deferred
+                            .reshape(&with_step_axis(&d.out));
+                        let starts = at_step(&t, d.out.rank());
+                        let refs: Vec<&Op> = starts.iter().collect();
+                        write_block(buf, &row, &refs)
+                    })
+                    .chain(
+                        row_reads
                             .iter()
-                            .zip(&ct_rows)
-                            .map(|(d, buf)| {
-                                let row = captured
-                                    .get(&d.dot)
-                                    .cloned()
-                                    .unwrap_or_else(|| {
-                                        bb.scalar_of(
-                                            d.out.element_type().expect("array"),
-                                            crate::Scalar::Int(0),
-                                            loc,
-                                        )
-                                        .broadcast_to(d.out.dims())
+                            .zip(&ct_rows[deferred.len()..])
+                            .map(|(r, buf)| {
+                                // The step's rows, at the step's own start indices.
+                                let starts: Vec<Op> = r
+                                    .starts
+                                    .iter()
+                                    .map(|v| match v {
+                                        Start::Element(e) => c_t[*e].clone(),
+                                        Start::Value(v) => vals
+                                            .get(&(v.instr, v.result))
+                                            .cloned()
+                                            .unwrap_or_else(|| lost(&bb)),
+                                        Start::Constant(kind, shape) => {
+                                            bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                        }
                                     })
-                                    .reshape(&with_step_axis(&d.out));
-                                let starts = at_step(&t, d.out.rank());
+                                    .collect();
+                                // (No cotangent reached the read: nothing to write.)
+                                let Some(row) = captured.get(&r.slice) else {
+                                    return buf.clone();
+                                };
                                 let refs: Vec<&Op> = starts.iter().collect();
-                                write_block(buf, &row, &refs)
-                            })
-                            .chain(row_reads.iter().zip(&ct_rows[deferred.len()..]).map(
-                                |(r, buf)| {
-                                    // The step's rows, at the step's own start indices.
-                                    let starts: Vec<Op> = r
-                                        .starts
-                                        .iter()
-                                        .map(|v| match v {
-                                            Start::Element(e) => c_t[*e].clone(),
-                                            Start::Value(v) => vals
-                                                .get(&(v.instr, v.result))
-                                                .cloned()
-                                                .unwrap_or_else(|| lost(&bb)),
-                                            Start::Constant(kind, shape) => {
-                                                bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
-                                            }
-                                        })
-                                        .collect();
-                                    // (No cotangent reached the read: nothing to write.)
-                                    let Some(row) = captured.get(&r.slice) else {
-                                        return buf.clone();
-                                    };
-                                    let refs: Vec<&Op> = starts.iter().collect();
-                                    write_block(buf, row, &refs)
-                                },
-                            ))
-                            .collect();
-                    (plus_one(s), back, rows)
-                },
-            );
+                                write_block(buf, row, &refs)
+                            }),
+                    )
+                    .collect();
+                (plus_one(s), back, rows)
+            },
+        );
         // The backward loop has a trip count or bound too: the gradient is
         // differentiable again.
         if bounded {
