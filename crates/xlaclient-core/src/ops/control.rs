@@ -1194,9 +1194,19 @@ fn while_cts(
     // initial value at step 0), so the forward loop does not stack them a second
     // time (one stack and one write per step less).
     let shifted = shifted_elements(b, body, &stacked, &stored, &shapes);
+    // Integer scalar elements that step by a constant (a scan's counter): the
+    // value entering step `t` is `init + t·c`, computed in the backward step
+    // instead of stacked (one write per forward step less). In recurrent loops
+    // (whose backward steps run as a loop); the batched backward pass of
+    // independent steps reads every step's counter from its stack.
+    let counters = if recurrent {
+        counter_elements(b, body, &stacked, &shapes)
+    } else {
+        Vec::new()
+    };
     let stacked: Vec<usize> = stacked
         .into_iter()
-        .filter(|j| !shifted.iter().any(|(e, _)| e == j))
+        .filter(|j| !shifted.iter().any(|(e, _)| e == j) && !counters.iter().any(|(e, _)| e == j))
         .collect();
     let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
     let at_step = |i: &Op, rank: usize| -> Vec<Op> {
@@ -1331,6 +1341,7 @@ fn while_cts(
     // their cotangents by one scatter-add.
     let batched = !bounded
         && shifted.is_empty()
+        && counters.is_empty()
         && store
         && !partial
         && !recurrent
@@ -1399,8 +1410,24 @@ fn while_cts(
                     .map(|j| {
                         let dims = shapes[j].dims().to_vec();
                         let shift = shifted.iter().find(|(e, _)| *e == j);
+                        let counter = counters.iter().find(|(e, _)| *e == j);
                         match stacked.iter().position(|x| *x == j) {
                             Some(p) => slice(&stacks[p], &shapes[j]),
+                            // `init + t·c`.
+                            None if counter.is_some() => {
+                                let step = counter.map_or(0, |(_, c)| *c);
+                                let g = bb.g.borrow();
+                                let ins = &g.comp(body).instrs[step as usize];
+                                let (kind, shape) =
+                                    (ins.kind.clone(), g.shapes.get(ins.shape).clone());
+                                drop(g);
+                                let c = bb.emit(kind, &[], Some(shape), loc);
+                                local(&bb, &init[j]).reshape(&dims).binary(
+                                    crate::BinaryOp::Add,
+                                    &t.binary(crate::BinaryOp::Multiply, &c, loc),
+                                    loc,
+                                )
+                            }
                             // The stored value of the step before (row `t - 1`,
                             // clamped at 0), or the initial value at step 0.
                             None if shift.is_some() => {
@@ -1929,6 +1956,56 @@ struct DeferredDot {
     attrs: crate::ops::linalg::DotAttrs,
     /// The dot's result shape (one row of the cotangent stack).
     out: Shape,
+}
+
+/// The stacked `s32` scalar carry elements that the body steps by a constant
+/// (`e + c` or `c + e`, a loop's counter): per such element, the constant's
+/// instruction in the body.
+fn counter_elements(
+    b: &Builder,
+    body: CompId,
+    stacked: &[usize],
+    shapes: &[Shape],
+) -> Vec<(usize, u32)> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
+        return Vec::new();
+    };
+    let ins = |v: Value| &c.instrs[v.instr as usize];
+    if !matches!(ins(root).kind, OpKind::Tuple) {
+        return Vec::new();
+    }
+    let element = |v: Value| match ins(v).kind {
+        OpKind::GetTupleElement { index } if ins(v).operands[0].instr == *param => {
+            Some(index as usize)
+        }
+        _ => None,
+    };
+    let scalar_s32 = Shape::of::<i32>(&[]);
+    let constant = |v: Value| {
+        matches!(ins(v).kind, OpKind::Constant(_))
+            && v.result == 0
+            && *g.shapes.get(ins(v).shape) == scalar_s32
+    };
+    stacked
+        .iter()
+        .filter(|j| shapes[**j] == scalar_s32)
+        .filter_map(|j| {
+            let r = ins(*ins(root).operands.get(*j)?);
+            if !matches!(r.kind, OpKind::Binary(crate::BinaryOp::Add)) {
+                return None;
+            }
+            let (x, y) = (r.operands[0], r.operands[1]);
+            if element(x) == Some(*j) && constant(y) {
+                Some((*j, y.instr))
+            } else if element(y) == Some(*j) && constant(x) {
+                Some((*j, x.instr))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// The stacked float carry elements whose new value (the body's result for them)
