@@ -1115,7 +1115,10 @@ pub(crate) enum Trips {
 
 /// A while loop of `trips` iterations (or at most that many), reversed: a forward
 /// loop of the same steps stores the carry of every step (all but the invariant
-/// and write-only elements) and, unless checkpointed, the body's values; it also
+/// and write-only elements, a state whose next value is a stored body value, and
+/// a recurrent loop's counter: the backward step gets those from the stored
+/// value's previous row and from the step) and, unless checkpointed, the body's
+/// values; it also
 /// serves the original loop's results, which is then dead (the forward steps run
 /// once). A backward loop walks the steps from the last, reading each step's
 /// values back (or recomputing the body from its stored carry) and pulling the
