@@ -19,7 +19,7 @@ CALLS=${2:-5}
 ANCHOR=${ANCHOR:-../shared/bench-anchors/jax_anakin_catch.py}
 . bench/jax_venv.sh
 cargo build --release --quiet --example anakin
-OURS=target/release/examples/anakin
+OURS=${CARGO_TARGET_DIR:-target}/release/examples/anakin
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 

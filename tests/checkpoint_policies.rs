@@ -12,7 +12,9 @@ mod common;
 mod fd;
 
 use common::*;
-use xlaclient::{Builder, CheckpointPolicy, Computation, DotDims, Op, ScanOptions, Shape};
+use xlaclient::{
+    Builder, CheckpointPolicy, Comparison, Computation, DotDims, Op, ScanOptions, Shape,
+};
 
 /// Steps of the scans below.
 const T: i64 = 6;
@@ -225,7 +227,6 @@ fn residuals(grad: &Computation, forward: &Computation, steps: i64) -> Vec<(Stri
 #[test]
 fn each_policy_stores_what_it_says_and_the_forward_loop_runs_once() {
     let f64s = |d: &[i64]| ("f64".to_string(), d.to_vec());
-    let counter = ("s32".to_string(), vec![T]);
     for (model, shapes, f, state, dots, no_batch) in [
         (
             "rnn",
@@ -254,8 +255,9 @@ fn each_policy_stores_what_it_says_and_the_forward_loop_runs_once() {
             // One forward loop (serving the loss too), one backward loop.
             assert_eq!(whiles(&m), 2, "{model}, {name}:\n{}", m.to_hlo_text());
             let got = residuals(&m, &forward, T);
-            // The carry entering each step: the scan's counter and the state.
-            let mut want = vec![counter.clone(), f64s(&state)];
+            // The carry entering each step: the state (the scan's counter is
+            // computed again from the step, not stacked).
+            let mut want = vec![f64s(&state)];
             match &policy {
                 CheckpointPolicy::Everything => {}
                 CheckpointPolicy::Nothing => {}
@@ -338,10 +340,9 @@ fn fori_loop_and_bounded_loops_take_policies_too() {
         s.sort();
         s
     };
-    let carry = vec![
-        ("f64".to_string(), vec![5, 3]),
-        ("s32".to_string(), vec![5]),
-    ];
+    // The state entering each step; the loop's counter is computed again from
+    // the step (`init + t`), not stacked.
+    let carry = vec![("f64".to_string(), vec![5, 3])];
     assert_eq!(stacks(&CheckpointPolicy::Nothing), carry);
     let mut dots = carry.clone();
     dots.push(("f64".to_string(), vec![5, 3]));
@@ -729,4 +730,94 @@ fn grad_of_grad_through_independent_steps() {
         let (gw, gv) = b.grad(&loss, &(p[2].clone(), p[3].clone()));
         b.concatenate(&[&gw.reshape(&[6]), &gv.reshape(&[9])], 0)
     });
+}
+
+/// A state whose next value is a value the backward step reads anyway (an RNN's
+/// `h' = tanh(h·W + x_t)`: tanh's derivative reads its result) is not stacked a
+/// second time: the forward loop stores that value once per step, and the backward
+/// step reads the state entering step `t` as its row `t - 1` (the initial state at
+/// step 0). Pinned by XLA's temporary buffers for the gradient of such a scan
+/// (`benches/scan_grad.rs`'s program, smaller): one `[steps, batch, width]` stack
+/// (the tanh's), where storing the state too took two; the gradients through that
+/// path against central differences in a loop that stops early (rows past the last
+/// step stay unread), a reversed, unrolled scan, and a second derivative.
+#[test]
+fn a_state_whose_next_value_is_stored_is_not_stacked_again() {
+    let (steps, batch, width) = (200i64, 8i64, 32i64);
+    let b = Builder::new("rnn_f32");
+    let w = b.parameter(0, Shape::of::<f32>(&[width, width]), "w");
+    let h0 = b.parameter(1, Shape::of::<f32>(&[batch, width]), "h0");
+    let xs = b.parameter(2, Shape::of::<f32>(&[steps, batch, width]), "xs");
+    let (_, ys) = b.scan(h0.clone(), xs, |h, x| {
+        let h2 = (&h.matmul(&w) + &x).tanh();
+        let y = h2.reduce_sum(&[0, 1]);
+        (h2, y)
+    });
+    let loss = ys.reduce_sum(&[0]);
+    let (gw, gh) = b.grad(&loss, &(w.clone(), h0.clone()));
+    let m = b.build_tuple(&[&loss, &gw, &gh]).unwrap();
+    let exe = client().compile(&m).unwrap();
+    let temp = exe.memory_stats().unwrap().temp_bytes;
+    let stack = steps * batch * width * 4;
+    eprintln!("rnn gradient: temp {temp} bytes, one stack {stack}");
+    assert!(
+        temp >= stack && temp < stack + stack / 2,
+        "temp {temp} bytes against one stack of {stack}"
+    );
+    let optimized = exe.optimized_module().unwrap();
+    let whiles = optimized
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter(|i| i.opcode == "while")
+        .count();
+    assert_eq!(whiles, 2, "one forward loop, one backward loop");
+    fd::check(
+        "shifted_bounded",
+        &[&[2, 2], &[2, 2], &[2, 2]],
+        -0.5,
+        0.5,
+        |p| {
+            let (x, w, u) = (&p[0], &p[1], &p[2]);
+            let b = x.builder();
+            let (v, acc) = b.while_loop_bounded(
+                (x.clone(), b.constant(0f64)),
+                40,
+                |(_, acc)| acc.compare(&acc.builder().constant(1.5f64), Comparison::Lt),
+                |(v, acc)| {
+                    let v2 = (&(&v.matmul(w) + u) * 2.0).tanh();
+                    let acc2 = &acc + &(&v2 * &v2).reduce_sum(&[0, 1]);
+                    (v2, acc2)
+                },
+            );
+            b.concatenate(&[&v.reshape(&[4]), &acc.reshape(&[1])], 0)
+        },
+    );
+    fd::check("shifted_reversed_unrolled", RNN, -1.0, 1.0, |p| {
+        let (h0, xs, w, u) = (&p[0], &p[1], &p[2], &p[3]);
+        let b = h0.builder();
+        let opts = ScanOptions::new().reverse(true).unroll(2);
+        let (h, ys) = b.scan_with(h0.clone(), xs.clone(), &opts, |h, x| {
+            let h2 = (&w.matmul(&h) + &u.matmul(&x)).tanh();
+            (h2.clone(), h2.reduce_sum(&[0]))
+        });
+        b.concatenate(&[&h, &ys], 0)
+    });
+    fd::check(
+        "shifted_second_order",
+        &[&[2, 2], &[4, 2]],
+        -1.0,
+        1.0,
+        |p| {
+            let (w, xs) = (&p[0], &p[1]);
+            let b = w.builder();
+            let h0 = b.constant_vec(&[0.3f64, -0.2]);
+            let (h, _) = b.scan(h0, xs.clone(), |h, x| {
+                let h2 = (&w.matmul(&h) + &x).tanh();
+                (h2, ())
+            });
+            let g = b.grad(&h.reduce_sum(&[0]), w);
+            g.reshape(&[4])
+        },
+    );
 }

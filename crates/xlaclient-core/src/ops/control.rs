@@ -1115,7 +1115,10 @@ pub(crate) enum Trips {
 
 /// A while loop of `trips` iterations (or at most that many), reversed: a forward
 /// loop of the same steps stores the carry of every step (all but the invariant
-/// and write-only elements) and, unless checkpointed, the body's values; it also
+/// and write-only elements, a state whose next value is a stored body value, and
+/// a recurrent loop's counter: the backward step gets those from the stored
+/// value's previous row and from the step) and, unless checkpointed, the body's
+/// values; it also
 /// serves the original loop's results, which is then dead (the forward steps run
 /// once). A backward loop walks the steps from the last, reading each step's
 /// values back (or recomputing the body from its stored carry) and pulling the
@@ -1181,6 +1184,32 @@ fn while_cts(
     let store = !stored.is_empty();
     let stacked: Vec<usize> = (0..k)
         .filter(|j| !invariant[*j] && !write_only[*j])
+        .collect();
+    // Where a recurrent state's cotangent chains the steps (an RNN).
+    let recurrent = stacked.iter().any(|j| {
+        shapes[*j]
+            .element_type()
+            .is_some_and(crate::autodiff::differentiable)
+    });
+    // Float carry elements whose new value is a stored body value (an RNN's
+    // state `h' = tanh(..)`, whose tanh the backward step reads): the value
+    // entering step `t > 0` is that stored value's row `t - 1` (and the loop's
+    // initial value at step 0), so the forward loop does not stack them a second
+    // time (one stack and one write per step less).
+    let shifted = shifted_elements(b, body, &stacked, &stored, &shapes);
+    // Integer scalar elements that step by a constant (a scan's counter): the
+    // value entering step `t` is `init + t·c`, computed in the backward step
+    // instead of stacked (one write per forward step less). In recurrent loops
+    // (whose backward steps run as a loop); the batched backward pass of
+    // independent steps reads every step's counter from its stack.
+    let counters = if recurrent {
+        counter_elements(b, body, &stacked, &shapes)
+    } else {
+        Vec::new()
+    };
+    let stacked: Vec<usize> = stacked
+        .into_iter()
+        .filter(|j| !shifted.iter().any(|(e, _)| e == j) && !counters.iter().any(|(e, _)| e == j))
         .collect();
     let s32 = |b: &Builder, v: i64| b.scalar_of(ElementType::S32, crate::Scalar::Int(v), loc);
     let at_step = |i: &Op, rank: usize| -> Vec<Op> {
@@ -1256,14 +1285,11 @@ fn while_cts(
     // invariant or a stacked output, as in a rollout whose state is discrete):
     // there the backward steps are independent and the per-step products were the
     // work. Where a recurrent state's cotangent chains the steps (an RNN), the
-    // plugin runs each step's weight product beside that chain, and one product
-    // after the loop measured slower (benches/scan_grad.rs: 6.5-8.6x the forward
-    // pass against 3.9-5.0x).
-    let recurrent = stacked.iter().any(|j| {
-        shapes[*j]
-            .element_type()
-            .is_some_and(crate::autodiff::differentiable)
-    });
+    // plugin runs each step's weight product beside that chain (on its second
+    // thread), and one product after the loop measured slower
+    // (benches/scan_grad.rs: 6.5-9.7x the forward pass against 3.9-5.0x, the
+    // product after the loop taken in every layout: transposed, canonical, or
+    // batched over chunks of rows; guide 12).
     let deferred: Vec<DeferredDot> = if store && !recurrent {
         deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored)
     } else {
@@ -1317,6 +1343,8 @@ fn while_cts(
     // one step at a time). The rows the steps read of an invariant element get
     // their cotangents by one scatter-add.
     let batched = !bounded
+        && shifted.is_empty()
+        && counters.is_empty()
         && store
         && !partial
         && !recurrent
@@ -1361,135 +1389,171 @@ fn while_cts(
             })
             .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
             .collect();
-        let (bwd_i, ct_in, ct_stacks) =
-            b.while_loop(
-                (s32(b, 0), ct0, ct_stacks0),
-                |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
-                |(s, ct, ct_rows)| {
-                    let bb = s.builder();
-                    let last = local(&bb, &count).binary_scalar(
-                        crate::BinaryOp::Subtract,
-                        crate::Scalar::Int(1),
-                        false,
-                        loc,
-                    );
-                    let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
-                    // Row `t` of a stack.
-                    let slice = |stack: &Op, shape: &Shape| {
-                        let starts = at_step(&t, shape.rank());
-                        let refs: Vec<&Op> = starts.iter().collect();
-                        read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
-                            .reshape(shape.dims())
-                    };
-                    let c_t: Vec<Op> = (0..k)
-                        .map(|j| {
-                            let dims = shapes[j].dims().to_vec();
-                            match stacked.iter().position(|x| *x == j) {
-                                Some(p) => slice(&stacks[p], &shapes[j]),
-                                // A value of its own for each element, so that two elements
-                                // holding the same outside value get separate cotangents.
-                                None => {
-                                    let src = if invariant[j] {
-                                        &init[j]
-                                    } else {
-                                        &n.results[j]
-                                    };
-                                    local(&bb, src).reshape(&dims)
-                                }
+        let (bwd_i, ct_in, ct_stacks) = b.while_loop(
+            (s32(b, 0), ct0, ct_stacks0),
+            |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
+            |(s, ct, ct_rows)| {
+                let bb = s.builder();
+                let last = local(&bb, &count).binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(1),
+                    false,
+                    loc,
+                );
+                let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+                // Row `t` of a stack.
+                let slice_at = |stack: &Op, shape: &Shape, row: &Op| {
+                    let starts = at_step(row, shape.rank());
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
+                        .reshape(shape.dims())
+                };
+                let slice = |stack: &Op, shape: &Shape| slice_at(stack, shape, &t);
+                let c_t: Vec<Op> = (0..k)
+                    .map(|j| {
+                        let dims = shapes[j].dims().to_vec();
+                        let shift = shifted.iter().find(|(e, _)| *e == j);
+                        let counter = counters.iter().find(|(e, _)| *e == j);
+                        match stacked.iter().position(|x| *x == j) {
+                            Some(p) => slice(&stacks[p], &shapes[j]),
+                            // `init + t·c`.
+                            None if counter.is_some() => {
+                                let step = counter.map_or(0, |(_, c)| *c);
+                                let g = bb.g.borrow();
+                                let ins = &g.comp(body).instrs[step as usize];
+                                let (kind, shape) =
+                                    (ins.kind.clone(), g.shapes.get(ins.shape).clone());
+                                drop(g);
+                                let c = bb.emit(kind, &[], Some(shape), loc);
+                                local(&bb, &init[j]).reshape(&dims).binary(
+                                    crate::BinaryOp::Add,
+                                    &t.binary(crate::BinaryOp::Multiply, &c, loc),
+                                    loc,
+                                )
                             }
+                            // The stored value of the step before (row `t - 1`,
+                            // clamped at 0), or the initial value at step 0.
+                            None if shift.is_some() => {
+                                let q = shift.map_or(0, |(_, q)| *q);
+                                let zero = s32(&bb, 0);
+                                let prev = t
+                                    .binary_scalar(
+                                        crate::BinaryOp::Subtract,
+                                        crate::Scalar::Int(1),
+                                        false,
+                                        loc,
+                                    )
+                                    .binary(crate::BinaryOp::Maximum, &zero, loc);
+                                let row = slice_at(&stacks[stacked.len() + q], &shapes[j], &prev);
+                                let first = t.compare(&zero, crate::Comparison::Eq);
+                                bb.select(&first, &local(&bb, &init[j]).reshape(&dims), &row)
+                            }
+                            // A value of its own for each element, so that two elements
+                            // holding the same outside value get separate cotangents.
+                            None => {
+                                let src = if invariant[j] {
+                                    &init[j]
+                                } else {
+                                    &n.results[j]
+                                };
+                                local(&bb, src).reshape(&dims)
+                            }
+                        }
+                    })
+                    .collect();
+                let (back, captured, vals) = if store {
+                    // The step's values, read back from the stacks.
+                    let mut vals: HashMap<(u32, u32), Op> = stored
+                        .iter()
+                        .enumerate()
+                        .map(|(p, (ins, r, shape))| {
+                            ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
                         })
                         .collect();
-                    let (back, captured, vals) = if store {
-                        // The step's values, read back from the stacks.
-                        let mut vals: HashMap<(u32, u32), Op> = stored
-                            .iter()
-                            .enumerate()
-                            .map(|(p, (ins, r, shape))| {
-                                ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                    for (ins, j) in &unstored {
+                        vals.insert((*ins, 0), c_t[*j].clone());
+                    }
+                    if partial {
+                        // The others, computed again from those and the carry.
+                        recompute(&bb, body, &c_t, &mut vals, loc);
+                    }
+                    let (back, captured) =
+                        backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
+                    (back, captured, vals)
+                } else {
+                    let outs = inline(&bb, body, &c_t);
+                    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                    let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                    let ct_refs: Vec<&Op> = ct.iter().collect();
+                    (
+                        bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                        HashMap::new(),
+                        HashMap::new(),
+                    )
+                };
+                // A stacked output's cotangent stays the final one: each step reads
+                // its own row of it, which no later step's write has touched (see
+                // `rows_once`); zeroing the row after reading it would make the
+                // plugin copy the whole stack every step.
+                let back: Vec<Op> = back
+                    .into_iter()
+                    .zip(&ct)
+                    .zip(&float)
+                    .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
+                    .collect();
+                // Row `t` of each deferred dot's result cotangents.
+                let rows: Vec<Op> = deferred
+                    .iter()
+                    .zip(&ct_rows)
+                    .map(|(d, buf)| {
+                        let row = captured
+                            .get(&d.dot)
+                            .cloned()
+                            .unwrap_or_else(|| {
+                                bb.scalar_of(
+                                    d.out.element_type().expect("array"),
+                                    crate::Scalar::Int(0),
+                                    loc,
+                                )
+                                .broadcast_to(d.out.dims())
                             })
-                            .collect();
-                        for (ins, j) in &unstored {
-                            vals.insert((*ins, 0), c_t[*j].clone());
-                        }
-                        if partial {
-                            // The others, computed again from those and the carry.
-                            recompute(&bb, body, &c_t, &mut vals, loc);
-                        }
-                        let (back, captured) =
-                            backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
-                        (back, captured, vals)
-                    } else {
-                        let outs = inline(&bb, body, &c_t);
-                        let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-                        let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
-                        let ct_refs: Vec<&Op> = ct.iter().collect();
-                        (
-                            bb.vjp(&outs_f, &ct_refs, &wrt_f),
-                            HashMap::new(),
-                            HashMap::new(),
-                        )
-                    };
-                    // A stacked output's cotangent stays the final one: each step reads
-                    // its own row of it, which no later step's write has touched (see
-                    // `rows_once`); zeroing the row after reading it would make the
-                    // plugin copy the whole stack every step.
-                    let back: Vec<Op> = back
-                        .into_iter()
-                        .zip(&ct)
-                        .zip(&float)
-                        .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
-                        .collect();
-                    // Row `t` of each deferred dot's result cotangents.
-                    let rows: Vec<Op> =
-                        deferred
+                            .reshape(&with_step_axis(&d.out));
+                        let starts = at_step(&t, d.out.rank());
+                        let refs: Vec<&Op> = starts.iter().collect();
+                        write_block(buf, &row, &refs)
+                    })
+                    .chain(
+                        row_reads
                             .iter()
-                            .zip(&ct_rows)
-                            .map(|(d, buf)| {
-                                let row = captured
-                                    .get(&d.dot)
-                                    .cloned()
-                                    .unwrap_or_else(|| {
-                                        bb.scalar_of(
-                                            d.out.element_type().expect("array"),
-                                            crate::Scalar::Int(0),
-                                            loc,
-                                        )
-                                        .broadcast_to(d.out.dims())
+                            .zip(&ct_rows[deferred.len()..])
+                            .map(|(r, buf)| {
+                                // The step's rows, at the step's own start indices.
+                                let starts: Vec<Op> = r
+                                    .starts
+                                    .iter()
+                                    .map(|v| match v {
+                                        Start::Element(e) => c_t[*e].clone(),
+                                        Start::Value(v) => vals
+                                            .get(&(v.instr, v.result))
+                                            .cloned()
+                                            .unwrap_or_else(|| lost(&bb)),
+                                        Start::Constant(kind, shape) => {
+                                            bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                        }
                                     })
-                                    .reshape(&with_step_axis(&d.out));
-                                let starts = at_step(&t, d.out.rank());
+                                    .collect();
+                                // (No cotangent reached the read: nothing to write.)
+                                let Some(row) = captured.get(&r.slice) else {
+                                    return buf.clone();
+                                };
                                 let refs: Vec<&Op> = starts.iter().collect();
-                                write_block(buf, &row, &refs)
-                            })
-                            .chain(row_reads.iter().zip(&ct_rows[deferred.len()..]).map(
-                                |(r, buf)| {
-                                    // The step's rows, at the step's own start indices.
-                                    let starts: Vec<Op> = r
-                                        .starts
-                                        .iter()
-                                        .map(|v| match v {
-                                            Start::Element(e) => c_t[*e].clone(),
-                                            Start::Value(v) => vals
-                                                .get(&(v.instr, v.result))
-                                                .cloned()
-                                                .unwrap_or_else(|| lost(&bb)),
-                                            Start::Constant(kind, shape) => {
-                                                bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
-                                            }
-                                        })
-                                        .collect();
-                                    // (No cotangent reached the read: nothing to write.)
-                                    let Some(row) = captured.get(&r.slice) else {
-                                        return buf.clone();
-                                    };
-                                    let refs: Vec<&Op> = starts.iter().collect();
-                                    write_block(buf, row, &refs)
-                                },
-                            ))
-                            .collect();
-                    (plus_one(s), back, rows)
-                },
-            );
+                                write_block(buf, row, &refs)
+                            }),
+                    )
+                    .collect();
+                (plus_one(s), back, rows)
+            },
+        );
         // The backward loop has a trip count or bound too: the gradient is
         // differentiable again.
         if bounded {
@@ -1895,6 +1959,93 @@ struct DeferredDot {
     attrs: crate::ops::linalg::DotAttrs,
     /// The dot's result shape (one row of the cotangent stack).
     out: Shape,
+}
+
+/// The stacked `s32` scalar carry elements that the body steps by a constant
+/// (`e + c` or `c + e`, a loop's counter): per such element, the constant's
+/// instruction in the body.
+fn counter_elements(
+    b: &Builder,
+    body: CompId,
+    stacked: &[usize],
+    shapes: &[Shape],
+) -> Vec<(usize, u32)> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let (Some(root), Some(Some(param))) = (c.root, c.params.first()) else {
+        return Vec::new();
+    };
+    let ins = |v: Value| &c.instrs[v.instr as usize];
+    if !matches!(ins(root).kind, OpKind::Tuple) {
+        return Vec::new();
+    }
+    let element = |v: Value| match ins(v).kind {
+        OpKind::GetTupleElement { index } if ins(v).operands[0].instr == *param => {
+            Some(index as usize)
+        }
+        _ => None,
+    };
+    let scalar_s32 = Shape::of::<i32>(&[]);
+    let constant = |v: Value| {
+        matches!(ins(v).kind, OpKind::Constant(_))
+            && v.result == 0
+            && *g.shapes.get(ins(v).shape) == scalar_s32
+    };
+    stacked
+        .iter()
+        .filter(|j| shapes[**j] == scalar_s32)
+        .filter_map(|j| {
+            let r = ins(*ins(root).operands.get(*j)?);
+            if !matches!(r.kind, OpKind::Binary(crate::BinaryOp::Add)) {
+                return None;
+            }
+            let (x, y) = (r.operands[0], r.operands[1]);
+            if element(x) == Some(*j) && constant(y) {
+                Some((*j, y.instr))
+            } else if element(y) == Some(*j) && constant(x) {
+                Some((*j, x.instr))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The stacked float carry elements whose new value (the body's result for them)
+/// is one of the `stored` body values, of the element's shape: per such element,
+/// its position in `stored`. The carry entering step `t > 0` is then that value
+/// at step `t - 1`, read from its stack.
+fn shifted_elements(
+    b: &Builder,
+    body: CompId,
+    stacked: &[usize],
+    stored: &[(u32, u32, Shape)],
+    shapes: &[Shape],
+) -> Vec<(usize, usize)> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let Some(root) = c.root else {
+        return Vec::new();
+    };
+    let root_ins = &c.instrs[root.instr as usize];
+    if !matches!(root_ins.kind, OpKind::Tuple) {
+        return Vec::new();
+    }
+    stacked
+        .iter()
+        .filter(|j| {
+            shapes[**j]
+                .element_type()
+                .is_some_and(crate::autodiff::differentiable)
+        })
+        .filter_map(|j| {
+            let r = root_ins.operands.get(*j)?;
+            let q = stored
+                .iter()
+                .position(|(i, res, s)| (*i, *res) == (r.instr, r.result) && *s == shapes[*j])?;
+            Some((*j, q))
+        })
+        .collect()
 }
 
 /// The dots of a flat loop body that read a loop-invariant float carry element
