@@ -22,7 +22,11 @@
 //! not know ("Unknown flag in XLA_FLAGS"), so a bad one must never reach them.
 //! Syntax, as XLA reads it: flags separated by whitespace, `--name=value`, or
 //! `--name` for `true`; booleans are `true`, `false`, `1` or `0`; list flags take
-//! comma-separated values.
+//! comma-separated values; `--xla_backend_extra_options` takes comma-separated
+//! `KEY=VALUE` pairs (a key alone is an empty value), the backend's free-form
+//! options, such as the CPU backend's `xla_cpu_small_while_loop_byte_threshold`
+//! (while loops of a smaller footprint are compiled into one kernel; 1 kB by
+//! default).
 
 use crate::proto::DebugOptions;
 
