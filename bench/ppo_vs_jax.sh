@@ -13,6 +13,8 @@
 # both sides.
 #
 #   bench/ppo_vs_jax.sh [REPS]      (default 2; CARGO_JOBS=N passes -j N to cargo)
+#   NPROC=1 bench/ppo_vs_jax.sh 3   (both sides with one XLA worker thread: the CPU
+#                                    plugin and jaxlib size their pool from NPROC)
 #
 # JAX: target/jax-venv (bench/jax_venv.sh; JAX_VENV=… for another, e.g. the main
 # checkout's with optax installed).
@@ -78,5 +80,6 @@ print(f"ours/JAX: steps/s {med(ours, 'steps_per_s') / med(jax, 'steps_per_s'):.2
       f"compile time {med(ours, 'compile') / med(jax, 'compile'):.2f}x, "
       f"return {med(ours, 'return') / med(jax, 'return'):.3f}x "
       f"(medians of {len(jax)} runs each, alternated; return = mean of the last 10% of updates; "
-      f"1-minute load average before the runs {min(loads):.1f} to {max(loads):.1f}, {os.cpu_count()} cores)")
+      f"1-minute load average before the runs {min(loads):.1f} to {max(loads):.1f}, {os.cpu_count()} cores, "
+      f"NPROC={os.environ.get('NPROC', 'unset')})")
 PY

@@ -25,6 +25,11 @@
 //! The run's directory (`--output-dir`, by default `runs/ppo_cartpole/<time>`)
 //! receives the configuration, `metrics.csv` (per update: return and loss), its plot
 //! and a checkpoint of the state after each call (`--resume` continues).
+//!
+//! On a small machine, run it with `NPROC=1` in the environment: the CPU plugin
+//! sizes its worker pool from that variable when the client is made, and the
+//! program's small kernels run on one worker instead of being handed between two
+//! (about a third less CPU time on a 2-core VM; guide 12, "The worker threads").
 
 use std::time::Instant;
 

@@ -112,3 +112,76 @@ fn flags_given_in_code_dump_and_yield_to_explicit_settings() {
         .unwrap_err();
     assert!(e.to_string().contains("--xla_dump_too"), "{e}");
 }
+
+/// A loop of 10 steps `x = x * 0.5 + i` (`i` the step as f32) over `f32[4]`.
+fn small_loop() -> xlaclient::Computation {
+    let b = Builder::new("small_loop");
+    let x = b.parameter(0, Shape::of::<f32>(&[4]), "x");
+    let y = b.fori_loop(0, 10, x, |i, x| {
+        &(x * 0.5) + &i.convert(xlaclient::ElementType::F32)
+    });
+    b.build(&y).unwrap()
+}
+
+#[test]
+fn backend_extra_options_reach_the_cpu_backend() {
+    // `--xla_backend_extra_options=key=value,...` fills DebugOptions'
+    // xla_backend_extra_options map, which XLA's CPU backend reads: with
+    // xla_cpu_small_while_loop_byte_threshold above the loop's footprint it compiles
+    // the while loop into one kernel (a call marked `xla_cpu_small_call` in the
+    // optimized module); with 0 it leaves the loop to the runtime. Same numbers
+    // either way, checked against plain Rust.
+    let client = Client::cpu().unwrap();
+    let x = [1.0f32, -2.0, 0.25, 8.0];
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| (0..10).fold(v, |acc, i| acc * 0.5 + i as f32))
+        .collect();
+    for (threshold, hoisted) in [(1_000_000, true), (0, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = CompileOptions::new()
+            .dump_to(dir.path().to_str().unwrap())
+            .xla_flags(&format!(
+                "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={threshold}"
+            ));
+        use prost::Message;
+        let p = xlaclient::proto::CompileOptionsProto::decode(&opts.to_bytes()[..]).unwrap();
+        let d = p.executable_build_options.unwrap().debug_options.unwrap();
+        assert_eq!(
+            d.xla_backend_extra_options["xla_cpu_small_while_loop_byte_threshold"],
+            threshold.to_string()
+        );
+        let exe = client.compile_with(small_loop(), &opts).unwrap();
+        let optimized: String = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.contains("small_loop") && n.ends_with("after_optimizations.txt")
+            })
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect();
+        assert!(!optimized.is_empty(), "no optimized module dumped");
+        assert_eq!(
+            optimized.contains("xla_cpu_small_call"),
+            hoisted,
+            "threshold {threshold}:\n{optimized}"
+        );
+        let buf = client.buffer_from_host(&x, &[4]).unwrap();
+        let got = exe.execute(&[&buf]).unwrap()[0].to_vec::<f32>().unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{got:?} vs {want:?}"
+            );
+        }
+    }
+    // A pair without a key is refused when the program is compiled, naming the flag.
+    let e = client
+        .compile_with(
+            small_loop(),
+            &CompileOptions::new().xla_flags("--xla_backend_extra_options==5"),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("--xla_backend_extra_options"), "{e}");
+}

@@ -22,7 +22,11 @@
 //! not know ("Unknown flag in XLA_FLAGS"), so a bad one must never reach them.
 //! Syntax, as XLA reads it: flags separated by whitespace, `--name=value`, or
 //! `--name` for `true`; booleans are `true`, `false`, `1` or `0`; list flags take
-//! comma-separated values.
+//! comma-separated values; `--xla_backend_extra_options` takes comma-separated
+//! `KEY=VALUE` pairs (a key alone is an empty value), the backend's free-form
+//! options, such as the CPU backend's `xla_cpu_small_while_loop_byte_threshold`
+//! (while loops of a smaller footprint are compiled into one kernel; 1 kB by
+//! default).
 
 use crate::proto::DebugOptions;
 
@@ -62,6 +66,7 @@ pub const FLAGS: &[&str] = &[
     "xla_dump_max_hlo_modules",
     "xla_dump_disable_metadata",
     "xla_dump_large_constants",
+    "xla_backend_extra_options",
 ];
 
 /// Parses `XLA_FLAGS`-style text into debug options, or says which flag is wrong.
@@ -144,6 +149,19 @@ fn set(d: &mut DebugOptions, name: &str, v: Option<&str>) -> Result<(), String> 
         "xla_dump_max_hlo_modules" => d.xla_dump_max_hlo_modules = int(v)?,
         "xla_dump_disable_metadata" => d.xla_dump_disable_metadata = boolean(v)?,
         "xla_dump_large_constants" => d.xla_dump_large_constants = boolean(v)?,
+        "xla_backend_extra_options" => {
+            // As XLA reads it: `key=value` pairs separated by commas, a key alone
+            // meaning an empty value; later pairs replace earlier ones.
+            let v = v.ok_or("needs a value (--name=KEY=VALUE,KEY2=VALUE2)")?;
+            for pair in v.split(',').filter(|p| !p.is_empty()) {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                if key.is_empty() {
+                    return Err(format!("`{pair}` has no key (give KEY=VALUE)"));
+                }
+                d.xla_backend_extra_options
+                    .insert(key.to_string(), value.to_string());
+            }
+        }
         _ => {
             return Err(
                 "not a flag this crate passes on to XLA (xlaclient_pjrt::xla_flags::FLAGS \
@@ -184,6 +202,16 @@ mod tests {
         assert_eq!(d.xla_disable_hlo_passes, vec!["a", "b"]);
         assert_eq!(d.xla_hlo_profile, Some(true));
         assert_eq!(parse("").unwrap(), DebugOptions::default());
+        let d = parse(
+            "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=65536,flag_only",
+        )
+        .unwrap();
+        assert_eq!(d.xla_backend_extra_options.len(), 2);
+        assert_eq!(
+            d.xla_backend_extra_options["xla_cpu_small_while_loop_byte_threshold"],
+            "65536"
+        );
+        assert_eq!(d.xla_backend_extra_options["flag_only"], "");
         // Every flag of the list is one `set` knows.
         for f in FLAGS {
             let text = [
@@ -193,6 +221,7 @@ mod tests {
                 "xla_dump_hlo_module_re",
                 "xla_dump_hlo_pass_re",
                 "xla_cpu_max_isa",
+                "xla_backend_extra_options",
             ];
             let numbers = [
                 "xla_backend_optimization_level",
@@ -221,6 +250,9 @@ mod tests {
         let e = parse("--xla_cpu_enable_fast_math=maybe").unwrap_err();
         assert!(e.contains("not true or false"), "{e}");
         assert!(parse("xla_dump_to=/x").is_err());
+        let e = parse("--xla_backend_extra_options==1").unwrap_err();
+        assert!(e.contains("no key"), "{e}");
+        assert!(parse("--xla_backend_extra_options").is_err());
         // Forms XLA's own parser refuses (and aborts on) are refused here.
         assert!(parse("--noxla_hlo_profile").is_err());
         assert!(parse("-xla_hlo_profile=true").is_err());
