@@ -14,6 +14,9 @@ use xlaclient::{Builder, CompileOptions, ElementType, Op, ProgramFormat, Shape};
 
 type OpFn = fn(&Op) -> Op;
 
+/// An op, its input `(re, im)` and the exact answer `(re, im)`.
+type ExactCase = (OpFn, (f64, f64), (f64, f64));
+
 const OPS: [(&str, OpFn); 3] = [
     ("sqrt", |z| z.sqrt()),
     ("log", |z| z.log()),
@@ -177,7 +180,7 @@ fn complex_sqrt_log_log1p_are_exact_where_the_answer_is() {
     // Plain arithmetic: sqrt(2i) = 1 + i, sqrt(0.5i) = 0.5 + 0.5i, sqrt(-4) = 2i,
     // log(1) = 0, log(-1) = iπ, log1p(-1) = -∞, log1p(0) = 0, log(e) = 1 (to the
     // last bit of f64's e).
-    let cases: [(OpFn, (f64, f64), (f64, f64)); 8] = [
+    let cases: [ExactCase; 8] = [
         (|z| z.sqrt(), (0.0, 2.0), (1.0, 1.0)),
         (|z| z.sqrt(), (0.0, 0.5), (0.5, 0.5)),
         (|z| z.sqrt(), (-4.0, 0.0), (0.0, 2.0)),
