@@ -243,19 +243,33 @@ impl Emit<'_> {
         self.add(a, ll)
     }
 
-    /// The low part of the 2Sum `high = a + b` (no assumption on magnitudes).
-    fn two_sum_low(&mut self, a: Value, b: Value, high: Value) -> Value {
-        let s = self.sub(high, a);
-        let t = self.sub(high, s);
-        let u = self.sub(a, t);
-        let w = self.sub(b, s);
-        self.add(u, w)
-    }
-
-    /// The low part of Fast2Sum `high = a + b` (`|a| >= |b|`).
-    fn fast_two_sum_low(&mut self, a: Value, b: Value, high: Value) -> Value {
-        let s = self.sub(high, a);
-        self.sub(b, s)
+    /// `t[0] + t[1] + … + t[4]`, added left to right with each addition's
+    /// rounding error recovered and the errors added back at the end: by 2Sum
+    /// (no assumption on magnitudes), or by Fast2Sum where each partial sum
+    /// outweighs the next term (`fast`).
+    fn compensated_sum(&mut self, t: [Value; 5], fast: bool) -> Value {
+        let mut high = t[0];
+        let mut low: Option<Value> = None;
+        for &b in &t[1..] {
+            let a = high;
+            high = self.add(a, b);
+            // The error of `high = a + b`.
+            let s = self.sub(high, a);
+            let err = if fast {
+                self.sub(b, s)
+            } else {
+                let r = self.sub(high, s);
+                let u = self.sub(a, r);
+                let w = self.sub(b, s);
+                self.add(u, w)
+            };
+            low = Some(match low {
+                None => err,
+                Some(l) => self.add(l, err),
+            });
+        }
+        let low = low.expect("four additions");
+        self.add(high, low)
     }
 
     /// `log(mx) + log1p((mn/mx)²)/2`, with `mn/mx` taken as 1 where `mn == mx`
@@ -311,22 +325,11 @@ impl Emit<'_> {
 
         // 2x + x² + y², summed in double precision.
         let x2 = self.add(x, x);
-        let h2 = self.add(x2, yy);
         let xx = self.mul(x, x);
-        let h1 = self.add(h2, xx);
         let split = self.splitter();
         let yy_low = self.square_low(y, yy, split);
-        let h0 = self.add(h1, yy_low);
         let xx_low = self.square_low(x, xx, split);
-        let h = self.add(h0, xx_low);
-        let l2 = self.two_sum_low(x2, yy, h2);
-        let l1 = self.two_sum_low(h2, xx, h1);
-        let l0 = self.two_sum_low(h1, yy_low, h0);
-        let l = self.two_sum_low(h0, xx_low, h);
-        let low = self.add(l2, l1);
-        let low = self.add(low, l0);
-        let low = self.add(low, l);
-        let sum = self.add(h, low);
+        let sum = self.compensated_sum([x2, yy, xx, yy_low, xx_low], false);
         let lsum = self.un(UnaryOp::LogPlusOne, sum);
         let middle = self.mul(half, lsum);
 
@@ -347,21 +350,10 @@ impl Emit<'_> {
         let gt = self.cmp(Comparison::Gt, yy, xx);
         let mxh = self.select(gt, yy, xx);
         let mnh = self.select(gt, xx, yy);
-        let h2 = self.add(m1, mxh);
-        let h1 = self.add(h2, mnh);
         let split = self.splitter();
         let yy_low = self.square_low(y, yy, split);
-        let h0 = self.add(h1, yy_low);
         let xx_low = self.square_low(x, xx, split);
-        let h = self.add(h0, xx_low);
-        let l2 = self.fast_two_sum_low(m1, mxh, h2);
-        let l1 = self.fast_two_sum_low(h2, mnh, h1);
-        let l0 = self.fast_two_sum_low(h1, yy_low, h0);
-        let l = self.fast_two_sum_low(h0, xx_low, h);
-        let low = self.add(l2, l1);
-        let low = self.add(low, l0);
-        let low = self.add(low, l);
-        let sum = self.add(h, low);
+        let sum = self.compensated_sum([m1, mxh, mnh, yy_low, xx_low], true);
         let asum = self.un(UnaryOp::Abs, sum);
         let half = self.k(0.5);
         let close = self.cmp(Comparison::Lt, asum, half);

@@ -2011,6 +2011,14 @@ fn counter_elements(
         .collect()
 }
 
+/// The values a loop body gives as its new carry: the elements of its root
+/// tuple (`None` for a body whose root is not a tuple).
+fn carry_results(c: &crate::ir::Comp) -> Option<&[Value]> {
+    let root = c.root?;
+    let ins = &c.instrs[root.instr as usize];
+    matches!(ins.kind, OpKind::Tuple).then_some(&ins.operands[..])
+}
+
 /// The stacked float carry elements whose new value (the body's result for them)
 /// is one of the `stored` body values, of the element's shape: per such element,
 /// its position in `stored`. The carry entering step `t > 0` is then that value
@@ -2024,13 +2032,9 @@ fn shifted_elements(
 ) -> Vec<(usize, usize)> {
     let g = b.g.borrow();
     let c = g.comp(body);
-    let Some(root) = c.root else {
+    let Some(new_carry) = carry_results(c) else {
         return Vec::new();
     };
-    let root_ins = &c.instrs[root.instr as usize];
-    if !matches!(root_ins.kind, OpKind::Tuple) {
-        return Vec::new();
-    }
     stacked
         .iter()
         .filter(|j| {
@@ -2039,7 +2043,7 @@ fn shifted_elements(
                 .is_some_and(crate::autodiff::differentiable)
         })
         .filter_map(|j| {
-            let r = root_ins.operands.get(*j)?;
+            let r = new_carry.get(*j)?;
             let q = stored
                 .iter()
                 .position(|(i, res, s)| (*i, *res) == (r.instr, r.result) && *s == shapes[*j])?;
@@ -2128,21 +2132,16 @@ fn deferrable_dots(
 fn written_stacks(b: &Builder, body: CompId, write_only: &[bool]) -> Vec<(u32, usize)> {
     let g = b.g.borrow();
     let c = g.comp(body);
-    let Some(root) = c.root else {
+    let Some(new_carry) = carry_results(c) else {
         return Vec::new();
     };
-    let root_ins = &c.instrs[root.instr as usize];
-    if !matches!(root_ins.kind, OpKind::Tuple) {
-        return Vec::new();
-    }
     let mut uses = vec![0usize; c.instrs.len()];
     for ins in &c.instrs {
         for v in &ins.operands {
             uses[v.instr as usize] += 1;
         }
     }
-    root_ins
-        .operands
+    new_carry
         .iter()
         .enumerate()
         .filter(|(j, r)| {
