@@ -41,12 +41,15 @@ pub(crate) fn expand(m: &Module) -> Cow<'_, Module> {
         // Old instruction index -> the instruction that now gives its value.
         let mut new_index: Vec<u32> = Vec::with_capacity(c.instrs.len());
         let mut instrs: Vec<Instr> = Vec::with_capacity(c.instrs.len() + 64);
-        for ins in &c.instrs {
-            let mut ins = ins.clone();
+        for old in &c.instrs {
+            // Asked of the original instruction: its operands' numbers are the
+            // old computation's (renumbered below for the new one).
+            let expands = target(&m.shapes, c, old);
+            let mut ins = old.clone();
             for v in ins.operands.iter_mut() {
                 v.instr = new_index[v.instr as usize];
             }
-            match target(&m.shapes, c, &ins) {
+            match expands {
                 Some((op, real)) => {
                     let z = ins.operands[0];
                     let mut e = Emit {
