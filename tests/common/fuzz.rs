@@ -1438,7 +1438,7 @@ pub fn no_panic<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 pub type Outcome = (&'static str, String);
 
 /// A buffer of `shape` holding small values, for a parameter.
-pub fn argument(client: &Client, shape: &Shape, seed: u64) -> xlaclient::Result<Buffer> {
+fn argument(client: &Client, shape: &Shape, seed: u64) -> xlaclient::Result<Buffer> {
     let ty = shape.element_type().unwrap_or(ElementType::F32);
     let n = count(shape.dims()) as usize;
     let mut rng = Rng(seed);
@@ -1452,26 +1452,40 @@ pub fn argument(client: &Client, shape: &Shape, seed: u64) -> xlaclient::Result<
 
 /// Builds, compiles and runs graph `seed`; checks every output's type and dims
 /// against the builder's. `hlo` receives the module's text before it is compiled.
-pub fn run_graph(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+/// Graph `seed` (its HLO text written to `hlo`, for a crash's report) and its
+/// arguments uploaded to `client`, or the outcome that ends the case: the
+/// builder panicked or refused it, or an upload failed.
+fn graph_case(
+    client: &Client,
+    seed: u64,
+    hlo: &Path,
+) -> Result<(Computation, Vec<Buffer>), Outcome> {
     let m = match no_panic(|| generate(seed)) {
-        Err(p) => return ("fail", format!("builder panicked: {p}")),
-        Ok((Err(e), _)) => return ("rejected", e.to_string()),
+        Err(p) => return Err(("fail", format!("builder panicked: {p}"))),
+        Ok((Err(e), _)) => return Err(("rejected", e.to_string())),
         Ok((Ok(m), _)) => m,
     };
     let _ = std::fs::write(hlo, m.to_hlo_text());
-    let exe = match client.compile(&m) {
-        Ok(e) => e,
-        Err(e) => return ("fail", format!("builder accepted, XLA rejected: {e}")),
-    };
     let args: xlaclient::Result<Vec<Buffer>> = m
         .parameter_shapes()
         .iter()
         .enumerate()
         .map(|(i, s)| argument(client, s, seed ^ i as u64))
         .collect();
-    let args = match args {
-        Ok(a) => a,
-        Err(e) => return ("fail", format!("upload: {e}")),
+    match args {
+        Ok(a) => Ok((m, a)),
+        Err(e) => Err(("fail", format!("upload: {e}"))),
+    }
+}
+
+pub fn run_graph(client: &Client, seed: u64, hlo: &Path) -> Outcome {
+    let (m, args) = match graph_case(client, seed, hlo) {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    let exe = match client.compile(&m) {
+        Ok(e) => e,
+        Err(e) => return ("fail", format!("builder accepted, XLA rejected: {e}")),
     };
     let refs: Vec<&Buffer> = args.iter().collect();
     let outs = match exe.execute(&refs) {
@@ -1625,20 +1639,9 @@ pub fn compare_formats(
 /// StableHLO case `seed`: graph `seed` compiled from its `HloModuleProto` and from
 /// its StableHLO text and run on the same arguments ([`compare_formats`]).
 pub fn run_stablehlo(client: &Client, seed: u64, hlo: &Path) -> Outcome {
-    let m = match no_panic(|| generate(seed)) {
-        Err(p) => return ("fail", format!("builder panicked: {p}")),
-        Ok((Err(e), _)) => return ("rejected", e.to_string()),
-        Ok((Ok(m), _)) => m,
-    };
-    let args: xlaclient::Result<Vec<Buffer>> = m
-        .parameter_shapes()
-        .iter()
-        .enumerate()
-        .map(|(i, s)| argument(client, s, seed ^ i as u64))
-        .collect();
-    let args = match args {
-        Ok(a) => a,
-        Err(e) => return ("fail", format!("upload: {e}")),
+    let (m, args) = match graph_case(client, seed, hlo) {
+        Ok(c) => c,
+        Err(o) => return o,
     };
     let refs: Vec<&Buffer> = args.iter().collect();
     compare_formats(client, &m, &CompileOptions::new(), &[refs], hlo)
