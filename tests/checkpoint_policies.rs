@@ -732,6 +732,91 @@ fn grad_of_grad_through_independent_steps() {
     });
 }
 
+/// A rollout-like scan with a batch of rows per step: `y_t = Σ tanh(x_t · w + h)`,
+/// `x_t: [B, k]`, the float carry `h` passing through unchanged (no float
+/// cotangent chains the steps); the loss is `Σ_t y_t`.
+fn rows_scan(h: &Op, xs: &Op, w: &Op) -> Op {
+    let b = h.builder();
+    let (_, ys) = b.scan(h.clone(), xs.clone(), |h, x| {
+        let y = (&x.matmul(w) + &h).tanh().reduce_sum(&[0, 1]);
+        (h, y)
+    });
+    ys.reduce_sum(&[0])
+}
+
+/// The weight's cotangent of [`rows_scan`] sums over every step's rows after the
+/// loop, one product over all `T · B` rows. XLA's CPU backend runs a product that
+/// contracts both operands' leading axis outside its fast matrix kernels (4 to 7
+/// times slower at Anakin's sizes), so the engine writes it contracting the left
+/// operand's last axis with the right one's first, whichever operand is
+/// narrower (`k < n` and `k > n` here). Checked: the gradient against plain Rust,
+/// and no product in the optimized module contracts the left operand's axis 0.
+#[test]
+fn weight_products_over_the_rows_take_the_fast_layout() {
+    let (t, rows) = (4i64, 3i64);
+    for (k, n) in [(5i64, 2i64), (2, 5)] {
+        let b = Builder::new("rows");
+        let h = b.parameter(0, Shape::of::<f32>(&[]), "h");
+        let xs = b.parameter(1, Shape::of::<f32>(&[t, rows, k]), "xs");
+        let w = b.parameter(2, Shape::of::<f32>(&[k, n]), "w");
+        let gw = b.grad(&rows_scan(&h, &xs, &w), &w);
+        let m = b.build(&gw).unwrap();
+
+        let mut rng = Rng(31 + k as u64);
+        let hv = 0.1f32;
+        let xv: Vec<f32> = fd::rand_vec(&mut rng, (t * rows * k) as usize, -1.0, 1.0)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        let wv: Vec<f32> = fd::rand_vec(&mut rng, (k * n) as usize, -1.0, 1.0)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        let got: Vec<f32> = run1(
+            &m,
+            &[
+                &upload(&[hv], &[]),
+                &upload(&xv, &[t, rows, k]),
+                &upload(&wv, &[k, n]),
+            ],
+        );
+        // ∂L/∂w[i, j] = Σ_t Σ_r x[t, r, i] · (1 − tanh²(pre[t, r, j])).
+        let (k, n) = (k as usize, n as usize);
+        let mut want = vec![0f64; k * n];
+        for tr in 0..(t * rows) as usize {
+            let x = &xv[tr * k..(tr + 1) * k];
+            for j in 0..n {
+                let pre: f64 = (0..k)
+                    .map(|i| x[i] as f64 * wv[i * n + j] as f64)
+                    .sum::<f64>()
+                    + hv as f64;
+                let d = 1.0 - pre.tanh().powi(2);
+                for i in 0..k {
+                    want[i * n + j] += x[i] as f64 * d;
+                }
+            }
+        }
+        let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
+        assert_close(&got, &want, 1e-5);
+
+        let exe = client().compile(&m).unwrap();
+        let optimized = exe.optimized_module().unwrap();
+        let leading: Vec<String> = optimized
+            .computations
+            .iter()
+            .flat_map(|c| &c.instructions)
+            .filter(|i| i.opcode == "dot")
+            .filter(|i| {
+                i.dot_dimension_numbers
+                    .as_ref()
+                    .is_some_and(|d| d.lhs_contracting_dimensions == [0])
+            })
+            .map(|i| i.name.clone())
+            .collect();
+        assert!(leading.is_empty(), "k={k} n={n}: {leading:?}");
+    }
+}
+
 /// A state whose next value is a value the backward step reads anyway (an RNN's
 /// `h' = tanh(h·W + x_t)`: tanh's derivative reads its result) is not stacked a
 /// second time: the forward loop stores that value once per step, and the backward
