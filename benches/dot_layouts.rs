@@ -1,0 +1,92 @@
+//! How XLA's CPU backend runs `Σ_k a[k, i] · c[k, j]` (`aᵀ · c`, a weight's
+//! cotangent summed over rows) in each way it can be written: contracting both
+//! operands' leading axis (what a gradient writes first), from an operand stored
+//! transposed (the layout the plugin's fast matrix kernels take), with the
+//! transpose behind an optimization barrier (what `linalg::rows_product` writes
+//! when `a` is the narrower operand), with the explicit transpose XLA folds back,
+//! and `((cᵀ) · a)ᵀ` behind barriers (what `rows_product` writes when `c` is the
+//! narrower one). Programs alternate call by call; prints the median and the 10th
+//! percentile of a call in µs (about 8 µs of each is the call itself).
+//!
+//! Run: `cargo bench --bench dot_layouts -- K A C` (default `2048 256 3`, Anakin's
+//! second layer; `2048 50 256` is its first).
+
+use std::time::Instant;
+
+use xlaclient::{Builder, Client, Computation, DotDims, Shape};
+
+/// The ways, named.
+const WAYS: [&str; 5] = [
+    "both contract axis 0",
+    "a stored transposed",
+    "aᵀ behind a barrier",
+    "aᵀ written, folded back",
+    "(cᵀ·a)ᵀ behind barriers",
+];
+
+fn program(way: usize, k: i64, a_cols: i64, c_cols: i64) -> Computation {
+    let b = Builder::new("dot_layouts");
+    let a = b.parameter(0, Shape::of::<f32>(&[k, a_cols]), "a");
+    let c = b.parameter(1, Shape::of::<f32>(&[k, c_cols]), "c");
+    let at = b.parameter(2, Shape::of::<f32>(&[a_cols, k]), "at");
+    let fence = |v: &xlaclient::Op| b.optimization_barrier(&[v]).remove(0);
+    let canonical = DotDims::contract(1, 0);
+    let r = match way {
+        0 => a.dot_general(&c, &DotDims::contract(0, 0)),
+        1 => at.dot_general(&c, &canonical),
+        2 => fence(&a.transpose(&[1, 0])).dot_general(&c, &canonical),
+        3 => a.transpose(&[1, 0]).dot_general(&c, &canonical),
+        _ => {
+            let r = fence(&c.transpose(&[1, 0])).dot_general(&a, &canonical);
+            fence(&r).transpose(&[1, 0])
+        }
+    };
+    b.build(&r).expect("the program builds")
+}
+
+fn main() -> xlaclient::Result<()> {
+    let args: Vec<i64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let (k, a_cols, c_cols) = (
+        *args.first().unwrap_or(&2048),
+        *args.get(1).unwrap_or(&256),
+        *args.get(2).unwrap_or(&3),
+    );
+    println!("aᵀ · c with a: [{k}, {a_cols}], c: [{k}, {c_cols}] (f32)");
+    let client = Client::cpu()?;
+    let a = client.buffer_from_host(&vec![0.5f32; (k * a_cols) as usize], &[k, a_cols])?;
+    let c = client.buffer_from_host(&vec![0.25f32; (k * c_cols) as usize], &[k, c_cols])?;
+    let at = client.buffer_from_host(&vec![0.5f32; (k * a_cols) as usize], &[a_cols, k])?;
+    let exes = (0..WAYS.len())
+        .map(|w| client.compile(program(w, k, a_cols, c_cols)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let want = (0.125 * k as f64) as f32;
+    let mut times = vec![Vec::new(); WAYS.len()];
+    for round in 0..300 {
+        for (w, exe) in exes.iter().enumerate() {
+            let t = Instant::now();
+            let out = exe.execute(&[&a, &c, &at])?[0].to_vec::<f32>()?;
+            let dt = t.elapsed().as_secs_f64() * 1e6;
+            if round == 0 {
+                assert!(
+                    out.iter().all(|v| (v - want).abs() <= 1e-3 * want),
+                    "{}",
+                    WAYS[w]
+                );
+            } else {
+                times[w].push(dt);
+            }
+        }
+    }
+    for (name, mut t) in WAYS.iter().zip(times) {
+        t.sort_by(f64::total_cmp);
+        println!(
+            "{name:<26} median {:>9.1} µs   p10 {:>9.1} µs",
+            t[t.len() / 2],
+            t[t.len() / 10]
+        );
+    }
+    Ok(())
+}
