@@ -675,8 +675,8 @@ pub(crate) fn dot_operand_ct(
 /// many (a deferred weight product over every step's rows).
 ///
 /// XLA's CPU backend runs a product contracting both operands' leading axis
-/// outside its fast matrix kernels, 4 to 7 times slower on `[2048, 256]ᵀ ·
-/// [2048, 3]` (`examples` measured on plugin 0.115), and folds an explicit
+/// outside its fast matrix kernels, about 5 times slower on `[2048, 256]ᵀ ·
+/// [2048, 3]` (`benches/dot_layouts.rs`, plugin 0.115), and folds an explicit
 /// transpose back into the product. So the narrower operand is transposed
 /// behind an optimization barrier (which XLA cannot fold through), and the
 /// product contracts the left operand's last axis with the right one's first:
