@@ -746,7 +746,7 @@ fn rows_scan(h: &Op, xs: &Op, w: &Op) -> Op {
 
 /// The weight's cotangent of [`rows_scan`] sums over every step's rows after the
 /// loop, one product over all `T · B` rows. XLA's CPU backend runs a product that
-/// contracts both operands' leading axis outside its fast matrix kernels (4 to 7
+/// contracts both operands' leading axis outside its fast matrix kernels (up to 5
 /// times slower at Anakin's sizes), so the engine writes it contracting the left
 /// operand's last axis with the right one's first, whichever operand is
 /// narrower (`k < n` and `k > n` here). Checked: the gradient against plain Rust,
