@@ -550,6 +550,62 @@ fn through_scan_dots_with_loop_invariant_weights() {
     }
 }
 
+/// A matrix weight's gradient over many rows (`x · W`, `x · Wᵀ`, the rows in one or
+/// two axes of `x`) is written in the CPU backend's fast layout
+/// (`linalg::rows_product`, `benches/dot_layouts.rs`): against central differences,
+/// and no product of the optimized gradient module contracts its left operand's
+/// axis 0. With 100 rows the rule does not apply (the two layouts cost about the
+/// same there), and the transpose rule's product contracting both axes 0 stays.
+#[test]
+fn weight_gradients_over_many_rows_take_the_fast_layout() {
+    let nt = DotDims::contract(1, 1);
+    let cases: [(&str, &[&[i64]], bool, bool); 4] = [
+        ("rows_xw", &[&[300, 5], &[5, 2]], false, true),
+        ("rows_xwt", &[&[300, 5], &[2, 5]], true, true),
+        ("rows_3d", &[&[2, 150, 5], &[5, 7]], false, true),
+        ("rows_few", &[&[100, 5], &[5, 2]], false, false),
+    ];
+    for (name, shapes, transposed, fast) in cases {
+        let f = |p: &[Op]| {
+            let y = if transposed {
+                p[0].dot_general(&p[1], &nt)
+            } else {
+                p[0].matmul(&p[1])
+            };
+            y.tanh()
+        };
+        check(name, shapes, -1.0, 1.0, f);
+
+        let b = Builder::new(name);
+        let p: Vec<Op> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, d)| b.parameter(i, Shape::of::<f32>(d), "p"))
+            .collect();
+        let y = f(&p);
+        let axes: Vec<i64> = (0..y.rank().unwrap() as i64).collect();
+        let g = b.grad(&y.reduce_sum(&axes), &p[1]);
+        let m = b.build(&g).unwrap();
+        let optimized = client().compile(&m).unwrap().optimized_module().unwrap();
+        let leading = optimized
+            .computations
+            .iter()
+            .flat_map(|c| &c.instructions)
+            .filter(|i| i.opcode == "dot")
+            .filter(|i| {
+                i.dot_dimension_numbers
+                    .as_ref()
+                    .is_some_and(|d| d.lhs_contracting_dimensions == [0])
+            })
+            .count();
+        assert_eq!(
+            leading == 0,
+            fast,
+            "{name}: {leading} products contract axis 0"
+        );
+    }
+}
+
 /// The same in a loop that stops early (rows past the steps taken stay zero) and
 /// differentiated twice.
 #[test]

@@ -586,16 +586,30 @@ pub(crate) fn dot_operand_ct(
             Some(v.reshape(&m))
         };
         let (x, c) = (merge(other)?, merge(ct)?);
-        if rank == 2 && x.rank().ok()? == 2 && c.rank().ok()? == 2 && d.lhs_contracting == [1] {
-            // A matrix W: its cotangent sums over all the rows, so write it as a
-            // product the CPU backend runs with its fast kernels.
-            return match d.rhs_contracting[..] {
-                [0] => Some(rows_product(&x, &c, opts)),
-                [1] => Some(rows_product(&c, &x, opts)),
-                _ => None,
-            };
+        if rank == 2 && x.rank().ok()? == 2 && d.lhs_contracting == [1] {
+            // A matrix W: its cotangent sums over all the steps' rows.
+            return weight_over_rows(d, &x, &c, opts);
         }
         return dot_operand_ct(a, which, &x, &c, ty, rank, false);
+    }
+    if !stepped && which == 1 && nb == 0 && rank == 2 && xr >= 2 && d.lhs_contracting == [xr - 1] {
+        // `x · W` for a matrix W and many rows of x (every axis of x but its last):
+        // where the product is narrow (see `rows_product`), in the CPU backend's
+        // fast layout. x's rows and the cotangent's are each one array of rows
+        // (a free reshape: the row axes lead in both).
+        let (xd, cd) = (other.dims().ok()?, ct.dims().ok()?);
+        let rows: i64 = xd[..xd.len() - 1].iter().product();
+        let (k, n) = (xd[xd.len() - 1], cd[cd.len() - 1]);
+        if rows >= 256 && k.min(n) <= 256 {
+            let flat = |v: &Op, cols: i64| {
+                if v.rank().ok()? == 2 {
+                    Some(v.clone())
+                } else {
+                    Some(v.reshape(&[rows, cols]))
+                }
+            };
+            return weight_over_rows(d, &flat(other, k)?, &flat(ct, n)?, opts);
+        }
     }
     // With steps: every axis one further, and the step axis contracted on both
     // sides (paired first).
@@ -671,8 +685,20 @@ pub(crate) fn dot_operand_ct(
     }
 }
 
+/// The cotangent of the matrix `W` of `x · W` (`d`'s right operand contracting its
+/// axis 0) or of `x · Wᵀ` (its axis 1), from `x: [K, k]` and the result's cotangent
+/// `c: [K, n]`: a sum over the `K` rows, by [`rows_product`].
+fn weight_over_rows(d: &DotDims, x: &Op, c: &Op, opts: DotOptions) -> Option<Op> {
+    match d.rhs_contracting[..] {
+        [0] => Some(rows_product(x, c, opts)),
+        [1] => Some(rows_product(c, x, opts)),
+        _ => None,
+    }
+}
+
 /// `Σ_k p[k, i] · q[k, j]` (`pᵀ · q`) for `p: [K, a]`, `q: [K, c]`, the rows `K`
-/// many (a deferred weight product over every step's rows).
+/// many: a weight's cotangent over a batch's rows, or over every step's rows
+/// after a loop.
 ///
 /// XLA's CPU backend runs a product contracting both operands' leading axis
 /// outside its fast matrix kernels, about 5 times slower on `[2048, 256]ᵀ ·
@@ -682,7 +708,11 @@ pub(crate) fn dot_operand_ct(
 /// product contracts the left operand's last axis with the right one's first:
 /// `(pᵀ) · q` when `a ≤ c`, else `((qᵀ) · p)ᵀ`, the result also behind a barrier
 /// so its transpose stays a small one. The transposed operand has `K · min(a, c)`
-/// elements, a fraction of the product's `K · a · c` multiply-adds.
+/// elements, a fraction of the product's `K · a · c` multiply-adds. Outside loops
+/// it is used for `K ≥ 256` and `min(a, c) ≤ 256`, where the same bench finds it
+/// faster (`[256, 64]ᵀ · [256, 64]` 3.6×); with fewer rows the two cost about the
+/// same, and for wide products (`[4096, 512]ᵀ · [4096, 512]`) the transpose costs
+/// more than it saves.
 fn rows_product(p: &Op, q: &Op, opts: DotOptions) -> Op {
     let b = p.builder();
     let fence = |v: &Op| b.optimization_barrier(&[v]).remove(0);
