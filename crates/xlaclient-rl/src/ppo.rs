@@ -441,8 +441,22 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         targets: flat(&targets),
     };
     let mbs = c.num_minibatches;
-    let (((params, opt_state), rng), losses) = b.scan_with(
-        ((s.params, s.opt), rng),
+    // The epochs update one flat vector of the 12 parameter arrays (and Adam's
+    // moments of it): the gradient clip and Adam are then a few kernels a
+    // minibatch instead of a few per array; the network reads its arrays as
+    // slices of the vector.
+    // (A parameter whose shape is unknown is an error already in the graph, which
+    // the build reports.)
+    let layout = s
+        .params
+        .map_ref(|x: &Op| x.shape().unwrap_or_else(|_| Shape::of::<f32>(&[])));
+    let flat_opt = OptState {
+        count: s.opt.count,
+        mu: s.opt.mu.as_ref().map(flatten),
+        nu: s.opt.nu.as_ref().map(flatten),
+    };
+    let (((flat_params, flat_opt), rng), losses) = b.scan_with(
+        ((flatten(&s.params), flat_opt), rng),
         (),
         &ScanOptions::new().length(c.update_epochs),
         |((p, o), rng), ()| {
@@ -456,10 +470,10 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
             let ((p, o), losses) = b.scan(
                 (p, o),
                 minibatches,
-                |(p, o): (ActorCriticParams<Op>, OptState<Op, ActorCriticParams<Op>>),
-                 mb: Batch<Op>| {
-                    let (total, (), grads) =
-                        b.value_and_grad(p.clone(), |q| (loss(c, &nets, &q, &mb), ()));
+                |(p, o): (Op, OptState<Op, Op>), mb: Batch<Op>| {
+                    let (total, (), grads) = b.value_and_grad(p.clone(), |q| {
+                        (loss(c, &nets, &unflatten(&q, &layout), &mb), ())
+                    });
                     let (p, o) = opt.update(&grads, o, &p);
                     ((p, o), total)
                 },
@@ -471,6 +485,12 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         mean_return: traj.returned.mean(&[0, 1], false),
         loss: losses.mean(&[0, 1], false),
     };
+    let params = unflatten(&flat_params, &layout);
+    let opt_state = OptState {
+        count: flat_opt.count,
+        mu: flat_opt.mu.map(|m| unflatten(&m, &layout)),
+        nu: flat_opt.nu.map(|v| unflatten(&v, &layout)),
+    };
     let state = PpoState {
         params,
         opt: opt_state,
@@ -480,6 +500,26 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         key: rng,
     };
     (state, metrics)
+}
+
+/// The leaves of `p` (its layers' weights and biases, in the tree's order) as one
+/// `f32` vector.
+fn flatten(p: &ActorCriticParams<Op>) -> Op {
+    let leaves: Vec<Op> = p.leaves().into_iter().map(|x| x.reshape(&[-1])).collect();
+    let refs: Vec<&Op> = leaves.iter().collect();
+    leaves[0].builder().concatenate(&refs, 0)
+}
+
+/// The parameters [`flatten`] made `flat` of, each leaf shaped as in `layout`.
+fn unflatten(flat: &Op, layout: &ActorCriticParams<Shape>) -> ActorCriticParams<Op> {
+    let mut at = 0;
+    layout.map_ref(|shape: &Shape| {
+        let dims = shape.dims();
+        let size: i64 = dims.iter().product();
+        let leaf = flat.slice_in_dim(at, at + size, 1, 0).reshape(dims);
+        at += size;
+        leaf
+    })
 }
 
 /// [`PpoConfig::updates_per_call`] updates of `s` in a `scan`: the new state and
