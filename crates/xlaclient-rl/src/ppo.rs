@@ -298,6 +298,54 @@ pub fn apply(nets: &(Mlp, Mlp), params: &ActorCriticParams<Op>, obs: &Op) -> (Op
     (logits, v.reshape(&dims))
 }
 
+/// The actor and the critic as one network of three products: the first layers'
+/// weights side by side (`[4, 2h]`), the second and the heads block-diagonal
+/// (`[2h, 2h]`, `[2h, 2 + 1]`). Its output's first two columns are the actor's
+/// logits, the last the critic's value; the same sums as [`apply`] (the blocks'
+/// zeros add exact zeros), in half the kernels.
+fn joint(p: &ActorCriticParams<Op>) -> Vec<(Op, Op)> {
+    let b = p.actor[0].w.builder();
+    let side_by_side = |a: &Op, c: &Op| b.concatenate(&[a, c], -1);
+    let block = |a: &Op, c: &Op| {
+        let (ad, cd) = (a.dims().unwrap_or_default(), c.dims().unwrap_or_default());
+        let (&[ar, ac], &[cr, cc]) = (ad.as_slice(), cd.as_slice()) else {
+            return b.error("ppo: a layer's weights are not a matrix");
+        };
+        let top = b.concatenate(&[a, &b.zeros(ElementType::F32, &[ar, cc])], 1);
+        let bottom = b.concatenate(&[&b.zeros(ElementType::F32, &[cr, ac]), c], 1);
+        b.concatenate(&[&top, &bottom], 0)
+    };
+    (0..p.actor.len().min(p.critic.len()))
+        .map(|i| {
+            let (a, c) = (&p.actor[i], &p.critic[i]);
+            let w = if i == 0 {
+                side_by_side(&a.w, &c.w)
+            } else {
+                block(&a.w, &c.w)
+            };
+            (w, side_by_side(&a.b, &c.b))
+        })
+        .collect()
+}
+
+/// [`apply`] with the network [`joint`] made: the actor's logits and the critic's
+/// values of `obs` (`[n, 4]`).
+fn apply_joint(layers: &[(Op, Op)], obs: &Op) -> (Op, Op) {
+    let mut h = obs.clone();
+    for (i, (w, b)) in layers.iter().enumerate() {
+        h = &h.matmul(w) + b;
+        if i + 1 < layers.len() {
+            h = h.tanh();
+        }
+    }
+    let cols = h.dims().ok().and_then(|d| d.last().copied()).unwrap_or(0);
+    let logits = h.slice_in_dim(0, cols - 1, 1, -1);
+    let value = h.slice_in_dim(cols - 1, cols, 1, -1);
+    let mut dims = value.dims().unwrap_or_default();
+    dims.pop();
+    (logits, value.reshape(&dims))
+}
+
 /// The initial state in `b`'s program, with PureJaxRL's key splits: the networks
 /// from the first key (one split key per layer, as `bench/ppo_cartpole_jax.py`),
 /// the environments reset from one key each of the second, the rollout key last.
@@ -373,7 +421,8 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
     let b = s.key.builder();
     let n = c.num_envs;
     let params = s.params.clone();
-    // The rollout.
+    // The rollout, with actor and critic evaluated as one network.
+    let net = joint(&params);
     let carry = (s.env, s.episode_returns, s.returned_episode_returns, s.key);
     let ((env, ep_ret, ret_ret, rng), traj) = b.scan_with(
         carry,
@@ -382,7 +431,7 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         |(env, ep_ret, ret_ret, rng), ()| {
             let [rng, k] = rng.split_keys();
             let obs = cartpole::observe(&env);
-            let (logits, value) = apply(&nets, &params, &obs);
+            let (logits, value) = apply_joint(&net, &obs);
             let action = k.categorical(&logits, -1);
             let log_prob = logits
                 .log_softmax(-1)
@@ -408,7 +457,7 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
             ((env, ep_ret, ret_ret, rng), t)
         },
     );
-    let (_, last_val) = apply(&nets, &params, &cartpole::observe(&env));
+    let (_, last_val) = apply_joint(&net, &cartpole::observe(&env));
     // GAE, backwards over the rollout.
     let (gamma, gl) = (c.gamma, c.gamma * c.gae_lambda);
     let (_, adv) = b.scan_with(
