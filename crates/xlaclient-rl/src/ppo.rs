@@ -298,54 +298,6 @@ pub fn apply(nets: &(Mlp, Mlp), params: &ActorCriticParams<Op>, obs: &Op) -> (Op
     (logits, v.reshape(&dims))
 }
 
-/// The actor and the critic as one network of three products: the first layers'
-/// weights side by side (`[4, 2h]`), the second and the heads block-diagonal
-/// (`[2h, 2h]`, `[2h, 2 + 1]`). Its output's first two columns are the actor's
-/// logits, the last the critic's value; the same sums as [`apply`] (the blocks'
-/// zeros add exact zeros), in half the kernels.
-fn joint(p: &ActorCriticParams<Op>) -> Vec<(Op, Op)> {
-    let b = p.actor[0].w.builder();
-    let side_by_side = |a: &Op, c: &Op| b.concatenate(&[a, c], -1);
-    let block = |a: &Op, c: &Op| {
-        let (ad, cd) = (a.dims().unwrap_or_default(), c.dims().unwrap_or_default());
-        let (&[ar, ac], &[cr, cc]) = (ad.as_slice(), cd.as_slice()) else {
-            return b.error("ppo: a layer's weights are not a matrix");
-        };
-        let top = b.concatenate(&[a, &b.zeros(ElementType::F32, &[ar, cc])], 1);
-        let bottom = b.concatenate(&[&b.zeros(ElementType::F32, &[cr, ac]), c], 1);
-        b.concatenate(&[&top, &bottom], 0)
-    };
-    (0..p.actor.len().min(p.critic.len()))
-        .map(|i| {
-            let (a, c) = (&p.actor[i], &p.critic[i]);
-            let w = if i == 0 {
-                side_by_side(&a.w, &c.w)
-            } else {
-                block(&a.w, &c.w)
-            };
-            (w, side_by_side(&a.b, &c.b))
-        })
-        .collect()
-}
-
-/// [`apply`] with the network [`joint`] made: the actor's logits and the critic's
-/// values of `obs` (`[n, 4]`).
-fn apply_joint(layers: &[(Op, Op)], obs: &Op) -> (Op, Op) {
-    let mut h = obs.clone();
-    for (i, (w, b)) in layers.iter().enumerate() {
-        h = &h.matmul(w) + b;
-        if i + 1 < layers.len() {
-            h = h.tanh();
-        }
-    }
-    let cols = h.dims().ok().and_then(|d| d.last().copied()).unwrap_or(0);
-    let logits = h.slice_in_dim(0, cols - 1, 1, -1);
-    let value = h.slice_in_dim(cols - 1, cols, 1, -1);
-    let mut dims = value.dims().unwrap_or_default();
-    dims.pop();
-    (logits, value.reshape(&dims))
-}
-
 /// The initial state in `b`'s program, with PureJaxRL's key splits: the networks
 /// from the first key (one split key per layer, as `bench/ppo_cartpole_jax.py`),
 /// the environments reset from one key each of the second, the rollout key last.
@@ -421,8 +373,7 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
     let b = s.key.builder();
     let n = c.num_envs;
     let params = s.params.clone();
-    // The rollout, with actor and critic evaluated as one network.
-    let net = joint(&params);
+    // The rollout.
     let carry = (s.env, s.episode_returns, s.returned_episode_returns, s.key);
     let ((env, ep_ret, ret_ret, rng), traj) = b.scan_with(
         carry,
@@ -431,7 +382,7 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         |(env, ep_ret, ret_ret, rng), ()| {
             let [rng, k] = rng.split_keys();
             let obs = cartpole::observe(&env);
-            let (logits, value) = apply_joint(&net, &obs);
+            let (logits, value) = apply(&nets, &params, &obs);
             let action = k.categorical(&logits, -1);
             let log_prob = logits
                 .log_softmax(-1)
@@ -457,7 +408,7 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
             ((env, ep_ret, ret_ret, rng), t)
         },
     );
-    let (_, last_val) = apply_joint(&net, &cartpole::observe(&env));
+    let (_, last_val) = apply(&nets, &params, &cartpole::observe(&env));
     // GAE, backwards over the rollout.
     let (gamma, gl) = (c.gamma, c.gamma * c.gae_lambda);
     let (_, adv) = b.scan_with(
@@ -490,22 +441,8 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         targets: flat(&targets),
     };
     let mbs = c.num_minibatches;
-    // The epochs update one flat vector of the 12 parameter arrays (and Adam's
-    // moments of it): the gradient clip and Adam are then a few kernels a
-    // minibatch instead of a few per array; the network reads its arrays as
-    // slices of the vector.
-    // (A parameter whose shape is unknown is an error already in the graph, which
-    // the build reports.)
-    let layout = s
-        .params
-        .map_ref(|x: &Op| x.shape().unwrap_or_else(|_| Shape::of::<f32>(&[])));
-    let flat_opt = OptState {
-        count: s.opt.count,
-        mu: s.opt.mu.as_ref().map(flatten),
-        nu: s.opt.nu.as_ref().map(flatten),
-    };
-    let (((flat_params, flat_opt), rng), losses) = b.scan_with(
-        ((flatten(&s.params), flat_opt), rng),
+    let (((params, opt_state), rng), losses) = b.scan_with(
+        ((s.params, s.opt), rng),
         (),
         &ScanOptions::new().length(c.update_epochs),
         |((p, o), rng), ()| {
@@ -519,10 +456,10 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
             let ((p, o), losses) = b.scan(
                 (p, o),
                 minibatches,
-                |(p, o): (Op, OptState<Op, Op>), mb: Batch<Op>| {
-                    let (total, (), grads) = b.value_and_grad(p.clone(), |q| {
-                        (loss(c, &nets, &unflatten(&q, &layout), &mb), ())
-                    });
+                |(p, o): (ActorCriticParams<Op>, OptState<Op, ActorCriticParams<Op>>),
+                 mb: Batch<Op>| {
+                    let (total, (), grads) =
+                        b.value_and_grad(p.clone(), |q| (loss(c, &nets, &q, &mb), ()));
                     let (p, o) = opt.update(&grads, o, &p);
                     ((p, o), total)
                 },
@@ -534,12 +471,6 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         mean_return: traj.returned.mean(&[0, 1], false),
         loss: losses.mean(&[0, 1], false),
     };
-    let params = unflatten(&flat_params, &layout);
-    let opt_state = OptState {
-        count: flat_opt.count,
-        mu: flat_opt.mu.map(|m| unflatten(&m, &layout)),
-        nu: flat_opt.nu.map(|v| unflatten(&v, &layout)),
-    };
     let state = PpoState {
         params,
         opt: opt_state,
@@ -549,26 +480,6 @@ fn update_unrolled(c: &PpoConfig, s: PpoState<Op>) -> (PpoState<Op>, PpoMetrics<
         key: rng,
     };
     (state, metrics)
-}
-
-/// The leaves of `p` (its layers' weights and biases, in the tree's order) as one
-/// `f32` vector.
-fn flatten(p: &ActorCriticParams<Op>) -> Op {
-    let leaves: Vec<Op> = p.leaves().into_iter().map(|x| x.reshape(&[-1])).collect();
-    let refs: Vec<&Op> = leaves.iter().collect();
-    leaves[0].builder().concatenate(&refs, 0)
-}
-
-/// The parameters [`flatten`] made `flat` of, each leaf shaped as in `layout`.
-fn unflatten(flat: &Op, layout: &ActorCriticParams<Shape>) -> ActorCriticParams<Op> {
-    let mut at = 0;
-    layout.map_ref(|shape: &Shape| {
-        let dims = shape.dims();
-        let size: i64 = dims.iter().product();
-        let leaf = flat.slice_in_dim(at, at + size, 1, 0).reshape(dims);
-        at += size;
-        leaf
-    })
 }
 
 /// [`PpoConfig::updates_per_call`] updates of `s` in a `scan`: the new state and
