@@ -1122,6 +1122,12 @@ mod affinity {
     /// then restores the caller's mask and gives the threads started meanwhile that
     /// inherited the narrowed mask the caller's original one.
     pub(super) fn restricted<T>(n: usize, create: impl FnOnce() -> Result<T>) -> Result<T> {
+        // One narrowed create at a time, so that the threads one create starts are
+        // not taken for another's (a poisoned lock guards nothing that broke).
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let original =
             get(0).map_err(|e| bad(format!("cannot read this thread's CPU mask: {e}")))?;
         let allowed = original.count();
