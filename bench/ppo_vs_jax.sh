@@ -16,6 +16,9 @@
 #   NPROC=1 bench/ppo_vs_jax.sh 3   (both sides with one XLA worker thread: the CPU
 #                                    plugin and jaxlib size their pool from NPROC)
 #
+# Ours makes its client with one worker thread by default (the example's
+# `worker_threads=1`, ClientOptions::worker_threads); JAX keeps its defaults.
+#
 # JAX: target/jax-venv (bench/jax_venv.sh; JAX_VENV=… for another, e.g. the main
 # checkout's with optax installed).
 set -euo pipefail

@@ -26,10 +26,11 @@
 //! receives the configuration, `metrics.csv` (per update: return and loss), its plot
 //! and a checkpoint of the state after each call (`--resume` continues).
 //!
-//! On a small machine, run it with `NPROC=1` in the environment: the CPU plugin
-//! sizes its worker pool from that variable when the client is made, and the
-//! program's small kernels run on one worker instead of being handed between two
-//! (about a third less CPU time on a 2-core VM; guide 12, "The worker threads").
+//! The client has one CPU device and one worker thread (`worker_threads=1`,
+//! [`ClientOptions::worker_threads`]): the program's small kernels run on one
+//! worker instead of being handed between several (about a third less CPU time on
+//! a 2-core VM; guide 12, "The worker threads"). `--set worker_threads=0` keeps the
+//! plugin's default pool (one worker per CPU, or `NPROC`).
 
 use std::time::Instant;
 
@@ -58,6 +59,9 @@ struct Config {
     hidden: i64,
     seed: u32,
     updates_per_call: i64,
+    /// Worker threads of the CPU plugin's pool (0: the plugin's default, one per
+    /// CPU).
+    worker_threads: usize,
     /// The mean return of the last 10% of updates the run must reach.
     min_return: f64,
     /// Print every update's return (else every call's last).
@@ -84,6 +88,7 @@ impl Default for Config {
             hidden: p.hidden,
             seed: p.seed,
             updates_per_call: p.updates_per_call,
+            worker_threads: 1,
             min_return: 400.0,
             print_every_update: true,
         }
@@ -137,6 +142,10 @@ fn run() -> xlaclient::rl::Result<()> {
             ("seed", "PRNG seed"),
             ("updates_per_call", "updates per call of the update program"),
             (
+                "worker_threads",
+                "worker threads of the CPU plugin's pool (default 1; 0: one per CPU)",
+            ),
+            (
                 "min_return",
                 "last-10% mean return the run must reach, else exit 1",
             ),
@@ -163,14 +172,15 @@ fn run() -> xlaclient::rl::Result<()> {
         seed: c.seed,
         updates_per_call: c.updates_per_call,
     };
-    // One CPU device, as JAX's default CPU client has: the plugin's default of
-    // four gives it four worker threads, among which the program's small kernels
-    // are handed from thread to thread (on a 2-core machine, a third more CPU time
-    // for the same training).
-    let client = Client::new(
-        &Plugin::default_plugin()?,
-        &ClientOptions::new().cpu_device_count(1),
-    )?;
+    // One CPU device, as JAX's default CPU client has (the plugin's default of
+    // four gives it four worker threads), and one worker thread unless
+    // `worker_threads` says otherwise: the program's kernels are small, and handed
+    // from thread to thread they cost a third more CPU time on a 2-core machine.
+    let mut options = ClientOptions::new().cpu_device_count(1);
+    if c.worker_threads > 0 {
+        options = options.worker_threads(c.worker_threads);
+    }
+    let client = Client::new(&Plugin::default_plugin()?, &options)?;
     let ppo = Ppo::new(&client, config.clone())?;
     let (init_s, update_s) = ppo.compile_s();
     let compile_s = init_s + update_s;

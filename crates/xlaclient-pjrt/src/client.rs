@@ -158,15 +158,21 @@ impl Client {
                 }
             }
         }
-        let (raw_client, sent) = if values.iter().any(|(n, _)| n == "asynchronous") {
-            (create_raw(&api, &values, kv.as_ref())?, values)
-        } else {
-            let mut with_sync = values.clone();
-            with_sync.push(("asynchronous".into(), NamedValue::Bool(false)));
-            match create_raw(&api, &with_sync, kv.as_ref()) {
-                Ok(c) => (c, with_sync),
-                Err(_) => (create_raw(&api, &values, kv.as_ref())?, values),
-            }
+        let create = || -> Result<(*mut PJRT_Client, Vec<(String, NamedValue)>)> {
+            Ok(if values.iter().any(|(n, _)| n == "asynchronous") {
+                (create_raw(&api, &values, kv.as_ref())?, values.clone())
+            } else {
+                let mut with_sync = values.clone();
+                with_sync.push(("asynchronous".into(), NamedValue::Bool(false)));
+                match create_raw(&api, &with_sync, kv.as_ref()) {
+                    Ok(c) => (c, with_sync),
+                    Err(_) => (create_raw(&api, &values, kv.as_ref())?, values.clone()),
+                }
+            })
+        };
+        let (raw_client, sent) = match options.worker_threads {
+            Some(n) => affinity::restricted(n, create)?,
+            None => create()?,
         };
         let mut inner = ClientInner {
             api: api.clone(),
@@ -1026,5 +1032,151 @@ impl fmt::Debug for Client {
             .field("plugin", &self.inner.plugin)
             .field("addressable_devices", &self.inner.addressable.len())
             .finish()
+    }
+}
+
+/// The CPU affinity masks behind [`ClientOptions::worker_threads`].
+///
+/// XLA's CPU client sizes its worker pool (the `XLAEigen` threads) when it is made,
+/// from `NPROC` if set, else from the number of CPUs the *creating thread* may run
+/// on (its `sched_getaffinity` mask). [`restricted`] narrows the calling thread's
+/// mask to `n` of its CPUs around the create, then gives the calling thread and
+/// every thread the create started its original mask back: the pool has `n`
+/// workers, and neither they nor the caller stay pinned.
+#[cfg(target_os = "linux")]
+mod affinity {
+    use std::collections::BTreeSet;
+
+    use crate::error::{Error, Result};
+
+    /// glibc's `cpu_set_t`: 1024 CPUs, one bit each.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    #[repr(C)]
+    struct CpuSet([u64; 16]);
+
+    unsafe extern "C" {
+        fn sched_getaffinity(pid: i32, size: usize, mask: *mut CpuSet) -> i32;
+        fn sched_setaffinity(pid: i32, size: usize, mask: *const CpuSet) -> i32;
+    }
+
+    impl CpuSet {
+        fn count(&self) -> usize {
+            self.0.iter().map(|w| w.count_ones() as usize).sum()
+        }
+        /// The first `n` CPUs of this set.
+        fn first(&self, n: usize) -> CpuSet {
+            let mut out = CpuSet([0; 16]);
+            let mut left = n;
+            for (i, w) in self.0.iter().enumerate() {
+                for b in 0..64 {
+                    if left > 0 && w & (1u64 << b) != 0 {
+                        out.0[i] |= 1u64 << b;
+                        left -= 1;
+                    }
+                }
+            }
+            out
+        }
+    }
+
+    fn bad(reason: String) -> Error {
+        Error::InvalidOption {
+            option: "worker_threads".into(),
+            reason,
+        }
+    }
+
+    /// The mask of thread `tid` (0: the calling thread).
+    fn get(tid: i32) -> std::io::Result<CpuSet> {
+        let mut set = CpuSet([0; 16]);
+        // SAFETY: `set` is a writable `cpu_set_t` of the size passed.
+        let rc = unsafe { sched_getaffinity(tid, std::mem::size_of::<CpuSet>(), &mut set) };
+        if rc == 0 {
+            Ok(set)
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// Sets the mask of thread `tid` (0: the calling thread).
+    fn set(tid: i32, set: &CpuSet) -> std::io::Result<()> {
+        // SAFETY: `set` is a readable `cpu_set_t` of the size passed.
+        let rc = unsafe { sched_setaffinity(tid, std::mem::size_of::<CpuSet>(), set) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// The ids of this process's threads.
+    fn threads() -> Result<BTreeSet<i32>> {
+        let dir = std::fs::read_dir("/proc/self/task")
+            .map_err(|e| bad(format!("cannot list /proc/self/task: {e}")))?;
+        Ok(dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect())
+    }
+
+    /// Runs `create` with the calling thread's CPU mask narrowed to `n` of its CPUs,
+    /// then restores the caller's mask and gives the threads started meanwhile that
+    /// inherited the narrowed mask the caller's original one.
+    pub(super) fn restricted<T>(n: usize, create: impl FnOnce() -> Result<T>) -> Result<T> {
+        // One narrowed create at a time, so that the threads one create starts are
+        // not taken for another's (a poisoned lock guards nothing that broke).
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let original =
+            get(0).map_err(|e| bad(format!("cannot read this thread's CPU mask: {e}")))?;
+        let allowed = original.count();
+        if n == 0 || n > allowed {
+            return Err(bad(format!(
+                "{n} worker threads asked for; give 1 to {allowed} (the CPUs this thread may run on)"
+            )));
+        }
+        let narrow = original.first(n);
+        let before = threads()?;
+        set(0, &narrow).map_err(|e| bad(format!("cannot narrow this thread's CPU mask: {e}")))?;
+        let made = create();
+        let restored = set(0, &original);
+        let mut failed = restored
+            .err()
+            .map(|e| format!("cannot restore this thread's CPU mask: {e}"));
+        // Threads started during the create inherited the narrowed mask from this
+        // one; a thread another part of the program started meanwhile keeps its
+        // own mask unless it happens to equal the narrowed one.
+        for tid in threads()?.difference(&before) {
+            match get(*tid) {
+                Ok(m) if m == narrow => {
+                    if let Err(e) = set(*tid, &original) {
+                        // A thread that exited meanwhile needs nothing.
+                        if e.raw_os_error() != Some(3) {
+                            failed.get_or_insert(format!(
+                                "cannot restore the CPU mask of the plugin's thread {tid}: {e}"
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        match failed {
+            Some(reason) => Err(bad(reason)),
+            None => made,
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod affinity {
+    use crate::error::{Error, Result};
+
+    pub(super) fn restricted<T>(_n: usize, _create: impl FnOnce() -> Result<T>) -> Result<T> {
+        Err(Error::InvalidOption {
+            option: "worker_threads".into(),
+            reason: "sizing the plugin's worker pool is only implemented on Linux".into(),
+        })
     }
 }

@@ -23,6 +23,7 @@ pub struct ClientOptions {
     pub(crate) cache: crate::cache::CompileCache,
     pub(crate) cache_limit: Option<u64>,
     pub(crate) distributed: Option<crate::distributed::Distributed>,
+    pub(crate) worker_threads: Option<usize>,
 }
 
 impl ClientOptions {
@@ -68,6 +69,48 @@ impl ClientOptions {
     pub fn distributed(mut self, d: crate::distributed::Distributed) -> Self {
         self.distributed = Some(d);
         self
+    }
+
+    /// CPU plugin, Linux: the number of worker threads of the plugin's intra-op pool
+    /// (the `XLAEigen` threads that run a program's kernels), by default one per
+    /// CPU the creating thread may run on (or `NPROC`, when that environment
+    /// variable is set).
+    ///
+    /// The plugin takes no create option for it: it sizes the pool from the
+    /// creating thread's CPU affinity mask. So [`Client::new`](super::Client::new)
+    /// narrows the calling thread's mask to `n` of its CPUs for the duration of the
+    /// create, then restores it and gives the threads the create started the
+    /// original mask back: the pool has `n` workers (at least one per device:
+    /// `max(n, cpu_device_count)`), none of them pinned. Other
+    /// threads of the process are not touched, and the environment is not written.
+    ///
+    /// One worker suits programs of many small kernels on a small machine (an RL
+    /// step, an optimizer update): the kernels run one after another on one thread
+    /// instead of being handed between threads (PPO on CartPole: about 30% fewer
+    /// CPU seconds on 2 cores, see the guide's Performance chapter). Programs of
+    /// large kernels (big products, convolutions) lose their intra-op parallelism
+    /// with it.
+    ///
+    /// `n` must be between 1 and the number of CPUs the calling thread may run on;
+    /// anything else, or an OS other than Linux, is [`Error::InvalidOption`] when
+    /// the client is created. With `NPROC` set, the plugin follows `NPROC` instead;
+    /// a plugin that sizes its pool some other way ignores the setting (the CPU
+    /// plugins 0.115 and 0.0.1 follow it, `tests/worker_threads.rs`).
+    ///
+    /// ```
+    /// let opts = xlaclient_pjrt::ClientOptions::new().cpu_device_count(1).worker_threads(1);
+    /// assert_eq!(opts.worker_threads_count(), Some(1));
+    /// ```
+    ///
+    /// [`Error::InvalidOption`]: crate::Error::InvalidOption
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.worker_threads = Some(n);
+        self
+    }
+
+    /// The worker pool size set by [`worker_threads`](Self::worker_threads), if any.
+    pub fn worker_threads_count(&self) -> Option<usize> {
+        self.worker_threads
     }
 
     /// Number of named create options set.
