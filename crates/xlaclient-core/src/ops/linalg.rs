@@ -578,25 +578,21 @@ pub(crate) fn dot_operand_ct(
         // `x · W` with x's axis 0 free (the rows of a batch): the step axis and
         // axis 0 are adjacent in both stacks, so each stack is one taller array
         // (a free reshape) and the sum over steps is the one-step product over
-        // all rows.
+        // all rows (written as below for a matrix W).
         let merge = |v: &Op| -> Option<Op> {
             let dims = v.dims().ok()?;
             let mut m = vec![dims[0] * dims[1]];
             m.extend_from_slice(&dims[2..]);
             Some(v.reshape(&m))
         };
-        let (x, c) = (merge(other)?, merge(ct)?);
-        if rank == 2 && x.rank().ok()? == 2 && d.lhs_contracting == [1] {
-            // A matrix W: its cotangent sums over all the steps' rows.
-            return weight_over_rows(d, &x, &c, opts);
-        }
-        return dot_operand_ct(a, which, &x, &c, ty, rank, false);
+        return dot_operand_ct(a, which, &merge(other)?, &merge(ct)?, ty, rank, false);
     }
     if !stepped && which == 1 && nb == 0 && rank == 2 && xr >= 2 && d.lhs_contracting == [xr - 1] {
-        // `x · W` for a matrix W and many rows of x (every axis of x but its last):
-        // where the product is narrow (see `rows_product`), in the CPU backend's
-        // fast layout. x's rows and the cotangent's are each one array of rows
-        // (a free reshape: the row axes lead in both).
+        // `x · W` for a matrix W and many rows of x (every axis of x but its last,
+        // or every step's rows after a loop): where the product is narrow (see
+        // `rows_product`), in the CPU backend's fast layout. x's rows and the
+        // cotangent's are each one array of rows (a free reshape: the row axes
+        // lead in both).
         let (xd, cd) = (other.dims().ok()?, ct.dims().ok()?);
         let rows: i64 = xd[..xd.len() - 1].iter().product();
         let (k, n) = (xd[xd.len() - 1], cd[cd.len() - 1]);
@@ -708,8 +704,8 @@ fn weight_over_rows(d: &DotDims, x: &Op, c: &Op, opts: DotOptions) -> Option<Op>
 /// product contracts the left operand's last axis with the right one's first:
 /// `(pᵀ) · q` when `a ≤ c`, else `((qᵀ) · p)ᵀ`, the result also behind a barrier
 /// so its transpose stays a small one. The transposed operand has `K · min(a, c)`
-/// elements, a fraction of the product's `K · a · c` multiply-adds. Outside loops
-/// it is used for `K ≥ 256` and `min(a, c) ≤ 256`, where the same bench finds it
+/// elements, a fraction of the product's `K · a · c` multiply-adds. It is used
+/// for `K ≥ 256` and `min(a, c) ≤ 256`, where the same bench finds it
 /// faster (`[256, 64]ᵀ · [256, 64]` 3.6×); with fewer rows the two cost about the
 /// same, and for wide products (`[4096, 512]ᵀ · [4096, 512]`) the transpose costs
 /// more than it saves.
