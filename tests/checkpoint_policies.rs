@@ -800,20 +800,7 @@ fn weight_products_over_the_rows_take_the_fast_layout() {
         let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
         assert_close(&got, &want, 1e-5);
 
-        let exe = client().compile(&m).unwrap();
-        let optimized = exe.optimized_module().unwrap();
-        let leading: Vec<String> = optimized
-            .computations
-            .iter()
-            .flat_map(|c| &c.instructions)
-            .filter(|i| i.opcode == "dot")
-            .filter(|i| {
-                i.dot_dimension_numbers
-                    .as_ref()
-                    .is_some_and(|d| d.lhs_contracting_dimensions == [0])
-            })
-            .map(|i| i.name.clone())
-            .collect();
+        let leading = leading_axis_products(&m);
         assert!(leading.is_empty(), "k={k} n={n}: {leading:?}");
     }
 }

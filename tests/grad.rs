@@ -586,18 +586,7 @@ fn weight_gradients_over_many_rows_take_the_fast_layout() {
         let axes: Vec<i64> = (0..y.rank().unwrap() as i64).collect();
         let g = b.grad(&y.reduce_sum(&axes), &p[1]);
         let m = b.build(&g).unwrap();
-        let optimized = client().compile(&m).unwrap().optimized_module().unwrap();
-        let leading = optimized
-            .computations
-            .iter()
-            .flat_map(|c| &c.instructions)
-            .filter(|i| i.opcode == "dot")
-            .filter(|i| {
-                i.dot_dimension_numbers
-                    .as_ref()
-                    .is_some_and(|d| d.lhs_contracting_dimensions == [0])
-            })
-            .count();
+        let leading = leading_axis_products(&m).len();
         assert_eq!(
             leading == 0,
             fast,

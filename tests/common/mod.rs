@@ -37,6 +37,26 @@ pub fn run1<T: NativeType>(module: &Computation, args: &[&Buffer]) -> Vec<T> {
     out[0].to_vec::<T>().expect("download")
 }
 
+/// The names of the products in `module`'s optimized form (compiled by the plugin
+/// under test) that contract their left operand's axis 0: XLA's CPU backend runs
+/// those outside its fast matrix kernels (`benches/dot_layouts.rs`).
+pub fn leading_axis_products(module: &Computation) -> Vec<String> {
+    let exe = client().compile(module).expect("compile");
+    let optimized = exe.optimized_module().expect("the optimized module");
+    optimized
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter(|i| i.opcode == "dot")
+        .filter(|i| {
+            i.dot_dimension_numbers
+                .as_ref()
+                .is_some_and(|d| d.lhs_contracting_dimensions == [0])
+        })
+        .map(|i| i.name.clone())
+        .collect()
+}
+
 /// A small deterministic generator (SplitMix64) for test data.
 pub struct Rng(pub u64);
 
