@@ -6,9 +6,11 @@
 //! removed from its environment (the plugin follows `NPROC` when it is set) and no
 //! other client alive.
 
-use std::collections::BTreeSet;
-use std::process::Command;
+mod common;
 
+use std::collections::BTreeSet;
+
+use common::in_child_with_env;
 use xlaclient::{Builder, Client, ClientOptions, Plugin, RuntimeError, Shape};
 
 /// This process's thread ids.
@@ -63,9 +65,17 @@ fn client_and_workers(options: &ClientOptions) -> (Client, usize) {
     (client, workers)
 }
 
+/// The pool's size: the plugin's default (one worker per CPU), then `worker_threads`
+/// 1, 2 and every CPU with one and four devices (at least one worker per device),
+/// none of the threads pinned after the create or after a run. In a child process
+/// with `NPROC` removed (the plugin follows it when set) and no other client alive.
 #[test]
-#[ignore = "run by `pool_size_follows_worker_threads`, in a child without NPROC"]
-fn child_counts_workers() {
+fn pool_size_follows_worker_threads() {
+    let env = [("NPROC", None), ("XLACLIENT_COMPILE_CACHE", Some("0"))];
+    in_child_with_env("pool_size_follows_worker_threads", &env, counts_workers);
+}
+
+fn counts_workers() {
     assert!(std::env::var_os("NPROC").is_none());
     let available = std::thread::available_parallelism().unwrap().get();
     // The plugin's default: one worker per CPU this thread may run on.
@@ -99,27 +109,6 @@ fn child_counts_workers() {
             }
         }
     }
-}
-
-#[test]
-fn pool_size_follows_worker_threads() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_counts_workers",
-            "--exact",
-            "--nocapture",
-            "--include-ignored",
-        ])
-        .env_remove("NPROC")
-        .env("XLACLIENT_COMPILE_CACHE", "0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A product and elementwise work, run on one worker and on the default pool,

@@ -167,16 +167,28 @@ const CHILD: &str = "XLACLIENT_TEST_CHILD";
 /// that the child passed; in the child, runs `body`. A plugin abort then fails the
 /// test with its signal instead of killing the run.
 pub fn in_child(name: &str, body: impl FnOnce()) {
+    in_child_with_env(name, &[], body);
+}
+
+/// [`in_child`] with the child's environment changed: each `(name, Some(value))`
+/// set, each `(name, None)` removed.
+pub fn in_child_with_env(name: &str, env: &[(&str, Option<&str>)], body: impl FnOnce()) {
     use std::os::unix::process::ExitStatusExt;
     if std::env::var_os(CHILD).is_some() {
         body();
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .expect("re-run the test binary");
+        .env(CHILD, "1");
+    for (key, value) in env {
+        match value {
+            Some(v) => child.env(key, v),
+            None => child.env_remove(key),
+        };
+    }
+    let out = child.output().expect("re-run the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tail = |s: &str| s[s.len().saturating_sub(4000)..].to_string();
