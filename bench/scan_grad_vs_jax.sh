@@ -4,7 +4,9 @@
 # Nothing, Dots and Names("pre")) next to JAX's (bench/scan_grad_jax.py, the same
 # program, jax.checkpoint with nothing_saveable, dots_saveable and
 # save_only_these_names), processes alternating, REPS times; prints each run's
-# lines, then the medians of the gradient/forward ratios and temp buffers.
+# lines, then the medians of the gradient/forward ratios and temp buffers, and the
+# bench's two hand-written programs (the same backward pass, and the floor without
+# the weight's product).
 #
 #   bench/scan_grad_vs_jax.sh [REPS]      (default 3)
 set -euo pipefail
@@ -21,7 +23,7 @@ for rep in $(seq 1 "$REPS"); do
             "$VENV/bin/python" bench/scan_grad_jax.py 2>/dev/null | tail -1 | tee -a "$OUT"
         else
             XLACLIENT_COMPILE_CACHE=off cargo bench --quiet --bench scan_grad 2>/dev/null \
-                | grep -E "^(forward|gradient)" | tee -a "$OUT"
+                | grep -E "^(forward|gradient|by hand|per-round)" | tee -a "$OUT"
         fi
     done
 done
@@ -49,5 +51,10 @@ for label, prefix, key in [
     print(f"  {label:<21} ours {med(ms):7.1f} ms ({med([s / f for s, f in zip(ms, fwd)]):.2f}x fwd, "
           f"temp {mib[0]:.1f} MiB)   JAX {jms:7.1f} ms ({jratio:.2f}x fwd, temp {jtemp} MiB)   "
           f"ours/JAX speed {jms / med(ms):.2f}x")
+for label, prefix in [("by hand, same backward", "by hand, same"), ("by hand, no weight grad", "by hand, no")]:
+    ms, _ = ours(prefix)
+    print(f"  {label:<23} ours {med(ms):7.1f} ms ({med([s / f for s, f in zip(ms, fwd)]):.2f}x fwd)")
+paired = [float(re.search(r"stored ([\d.]+)x", l).group(1)) for l in lines if l.startswith("per-round")]
+print(f"  default gradient, median of each run's per-round ratios: {med(paired):.2f}x fwd")
 print(f"JAX:  forward {med(float(j['forward_ms']) for j in jax):.1f} ms")
 PY

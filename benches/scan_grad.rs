@@ -12,11 +12,21 @@
 //! cost), and the median time of a call over several runs, then the ratios of the
 //! gradient programs measured side by side.
 //!
+//! Two hand-written programs give the scale of what any gradient of this scan can
+//! cost on the backend: the same backward pass written out by hand (a forward loop
+//! stacking `h'`, a backward loop with the step's two products, `dpre·Wᵀ` and the
+//! weight's `h_{t-1}ᵀ·dpre`, as the automatic gradient does), and the same without
+//! the weight's product (`W`'s cotangent left out: a floor no gradient with respect
+//! to `W` can go under). Their ratios to the forward pass are printed too.
+//!
 //! Run: `cargo bench --bench scan_grad` (optionally `-- STEPS BATCH WIDTH`).
 
 use std::time::Instant;
 
-use xlaclient::{Builder, CheckpointPolicy, Client, Computation, ScanOptions, Shape};
+use xlaclient::{
+    Builder, CheckpointPolicy, Client, Comparison, Computation, DotDims, ElementType, ScanOptions,
+    Shape,
+};
 
 fn program(
     steps: i64,
@@ -43,6 +53,58 @@ fn program(
         b.build(&loss)
     }
     .expect("the program builds")
+}
+
+/// The scan's gradient written by hand (`with_weight`), or only its forward loop
+/// and the backward chain of `h`'s cotangent (not `with_weight`; `W`'s
+/// cotangent is then returned as zeros).
+fn hand_written(steps: i64, batch: i64, width: i64, with_weight: bool) -> Computation {
+    let b = Builder::new("scan_grad_by_hand");
+    let w = b.parameter(0, Shape::of::<f32>(&[width, width]), "w");
+    let h0 = b.parameter(1, Shape::of::<f32>(&[batch, width]), "h0");
+    let xs = b.parameter(2, Shape::of::<f32>(&[steps, batch, width]), "xs");
+    let zero = b.constant(0i32);
+    let row = |stack: &xlaclient::Op, t: &xlaclient::Op| {
+        stack
+            .dynamic_slice(&[t, &zero, &zero], &[1, batch, width])
+            .reshape(&[batch, width])
+    };
+    // Forward: h' per step stacked, y_t = Σ h' stacked.
+    let init = (
+        h0.clone(),
+        b.zeros(ElementType::F32, &[steps, batch, width]),
+        b.zeros(ElementType::F32, &[steps]),
+    );
+    let (_, hs, ys) = b.fori_loop(0, steps as i32, init, |t, (h, hs, ys)| {
+        let h2 = (&h.matmul(&w) + &row(&xs, t)).tanh();
+        let hs = hs.dynamic_update_slice(&h2.reshape(&[1, batch, width]), &[t, &zero, &zero]);
+        let ys = ys.dynamic_update_slice(&h2.reduce_sum(&[0, 1]).reshape(&[1]), &[t]);
+        (h2, hs, ys)
+    });
+    let loss = ys.reduce_sum(&[0]);
+    // Backward, t = steps-1 … 0: dpre = (dh + 1)·(1 − h'²), dh ← dpre·Wᵀ and, with
+    // the weight, dW += h_{t-1}ᵀ·dpre (h_{-1} = h0).
+    let init = (
+        b.zeros(ElementType::F32, &[batch, width]),
+        b.zeros(ElementType::F32, &[width, width]),
+    );
+    let (dh, dw) = b.fori_loop(0, steps as i32, init, |s, (dh, dw)| {
+        let t = -s + (steps - 1);
+        let h2 = row(&hs, &t);
+        let dpre = &(&dh + 1.0) * &(1.0 - &(&h2 * &h2));
+        let dh = dpre.dot_general(&w, &DotDims::contract(1, 1));
+        if !with_weight {
+            return (dh, dw);
+        }
+        let first = t
+            .compare(&zero, Comparison::Eq)
+            .broadcast_in_dim(&[batch, width], &[]);
+        let prev = b.select(&first, &h0, &row(&hs, &(&t - 1i64).max(&zero)));
+        let dw = &dw + &prev.dot_general(&dpre, &DotDims::contract(0, 0));
+        (dh, dw)
+    });
+    b.build_tuple(&[&loss, &dw, &dh])
+        .expect("the program builds")
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -100,9 +162,34 @@ fn main() -> xlaclient::Result<()> {
         let m = exe.memory_stats()?;
         exes.push((name, exe, compile, m.temp_bytes));
     }
+    for (name, with_weight) in [
+        ("by hand, same backward", true),
+        ("by hand, no weight grad", false),
+    ] {
+        let t = Instant::now();
+        let exe = client.compile(hand_written(steps, batch, width, with_weight))?;
+        let compile = t.elapsed().as_secs_f64();
+        let m = exe.memory_stats()?;
+        exes.push((name, exe, compile, m.temp_bytes));
+    }
+    // The hand-written gradient computes what the automatic one does.
+    let auto = exes[1].1.execute(&[&w, &h0, &xs])?;
+    let hand = exes[5].1.execute(&[&w, &h0, &xs])?;
+    for k in 0..3 {
+        let (a, h) = (auto[k].to_vec::<f32>()?, hand[k].to_vec::<f32>()?);
+        let scale = a.iter().fold(1f32, |m, x| m.max(x.abs()));
+        let err = a
+            .iter()
+            .zip(&h)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            err <= 1e-4 * scale,
+            "the hand-written gradient's output {k} differs by {err}"
+        );
+    }
     // Warm up, then alternate the programs so they share the machine's noise.
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); exes.len()];
-    for round in 0..7 {
+    for round in 0..13 {
         for (k, (_, exe, _, _)) in exes.iter().enumerate() {
             let t = Instant::now();
             let out = exe.execute(&[&w, &h0, &xs])?;
@@ -112,6 +199,11 @@ fn main() -> xlaclient::Result<()> {
             }
         }
     }
+    // Each round's ratio to the forward pass of the same round, whose median is
+    // steadier than the ratio of medians when the machine's speed drifts.
+    let paired: Vec<f64> = (0..times.len())
+        .map(|k| median(times[k].iter().zip(&times[0]).map(|(t, f)| t / f).collect()))
+        .collect();
     let med: Vec<f64> = times.into_iter().map(median).collect();
     for ((name, _, compile, temp), t) in exes.iter().zip(&med) {
         println!(
@@ -132,6 +224,18 @@ fn main() -> xlaclient::Result<()> {
         med[2] / med[0],
         med[3] / med[0],
         med[4] / med[0]
+    );
+    println!(
+        "by hand / forward: same backward {:.2}x, without the weight's product {:.2}x (floor); \
+         automatic / by hand {:.2}x",
+        med[5] / med[0],
+        med[6] / med[0],
+        med[1] / med[5]
+    );
+    println!(
+        "per-round ratios to the forward pass (median of {} rounds): stored {:.2}x, \
+         checkpointed {:.2}x, dots {:.2}x, names {:.2}x, by hand {:.2}x, floor {:.2}x",
+        12, paired[1], paired[2], paired[3], paired[4], paired[5], paired[6]
     );
     Ok(())
 }
