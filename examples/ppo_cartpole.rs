@@ -30,7 +30,9 @@
 //! [`ClientOptions::worker_threads`]): the program's small kernels run on one
 //! worker instead of being handed between several (about a third less CPU time on
 //! a 2-core VM; guide 12, "The worker threads"). `--set worker_threads=0` keeps the
-//! plugin's default pool (one worker per CPU, or `NPROC`).
+//! plugin's default pool (one worker per CPU, or `NPROC`). Sizing the pool is
+//! implemented on Linux only: elsewhere the default is 0 (the plugin's pool), and
+//! asking for a number is an error.
 
 use std::time::Instant;
 
@@ -88,7 +90,8 @@ impl Default for Config {
             hidden: p.hidden,
             seed: p.seed,
             updates_per_call: p.updates_per_call,
-            worker_threads: 1,
+            // The option is implemented on Linux only (elsewhere it is an error).
+            worker_threads: if cfg!(target_os = "linux") { 1 } else { 0 },
             min_return: 400.0,
             print_every_update: true,
         }
@@ -143,7 +146,7 @@ fn run() -> xlaclient::rl::Result<()> {
             ("updates_per_call", "updates per call of the update program"),
             (
                 "worker_threads",
-                "worker threads of the CPU plugin's pool (default 1; 0: one per CPU)",
+                "worker threads of the CPU plugin's pool (default 1 on Linux, else 0; 0: one per CPU)",
             ),
             (
                 "min_return",

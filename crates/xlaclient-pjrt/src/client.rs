@@ -170,9 +170,11 @@ impl Client {
                 }
             })
         };
-        let (raw_client, sent) = match options.worker_threads {
+        // A mask that could not be restored after the create is reported once the
+        // client is owned (and so destroyed with the error), never leaked.
+        let ((raw_client, sent), unrestored) = match options.worker_threads {
             Some(n) => affinity::restricted(n, create)?,
-            None => create()?,
+            None => (create()?, None),
         };
         let mut inner = ClientInner {
             api: api.clone(),
@@ -192,6 +194,9 @@ impl Client {
             zero_copy: std::sync::atomic::AtomicU8::new(0),
             _kv: kv,
         };
+        if let Some(e) = unrestored {
+            return Err(e);
+        }
         // SAFETY: the client was just created. The header: the device arrays and
         // the devices are owned by the client and live as long as it; the arrays
         // are copied at once.
@@ -1120,8 +1125,13 @@ mod affinity {
 
     /// Runs `create` with the calling thread's CPU mask narrowed to `n` of its CPUs,
     /// then restores the caller's mask and gives the threads started meanwhile that
-    /// inherited the narrowed mask the caller's original one.
-    pub(super) fn restricted<T>(n: usize, create: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// inherited the narrowed mask the caller's original one. Returns what `create`
+    /// made with the error of a mask that could not be restored, if any: the
+    /// caller takes ownership of what was made before it reports that error.
+    pub(super) fn restricted<T>(
+        n: usize,
+        create: impl FnOnce() -> Result<T>,
+    ) -> Result<(T, Option<Error>)> {
         // One narrowed create at a time, so that the threads one create starts are
         // not taken for another's (a poisoned lock guards nothing that broke).
         static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -1147,7 +1157,11 @@ mod affinity {
         // Threads started during the create inherited the narrowed mask from this
         // one; a thread another part of the program started meanwhile keeps its
         // own mask unless it happens to equal the narrowed one.
-        for tid in threads()?.difference(&before) {
+        let after = threads().unwrap_or_else(|e| {
+            failed.get_or_insert(e.to_string());
+            BTreeSet::new()
+        });
+        for tid in after.difference(&before) {
             match get(*tid) {
                 Ok(m) if m == narrow => {
                     if let Err(e) = set(*tid, &original) {
@@ -1162,10 +1176,7 @@ mod affinity {
                 _ => {}
             }
         }
-        match failed {
-            Some(reason) => Err(bad(reason)),
-            None => made,
-        }
+        Ok((made?, failed.map(bad)))
     }
 }
 
@@ -1173,7 +1184,10 @@ mod affinity {
 mod affinity {
     use crate::error::{Error, Result};
 
-    pub(super) fn restricted<T>(_n: usize, _create: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub(super) fn restricted<T>(
+        _n: usize,
+        _create: impl FnOnce() -> Result<T>,
+    ) -> Result<(T, Option<Error>)> {
         Err(Error::InvalidOption {
             option: "worker_threads".into(),
             reason: "sizing the plugin's worker pool is only implemented on Linux".into(),
