@@ -554,13 +554,17 @@ fn through_scan_dots_with_loop_invariant_weights() {
 /// two axes of `x`) is written in the CPU backend's fast layout
 /// (`linalg::rows_product`, `benches/dot_layouts.rs`): against central differences,
 /// and no product of the optimized gradient module contracts its left operand's
-/// axis 0. With 100 rows the rule does not apply (the two layouts cost about the
-/// same there), and the transpose rule's product contracting both axes 0 stays.
+/// axis 0; so is a narrow head's (`[40, 20] · [20, 3]`: few outputs on a wide
+/// layer, from 32 rows). With 100 rows of a narrow `x` (`[100, 5] · [5, 2]`) the
+/// rule does not apply (the two layouts cost about the same there), and the
+/// transpose rule's product contracting both axes 0 stays.
 #[test]
 fn weight_gradients_over_many_rows_take_the_fast_layout() {
     let nt = DotDims::contract(1, 1);
-    let cases: [(&str, &[&[i64]], bool, bool); 4] = [
+    let cases: [(&str, &[&[i64]], bool, bool); 5] = [
         ("rows_xw", &[&[300, 5], &[5, 2]], false, true),
+        // A head of few outputs on a wide layer: fast from 32 rows.
+        ("narrow_head", &[&[40, 20], &[20, 3]], false, true),
         ("rows_xwt", &[&[300, 5], &[2, 5]], true, true),
         ("rows_3d", &[&[2, 150, 5], &[5, 7]], false, true),
         ("rows_few", &[&[100, 5], &[5, 2]], false, false),

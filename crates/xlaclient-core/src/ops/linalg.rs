@@ -596,7 +596,14 @@ pub(crate) fn dot_operand_ct(
         let (xd, cd) = (other.dims().ok()?, ct.dims().ok()?);
         let rows: i64 = xd[..xd.len() - 1].iter().product();
         let (k, n) = (xd[xd.len() - 1], cd[cd.len() - 1]);
-        if rows >= 256 && k.min(n) <= 256 {
+        // rows_product's operands' widths: (x's, the cotangent's) for `x · W`,
+        // swapped for `x · Wᵀ` (see `weight_over_rows`).
+        let (a, c) = if d.rhs_contracting == [0] {
+            (k, n)
+        } else {
+            (n, k)
+        };
+        if rows_product_pays(rows, a, c) {
             let flat = |v: &Op, cols: i64| {
                 if v.rank().ok()? == 2 {
                     Some(v.clone())
@@ -692,6 +699,18 @@ fn weight_over_rows(d: &DotDims, x: &Op, c: &Op, opts: DotOptions) -> Option<Op>
     }
 }
 
+/// Whether [`rows_product`] beats the plain product for `p: [rows, a]`, `q: [rows,
+/// c]` on XLA's CPU backend (`benches/dot_layouts.rs`, plugin 0.115, medians of a
+/// call in µs): with many rows, unless both sides are wide (see `rows_product`);
+/// and from 32 rows when `q` is narrow (2 to 16 columns) against a wide `p`, the
+/// output layer of a policy or value head, where `((qᵀ) · p)ᵀ` runs as a short
+/// product in the fast kernels (`[128, 64]ᵀ · [128, 2]` 11.5 → 7.1, `[64, 32]ᵀ ·
+/// [64, 4]` 7.4 → 6.4, `[128, 64]ᵀ · [128, 16]` 10.9 → 9.5; `[100, 5]ᵀ · [100,
+/// 2]` 6.2 against 6.6, so not for a narrow `p`).
+fn rows_product_pays(rows: i64, a: i64, c: i64) -> bool {
+    (rows >= 256 && a.min(c) <= 256) || (rows >= 32 && (2..=16).contains(&c) && a >= 16.max(2 * c))
+}
+
 /// `Σ_k p[k, i] · q[k, j]` (`pᵀ · q`) for `p: [K, a]`, `q: [K, c]`, the rows `K`
 /// many: a weight's cotangent over a batch's rows, or over every step's rows
 /// after a loop.
@@ -708,7 +727,8 @@ fn weight_over_rows(d: &DotDims, x: &Op, c: &Op, opts: DotOptions) -> Option<Op>
 /// for `K ≥ 256` and `min(a, c) ≤ 256`, where the same bench finds it
 /// faster (`[256, 64]ᵀ · [256, 64]` 3.6×); with fewer rows the two cost about the
 /// same, and for wide products (`[4096, 512]ᵀ · [4096, 512]`) the transpose costs
-/// more than it saves.
+/// more than it saves. With fewer rows it pays for a narrow `q` only
+/// ([`rows_product_pays`]).
 fn rows_product(p: &Op, q: &Op, opts: DotOptions) -> Op {
     let b = p.builder();
     let fence = |v: &Op| b.optimization_barrier(&[v]).remove(0);
