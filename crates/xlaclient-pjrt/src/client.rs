@@ -1114,10 +1114,10 @@ mod affinity {
         }
     }
 
-    /// The ids of this process's threads.
-    fn threads() -> Result<BTreeSet<i32>> {
+    /// The ids of this process's threads, or why they cannot be listed.
+    fn threads() -> std::result::Result<BTreeSet<i32>, String> {
         let dir = std::fs::read_dir("/proc/self/task")
-            .map_err(|e| bad(format!("cannot list /proc/self/task: {e}")))?;
+            .map_err(|e| format!("cannot list /proc/self/task: {e}"))?;
         Ok(dir
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect())
@@ -1147,7 +1147,7 @@ mod affinity {
             )));
         }
         let narrow = original.first(n);
-        let before = threads()?;
+        let before = threads().map_err(bad)?;
         set(0, &narrow).map_err(|e| bad(format!("cannot narrow this thread's CPU mask: {e}")))?;
         let made = create();
         let restored = set(0, &original);
@@ -1157,8 +1157,8 @@ mod affinity {
         // Threads started during the create inherited the narrowed mask from this
         // one; a thread another part of the program started meanwhile keeps its
         // own mask unless it happens to equal the narrowed one.
-        let after = threads().unwrap_or_else(|e| {
-            failed.get_or_insert(e.to_string());
+        let after = threads().unwrap_or_else(|reason| {
+            failed.get_or_insert(reason);
             BTreeSet::new()
         });
         for tid in after.difference(&before) {
