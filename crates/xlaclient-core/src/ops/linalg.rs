@@ -596,14 +596,17 @@ pub(crate) fn dot_operand_ct(
         let (xd, cd) = (other.dims().ok()?, ct.dims().ok()?);
         let rows: i64 = xd[..xd.len() - 1].iter().product();
         let (k, n) = (xd[xd.len() - 1], cd[cd.len() - 1]);
-        // rows_product's operands' widths: (x's, the cotangent's) for `x · W`,
-        // swapped for `x · Wᵀ` (see `weight_over_rows`).
-        let (a, c) = if d.rhs_contracting == [0] {
-            (k, n)
-        } else {
-            (n, k)
+        // W's cotangent is `xᵀ · c` for `x · W` (W contracting its axis 0), the
+        // transpose `cᵀ · x` for `x · Wᵀ` (its axis 1): rows_product's operands
+        // with their widths.
+        let operands = match d.rhs_contracting[..] {
+            [0] => Some(((other, k), (ct, n))),
+            [1] => Some(((ct, n), (other, k))),
+            _ => None,
         };
-        if rows_product_pays(rows, a, c) {
+        if let Some(((p, a), (q, c))) = operands
+            && rows_product_pays(rows, a, c)
+        {
             let flat = |v: &Op, cols: i64| {
                 if v.rank().ok()? == 2 {
                     Some(v.clone())
@@ -611,7 +614,7 @@ pub(crate) fn dot_operand_ct(
                     Some(v.reshape(&[rows, cols]))
                 }
             };
-            return weight_over_rows(d, &flat(other, k)?, &flat(ct, n)?, opts);
+            return Some(rows_product(&flat(p, a)?, &flat(q, c)?, opts));
         }
     }
     // With steps: every axis one further, and the step axis contracted on both
@@ -685,17 +688,6 @@ pub(crate) fn dot_operand_ct(
             .chain(yf.iter().copied())
             .collect();
         Some(arrange(r, names))
-    }
-}
-
-/// The cotangent of the matrix `W` of `x · W` (`d`'s right operand contracting its
-/// axis 0) or of `x · Wᵀ` (its axis 1), from `x: [K, k]` and the result's cotangent
-/// `c: [K, n]`: a sum over the `K` rows, by [`rows_product`].
-fn weight_over_rows(d: &DotDims, x: &Op, c: &Op, opts: DotOptions) -> Option<Op> {
-    match d.rhs_contracting[..] {
-        [0] => Some(rows_product(x, c, opts)),
-        [1] => Some(rows_product(c, x, opts)),
-        _ => None,
     }
 }
 
