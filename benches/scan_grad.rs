@@ -188,8 +188,9 @@ fn main() -> xlaclient::Result<()> {
         );
     }
     // Warm up, then alternate the programs so they share the machine's noise.
+    const ROUNDS: usize = 13;
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); exes.len()];
-    for round in 0..13 {
+    for round in 0..ROUNDS {
         for (k, (_, exe, _, _)) in exes.iter().enumerate() {
             let t = Instant::now();
             let out = exe.execute(&[&w, &h0, &xs])?;
@@ -235,7 +236,13 @@ fn main() -> xlaclient::Result<()> {
     println!(
         "per-round ratios to the forward pass (median of {} rounds): stored {:.2}x, \
          checkpointed {:.2}x, dots {:.2}x, names {:.2}x, by hand {:.2}x, floor {:.2}x",
-        12, paired[1], paired[2], paired[3], paired[4], paired[5], paired[6]
+        ROUNDS - 1,
+        paired[1],
+        paired[2],
+        paired[3],
+        paired[4],
+        paired[5],
+        paired[6]
     );
     Ok(())
 }
