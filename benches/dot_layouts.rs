@@ -16,19 +16,32 @@ use std::time::Instant;
 use xlaclient::{Builder, Client, Computation, DotDims, Shape};
 
 /// The ways, named.
-const WAYS: [&str; 5] = [
+const WAYS: [&str; 8] = [
     "both contract axis 0",
     "a stored transposed",
     "aᵀ behind a barrier",
     "aᵀ written, folded back",
     "(cᵀ·a)ᵀ behind barriers",
+    "chunks of ~512 rows",
+    "chunks of ~2048 rows",
+    "the crate's gradient",
 ];
+
+/// The number of chunks of about `rows` rows that divide `k` rows evenly.
+fn chunks(k: i64, rows: i64) -> i64 {
+    let want = (k / rows).max(1);
+    (1..=k)
+        .filter(|s| k % s == 0)
+        .min_by_key(|s| (s - want).abs())
+        .unwrap_or(1)
+}
 
 fn program(way: usize, k: i64, a_cols: i64, c_cols: i64) -> Computation {
     let b = Builder::new("dot_layouts");
     let a = b.parameter(0, Shape::of::<f32>(&[k, a_cols]), "a");
     let c = b.parameter(1, Shape::of::<f32>(&[k, c_cols]), "c");
     let at = b.parameter(2, Shape::of::<f32>(&[a_cols, k]), "at");
+    let w = b.parameter(3, Shape::of::<f32>(&[a_cols, c_cols]), "w");
     let fence = |v: &xlaclient::Op| b.optimization_barrier(&[v]).remove(0);
     let canonical = DotDims::contract(1, 0);
     let r = match way {
@@ -36,9 +49,25 @@ fn program(way: usize, k: i64, a_cols: i64, c_cols: i64) -> Computation {
         1 => at.dot_general(&c, &canonical),
         2 => fence(&a.transpose(&[1, 0])).dot_general(&c, &canonical),
         3 => a.transpose(&[1, 0]).dot_general(&c, &canonical),
-        _ => {
+        4 => {
             let r = fence(&c.transpose(&[1, 0])).dot_general(&a, &canonical);
             fence(&r).transpose(&[1, 0])
+        }
+        5 | 6 => {
+            let s = chunks(k, if way == 5 { 512 } else { 2048 });
+            let d = DotDims {
+                lhs_contracting: vec![1],
+                rhs_contracting: vec![1],
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+            };
+            a.reshape(&[s, k / s, a_cols])
+                .dot_general(&c.reshape(&[s, k / s, c_cols]), &d)
+                .reduce_sum(&[0])
+        }
+        _ => {
+            let loss = (&a.matmul(&w) * &c).reduce_sum(&[0, 1]);
+            b.grad(&loss, &w)
         }
     };
     b.build(&r).expect("the program builds")
@@ -59,6 +88,8 @@ fn main() -> xlaclient::Result<()> {
     let a = client.buffer_from_host(&vec![0.5f32; (k * a_cols) as usize], &[k, a_cols])?;
     let c = client.buffer_from_host(&vec![0.25f32; (k * c_cols) as usize], &[k, c_cols])?;
     let at = client.buffer_from_host(&vec![0.5f32; (k * a_cols) as usize], &[a_cols, k])?;
+    let w0 =
+        client.buffer_from_host(&vec![0.0f32; (a_cols * c_cols) as usize], &[a_cols, c_cols])?;
     let exes = (0..WAYS.len())
         .map(|w| client.compile(program(w, k, a_cols, c_cols)))
         .collect::<Result<Vec<_>, _>>()?;
@@ -67,7 +98,7 @@ fn main() -> xlaclient::Result<()> {
     for round in 0..300 {
         for (w, exe) in exes.iter().enumerate() {
             let t = Instant::now();
-            let out = exe.execute(&[&a, &c, &at])?[0].to_vec::<f32>()?;
+            let out = exe.execute(&[&a, &c, &at, &w0])?[0].to_vec::<f32>()?;
             let dt = t.elapsed().as_secs_f64() * 1e6;
             if round == 0 {
                 assert!(

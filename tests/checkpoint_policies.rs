@@ -747,15 +747,20 @@ fn rows_scan(h: &Op, xs: &Op, w: &Op) -> Op {
 /// The weight's cotangent of [`rows_scan`] sums over every step's rows after the
 /// loop, one product over all `T · B` rows. XLA's CPU backend runs a product that
 /// contracts both operands' leading axis outside its fast matrix kernels (up to 5
-/// times slower at Anakin's sizes), so the engine writes it contracting the left
-/// operand's last axis with the right one's first, whichever operand is
-/// narrower (`k < n` and `k > n` here). Checked: the gradient against plain Rust,
-/// and no product in the optimized module contracts the left operand's axis 0.
+/// times slower at Anakin's sizes) and on one core, so the engine writes it
+/// (`linalg::rows_layout`) with the narrow side of a head transposed, the left
+/// operand's last axis contracted with the right one's first (`k < n` and
+/// `k > n`, 4 steps of 64 rows), and over many rows (64 steps of 64) as one
+/// batched product over chunks of the rows, summed. Checked: the gradient against
+/// plain Rust, no product in the optimized module contracts the left operand's
+/// axis 0, and the chunked one is a batched product.
 #[test]
 fn weight_products_over_the_rows_take_the_fast_layout() {
-    // 4 steps of 64 rows: the 256 rows from which the engine takes that layout.
-    let (t, rows) = (4i64, 64i64);
-    for (k, n) in [(5i64, 2i64), (2, 5)] {
+    for (t, rows, k, n, chunked) in [
+        (4i64, 64i64, 20i64, 3i64, false),
+        (4, 64, 3, 20, false),
+        (64, 64, 8, 8, true),
+    ] {
         let b = Builder::new("rows");
         let h = b.parameter(0, Shape::of::<f32>(&[]), "h");
         let xs = b.parameter(1, Shape::of::<f32>(&[t, rows, k]), "xs");
@@ -802,7 +807,83 @@ fn weight_products_over_the_rows_take_the_fast_layout() {
 
         let leading = leading_axis_products(&m);
         assert!(leading.is_empty(), "k={k} n={n}: {leading:?}");
+        assert_eq!(
+            batched_products(&m) > 0,
+            chunked,
+            "t={t} rows={rows} k={k} n={n}"
+        );
     }
+}
+
+/// The backward step of a loop whose body multiplies by a matrix the loop does not
+/// change (`h · W`) computes `ct · Wᵀ` every step. The engine transposes `W` once
+/// before the backward loop, behind an optimization barrier, and the step's
+/// product contracts the transpose's first axis, a layout XLA's CPU backend runs
+/// faster than contracting `W`'s second axis (`benches/scan_grad.rs`: the backward
+/// chain 2.23× → 2.03× the forward pass). Pinned: no product of the optimized
+/// gradient module contracts its right operand's axis 1 (the old form had one per
+/// backward step); the gradient through that path, and the gradient of that
+/// gradient, against central differences.
+#[test]
+fn a_loop_weight_is_transposed_once_for_the_backward_steps() {
+    let (steps, batch, width) = (20i64, 3i64, 4i64);
+    let b = Builder::new("rnn_twin");
+    let w = b.parameter(0, Shape::of::<f32>(&[width, width]), "w");
+    let h0 = b.parameter(1, Shape::of::<f32>(&[batch, width]), "h0");
+    let xs = b.parameter(2, Shape::of::<f32>(&[steps, batch, width]), "xs");
+    let (_, ys) = b.scan(h0.clone(), xs, |h, x| {
+        let h2 = (&h.matmul(&w) + &x).tanh();
+        (h2.clone(), h2.reduce_sum(&[0, 1]))
+    });
+    let (gw, gh) = b.grad(&ys.reduce_sum(&[0]), &(w.clone(), h0.clone()));
+    let m = b.build_tuple(&[&gw, &gh]).unwrap();
+    let exe = client().compile(&m).unwrap();
+    let optimized = exe.optimized_module().unwrap();
+    let dots: Vec<_> = optimized
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter(|i| i.opcode == "dot")
+        .filter_map(|i| i.dot_dimension_numbers.as_ref())
+        .collect();
+    assert!(!dots.is_empty(), "the gradient has products");
+    assert!(
+        dots.iter().all(|d| d.rhs_contracting_dimensions != [1]),
+        "a product contracts its right operand's axis 1: {dots:?}"
+    );
+
+    let rnn_twin = |h0: &Op, w: &Op, xs: &Op| -> (Op, Op) {
+        let b = h0.builder();
+        b.scan(h0.clone(), xs.clone(), |h, x| {
+            let h2 = (&h.matmul(w) + &x).tanh();
+            (h2.clone(), h2.reduce_sum(&[0, 1]))
+        })
+    };
+    fd::check(
+        "twin_first_order",
+        &[&[2, 3], &[3, 3], &[5, 2, 3]],
+        -1.0,
+        1.0,
+        |p| {
+            let (h, ys) = rnn_twin(&p[0], &p[1], &p[2]);
+            let b = h.builder();
+            b.concatenate(&[&h.reshape(&[6]), &ys], 0)
+        },
+    );
+    fd::check("twin_second_order", &[&[3, 3]], -1.0, 1.0, |p| {
+        let w = &p[0];
+        let b = w.builder();
+        let h0 = b
+            .constant_vec(&[0.3f64, -0.2, 0.1, 0.5, -0.4, 0.2])
+            .reshape(&[2, 3]);
+        let xs = b
+            .constant_vec(&[
+                0.1f64, 0.2, -0.3, 0.4, -0.1, 0.0, 0.2, -0.2, 0.3, 0.1, 0.0, -0.4,
+            ])
+            .reshape(&[2, 2, 3]);
+        let (_, ys) = rnn_twin(&h0, w, &xs);
+        b.grad(&(&ys * &ys).reduce_sum(&[0]), w)
+    });
 }
 
 /// A state whose next value is a value the backward step reads anyway (an RNN's

@@ -57,6 +57,23 @@ pub fn leading_axis_products(module: &Computation) -> Vec<String> {
         .collect()
 }
 
+/// How many products of `module`, compiled and optimized, have batch axes.
+pub fn batched_products(module: &Computation) -> usize {
+    let exe = client().compile(module).expect("compile");
+    let optimized = exe.optimized_module().expect("the optimized module");
+    optimized
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter(|i| i.opcode == "dot")
+        .filter(|i| {
+            i.dot_dimension_numbers
+                .as_ref()
+                .is_some_and(|d| !d.lhs_batch_dimensions.is_empty())
+        })
+        .count()
+}
+
 /// A small deterministic generator (SplitMix64) for test data.
 pub struct Rng(pub u64);
 

@@ -61,6 +61,13 @@ pub(crate) struct Graph {
     /// The residual-storing loop built for a while loop (by computation and
     /// instruction): a second gradient of the same loop reuses it.
     pub(crate) storing: std::collections::HashMap<(CompId, u32), StoringLoop>,
+    /// Matrices a loop's backward step reads that the loop does not change (a
+    /// weight `W` of `x · W`), by value in the backward step's computation, and
+    /// their transposes, computed once before the backward loop: the dot rule
+    /// writes `x`'s cotangent `ct · Wᵀ` as a product with the transpose in the
+    /// CPU backend's fast layout instead of contracting `W`'s second axis every
+    /// step (see `linalg::dot_operand_ct`).
+    pub(crate) transposed: std::collections::HashMap<(CompId, Value), Value>,
     /// The named device axes the program runs over (`pmap`'s, or
     /// `Builder::bind_axes`'s): what named collectives lower to replica groups
     /// with (see `crate::pmap`). `None` outside a replicated program.
@@ -116,6 +123,7 @@ impl Graph {
             threefry_unrolled: false,
             forwarded: Default::default(),
             storing: Default::default(),
+            transposed: Default::default(),
             axes: None,
             vmap_axes: Vec::new(),
             vmap_named: Default::default(),

@@ -1389,6 +1389,16 @@ fn while_cts(
             })
             .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
             .collect();
+        // Each weight the steps multiply by (`x · W`), transposed once here (behind
+        // a barrier, so that XLA does not fold it back into the products): the
+        // backward step's `ct · Wᵀ` reads it in the fast layout.
+        let transposed: Vec<(usize, Op)> = transposed_weights(b, body, &invariant, &shapes)
+            .into_iter()
+            .map(|j| {
+                let t = init[j].transpose(&[1, 0]);
+                (j, b.optimization_barrier(&[&t]).remove(0))
+            })
+            .collect();
         let (bwd_i, ct_in, ct_stacks) = b.while_loop(
             (s32(b, 0), ct0, ct_stacks0),
             |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
@@ -1461,6 +1471,14 @@ fn while_cts(
                         }
                     })
                     .collect();
+                for (j, t) in &transposed {
+                    let twin = local(&bb, t);
+                    if !twin.is_poisoned() && !c_t[*j].is_poisoned() {
+                        bb.g.borrow_mut()
+                            .transposed
+                            .insert((bb.comp, c_t[*j].v), twin.v);
+                    }
+                }
                 let (back, captured, vals) = if store {
                     // The step's values, read back from the stacks.
                     let mut vals: HashMap<(u32, u32), Op> = stored
@@ -2121,6 +2139,53 @@ fn deferrable_dots(
                 out: g.shapes.get(ins.shape).clone(),
             });
             break;
+        }
+    }
+    out
+}
+
+/// The carry elements that are matrices the loop does not change and that a
+/// product of the body multiplies from the right, contracting their first axis
+/// (`x · W`, no batch axes): `x`'s cotangent is `ct · Wᵀ`, which the backward
+/// step computes with `W`'s transpose computed once (see `Graph::transposed`).
+fn transposed_weights(
+    b: &Builder,
+    body: CompId,
+    invariant: &[bool],
+    shapes: &[Shape],
+) -> Vec<usize> {
+    let g = b.g.borrow();
+    let c = g.comp(body);
+    let Some(Some(param)) = c.params.first().copied() else {
+        return Vec::new();
+    };
+    let mut out: Vec<usize> = Vec::new();
+    for ins in &c.instrs {
+        let OpKind::Dot(attrs) = &ins.kind else {
+            continue;
+        };
+        let d = &attrs.dims;
+        if d.rhs_contracting != [0] || !d.rhs_batch.is_empty() {
+            continue;
+        }
+        let w = ins.operands[1];
+        let Some(src) = c.instrs.get(w.instr as usize) else {
+            continue;
+        };
+        let OpKind::GetTupleElement { index } = src.kind else {
+            continue;
+        };
+        let j = index as usize;
+        if w.result == 0
+            && src.operands[0].instr == param
+            && invariant.get(j) == Some(&true)
+            && shapes[j].rank() == 2
+            && shapes[j]
+                .element_type()
+                .is_some_and(crate::autodiff::differentiable)
+            && !out.contains(&j)
+        {
+            out.push(j);
         }
     }
     out

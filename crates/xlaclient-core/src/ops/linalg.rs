@@ -604,17 +604,22 @@ pub(crate) fn dot_operand_ct(
             [1] => Some(((ct, n), (other, k))),
             _ => None,
         };
-        if let Some(((p, a), (q, c))) = operands
-            && rows_product_pays(rows, a, c)
-        {
-            let flat = |v: &Op, cols: i64| {
-                if v.rank().ok()? == 2 {
-                    Some(v.clone())
-                } else {
-                    Some(v.reshape(&[rows, cols]))
-                }
-            };
-            return Some(rows_product(&flat(p, a)?, &flat(q, c)?, opts));
+        let float = matches!(
+            ty.or(other.element_type().ok()),
+            Some(ElementType::F32 | ElementType::F64)
+        );
+        if let Some(((p, a), (q, c))) = operands {
+            let layout = rows_layout(rows, a, c, float);
+            if layout != RowsLayout::Plain {
+                let flat = |v: &Op, cols: i64| {
+                    if v.rank().ok()? == 2 {
+                        Some(v.clone())
+                    } else {
+                        Some(v.reshape(&[rows, cols]))
+                    }
+                };
+                return Some(rows_product(&flat(p, a)?, &flat(q, c)?, layout, opts));
+            }
         }
     }
     // With steps: every axis one further, and the step axis contracted on both
@@ -638,6 +643,28 @@ pub(crate) fn dot_operand_ct(
             r.transpose(&perm)
         }
     };
+    if which == 0
+        && !stepped
+        && nb == 0
+        && yr == 2
+        && d.rhs_contracting == [0]
+        && d.lhs_contracting == [xr - 1]
+    {
+        // `x · W` in a loop's backward step, W's transpose computed before the
+        // loop (`Graph::transposed`): `ct · Wᵀ` contracting the transpose's first
+        // axis, the CPU backend's fast layout.
+        let twin = other
+            .g
+            .borrow()
+            .transposed
+            .get(&(other.comp, other.v))
+            .copied();
+        if let Some(t) = twin {
+            let t = other.builder().op(other.comp, t);
+            let last = ct.rank().ok()? as i64 - 1;
+            return Some(ct.dot_general_with(&t, &DotDims::contract(last, 0), opts));
+        }
+    }
     if which == 0 {
         // ct · y over y's free axes: batch, x's free, then y's contracting axes in
         // y's order (each standing for its paired x axis).
@@ -691,46 +718,104 @@ pub(crate) fn dot_operand_ct(
     }
 }
 
-/// Whether [`rows_product`] beats the plain product for `p: [rows, a]`, `q: [rows,
-/// c]` on XLA's CPU backend (`benches/dot_layouts.rs`, plugin 0.115, medians of a
-/// call in µs): with many rows, unless both sides are wide (see `rows_product`);
-/// and from 32 rows when `q` is narrow (2 to 16 columns) against a wide `p`, the
-/// output layer of a policy or value head, where `((qᵀ) · p)ᵀ` runs as a short
-/// product in the fast kernels (`[128, 64]ᵀ · [128, 2]` 11.5 → 7.1, `[64, 32]ᵀ ·
-/// [64, 4]` 7.4 → 6.4, `[128, 64]ᵀ · [128, 16]` 10.9 → 9.5; `[100, 5]ᵀ · [100,
-/// 2]` 6.2 against 6.6, so not for a narrow `p`).
-fn rows_product_pays(rows: i64, a: i64, c: i64) -> bool {
-    (rows >= 256 && a.min(c) <= 256) || (rows >= 32 && (2..=16).contains(&c) && a >= 16.max(2 * c))
+/// How [`rows_product`] writes `pᵀ · q` for `p: [rows, a]`, `q: [rows, c]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowsLayout {
+    /// One product contracting both operands' leading axis, as the gradient
+    /// writes it.
+    Plain,
+    /// The narrower operand transposed behind an optimization barrier.
+    Transposed,
+    /// The rows cut into this many equal chunks: one batched product, summed.
+    Chunks(i64),
+}
+
+/// The fastest way [`rows_product`] knows to write `pᵀ · q` for `p: [rows, a]`,
+/// `q: [rows, c]` on XLA's CPU backend, from `benches/dot_layouts.rs` (plugin
+/// 0.115, 2 cores, medians of a call in µs, plain → chosen):
+///
+/// - a narrow side (2 to 16 columns) against a wide one (at least 16 and twice
+///   as many), from 32 rows: the narrow side transposed, the product of a policy
+///   or value head (`[2048, 256]ᵀ · [2048, 3]` 706 → 193, `[32000, 256]ᵀ · [32000,
+///   3]` 7,596 → 2,532, `[128, 64]ᵀ · [128, 2]` 33 → 22, `[2048, 3]ᵀ · [2048,
+///   256]` 152 → 120; `[100, 5]ᵀ · [100, 2]`, both narrow, not);
+/// - from 256 rows, when the transposed side is small (`rows · min(a, c)` at most
+///   32,768 elements) and at least 64 wide: transposed (`[256, 64]ᵀ · [256, 64]`
+///   109 → 53, `[512, 64]ᵀ · [512, 64]` 240 → 188). XLA's CPU transpose moves
+///   about 0.5 G elements/s, so a larger transposed side costs more than the
+///   fast layout saves (`[1024, 64]ᵀ · [1024, 64]` 265 against 346 transposed,
+///   `[32000, 128]ᵀ · [32000, 128]` 15,195 against 20,040);
+/// - from 4,096 rows (`f32` and `f64` only: the chunks are summed in the
+///   result's type), in chunks of about 2,048 rows, a number of chunks that
+///   divides the rows, when the chunks' products take no more room than half the
+///   operands: the CPU backend runs one product over many rows on one core, the
+///   batched one on all (`[4096, 128]ᵀ · [4096, 128]` 1,972 → 1,662, `[32000,
+///   128]ᵀ · [32000, 128]` 15,195 → 10,724, `[16384, 256]ᵀ · [16384, 256]` 18,561 →
+///   14,868), what the deferred weight product of a long loop's gradient is;
+/// - otherwise plain (`[256, 32]ᵀ · [256, 32]` 21 against 23 transposed).
+fn rows_layout(rows: i64, a: i64, c: i64, float: bool) -> RowsLayout {
+    let (narrow, wide) = (a.min(c), a.max(c));
+    if rows >= 32 && (2..=16).contains(&narrow) && wide >= 16.max(2 * narrow) {
+        return RowsLayout::Transposed;
+    }
+    if rows >= 256 && narrow >= 64 && rows * narrow <= 32_768 {
+        return RowsLayout::Transposed;
+    }
+    if float && rows >= 4096 {
+        let want = rows / 2048;
+        let chunks = (want / 2..=want * 2)
+            .filter(|s| *s >= 2 && rows % s == 0)
+            .min_by_key(|s| (s - want).abs());
+        if let Some(s) = chunks
+            && s * a * c <= rows * (a + c) / 2
+        {
+            return RowsLayout::Chunks(s);
+        }
+    }
+    RowsLayout::Plain
 }
 
 /// `Σ_k p[k, i] · q[k, j]` (`pᵀ · q`) for `p: [K, a]`, `q: [K, c]`, the rows `K`
 /// many: a weight's cotangent over a batch's rows, or over every step's rows
-/// after a loop.
+/// after a loop, written in `layout` ([`rows_layout`] says which is fastest).
 ///
 /// XLA's CPU backend runs a product contracting both operands' leading axis
-/// outside its fast matrix kernels, about 5 times slower on `[2048, 256]ᵀ ·
+/// outside its fast matrix kernels, about 3.5 times slower on `[2048, 256]ᵀ ·
 /// [2048, 3]` (`benches/dot_layouts.rs`, plugin 0.115), and folds an explicit
-/// transpose back into the product. So the narrower operand is transposed
-/// behind an optimization barrier (which XLA cannot fold through), and the
-/// product contracts the left operand's last axis with the right one's first:
-/// `(pᵀ) · q` when `a ≤ c`, else `((qᵀ) · p)ᵀ`, the result also behind a barrier
-/// so its transpose stays a small one. The transposed operand has `K · min(a, c)`
-/// elements, a fraction of the product's `K · a · c` multiply-adds. It is used
-/// for `K ≥ 256` and `min(a, c) ≤ 256`, where the same bench finds it
-/// faster (`[256, 64]ᵀ · [256, 64]` 3.6×); with fewer rows the two cost about the
-/// same, and for wide products (`[4096, 512]ᵀ · [4096, 512]`) the transpose costs
-/// more than it saves. With fewer rows it pays for a narrow `q` only
-/// ([`rows_product_pays`]).
-fn rows_product(p: &Op, q: &Op, opts: DotOptions) -> Op {
+/// transpose back into the product. So [`RowsLayout::Transposed`] transposes the
+/// narrower operand behind an optimization barrier (which XLA cannot fold
+/// through), and the product contracts the left operand's last axis with the
+/// right one's first: `(pᵀ) · q` when `a ≤ c`, else `((qᵀ) · p)ᵀ`, the result
+/// also behind a barrier so its transpose stays a small one.
+/// [`RowsLayout::Chunks`] cuts the rows into `s` chunks (a free reshape to `[s,
+/// K / s, a]` and `[s, K / s, c]`), multiplies chunk by chunk in one batched
+/// product and sums the `s` results.
+fn rows_product(p: &Op, q: &Op, layout: RowsLayout, opts: DotOptions) -> Op {
     let b = p.builder();
     let fence = |v: &Op| b.optimization_barrier(&[v]).remove(0);
-    let (a, c) = (p.dims().map_or(0, |d| d[1]), q.dims().map_or(0, |d| d[1]));
+    let (rows, a) = p.dims().map_or((0, 0), |d| (d[0], d[1]));
+    let c = q.dims().map_or(0, |d| d[1]);
     let contract = DotDims::contract(1, 0);
-    if a <= c {
-        fence(&p.transpose(&[1, 0])).dot_general_with(q, &contract, opts)
-    } else {
-        let r = fence(&q.transpose(&[1, 0])).dot_general_with(p, &contract, opts);
-        fence(&r).transpose(&[1, 0])
+    match layout {
+        RowsLayout::Plain => p.dot_general_with(q, &DotDims::contract(0, 0), opts),
+        RowsLayout::Chunks(s) => {
+            let dims = DotDims {
+                lhs_contracting: vec![1],
+                rhs_contracting: vec![1],
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+            };
+            p.reshape(&[s, rows / s, a])
+                .dot_general_with(&q.reshape(&[s, rows / s, c]), &dims, opts)
+                .reduce_sum(&[0])
+        }
+        RowsLayout::Transposed if a <= c => {
+            fence(&p.transpose(&[1, 0])).dot_general_with(q, &contract, opts)
+        }
+        RowsLayout::Transposed => {
+            let r = fence(&q.transpose(&[1, 0])).dot_general_with(p, &contract, opts);
+            fence(&r).transpose(&[1, 0])
+        }
     }
 }
 
