@@ -4,9 +4,12 @@
 //! transposed (the layout the plugin's fast matrix kernels take), with the
 //! transpose behind an optimization barrier (what `linalg::rows_product` writes
 //! when `a` is the narrower operand), with the explicit transpose XLA folds back,
-//! and `((cᵀ) · a)ᵀ` behind barriers (what `rows_product` writes when `c` is the
-//! narrower one). Programs alternate call by call; prints the median and the 10th
-//! percentile of a call in µs (about 8 µs of each is the call itself).
+//! `((cᵀ) · a)ᵀ` behind barriers (what `rows_product` writes when `c` is the
+//! narrower one), as one batched product over chunks of about 512 or 2,048 rows
+//! (a number of chunks dividing `K`) summed, and what the crate's gradient of
+//! `Σ (a · W) ⊙ c` with respect to `W` writes (`linalg::rows_layout`'s choice).
+//! Programs alternate call by call; prints the median and the 10th percentile of
+//! a call in µs (about 8 µs of each is the call itself).
 //!
 //! Run: `cargo bench --bench dot_layouts -- K A C` (default `2048 256 3`, Anakin's
 //! second layer; `2048 50 256` is its first).

@@ -739,26 +739,32 @@ enum RowsLayout {
 ///   or value head (`[2048, 256]ᵀ · [2048, 3]` 706 → 193, `[32000, 256]ᵀ · [32000,
 ///   3]` 7,596 → 2,532, `[128, 64]ᵀ · [128, 2]` 33 → 22, `[2048, 3]ᵀ · [2048,
 ///   256]` 152 → 120; `[100, 5]ᵀ · [100, 2]`, both narrow, not);
-/// - from 256 rows, when the transposed side is small (`rows · min(a, c)` at most
-///   32,768 elements) and at least 64 wide: transposed (`[256, 64]ᵀ · [256, 64]`
-///   109 → 53, `[512, 64]ᵀ · [512, 64]` 240 → 188). XLA's CPU transpose moves
-///   about 0.5 G elements/s, so a larger transposed side costs more than the
-///   fast layout saves (`[1024, 64]ᵀ · [1024, 64]` 265 against 346 transposed,
-///   `[32000, 128]ᵀ · [32000, 128]` 15,195 against 20,040);
+/// - from 256 rows, when the transposed side is at most 256 wide and either a
+///   quarter of the other side's width or less (`[2048, 50]ᵀ · [2048, 256]`, the
+///   first layer of Anakin's network, 5% faster in its whole training step than
+///   plain, though the same alone) or at least 64 wide and small (`rows · min(a,
+///   c)` at most 32,768 elements: `[256, 64]ᵀ · [256, 64]` 109 → 53, `[512, 64]ᵀ · [512, 64]` 240 →
+///   188): transposed. XLA's CPU transpose moves about 0.5 G elements/s, so for
+///   two wide sides over more rows the transpose costs more than the fast layout
+///   saves (`[1024, 64]ᵀ · [1024, 64]` 265 plain against 346 transposed, `[32000,
+///   128]ᵀ · [32000, 128]` 15,195 against 20,040, `[16384, 256]ᵀ · [16384, 256]`
+///   18,561 against 37,008);
 /// - from 4,096 rows (`f32` and `f64` only: the chunks are summed in the
 ///   result's type), in chunks of about 2,048 rows, a number of chunks that
 ///   divides the rows, when the chunks' products take no more room than half the
-///   operands: the CPU backend runs one product over many rows on one core, the
-///   batched one on all (`[4096, 128]ᵀ · [4096, 128]` 1,972 → 1,662, `[32000,
+///   operands (`[4096, 128]ᵀ · [4096, 128]` 1,972 → 1,662, `[32000,
 ///   128]ᵀ · [32000, 128]` 15,195 → 10,724, `[16384, 256]ᵀ · [16384, 256]` 18,561 →
 ///   14,868), what the deferred weight product of a long loop's gradient is;
-/// - otherwise plain (`[256, 32]ᵀ · [256, 32]` 21 against 23 transposed).
+/// - otherwise plain (`[1024, 32]ᵀ · [1024, 32]` 78 against 110 transposed).
 fn rows_layout(rows: i64, a: i64, c: i64, float: bool) -> RowsLayout {
     let (narrow, wide) = (a.min(c), a.max(c));
     if rows >= 32 && (2..=16).contains(&narrow) && wide >= 16.max(2 * narrow) {
         return RowsLayout::Transposed;
     }
-    if rows >= 256 && narrow >= 64 && rows * narrow <= 32_768 {
+    if rows >= 256
+        && narrow <= 256
+        && (wide >= 4 * narrow || (narrow >= 64 && rows * narrow <= 32_768))
+    {
         return RowsLayout::Transposed;
     }
     if float && rows >= 4096 {
