@@ -224,29 +224,19 @@ fn main() -> xlaclient::Result<()> {
     let auto = exes[1].1.execute(&[&w, &h0, &xs])?;
     let hand = exes[5].1.execute(&[&w, &h0, &xs])?;
     let after = exes[7].1.execute(&[&w, &h0, &xs])?;
-    for k in 0..3 {
-        let (a, h) = (auto[k].to_vec::<f32>()?, after[k].to_vec::<f32>()?);
-        let scale = a.iter().fold(1f32, |m, x| m.max(x.abs()));
-        let err = a
-            .iter()
-            .zip(&h)
-            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-        assert!(
-            err <= 1e-4 * scale,
-            "the after-loop gradient's output {k} differs by {err}"
-        );
-    }
-    for k in 0..3 {
-        let (a, h) = (auto[k].to_vec::<f32>()?, hand[k].to_vec::<f32>()?);
-        let scale = a.iter().fold(1f32, |m, x| m.max(x.abs()));
-        let err = a
-            .iter()
-            .zip(&h)
-            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-        assert!(
-            err <= 1e-4 * scale,
-            "the hand-written gradient's output {k} differs by {err}"
-        );
+    for (what, other) in [("after-loop", &after), ("hand-written", &hand)] {
+        for k in 0..3 {
+            let (a, h) = (auto[k].to_vec::<f32>()?, other[k].to_vec::<f32>()?);
+            let scale = a.iter().fold(1f32, |m, x| m.max(x.abs()));
+            let err = a
+                .iter()
+                .zip(&h)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(
+                err <= 1e-4 * scale,
+                "the {what} gradient's output {k} differs by {err}"
+            );
+        }
     }
     // Warm up, then alternate the programs so they share the machine's noise.
     const ROUNDS: usize = 13;

@@ -837,18 +837,11 @@ fn a_loop_weight_is_transposed_once_for_the_backward_steps() {
     });
     let (gw, gh) = b.grad(&ys.reduce_sum(&[0]), &(w.clone(), h0.clone()));
     let m = b.build_tuple(&[&gw, &gh]).unwrap();
-    let exe = client().compile(&m).unwrap();
-    let optimized = exe.optimized_module().unwrap();
-    let dots: Vec<_> = optimized
-        .computations
-        .iter()
-        .flat_map(|c| &c.instructions)
-        .filter(|i| i.opcode == "dot")
-        .filter_map(|i| i.dot_dimension_numbers.as_ref())
-        .collect();
+    let dots = optimized_products(&m);
     assert!(!dots.is_empty(), "the gradient has products");
     assert!(
-        dots.iter().all(|d| d.rhs_contracting_dimensions != [1]),
+        dots.iter()
+            .all(|(_, d)| d.rhs_contracting_dimensions != [1]),
         "a product contracts its right operand's axis 1: {dots:?}"
     );
 

@@ -37,10 +37,11 @@ pub fn run1<T: NativeType>(module: &Computation, args: &[&Buffer]) -> Vec<T> {
     out[0].to_vec::<T>().expect("download")
 }
 
-/// The names of the products in `module`'s optimized form (compiled by the plugin
-/// under test) that contract their left operand's axis 0: XLA's CPU backend runs
-/// those outside its fast matrix kernels (`benches/dot_layouts.rs`).
-pub fn leading_axis_products(module: &Computation) -> Vec<String> {
+/// The products of `module`'s optimized form (compiled by the plugin under test):
+/// each one's name and dimension numbers.
+pub fn optimized_products(
+    module: &Computation,
+) -> Vec<(String, xlaclient::proto::DotDimensionNumbers)> {
     let exe = client().compile(module).expect("compile");
     let optimized = exe.optimized_module().expect("the optimized module");
     optimized
@@ -48,29 +49,26 @@ pub fn leading_axis_products(module: &Computation) -> Vec<String> {
         .iter()
         .flat_map(|c| &c.instructions)
         .filter(|i| i.opcode == "dot")
-        .filter(|i| {
-            i.dot_dimension_numbers
-                .as_ref()
-                .is_some_and(|d| d.lhs_contracting_dimensions == [0])
-        })
-        .map(|i| i.name.clone())
+        .filter_map(|i| Some((i.name.clone(), i.dot_dimension_numbers.clone()?)))
+        .collect()
+}
+
+/// The names of the products in `module`'s optimized form that contract their
+/// left operand's axis 0: XLA's CPU backend runs those outside its fast matrix
+/// kernels (`benches/dot_layouts.rs`).
+pub fn leading_axis_products(module: &Computation) -> Vec<String> {
+    optimized_products(module)
+        .into_iter()
+        .filter(|(_, d)| d.lhs_contracting_dimensions == [0])
+        .map(|(name, _)| name)
         .collect()
 }
 
 /// How many products of `module`, compiled and optimized, have batch axes.
 pub fn batched_products(module: &Computation) -> usize {
-    let exe = client().compile(module).expect("compile");
-    let optimized = exe.optimized_module().expect("the optimized module");
-    optimized
-        .computations
+    optimized_products(module)
         .iter()
-        .flat_map(|c| &c.instructions)
-        .filter(|i| i.opcode == "dot")
-        .filter(|i| {
-            i.dot_dimension_numbers
-                .as_ref()
-                .is_some_and(|d| !d.lhs_batch_dimensions.is_empty())
-        })
+        .filter(|(_, d)| !d.lhs_batch_dimensions.is_empty())
         .count()
 }
 
