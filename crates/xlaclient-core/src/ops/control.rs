@@ -2086,19 +2086,7 @@ fn deferrable_dots(
     let Some(Some(param)) = c.params.first().copied() else {
         return Vec::new();
     };
-    // The carry element a value reads, if it is a get-tuple-element of the carry.
-    let element_of = |v: Value| -> Option<usize> {
-        if v.result != 0 {
-            return None;
-        }
-        let ins = c.instrs.get(v.instr as usize)?;
-        match ins.kind {
-            OpKind::GetTupleElement { index } if ins.operands[0].instr == param => {
-                Some(index as usize)
-            }
-            _ => None,
-        }
-    };
+    let element_of = |v: Value| carry_element(c, param, v);
     let float = |j: usize| {
         shapes[j]
             .element_type()
@@ -2144,6 +2132,19 @@ fn deferrable_dots(
     out
 }
 
+/// The carry element `v` reads in the loop body `c` whose carry parameter is
+/// instruction `param`, if `v` is a get-tuple-element of the carry.
+fn carry_element(c: &crate::ir::Comp, param: u32, v: Value) -> Option<usize> {
+    if v.result != 0 {
+        return None;
+    }
+    let ins = c.instrs.get(v.instr as usize)?;
+    match ins.kind {
+        OpKind::GetTupleElement { index } if ins.operands[0].instr == param => Some(index as usize),
+        _ => None,
+    }
+}
+
 /// The carry elements that are matrices the loop does not change and that a
 /// product of the body multiplies from the right, contracting their first axis
 /// (`x · W`, no batch axes): `x`'s cotangent is `ct · Wᵀ`, which the backward
@@ -2168,17 +2169,10 @@ fn transposed_weights(
         if d.rhs_contracting != [0] || !d.rhs_batch.is_empty() {
             continue;
         }
-        let w = ins.operands[1];
-        let Some(src) = c.instrs.get(w.instr as usize) else {
+        let Some(j) = carry_element(c, param, ins.operands[1]) else {
             continue;
         };
-        let OpKind::GetTupleElement { index } = src.kind else {
-            continue;
-        };
-        let j = index as usize;
-        if w.result == 0
-            && src.operands[0].instr == param
-            && invariant.get(j) == Some(&true)
+        if invariant.get(j) == Some(&true)
             && shapes[j].rank() == 2
             && shapes[j]
                 .element_type()
