@@ -608,18 +608,17 @@ pub(crate) fn dot_operand_ct(
             ty.or(other.element_type().ok()),
             Some(ElementType::F32 | ElementType::F64)
         );
-        if let Some(((p, a), (q, c))) = operands {
-            let layout = rows_layout(rows, a, c, float);
-            if layout != RowsLayout::Plain {
-                let flat = |v: &Op, cols: i64| {
-                    if v.rank().ok()? == 2 {
-                        Some(v.clone())
-                    } else {
-                        Some(v.reshape(&[rows, cols]))
-                    }
-                };
-                return Some(rows_product(&flat(p, a)?, &flat(q, c)?, layout, opts));
-            }
+        if let Some(((p, a), (q, c))) = operands
+            && let Some(layout) = rows_layout(rows, a, c, float)
+        {
+            let flat = |v: &Op, cols: i64| {
+                if v.rank().ok()? == 2 {
+                    Some(v.clone())
+                } else {
+                    Some(v.reshape(&[rows, cols]))
+                }
+            };
+            return Some(rows_product(&flat(p, a)?, &flat(q, c)?, layout, opts));
         }
     }
     // With steps: every axis one further, and the step axis contracted on both
@@ -718,12 +717,10 @@ pub(crate) fn dot_operand_ct(
     }
 }
 
-/// How [`rows_product`] writes `pᵀ · q` for `p: [rows, a]`, `q: [rows, c]`.
+/// How [`rows_product`] writes `pᵀ · q` for `p: [rows, a]`, `q: [rows, c]`
+/// instead of the plain product contracting both operands' leading axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RowsLayout {
-    /// One product contracting both operands' leading axis, as the gradient
-    /// writes it.
-    Plain,
     /// The narrower operand transposed behind an optimization barrier.
     Transposed,
     /// The rows cut into this many equal chunks: one batched product, summed.
@@ -731,7 +728,7 @@ enum RowsLayout {
 }
 
 /// The fastest way [`rows_product`] knows to write `pᵀ · q` for `p: [rows, a]`,
-/// `q: [rows, c]` on XLA's CPU backend, from `benches/dot_layouts.rs` (plugin
+/// `q: [rows, c]` on XLA's CPU backend (`None`: the plain product), from `benches/dot_layouts.rs` (plugin
 /// 0.115, 2 cores, medians of a call in µs, plain → chosen):
 ///
 /// - a narrow side (2 to 16 columns) against a wide one (at least 16 and twice
@@ -756,16 +753,16 @@ enum RowsLayout {
 ///   128]ᵀ · [32000, 128]` 15,195 → 10,724, `[16384, 256]ᵀ · [16384, 256]` 18,561 →
 ///   14,868), what the deferred weight product of a long loop's gradient is;
 /// - otherwise plain (`[1024, 32]ᵀ · [1024, 32]` 78 against 110 transposed).
-fn rows_layout(rows: i64, a: i64, c: i64, float: bool) -> RowsLayout {
+fn rows_layout(rows: i64, a: i64, c: i64, float: bool) -> Option<RowsLayout> {
     let (narrow, wide) = (a.min(c), a.max(c));
     if rows >= 32 && (2..=16).contains(&narrow) && wide >= 16.max(2 * narrow) {
-        return RowsLayout::Transposed;
+        return Some(RowsLayout::Transposed);
     }
     if rows >= 256
         && narrow <= 256
         && (wide >= 4 * narrow || (narrow >= 64 && rows * narrow <= 32_768))
     {
-        return RowsLayout::Transposed;
+        return Some(RowsLayout::Transposed);
     }
     if float && rows >= 4096 {
         let want = rows / 2048;
@@ -775,10 +772,10 @@ fn rows_layout(rows: i64, a: i64, c: i64, float: bool) -> RowsLayout {
         if let Some(s) = chunks
             && s * a * c <= rows * (a + c) / 2
         {
-            return RowsLayout::Chunks(s);
+            return Some(RowsLayout::Chunks(s));
         }
     }
-    RowsLayout::Plain
+    None
 }
 
 /// `Σ_k p[k, i] · q[k, j]` (`pᵀ · q`) for `p: [K, a]`, `q: [K, c]`, the rows `K`
@@ -803,7 +800,6 @@ fn rows_product(p: &Op, q: &Op, layout: RowsLayout, opts: DotOptions) -> Op {
     let c = q.dims().map_or(0, |d| d[1]);
     let contract = DotDims::contract(1, 0);
     match layout {
-        RowsLayout::Plain => p.dot_general_with(q, &DotDims::contract(0, 0), opts),
         RowsLayout::Chunks(s) => {
             let dims = DotDims {
                 lhs_contracting: vec![1],
