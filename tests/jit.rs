@@ -221,3 +221,91 @@ fn a_donating_step_consumes_its_state_and_keeps_the_batch() {
     assert_close(&next2.params.w.to_vec::<f32>().unwrap(), &w3, 1e-5);
     assert_eq!(next2.step.to_scalar::<i32>().unwrap(), 2);
 }
+
+/// `jit_with` hands its options to the plugin (read back from the executable), and
+/// `quick_compile` computes what the default compile computes: here to the bit,
+/// for a Householder QR (a loop of products and reductions, as PPO's orthogonal
+/// initializers factor), `tanh`, normal draws and a scaled uniform (PPO's
+/// environment reset), though level 1 does not promise bits in general.
+#[test]
+fn quick_compile_reaches_the_plugin_and_computes_the_same_program() {
+    use xlaclient::{Builder, CompileOptions, ElementType, QrMode};
+    let client = client();
+    let (m, n) = (64usize, 48usize);
+    let spec = Shape::of::<f32>(&[m as i64, n as i64]);
+    let program = |b: &Builder, a: Op| {
+        let (q, r) = a.qr(QrMode::Reduced);
+        let key = b.prng_key(7);
+        let normal = key.normal(&[64, 64], ElementType::F32);
+        let uniform = key.uniform(&[64, 4], ElementType::F32, -0.05, 0.05);
+        (q.tanh(), q, r, normal, uniform)
+    };
+    let quick = CompileOptions::new().quick_compile();
+    let full = client.jit("qr", &spec, program).unwrap();
+    let fast = client.jit_with("qr", &spec, &quick, program).unwrap();
+    let data: Vec<f32> = (0..m * n)
+        .map(|i| (i * 7919 % 1000) as f32 / 500.0 - 1.0 + if i % (n + 1) == 0 { 3.0 } else { 0.0 })
+        .collect();
+    let a = upload(&data, &[m as i64, n as i64]);
+    let bits = |b: &Buffer| -> Vec<u32> {
+        b.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    let (t0, q0, r0, n0, u0) = full.call(&a).unwrap();
+    let (t1, q1, r1, n1, u1) = fast.call(&a).unwrap();
+    for (what, x, y) in [
+        ("q", &q0, &q1),
+        ("r", &r0, &r1),
+        ("tanh(q)", &t0, &t1),
+        ("normal", &n0, &n1),
+        ("uniform", &u0, &u1),
+    ] {
+        let differ = bits(x)
+            .iter()
+            .zip(bits(y))
+            .filter(|(x, y)| **x != *y)
+            .count();
+        assert_eq!(
+            differ, 0,
+            "{what}: {differ} elements differ between the compiles"
+        );
+    }
+    // And they are a QR of the input: q r = a in plain Rust.
+    let (q, r) = (q1.to_vec::<f32>().unwrap(), r1.to_vec::<f32>().unwrap());
+    for i in 0..m {
+        for j in 0..n {
+            let qr: f32 = (0..n).map(|k| q[i * n + k] * r[k * n + j]).sum();
+            assert!(
+                (qr - data[i * n + j]).abs() < 1e-4,
+                "(q r)[{i}, {j}] = {qr}"
+            );
+        }
+    }
+
+    // The plugin reports the options it compiled with.
+    match fast.executable().compile_options() {
+        Ok(o) => {
+            let d = o
+                .proto()
+                .executable_build_options
+                .as_ref()
+                .and_then(|b| b.debug_options.clone())
+                .expect("debug options");
+            assert_eq!(d.xla_backend_optimization_level, Some(1));
+            assert_eq!(
+                d.xla_backend_extra_options
+                    .get("xla_cpu_small_while_loop_byte_threshold")
+                    .map(String::as_str),
+                Some("1048576")
+            );
+        }
+        // The 0.81 plugin lacks PJRT_Executable_GetCompileOptions.
+        Err(xlaclient::RuntimeError::Unsupported { .. }) => {
+            assert_eq!(client.plugin().api_version().1, 81);
+        }
+        Err(e) => panic!("{e}"),
+    }
+}

@@ -86,6 +86,42 @@ pub trait ClientExt {
         I: Tree<Shape>,
         R: Tree<Op>;
 
+    /// As [`jit`](ClientExt::jit), compiled with `options` instead of the defaults:
+    /// e.g. [`CompileOptions::quick_compile`] for a program that runs once, such
+    /// as an initializer (JAX's `jit(f).lower(…).compile(compiler_options=…)`).
+    ///
+    /// ```
+    /// use xlaclient_core::{Client, ClientExt, CompileOptions, Plugin, Shape};
+    /// # let client = Client::new(Plugin::cpu()?)?;
+    /// let init = client.jit_with("init", &(), &CompileOptions::new().quick_compile(), |b, ()| {
+    ///     b.prng_key(0).normal(&[3], xlaclient_core::ElementType::F32)
+    /// })?;
+    /// assert_eq!(init.call(&())?.to_vec::<f32>()?.len(), 3);
+    /// # Ok::<(), xlaclient_core::Error>(())
+    /// ```
+    fn jit_with<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        options: &CompileOptions,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>;
+
+    /// As [`jit_donating`](ClientExt::jit_donating), compiled with `options`.
+    fn jit_donating_with<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        options: &CompileOptions,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>;
+
     /// JAX's `jax.jit(f, in_shardings=…, out_shardings=…)` over `mesh`: traces `f`
     /// on the logical (whole) arrays shaped like `spec`, with each input laid out
     /// as `in_specs` says and each output as `out_specs` says (trees of
@@ -208,7 +244,35 @@ impl ClientExt for Client {
         I: Tree<Shape>,
         R: Tree<Op>,
     {
-        trace(self, name, spec, false, f)
+        trace(self, name, spec, false, &CompileOptions::default(), f)
+    }
+
+    fn jit_with<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        options: &CompileOptions,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+    {
+        trace(self, name, spec, false, options, f)
+    }
+
+    fn jit_donating_with<I, R>(
+        &self,
+        name: &str,
+        spec: &I,
+        options: &CompileOptions,
+        f: impl FnOnce(&Builder, I::With<Op>) -> R,
+    ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
+    where
+        I: Tree<Shape>,
+        R: Tree<Op>,
+    {
+        trace(self, name, spec, true, options, f)
     }
 
     fn jit_donating<I, R>(
@@ -221,7 +285,7 @@ impl ClientExt for Client {
         I: Tree<Shape>,
         R: Tree<Op>,
     {
-        trace(self, name, spec, true, f)
+        trace(self, name, spec, true, &CompileOptions::default(), f)
     }
 
     #[track_caller]
@@ -345,6 +409,7 @@ fn trace<I, R>(
     name: &str,
     spec: &I,
     donate: bool,
+    options: &CompileOptions,
     f: impl FnOnce(&Builder, I::With<Op>) -> R,
 ) -> Result<Jit<I::With<Shape>, R::With<Shape>>>
 where
@@ -357,7 +422,7 @@ where
         output,
         aliased,
     } = trace_into(&b, spec, donate, f)?;
-    let exe = client.compile(&module)?;
+    let exe = client.compile_with(&module, options)?;
     Ok(Jit {
         exe,
         module,
