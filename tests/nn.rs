@@ -1633,3 +1633,83 @@ fn ppo_actor_critic_init_equals_flaxs() {
         "PPO ActorCritic: max |difference| from flax / scale = {worst:e}; default Dense kernel {d:e}"
     );
 }
+
+/// `init::init_many`, `Linear::init_many` and `Mlp::init` (which batch the
+/// orthogonal initializers' normal draws into one hash) give what one `init` per
+/// parameter gives, bit for bit; an orthogonal initializer that cannot draw (rank
+/// 1, a zero dim) gives its own error or zeros, as `init` does.
+#[test]
+fn init_many_equals_one_init_per_parameter() {
+    let params: Vec<(Initializer, Vec<i64>)> = vec![
+        (init::orthogonal(2f64.sqrt()), vec![4, 64]),
+        (init::orthogonal(0.01), vec![64, 2]),
+        (init::glorot_uniform(), vec![8, 3]),
+        (
+            Initializer::Orthogonal {
+                scale: 1.5,
+                column_axis: 0,
+            },
+            vec![3, 4, 5],
+        ),
+        (init::orthogonal(1.0), vec![64, 64]),
+        (init::orthogonal(1.0), vec![0, 7]),
+        (init::zeros(), vec![5]),
+    ];
+    let bits = |v: Vec<Vec<f32>>| -> Vec<Vec<u32>> {
+        v.into_iter()
+            .map(|x| x.iter().map(|f| f.to_bits()).collect())
+            .collect()
+    };
+    let keys = |b: &Builder| -> Vec<Op> {
+        let ks: [Op; 7] = b.prng_key(11).split_keys();
+        ks.to_vec()
+    };
+    let each = bits(eval(|b| {
+        let ks = keys(b);
+        params
+            .iter()
+            .zip(&ks)
+            .map(|((i, d), k)| i.init(k, d))
+            .collect()
+    }));
+    let many = bits(eval(|b| {
+        let ks = keys(b);
+        let p: Vec<(Initializer, &Op, &[i64])> = params
+            .iter()
+            .zip(&ks)
+            .map(|((i, d), k)| (*i, k, &d[..]))
+            .collect();
+        init::init_many(&p)
+    }));
+    assert_eq!(each.len(), many.len());
+    for (i, (e, m)) in each.iter().zip(&many).enumerate() {
+        assert_eq!(e, m, "parameter {i}: {:?}", params[i]);
+    }
+    // The orthogonal kernels are orthogonal: 64 × 2 columns of norm 0.01.
+    let w: Vec<f32> = many[1].iter().map(|b| f32::from_bits(*b)).collect();
+    let dot = |a: usize, c: usize| (0..64).map(|r| w[r * 2 + a] * w[r * 2 + c]).sum::<f32>();
+    assert!((dot(0, 0) - 1e-4).abs() < 1e-8 && dot(0, 1).abs() < 1e-8);
+    assert!(many[5].is_empty());
+
+    // A rank-1 orthogonal parameter: init's error.
+    let b = Builder::new("bad");
+    let k = b.prng_key(0);
+    let out = init::init_many(&[
+        (init::orthogonal(1.0), &k, &[3]),
+        (init::orthogonal(1.0), &k, &[3, 3]),
+    ]);
+    let e = b.build(&out[1]).unwrap_err().to_string();
+    assert!(e.contains("rank 2 or more"), "{e}");
+
+    // Mlp::init (batched) against its layers' own init from the same split keys.
+    let mlp =
+        Mlp::new(&[4, 16, 16, 3], Activation::Tanh).with_init(init::orthogonal(1.0), init::zeros());
+    let flat =
+        |p: Vec<LinearParams<Op>>| -> Vec<Op> { p.into_iter().flat_map(|l| [l.w, l.b]).collect() };
+    let batched = bits(eval(|b| flat(mlp.init(&b.prng_key(3)))));
+    let layered = bits(eval(|b| {
+        let ks: [Op; 3] = b.prng_key(3).split_keys();
+        flat(mlp.layers.iter().zip(&ks).map(|(l, k)| l.init(k)).collect())
+    }));
+    assert_eq!(batched, layered);
+}

@@ -917,3 +917,73 @@ fn the_same_key_gives_the_same_values_across_compiles() {
         );
     }
 }
+
+/// `Builder::normal_many` draws what one `normal` per key draws, bit for bit, in
+/// its own program or beside the separate draws; with an rbg key among them it
+/// falls back to separate draws, and a bad key is `normal`'s error.
+#[test]
+fn normal_many_equals_one_normal_per_key() {
+    let dims: [&[i64]; 6] = [&[64, 4], &[64, 64], &[3], &[], &[5, 7, 3], &[64, 1]];
+    let keys = |b: &Builder| -> Vec<Op> {
+        let ks: [Op; 6] = b.prng_key(42).split_keys();
+        ks.to_vec()
+    };
+    let bits = |bufs: &[xlaclient::Buffer]| -> Vec<Vec<u32>> {
+        bufs.iter()
+            .map(|x| {
+                x.to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            })
+            .collect()
+    };
+    let b = Builder::new("one_each");
+    let ks = keys(&b);
+    let each: Vec<Op> = ks.iter().zip(dims).map(|(k, d)| k.normal(d, F32)).collect();
+    let each = bits(&run(
+        &b.build_tuple(&each.iter().collect::<Vec<_>>()).unwrap(),
+        &[],
+    ));
+    let b = Builder::new("many");
+    let ks = keys(&b);
+    let pairs: Vec<(&Op, &[i64])> = ks.iter().zip(dims).collect();
+    let many = b.normal_many(&pairs);
+    for (m, d) in many.iter().zip(dims) {
+        assert_eq!(m.dims().unwrap(), d.to_vec());
+    }
+    let many = bits(&run(
+        &b.build_tuple(&many.iter().collect::<Vec<_>>()).unwrap(),
+        &[],
+    ));
+    assert_eq!(each.len(), many.len());
+    for (i, (e, m)) in each.iter().zip(&many).enumerate() {
+        assert_eq!(e, m, "draw {i} of dims {:?}", dims[i]);
+    }
+    // Not constant: the draws differ from each other and look normal.
+    assert_ne!(many[0][..4], many[3][..]);
+    let big: Vec<f64> = many[1]
+        .iter()
+        .map(|b| f64::from(f32::from_bits(*b)))
+        .collect();
+    let mean = big.iter().sum::<f64>() / big.len() as f64;
+    assert!(mean.abs() < 5.0 / 64.0, "mean {mean}");
+
+    // An rbg key among them: each drawn on its own, the same values.
+    let b = Builder::new("rbg");
+    let (t, r) = (b.prng_key(1), b.rbg_key(1));
+    let z = b.normal_many(&[(&t, &[8]), (&r, &[8])]);
+    let want = [t.normal(&[8], F32), r.normal(&[8], F32)];
+    let all: Vec<&Op> = z.iter().chain(&want).collect();
+    let out = bits(&run(&b.build_tuple(&all).unwrap(), &[]));
+    assert_eq!((&out[0], &out[1]), (&out[2], &out[3]));
+
+    // A bad key: normal's error, naming the op and the key's shape.
+    let b = Builder::new("bad");
+    let bad = b.zeros(ElementType::U32, &[3]);
+    let good = b.prng_key(0);
+    let _ = b.normal_many(&[(&good, &[2]), (&bad, &[2])]);
+    let e = b.build(&good).unwrap_err().to_string();
+    assert!(e.contains("normal") && e.contains("u32[3]"), "{e}");
+}

@@ -82,13 +82,54 @@ impl Linear {
     #[track_caller]
     pub fn init(&self, key: &Op) -> LinearParams<Op> {
         let w = self.w_init.init(key, &[self.input, self.output]);
+        LinearParams {
+            w,
+            b: self.bias(key),
+        }
+    }
+
+    /// [`init`](Linear::init) of each `(layer, key)`: the same values, bit for bit,
+    /// with the weights' random draws batched ([`init::init_many`](crate::init::init_many):
+    /// the orthogonal initializers' normals in one hash, which compiles faster
+    /// than one per layer).
+    ///
+    /// ```
+    /// use xlaclient_core::Builder;
+    /// use xlaclient_nn::{Linear, init};
+    /// let b = Builder::new("heads");
+    /// let [k0, k1] = b.prng_key(0).split_keys();
+    /// let (pi, v) = (Linear::new(64, 2), Linear::new(64, 1));
+    /// let (pi, v) = (
+    ///     pi.with_init(init::orthogonal(0.01), init::zeros()),
+    ///     v.with_init(init::orthogonal(1.0), init::zeros()),
+    /// );
+    /// let p = Linear::init_many(&[(&pi, &k0), (&v, &k1)]);
+    /// assert_eq!(p[1].w.dims()?, vec![64, 1]);
+    /// # Ok::<(), xlaclient_nn::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn init_many(layers: &[(&Linear, &Op)]) -> Vec<LinearParams<Op>> {
+        let dims: Vec<[i64; 2]> = layers.iter().map(|(l, _)| [l.input, l.output]).collect();
+        let ws: Vec<(Initializer, &Op, &[i64])> = layers
+            .iter()
+            .zip(&dims)
+            .map(|((l, k), d)| (l.w_init, *k, &d[..]))
+            .collect();
+        crate::init::init_many(&ws)
+            .into_iter()
+            .zip(layers)
+            .map(|(w, (l, key))| LinearParams { w, b: l.bias(key) })
+            .collect()
+    }
+
+    /// The bias of [`init`](Linear::init) from the layer's key.
+    fn bias(&self, key: &Op) -> Op {
         let bkey = if self.b_init.is_random() {
             key.random_fold_in(&key.builder().constant(1u32))
         } else {
             key.clone()
         };
-        let b = self.b_init.init(&bkey, &[self.output]);
-        LinearParams { w, b }
+        self.b_init.init(&bkey, &[self.output])
     }
 
     /// Fresh parameters as flax's `nn.Dense(output)` at `module_path` makes them
@@ -216,7 +257,8 @@ impl Mlp {
     }
 
     /// Fresh parameters: layer `i` is initialised from the `i`-th key of
-    /// `random_split(key, layers)`.
+    /// `random_split(key, layers)` (as [`Linear::init`] would, the layers' draws
+    /// batched by [`Linear::init_many`]).
     ///
     /// A network with no layer records an [`Error::Graph`](xlaclient_core::Error::Graph)
     /// at the caller's line and gives one layer of failed parameters (so that an
@@ -230,11 +272,9 @@ impl Mlp {
                 b: failed,
             }];
         }
-        split_keys(key, self.layers.len() as i64)
-            .iter()
-            .zip(&self.layers)
-            .map(|(k, l)| l.init(k))
-            .collect()
+        let keys = split_keys(key, self.layers.len() as i64);
+        let layers: Vec<(&Linear, &Op)> = self.layers.iter().zip(&keys).collect();
+        Linear::init_many(&layers)
     }
 
     /// The network's output for `x` of `[..., in]`.

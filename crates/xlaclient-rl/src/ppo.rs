@@ -311,9 +311,13 @@ pub fn init_state(b: &Builder, c: &PpoConfig) -> PpoState<Op> {
     let rng = b.prng_key(c.seed);
     let [rng, k] = rng.split_keys();
     let ks: [Op; 6] = k.split_keys();
+    // Layer by layer as `Linear::init`, the six orthogonal draws in one hash.
+    let layers: Vec<(&Linear, &Op)> = actor.layers.iter().chain(&critic.layers).zip(&ks).collect();
+    let mut all = Linear::init_many(&layers);
+    let critic_params = all.split_off(actor.layers.len());
     let params = ActorCriticParams {
-        actor: (0..3).map(|i| actor.layers[i].init(&ks[i])).collect(),
-        critic: (0..3).map(|i| critic.layers[i].init(&ks[3 + i])).collect(),
+        actor: all,
+        critic: critic_params,
     };
     let [rng, k] = rng.split_keys();
     let env = cartpole::reset(&k.random_split(c.num_envs));
