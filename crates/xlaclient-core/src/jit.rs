@@ -91,8 +91,8 @@ pub trait ClientExt {
     /// as an initializer (JAX's `jit(f).lower(…).compile(compiler_options=…)`).
     ///
     /// ```
-    /// use xlaclient_core::{Client, ClientExt, CompileOptions, Plugin, Shape};
-    /// # let client = Client::new(Plugin::cpu()?)?;
+    /// use xlaclient_core::{Client, ClientExt, CompileOptions};
+    /// let client = Client::cpu()?;
     /// let init = client.jit_with("init", &(), &CompileOptions::new().quick_compile(), |b, ()| {
     ///     b.prng_key(0).normal(&[3], xlaclient_core::ElementType::F32)
     /// })?;

@@ -89,7 +89,7 @@ impl Linear {
     }
 
     /// [`init`](Linear::init) of each `(layer, key)`: the same values, bit for bit,
-    /// with the weights' random draws batched ([`init::init_many`](crate::init::init_many):
+    /// with the weights' random draws batched ([`init::init_many`]:
     /// the orthogonal initializers' normals in one hash, which compiles faster
     /// than one per layer).
     ///

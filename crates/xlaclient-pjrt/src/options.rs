@@ -413,8 +413,8 @@ impl CompileOptions {
     /// loop's body is a kernel per fusion, each compiled on its own and run by
     /// the executor step by step, which is what lets the body's products use the
     /// plugin's matrix library. Fewer kernels compile faster: PPO's init program
-    /// (24 loops of QR steps and hashes over at most 48 KiB) compiles in
-    /// 1.7 s instead of 2.2 s on a 2-core machine, to the same bits. Other
+    /// (its QR steps and hashes, loops over at most 48 KiB) compiles in 1.3 s
+    /// instead of 1.7 s on a 2-core machine, to the same bits. Other
     /// backends ignore the setting. Needs [`CompileOptions::xla_debug_defaults`].
     pub fn single_kernel_loops(mut self, max_bytes: u64) -> Self {
         self.small_while_loop_bytes = Some(max_bytes);
@@ -427,10 +427,11 @@ impl CompileOptions {
     /// [`single_kernel_loops(1 << 20)`](CompileOptions::single_kernel_loops). What
     /// the program computes is the same, to rounding (see
     /// [`optimization_level`](CompileOptions::optimization_level)); how fast it
-    /// runs is not. PPO's init program compiles in 1.3 s instead of 2.2 s on a
-    /// 2-core machine, with the last bits of 37 of the 256 elements of one of its
-    /// six QRs changed (level 0 would make it 0.8 s, but also changes the
-    /// samplers' last bits, which level 1 keeps equal to JAX's).
+    /// runs is not. PPO's init program compiles in 1.15 s instead of 1.75 s on a
+    /// 2-core machine (1.3 s with the loops alone), with the last bits of 37 of
+    /// the 256 elements of one of its six QRs changed; level 0 saved 0.5 s more
+    /// there (measured before the init's draws were batched), but also changes
+    /// the samplers' last bits, which level 1 keeps equal to JAX's.
     pub fn quick_compile(mut self) -> Self {
         self.optimization_level = Some(1);
         self.small_while_loop_bytes = Some(1 << 20);

@@ -7,10 +7,12 @@
 //! Two programs: **init** (the parameters, Adam's state, the environments reset
 //! and the PRNG key, from [`PpoConfig::seed`]) and **update**
 //! ([`PpoConfig::updates_per_call`] PPO updates in a `scan`). The init program
-//! runs once; [`Ppo::new`] compiles each of its loops (the orthogonal
-//! initializers' QRs, the samplers' hashes) as one kernel
-//! ([`CompileOptions::single_kernel_loops`]; the update's GAE scan too): 1.7 s
-//! instead of 2.2 s on a 2-core machine, the same bits. One update:
+//! runs once, and compiling it is most of what it costs: its six orthogonal
+//! kernels draw their normals in one hash ([`Linear::init_many`]) and
+//! [`Ppo::new`] compiles each of its loops (the QRs, the hashes) as one kernel
+//! ([`CompileOptions::single_kernel_loops`]; the update's GAE scan too). It
+//! compiled in 2.2 s and now does in 1.2 s on a 2-core machine, to the same
+//! bits. One update:
 //! - a rollout of [`PpoConfig::num_steps`] steps of [`PpoConfig::num_envs`]
 //!   CartPoles ([`crate::cartpole`], gymnax's dynamics and automatic resets) by
 //!   `scan`: actions sampled from the actor's logits (`categorical`), values from
@@ -521,11 +523,11 @@ impl Ppo {
         config.validate()?;
         let c = config.clone();
         let t = Instant::now();
-        // Loops over less than 1 MiB as one kernel each: the init program's 24
-        // (QR steps, hashes) compile in 1.7 s instead of 2.2 s, the update's GAE
-        // scan 0.15 s faster, to the same bits (guide 12). (`quick_compile`'s
-        // lower optimization level would save 0.4 s more on init, but moves the
-        // last bits of a QR, and so the whole training's path.)
+        // Loops over less than 1 MiB as one kernel each: the init program's (QR
+        // steps, hashes) compile in 1.3 s instead of 1.75 s, the update's GAE scan
+        // 0.15 s faster, to the same bits (guide 12). (`quick_compile`'s lower
+        // optimization level would save 0.1 s more on init, but moves the last
+        // bits of a QR, and so the whole training's path.)
         let loops = CompileOptions::new().single_kernel_loops(1 << 20);
         let init = client.jit_with("ppo_init", &(), &loops, |b, ()| init_state(b, &c))?;
         let init_s = t.elapsed().as_secs_f64();
