@@ -722,6 +722,16 @@ mod tests {
         assert_eq!(plain.xla_cpu_enable_fast_min_max, Some(false));
     }
 
+    /// The debug options `o` sends, merged as the plugin reads them.
+    fn sent_debug_options(o: &CompileOptions) -> proto::DebugOptions {
+        proto::CompileOptionsProto::decode(&o.to_bytes()[..])
+            .unwrap()
+            .executable_build_options
+            .unwrap()
+            .debug_options
+            .unwrap()
+    }
+
     #[test]
     fn quick_compile_overrides_the_flags_and_keeps_their_other_extra_options() {
         let o = CompileOptions::new()
@@ -730,24 +740,24 @@ mod tests {
                  --xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=64,other=1",
             )
             .quick_compile();
-        let d = proto::CompileOptionsProto::decode(&o.to_bytes()[..])
-            .unwrap()
-            .executable_build_options
-            .unwrap()
-            .debug_options
-            .unwrap();
-        assert_eq!(d.xla_backend_optimization_level, Some(0));
+        let d = sent_debug_options(&o);
+        assert_eq!(d.xla_backend_optimization_level, Some(1));
         let extra = &d.xla_backend_extra_options;
         assert_eq!(extra["xla_cpu_small_while_loop_byte_threshold"], "1048576");
         assert_eq!(extra["other"], "1");
-        // Without it, the flags' settings stand.
+        // The two settings alone.
+        let d = sent_debug_options(&CompileOptions::new().optimization_level(0));
+        assert_eq!(d.xla_backend_optimization_level, Some(0));
+        assert!(d.xla_backend_extra_options.is_empty());
+        let d = sent_debug_options(&CompileOptions::new().single_kernel_loops(4096));
+        assert_eq!(d.xla_backend_optimization_level, Some(3));
+        assert_eq!(
+            d.xla_backend_extra_options["xla_cpu_small_while_loop_byte_threshold"],
+            "4096"
+        );
+        // Without them, the flags' settings stand.
         let o = CompileOptions::new().xla_flags("--xla_backend_optimization_level=2");
-        let d = proto::CompileOptionsProto::decode(&o.to_bytes()[..])
-            .unwrap()
-            .executable_build_options
-            .unwrap()
-            .debug_options
-            .unwrap();
+        let d = sent_debug_options(&o);
         assert_eq!(d.xla_backend_optimization_level, Some(2));
         assert!(d.xla_backend_extra_options.is_empty());
     }
