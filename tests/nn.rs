@@ -1635,8 +1635,8 @@ fn ppo_actor_critic_init_equals_flaxs() {
 }
 
 /// `init::init_many`, `Linear::init_many` and `Mlp::init` (which batch the
-/// orthogonal initializers' normal draws into one hash) give what one `init` per
-/// parameter gives, bit for bit; an orthogonal initializer that cannot draw (rank
+/// initializers' draws into one hash per sampler) give what one `init` per
+/// parameter gives, bit for bit, for every kind of initializer; an orthogonal initializer that cannot draw (rank
 /// 1, a zero dim) gives its own error or zeros, as `init` does.
 #[test]
 fn init_many_equals_one_init_per_parameter() {
@@ -1654,6 +1654,26 @@ fn init_many_equals_one_init_per_parameter() {
         (init::orthogonal(1.0), vec![64, 64]),
         (init::orthogonal(1.0), vec![0, 7]),
         (init::zeros(), vec![5]),
+        (init::truncated_normal_fan_in(), vec![16, 8]),
+        (init::glorot_normal(), vec![8, 16]),
+        (init::he_uniform(), vec![3, 3, 4, 8]),
+        (init::normal_fan_in(), vec![7, 5]),
+        (Initializer::Uniform { lo: -0.5, hi: 2.0 }, vec![9]),
+        (
+            Initializer::Normal {
+                mean: 1.0,
+                stddev: 0.3,
+            },
+            vec![4, 4],
+        ),
+        (
+            Initializer::TruncatedNormal {
+                mean: -1.0,
+                stddev: 2.0,
+            },
+            vec![6],
+        ),
+        (init::truncated_normal_fan_in(), vec![1, 1]),
     ];
     let bits = |v: Vec<Vec<f32>>| -> Vec<Vec<u32>> {
         v.into_iter()
@@ -1661,7 +1681,7 @@ fn init_many_equals_one_init_per_parameter() {
             .collect()
     };
     let keys = |b: &Builder| -> Vec<Op> {
-        let ks: [Op; 7] = b.prng_key(11).split_keys();
+        let ks: [Op; 15] = b.prng_key(11).split_keys();
         ks.to_vec()
     };
     let each = bits(eval(|b| {

@@ -918,8 +918,9 @@ fn the_same_key_gives_the_same_values_across_compiles() {
     }
 }
 
-/// `Builder::normal_many` draws what one `normal` per key draws, bit for bit, in
-/// its own program or beside the separate draws; with an rbg key among them it
+/// `Builder::normal_many` (and `uniform_many`, `truncated_normal_many`) draw what
+/// one sampler call per key draws, bit for bit, in their own program or beside the
+/// separate draws; with an rbg key among them it
 /// falls back to separate draws, and a bad key is `normal`'s error.
 #[test]
 fn normal_many_equals_one_normal_per_key() {
@@ -969,6 +970,61 @@ fn normal_many_equals_one_normal_per_key() {
         .collect();
     let mean = big.iter().sum::<f64>() / big.len() as f64;
     assert!(mean.abs() < 5.0 / 64.0, "mean {mean}");
+
+    // uniform_many and truncated_normal_many, against one call per key.
+    let b = Builder::new("uniform_and_truncated");
+    let ks = keys(&b);
+    let u_args = [
+        (-1.0, 1.0),
+        (0.0, 0.5),
+        (-0.05, 0.05),
+        (2.0, 3.0),
+        (-3.0, 7.0),
+        (0.0, 1.0),
+    ];
+    let t_args = [
+        (-2.0, 2.0),
+        (-1.0, 3.0),
+        (0.0, 1.0),
+        (-2.0, 2.0),
+        (-0.5, 0.5),
+        (1.0, 4.0),
+    ];
+    let us: Vec<(&Op, &[i64], f64, f64)> = ks
+        .iter()
+        .zip(dims)
+        .zip(u_args)
+        .map(|((k, d), (lo, hi))| (k, d, lo, hi))
+        .collect();
+    let ts: Vec<(&Op, f64, f64, &[i64])> = ks
+        .iter()
+        .zip(dims)
+        .zip(t_args)
+        .map(|((k, d), (lo, hi))| (k, lo, hi, d))
+        .collect();
+    let mut all = b.uniform_many(&us);
+    all.extend(b.truncated_normal_many(&ts));
+    for (k, d, lo, hi) in &us {
+        all.push(k.uniform(d, F32, *lo, *hi));
+    }
+    for (k, lo, hi, d) in &ts {
+        all.push(k.truncated_normal(*lo, *hi, d));
+    }
+    let out = bits(&run(
+        &b.build_tuple(&all.iter().collect::<Vec<_>>()).unwrap(),
+        &[],
+    ));
+    for i in 0..12 {
+        assert_eq!(
+            out[i],
+            out[12 + i],
+            "draw {i} (uniform, then truncated normal)"
+        );
+    }
+    // Draw 1 of the truncated normals: [64, 64] inside (-1, 3), not constant.
+    let t1: Vec<f32> = out[7].iter().map(|b| f32::from_bits(*b)).collect();
+    assert!(t1.iter().all(|x| *x > -1.0 && *x < 3.0));
+    assert!(t1.iter().any(|x| *x != t1[0]));
 
     // An rbg key among them: each drawn on its own, the same values.
     let b = Builder::new("rbg");

@@ -159,35 +159,71 @@ impl Initializer {
     /// `u32[2]` or rbg `u32[4]` key; a constant ignores it).
     #[track_caller]
     pub fn init(&self, key: &Op, dims: &[i64]) -> Op {
-        let b = key.builder();
+        match self.draw(key, dims) {
+            Ok(Draw::Normal(d)) => self.finish(dims, &key.normal(&d, F32)),
+            Ok(Draw::Uniform { lo, hi }) => self.finish(dims, &key.uniform(dims, F32, lo, hi)),
+            Ok(Draw::Truncated) => self.finish(dims, &key.truncated_normal(-2.0, 2.0, dims)),
+            Err(done) => done,
+        }
+    }
+
+    /// The sampler call [`init`](Self::init) makes on its key for a parameter of
+    /// `dims`, or the parameter itself where it draws nothing (a constant; an
+    /// orthogonal parameter with a zero dim, or one it refuses).
+    #[track_caller]
+    fn draw(&self, key: &Op, dims: &[i64]) -> Result<Draw, Op> {
+        match *self {
+            Initializer::Constant(v) => Err(key.builder().full(F32, dims, v)),
+            Initializer::Uniform { lo, hi } => Ok(Draw::Uniform { lo, hi }),
+            Initializer::Normal { .. } => Ok(Draw::Normal(dims.to_vec())),
+            Initializer::TruncatedNormal { .. } | Initializer::TruncatedNormalFanIn => {
+                Ok(Draw::Truncated)
+            }
+            Initializer::Orthogonal { column_axis, .. } => {
+                orthogonal_plan(key, dims, column_axis).map(|p| Draw::Normal(vec![p.long, p.short]))
+            }
+            Initializer::VarianceScaling {
+                scale,
+                mode,
+                distribution,
+            } => Ok(match distribution {
+                Distribution::TruncatedNormal => Draw::Truncated,
+                Distribution::Normal => Draw::Normal(dims.to_vec()),
+                Distribution::Uniform => {
+                    let limit = (3.0 * variance(scale, mode, dims)).sqrt();
+                    Draw::Uniform {
+                        lo: -limit,
+                        hi: limit,
+                    }
+                }
+            }),
+        }
+    }
+
+    /// The parameter of `dims` from the values `z` of [`draw`](Self::draw)'s sampler.
+    fn finish(&self, dims: &[i64], z: &Op) -> Op {
+        let b = z.builder();
         let f32c = |v: f64| b.constant(v as f32);
         // Haiku's TruncatedNormal and RandomNormal, with `s` and `m` rounded to f32.
-        let truncated = |mean: f64, stddev: f64| {
-            &(&f32c(stddev) * &key.truncated_normal(-2.0, 2.0, dims)) + &f32c(mean)
-        };
-        let normal =
-            |mean: f64, stddev: f64| &f32c(mean) + &(&f32c(stddev) * &key.normal(dims, F32));
+        let truncated = |mean: f64, stddev: f64| &(&f32c(stddev) * z) + &f32c(mean);
+        let normal = |mean: f64, stddev: f64| &f32c(mean) + &(&f32c(stddev) * z);
         match *self {
-            Initializer::Constant(v) => b.full(F32, dims, v),
-            Initializer::Uniform { lo, hi } => key.uniform(dims, F32, lo, hi),
+            Initializer::Constant(_) | Initializer::Uniform { .. } => z.clone(),
             Initializer::Normal { mean, stddev } => normal(mean, stddev),
             Initializer::TruncatedNormal { mean, stddev } => truncated(mean, stddev),
             Initializer::TruncatedNormalFanIn => truncated(0.0, 1.0 / fans(dims).0.sqrt()),
             Initializer::Orthogonal { scale, column_axis } => {
-                orthogonal_values(key, dims, scale, column_axis)
+                match orthogonal_plan(z, dims, column_axis) {
+                    Ok(plan) => plan.finish(z, dims, scale),
+                    Err(done) => done,
+                }
             }
             Initializer::VarianceScaling {
                 scale,
                 mode,
                 distribution,
             } => {
-                let (fan_in, fan_out) = fans(dims);
-                let fan = match mode {
-                    FanMode::FanIn => fan_in,
-                    FanMode::FanOut => fan_out,
-                    FanMode::FanAvg => (fan_in + fan_out) / 2.0,
-                };
-                let var = scale / fan.max(1.0);
+                let var = variance(scale, mode, dims);
                 match distribution {
                     Distribution::TruncatedNormal => {
                         // Haiku divides the f64 stddev by the f32-rounded constant.
@@ -195,14 +231,34 @@ impl Initializer {
                         truncated(0.0, var.sqrt() / d)
                     }
                     Distribution::Normal => normal(0.0, var.sqrt()),
-                    Distribution::Uniform => {
-                        let limit = (3.0 * var).sqrt();
-                        key.uniform(dims, F32, -limit, limit)
-                    }
+                    Distribution::Uniform => z.clone(),
                 }
             }
         }
     }
+}
+
+/// The sampler call of an initializer (see [`Initializer::draw`]); the uniform and
+/// truncated normal ones draw over the parameter's own dims.
+enum Draw {
+    /// `normal(dims)`.
+    Normal(Vec<i64>),
+    /// `uniform(dims, lo, hi)`.
+    Uniform { lo: f64, hi: f64 },
+    /// `truncated_normal(-2, 2, dims)`.
+    Truncated,
+}
+
+/// A variance-scaling initializer's variance for `dims`: `scale / fan`, the fan
+/// chosen by `mode`, at least 1.
+fn variance(scale: f64, mode: FanMode, dims: &[i64]) -> f64 {
+    let (fan_in, fan_out) = fans(dims);
+    let fan = match mode {
+        FanMode::FanIn => fan_in,
+        FanMode::FanOut => fan_out,
+        FanMode::FanAvg => (fan_in + fan_out) / 2.0,
+    };
+    scale / fan.max(1.0)
 }
 
 const F32: ElementType = ElementType::F32;
@@ -215,16 +271,9 @@ const F32: ElementType = ElementType::F32;
 /// independent of the QR's own sign convention), transposed when `n_rows < n_cols`,
 /// reshaped to the other dims followed by `n_cols`, the last axis moved to
 /// `column_axis`, and multiplied by `scale` (as `f32`). Dims with a zero give zeros.
-#[track_caller]
-fn orthogonal_values(key: &Op, dims: &[i64], scale: f64, column_axis: i64) -> Op {
-    match orthogonal_plan(key, dims, column_axis) {
-        Ok(plan) => plan.finish(&key.normal(&[plan.long, plan.short], F32), dims, scale),
-        Err(done) => done,
-    }
-}
-
-/// What [`orthogonal_values`] draws and how it shapes the result, for valid
-/// dims: the normal `z` is `[long, short]`.
+///
+/// The plan: what it draws and how it shapes the result, for valid dims (the
+/// normal `z` is `[long, short]`); [`OrthogonalPlan::finish`] does the rest.
 #[derive(Clone, Copy)]
 struct OrthogonalPlan {
     axis: i64,
@@ -315,13 +364,13 @@ impl OrthogonalPlan {
 }
 
 /// `initializer.init(key, dims)` for each `(initializer, key, dims)`: the same
-/// values, bit for bit, with the normal draws of all the
-/// [`Initializer::Orthogonal`]s made together by
-/// [`Builder::normal_many`](xlaclient_core::Builder::normal_many), one hash for
-/// all of them. A network initialised layer by layer, each from its own key,
-/// otherwise compiles one hash loop per layer (PPO's six orthogonal kernels: the
-/// init program's compile 1.8 s → 1.3 s on a 2-core machine). The others are
-/// initialised one by one.
+/// values, bit for bit, with the random draws of all of them made by one Threefry
+/// hash per kind of sampler ([`Builder::normal_many`](xlaclient_core::Builder::normal_many),
+/// [`uniform_many`](xlaclient_core::Builder::uniform_many),
+/// [`truncated_normal_many`](xlaclient_core::Builder::truncated_normal_many)). A
+/// network initialised layer by layer, each from its own key, otherwise compiles
+/// one hash loop per parameter (PPO's six orthogonal kernels: the init program's
+/// compile 1.8 s → 1.3 s on a 2-core machine).
 ///
 /// ```
 /// use xlaclient_core::Builder;
@@ -338,28 +387,45 @@ impl OrthogonalPlan {
 #[track_caller]
 pub fn init_many(params: &[(Initializer, &Op, &[i64])]) -> Vec<Op> {
     let mut out: Vec<Option<Op>> = vec![None; params.len()];
-    let mut batched = Vec::new();
+    let (mut normals, mut uniforms, mut truncated) = (Vec::new(), Vec::new(), Vec::new());
     for (i, (init, key, dims)) in params.iter().enumerate() {
-        match *init {
-            Initializer::Orthogonal { scale, column_axis } => {
-                match orthogonal_plan(key, dims, column_axis) {
-                    Ok(plan) => batched.push((i, plan, scale, [plan.long, plan.short])),
-                    Err(done) => out[i] = Some(done),
-                }
-            }
-            _ => out[i] = Some(init.init(key, dims)),
+        match init.draw(key, dims) {
+            Ok(Draw::Normal(d)) => normals.push((i, d)),
+            Ok(Draw::Uniform { lo, hi }) => uniforms.push((i, lo, hi)),
+            Ok(Draw::Truncated) => truncated.push(i),
+            Err(done) => out[i] = Some(done),
         }
     }
-    if let Some((first, ..)) = batched.first() {
-        let b = params[*first].1.builder();
-        let draws: Vec<(&Op, &[i64])> = batched
+    let mut finish = |i: usize, z: Op| {
+        let (init, _, dims) = &params[i];
+        out[i] = Some(init.finish(dims, &z));
+    };
+    if let Some((first, _)) = normals.first() {
+        let draws: Vec<(&Op, &[i64])> = normals
             .iter()
-            .map(|(i, _, _, zd)| (params[*i].1, &zd[..]))
+            .map(|(i, d)| (params[*i].1, &d[..]))
             .collect();
-        let zs = b.normal_many(&draws);
-        for ((i, plan, scale, _), z) in batched.iter().zip(zs) {
-            out[*i] = Some(plan.finish(&z, params[*i].2, *scale));
-        }
+        let zs = params[*first].1.builder().normal_many(&draws);
+        normals.iter().zip(zs).for_each(|((i, _), z)| finish(*i, z));
+    }
+    if let Some((first, ..)) = uniforms.first() {
+        let draws: Vec<(&Op, &[i64], f64, f64)> = uniforms
+            .iter()
+            .map(|(i, lo, hi)| (params[*i].1, params[*i].2, *lo, *hi))
+            .collect();
+        let zs = params[*first].1.builder().uniform_many(&draws);
+        uniforms
+            .iter()
+            .zip(zs)
+            .for_each(|((i, ..), z)| finish(*i, z));
+    }
+    if let Some(first) = truncated.first() {
+        let draws: Vec<(&Op, f64, f64, &[i64])> = truncated
+            .iter()
+            .map(|i| (params[*i].1, -2.0, 2.0, params[*i].2))
+            .collect();
+        let zs = params[*first].1.builder().truncated_normal_many(&draws);
+        truncated.iter().zip(zs).for_each(|(i, z)| finish(*i, z));
     }
     out.into_iter().flatten().collect()
 }

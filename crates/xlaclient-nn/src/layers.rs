@@ -89,9 +89,8 @@ impl Linear {
     }
 
     /// [`init`](Linear::init) of each `(layer, key)`: the same values, bit for bit,
-    /// with the weights' random draws batched ([`init::init_many`]:
-    /// the orthogonal initializers' normals in one hash, which compiles faster
-    /// than one per layer).
+    /// with the weights' random draws batched ([`init::init_many`]: one Threefry
+    /// hash per kind of sampler instead of one per layer, which compiles faster).
     ///
     /// ```
     /// use xlaclient_core::Builder;

@@ -484,6 +484,57 @@ fn float_type(
     ))
 }
 
+/// JAX's `truncated_normal` from `uniform(a, c)` (a uniform draw between
+/// `erf(lower/√2)` and `erf(upper/√2)`): `sqrt(2)·erf_inv(u)` clipped into the
+/// open interval `(lower, upper)`.
+fn truncated_normal_of(
+    b: &Builder,
+    lower: &Op,
+    upper: &Op,
+    loc: Loc,
+    uniform: impl FnOnce(&Op, &Op) -> Result<Op, Op>,
+) -> Result<Op, Op> {
+    // JAX divides by √2; XLA turns that into a product with the f32 1/√2.
+    let inv_sqrt2 = f32c(b, 1.0 / std::f32::consts::SQRT_2, loc);
+    let a = erf_f32(&lower.binary(BinaryOp::Multiply, &inv_sqrt2, loc), loc);
+    let c = erf_f32(&upper.binary(BinaryOp::Multiply, &inv_sqrt2, loc), loc);
+    let u = uniform(&a, &c)?;
+    let out = erf_inv_f32(&u, loc).binary(
+        BinaryOp::Multiply,
+        &f32c(b, std::f32::consts::SQRT_2, loc),
+        loc,
+    );
+    let lo = next_after_f32(lower, true, loc);
+    let hi = next_after_f32(upper, false, loc);
+    Ok(hi.binary(
+        BinaryOp::Minimum,
+        &lo.binary(BinaryOp::Maximum, &out, loc),
+        loc,
+    ))
+}
+
+/// `flat` cut into consecutive parts of `counts` elements, each reshaped to its
+/// dims.
+fn cut<'a>(flat: &Op, dims: impl Iterator<Item = &'a [i64]>, counts: &[i64], loc: Loc) -> Vec<Op> {
+    let mut at = 0;
+    dims.zip(counts)
+        .map(|(dims, n)| {
+            let part = flat
+                .on(loc)
+                .slice(&[at], &[at + n], &[1])
+                .on(loc)
+                .reshape(dims);
+            at += n;
+            part
+        })
+        .collect()
+}
+
+/// An `f32` scalar bound as the samplers make one from a number (`param_op`).
+fn scalar_f32(b: &Builder, v: f64, loc: Loc) -> Op {
+    b.scalar_of(F32, Scalar::Float(v), loc)
+}
+
 fn f32c(b: &Builder, v: f32, loc: Loc) -> Op {
     b.scalar_of(F32, Scalar::Float(v.into()), loc)
 }
@@ -762,8 +813,8 @@ impl Builder {
     #[track_caller]
     pub fn normal_many(&self, draws: &[(&Op, &[i64])]) -> Vec<Op> {
         let loc = Location::caller();
-        let one_by_one = || -> Vec<Op> {
-            draws
+        let Some((bits, counts)) = self.bits_many(draws, loc) else {
+            return draws
                 .iter()
                 .map(|(k, dims)| {
                     let k = Key::of(k, "normal", loc)?;
@@ -771,24 +822,101 @@ impl Builder {
                     k.normal_f32(dims, "normal", loc)
                 })
                 .map(|r| r.unwrap_or_else(|f| f))
-                .collect()
+                .collect();
         };
-        let words: Option<Vec<(Op, Op, i64)>> = draws
+        // JAX's `_normal_real`, as `Key::normal_f32`, over all the draws at once:
+        // uniform in (-1, 1), then `sqrt(2)·erf_inv`.
+        let u = uniform_of_bits(
+            &bits,
+            F32,
+            &f32c(self, f32::from_bits(0xbf7f_ffff), loc),
+            &f32c(self, 1.0, loc),
+            loc,
+        );
+        let z = erf_inv_f32(&u, loc).binary(
+            BinaryOp::Multiply,
+            &f32c(self, std::f32::consts::SQRT_2, loc),
+            loc,
+        );
+        cut(&z, draws.iter().map(|d| d.1), &counts, loc)
+    }
+
+    /// `key.uniform(dims, F32, lo, hi)` for each `(key, dims, lo, hi)`: the same
+    /// values, bit for bit, their bits drawn by one Threefry hash as
+    /// [`normal_many`](Builder::normal_many) draws them (each draw's transform
+    /// into `[lo, hi)` on its own part). The same fallback: rbg keys, bad dims or
+    /// fewer than two draws are drawn one by one, with `uniform`'s errors.
+    #[track_caller]
+    pub fn uniform_many(&self, draws: &[(&Op, &[i64], f64, f64)]) -> Vec<Op> {
+        let loc = Location::caller();
+        let keys: Vec<(&Op, &[i64])> = draws.iter().map(|d| (d.0, d.1)).collect();
+        let Some((bits, counts)) = self.bits_many(&keys, loc) else {
+            return draws
+                .iter()
+                .map(|(k, dims, lo, hi)| k.on(loc).uniform(dims, F32, *lo, *hi))
+                .collect();
+        };
+        cut(&bits, keys.iter().map(|d| d.1), &counts, loc)
+            .iter()
+            .zip(draws)
+            .map(|(bits, (_, _, lo, hi))| {
+                let (lo, hi) = (scalar_f32(self, *lo, loc), scalar_f32(self, *hi, loc));
+                uniform_of_bits(bits, F32, &lo, &hi, loc)
+            })
+            .collect()
+    }
+
+    /// `key.truncated_normal(lower, upper, dims)` for each `(key, lower, upper,
+    /// dims)`: the same values, bit for bit, their bits drawn by one Threefry
+    /// hash as [`normal_many`](Builder::normal_many) draws them. The same
+    /// fallback, with `truncated_normal`'s errors.
+    #[track_caller]
+    pub fn truncated_normal_many(&self, draws: &[(&Op, f64, f64, &[i64])]) -> Vec<Op> {
+        let loc = Location::caller();
+        let keys: Vec<(&Op, &[i64])> = draws.iter().map(|d| (d.0, d.3)).collect();
+        let Some((bits, counts)) = self.bits_many(&keys, loc) else {
+            return draws
+                .iter()
+                .map(|(k, lower, upper, dims)| k.on(loc).truncated_normal(*lower, *upper, dims))
+                .collect();
+        };
+        cut(&bits, keys.iter().map(|d| d.1), &counts, loc)
+            .iter()
+            .zip(draws)
+            .map(|(bits, (_, lower, upper, _))| {
+                let (lower, upper) = (scalar_f32(self, *lower, loc), scalar_f32(self, *upper, loc));
+                truncated_normal_of(self, &lower, &upper, loc, |a, c| {
+                    Ok(uniform_of_bits(bits, F32, a, c, loc))
+                })
+                .unwrap_or_else(|f| f)
+            })
+            .collect()
+    }
+
+    /// The `u32` bits of `key.random_bits(dims)` for every `(key, dims)`, by one
+    /// hash: the draws' counters `0..n` laid end to end, each element hashed under
+    /// its own draw's key words (the hash is elementwise in key and counter).
+    /// Returns the flat bits and each draw's count; `None` (draw one by one) for
+    /// fewer than two draws, a key that is not a threefry `u32[2]`, or dims that
+    /// are negative, empty of elements or past 2³² elements.
+    fn bits_many(&self, draws: &[(&Op, &[i64])], loc: Loc) -> Option<(Op, Vec<i64>)> {
+        if draws.len() < 2 {
+            return None;
+        }
+        let words: Vec<(Op, Op, i64)> = draws
             .iter()
             .map(|(k, dims)| {
-                let key = Key::of(k, "normal", loc).ok()?;
+                // Checked without recording an error: a bad key is left to the
+                // one-by-one draws, which name their own sampler.
+                let imp = PrngImpl::of_key_shape(&k.shape().ok()?)?;
                 let n = dims
                     .iter()
                     .try_fold(1i64, |a, d| (*d >= 0).then(|| a.checked_mul(*d)).flatten())?;
-                let threefry = key.imp == PrngImpl::Threefry2x32 && n > 0 && n <= u32::MAX as i64;
-                let (k0, k1) = threefry.then(|| k.key_words("normal", loc).ok())??;
+                let threefry = imp == PrngImpl::Threefry2x32 && n > 0 && n <= u32::MAX as i64;
+                let (k0, k1) = threefry.then(|| k.key_words("random_bits", loc).ok())??;
                 Some((k0, k1, n))
             })
-            .collect();
-        let Some(words) = words.filter(|w| w.len() >= 2) else {
-            return one_by_one();
-        };
-        // Each draw's counters 0..n under its key, laid end to end.
+            .collect::<Option<_>>()?;
         let total: i64 = words.iter().map(|w| w.2).sum();
         let cat = |parts: Vec<Op>| {
             let refs: Vec<&Op> = parts.iter().collect();
@@ -811,35 +939,10 @@ impl Builder {
             .on(loc)
             .broadcast_to(&[total]);
         let (a, c) = super::threefry::threefry2x32(&k0, &k1, &hi, &lo, loc);
-        let bits = a.bitwise(BitwiseOp::Xor, &c, loc);
-        // JAX's `_normal_real`, as `Key::normal_f32`: uniform in (-1, 1), then
-        // `sqrt(2)·erf_inv`.
-        let u = uniform_of_bits(
-            &bits,
-            F32,
-            &f32c(self, f32::from_bits(0xbf7f_ffff), loc),
-            &f32c(self, 1.0, loc),
-            loc,
-        );
-        let z = erf_inv_f32(&u, loc).binary(
-            BinaryOp::Multiply,
-            &f32c(self, std::f32::consts::SQRT_2, loc),
-            loc,
-        );
-        let mut at = 0;
-        draws
-            .iter()
-            .zip(&words)
-            .map(|((_, dims), (_, _, n))| {
-                let part = z
-                    .on(loc)
-                    .slice(&[at], &[at + n], &[1])
-                    .on(loc)
-                    .reshape(dims);
-                at += n;
-                part
-            })
-            .collect()
+        Some((
+            a.bitwise(BitwiseOp::Xor, &c, loc),
+            words.iter().map(|w| w.2).collect(),
+        ))
     }
 
     /// `jax.random.key_data(jax.random.key(seed, impl='rbg'))`: the rbg key
@@ -1009,23 +1112,9 @@ impl Op {
             check_dims(&b, "truncated_normal", dims, loc)?;
             let lower = param_op(&b, lower, F32, Some(dims), "truncated_normal", "lower", loc)?;
             let upper = param_op(&b, upper, F32, Some(dims), "truncated_normal", "upper", loc)?;
-            // JAX divides by √2; XLA turns that into a product with the f32 1/√2.
-            let inv_sqrt2 = f32c(&b, 1.0 / std::f32::consts::SQRT_2, loc);
-            let a = erf_f32(&lower.binary(BinaryOp::Multiply, &inv_sqrt2, loc), loc);
-            let c = erf_f32(&upper.binary(BinaryOp::Multiply, &inv_sqrt2, loc), loc);
-            let u = k.uniform(dims, F32, &a, &c, "truncated_normal", loc)?;
-            let out = erf_inv_f32(&u, loc).binary(
-                BinaryOp::Multiply,
-                &f32c(&b, std::f32::consts::SQRT_2, loc),
-                loc,
-            );
-            let lo = next_after_f32(&lower, true, loc);
-            let hi = next_after_f32(&upper, false, loc);
-            Ok(hi.binary(
-                BinaryOp::Minimum,
-                &lo.binary(BinaryOp::Maximum, &out, loc),
-                loc,
-            ))
+            truncated_normal_of(&b, &lower, &upper, loc, |a, c| {
+                k.uniform(dims, F32, a, c, "truncated_normal", loc)
+            })
         };
         go().unwrap_or_else(|f| f)
     }
