@@ -350,15 +350,7 @@ impl Key {
     /// JAX's `_normal_real` for `f32`: `sqrt(2)·erf_inv(u)` with `u` uniform in
     /// `(-1, 1)`.
     fn normal_f32(&self, dims: &[i64], what: &'static str, loc: Loc) -> Result<Op, Op> {
-        let b = self.b();
-        // The bounds nextafter(-1, 0) and 1.
-        let lo = f32c(&b, f32::from_bits(0xbf7f_ffff), loc);
-        let u = self.uniform(dims, F32, &lo, &f32c(&b, 1.0, loc), what, loc)?;
-        Ok(erf_inv_f32(&u, loc).binary(
-            BinaryOp::Multiply,
-            &f32c(&b, std::f32::consts::SQRT_2, loc),
-            loc,
-        ))
+        Ok(normal_of_bits(&self.bits(false, dims, what, loc)?, loc))
     }
 
     /// JAX's `_uniform`: `max(lo, floats * (hi - lo) + lo)` with `floats` in
@@ -511,6 +503,19 @@ fn truncated_normal_of(
         &lo.binary(BinaryOp::Maximum, &out, loc),
         loc,
     ))
+}
+
+/// JAX's `_normal_real` for `f32` from its random bits: `u` uniform in
+/// `(nextafter(-1, 0), 1)`, then `sqrt(2)·erf_inv(u)`.
+fn normal_of_bits(bits: &Op, loc: Loc) -> Op {
+    let b = bits.builder();
+    let lo = f32c(&b, f32::from_bits(0xbf7f_ffff), loc);
+    let u = uniform_of_bits(bits, F32, &lo, &f32c(&b, 1.0, loc), loc);
+    erf_inv_f32(&u, loc).binary(
+        BinaryOp::Multiply,
+        &f32c(&b, std::f32::consts::SQRT_2, loc),
+        loc,
+    )
 }
 
 /// `flat` cut into consecutive parts of `counts` elements, each reshaped to its
@@ -816,29 +821,16 @@ impl Builder {
         let Some((bits, counts)) = self.bits_many(draws, loc) else {
             return draws
                 .iter()
-                .map(|(k, dims)| {
-                    let k = Key::of(k, "normal", loc)?;
-                    check_dims(&k.b(), "normal", dims, loc)?;
-                    k.normal_f32(dims, "normal", loc)
-                })
-                .map(|r| r.unwrap_or_else(|f| f))
+                .map(|(k, dims)| k.on(loc).normal(dims, F32))
                 .collect();
         };
-        // JAX's `_normal_real`, as `Key::normal_f32`, over all the draws at once:
-        // uniform in (-1, 1), then `sqrt(2)·erf_inv`.
-        let u = uniform_of_bits(
-            &bits,
-            F32,
-            &f32c(self, f32::from_bits(0xbf7f_ffff), loc),
-            &f32c(self, 1.0, loc),
+        // The transform over all the draws at once, then cut.
+        cut(
+            &normal_of_bits(&bits, loc),
+            draws.iter().map(|d| d.1),
+            &counts,
             loc,
-        );
-        let z = erf_inv_f32(&u, loc).binary(
-            BinaryOp::Multiply,
-            &f32c(self, std::f32::consts::SQRT_2, loc),
-            loc,
-        );
-        cut(&z, draws.iter().map(|d| d.1), &counts, loc)
+        )
     }
 
     /// `key.uniform(dims, F32, lo, hi)` for each `(key, dims, lo, hi)`: the same
