@@ -50,7 +50,13 @@ fn child_role() {
     match role.as_str() {
         "actor" => {
             let index = std::env::var("FLEET_TEST_INDEX").unwrap().parse().unwrap();
-            catch::run_actor(&tr, &client, &ActorConfig::new(index)).unwrap();
+            let cfg = ActorConfig {
+                max_trajectories: std::env::var("FLEET_TEST_MAX")
+                    .ok()
+                    .map(|m| m.parse().unwrap()),
+                ..ActorConfig::new(index)
+            };
+            catch::run_actor(&tr, &client, &cfg).unwrap();
         }
         "learner" => {
             let dir = PathBuf::from(std::env::var("FLEET_TEST_DIR").unwrap());
@@ -149,7 +155,12 @@ fn killed_actor_restarts_and_rejoins() {
     });
     let idx = |i: u32| vec![("FLEET_TEST_INDEX", i.to_string())];
     let mut a0 = spawn("actor", &url, "ka", &idx(0));
-    let a1 = spawn("actor", &url, "ka", &idx(1));
+    // Actor 1 alone cannot take the learner to its 400 train steps (one per
+    // trajectory once the replay holds 4), so the learner cannot stop before
+    // the restarted actor 0 has sent, however slowly that one starts.
+    let mut a1_env = idx(1);
+    a1_env.push(("FLEET_TEST_MAX", "250".into()));
+    let a1 = spawn("actor", &url, "ka", &a1_env);
     wait_for("actor 0's trajectories", Duration::from_secs(60), || {
         sent_by(&tr, 0).iter().sum::<u64>() >= 5
     });
@@ -160,7 +171,7 @@ fn killed_actor_restarts_and_rejoins() {
     let a0b = spawn("actor", &url, "ka", &idx(0));
     wait_for(
         "the restarted actor's trajectories",
-        Duration::from_secs(60),
+        Duration::from_secs(150),
         || sent_by(&tr, 0).len() == 2 && sent_by(&tr, 0).iter().all(|&n| n > 0),
     );
     let r: LearnerReport = learner.join().unwrap();
