@@ -19,9 +19,14 @@
 //!    level INFO (a damaged copy found in the cache, at WARN). The crate
 //!    has no archive code of its own: unpacking the wheel is pip's job.
 //!
-//! Every load from the cache hashes the `.so` (once per process and file, about
-//! 0.6 s for the 200 MB CPU plugin): a truncated or damaged copy is detected, and
-//! installed again.
+//! Loads from the cache check the `.so`'s SHA-256: a truncated or damaged copy is
+//! detected, and installed again. Hashing the 200 MB CPU plugin takes about 2 s
+//! on a CPU without SHA instructions, so a good hash is recorded next to the file
+//! (`<file>.verified`, with the file's length, modification and status-change
+//! times, inode and device), and later processes skip the hash while all of these
+//! are unchanged. Any write to the file changes its status-change time, which
+//! cannot be set back. Within a process a file is hashed at most once unless it
+//! changes.
 //!
 //! Environment variables:
 //!
@@ -35,6 +40,8 @@
 //!   a missing plugin is then [`InstallError::FetchDisabled`].
 //! - `XLACLIENT_PYTHON`: the Python interpreter that runs pip (default
 //!   `python3`).
+//! - `XLACLIENT_REHASH`: set to anything but empty or `0` to ignore the
+//!   `.verified` records and hash the plugin in every process.
 //!
 //! Installing also needs the cargo feature `fetch-plugin` (on by default);
 //! without it a missing plugin is [`InstallError::FetchDisabled`].
@@ -428,16 +435,48 @@ pub fn known_plugin_path(plugin: KnownPlugin) -> Result<PathBuf, InstallError> {
 /// Serializes installs within the process.
 static INSTALL_LOCK: Mutex<()> = Mutex::new(());
 
-/// What identifies a file's contents cheaply: length, modification time, inode.
-type Stamp = (u64, Option<SystemTime>, u64);
+/// What identifies a file's contents cheaply: length, modification and
+/// status-change times (nanoseconds), inode and device. Any write to the file,
+/// a truncation, a `chmod` or a rename over it changes the status-change time,
+/// which user code cannot set back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+    dev: u64,
+}
 
+#[cfg(unix)]
+fn stamp(path: &Path) -> io::Result<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path)?;
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    Ok(Stamp {
+        len: m.len(),
+        mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+        ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+        ino: m.ino(),
+        dev: m.dev(),
+    })
+}
+
+#[cfg(not(unix))]
 fn stamp(path: &Path) -> io::Result<Stamp> {
     let m = fs::metadata(path)?;
-    #[cfg(unix)]
-    let ino = std::os::unix::fs::MetadataExt::ino(&m);
-    #[cfg(not(unix))]
-    let ino = 0;
-    Ok((m.len(), m.modified().ok(), ino))
+    let mtime_ns = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i128);
+    Ok(Stamp {
+        len: m.len(),
+        mtime_ns,
+        ctime_ns: 0,
+        ino: 0,
+        dev: 0,
+    })
 }
 
 /// Files whose SHA-256 was checked in this process, with their stamp then.
@@ -453,9 +492,92 @@ enum Check {
     Bad(String),
 }
 
-/// Checks `path` against `sha256` (hashing it once per process unless it
-/// changed since).
-fn check_file(path: &Path, sha256: &str) -> Result<Check, InstallError> {
+/// Where a check may trust an earlier process's hash.
+#[derive(Clone, Copy)]
+struct Trust {
+    /// Read and write the record next to the file (`<file>.verified`).
+    records: bool,
+    /// How long after its last change a file must be before a record is
+    /// written for it: the file system's clock is coarse (a few milliseconds),
+    /// so a write in the same tick as the hash would leave the stamp unchanged.
+    settle: std::time::Duration,
+}
+
+impl Trust {
+    /// For the files of the cache: records, unless `XLACLIENT_REHASH` is set.
+    fn cache(env: Env<'_>) -> Trust {
+        let rehash = matches!(env_nonempty(env, "XLACLIENT_REHASH"), Some(v) if v != "0");
+        Trust {
+            records: !rehash,
+            settle: std::time::Duration::from_secs(2),
+        }
+    }
+
+    /// No records (a file about to be moved, such as pip's output).
+    const HASH_ONLY: Trust = Trust {
+        records: false,
+        settle: std::time::Duration::ZERO,
+    };
+}
+
+/// The record of a verified file: its path with `.verified` appended.
+fn record_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".verified");
+    PathBuf::from(p)
+}
+
+/// The record's one line: a tag, the hash, then the stamp.
+fn record_line(sha256: &str, st: &Stamp) -> String {
+    format!(
+        "xlaclient-verified 1 {sha256} {} {} {} {} {}\n",
+        st.len, st.mtime_ns, st.ctime_ns, st.ino, st.dev
+    )
+}
+
+/// Whether `path`'s record says it hashed to `sha256` with exactly this stamp.
+/// A missing, unreadable or malformed record is simply not trusted.
+fn record_matches(path: &Path, sha256: &str, st: &Stamp) -> bool {
+    match fs::read_to_string(record_path(path)) {
+        Ok(text) => text == record_line(sha256, st),
+        Err(_) => false,
+    }
+}
+
+/// Writes `path`'s record (by an atomic rename), if the file has not changed
+/// for `settle`. Best effort: a read-only cache only means hashing again next
+/// time.
+fn write_record(path: &Path, sha256: &str, st: &Stamp, settle: std::time::Duration) {
+    let now_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    if now_ns - st.ctime_ns.max(st.mtime_ns) < settle.as_nanos() as i128 {
+        return;
+    }
+    let Some(dir) = path.parent() else { return };
+    let written = tempfile::Builder::new()
+        .prefix(".verified-")
+        .tempfile_in(dir)
+        .and_then(|mut f| {
+            io::Write::write_all(&mut f, record_line(sha256, st).as_bytes())?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                f.as_file()
+                    .set_permissions(fs::Permissions::from_mode(0o644))?;
+            }
+            f.persist(record_path(path)).map_err(|e| e.error)?;
+            Ok(())
+        });
+    if let Err(e) = written {
+        tracing::debug!(path = %path.display(), error = %e, "could not record the plugin's hash");
+    }
+}
+
+/// Checks `path` against `sha256`. The file is hashed at most once per process
+/// unless it changes, and, where `trust` allows, not at all while the record an
+/// earlier process wrote next to it matches its stamp.
+fn check_file(path: &Path, sha256: &str, trust: Trust) -> Result<Check, InstallError> {
     let st = match stamp(path) {
         Ok(st) => st,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Check::Missing),
@@ -465,12 +587,23 @@ fn check_file(path: &Path, sha256: &str) -> Result<Check, InstallError> {
     if memo.get(path) == Some(&st) {
         return Ok(Check::Good);
     }
+    let unix = cfg!(unix);
+    if unix && trust.records && record_matches(path, sha256, &st) {
+        memo.insert(path.to_path_buf(), st);
+        return Ok(Check::Good);
+    }
     let actual = sha256_file(path)?;
     if actual == sha256 {
+        if unix && trust.records {
+            write_record(path, sha256, &st, trust.settle);
+        }
         memo.insert(path.to_path_buf(), st);
         Ok(Check::Good)
     } else {
         memo.remove(path);
+        if trust.records {
+            let _ = fs::remove_file(record_path(path));
+        }
         Ok(Check::Bad(actual))
     }
 }
@@ -482,9 +615,10 @@ fn known_path_with(
     feature: bool,
 ) -> Result<PathBuf, InstallError> {
     let root = cache_dir_with(env)?;
+    let trust = Trust::cache(env);
     let dir = root.join(LAYOUT).join(spec.dir_name());
     let so = dir.join(spec.file_name());
-    match check_file(&so, spec.so_sha256)? {
+    match check_file(&so, spec.so_sha256, trust)? {
         Check::Good => return Ok(so),
         Check::Missing => {}
         Check::Bad(actual) => {
@@ -507,15 +641,15 @@ fn known_path_with(
     // A poisoned lock only means another install panicked; the files on disk
     // are checked afresh, so carry on.
     let _guard = INSTALL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if let Check::Good = check_file(&so, spec.so_sha256)? {
+    if let Check::Good = check_file(&so, spec.so_sha256, trust)? {
         return Ok(so);
     }
     // A copy kept by the layout before `v2`, if it is intact.
     let legacy = root.join(spec.dir_name()).join(spec.file_name());
-    if let Check::Good = check_file(&legacy, spec.so_sha256)? {
+    if let Check::Good = check_file(&legacy, spec.so_sha256, trust)? {
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         if adopt(&legacy, &dir, &so).is_ok() {
-            if let Check::Good = check_file(&so, spec.so_sha256)? {
+            if let Check::Good = check_file(&so, spec.so_sha256, trust)? {
                 return Ok(so);
             }
         }
@@ -571,7 +705,7 @@ fn install(spec: &Spec, dir: &Path, so: &Path, python: &OsString) -> Result<(), 
     pip_install(python, &req_file, &target)?;
 
     let extracted = target.join(spec.member);
-    match check_file(&extracted, spec.so_sha256)? {
+    match check_file(&extracted, spec.so_sha256, Trust::HASH_ONLY)? {
         Check::Good => {}
         Check::Missing => {
             return Err(InstallError::MissingMember {
@@ -717,11 +851,14 @@ mod tests {
         p.to_str().expect("utf-8 path")
     }
 
+    /// The names in `dir`, but the records of good hashes (`*.verified`), which
+    /// a slow machine may write before the test looks.
     fn names_in(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir)
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.ends_with(".verified"))
                     .collect()
             })
             .unwrap_or_default();
@@ -1088,6 +1225,140 @@ mod tests {
             "{r:?}"
         );
         assert!(names_in(&c2_dir).is_empty());
+    }
+
+    /// A record written after a good hash lets the next process skip hashing,
+    /// and only while the file is untouched.
+    #[cfg(unix)]
+    #[test]
+    fn a_record_of_a_good_hash_is_trusted_only_while_the_file_is_unchanged() {
+        let t = tmp();
+        let file = t.path().join("lib.so");
+        let record = record_path(&file);
+        let sha = hex(&Sha256::digest(PLUGIN_BYTES));
+        let trusting = Trust {
+            records: true,
+            settle: std::time::Duration::ZERO,
+        };
+        // A new process: nothing of this file is remembered in memory.
+        let forget = |p: &Path| {
+            verified()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(p);
+        };
+        let good = |c: Check| matches!(c, Check::Good);
+
+        // A good hash writes the record: the tag, the hash and the stamp.
+        fs::write(&file, PLUGIN_BYTES).expect("write");
+        assert!(good(check_file(&file, &sha, trusting).expect("check")));
+        let st = stamp(&file).expect("stamp");
+        assert_eq!(
+            fs::read_to_string(&record).expect("record"),
+            record_line(&sha, &st)
+        );
+        assert!(record_line(&sha, &st).starts_with(&format!(
+            "xlaclient-verified 1 {sha} {} ",
+            PLUGIN_BYTES.len()
+        )));
+
+        // The record is what the next process trusts, without hashing: shown by
+        // a record that vouches for a file whose bytes are not the pinned ones.
+        fs::write(&file, b"not the plugin bytes").expect("write");
+        let st = stamp(&file).expect("stamp");
+        fs::write(&record, record_line(&sha, &st)).expect("forge a record");
+        forget(&file);
+        assert!(good(check_file(&file, &sha, trusting).expect("check")));
+        // ... but not with XLACLIENT_REHASH (no records), nor for a check that
+        // never trusts them: both hash and find the bytes wrong.
+        forget(&file);
+        let rehash = fake_env(&[("XLACLIENT_REHASH", "1")]);
+        assert!(!Trust::cache(&rehash).records);
+        assert!(Trust::cache(&fake_env(&[("XLACLIENT_REHASH", "0")])).records);
+        assert!(matches!(
+            check_file(&file, &sha, Trust::cache(&rehash)).expect("check"),
+            Check::Bad(h) if h != sha
+        ));
+        forget(&file);
+        assert!(matches!(
+            check_file(&file, &sha, Trust::HASH_ONLY).expect("check"),
+            Check::Bad(_)
+        ));
+        // A record for another pinned hash, a malformed one, or one whose stamp
+        // differs in any field is not trusted either; a bad hash removes it.
+        for line in [
+            record_line("00", &st),
+            "xlaclient-verified 1 garbage\n".to_string(),
+            String::new(),
+            record_line(
+                &sha,
+                &Stamp {
+                    len: st.len + 1,
+                    ..st.clone()
+                },
+            ),
+            record_line(
+                &sha,
+                &Stamp {
+                    ctime_ns: st.ctime_ns + 1,
+                    ..st.clone()
+                },
+            ),
+            record_line(
+                &sha,
+                &Stamp {
+                    ino: st.ino + 1,
+                    ..st.clone()
+                },
+            ),
+        ] {
+            fs::write(&record, &line).expect("write record");
+            forget(&file);
+            assert!(
+                matches!(
+                    check_file(&file, &sha, trusting).expect("check"),
+                    Check::Bad(_)
+                ),
+                "{line:?}"
+            );
+            assert!(!record.exists(), "{line:?}");
+        }
+
+        // A file changed after its record was written (same length, so only the
+        // times can tell) is hashed again, and found bad.
+        fs::write(&file, PLUGIN_BYTES).expect("write");
+        forget(&file);
+        assert!(good(check_file(&file, &sha, trusting).expect("check")));
+        assert!(record.exists());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut bytes = PLUGIN_BYTES.to_vec();
+        bytes[0] ^= 1;
+        fs::write(&file, &bytes).expect("write");
+        forget(&file);
+        assert!(matches!(
+            check_file(&file, &sha, trusting).expect("check"),
+            Check::Bad(_)
+        ));
+        assert!(!record.exists());
+
+        // No record for a file changed within the settling time, nor where the
+        // directory cannot be written (the check itself still succeeds).
+        fs::write(&file, PLUGIN_BYTES).expect("write");
+        forget(&file);
+        let settling = Trust {
+            records: true,
+            settle: std::time::Duration::from_secs(3600),
+        };
+        assert!(good(check_file(&file, &sha, settling).expect("check")));
+        assert!(!record.exists());
+        let missing = t.path().join("gone").join("lib.so");
+        write_record(
+            &missing,
+            &sha,
+            &stamp(&file).expect("stamp"),
+            std::time::Duration::ZERO,
+        );
+        assert!(!record_path(&missing).exists());
     }
 
     /// The real thing: a truncated copy of the pinned CPU plugin in a fresh cache
