@@ -134,6 +134,9 @@ impl Client {
             _ => options,
         };
         options.validate()?;
+        if options.keep_host_heap {
+            keep_host_heap()?;
+        }
         let api = plugin.api.clone();
         let is_cpu = plugin
             .path()
@@ -1038,6 +1041,45 @@ impl fmt::Debug for Client {
             .field("addressable_devices", &self.inner.addressable.len())
             .finish()
     }
+}
+
+/// [`ClientOptions::keep_host_heap`]: glibc's `mallopt` with the three settings
+/// that keep freed memory in the heap, for every thread's arena.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_host_heap() -> Result<()> {
+    use std::ffi::c_int;
+    unsafe extern "C" {
+        /// glibc's `int mallopt(int param, int value)`; 1 on success.
+        fn mallopt(param: c_int, value: c_int) -> c_int;
+    }
+    // glibc's parameter numbers (malloc.h).
+    const M_TRIM_THRESHOLD: c_int = -1;
+    const M_TOP_PAD: c_int = -2;
+    const M_MMAP_THRESHOLD: c_int = -3;
+    for (param, name, value) in [
+        (M_MMAP_THRESHOLD, "M_MMAP_THRESHOLD", 1 << 30),
+        (M_TRIM_THRESHOLD, "M_TRIM_THRESHOLD", c_int::MAX),
+        (M_TOP_PAD, "M_TOP_PAD", 64 << 20),
+    ] {
+        // SAFETY: `mallopt` takes two integers and changes the allocator's
+        // tunable parameters under its own lock; any value is accepted or refused
+        // by its return code.
+        if unsafe { mallopt(param, value) } != 1 {
+            return Err(Error::InvalidOption {
+                option: "keep_host_heap".into(),
+                reason: format!("glibc refused mallopt({name}, {value})"),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_host_heap() -> Result<()> {
+    Err(Error::InvalidOption {
+        option: "keep_host_heap".into(),
+        reason: "needs Linux with glibc (its mallopt)".into(),
+    })
 }
 
 /// The CPU affinity masks behind [`ClientOptions::worker_threads`].

@@ -24,6 +24,7 @@ pub struct ClientOptions {
     pub(crate) cache_limit: Option<u64>,
     pub(crate) distributed: Option<crate::distributed::Distributed>,
     pub(crate) worker_threads: Option<usize>,
+    pub(crate) keep_host_heap: bool,
 }
 
 impl ClientOptions {
@@ -106,6 +107,48 @@ impl ClientOptions {
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.worker_threads = Some(n);
         self
+    }
+
+    /// Linux with glibc: keep freed host memory in the process's heap instead of
+    /// returning it to the OS (off by default). **This changes `malloc` for the
+    /// whole process**, from the moment the client is created, for every thread.
+    ///
+    /// Why: the CPU plugin allocates a program's temporary buffers with `malloc`,
+    /// as one block, on every call. glibc serves a block over 32 MiB with a fresh
+    /// `mmap` and unmaps it when freed, so each call page-faults all of it in
+    /// again. A thread other than the main one allocates from its own arena,
+    /// whose heaps (64 MiB at most) are also unmapped once empty. With this
+    /// option, [`Client::new`](super::Client::new) calls `mallopt` three times:
+    /// `M_MMAP_THRESHOLD` 1 GiB (blocks up to that come from the heap),
+    /// `M_TRIM_THRESHOLD` at its maximum (the main heap is not shrunk) and
+    /// `M_TOP_PAD` 64 MiB (which also keeps the other arenas' heaps mapped).
+    /// Blocks over 64 MiB allocated by a thread other than the main one are still
+    /// `mmap`ed: a heap of such an arena cannot hold them.
+    ///
+    /// Measured (2026-11-27, a 2-core VM, plugin 0.115): a program with 32.3 MiB
+    /// of temporaries took 8,350–8,850 page faults a call without it, on the
+    /// main thread and on another; with it, 75–331 on the main thread and
+    /// 128–131 on another. That program was the `scan_grad` bench's gradient with
+    /// the weight's product after the loop; it ran 69–92 ms a call without the
+    /// faults, against 79–116 ms with them. The cost: the process's resident
+    /// memory does not shrink after a peak.
+    ///
+    /// Anywhere but Linux with glibc, asking for it is
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) when the client is
+    /// created.
+    ///
+    /// ```
+    /// let opts = xlaclient_pjrt::ClientOptions::new().keep_host_heap(true);
+    /// assert!(opts.keeps_host_heap());
+    /// ```
+    pub fn keep_host_heap(mut self, on: bool) -> Self {
+        self.keep_host_heap = on;
+        self
+    }
+
+    /// Whether [`keep_host_heap`](Self::keep_host_heap) is on.
+    pub fn keeps_host_heap(&self) -> bool {
+        self.keep_host_heap
     }
 
     /// The worker pool size set by [`worker_threads`](Self::worker_threads), if any.
