@@ -504,11 +504,12 @@ struct Trust {
 }
 
 impl Trust {
-    /// For the files of the cache: records, unless `XLACLIENT_REHASH` is set.
+    /// For the files of the cache: records, unless `XLACLIENT_REHASH` is set or
+    /// the system is not unix (whose status-change time the stamp relies on).
     fn cache(env: Env<'_>) -> Trust {
         let rehash = matches!(env_nonempty(env, "XLACLIENT_REHASH"), Some(v) if v != "0");
         Trust {
-            records: !rehash,
+            records: cfg!(unix) && !rehash,
             settle: std::time::Duration::from_secs(2),
         }
     }
@@ -538,10 +539,7 @@ fn record_line(sha256: &str, st: &Stamp) -> String {
 /// Whether `path`'s record says it hashed to `sha256` with exactly this stamp.
 /// A missing, unreadable or malformed record is simply not trusted.
 fn record_matches(path: &Path, sha256: &str, st: &Stamp) -> bool {
-    match fs::read_to_string(record_path(path)) {
-        Ok(text) => text == record_line(sha256, st),
-        Err(_) => false,
-    }
+    fs::read_to_string(record_path(path)).is_ok_and(|text| text == record_line(sha256, st))
 }
 
 /// Writes `path`'s record (by an atomic rename), if the file has not changed
@@ -587,14 +585,13 @@ fn check_file(path: &Path, sha256: &str, trust: Trust) -> Result<Check, InstallE
     if memo.get(path) == Some(&st) {
         return Ok(Check::Good);
     }
-    let unix = cfg!(unix);
-    if unix && trust.records && record_matches(path, sha256, &st) {
+    if trust.records && record_matches(path, sha256, &st) {
         memo.insert(path.to_path_buf(), st);
         return Ok(Check::Good);
     }
     let actual = sha256_file(path)?;
     if actual == sha256 {
-        if unix && trust.records {
+        if trust.records {
             write_record(path, sha256, &st, trust.settle);
         }
         memo.insert(path.to_path_buf(), st);
