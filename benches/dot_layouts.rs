@@ -11,8 +11,14 @@
 //! Programs alternate call by call; prints the median and the 10th percentile of
 //! a call in µs (about 8 µs of each is the call itself).
 //!
-//! Run: `cargo bench --bench dot_layouts -- K A C` (default `2048 256 3`, Anakin's
-//! second layer; `2048 50 256` is its first).
+//! With `--loop`, the ways a gradient step inside a loop would take instead: per
+//! step of a 500-step loop, `a`'s rows made by a kernel first (`1.5 · a_t`, as a
+//! gradient's activations are) and the product added into an accumulator, for
+//! the plain product, the transposed one and the crate's gradient; prints µs a
+//! step.
+//!
+//! Run: `cargo bench --bench dot_layouts -- K A C [--loop]` (default `2048 256
+//! 3`, Anakin's second layer; `2048 50 256` is its first).
 
 use std::time::Instant;
 
@@ -76,6 +82,85 @@ fn program(way: usize, k: i64, a_cols: i64, c_cols: i64) -> Computation {
     b.build(&r).expect("the program builds")
 }
 
+/// `way` (0 plain, 2 transposed behind a barrier, 7 the crate's gradient) per
+/// step of a loop over `steps` rows of `a` and `c`, summed.
+fn in_loop(way: usize, steps: i64, k: i64, a_cols: i64, c_cols: i64) -> Computation {
+    let b = Builder::new("dot_layouts_loop");
+    let a = b.parameter(0, Shape::of::<f32>(&[steps, k, a_cols]), "a");
+    let c = b.parameter(1, Shape::of::<f32>(&[steps, k, c_cols]), "c");
+    let w = b.parameter(2, Shape::of::<f32>(&[a_cols, c_cols]), "w");
+    let zero = b.constant(0i32);
+    let acc = b.zeros(xlaclient::ElementType::F32, &[a_cols, c_cols]);
+    let acc = b.fori_loop(0, steps as i32, acc, |t, acc| {
+        let row = |x: &xlaclient::Op, n: i64| {
+            x.dynamic_slice(&[t, &zero, &zero], &[1, k, n])
+                .reshape(&[k, n])
+        };
+        let (p, q) = (&row(&a, a_cols) * 1.5, row(&c, c_cols));
+        let r = match way {
+            0 => p.dot_general(&q, &DotDims::contract(0, 0)),
+            2 => b
+                .optimization_barrier(&[&p.transpose(&[1, 0])])
+                .remove(0)
+                .dot_general(&q, &DotDims::contract(1, 0)),
+            _ => {
+                let loss = (&p.matmul(&w) * &q).reduce_sum(&[0, 1]);
+                b.grad(&loss, &w)
+            }
+        };
+        &acc + &r
+    });
+    b.build(&acc).expect("the program builds")
+}
+
+fn loop_main(k: i64, a_cols: i64, c_cols: i64) -> xlaclient::Result<()> {
+    const STEPS: i64 = 500;
+    println!("aᵀ · c with a: [{k}, {a_cols}], c: [{k}, {c_cols}] (f32), per step of a loop");
+    let client = Client::cpu()?;
+    let a = client.buffer_from_host(
+        &vec![0.5f32; (STEPS * k * a_cols) as usize],
+        &[STEPS, k, a_cols],
+    )?;
+    let c = client.buffer_from_host(
+        &vec![0.25f32; (STEPS * k * c_cols) as usize],
+        &[STEPS, k, c_cols],
+    )?;
+    let w =
+        client.buffer_from_host(&vec![0.0f32; (a_cols * c_cols) as usize], &[a_cols, c_cols])?;
+    let ways = [0, 2, 7];
+    let exes = ways
+        .iter()
+        .map(|w| client.compile(in_loop(*w, STEPS, k, a_cols, c_cols)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let want = (0.1875 * (k * STEPS) as f64) as f32;
+    let mut times = vec![Vec::new(); ways.len()];
+    for round in 0..21 {
+        for (i, exe) in exes.iter().enumerate() {
+            let t = Instant::now();
+            let out = exe.execute(&[&a, &c, &w])?[0].to_vec::<f32>()?;
+            let dt = t.elapsed().as_secs_f64() * 1e6 / STEPS as f64;
+            if round == 0 {
+                assert!(
+                    out.iter().all(|v| (v - want).abs() <= 1e-3 * want),
+                    "{}",
+                    WAYS[ways[i]]
+                );
+            } else {
+                times[i].push(dt);
+            }
+        }
+    }
+    for (way, mut t) in ways.iter().zip(times) {
+        t.sort_by(f64::total_cmp);
+        println!(
+            "{:<26} median {:>9.2} µs a step",
+            WAYS[*way],
+            t[t.len() / 2]
+        );
+    }
+    Ok(())
+}
+
 fn main() -> xlaclient::Result<()> {
     let args: Vec<i64> = std::env::args()
         .skip(1)
@@ -86,6 +171,9 @@ fn main() -> xlaclient::Result<()> {
         *args.get(1).unwrap_or(&256),
         *args.get(2).unwrap_or(&3),
     );
+    if std::env::args().any(|a| a == "--loop") {
+        return loop_main(k, a_cols, c_cols);
+    }
     println!("aᵀ · c with a: [{k}, {a_cols}], c: [{k}, {c_cols}] (f32)");
     let client = Client::cpu()?;
     let a = client.buffer_from_host(&vec![0.5f32; (k * a_cols) as usize], &[k, a_cols])?;

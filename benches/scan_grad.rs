@@ -22,13 +22,23 @@
 //! for loops whose steps no cotangent chains, measured here for a recurrent one).
 //! Their ratios to the forward pass are printed too.
 //!
-//! Run: `cargo bench --bench scan_grad` (optionally `-- STEPS BATCH WIDTH`).
+//! One more program bounds what any gradient computed one step at a time can
+//! cost here: the forward loop with three products of the forward step's size a
+//! step instead of one (the gradient's products: the forward step's, then the
+//! state's `dpre·Wᵀ` and the weight's `hᵀ·dpre` in the backward step). Its ratio
+//! to the forward pass is the gradient's floor while the products run one after
+//! another on one thread, before any element-wise work of the backward step.
+//!
+//! Run: `cargo bench --bench scan_grad` (optionally `-- STEPS BATCH WIDTH`, and
+//! `--keep-host-heap` for a client made with `ClientOptions::keep_host_heap`:
+//! the weight's product after the loop needs more than glibc's 32 MiB mmap
+//! threshold of temporaries at the default size).
 
 use std::time::Instant;
 
 use xlaclient::{
-    Builder, CheckpointPolicy, Client, Comparison, Computation, DotDims, ElementType, ScanOptions,
-    Shape,
+    Builder, CheckpointPolicy, Client, ClientOptions, Comparison, Computation, DotDims,
+    ElementType, Plugin, ScanOptions, Shape,
 };
 
 fn program(
@@ -154,6 +164,23 @@ fn hand_written(steps: i64, batch: i64, width: i64, weight: Weight) -> Computati
         .expect("the program builds")
 }
 
+/// The forward loop with three products a step (`h·W`, then that times `W`
+/// twice) where the forward pass has one: the products a gradient step computes
+/// one after another.
+fn three_products(steps: i64, batch: i64, width: i64) -> Computation {
+    let b = Builder::new("three_products");
+    let w = b.parameter(0, Shape::of::<f32>(&[width, width]), "w");
+    let h0 = b.parameter(1, Shape::of::<f32>(&[batch, width]), "h0");
+    let xs = b.parameter(2, Shape::of::<f32>(&[steps, batch, width]), "xs");
+    let (_, ys) = b.scan(h0, xs, |h, x| {
+        let p = h.matmul(&w).matmul(&w).matmul(&w);
+        let h2 = (&p + &x).tanh();
+        let y = h2.reduce_sum(&[0, 1]);
+        (h2, y)
+    });
+    b.build(&ys.reduce_sum(&[0])).expect("the program builds")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -164,13 +191,20 @@ fn main() -> xlaclient::Result<()> {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
+    let keep_heap = std::env::args().any(|a| a == "--keep-host-heap");
     let (steps, batch, width) = (
         *args.first().unwrap_or(&1000),
         *args.get(1).unwrap_or(&32),
         *args.get(2).unwrap_or(&128),
     );
-    println!("scan of {steps} steps, h: [{batch}, {width}], W: [{width}, {width}] (f32)");
-    let client = Client::cpu()?;
+    println!(
+        "scan of {steps} steps, h: [{batch}, {width}], W: [{width}, {width}] (f32){}",
+        if keep_heap { ", host heap kept" } else { "" }
+    );
+    let client = Client::new(
+        &Plugin::default_plugin()?,
+        &ClientOptions::new().keep_host_heap(keep_heap),
+    )?;
     let mut fill = 0u32;
     let mut data = |n: usize| -> Vec<f32> {
         (0..n)
@@ -219,6 +253,13 @@ fn main() -> xlaclient::Result<()> {
         let compile = t.elapsed().as_secs_f64();
         let m = exe.memory_stats()?;
         exes.push((name, exe, compile, m.temp_bytes));
+    }
+    {
+        let t = Instant::now();
+        let exe = client.compile(three_products(steps, batch, width))?;
+        let compile = t.elapsed().as_secs_f64();
+        let m = exe.memory_stats()?;
+        exes.push(("three products a step", exe, compile, m.temp_bytes));
     }
     // The hand-written gradient computes what the automatic one does.
     let auto = exes[1].1.execute(&[&w, &h0, &xs])?;
@@ -299,6 +340,12 @@ fn main() -> xlaclient::Result<()> {
         "by hand, weight product after the loop / forward: {:.2}x (per-round {:.2}x)",
         med[7] / med[0],
         paired[7]
+    );
+    println!(
+        "three products a step / forward: {:.2}x (per-round {:.2}x): the floor of a \
+         gradient whose products run one after another",
+        med[8] / med[0],
+        paired[8]
     );
     Ok(())
 }

@@ -556,7 +556,8 @@ fn through_scan_dots_with_loop_invariant_weights() {
 /// and no product of the optimized gradient module contracts its left operand's
 /// axis 0. It pays for a narrow head (`[40, 20] · [20, 3]`: few outputs on a wide
 /// layer, from 32 rows; `[256, 16] · [16, 64]`) and for a small transposed side at
-/// least 64 wide (`[256, 64] · [64, 64]`). It does not for two narrow sides (`[100, 5] · [5, 2]`) nor for many rows of a
+/// least 64 wide (`[256, 64] · [64, 64]`), and for fewer rows with both sides at
+/// least 16 wide (`[32, 64] · [64, 64]`: a recurrent step's weight product). It does not for two narrow sides (`[100, 5] · [5, 2]`) nor for many rows of a
 /// wide layer (`[1024, 64] · [64, 64]`, where XLA's transpose costs more than the
 /// fast layout saves): the transpose rule's product contracting both axes 0
 /// stays. Central differences for every element of the smaller cases (the
@@ -564,12 +565,13 @@ fn through_scan_dots_with_loop_invariant_weights() {
 #[test]
 fn weight_gradients_over_many_rows_take_the_fast_layout() {
     let nt = DotDims::contract(1, 1);
-    let cases: [(&str, &[&[i64]], bool, bool); 7] = [
+    let cases: [(&str, &[&[i64]], bool, bool); 8] = [
         ("rows_xw", &[&[256, 16], &[16, 64]], false, true),
         ("rows_square", &[&[256, 64], &[64, 64]], false, true),
         ("narrow_head", &[&[40, 20], &[20, 3]], false, true),
         ("rows_xwt", &[&[60, 20], &[3, 20]], true, true),
         ("rows_3d", &[&[2, 30, 20], &[20, 3]], false, true),
+        ("rows_step", &[&[32, 64], &[64, 64]], false, true),
         ("rows_few", &[&[100, 5], &[5, 2]], false, false),
         ("rows_wide", &[&[1024, 64], &[64, 64]], false, false),
     ];

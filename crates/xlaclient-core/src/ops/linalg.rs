@@ -736,6 +736,17 @@ enum RowsLayout {
 ///   or value head (`[2048, 256]ᵀ · [2048, 3]` 706 → 193, `[32000, 256]ᵀ · [32000,
 ///   3]` 7,596 → 2,532, `[128, 64]ᵀ · [128, 2]` 33 → 22, `[2048, 3]ᵀ · [2048,
 ///   256]` 152 → 120; `[100, 5]ᵀ · [100, 2]`, both narrow, not);
+/// - from 8 to 255 rows, when the narrower side is at least 16 wide and the
+///   transposed operand holds at most 32,768 elements: transposed. Per step of a
+///   loop whose kernel makes `a`'s rows first (as a gradient's activations are;
+///   `cargo bench --bench dot_layouts -- K A C --loop`, 2026-11-28, µs a step):
+///   `[32, 128]ᵀ · [32, 128]` (an RNN step's weight product) 21.3 → 19.4,
+///   `[128, 128]ᵀ · [128, 128]` 106 → 66, `[128, 64]ᵀ · [128, 256]` 116 → 66,
+///   `[8, 32]ᵀ · [8, 32]` 5.4 → 2.6, `[128, 64]ᵀ · [128, 64]` 25.1 → 25.3; one
+///   product a call from parameters: `[128, 128]ᵀ · [128, 128]` 127 → 76,
+///   `[64, 256]ᵀ · [64, 256]` 180 → 141, `[32, 128]ᵀ · [32, 128]` the same,
+///   `[128, 64]ᵀ · [128, 64]` 27 → 30 (the one loss measured: one small extra
+///   kernel);
 /// - from 256 rows, when the transposed side is at most 256 wide and either a
 ///   quarter of the other side's width or less (`[2048, 50]ᵀ · [2048, 256]`, the
 ///   first layer of Anakin's network, 5% faster in its whole training step than
@@ -756,6 +767,9 @@ enum RowsLayout {
 fn rows_layout(rows: i64, a: i64, c: i64, float: bool) -> Option<RowsLayout> {
     let (narrow, wide) = (a.min(c), a.max(c));
     if rows >= 32 && (2..=16).contains(&narrow) && wide >= 16.max(2 * narrow) {
+        return Some(RowsLayout::Transposed);
+    }
+    if (8..256).contains(&rows) && narrow >= 16 && rows * narrow <= 32_768 {
         return Some(RowsLayout::Transposed);
     }
     if rows >= 256
