@@ -29,6 +29,12 @@
 //! to the forward pass is the gradient's floor while the products run one after
 //! another on one thread, before any element-wise work of the backward step.
 //!
+//! The forward pass and the default gradient are compiled a second time with
+//! `CompileOptions::library_fusions` holding `Dot` in place of XLA's
+//! `IndividualDot` (a product and the element-wise work around it, such as the
+//! gradient's accumulation of the weight's product, in one library call), and
+//! that gradient's ratio to that forward pass printed beside the others.
+//!
 //! Run: `cargo bench --bench scan_grad` (optionally `-- STEPS BATCH WIDTH`, and
 //! `--keep-host-heap` for a client made with `ClientOptions::keep_host_heap`:
 //! the weight's product after the loop needs more than glibc's 32 MiB mmap
@@ -37,8 +43,8 @@
 use std::time::Instant;
 
 use xlaclient::{
-    Builder, CheckpointPolicy, Client, ClientOptions, Comparison, Computation, DotDims,
-    ElementType, Plugin, ScanOptions, Shape,
+    Builder, CheckpointPolicy, Client, ClientOptions, Comparison, CompileOptions, Computation,
+    DotDims, ElementType, LibraryFusion, Plugin, ScanOptions, Shape,
 };
 
 fn program(
@@ -221,6 +227,11 @@ fn main() -> xlaclient::Result<()> {
         &[steps, batch, width],
     )?;
 
+    let dot_fusions = CompileOptions::new().library_fusions(&[
+        LibraryFusion::Dot,
+        LibraryFusion::IndividualConvolution,
+        LibraryFusion::Reduce,
+    ]);
     let mut exes = Vec::new();
     for (name, grad, policy) in [
         ("forward only", false, CheckpointPolicy::Everything),
@@ -261,6 +272,19 @@ fn main() -> xlaclient::Result<()> {
         let m = exe.memory_stats()?;
         exes.push(("three products a step", exe, compile, m.temp_bytes));
     }
+    for (name, grad) in [
+        ("forward, Dot fusions", false),
+        ("gradient, Dot fusions", true),
+    ] {
+        let t = Instant::now();
+        let exe = client.compile_with(
+            program(steps, batch, width, grad, CheckpointPolicy::Everything),
+            &dot_fusions,
+        )?;
+        let compile = t.elapsed().as_secs_f64();
+        let m = exe.memory_stats()?;
+        exes.push((name, exe, compile, m.temp_bytes));
+    }
     // The hand-written gradient computes what the automatic one does.
     let auto = exes[1].1.execute(&[&w, &h0, &xs])?;
     let hand = exes[5].1.execute(&[&w, &h0, &xs])?;
@@ -297,6 +321,21 @@ fn main() -> xlaclient::Result<()> {
     let paired: Vec<f64> = (0..times.len())
         .map(|k| median(times[k].iter().zip(&times[0]).map(|(t, f)| t / f).collect()))
         .collect();
+    // The Dot-fusion gradient against the Dot-fusion forward pass.
+    let dot_paired = median(
+        times[10]
+            .iter()
+            .zip(&times[9])
+            .map(|(t, f)| t / f)
+            .collect(),
+    );
+    let dot_to_default = median(
+        times[10]
+            .iter()
+            .zip(&times[0])
+            .map(|(t, f)| t / f)
+            .collect(),
+    );
     let med: Vec<f64> = times.into_iter().map(median).collect();
     for ((name, _, compile, temp), t) in exes.iter().zip(&med) {
         println!(
@@ -340,6 +379,16 @@ fn main() -> xlaclient::Result<()> {
         "by hand, weight product after the loop / forward: {:.2}x (per-round {:.2}x)",
         med[7] / med[0],
         paired[7]
+    );
+    println!(
+        "with Dot library fusions: forward {:.1} ms, gradient {:.1} ms, gradient / forward \
+         {:.2}x (per-round {:.2}x); that gradient / the default forward {:.2}x (per-round {:.2}x)",
+        med[9] * 1e3,
+        med[10] * 1e3,
+        med[10] / med[9],
+        dot_paired,
+        med[10] / med[0],
+        dot_to_default
     );
     println!(
         "three products a step / forward: {:.2}x (per-round {:.2}x): the floor of a \

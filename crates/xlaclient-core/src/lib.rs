@@ -116,7 +116,7 @@ pub use tree::{Leaf, Tree, TreeError};
 pub use xlaclient_pjrt::WaitPolicy;
 pub use xlaclient_pjrt::{
     AlignedHost, Arg, Buffer, CacheStats, Client, ClientOptions, CompileCache, CompileOptions,
-    Device, HloModuleSource, LoadedExecutable, MemoryStats, Plugin, ProgramFormat,
+    Device, HloModuleSource, LibraryFusion, LoadedExecutable, MemoryStats, Plugin, ProgramFormat,
 };
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]

@@ -75,7 +75,8 @@ pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
 pub use host::{AlignedHost, HOST_ALIGN};
 pub use host_callback::{HOST_CALLBACK_TARGET, HostValue, register_host_callback};
 pub use options::{
-    ClientOptions, CompileOptions, MAX_CPU_DEVICES, ProgramFormat, XLA_DEBUG_DEFAULTS,
+    ClientOptions, CompileOptions, LibraryFusion, MAX_CPU_DEVICES, ProgramFormat,
+    XLA_DEBUG_DEFAULTS,
 };
 pub use shape::{ElementType, NativeType, Shape};
 

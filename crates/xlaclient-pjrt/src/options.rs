@@ -281,10 +281,103 @@ pub struct CompileOptions {
     optimization_level: Option<i32>,
     /// Set by the program: the CPU backend's `xla_cpu_small_while_loop_byte_threshold`.
     small_while_loop_bytes: Option<u64>,
+    /// Set by the program: the CPU backend's library fusions (`None`: XLA's, or
+    /// `XLA_FLAGS`'s).
+    library_fusions: Option<Vec<LibraryFusion>>,
     /// `XLA_FLAGS` as read when the options were made (or what is wrong with it).
     xla_flags: Result<proto::DebugOptions, String>,
     /// The form the module is handed to the plugin in.
     format: ProgramFormat,
+}
+
+/// What XLA's CPU backend hands to its matrix library (YNNPACK) as one call
+/// ("library fusions", `DebugOptions.LibraryFusionType`, XLA's
+/// `xla_cpu_experimental_ynn_fusion_type`); see
+/// [`CompileOptions::library_fusions`]. XLA's default (jaxlib 0.10.2's too) is
+/// [`IndividualDot`](LibraryFusion::IndividualDot),
+/// [`IndividualConvolution`](LibraryFusion::IndividualConvolution) and
+/// [`Reduce`](LibraryFusion::Reduce).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LibraryFusion {
+    /// Matrix products together with the element-wise work around them (an
+    /// accumulation `acc + x·y`, a bias) in one library call.
+    Dot,
+    /// Element-wise operations.
+    Eltwise,
+    /// Reductions.
+    Reduce,
+    /// Each matrix product alone.
+    IndividualDot,
+    /// Each convolution alone.
+    IndividualConvolution,
+}
+
+impl LibraryFusion {
+    /// The `LibraryFusionType` number.
+    pub fn number(self) -> i32 {
+        match self {
+            LibraryFusion::Dot => 1,
+            LibraryFusion::Eltwise => 2,
+            LibraryFusion::Reduce => 3,
+            LibraryFusion::IndividualDot => 4,
+            LibraryFusion::IndividualConvolution => 5,
+        }
+    }
+
+    /// The kind named as XLA's flag names it (`dot`, `eltwise`, `reduce`,
+    /// `individual_dot`, `individual_convolution`; any case).
+    pub fn from_name(name: &str) -> Option<LibraryFusion> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "dot" => LibraryFusion::Dot,
+            "eltwise" => LibraryFusion::Eltwise,
+            "reduce" => LibraryFusion::Reduce,
+            "individual_dot" => LibraryFusion::IndividualDot,
+            "individual_convolution" => LibraryFusion::IndividualConvolution,
+            _ => return None,
+        })
+    }
+}
+
+/// `debug` (a serialized `DebugOptions`) without its library fusion types
+/// (field 422), so that a list set later replaces them instead of adding to
+/// them (protobuf appends repeated fields when messages merge). Bytes that do
+/// not parse are returned as they are.
+fn without_library_fusions(debug: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    use prost::encoding::{WireType, decode_key, decode_varint};
+    let mut rest = debug;
+    let mut out = Vec::with_capacity(debug.len());
+    while !rest.is_empty() {
+        let start = rest;
+        let Ok((field, wire)) = decode_key(&mut rest) else {
+            return debug.into();
+        };
+        let skipped = match wire {
+            WireType::Varint => decode_varint(&mut rest).is_ok(),
+            WireType::SixtyFourBit if rest.len() >= 8 => {
+                rest = &rest[8..];
+                true
+            }
+            WireType::ThirtyTwoBit if rest.len() >= 4 => {
+                rest = &rest[4..];
+                true
+            }
+            WireType::LengthDelimited => match decode_varint(&mut rest) {
+                Ok(n) if n <= rest.len() as u64 => {
+                    rest = &rest[n as usize..];
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !skipped {
+            return debug.into();
+        }
+        if field != 422 {
+            out.extend_from_slice(&start[..start.len() - rest.len()]);
+        }
+    }
+    out.into()
 }
 
 /// The form in which `Client::compile_with` hands a module to the plugin (the
@@ -318,6 +411,7 @@ impl Default for CompileOptions {
                 .filter(|d| !d.is_empty()),
             optimization_level: None,
             small_while_loop_bytes: None,
+            library_fusions: None,
             xla_flags: crate::xla_flags::from_env(),
             format: ProgramFormat::Hlo,
         }
@@ -462,6 +556,30 @@ impl CompileOptions {
     pub fn single_kernel_loops(mut self, max_bytes: u64) -> Self {
         self.small_while_loop_bytes = Some(max_bytes);
         self
+    }
+
+    /// What the CPU backend hands to its matrix library (YNNPACK), replacing
+    /// XLA's list (and `XLA_FLAGS`'s `--xla_cpu_experimental_ynn_fusion_type`); an
+    /// empty list hands it nothing. [`LibraryFusion::Dot`] in place of
+    /// [`LibraryFusion::IndividualDot`] runs a product and the element-wise work
+    /// around it as one call: a loop's gradient adding each step's weight product
+    /// into its accumulator does it in the library's product. Other backends
+    /// ignore the setting. Needs [`CompileOptions::xla_debug_defaults`].
+    ///
+    /// ```
+    /// use xlaclient_pjrt::{CompileOptions, LibraryFusion};
+    /// let opts = CompileOptions::new().library_fusions(&[LibraryFusion::Dot, LibraryFusion::Reduce]);
+    /// assert_eq!(opts.library_fusions_set(), Some(&[LibraryFusion::Dot, LibraryFusion::Reduce][..]));
+    /// ```
+    pub fn library_fusions(mut self, kinds: &[LibraryFusion]) -> Self {
+        self.library_fusions = Some(kinds.to_vec());
+        self
+    }
+
+    /// The list set by [`CompileOptions::library_fusions`] (`None`: XLA's, or
+    /// `XLA_FLAGS`'s).
+    pub fn library_fusions_set(&self) -> Option<&[LibraryFusion]> {
+        self.library_fusions.as_deref()
     }
 
     /// Settings for a program that runs once or a few times, such as an
@@ -670,12 +788,35 @@ impl CompileOptions {
                 ..Default::default()
             }
             .encode_to_vec();
+            // A list of library fusions replaces XLA's: the program's, else
+            // XLA_FLAGS's (repeated fields would otherwise add up).
+            let flag_fusions = self
+                .xla_flags
+                .as_ref()
+                .ok()
+                .map(|f| f.xla_cpu_experimental_ynn_fusion_type.clone())
+                .filter(|v| !v.is_empty());
+            let fusions: Option<Vec<i32>> = self
+                .library_fusions
+                .as_ref()
+                .map(|v| v.iter().map(|k| k.number()).collect())
+                .or(flag_fusions);
+            let xla_defaults = if fusions.is_some() {
+                without_library_fusions(XLA_DEBUG_DEFAULTS)
+            } else {
+                XLA_DEBUG_DEFAULTS.into()
+            };
             let flags = self
                 .xla_flags
                 .as_ref()
-                .map(|f| f.encode_to_vec())
+                .map(|f| {
+                    let mut f = f.clone();
+                    f.xla_cpu_experimental_ynn_fusion_type.clear();
+                    f.encode_to_vec()
+                })
                 .unwrap_or_default();
             let settings = proto::DebugOptions {
+                xla_cpu_experimental_ynn_fusion_type: fusions.unwrap_or_default(),
                 xla_cpu_enable_fast_min_max: self.fast_min_max,
                 xla_gpu_enable_fast_min_max: self.fast_min_max,
                 xla_dump_to: self.dump_to.clone(),
@@ -694,7 +835,7 @@ impl CompileOptions {
                 ..Default::default()
             }
             .encode_to_vec();
-            for debug in [XLA_DEBUG_DEFAULTS, &defaults, &flags, &settings] {
+            for debug in [&xla_defaults[..], &defaults, &flags, &settings] {
                 // CompileOptionsProto.executable_build_options (3) holding
                 // ExecutableBuildOptionsProto.debug_options (3) holding `debug`.
                 let mut build = Vec::with_capacity(debug.len() + 4);
@@ -773,6 +914,61 @@ mod tests {
             .unwrap()
             .debug_options
             .unwrap()
+    }
+
+    #[test]
+    fn a_library_fusion_list_replaces_xlas_instead_of_adding_to_it() {
+        use LibraryFusion::*;
+        // XLA's own list, as recorded: individual dots, convolutions, reductions.
+        assert_eq!(
+            sent_debug_options(&CompileOptions::new().xla_flags(""))
+                .xla_cpu_experimental_ynn_fusion_type,
+            vec![4, 5, 3]
+        );
+        let o = CompileOptions::new()
+            .xla_flags("")
+            .library_fusions(&[Dot, Reduce]);
+        assert_eq!(
+            sent_debug_options(&o).xla_cpu_experimental_ynn_fusion_type,
+            vec![1, 3]
+        );
+        // An empty list hands the library nothing.
+        let o = CompileOptions::new().xla_flags("").library_fusions(&[]);
+        assert!(
+            sent_debug_options(&o)
+                .xla_cpu_experimental_ynn_fusion_type
+                .is_empty()
+        );
+        // XLA_FLAGS's list replaces XLA's too, and the program's replaces both.
+        let f =
+            CompileOptions::new().xla_flags("--xla_cpu_experimental_ynn_fusion_type=DOT,eltwise");
+        assert_eq!(
+            sent_debug_options(&f).xla_cpu_experimental_ynn_fusion_type,
+            vec![1, 2]
+        );
+        let f = f.library_fusions(&[IndividualDot]);
+        assert_eq!(
+            sent_debug_options(&f).xla_cpu_experimental_ynn_fusion_type,
+            vec![4]
+        );
+        // Every other default is untouched by the removal.
+        let mut all = proto::DebugOptions::decode(XLA_DEBUG_DEFAULTS).unwrap();
+        let kept =
+            proto::DebugOptions::decode(&without_library_fusions(XLA_DEBUG_DEFAULTS)[..]).unwrap();
+        assert!(!all.xla_cpu_experimental_ynn_fusion_type.is_empty());
+        all.xla_cpu_experimental_ynn_fusion_type.clear();
+        assert_eq!(all, kept);
+        assert!(without_library_fusions(XLA_DEBUG_DEFAULTS).len() < XLA_DEBUG_DEFAULTS.len());
+        // Bytes that do not parse are passed on as they are.
+        assert_eq!(
+            &without_library_fusions(&[0x0a, 0x05, 0x01])[..],
+            &[0x0a, 0x05, 0x01]
+        );
+        assert_eq!(
+            LibraryFusion::from_name("Individual_Convolution"),
+            Some(IndividualConvolution)
+        );
+        assert_eq!(LibraryFusion::from_name("dots"), None);
     }
 
     #[test]

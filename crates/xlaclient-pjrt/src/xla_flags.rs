@@ -51,6 +51,7 @@ pub const FLAGS: &[&str] = &[
     "xla_cpu_prefer_vector_width",
     "xla_cpu_max_isa",
     "xla_cpu_use_xnnpack",
+    "xla_cpu_experimental_ynn_fusion_type",
     "xla_gpu_enable_fast_min_max",
     "xla_gpu_autotune_level",
     "xla_gpu_deterministic_ops",
@@ -134,6 +135,23 @@ fn set(d: &mut DebugOptions, name: &str, v: Option<&str>) -> Result<(), String> 
         "xla_cpu_prefer_vector_width" => d.xla_cpu_prefer_vector_width = int(v)?,
         "xla_cpu_max_isa" => d.xla_cpu_max_isa = string(v)?,
         "xla_cpu_use_xnnpack" => d.xla_cpu_use_xnnpack = boolean(v)?,
+        // The list replaces XLA's (see `CompileOptions::library_fusions`); XLA's
+        // `+kind`/`-kind` edits are not read.
+        "xla_cpu_experimental_ynn_fusion_type" => {
+            d.xla_cpu_experimental_ynn_fusion_type = list(v)?
+                .iter()
+                .map(|t| {
+                    crate::LibraryFusion::from_name(t)
+                        .map(crate::LibraryFusion::number)
+                        .ok_or_else(|| {
+                            format!(
+                                "`{t}` is not a library fusion (dot, eltwise, reduce, \
+                                 individual_dot, individual_convolution)"
+                            )
+                        })
+                })
+                .collect::<Result<_, _>>()?;
+        }
         "xla_gpu_enable_fast_min_max" => d.xla_gpu_enable_fast_min_max = boolean(v)?,
         "xla_gpu_autotune_level" => d.xla_gpu_autotune_level = int(v)?,
         "xla_gpu_deterministic_ops" => d.xla_gpu_deterministic_ops = boolean(v)?,
@@ -187,6 +205,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn library_fusions_parse_by_name() {
+        let d = parse("--xla_cpu_experimental_ynn_fusion_type=dot,REDUCE").unwrap();
+        assert_eq!(d.xla_cpu_experimental_ynn_fusion_type, vec![1, 3]);
+        let e = parse("--xla_cpu_experimental_ynn_fusion_type=dot,+eltwise").unwrap_err();
+        assert!(e.contains("`+eltwise` is not a library fusion"), "{e}");
+    }
+
+    #[test]
     fn flags_parse_as_xla_writes_them() {
         let d = parse(
             "--xla_dump_to=/tmp/d --xla_cpu_enable_fast_math=false \
@@ -232,6 +258,8 @@ mod tests {
             ];
             let value = if text.contains(f) {
                 "x"
+            } else if *f == "xla_cpu_experimental_ynn_fusion_type" {
+                "dot"
             } else if numbers.contains(f) {
                 "1"
             } else {
