@@ -22,7 +22,7 @@
 
 use std::time::Instant;
 
-use xlaclient::{Builder, Client, Computation, DotDims, Shape};
+use xlaclient::{Buffer, Builder, Client, Computation, DotDims, LoadedExecutable, Shape};
 
 /// The ways, named.
 const WAYS: [&str; 8] = [
@@ -113,6 +113,40 @@ fn in_loop(way: usize, steps: i64, k: i64, a_cols: i64, c_cols: i64) -> Computat
     b.build(&acc).expect("the program builds")
 }
 
+/// Calls the executables in turn on `args`, `rounds` times: the first round
+/// checks that every output element is `want` (to 1e-3; `name(i)` names a
+/// failing one), the others are timed. Per executable, its calls' times in µs,
+/// sorted.
+fn alternate(
+    exes: &[LoadedExecutable],
+    args: &[&Buffer],
+    rounds: usize,
+    want: f32,
+    name: impl Fn(usize) -> &'static str,
+) -> xlaclient::Result<Vec<Vec<f64>>> {
+    let mut times = vec![Vec::new(); exes.len()];
+    for round in 0..rounds {
+        for (i, exe) in exes.iter().enumerate() {
+            let t = Instant::now();
+            let out = exe.execute(args)?[0].to_vec::<f32>()?;
+            let dt = t.elapsed().as_secs_f64() * 1e6;
+            if round == 0 {
+                assert!(
+                    out.iter().all(|v| (v - want).abs() <= 1e-3 * want),
+                    "{}",
+                    name(i)
+                );
+            } else {
+                times[i].push(dt);
+            }
+        }
+    }
+    for t in &mut times {
+        t.sort_by(f64::total_cmp);
+    }
+    Ok(times)
+}
+
 fn loop_main(k: i64, a_cols: i64, c_cols: i64) -> xlaclient::Result<()> {
     const STEPS: i64 = 500;
     println!("aᵀ · c with a: [{k}, {a_cols}], c: [{k}, {c_cols}] (f32), per step of a loop");
@@ -133,29 +167,12 @@ fn loop_main(k: i64, a_cols: i64, c_cols: i64) -> xlaclient::Result<()> {
         .map(|w| client.compile(in_loop(*w, STEPS, k, a_cols, c_cols)))
         .collect::<Result<Vec<_>, _>>()?;
     let want = (0.1875 * (k * STEPS) as f64) as f32;
-    let mut times = vec![Vec::new(); ways.len()];
-    for round in 0..21 {
-        for (i, exe) in exes.iter().enumerate() {
-            let t = Instant::now();
-            let out = exe.execute(&[&a, &c, &w])?[0].to_vec::<f32>()?;
-            let dt = t.elapsed().as_secs_f64() * 1e6 / STEPS as f64;
-            if round == 0 {
-                assert!(
-                    out.iter().all(|v| (v - want).abs() <= 1e-3 * want),
-                    "{}",
-                    WAYS[ways[i]]
-                );
-            } else {
-                times[i].push(dt);
-            }
-        }
-    }
-    for (way, mut t) in ways.iter().zip(times) {
-        t.sort_by(f64::total_cmp);
+    let times = alternate(&exes, &[&a, &c, &w], 21, want, |i| WAYS[ways[i]])?;
+    for (way, t) in ways.iter().zip(times) {
         println!(
             "{:<26} median {:>9.2} µs a step",
             WAYS[*way],
-            t[t.len() / 2]
+            t[t.len() / 2] / STEPS as f64
         );
     }
     Ok(())
@@ -185,25 +202,8 @@ fn main() -> xlaclient::Result<()> {
         .map(|w| client.compile(program(w, k, a_cols, c_cols)))
         .collect::<Result<Vec<_>, _>>()?;
     let want = (0.125 * k as f64) as f32;
-    let mut times = vec![Vec::new(); WAYS.len()];
-    for round in 0..300 {
-        for (w, exe) in exes.iter().enumerate() {
-            let t = Instant::now();
-            let out = exe.execute(&[&a, &c, &at, &w0])?[0].to_vec::<f32>()?;
-            let dt = t.elapsed().as_secs_f64() * 1e6;
-            if round == 0 {
-                assert!(
-                    out.iter().all(|v| (v - want).abs() <= 1e-3 * want),
-                    "{}",
-                    WAYS[w]
-                );
-            } else {
-                times[w].push(dt);
-            }
-        }
-    }
-    for (name, mut t) in WAYS.iter().zip(times) {
-        t.sort_by(f64::total_cmp);
+    let times = alternate(&exes, &[&a, &c, &at, &w0], 300, want, |w| WAYS[w])?;
+    for (name, t) in WAYS.iter().zip(times) {
         println!(
             "{name:<26} median {:>9.1} µs   p10 {:>9.1} µs",
             t[t.len() / 2],

@@ -318,24 +318,18 @@ fn main() -> xlaclient::Result<()> {
     }
     // Each round's ratio to the forward pass of the same round, whose median is
     // steadier than the ratio of medians when the machine's speed drifts.
-    let paired: Vec<f64> = (0..times.len())
-        .map(|k| median(times[k].iter().zip(&times[0]).map(|(t, f)| t / f).collect()))
-        .collect();
+    let per_round = |k: usize, base: usize| {
+        median(
+            times[k]
+                .iter()
+                .zip(&times[base])
+                .map(|(t, f)| t / f)
+                .collect(),
+        )
+    };
+    let paired: Vec<f64> = (0..times.len()).map(|k| per_round(k, 0)).collect();
     // The Dot-fusion gradient against the Dot-fusion forward pass.
-    let dot_paired = median(
-        times[10]
-            .iter()
-            .zip(&times[9])
-            .map(|(t, f)| t / f)
-            .collect(),
-    );
-    let dot_to_default = median(
-        times[10]
-            .iter()
-            .zip(&times[0])
-            .map(|(t, f)| t / f)
-            .collect(),
-    );
+    let dot_paired = per_round(10, 9);
     let med: Vec<f64> = times.into_iter().map(median).collect();
     for ((name, _, compile, temp), t) in exes.iter().zip(&med) {
         println!(
@@ -388,7 +382,7 @@ fn main() -> xlaclient::Result<()> {
         med[10] / med[9],
         dot_paired,
         med[10] / med[0],
-        dot_to_default
+        paired[10]
     );
     println!(
         "three products a step / forward: {:.2}x (per-round {:.2}x): the floor of a \

