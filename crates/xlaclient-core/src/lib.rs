@@ -121,7 +121,7 @@ pub use xlaclient_pjrt::{
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use xlaclient_pjrt::{ArrayElement, NdArray};
-pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue};
+pub use xlaclient_pjrt::{HOST_CALLBACK_TARGET, HostValue, UNINITIALIZED_TARGET};
 
 // numpy's array functions and lax.conv_transpose (issue 24).
 pub use ops::arrays::{ConvTransposePadding, NormOrd};

@@ -372,7 +372,18 @@ impl Client {
             }
             return Ok(exe);
         }
-        let bytes = module.hlo_module_bytes();
+        // Uninitialized buffers on this plugin's CPU platform, zeros elsewhere
+        // (and in SPMD-partitioned programs, which would split the kernel's
+        // buffer as a replicated value).
+        let bytes = if module.uses_uninitialized_buffers()
+            && (options.spmd_partitioned()
+                || !self.platform_name().is_ok_and(|p| p == "cpu")
+                || self.plugin().enable_uninitialized_buffers().is_err())
+        {
+            module.hlo_module_bytes_zeroed()
+        } else {
+            module.hlo_module_bytes()
+        };
         if options.spmd_partitioned() {
             // The module states the logical arrays; each partition's parameters are
             // its shards, read back from the partitioned program.

@@ -47,6 +47,7 @@ mod elf;
 pub mod error;
 mod event;
 mod executable;
+pub mod ffi;
 pub mod float8;
 pub mod guard;
 mod host;
@@ -72,6 +73,7 @@ pub use device::Device;
 pub use error::{Error, PjrtErrorCode, Result};
 pub use event::{AUTO_SPIN, Event, WaitPolicy};
 pub use executable::{Arg, Execution, LoadedExecutable, MemoryStats};
+pub use ffi::UNINITIALIZED_TARGET;
 pub use host::{AlignedHost, HOST_ALIGN};
 pub use host_callback::{HOST_CALLBACK_TARGET, HostValue, register_host_callback};
 pub use options::{
@@ -135,6 +137,25 @@ pub unsafe trait HloModuleSource {
     fn uses_host_callbacks(&self) -> bool {
         false
     }
+
+    /// Whether the module starts some array from a buffer left as allocated (a
+    /// custom call to [`UNINITIALIZED_TARGET`], which the core crate's loops use
+    /// for stacks they write in full before reading). The client then registers
+    /// that kernel with a CPU plugin ([`Plugin::enable_uninitialized_buffers`])
+    /// and compiles [`hlo_module_bytes_zeroed`](Self::hlo_module_bytes_zeroed)
+    /// where it cannot. The default says no.
+    fn uses_uninitialized_buffers(&self) -> bool {
+        false
+    }
+
+    /// The module with a broadcast of zeros in place of every uninitialized
+    /// buffer: what the client compiles where the kernel is unavailable (another
+    /// platform, an SPMD-partitioned program). It carries the promise of
+    /// [`hlo_module_bytes`](Self::hlo_module_bytes) and must compute the same
+    /// results. The default: the module's own bytes.
+    fn hlo_module_bytes_zeroed(&self) -> Vec<u8> {
+        self.hlo_module_bytes()
+    }
 }
 
 // SAFETY: the bytes and shapes are `T`'s, which keeps the promise.
@@ -161,5 +182,13 @@ unsafe impl<T: HloModuleSource + ?Sized> HloModuleSource for &T {
 
     fn uses_host_callbacks(&self) -> bool {
         (**self).uses_host_callbacks()
+    }
+
+    fn uses_uninitialized_buffers(&self) -> bool {
+        (**self).uses_uninitialized_buffers()
+    }
+
+    fn hlo_module_bytes_zeroed(&self) -> Vec<u8> {
+        (**self).hlo_module_bytes_zeroed()
     }
 }

@@ -242,11 +242,76 @@ unsafe impl xlaclient_pjrt::HloModuleSource for Computation {
     }
 
     fn uses_host_callbacks(&self) -> bool {
+        self.calls(xlaclient_pjrt::HOST_CALLBACK_TARGET)
+    }
+
+    fn uses_uninitialized_buffers(&self) -> bool {
+        self.calls(xlaclient_pjrt::UNINITIALIZED_TARGET)
+    }
+
+    /// The proto with each uninitialized buffer (a custom call that has no
+    /// operands) turned into a broadcast of a zero constant placed just before it:
+    /// the same shapes, and the same results, since every element of such a
+    /// buffer is written before it is read.
+    fn hlo_module_bytes_zeroed(&self) -> Vec<u8> {
+        use prost::Message;
+        let mut m = self.proto();
+        let mut next = m
+            .computations
+            .iter()
+            .flat_map(|c| c.instructions.iter().map(|i| i.id))
+            .max()
+            .unwrap_or(0)
+            + 1;
+        for c in &mut m.computations {
+            let mut out = Vec::with_capacity(c.instructions.len());
+            for mut i in std::mem::take(&mut c.instructions) {
+                let uninit = i.opcode == "custom-call"
+                    && i.custom_call_target == xlaclient_pjrt::UNINITIALIZED_TARGET
+                    && i.operand_ids.is_empty();
+                let ty = i
+                    .shape
+                    .as_ref()
+                    .and_then(Shape::from_proto)
+                    .and_then(|s| s.element_type());
+                if let (true, Some(ty)) = (uninit, ty) {
+                    let scalar = Shape::scalar(ty);
+                    out.push(proto::HloInstructionProto {
+                        name: format!("{}.zero", i.name),
+                        opcode: "constant".into(),
+                        shape: Some(scalar.to_proto()),
+                        id: next,
+                        literal: Some(crate::ops::structural::literal_proto(
+                            &scalar,
+                            &vec![0u8; ty.byte_size()],
+                        )),
+                        metadata: i.metadata.clone(),
+                        ..Default::default()
+                    });
+                    i.opcode = "broadcast".into();
+                    i.operand_ids = vec![next];
+                    i.dimensions = Vec::new();
+                    i.custom_call_target = String::new();
+                    i.backend_config = Vec::new();
+                    i.custom_call_api_version = 0;
+                    i.custom_call_has_side_effect = false;
+                    next += 1;
+                }
+                out.push(i);
+            }
+            c.instructions = out;
+        }
+        m.encode_to_vec()
+    }
+}
+
+impl Computation {
+    /// Whether any instruction calls the kernel `target`.
+    fn calls(&self, target: &str) -> bool {
         self.ir().comps.iter().any(|c| {
-            c.instrs.iter().any(|i| {
-                matches!(&i.kind, ir::OpKind::CustomCall(a)
-                    if a.target == xlaclient_pjrt::HOST_CALLBACK_TARGET)
-            })
+            c.instrs
+                .iter()
+                .any(|i| matches!(&i.kind, ir::OpKind::CustomCall(a) if a.target == target))
         })
     }
 }

@@ -289,8 +289,9 @@ fn constant_like(x: &Op) -> bool {
     let mut v = x.v;
     loop {
         let ins = &c.instrs[v.instr as usize];
-        match ins.kind {
+        match &ins.kind {
             OpKind::Constant(_) | OpKind::Iota { .. } => return true,
+            OpKind::CustomCall(a) => return a.target == xlaclient_pjrt::UNINITIALIZED_TARGET,
             OpKind::Broadcast { .. } | OpKind::Reshape => v = ins.operands[0],
             _ => return false,
         }
@@ -984,18 +985,14 @@ impl Builder {
         if let Err(f) = probed {
             return fail_out(f, init, xs);
         }
+        // Each row is written by its step before anything reads the stack: no
+        // pass of zeros over it first.
         let ys0: Vec<Op> = y_shapes
             .iter()
             .map(|s| {
                 let mut d = vec![len];
                 d.extend(s.dims());
-                self.scalar_of(
-                    s.element_type().expect("an array"),
-                    crate::Scalar::Int(0),
-                    loc,
-                )
-                .on(loc)
-                .broadcast_to(&d)
+                self.uninitialized(s.element_type().expect("an array"), &d, loc)
             })
             .collect();
         // One step at counter `i`: the body on slice `i`, its y stored at row `i`.
@@ -1380,12 +1377,15 @@ fn while_cts(
                 let dims: Vec<i64> = std::iter::once(trips)
                     .chain(d.out.dims().iter().copied())
                     .collect();
-                b.scalar_of(
-                    d.out.element_type().expect("array"),
-                    crate::Scalar::Int(0),
-                    loc,
-                )
-                .broadcast_to(&dims)
+                let ty = d.out.element_type().expect("array");
+                if bounded {
+                    // The rows of steps that do not run enter the product: zeros.
+                    b.scalar_of(ty, crate::Scalar::Int(0), loc)
+                        .broadcast_to(&dims)
+                } else {
+                    // Each step writes its row.
+                    b.uninitialized(ty, &dims, loc)
+                }
             })
             .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
             .collect();
@@ -2552,8 +2552,17 @@ fn storing_loop(
             let dims: Vec<i64> = std::iter::once(trips)
                 .chain(s.dims().iter().copied())
                 .collect();
-            b.scalar_of(s.element_type().expect("array"), crate::Scalar::Int(0), loc)
-                .broadcast_to(&dims)
+            let ty = s.element_type().expect("array");
+            if bounded {
+                // Rows of the steps that do not run stay as they start, and the
+                // backward pass may read them (masked): zeros.
+                b.scalar_of(ty, crate::Scalar::Int(0), loc)
+                    .broadcast_to(&dims)
+            } else {
+                // Every row is written (one per step) before the backward pass
+                // reads any: no pass of zeros over the stack first.
+                b.uninitialized(ty, &dims, loc)
+            }
         })
         .collect();
     let (count, outs, stacks) = b.while_loop(

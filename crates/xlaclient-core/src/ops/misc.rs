@@ -7,7 +7,7 @@ use crate::builder::{Builder, Op};
 use crate::error::{ShapeError, ShapeErrorKind};
 use crate::ir::{InferCx, LowerCx, OpKind, OpText, RaiseCx, TextCx};
 use crate::proto;
-use crate::shape::Shape;
+use crate::shape::{ElementType, Shape};
 use std::panic::Location;
 
 // ---------------------------------------------------------------------------------
@@ -365,6 +365,33 @@ pub(crate) fn text_custom_call(kind: &OpKind, _: &TextCx<'_>, out: &mut OpText) 
 }
 
 impl Builder {
+    /// An array of `ty` and `dims` whose contents are unspecified until written:
+    /// the starting value of a stack that a loop writes in full, row by row,
+    /// before anything reads it (a scan's stacked outputs, a gradient's stored
+    /// values). On the CPU plugins it is a custom call to
+    /// [`UNINITIALIZED_TARGET`](xlaclient_pjrt::UNINITIALIZED_TARGET), whose kernel
+    /// leaves the buffer as allocated instead of writing zeros over it; elsewhere
+    /// the client compiles zeros in its place (`HloModuleSource::hlo_module_bytes_zeroed`).
+    /// Only for values every element of which is written before it is read.
+    pub(crate) fn uninitialized(
+        &self,
+        ty: ElementType,
+        dims: &[i64],
+        loc: &'static Location<'static>,
+    ) -> Op {
+        self.emit(
+            OpKind::CustomCall(Box::new(CustomCallAttrs {
+                target: xlaclient_pjrt::UNINITIALIZED_TARGET.to_string(),
+                opaque: Vec::new(),
+                api_version: 4,
+                has_side_effect: false,
+            })),
+            &[],
+            Some(Shape::array(ty, dims)),
+            loc,
+        )
+    }
+
     /// XLA's CustomCall: the plugin's kernel `attrs.target` on `operands`, declared
     /// to return `result` (arrays or a tuple of arrays). The crate cannot check what
     /// the kernel does; a kernel the plugin does not have is a compile error.

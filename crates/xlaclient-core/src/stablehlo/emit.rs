@@ -657,6 +657,39 @@ impl<'m> Emitter<'m> {
                 ));
             }
             OpKind::Parameter { .. } => unreachable!("parameters are the function's arguments"),
+            // A buffer left as allocated (`Builder::uninitialized`) is a kernel of
+            // this runtime's: StableHLO, read by other programs too (JAX), gets
+            // zeros, which mean the same (every element is written before it is
+            // read).
+            OpKind::CustomCall(a) if a.target == xlaclient_pjrt::UNINITIALIZED_TARGET => {
+                let Shape::Array { ty, .. } = shape else {
+                    return Err(unsupported(op, format!("an uninitialized {shape}")));
+                };
+                let scalar = Shape::scalar(*ty);
+                let zero = vec![0u8; ty.byte_size()];
+                let c = self.op(
+                    out,
+                    depth,
+                    "stablehlo.constant",
+                    &[],
+                    &[],
+                    &[format!(
+                        "value = dense<{}> : {}",
+                        dense(*ty, &[], &zero),
+                        type_of(&scalar)
+                    )],
+                    std::slice::from_ref(&scalar),
+                );
+                return Ok(self.op(
+                    out,
+                    depth,
+                    "stablehlo.broadcast_in_dim",
+                    &[(c[0].clone(), scalar)],
+                    &[],
+                    &["broadcast_dimensions = array<i64>".to_string()],
+                    &results,
+                ));
+            }
             OpKind::Constant(bytes) => {
                 let Shape::Array { ty, dims } = shape else {
                     return Err(unsupported(op, format!("a constant of shape {shape}")));
