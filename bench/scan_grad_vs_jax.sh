@@ -4,7 +4,8 @@
 # Nothing, Dots and Names("pre")) next to JAX's (bench/scan_grad_jax.py, the same
 # program, jax.checkpoint with nothing_saveable, dots_saveable and
 # save_only_these_names), processes alternating, REPS times; prints each run's
-# lines, then the medians of the gradient/forward ratios and temp buffers, and the
+# lines, then the medians of the gradient/forward ratios and temp buffers, the
+# default gradient with a weight product per step (backward_chunk(1)), and the
 # bench's two hand-written programs (the same backward pass, and the floor without
 # the weight's product).
 #
@@ -51,7 +52,11 @@ for label, prefix, key in [
     print(f"  {label:<21} ours {med(ms):7.1f} ms ({med([s / f for s, f in zip(ms, fwd)]):.2f}x fwd, "
           f"temp {mib[0]:.1f} MiB)   JAX {jms:7.1f} ms ({jratio:.2f}x fwd, temp {jtemp} MiB)   "
           f"ours/JAX speed {jms / med(ms):.2f}x")
-for label, prefix in [("by hand, same backward", "by hand, same"), ("by hand, no weight grad", "by hand, no")]:
+for label, prefix in [
+    ("weight product per step", "gradient, product a step"),
+    ("by hand, same backward", "by hand, same"),
+    ("by hand, no weight grad", "by hand, no"),
+]:
     ms, _ = ours(prefix)
     print(f"  {label:<23} ours {med(ms):7.1f} ms ({med([s / f for s, f in zip(ms, fwd)]):.2f}x fwd)")
 paired = [float(re.search(r"stored ([\d.]+)x", l).group(1)) for l in lines if l.startswith("per-round")]

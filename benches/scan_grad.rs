@@ -35,6 +35,11 @@
 //! gradient's accumulation of the weight's product, in one library call), and
 //! that gradient's ratio to that forward pass printed beside the others.
 //!
+//! The default gradient's backward loop runs 4 steps per iteration and takes the
+//! weight's product once per 4 steps (`ScanOptions::backward_chunk`); the same
+//! gradient with a product per step (`backward_chunk(1)`) is compiled too and its
+//! ratio printed beside it.
+//!
 //! Run: `cargo bench --bench scan_grad` (optionally `-- STEPS BATCH WIDTH`, and
 //! `--keep-host-heap` for a client made with `ClientOptions::keep_host_heap`:
 //! the weight's product after the loop needs more than glibc's 32 MiB mmap
@@ -53,12 +58,13 @@ fn program(
     width: i64,
     grad: bool,
     policy: CheckpointPolicy,
+    chunk: usize,
 ) -> Computation {
     let b = Builder::new("scan_grad");
     let w = b.parameter(0, Shape::of::<f32>(&[width, width]), "w");
     let h0 = b.parameter(1, Shape::of::<f32>(&[batch, width]), "h0");
     let xs = b.parameter(2, Shape::of::<f32>(&[steps, batch, width]), "xs");
-    let opts = ScanOptions::new().policy(policy);
+    let opts = ScanOptions::new().policy(policy).backward_chunk(chunk);
     let (_, ys) = b.scan_with(h0.clone(), xs, &opts, |h, x| {
         let h2 = (&h.matmul(&w) + &x).checkpoint_name("pre").tanh();
         let y = h2.reduce_sum(&[0, 1]);
@@ -249,7 +255,7 @@ fn main() -> xlaclient::Result<()> {
         ),
     ] {
         let t = Instant::now();
-        let exe = client.compile(program(steps, batch, width, grad, policy))?;
+        let exe = client.compile(program(steps, batch, width, grad, policy, 0))?;
         let compile = t.elapsed().as_secs_f64();
         let m = exe.memory_stats()?;
         exes.push((name, exe, compile, m.temp_bytes));
@@ -278,12 +284,28 @@ fn main() -> xlaclient::Result<()> {
     ] {
         let t = Instant::now();
         let exe = client.compile_with(
-            program(steps, batch, width, grad, CheckpointPolicy::Everything),
+            program(steps, batch, width, grad, CheckpointPolicy::Everything, 0),
             &dot_fusions,
         )?;
         let compile = t.elapsed().as_secs_f64();
         let m = exe.memory_stats()?;
         exes.push((name, exe, compile, m.temp_bytes));
+    }
+    {
+        // The weight's product per step (`backward_chunk(1)`), against the
+        // default's one product per chunk of steps.
+        let t = Instant::now();
+        let exe = client.compile(program(
+            steps,
+            batch,
+            width,
+            true,
+            CheckpointPolicy::Everything,
+            1,
+        ))?;
+        let compile = t.elapsed().as_secs_f64();
+        let m = exe.memory_stats()?;
+        exes.push(("gradient, product a step", exe, compile, m.temp_bytes));
     }
     // The hand-written gradient computes what the automatic one does.
     let auto = exes[1].1.execute(&[&w, &h0, &xs])?;
@@ -389,6 +411,14 @@ fn main() -> xlaclient::Result<()> {
          gradient whose products run one after another",
         med[8] / med[0],
         paired[8]
+    );
+    println!(
+        "the weight's product per step (backward_chunk(1)) / forward: {:.2}x (per-round \
+         {:.2}x), against the default's chunks of steps {:.2}x (per-round {:.2}x)",
+        med[11] / med[0],
+        paired[11],
+        med[1] / med[0],
+        paired[1]
     );
     Ok(())
 }

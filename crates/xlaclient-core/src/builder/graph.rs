@@ -42,6 +42,9 @@ pub(crate) struct Graph {
     /// (`ScanOptions::policy`), by computation and instruction: what it stores.
     pub(crate) checkpointed:
         std::collections::HashMap<(CompId, u32), crate::ops::control::CheckpointPolicy>,
+    /// Scans whose gradient's backward loop was asked for a number of steps per
+    /// iteration (`ScanOptions::backward_chunk`), by computation and instruction.
+    pub(crate) backward_chunks: std::collections::HashMap<(CompId, u32), usize>,
     /// Values tagged by `Op::checkpoint_name`, which `CheckpointPolicy::Names`
     /// stores per step.
     pub(crate) checkpoint_names: std::collections::HashMap<(CompId, Value), String>,
@@ -119,6 +122,7 @@ impl Graph {
             in_backward: 0,
             custom_vjps: Default::default(),
             checkpointed: Default::default(),
+            backward_chunks: Default::default(),
             checkpoint_names: Default::default(),
             threefry_unrolled: false,
             forwarded: Default::default(),

@@ -475,6 +475,14 @@ pub struct ScanOptions {
     /// For the gradient: what each step stores for the backward pass and what it
     /// recomputes ([`CheckpointPolicy`]; `Everything` by default).
     pub policy: CheckpointPolicy,
+    /// For the gradient of a recurrent scan (one whose state's cotangent chains
+    /// the steps, an RNN): steps per iteration of the backward loop, whose
+    /// weights' cotangents of products `x · W` are then one product over those
+    /// steps' rows of `x` instead of one per step. 0 (the default) chooses: 2–4
+    /// steps, about 128 rows in all, where the step count has such a divisor;
+    /// 1 takes a product per step; `k > 1` asks for `k`, or the largest divisor of
+    /// the step count below it. Other loops ignore it.
+    pub backward_chunk: usize,
 }
 
 impl ScanOptions {
@@ -504,6 +512,12 @@ impl ScanOptions {
     /// Sets `policy`.
     pub fn policy(mut self, p: CheckpointPolicy) -> Self {
         self.policy = p;
+        self
+    }
+
+    /// Sets `backward_chunk` (0: chosen; 1: a weight product per step).
+    pub fn backward_chunk(mut self, k: usize) -> Self {
+        self.backward_chunk = k;
         self
     }
 
@@ -889,6 +903,7 @@ impl Builder {
             reverse,
             unroll,
             ref policy,
+            backward_chunk,
         } = *options;
         let x_leaves: Vec<Op> = xs.leaves().into_iter().cloned().collect();
         let c_leaves: Vec<Op> = init.leaves().into_iter().cloned().collect();
@@ -1055,6 +1070,12 @@ impl Builder {
             );
             self.record_trip_count(&i_out, full / unroll);
             self.record_policy(&i_out, policy);
+            if backward_chunk != 0 && !i_out.is_poisoned() {
+                self.g
+                    .borrow_mut()
+                    .backward_chunks
+                    .insert((i_out.comp, i_out.v.instr), backward_chunk);
+            }
             (c, ys)
         } else {
             (init, ys0)
@@ -1089,15 +1110,17 @@ pub(crate) fn vjp_while(n: &Node) -> Grads {
             .map(|t| Trips::Exactly(*t))
             .or_else(|| g.loop_bounds.get(&n.at).map(|t| Trips::AtMost(*t)));
         let policy = g.checkpointed.get(&n.at).cloned().unwrap_or_default();
-        (trips, policy)
+        let chunk = g.backward_chunks.get(&n.at).copied().unwrap_or(0);
+        (trips, (policy, chunk))
     };
+    let (policy, asked_chunk) = policy;
     let Some(trips) = trips else {
         return Err(
             "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
                 .into(),
         );
     };
-    while_cts(*cond, *body, trips, &policy, n, &n.array_cts())
+    while_cts(*cond, *body, trips, &policy, asked_chunk, n, &n.array_cts())
         .map(|parts| vec![Some(Ct::Tuple(parts))])
 }
 
@@ -1127,6 +1150,7 @@ fn while_cts(
     body: CompId,
     trips: Trips,
     policy: &CheckpointPolicy,
+    asked_chunk: usize,
     n: &crate::autodiff::Node,
     cts: &[Option<Op>],
 ) -> Result<Vec<Option<Op>>, String> {
@@ -1281,14 +1305,14 @@ fn while_cts(
     // cotangent flows from step to step (every float element of the carry is
     // invariant or a stacked output, as in a rollout whose state is discrete):
     // there the backward steps are independent and the per-step products were the
-    // work. Where a recurrent state's cotangent chains the steps (an RNN), the
-    // plugin runs each step's weight product beside that chain (on its second
-    // thread), and one product after the loop measured slower
-    // (benches/scan_grad.rs: 6.5-9.7x the forward pass against 3.9-5.0x, the
-    // product after the loop taken in every layout: transposed, canonical, or
-    // batched over chunks of rows; guide 12).
+    // work. Where a recurrent state's cotangent chains the steps (an RNN), one
+    // product after the loop measured slower (benches/scan_grad.rs: 6.5-9.7x the
+    // forward pass against 3.9-5.0x, the product after the loop taken in every
+    // layout: transposed, canonical, or batched over chunks of rows; guide 12):
+    // there the products are summed a few steps at a time instead (`chunked`
+    // below).
     let deferred: Vec<DeferredDot> = if store && !recurrent {
-        deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored)
+        deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored, &[])
     } else {
         Vec::new()
     };
@@ -1322,8 +1346,35 @@ fn while_cts(
             loc,
         )
     };
+    // In a recurrent loop (an RNN: the state's cotangent chains the steps, so
+    // they run one after another), the products that give a weight's cotangent
+    // (`x · W` for an invariant matrix W, x's rows stacked) are summed over
+    // `chunk` steps at once: each iteration of the backward loop runs `chunk`
+    // steps and then one product over their rows, instead of one small product
+    // and one add of W's size per step (`benches/scan_grad.rs`; guide 12).
+    let (chunk, chunked): (i64, Vec<DeferredDot>) = if recurrent && store && !bounded {
+        let dots: Vec<DeferredDot> =
+            deferrable_dots(b, body, &invariant, &shapes, &stacked, &stored, &shifted)
+                .into_iter()
+                .filter(|d| {
+                    let dd = &d.attrs.dims;
+                    d.operand == 1
+                        && shapes[d.element].rank() == 2
+                        && dd.lhs_batch.is_empty()
+                        && dd.rhs_batch.is_empty()
+                        && d.out.rank() == 2
+                })
+                .collect();
+        // Rows of x per step: the first axis of the dot's result.
+        let rows = dots.iter().map(|d| d.out.dims()[0]).max().unwrap_or(0);
+        let c = chunk_steps(trips, rows, asked_chunk as i64);
+        if c > 1 { (c, dots) } else { (1, Vec::new()) }
+    } else {
+        (1, Vec::new())
+    };
     let defer_edges: std::collections::HashSet<(u32, usize)> = deferred
         .iter()
+        .chain(&chunked)
         .map(|d| (d.dot, d.operand))
         .chain(row_reads.iter().map(|r| (r.slice, 0)))
         .collect();
@@ -1399,9 +1450,220 @@ fn while_cts(
                 (j, b.optimization_barrier(&[&t]).remove(0))
             })
             .collect();
+        // Rows `lo .. lo + chunk` of a chunked dot's other operand, as
+        // `[chunk, ..]`, in the loop body's builder `bb`.
+        let chunk_rows = |bb: &Builder, other: &Rows, lo: &Op| -> Op {
+            let block = |stack: &Op, shape: &Shape, start: &Op| {
+                let starts = at_step(start, shape.rank());
+                let refs: Vec<&Op> = starts.iter().collect();
+                let mut sizes = vec![chunk];
+                sizes.extend(shape.dims());
+                read_block(&local(bb, stack), &refs, &sizes, loc)
+            };
+            match *other {
+                Rows::Carry(p) => block(&stacks[p], &shapes[stacked[p]], lo),
+                Rows::Stored(p) => block(&stacks[stacked.len() + p], &stored[p].2, lo),
+                Rows::Shifted { element, stored: q } => {
+                    // The stored value's rows `lo - 1 ..`; at `lo = 0` the
+                    // initial value, then the stored rows `0 .. chunk - 1`.
+                    let shape = &shapes[element];
+                    let zero = s32(bb, 0);
+                    let start = lo
+                        .binary_scalar(crate::BinaryOp::Subtract, crate::Scalar::Int(1), false, loc)
+                        .binary(crate::BinaryOp::Maximum, &zero, loc);
+                    let rows = block(&stacks[stacked.len() + q], shape, &start);
+                    let first = local(bb, &init[element]).reshape(&with_step_axis(shape));
+                    let mut limit = vec![chunk - 1];
+                    limit.extend(shape.dims());
+                    let head = rows.slice(&vec![0; limit.len()], &limit, &vec![1; limit.len()]);
+                    let from_start = bb.concatenate(&[&first, &head], 0);
+                    let at_start = lo.compare(&zero, crate::Comparison::Eq);
+                    bb.select(&at_start, &from_start, &rows)
+                }
+            }
+        };
+        // One backward step at step `t`, in the loop body's builder `bb`: the
+        // new float cotangents, the new rows of the cotangent stacks, and the
+        // cotangents the step captured at the deferred edges.
+        let step = |bb: &Builder,
+                    t: &Op,
+                    ct: &[Op],
+                    ct_rows: &[Op]|
+         -> (Vec<Op>, Vec<Op>, HashMap<u32, Op>) {
+            let t = t.clone();
+            // Row `t` of a stack.
+            let slice_at = |stack: &Op, shape: &Shape, row: &Op| {
+                let starts = at_step(row, shape.rank());
+                let refs: Vec<&Op> = starts.iter().collect();
+                read_block(&local(bb, stack), &refs, &with_step_axis(shape), loc)
+                    .reshape(shape.dims())
+            };
+            let slice = |stack: &Op, shape: &Shape| slice_at(stack, shape, &t);
+            let c_t: Vec<Op> = (0..k)
+                .map(|j| {
+                    let dims = shapes[j].dims().to_vec();
+                    let shift = shifted.iter().find(|(e, _)| *e == j);
+                    let counter = counters.iter().find(|(e, _)| *e == j);
+                    match stacked.iter().position(|x| *x == j) {
+                        Some(p) => slice(&stacks[p], &shapes[j]),
+                        // `init + t·c`.
+                        None if counter.is_some() => {
+                            let step = counter.map_or(0, |(_, c)| *c);
+                            let g = bb.g.borrow();
+                            let ins = &g.comp(body).instrs[step as usize];
+                            let (kind, shape) = (ins.kind.clone(), g.shapes.get(ins.shape).clone());
+                            drop(g);
+                            let c = bb.emit(kind, &[], Some(shape), loc);
+                            local(bb, &init[j]).reshape(&dims).binary(
+                                crate::BinaryOp::Add,
+                                &t.binary(crate::BinaryOp::Multiply, &c, loc),
+                                loc,
+                            )
+                        }
+                        // The stored value of the step before (row `t - 1`,
+                        // clamped at 0), or the initial value at step 0.
+                        None if shift.is_some() => {
+                            let q = shift.map_or(0, |(_, q)| *q);
+                            let zero = s32(bb, 0);
+                            let prev = t
+                                .binary_scalar(
+                                    crate::BinaryOp::Subtract,
+                                    crate::Scalar::Int(1),
+                                    false,
+                                    loc,
+                                )
+                                .binary(crate::BinaryOp::Maximum, &zero, loc);
+                            let row = slice_at(&stacks[stacked.len() + q], &shapes[j], &prev);
+                            let first = t.compare(&zero, crate::Comparison::Eq);
+                            bb.select(&first, &local(bb, &init[j]).reshape(&dims), &row)
+                        }
+                        // A value of its own for each element, so that two elements
+                        // holding the same outside value get separate cotangents.
+                        None => {
+                            let src = if invariant[j] {
+                                &init[j]
+                            } else {
+                                &n.results[j]
+                            };
+                            local(bb, src).reshape(&dims)
+                        }
+                    }
+                })
+                .collect();
+            for (j, t) in &transposed {
+                let twin = local(bb, t);
+                if !twin.is_poisoned() && !c_t[*j].is_poisoned() {
+                    bb.g.borrow_mut()
+                        .transposed
+                        .insert((bb.comp, c_t[*j].v), twin.v);
+                }
+            }
+            let (back, captured, vals) = if store {
+                // The step's values, read back from the stacks.
+                let mut vals: HashMap<(u32, u32), Op> = stored
+                    .iter()
+                    .enumerate()
+                    .map(|(p, (ins, r, shape))| {
+                        ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
+                    })
+                    .collect();
+                for (ins, j) in &unstored {
+                    vals.insert((*ins, 0), c_t[*j].clone());
+                }
+                if partial {
+                    // The others, computed again from those and the carry.
+                    recompute(bb, body, &c_t, &mut vals, loc);
+                }
+                let (back, captured) =
+                    backprop_stored(bb, body, &c_t, &vals, &float, ct, &defer_edges, loc);
+                (back, captured, vals)
+            } else {
+                let outs = inline(bb, body, &c_t);
+                let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
+                let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
+                let ct_refs: Vec<&Op> = ct.iter().collect();
+                (
+                    bb.vjp(&outs_f, &ct_refs, &wrt_f),
+                    HashMap::new(),
+                    HashMap::new(),
+                )
+            };
+            // A stacked output's cotangent stays the final one: each step reads
+            // its own row of it, which no later step's write has touched (see
+            // `rows_once`); zeroing the row after reading it would make the
+            // plugin copy the whole stack every step.
+            let back: Vec<Op> = back
+                .into_iter()
+                .zip(ct)
+                .zip(&float)
+                .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
+                .collect();
+            // Row `t` of each deferred dot's result cotangents.
+            let rows: Vec<Op> = deferred
+                .iter()
+                .zip(ct_rows)
+                .map(|(d, buf)| {
+                    let row = captured
+                        .get(&d.dot)
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            bb.scalar_of(
+                                d.out.element_type().expect("array"),
+                                crate::Scalar::Int(0),
+                                loc,
+                            )
+                            .broadcast_to(d.out.dims())
+                        })
+                        .reshape(&with_step_axis(&d.out));
+                    let starts = at_step(&t, d.out.rank());
+                    let refs: Vec<&Op> = starts.iter().collect();
+                    write_block(buf, &row, &refs)
+                })
+                .chain(
+                    row_reads
+                        .iter()
+                        .zip(&ct_rows[deferred.len()..])
+                        .map(|(r, buf)| {
+                            // The step's rows, at the step's own start indices.
+                            let starts: Vec<Op> = r
+                                .starts
+                                .iter()
+                                .map(|v| match v {
+                                    Start::Element(e) => c_t[*e].clone(),
+                                    Start::Value(v) => vals
+                                        .get(&(v.instr, v.result))
+                                        .cloned()
+                                        .unwrap_or_else(|| lost(bb)),
+                                    Start::Constant(kind, shape) => {
+                                        bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
+                                    }
+                                })
+                                .collect();
+                            // (No cotangent reached the read: nothing to write.)
+                            let Some(row) = captured.get(&r.slice) else {
+                                return buf.clone();
+                            };
+                            let refs: Vec<&Op> = starts.iter().collect();
+                            write_block(buf, row, &refs)
+                        }),
+                )
+                .collect();
+            (back, rows, captured)
+        };
+        // Each iteration runs `chunk` steps, from the last; the chunked dots'
+        // cotangents for their weights are then one product over the steps' rows.
+        let iterations = if chunk > 1 { trips / chunk } else { 0 };
         let (bwd_i, ct_in, ct_stacks) = b.while_loop(
             (s32(b, 0), ct0, ct_stacks0),
-            |(s, _, _)| s.compare(&local(&s.builder(), &count), crate::Comparison::Lt),
+            |(s, _, _)| {
+                let bb = s.builder();
+                let n = if chunk > 1 {
+                    s32(&bb, iterations)
+                } else {
+                    local(&bb, &count)
+                };
+                s.compare(&n, crate::Comparison::Lt)
+            },
             |(s, ct, ct_rows)| {
                 let bb = s.builder();
                 let last = local(&bb, &count).binary_scalar(
@@ -1410,172 +1672,85 @@ fn while_cts(
                     false,
                     loc,
                 );
-                let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
-                // Row `t` of a stack.
-                let slice_at = |stack: &Op, shape: &Shape, row: &Op| {
-                    let starts = at_step(row, shape.rank());
-                    let refs: Vec<&Op> = starts.iter().collect();
-                    read_block(&local(&bb, stack), &refs, &with_step_axis(shape), loc)
-                        .reshape(shape.dims())
-                };
-                let slice = |stack: &Op, shape: &Shape| slice_at(stack, shape, &t);
-                let c_t: Vec<Op> = (0..k)
-                    .map(|j| {
-                        let dims = shapes[j].dims().to_vec();
-                        let shift = shifted.iter().find(|(e, _)| *e == j);
-                        let counter = counters.iter().find(|(e, _)| *e == j);
-                        match stacked.iter().position(|x| *x == j) {
-                            Some(p) => slice(&stacks[p], &shapes[j]),
-                            // `init + t·c`.
-                            None if counter.is_some() => {
-                                let step = counter.map_or(0, |(_, c)| *c);
-                                let g = bb.g.borrow();
-                                let ins = &g.comp(body).instrs[step as usize];
-                                let (kind, shape) =
-                                    (ins.kind.clone(), g.shapes.get(ins.shape).clone());
-                                drop(g);
-                                let c = bb.emit(kind, &[], Some(shape), loc);
-                                local(&bb, &init[j]).reshape(&dims).binary(
-                                    crate::BinaryOp::Add,
-                                    &t.binary(crate::BinaryOp::Multiply, &c, loc),
-                                    loc,
-                                )
-                            }
-                            // The stored value of the step before (row `t - 1`,
-                            // clamped at 0), or the initial value at step 0.
-                            None if shift.is_some() => {
-                                let q = shift.map_or(0, |(_, q)| *q);
-                                let zero = s32(&bb, 0);
-                                let prev = t
-                                    .binary_scalar(
-                                        crate::BinaryOp::Subtract,
-                                        crate::Scalar::Int(1),
-                                        false,
-                                        loc,
-                                    )
-                                    .binary(crate::BinaryOp::Maximum, &zero, loc);
-                                let row = slice_at(&stacks[stacked.len() + q], &shapes[j], &prev);
-                                let first = t.compare(&zero, crate::Comparison::Eq);
-                                bb.select(&first, &local(&bb, &init[j]).reshape(&dims), &row)
-                            }
-                            // A value of its own for each element, so that two elements
-                            // holding the same outside value get separate cotangents.
-                            None => {
-                                let src = if invariant[j] {
-                                    &init[j]
-                                } else {
-                                    &n.results[j]
-                                };
-                                local(&bb, src).reshape(&dims)
-                            }
-                        }
-                    })
-                    .collect();
-                for (j, t) in &transposed {
-                    let twin = local(&bb, t);
-                    if !twin.is_poisoned() && !c_t[*j].is_poisoned() {
-                        bb.g.borrow_mut()
-                            .transposed
-                            .insert((bb.comp, c_t[*j].v), twin.v);
+                if chunk <= 1 {
+                    let t = last.binary(crate::BinaryOp::Subtract, &s, loc);
+                    let (back, rows, _) = step(&bb, &t, &ct, &ct_rows);
+                    return (plus_one(s), back, rows);
+                }
+                // Steps `hi`, `hi - 1`, …, `lo`.
+                let hi = last.binary(
+                    crate::BinaryOp::Subtract,
+                    &s.binary_scalar(
+                        crate::BinaryOp::Multiply,
+                        crate::Scalar::Int(chunk),
+                        false,
+                        loc,
+                    ),
+                    loc,
+                );
+                let (mut ct, mut ct_rows) = (ct, ct_rows);
+                let mut caught: Vec<Vec<Op>> = vec![Vec::new(); chunked.len()];
+                for j in 0..chunk {
+                    let t = hi.binary_scalar(
+                        crate::BinaryOp::Subtract,
+                        crate::Scalar::Int(j),
+                        false,
+                        loc,
+                    );
+                    let (back, rows, captured) = step(&bb, &t, &ct, &ct_rows);
+                    for (d, c) in chunked.iter().zip(&mut caught) {
+                        c.push(captured.get(&d.dot).cloned().unwrap_or_else(|| {
+                            bb.scalar_of(
+                                d.out.element_type().expect("array"),
+                                crate::Scalar::Int(0),
+                                loc,
+                            )
+                            .broadcast_to(d.out.dims())
+                        }));
+                    }
+                    (ct, ct_rows) = (back, rows);
+                }
+                let lo = hi.binary_scalar(
+                    crate::BinaryOp::Subtract,
+                    crate::Scalar::Int(chunk - 1),
+                    false,
+                    loc,
+                );
+                for (d, c) in chunked.iter().zip(caught) {
+                    // The steps' result cotangents in step order, `lo` first.
+                    let rows: Vec<Op> = c
+                        .iter()
+                        .rev()
+                        .map(|r| r.reshape(&with_step_axis(&d.out)))
+                        .collect();
+                    let refs: Vec<&Op> = rows.iter().collect();
+                    let ct_block = bb.concatenate(&refs, 0);
+                    let other = chunk_rows(&bb, &d.other, &lo);
+                    let w = &shapes[d.element];
+                    let Some(sum) = crate::ops::linalg::dot_operand_ct(
+                        &d.attrs,
+                        d.operand,
+                        &other,
+                        &ct_block,
+                        w.element_type(),
+                        w.rank() as i64,
+                        true,
+                    ) else {
+                        continue;
+                    };
+                    if let Some(p) = float.iter().position(|j| *j == d.element) {
+                        ct[p] = ct[p].binary(crate::BinaryOp::Add, &sum, loc);
                     }
                 }
-                let (back, captured, vals) = if store {
-                    // The step's values, read back from the stacks.
-                    let mut vals: HashMap<(u32, u32), Op> = stored
-                        .iter()
-                        .enumerate()
-                        .map(|(p, (ins, r, shape))| {
-                            ((*ins, *r), slice(&stacks[stacked.len() + p], shape))
-                        })
-                        .collect();
-                    for (ins, j) in &unstored {
-                        vals.insert((*ins, 0), c_t[*j].clone());
-                    }
-                    if partial {
-                        // The others, computed again from those and the carry.
-                        recompute(&bb, body, &c_t, &mut vals, loc);
-                    }
-                    let (back, captured) =
-                        backprop_stored(&bb, body, &c_t, &vals, &float, &ct, &defer_edges, loc);
-                    (back, captured, vals)
-                } else {
-                    let outs = inline(&bb, body, &c_t);
-                    let outs_f: Vec<&Op> = float.iter().map(|j| &outs[*j]).collect();
-                    let wrt_f: Vec<&Op> = float.iter().map(|j| &c_t[*j]).collect();
-                    let ct_refs: Vec<&Op> = ct.iter().collect();
-                    (
-                        bb.vjp(&outs_f, &ct_refs, &wrt_f),
-                        HashMap::new(),
-                        HashMap::new(),
-                    )
-                };
-                // A stacked output's cotangent stays the final one: each step reads
-                // its own row of it, which no later step's write has touched (see
-                // `rows_once`); zeroing the row after reading it would make the
-                // plugin copy the whole stack every step.
-                let back: Vec<Op> = back
-                    .into_iter()
-                    .zip(&ct)
-                    .zip(&float)
-                    .map(|((bk, c), j)| if once[*j] { c.clone() } else { bk })
-                    .collect();
-                // Row `t` of each deferred dot's result cotangents.
-                let rows: Vec<Op> = deferred
-                    .iter()
-                    .zip(&ct_rows)
-                    .map(|(d, buf)| {
-                        let row = captured
-                            .get(&d.dot)
-                            .cloned()
-                            .unwrap_or_else(|| {
-                                bb.scalar_of(
-                                    d.out.element_type().expect("array"),
-                                    crate::Scalar::Int(0),
-                                    loc,
-                                )
-                                .broadcast_to(d.out.dims())
-                            })
-                            .reshape(&with_step_axis(&d.out));
-                        let starts = at_step(&t, d.out.rank());
-                        let refs: Vec<&Op> = starts.iter().collect();
-                        write_block(buf, &row, &refs)
-                    })
-                    .chain(
-                        row_reads
-                            .iter()
-                            .zip(&ct_rows[deferred.len()..])
-                            .map(|(r, buf)| {
-                                // The step's rows, at the step's own start indices.
-                                let starts: Vec<Op> = r
-                                    .starts
-                                    .iter()
-                                    .map(|v| match v {
-                                        Start::Element(e) => c_t[*e].clone(),
-                                        Start::Value(v) => vals
-                                            .get(&(v.instr, v.result))
-                                            .cloned()
-                                            .unwrap_or_else(|| lost(&bb)),
-                                        Start::Constant(kind, shape) => {
-                                            bb.emit(kind.clone(), &[], Some(shape.clone()), loc)
-                                        }
-                                    })
-                                    .collect();
-                                // (No cotangent reached the read: nothing to write.)
-                                let Some(row) = captured.get(&r.slice) else {
-                                    return buf.clone();
-                                };
-                                let refs: Vec<&Op> = starts.iter().collect();
-                                write_block(buf, row, &refs)
-                            }),
-                    )
-                    .collect();
-                (plus_one(s), back, rows)
+                (plus_one(s), ct, ct_rows)
             },
         );
         // The backward loop has a trip count or bound too: the gradient is
         // differentiable again.
         if bounded {
             b.record_bound(&bwd_i, trips)
+        } else if chunk > 1 {
+            b.record_trip_count(&bwd_i, iterations)
         } else {
             b.record_trip_count(&bwd_i, trips)
         }
@@ -1604,6 +1779,8 @@ fn while_cts(
         let other = match d.other {
             Rows::Carry(p) => &stacks[p],
             Rows::Stored(p) => &stacks[stacked.len() + p],
+            // Not deferred after the loop (only chunked, see `chunked`).
+            Rows::Shifted { .. } => continue,
         };
         let w = &shapes[d.element];
         let Some(sum) = crate::ops::linalg::dot_operand_ct(
@@ -1959,6 +2136,15 @@ enum Rows {
     Carry(usize),
     /// Position in the stored values.
     Stored(usize),
+    /// A carry element that is not stacked because its new value is a stored
+    /// value (see `shifted_elements`): its value entering step `t` is that stored
+    /// value's row `t - 1`, the initial value at step 0.
+    Shifted {
+        /// The carry element.
+        element: usize,
+        /// Position of its new value in the stored values.
+        stored: usize,
+    },
 }
 
 /// A dot in a loop body one of whose operands is a loop-invariant float carry
@@ -1977,6 +2163,29 @@ struct DeferredDot {
     attrs: crate::ops::linalg::DotAttrs,
     /// The dot's result shape (one row of the cotangent stack).
     out: Shape,
+}
+
+/// Steps per iteration of a recurrent loop's backward pass whose weight products
+/// are chunked (see `while_cts`), a divisor of the step count (every iteration
+/// runs whole chunks), at most `asked` where that is above 0
+/// (`ScanOptions::backward_chunk`); by default enough steps for about 128 rows
+/// of x in each weight product (the CPU backend's library products run such a
+/// product faster per row than one of 32 rows, `benches/dot_layouts.rs`), at
+/// most 4. 1 (no chunks) where the steps already have 128 rows or more, or the
+/// count has no such divisor.
+fn chunk_steps(trips: i64, rows: i64, asked: i64) -> i64 {
+    if rows <= 0 || asked == 1 {
+        return 1;
+    }
+    let most = if asked > 1 {
+        asked
+    } else {
+        (128 / rows).clamp(1, 4)
+    };
+    (2..=most)
+        .rev()
+        .find(|c| trips % c == 0 && trips >= *c)
+        .unwrap_or(1)
 }
 
 /// The stacked `s32` scalar carry elements that the body steps by a constant
@@ -2080,6 +2289,7 @@ fn deferrable_dots(
     shapes: &[Shape],
     stacked: &[usize],
     stored: &[(u32, u32, Shape)],
+    shifted: &[(usize, usize)],
 ) -> Vec<DeferredDot> {
     let g = b.g.borrow();
     let c = g.comp(body);
@@ -2108,7 +2318,13 @@ fn deferrable_dots(
             let other = match element_of(o) {
                 Some(m) => match stacked.iter().position(|x| *x == m) {
                     Some(p) => Rows::Carry(p),
-                    None => continue,
+                    None => match shifted.iter().find(|(e, _)| *e == m) {
+                        Some((_, q)) => Rows::Shifted {
+                            element: m,
+                            stored: *q,
+                        },
+                        None => continue,
+                    },
                 },
                 None => match stored
                     .iter()
