@@ -145,6 +145,13 @@ impl Computation {
 
     /// The serialized `HloModuleProto` (streamed from the IR without building the
     /// whole proto).
+    ///
+    /// A loop's stacks may start from a custom call to
+    /// [`UNINITIALIZED_TARGET`](crate::UNINITIALIZED_TARGET), a kernel of this
+    /// runtime's that `Client::compile` registers with the CPU plugins: for
+    /// another runtime take `hlo_module_bytes_zeroed` (of
+    /// [`HloModuleSource`](crate::pjrt::HloModuleSource)), which has zeros in
+    /// their place, or the StableHLO text ([`to_stablehlo`](Self::to_stablehlo)).
     pub fn to_bytes(&self) -> Vec<u8> {
         ir::lower::to_bytes(&self.ir, &crate::ops::Table)
     }

@@ -1358,7 +1358,9 @@ fn while_cts(
                 .into_iter()
                 .filter(|d| {
                     let dd = &d.attrs.dims;
-                    d.operand == 1
+                    // A weight that gets a cotangent (one differentiated against).
+                    float.contains(&d.element)
+                        && d.operand == 1
                         && shapes[d.element].rank() == 2
                         && dd.lhs_batch.is_empty()
                         && dd.rhs_batch.is_empty()
