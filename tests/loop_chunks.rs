@@ -115,16 +115,12 @@ fn chunked_and_unchunked_weight_gradients_agree() {
     // The same recurrence over 8 steps (chunked) and over the same 8 steps as a
     // scan of 7 followed by one more step written out (the 7-step scan is not
     // chunked): the gradients agree to rounding.
-    let (w, h0, xs) = {
-        let mut rng = Rng(3);
-        let mut v = |n: usize| -> Vec<f32> {
-            fd::rand_vec(&mut rng, n, -0.9, 0.9)
-                .into_iter()
-                .map(|x| x as f32)
-                .collect()
-        };
-        (v(9), v(6), v(48))
-    };
+    let mut rng = Rng(3);
+    let (w, h0, xs) = (
+        rng.vec(9, -0.9, 0.9),
+        rng.vec(6, -0.9, 0.9),
+        rng.vec(48, -0.9, 0.9),
+    );
     let args = [
         upload(&w, &[3, 3]),
         upload(&h0, &[2, 3]),

@@ -61,13 +61,11 @@ fn rnn(grad: bool) -> Computation {
 
 fn inputs() -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let mut rng = Rng(11);
-    let mut v = |n: usize| -> Vec<f32> {
-        fd::rand_vec(&mut rng, n, -0.8, 0.8)
-            .into_iter()
-            .map(|x| x as f32)
-            .collect()
-    };
-    (v(9), v(6), v((T * 6) as usize))
+    (
+        rng.vec(9, -0.8, 0.8),
+        rng.vec(6, -0.8, 0.8),
+        rng.vec((T * 6) as usize, -0.8, 0.8),
+    )
 }
 
 fn outputs(module: &Computation) -> Vec<Vec<f32>> {

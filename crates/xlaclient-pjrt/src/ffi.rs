@@ -221,12 +221,14 @@ pub(crate) type Kernel = unsafe extern "C" fn(*mut CallFrame) -> *mut c_void;
 
 /// Registers `kernel` under `target` for the CPU platform ("Host") with
 /// `plugin`'s FFI extension, once per plugin and target (later calls return the
-/// first answer). `what` names the kernel in errors.
+/// first answer). `what` names the kernel in errors; `missing` ends the error of a
+/// plugin without the FFI extension (what the caller cannot do then).
 pub(crate) fn register_kernel(
     plugin: &Plugin,
     target: &'static str,
     kernel: Kernel,
     what: &str,
+    missing: &str,
 ) -> std::result::Result<(), String> {
     type Key = (std::path::PathBuf, &'static str);
     static DONE: OnceLock<Mutex<HashMap<Key, std::result::Result<(), String>>>> = OnceLock::new();
@@ -235,7 +237,7 @@ pub(crate) fn register_kernel(
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     done.entry((plugin.path().to_path_buf(), target))
-        .or_insert_with(|| register_now(plugin, target, kernel, what))
+        .or_insert_with(|| register_now(plugin, target, kernel, what, missing))
         .clone()
 }
 
@@ -244,6 +246,7 @@ fn register_now(
     target: &'static str,
     kernel: Kernel,
     what: &str,
+    missing: &str,
 ) -> std::result::Result<(), String> {
     let who = format!(
         "plugin {} (PJRT C API {}.{})",
@@ -293,7 +296,7 @@ fn register_now(
         ext = e.next;
     }
     Err(format!(
-        "{who} has no FFI extension (PJRT_FFI_Extension), through which the {what} kernel runs"
+        "{who} has no FFI extension (PJRT_FFI_Extension), {missing}"
     ))
 }
 
@@ -325,6 +328,7 @@ impl Plugin {
             UNINITIALIZED_TARGET,
             uninitialized_kernel,
             "uninitialized-buffer",
+            "through which the uninitialized-buffer kernel runs",
         )
         .map_err(|reason| Error::InvalidOption {
             option: UNINITIALIZED_TARGET.into(),

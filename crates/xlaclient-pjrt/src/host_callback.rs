@@ -225,13 +225,14 @@ impl Plugin {
     /// host closures (see the module docs). An error names the plugin when it has
     /// no FFI extension or refuses the handler.
     pub fn enable_host_callbacks(&self) -> Result<()> {
-        register_kernel(self, HOST_CALLBACK_TARGET, handler, "host-callback").map_err(|e| {
-            Error::HostCallback(if e.contains("no FFI extension") {
-                format!("{e}; its compiler also has no host send/recv")
-            } else {
-                e
-            })
-        })
+        register_kernel(
+            self,
+            HOST_CALLBACK_TARGET,
+            handler,
+            "host-callback",
+            "through which host callbacks run; its compiler also has no host send/recv",
+        )
+        .map_err(Error::HostCallback)
     }
 }
 

@@ -1102,7 +1102,7 @@ pub(crate) fn vjp_while(n: &Node) -> Grads {
     let OpKind::While { cond, body } = n.kind else {
         return Err("not a while".into());
     };
-    let (trips, policy) = {
+    let (trips, policy, asked_chunk) = {
         let g = n.b.g.borrow();
         let trips = g
             .trip_counts
@@ -1111,9 +1111,8 @@ pub(crate) fn vjp_while(n: &Node) -> Grads {
             .or_else(|| g.loop_bounds.get(&n.at).map(|t| Trips::AtMost(*t)));
         let policy = g.checkpointed.get(&n.at).cloned().unwrap_or_default();
         let chunk = g.backward_chunks.get(&n.at).copied().unwrap_or(0);
-        (trips, (policy, chunk))
+        (trips, policy, chunk)
     };
-    let (policy, asked_chunk) = policy;
     let Some(trips) = trips else {
         return Err(
             "a `while` loop without a static trip count has no gradient: use fori_loop or scan (whose trip count is known), or while_loop_bounded (a declared bound)"
@@ -1430,15 +1429,7 @@ fn while_cts(
                 let dims: Vec<i64> = std::iter::once(trips)
                     .chain(d.out.dims().iter().copied())
                     .collect();
-                let ty = d.out.element_type().expect("array");
-                if bounded {
-                    // The rows of steps that do not run enter the product: zeros.
-                    b.scalar_of(ty, crate::Scalar::Int(0), loc)
-                        .broadcast_to(&dims)
-                } else {
-                    // Each step writes its row.
-                    b.uninitialized(ty, &dims, loc)
-                }
+                stack_start(b, d.out.element_type().expect("array"), &dims, bounded, loc)
             })
             .chain(row_reads.iter().map(|r| zeros_like(&init[r.element], loc)))
             .collect();
@@ -1605,17 +1596,8 @@ fn while_cts(
                 .iter()
                 .zip(ct_rows)
                 .map(|(d, buf)| {
-                    let row = captured
-                        .get(&d.dot)
-                        .cloned()
-                        .unwrap_or_else(|| {
-                            bb.scalar_of(
-                                d.out.element_type().expect("array"),
-                                crate::Scalar::Int(0),
-                                loc,
-                            )
-                            .broadcast_to(d.out.dims())
-                        })
+                    let row = d
+                        .result_ct(&captured, bb, loc)
                         .reshape(&with_step_axis(&d.out));
                     let starts = at_step(&t, d.out.rank());
                     let refs: Vec<&Op> = starts.iter().collect();
@@ -1654,7 +1636,7 @@ fn while_cts(
         };
         // Each iteration runs `chunk` steps, from the last; the chunked dots'
         // cotangents for their weights are then one product over the steps' rows.
-        let iterations = if chunk > 1 { trips / chunk } else { 0 };
+        let iterations = trips / chunk;
         let (bwd_i, ct_in, ct_stacks) = b.while_loop(
             (s32(b, 0), ct0, ct_stacks0),
             |(s, _, _)| {
@@ -1701,14 +1683,7 @@ fn while_cts(
                     );
                     let (back, rows, captured) = step(&bb, &t, &ct, &ct_rows);
                     for (d, c) in chunked.iter().zip(&mut caught) {
-                        c.push(captured.get(&d.dot).cloned().unwrap_or_else(|| {
-                            bb.scalar_of(
-                                d.out.element_type().expect("array"),
-                                crate::Scalar::Int(0),
-                                loc,
-                            )
-                            .broadcast_to(d.out.dims())
-                        }));
+                        c.push(d.result_ct(&captured, &bb, loc));
                     }
                     (ct, ct_rows) = (back, rows);
                 }
@@ -1728,16 +1703,7 @@ fn while_cts(
                     let refs: Vec<&Op> = rows.iter().collect();
                     let ct_block = bb.concatenate(&refs, 0);
                     let other = chunk_rows(&bb, &d.other, &lo);
-                    let w = &shapes[d.element];
-                    let Some(sum) = crate::ops::linalg::dot_operand_ct(
-                        &d.attrs,
-                        d.operand,
-                        &other,
-                        &ct_block,
-                        w.element_type(),
-                        w.rank() as i64,
-                        true,
-                    ) else {
+                    let Some(sum) = d.weight_ct(&shapes[d.element], &other, &ct_block) else {
                         continue;
                     };
                     if let Some(p) = float.iter().position(|j| *j == d.element) {
@@ -1751,10 +1717,8 @@ fn while_cts(
         // differentiable again.
         if bounded {
             b.record_bound(&bwd_i, trips)
-        } else if chunk > 1 {
-            b.record_trip_count(&bwd_i, iterations)
         } else {
-            b.record_trip_count(&bwd_i, trips)
+            b.record_trip_count(&bwd_i, iterations)
         }
         let mut out = vec![None; k];
         for (c, j) in ct_in.into_iter().zip(&float) {
@@ -1784,16 +1748,7 @@ fn while_cts(
             // Not deferred after the loop (only chunked, see `chunked`).
             Rows::Shifted { .. } => continue,
         };
-        let w = &shapes[d.element];
-        let Some(sum) = crate::ops::linalg::dot_operand_ct(
-            &d.attrs,
-            d.operand,
-            other,
-            ct_stack,
-            w.element_type(),
-            w.rank() as i64,
-            true,
-        ) else {
+        let Some(sum) = d.weight_ct(&shapes[d.element], other, ct_stack) else {
             continue;
         };
         out[d.element] = Some(match out[d.element].take() {
@@ -1907,16 +1862,7 @@ fn batched_backward(
                 .filter(|(j, _)| !s.once[**j])
                 .map(|(_, bk)| bk)
                 .collect();
-            outs.extend(s.deferred.iter().map(|d| {
-                captured.get(&d.dot).cloned().unwrap_or_else(|| {
-                    bb.scalar_of(
-                        d.out.element_type().expect("array"),
-                        crate::Scalar::Int(0),
-                        loc,
-                    )
-                    .broadcast_to(d.out.dims())
-                })
-            }));
+            outs.extend(s.deferred.iter().map(|d| d.result_ct(&captured, bb, loc)));
             // Each row read's row cotangent (zeros where none reached it) and the
             // row's index along the element's first axis.
             for r in s.row_reads {
@@ -2188,6 +2134,41 @@ fn chunk_steps(trips: i64, rows: i64, asked: i64) -> i64 {
         .rev()
         .find(|c| trips % c == 0 && trips >= *c)
         .unwrap_or(1)
+}
+
+impl DeferredDot {
+    /// The step's cotangent of the dot's result, as `captured` at the deferred
+    /// edge (zeros where no cotangent reached the dot).
+    fn result_ct(
+        &self,
+        captured: &HashMap<u32, Op>,
+        bb: &Builder,
+        loc: &'static Location<'static>,
+    ) -> Op {
+        captured.get(&self.dot).cloned().unwrap_or_else(|| {
+            bb.scalar_of(
+                self.out.element_type().expect("array"),
+                crate::Scalar::Int(0),
+                loc,
+            )
+            .broadcast_to(self.out.dims())
+        })
+    }
+
+    /// The sum over steps of the invariant operand's cotangent (of shape `w`):
+    /// one product of the other operand's rows with the result cotangents, both
+    /// stacked along a leading step axis.
+    fn weight_ct(&self, w: &Shape, other: &Op, ct_stack: &Op) -> Option<Op> {
+        crate::ops::linalg::dot_operand_ct(
+            &self.attrs,
+            self.operand,
+            other,
+            ct_stack,
+            w.element_type(),
+            w.rank() as i64,
+            true,
+        )
+    }
 }
 
 /// The stacked `s32` scalar carry elements that the body steps by a constant
@@ -2742,6 +2723,26 @@ fn backprop_stored(
     (cts, captured)
 }
 
+/// The starting value of a stack with a row per step of a loop: left as allocated
+/// where every step runs and writes its row before any row is read; zeros in a
+/// bounded loop, whose steps that do not run leave their rows as they start, and
+/// whose readers take them masked (the backward pass) or whole (a deferred
+/// product).
+fn stack_start(
+    b: &Builder,
+    ty: ElementType,
+    dims: &[i64],
+    bounded: bool,
+    loc: &'static Location<'static>,
+) -> Op {
+    if bounded {
+        b.scalar_of(ty, crate::Scalar::Int(0), loc)
+            .broadcast_to(dims)
+    } else {
+        b.uninitialized(ty, dims, loc)
+    }
+}
+
 /// The loop of [`vjp_while`]'s forward steps: the original loop's steps (its
 /// condition when `bounded`, else `trips` steps), storing at each step `t` row `t`
 /// of one stack per stored carry element (`stacked`, the carry entering the step)
@@ -2770,17 +2771,7 @@ fn storing_loop(
             let dims: Vec<i64> = std::iter::once(trips)
                 .chain(s.dims().iter().copied())
                 .collect();
-            let ty = s.element_type().expect("array");
-            if bounded {
-                // Rows of the steps that do not run stay as they start, and the
-                // backward pass may read them (masked): zeros.
-                b.scalar_of(ty, crate::Scalar::Int(0), loc)
-                    .broadcast_to(&dims)
-            } else {
-                // Every row is written (one per step) before the backward pass
-                // reads any: no pass of zeros over the stack first.
-                b.uninitialized(ty, &dims, loc)
-            }
+            stack_start(b, s.element_type().expect("array"), &dims, bounded, loc)
         })
         .collect();
     let (count, outs, stacks) = b.while_loop(
